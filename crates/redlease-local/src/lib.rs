@@ -1,0 +1,329 @@
+//! Real `redis-server` processes on free loopback ports, for tests, benchmarks and demos.
+//!
+//! Every server binds `127.0.0.1` only, keeps no data on disk (`--save ""`, no AOF), lives
+//! in its own temporary directory, and is stopped by PID when its [`RedisServer`] is
+//! dropped, including when a test panics. Nothing here talks to a Redis it did not start.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), redlease_local::Error> {
+//! let server = redlease_local::RedisServer::start()?;
+//! println!("redis at {}", server.url());
+//! // dropped here: the process is killed and its directory removed
+//! # Ok(())
+//! # }
+//! ```
+
+use std::fmt::{self, Write as _};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// How long [`RedisServer::start`] waits for a new server to answer `PING`.
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The name of the server binary looked up on `PATH`; override with `REDLEASE_REDIS_SERVER`.
+pub const DEFAULT_SERVER_BINARY: &str = "redis-server";
+
+/// What went wrong while starting or driving a server.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// `redis-server` could not be run at all.
+    #[error(
+        "could not run `{binary}`: install Redis (Debian: apt-get install redis-server) or set REDLEASE_REDIS_SERVER"
+    )]
+    Spawn {
+        /// The binary that was run.
+        binary: String,
+        /// Why it failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server started but never answered `PING` in time.
+    #[error("redis-server on port {port} did not answer PING within {waited:?}; its log:\n{log}")]
+    NotReady {
+        /// The port it was given.
+        port: u16,
+        /// How long we waited.
+        waited: Duration,
+        /// The server's log, to show why.
+        log: String,
+    },
+    /// An I/O error on the temporary directory, a port or a control connection.
+    #[error("i/o error while managing a local redis-server")]
+    Io(#[from] std::io::Error),
+    /// A signal could not be delivered to the server process.
+    #[error("could not signal redis-server (pid {pid})")]
+    Signal {
+        /// The process id.
+        pid: u32,
+        /// Why.
+        #[source]
+        source: nix::Error,
+    },
+}
+
+/// Options for a server to start; build with [`ServerOptions::default`] and the setters.
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct ServerOptions {
+    extra_args: Vec<String>,
+    cluster: bool,
+}
+
+impl ServerOptions {
+    /// Starts the server with `--cluster-enabled yes` (a node with no slots; useful for
+    /// `CLUSTER KEYSLOT`).
+    pub fn cluster_enabled(mut self) -> Self {
+        self.cluster = true;
+        self
+    }
+
+    /// Adds a `redis-server` argument, e.g. `"--appendonly"` then `"yes"`.
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.extra_args.push(arg.into());
+        self
+    }
+}
+
+/// A running `redis-server` that this process started; killed by PID on drop.
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: tempfile::TempDir,
+    options: ServerOptions,
+}
+
+impl fmt::Debug for RedisServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisServer")
+            .field("port", &self.port)
+            .field("pid", &self.pid())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisServer {
+    /// Starts a standalone server on a free loopback port and waits until it answers `PING`.
+    pub fn start() -> Result<Self, Error> {
+        Self::start_with(ServerOptions::default())
+    }
+
+    /// Starts a server with `options`.
+    pub fn start_with(options: ServerOptions) -> Result<Self, Error> {
+        let dir = tempfile::Builder::new().prefix("redlease-redis-").tempdir()?;
+        let mut server = Self {
+            child: None,
+            port: 0,
+            dir,
+            options,
+        };
+        // A free port can be taken by someone else between our probe and the server's bind;
+        // try a few ports before giving up.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            server.port = free_port()?;
+            match server.spawn() {
+                Ok(()) => return Ok(server),
+                Err(e) if attempt >= 5 => return Err(e),
+                Err(_) => {}
+            }
+        }
+    }
+
+    fn spawn(&mut self) -> Result<(), Error> {
+        let binary = std::env::var("REDLEASE_REDIS_SERVER")
+            .unwrap_or_else(|_| DEFAULT_SERVER_BINARY.to_owned());
+        let mut cmd = Command::new(&binary);
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--protected-mode", "yes", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .arg("--logfile")
+            .arg(self.log_path());
+        if self.options.cluster {
+            cmd.args(["--cluster-enabled", "yes", "--cluster-config-file"])
+                .arg(self.dir.path().join("nodes.conf"));
+        }
+        cmd.args(&self.options.extra_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let child = cmd.spawn().map_err(|source| Error::Spawn {
+            binary: binary.clone(),
+            source,
+        })?;
+        self.child = Some(child);
+        if let Err(e) = self.wait_ready(DEFAULT_START_TIMEOUT) {
+            self.kill();
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn wait_ready(&mut self, timeout: Duration) -> Result<(), Error> {
+        let started = Instant::now();
+        let mut delay = Duration::from_millis(2);
+        while started.elapsed() < timeout {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(_status)) = child.try_wait()
+            {
+                break; // exited: e.g. the port was taken
+            }
+            if self.ping().is_ok() {
+                return Ok(());
+            }
+            // The server gives no event we could wait on before it listens; poll with a
+            // short, growing delay.
+            std::thread::sleep(delay);
+            delay = (delay * 2).min(Duration::from_millis(50));
+        }
+        Err(Error::NotReady {
+            port: self.port,
+            waited: started.elapsed(),
+            log: self.log(),
+        })
+    }
+
+    fn ping(&self) -> std::io::Result<()> {
+        let reply = self.command(&["PING"])?;
+        if reply.starts_with("+PONG") {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(reply))
+        }
+    }
+
+    /// Sends one command over a fresh connection and returns the first line of the reply
+    /// (RESP, e.g. `+OK` or `:1`). Meant for test set-up, not for speed.
+    pub fn command(&self, args: &[&str]) -> std::io::Result<String> {
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
+        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let mut req = format!("*{}\r\n", args.len());
+        for a in args {
+            let _ = write!(req, "${}\r\n{a}\r\n", a.len());
+        }
+        stream.write_all(req.as_bytes())?;
+        let mut line = String::new();
+        BufReader::new(stream).read_line(&mut line)?;
+        Ok(line.trim_end().to_owned())
+    }
+
+    /// The loopback port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("redis.log")
+    }
+
+    /// The server's log so far (for failing tests).
+    pub fn log(&self) -> String {
+        read_to_string_lossy(&self.log_path())
+    }
+
+    /// Kills the server with SIGKILL (no chance to save or reply) and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port, empty (nothing persisted), after
+    /// [`kill`](Self::kill) or a crash.
+    pub fn restart(&mut self) -> Result<(), Error> {
+        self.kill();
+        self.spawn()
+    }
+
+    /// Suspends the process with SIGSTOP: it keeps its sockets but answers nothing.
+    pub fn pause(&self) -> Result<(), Error> {
+        self.signal(Signal::SIGSTOP)
+    }
+
+    /// Resumes a process suspended by [`pause`](Self::pause).
+    pub fn resume(&self) -> Result<(), Error> {
+        self.signal(Signal::SIGCONT)
+    }
+
+    fn signal(&self, sig: Signal) -> Result<(), Error> {
+        let Some(pid) = self.pid() else {
+            return Ok(());
+        };
+        let raw = i32::try_from(pid).map_err(|_| Error::Io(std::io::Error::other("pid range")))?;
+        kill(Pid::from_raw(raw), sig).map_err(|source| Error::Signal { pid, source })
+    }
+
+    /// The directory holding the server's log and files.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        // A paused server cannot die of SIGKILL any slower, but resume it anyway so that the
+        // kernel reaps it promptly.
+        let _ = self.resume();
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!("--- redis-server :{} log ---\n{}", self.port, self.log());
+        }
+    }
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> std::io::Result<u16> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+    Ok(listener.local_addr()?.port())
+}
+
+fn read_to_string_lossy(path: &Path) -> String {
+    let mut buf = Vec::new();
+    match std::fs::File::open(path).and_then(|mut f| f.read_to_end(&mut buf)) {
+        Ok(_) => String::from_utf8_lossy(&buf).into_owned(),
+        Err(e) => format!("(no log: {e})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn starts_answers_and_stops_by_pid() -> Result<(), Error> {
+        let mut server = RedisServer::start()?;
+        assert_eq!(server.command(&["SET", "k", "v"])?, "+OK");
+        assert_eq!(server.command(&["GET", "k"])?, "$1");
+        let pid = server.pid();
+        assert!(pid.is_some());
+        server.restart()?;
+        assert_eq!(server.command(&["EXISTS", "k"])?, ":0", "restart is empty");
+        let port = server.port();
+        drop(server);
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        assert!(TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err());
+        Ok(())
+    }
+}

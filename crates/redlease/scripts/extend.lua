@@ -1,0 +1,10 @@
+-- extend: reset the expiry of a lock we hold.
+--   KEYS[1] lock key   KEYS[2] holder details key
+--   ARGV[1] owner token   ARGV[2] new ttl in ms
+-- Reply: 1 extended; 0 the lock does not hold our token (lost).
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  return 1
+end
+return 0

@@ -1,0 +1,251 @@
+//! [`Client`]: one cheap-to-clone handle per Redis deployment.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::error::{Error, Result};
+use crate::lock::Lock;
+use crate::wait::Notifier;
+
+/// How long connecting to Redis may take before it fails, by default.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one command may wait for its reply before it fails, by default.
+pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Whether waiters learn of releases over pub/sub (the default) or only by polling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Notifications {
+    /// One shared RESP3 pub/sub connection per [`Client`] carries hand-offs and release
+    /// notices to every waiter; polling remains as a fallback.
+    #[default]
+    PubSub,
+    /// Waiters poll with jittered exponential back-off only.
+    Polling,
+}
+
+/// Builds a [`Client`]; start with [`Client::builder`].
+#[must_use]
+#[derive(Clone)]
+pub struct ClientBuilder {
+    url: String,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    notifications: Notifications,
+}
+
+impl fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("url", &redact_url(&self.url))
+            .field("connect_timeout", &self.connect_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .field("notifications", &self.notifications)
+            .finish()
+    }
+}
+
+impl ClientBuilder {
+    /// Connect timeout (default [`DEFAULT_CONNECT_TIMEOUT`]).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Per-command reply timeout (default [`DEFAULT_RESPONSE_TIMEOUT`]). Keep it well below
+    /// the locks' TTL: a reply that comes later than this is treated as lost, and the
+    /// attempt's outcome as unknown.
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// How waiters learn of releases (default [`Notifications::PubSub`]).
+    pub fn notifications(mut self, notifications: Notifications) -> Self {
+        self.notifications = notifications;
+        self
+    }
+
+    /// Connects, failing fast when Redis cannot be reached.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] for a malformed URL or zero timeout, [`Error::Redis`] when
+    /// Redis cannot be reached or refuses the credentials.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future drops the half-made connection.
+    pub async fn connect(self) -> Result<Client> {
+        for (option, value) in [
+            ("connect_timeout", self.connect_timeout),
+            ("response_timeout", self.response_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(Error::InvalidOption {
+                    option,
+                    reason: "must be greater than zero".into(),
+                });
+            }
+        }
+        let redis = redis::Client::open(self.url.as_str()).map_err(|e| Error::InvalidOption {
+            option: "url",
+            reason: format!(
+                "`{}` is not a Redis URL ({}); expected redis://[user:password@]host:port[/db]",
+                redact_url(&self.url),
+                e.kind_description()
+            ),
+        })?;
+        let config = manager_config(self.connect_timeout, self.response_timeout);
+        let conn = ConnectionManager::new_with_config(redis.clone(), config)
+            .await
+            .map_err(|source| Error::Redis {
+                action: "connecting",
+                source,
+            })?;
+        let notifier = Notifier::new(
+            self.notifications == Notifications::PubSub,
+            redis,
+            self.connect_timeout,
+            self.response_timeout,
+        )?;
+        Ok(Client {
+            inner: Arc::new(Inner {
+                conn,
+                notifier,
+                holder: holder_details(),
+            }),
+        })
+    }
+}
+
+pub(crate) fn manager_config(connect: Duration, response: Duration) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(connect))
+        .set_response_timeout(Some(response))
+        .set_min_delay(Duration::from_millis(10))
+        .set_max_delay(Duration::from_secs(1))
+        .set_number_of_retries(3)
+}
+
+trait KindDescription {
+    fn kind_description(&self) -> String;
+}
+
+impl KindDescription for redis::RedisError {
+    fn kind_description(&self) -> String {
+        // The error's Display may echo the URL with its password; keep only the kind.
+        format!("{:?}", self.kind())
+    }
+}
+
+/// A handle to one Redis deployment, shared by every lock and task that uses it.
+///
+/// Cheap to clone (an `Arc`): clone it into tasks rather than connecting again. It
+/// multiplexes all commands over one connection that reconnects by itself, and carries
+/// all waiters' notifications over one more pub/sub connection.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) conn: ConnectionManager,
+    pub(crate) notifier: Arc<Notifier>,
+    pub(crate) holder: String,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client").finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Connects to the Redis at `url` with default options.
+    ///
+    /// `url` is `redis://[user:password@]host:port[/db]`; ACL user and password come from
+    /// the URL.
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::connect`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example() -> redlease::Result<()> {
+    /// let client = redlease::Client::connect("redis://127.0.0.1:6379").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::builder(url).connect().await
+    }
+
+    /// Starts building a client for `url`.
+    pub fn builder(url: &str) -> ClientBuilder {
+        ClientBuilder {
+            url: url.to_owned(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            notifications: Notifications::default(),
+        }
+    }
+
+    /// A lock named `name` on this deployment, with default options; set others with the
+    /// [`Lock`] builder methods. Nothing is sent to Redis until it is acquired.
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock::new(self.clone(), name.into())
+    }
+
+    /// How many tasks of this client are waiting in a lock queue right now (diagnostics).
+    pub fn waiting(&self) -> usize {
+        self.inner.notifier.waiting()
+    }
+
+    pub(crate) fn conn(&self) -> ConnectionManager {
+        self.inner.conn.clone()
+    }
+}
+
+/// `redis://user:secret@host` -> `redis://user:***@host`.
+pub(crate) fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return "***".into();
+    };
+    let rest = &url[scheme_end + 3..];
+    match rest.rfind('@') {
+        Some(at) => {
+            let creds = &rest[..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}{user}:***@{}", &url[..scheme_end + 3], &rest[at + 1..])
+        }
+        None => url.to_owned(),
+    }
+}
+
+/// "host=... pid=..." for operators who ask who holds a lock.
+fn holder_details() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "unknown".into());
+    format!("host={host} pid={}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_redacted() {
+        assert_eq!(
+            redact_url("redis://app:s3cret@127.0.0.1:6379/0"),
+            "redis://app:***@127.0.0.1:6379/0"
+        );
+        assert_eq!(redact_url("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        let b = Client::builder("redis://u:hunter2@h:1");
+        assert!(!format!("{b:?}").contains("hunter2"));
+    }
+}

@@ -1,0 +1,109 @@
+//! The one error type of the library.
+
+use std::time::Duration;
+
+/// Everything that can go wrong with a lock.
+///
+/// Messages say what happened and what to do next; the Redis error behind
+/// [`Error::Redis`] is available through [`std::error::Error::source`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The lock stayed busy for the whole wait.
+    #[error("lock `{name}` is held by another owner and stayed busy for {waited:?}{}; wait longer or retry later", holder_hint(*.holder_ttl))]
+    Timeout {
+        /// The lock's name.
+        name: String,
+        /// How long we waited.
+        waited: Duration,
+        /// The holder's remaining lease when we last looked, if it has one.
+        holder_ttl: Option<Duration>,
+    },
+    /// The lock no longer holds our token: the lease expired or another owner took it, so
+    /// mutual exclusion may have been broken for the work done under it.
+    #[error("lock `{name}` was lost (its lease expired or another owner holds it); the work done under it may have overlapped with another holder")]
+    Lost {
+        /// The lock's name.
+        name: String,
+    },
+    /// Too few independent nodes granted the lock.
+    #[error("only {acquired} of the {needed} nodes needed for a majority granted the lock; check that most nodes are reachable")]
+    NoQuorum {
+        /// Nodes that granted it.
+        acquired: usize,
+        /// The majority needed.
+        needed: usize,
+    },
+    /// Fewer replicas than asked acknowledged the lock's write.
+    #[error("only {acked} of {wanted} replicas acknowledged the lock in time; the lock was given back")]
+    Replication {
+        /// Replicas that acknowledged.
+        acked: usize,
+        /// Replicas asked for.
+        wanted: usize,
+    },
+    /// The lock name cannot be used.
+    #[error("invalid lock name: {reason}")]
+    InvalidName {
+        /// Why.
+        reason: String,
+    },
+    /// An option is out of range.
+    #[error("invalid option `{option}`: {reason}")]
+    InvalidOption {
+        /// The option.
+        option: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// The key holds a value of another type, so it is not a lock (nor another library's
+    /// `SET NX` lock).
+    #[error("key `{key}` holds a value that is not a lock (WRONGTYPE); choose another lock name or key prefix")]
+    WrongType {
+        /// The Redis key.
+        key: String,
+    },
+    /// A Redis connection, protocol or server error.
+    #[error("redis error while {action}; check that Redis is reachable and that the user may run scripts")]
+    Redis {
+        /// What we were doing.
+        action: &'static str,
+        /// The underlying error.
+        #[source]
+        source: redis::RedisError,
+    },
+}
+
+fn holder_hint(ttl: Option<Duration>) -> String {
+    match ttl {
+        Some(ttl) => format!(" (the holder's lease has {ttl:?} left)"),
+        None => String::new(),
+    }
+}
+
+/// Result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn redis(action: &'static str, key: &str, source: redis::RedisError) -> Self {
+        if source.code() == Some("WRONGTYPE") {
+            Self::WrongType { key: key.to_owned() }
+        } else {
+            Self::Redis { action, source }
+        }
+    }
+
+    /// True when the error comes from the connection (refused, dropped, timed out), so
+    /// that the outcome of the command is unknown and a retry may succeed.
+    pub fn is_connection(&self) -> bool {
+        matches!(self, Self::Redis { source, .. } if is_connection_error(source))
+    }
+}
+
+pub(crate) fn is_connection_error(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_unrecoverable_error()
+}

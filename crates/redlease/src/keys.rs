@@ -1,0 +1,203 @@
+//! Key and channel naming: every key of one lock, and its channel, share one cluster slot.
+//!
+//! A lock named `N` lives at key `K = prefix + N`, so with an empty prefix it is the very
+//! key another library's `SET K token NX PX` lock uses. The side keys are derived from `K`:
+//!
+//! - if `K` already has a Redis Cluster hash tag (`{...}` with non-empty content), the side
+//!   keys are `K` plus a suffix, and keep that tag;
+//! - otherwise they are `{K}` plus a suffix, whose tag is all of `K`, so they hash like `K`;
+//! - a `K` with a `}` but no valid tag (e.g. `a{}b`) cannot be tagged so that `{K}` hashes
+//!   like `K`: such names are refused with [`Error::InvalidName`].
+
+use crate::error::{Error, Result};
+
+/// The longest lock name accepted, in bytes.
+pub const MAX_NAME_LEN: usize = 1024;
+
+/// All the Redis names one lock uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockKeys {
+    /// The lock key: the owner token with a PX expiry.
+    pub(crate) key: String,
+    /// The fencing counter.
+    pub(crate) fence: String,
+    /// Holder details for operators.
+    pub(crate) holder: String,
+    /// FIFO queue of waiting tokens.
+    pub(crate) queue: String,
+    /// Waiter table.
+    pub(crate) waiters: String,
+    /// Release notifications for waiters outside the queue.
+    pub(crate) channel: String,
+}
+
+impl LockKeys {
+    /// Checks `name` and derives every key of the lock named `name` under `prefix`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] for an empty or oversized name, or one whose side keys could
+    /// not share its cluster slot.
+    pub fn new(prefix: &str, name: &str) -> Result<Self> {
+        if name.is_empty() {
+            return Err(invalid("the name is empty; give every lock a non-empty name"));
+        }
+        if name.len() > MAX_NAME_LEN {
+            return Err(invalid(format!(
+                "the name is {} bytes long; at most {MAX_NAME_LEN} are allowed",
+                name.len()
+            )));
+        }
+        Self::from_key(format!("{prefix}{name}"))
+    }
+
+    /// Derives the side keys from the full lock key.
+    ///
+    /// # Errors
+    /// As [`LockKeys::new`].
+    pub fn from_key(key: String) -> Result<Self> {
+        let base = if hash_tag(key.as_bytes()).is_some() {
+            key.clone()
+        } else if key.contains('}') {
+            return Err(invalid(format!(
+                "`{key}` contains `}}` without a valid {{hash tag}}, so its side keys cannot share its cluster slot; remove the brace or add a tag such as `{{{key_hint}}}`",
+                key_hint = key.replace(['{', '}'], "")
+            )));
+        } else {
+            format!("{{{key}}}")
+        };
+        Ok(Self {
+            fence: format!("{base}:fence"),
+            holder: format!("{base}:holder"),
+            queue: format!("{base}:queue"),
+            waiters: format!("{base}:waiters"),
+            channel: format!("{base}:released"),
+            key,
+        })
+    }
+
+    /// The lock key: the owner token, with a PX expiry.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The fencing counter (an integer that never expires).
+    pub fn fence(&self) -> &str {
+        &self.fence
+    }
+
+    /// Holder details for operators (host, pid), with the lock's expiry.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// The FIFO queue of waiting owner tokens (a list).
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// The waiter table (a hash: token -> lease length, grant channel, holder details).
+    pub fn waiters(&self) -> &str {
+        &self.waiters
+    }
+
+    /// The release channel, for waiters outside the queue.
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    /// The keys in the order the scripts declare them.
+    pub(crate) fn script_keys(&self) -> [&str; 5] {
+        [&self.key, &self.fence, &self.holder, &self.queue, &self.waiters]
+    }
+}
+
+fn invalid(reason: impl Into<String>) -> Error {
+    Error::InvalidName {
+        reason: reason.into(),
+    }
+}
+
+/// The part of `key` that Redis Cluster hashes: the content of the first `{...}` when it
+/// is non-empty, as Redis defines hash tags.
+fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+    let open = key.iter().position(|&b| b == b'{')?;
+    let len = key[open + 1..].iter().position(|&b| b == b'}')?;
+    (len > 0).then(|| &key[open + 1..open + 1 + len])
+}
+
+/// The Redis Cluster hash slot (0..16384) of `key`: CRC16/XMODEM of its hash tag or of
+/// the whole key.
+pub fn hash_slot(key: &[u8]) -> u16 {
+    let data = hash_tag(key).unwrap_or(key);
+    let mut crc: u16 = 0;
+    for &byte in data {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 == 0 {
+                crc << 1
+            } else {
+                (crc << 1) ^ 0x1021
+            };
+        }
+    }
+    crc % 16384
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn all_slots(keys: &LockKeys) -> Vec<u16> {
+        [
+            &keys.key,
+            &keys.fence,
+            &keys.holder,
+            &keys.queue,
+            &keys.waiters,
+            &keys.channel,
+        ]
+        .iter()
+        .map(|k| hash_slot(k.as_bytes()))
+        .collect()
+    }
+
+    #[test]
+    fn slot_matches_redis_reference_values() {
+        // Values from the Redis Cluster specification and CLUSTER KEYSLOT.
+        assert_eq!(hash_slot(b"123456789"), 12739);
+        assert_eq!(hash_slot(b"foo"), 12182);
+        assert_eq!(hash_slot(b"{user1000}.following"), hash_slot(b"user1000"));
+        assert_ne!(hash_slot(b"foo{}{bar}"), hash_slot(b"bar"));
+    }
+
+    #[test]
+    fn refuses_empty_long_and_untaggable_names() {
+        assert!(matches!(LockKeys::new("p:", ""), Err(Error::InvalidName { .. })));
+        let long = "x".repeat(MAX_NAME_LEN + 1);
+        assert!(matches!(LockKeys::new("p:", &long), Err(Error::InvalidName { .. })));
+        assert!(matches!(LockKeys::new("", "a{}b"), Err(Error::InvalidName { .. })));
+        assert!(matches!(LockKeys::new("", "a}b"), Err(Error::InvalidName { .. })));
+        assert!(LockKeys::new("", "{a}b}").is_ok(), "valid tag first");
+        assert!(LockKeys::new("", "a{b").is_ok());
+    }
+
+    proptest! {
+        #[test]
+        fn every_key_of_a_lock_shares_one_slot(prefix in "[a-z:{}]{0,6}", name in "[a-z{}:]{1,12}") {
+            match LockKeys::new(&prefix, &name) {
+                Ok(keys) => {
+                    let slots = all_slots(&keys);
+                    prop_assert!(slots.iter().all(|s| *s == slots[0]), "{keys:?} -> {slots:?}");
+                    prop_assert_eq!(keys.key, format!("{prefix}{name}"));
+                }
+                Err(Error::InvalidName { .. }) => {
+                    let key = format!("{prefix}{name}");
+                    let untaggable = hash_tag(key.as_bytes()).is_none() && key.contains('}');
+                    prop_assert!(untaggable, "refused a taggable key {}", key);
+                }
+                Err(e) => prop_assert!(false, "unexpected {e}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,403 @@
+//! [`Lock`]: a name and its options; acquiring it yields a [`Guard`].
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::guard::{Guard, Held, drift, release_token};
+use crate::keys::LockKeys;
+use crate::scripts;
+use crate::token::{FencingToken, OwnerToken};
+use crate::wait::{Registration, Retry, Wait, jitter};
+
+/// Lease length when none is set.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+/// How long [`Lock::acquire`] waits when no wait is set.
+pub const DEFAULT_WAIT: Wait = Wait::For(Duration::from_secs(10));
+/// Key prefix when none is set.
+pub const DEFAULT_PREFIX: &str = "redlease:";
+/// The shortest lease accepted: shorter ones would be eaten by the drift margin.
+pub const MIN_TTL: Duration = Duration::from_millis(10);
+/// The longest lease accepted (30 days).
+pub const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Connection errors tolerated within one `acquire` before it gives up.
+const MAX_CONNECTION_ERRORS: u32 = 3;
+/// How long the queue keys outlive their last waiter's arrival, beyond its wait.
+const QUEUE_LINGER: Duration = Duration::from_secs(60);
+
+/// A distributed lock: a name on a [`Client`]'s deployment plus options.
+///
+/// Building a `Lock` sends nothing; [`acquire`](Lock::acquire) and
+/// [`try_acquire`](Lock::try_acquire) do. Options are checked when the lock is used, and a
+/// bad one is reported as [`Error::InvalidName`] or [`Error::InvalidOption`].
+#[must_use]
+#[derive(Clone)]
+pub struct Lock {
+    client: Client,
+    name: Arc<str>,
+    prefix: String,
+    ttl: Duration,
+    wait: Wait,
+    retry: Retry,
+}
+
+impl fmt::Debug for Lock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lock")
+            .field("name", &self.name)
+            .field("prefix", &self.prefix)
+            .field("ttl", &self.ttl)
+            .field("wait", &self.wait)
+            .field("retry", &self.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one attempt found.
+enum Attempt {
+    /// Acquired fresh by this very attempt.
+    Fresh(FencingToken),
+    /// Already held with our token: an earlier attempt of ours, or a hand-off.
+    Ours(FencingToken),
+    /// Held by another owner; the holder's remaining lease in ms (-1: none).
+    Busy(i64),
+}
+
+impl Lock {
+    pub(crate) fn new(client: Client, name: String) -> Self {
+        Self {
+            client,
+            name: name.into(),
+            prefix: DEFAULT_PREFIX.to_owned(),
+            ttl: DEFAULT_TTL,
+            wait: DEFAULT_WAIT,
+            retry: Retry::default(),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The Redis keys and channel of the lock.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] when the name cannot be used.
+    pub fn keys(&self) -> Result<LockKeys> {
+        LockKeys::new(&self.prefix, &self.name)
+    }
+
+    /// Lease length (default [`DEFAULT_TTL`], between [`MIN_TTL`] and [`MAX_TTL`]).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// How long [`acquire`](Lock::acquire) waits for a busy lock (default
+    /// [`DEFAULT_WAIT`]).
+    pub fn wait(mut self, wait: impl Into<Wait>) -> Self {
+        self.wait = wait.into();
+        self
+    }
+
+    /// Key prefix (default [`DEFAULT_PREFIX`]). An empty prefix makes the key the bare
+    /// name, shared with any other library's `SET key token NX PX` lock of that name.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Back-off bounds for polling (default [`Retry::default`]).
+    pub fn retry(mut self, retry: Retry) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    fn plan(&self) -> Result<Arc<LockKeys>> {
+        validate_ttl(self.ttl)?;
+        self.retry.validate()?;
+        if let Wait::For(d) = self.wait
+            && d > MAX_TTL
+        {
+            return Err(Error::InvalidOption {
+                option: "wait",
+                reason: format!("{d:?} is longer than 30 days; use Wait::Forever"),
+            });
+        }
+        Ok(Arc::new(LockKeys::new(&self.prefix, &self.name)?))
+    }
+
+    /// Makes one attempt: `Ok(None)` when another owner holds the lock.
+    ///
+    /// Never barges ahead of queued waiters: a free lock with waiters goes to the oldest.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::InvalidOption`], [`Error::WrongType`] when the key
+    /// holds something else, [`Error::Redis`] when Redis cannot be asked (a lock the
+    /// attempt may have taken is then given back in the background).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a lock taken by a dropped attempt is given back in the background.
+    pub async fn try_acquire(&self) -> Result<Option<Guard>> {
+        let keys = self.plan()?;
+        let token = OwnerToken::generate()?;
+        let mut pending = Pending::new(&self.client, &keys, &token);
+        let sent = Instant::now();
+        match self.attempt(&keys, &token, false).await? {
+            Attempt::Fresh(fence) | Attempt::Ours(fence) => {
+                pending.disarm();
+                Ok(Some(self.guard(Arc::clone(&keys), token.clone(), fence, sent)))
+            }
+            Attempt::Busy(_) => {
+                pending.disarm();
+                Ok(None)
+            }
+        }
+    }
+
+    /// Acquires the lock, waiting up to the lock's [`wait`](Lock::wait).
+    ///
+    /// A busy lock is waited for in a FIFO queue: the holder's release hands the lock to
+    /// the oldest waiter directly (see [`crate::wait`]), so no waiter starves.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when the wait ran out; otherwise as
+    /// [`try_acquire`](Lock::try_acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future withdraws it from the queue, and gives back a lock
+    /// that was handed to it meanwhile, in the background.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example(client: redlease::Client) -> redlease::Result<()> {
+    /// use std::time::Duration;
+    /// let guard = client
+    ///     .lock("nightly-report")
+    ///     .ttl(Duration::from_secs(60))
+    ///     .wait(Duration::from_secs(5))
+    ///     .acquire()
+    ///     .await?;
+    /// // ... exclusive work, stamped with guard.fencing_token() ...
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    #[tracing::instrument(skip_all, fields(lock = %self.name))]
+    pub async fn acquire(&self) -> Result<Guard> {
+        let keys = self.plan()?;
+        let token = OwnerToken::generate()?;
+        let started = Instant::now();
+        let deadline = match self.wait {
+            Wait::No => Some(started),
+            Wait::For(d) => Some(started + d),
+            Wait::Forever => None,
+        };
+        let notifier = &self.client.inner.notifier;
+        let mut epochs = notifier.epochs();
+        let mut pending = Pending::new(&self.client, &keys, &token);
+        let mut registration: Option<Registration> = None;
+        // A lower bound on when the lease we may end up holding began: the send time of the
+        // latest attempt that found the lock busy (a hand-off happens after it), or of the
+        // first attempt when none did.
+        let mut floor: Option<Instant> = None;
+        let mut holder_ttl = None;
+        let mut polls = 0u32;
+        let mut connection_errors = 0u32;
+        loop {
+            let sent = Instant::now();
+            let lease_floor = *floor.get_or_insert(sent);
+            let delay = match self.attempt(&keys, &token, registration.is_some()).await {
+                Ok(Attempt::Fresh(fence)) => {
+                    pending.disarm();
+                    return Ok(self.guard(Arc::clone(&keys), token.clone(), fence, sent));
+                }
+                Ok(Attempt::Ours(fence)) => {
+                    pending.disarm();
+                    return Ok(self.guard(Arc::clone(&keys), token.clone(), fence, lease_floor));
+                }
+                Ok(Attempt::Busy(pttl)) => {
+                    floor = Some(sent);
+                    if registration.is_none() {
+                        // Definitely not ours and not queued: nothing to clean up.
+                        pending.disarm();
+                    }
+                    holder_ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
+                    if registration.is_none()
+                        && deadline.is_none_or(|d| Instant::now() < d)
+                        && notifier.ready().await
+                    {
+                        // Subscribed: register, then queue up at once.
+                        registration = Some(notifier.register(&token));
+                        pending.arm();
+                        continue;
+                    }
+                    match (&registration, holder_ttl) {
+                        // Queued: the hand-off wakes us; re-check when the holder's lease
+                        // should have run out (it may have crashed), at most every `max`.
+                        (Some(_), Some(left)) => {
+                            left.min(self.retry.max()) + jitter(self.retry.min())
+                        }
+                        (Some(_), None) => self.retry.max(),
+                        (None, _) => {
+                            polls += 1;
+                            self.retry.delay(polls)
+                        }
+                    }
+                }
+                Err(e) if e.is_connection() && connection_errors + 1 < MAX_CONNECTION_ERRORS => {
+                    connection_errors += 1;
+                    tracing::debug!(error = %e, "attempt failed; outcome unknown, retrying");
+                    self.retry.delay(connection_errors)
+                }
+                Err(e) => return Err(e),
+            };
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(self.timeout(started, holder_ttl));
+            }
+            let wake = deadline.map_or(now + delay, |d| d.min(now + delay));
+            let granted = async {
+                match registration.as_mut() {
+                    Some(r) => Some(r.granted().await),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                fence = granted => {
+                    if let Some(fence) = fence {
+                        pending.disarm();
+                        return Ok(self.guard(Arc::clone(&keys), token.clone(), FencingToken::new(fence), sent));
+                    }
+                }
+                () = tokio::time::sleep_until(wake) => {}
+                _ = epochs.changed() => {}
+            }
+        }
+    }
+
+    fn timeout(&self, started: Instant, holder_ttl: Option<Duration>) -> Error {
+        Error::Timeout {
+            name: self.name.to_string(),
+            waited: started.elapsed(),
+            holder_ttl,
+        }
+    }
+
+    fn guard(
+        &self,
+        keys: Arc<LockKeys>,
+        token: OwnerToken,
+        fence: FencingToken,
+        lease_start: Instant,
+    ) -> Guard {
+        Guard::new(Held {
+            client: self.client.clone(),
+            name: Arc::clone(&self.name),
+            keys,
+            token,
+            fence,
+            valid_until: lease_start + self.ttl - drift(self.ttl),
+        })
+    }
+
+    async fn attempt(&self, keys: &LockKeys, token: &OwnerToken, queue: bool) -> Result<Attempt> {
+        let (status, fence, pttl): (i64, i64, i64) = scripts::ACQUIRE
+            .key(&keys.script_keys()[..])
+            .arg(token.secret())
+            .arg(ttl_millis(self.ttl))
+            .arg(&self.client.inner.holder)
+            .arg(if queue { "1" } else { "0" })
+            .arg(self.client.inner.notifier.channel())
+            .arg(ttl_millis(self.queue_linger()))
+            .invoke_async(&mut self.client.conn())
+            .await
+            .map_err(|e| Error::redis("acquiring a lock", &keys.key, e))?;
+        let fence = FencingToken::new(u64::try_from(fence).unwrap_or(0));
+        Ok(match status {
+            1 => Attempt::Fresh(fence),
+            2 => Attempt::Ours(fence),
+            _ => Attempt::Busy(pttl),
+        })
+    }
+
+    fn queue_linger(&self) -> Duration {
+        match self.wait {
+            Wait::For(d) => d + QUEUE_LINGER,
+            Wait::No | Wait::Forever => QUEUE_LINGER,
+        }
+    }
+}
+
+/// Checks a lease length.
+pub(crate) fn validate_ttl(ttl: Duration) -> Result<()> {
+    if ttl < MIN_TTL || ttl > MAX_TTL {
+        return Err(Error::InvalidOption {
+            option: "ttl",
+            reason: format!("{ttl:?} is outside the accepted range {MIN_TTL:?} ..= 30 days"),
+        });
+    }
+    Ok(())
+}
+
+/// Whole milliseconds of a validated duration.
+pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Gives back, in the background, whatever a dropped or failed attempt may have left in
+/// Redis: a lock taken by an attempt whose reply was lost, or a place in the queue (and a
+/// lock handed to that place). The release script does both, atomically.
+struct Pending {
+    client: Client,
+    keys: Arc<LockKeys>,
+    token: OwnerToken,
+    armed: bool,
+}
+
+impl Pending {
+    /// Armed from the start: until a reply says otherwise, an attempt may have taken the
+    /// lock.
+    fn new(client: &Client, keys: &Arc<LockKeys>, token: &OwnerToken) -> Self {
+        Self {
+            client: client.clone(),
+            keys: Arc::clone(keys),
+            token: token.clone(),
+            armed: true,
+        }
+    }
+
+    fn arm(&mut self) {
+        self.armed = true;
+    }
+
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let client = self.client.clone();
+        let keys = Arc::clone(&self.keys);
+        let token = self.token.clone();
+        runtime.spawn(async move {
+            match release_token(&client, &keys, &token).await {
+                Ok(true) => tracing::debug!("gave back a lock taken by an abandoned attempt"),
+                Ok(false) => {}
+                Err(e) => tracing::debug!(error = %e, "could not clean up an abandoned attempt; it expires by itself"),
+            }
+        });
+    }
+}
