@@ -20,6 +20,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod proxy;
+
+pub use proxy::Proxy;
+
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -116,7 +120,9 @@ impl RedisServer {
 
     /// Starts a server with `options`.
     pub fn start_with(options: ServerOptions) -> Result<Self, Error> {
-        let dir = tempfile::Builder::new().prefix("redlease-redis-").tempdir()?;
+        let dir = tempfile::Builder::new()
+            .prefix("redlease-redis-")
+            .tempdir()?;
         let mut server = Self {
             child: None,
             port: 0,
@@ -195,7 +201,8 @@ impl RedisServer {
 
     fn ping(&self) -> std::io::Result<()> {
         let reply = self.command(&["PING"])?;
-        if reply.starts_with("+PONG") {
+        // A server that demands a password is answering too.
+        if reply.starts_with("+PONG") || reply.starts_with("-NOAUTH") {
             Ok(())
         } else {
             Err(std::io::Error::other(reply))

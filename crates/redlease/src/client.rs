@@ -244,7 +244,10 @@ mod tests {
             redact_url("redis://app:s3cret@127.0.0.1:6379/0"),
             "redis://app:***@127.0.0.1:6379/0"
         );
-        assert_eq!(redact_url("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert_eq!(
+            redact_url("redis://127.0.0.1:6379"),
+            "redis://127.0.0.1:6379"
+        );
         let b = Client::builder("redis://u:hunter2@h:1");
         assert!(!format!("{b:?}").contains("hunter2"));
     }

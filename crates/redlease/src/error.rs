@@ -21,13 +21,17 @@ pub enum Error {
     },
     /// The lock no longer holds our token: the lease expired or another owner took it, so
     /// mutual exclusion may have been broken for the work done under it.
-    #[error("lock `{name}` was lost (its lease expired or another owner holds it); the work done under it may have overlapped with another holder")]
+    #[error(
+        "lock `{name}` was lost (its lease expired or another owner holds it); the work done under it may have overlapped with another holder"
+    )]
     Lost {
         /// The lock's name.
         name: String,
     },
     /// Too few independent nodes granted the lock.
-    #[error("only {acquired} of the {needed} nodes needed for a majority granted the lock; check that most nodes are reachable")]
+    #[error(
+        "only {acquired} of the {needed} nodes needed for a majority granted the lock; check that most nodes are reachable"
+    )]
     NoQuorum {
         /// Nodes that granted it.
         acquired: usize,
@@ -35,7 +39,9 @@ pub enum Error {
         needed: usize,
     },
     /// Fewer replicas than asked acknowledged the lock's write.
-    #[error("only {acked} of {wanted} replicas acknowledged the lock in time; the lock was given back")]
+    #[error(
+        "only {acked} of {wanted} replicas acknowledged the lock in time; the lock was given back"
+    )]
     Replication {
         /// Replicas that acknowledged.
         acked: usize,
@@ -58,13 +64,17 @@ pub enum Error {
     },
     /// The key holds a value of another type, so it is not a lock (nor another library's
     /// `SET NX` lock).
-    #[error("key `{key}` holds a value that is not a lock (WRONGTYPE); choose another lock name or key prefix")]
+    #[error(
+        "key `{key}` holds a value that is not a lock (WRONGTYPE); choose another lock name or key prefix"
+    )]
     WrongType {
         /// The Redis key.
         key: String,
     },
     /// A Redis connection, protocol or server error.
-    #[error("redis error while {action}; check that Redis is reachable and that the user may run scripts")]
+    #[error(
+        "redis error while {action}; check that Redis is reachable and that the user may run scripts"
+    )]
     Redis {
         /// What we were doing.
         action: &'static str,
@@ -87,7 +97,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     pub(crate) fn redis(action: &'static str, key: &str, source: redis::RedisError) -> Self {
         if source.code() == Some("WRONGTYPE") {
-            Self::WrongType { key: key.to_owned() }
+            Self::WrongType {
+                key: key.to_owned(),
+            }
         } else {
             Self::Redis { action, source }
         }

@@ -10,7 +10,7 @@ use tracing::Instrument;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
-use crate::lock::{validate_ttl, ttl_millis};
+use crate::lock::{ttl_millis, validate_ttl};
 use crate::scripts;
 use crate::token::{FencingToken, OwnerToken};
 
@@ -139,7 +139,11 @@ pub(crate) fn lost(name: &str) -> Error {
 
 /// Runs the release script for `token` (also withdraws it from the waiter queue).
 /// Returns whether the lock held the token.
-pub(crate) async fn release_token(client: &Client, keys: &LockKeys, token: &OwnerToken) -> Result<bool> {
+pub(crate) async fn release_token(
+    client: &Client,
+    keys: &LockKeys,
+    token: &OwnerToken,
+) -> Result<bool> {
     let released: i64 = scripts::RELEASE
         .key(&keys.script_keys()[..])
         .arg(token.secret())

@@ -39,7 +39,9 @@ impl LockKeys {
     /// not share its cluster slot.
     pub fn new(prefix: &str, name: &str) -> Result<Self> {
         if name.is_empty() {
-            return Err(invalid("the name is empty; give every lock a non-empty name"));
+            return Err(invalid(
+                "the name is empty; give every lock a non-empty name",
+            ));
         }
         if name.len() > MAX_NAME_LEN {
             return Err(invalid(format!(
@@ -107,7 +109,13 @@ impl LockKeys {
 
     /// The keys in the order the scripts declare them.
     pub(crate) fn script_keys(&self) -> [&str; 5] {
-        [&self.key, &self.fence, &self.holder, &self.queue, &self.waiters]
+        [
+            &self.key,
+            &self.fence,
+            &self.holder,
+            &self.queue,
+            &self.waiters,
+        ]
     }
 }
 
@@ -173,11 +181,23 @@ mod tests {
 
     #[test]
     fn refuses_empty_long_and_untaggable_names() {
-        assert!(matches!(LockKeys::new("p:", ""), Err(Error::InvalidName { .. })));
+        assert!(matches!(
+            LockKeys::new("p:", ""),
+            Err(Error::InvalidName { .. })
+        ));
         let long = "x".repeat(MAX_NAME_LEN + 1);
-        assert!(matches!(LockKeys::new("p:", &long), Err(Error::InvalidName { .. })));
-        assert!(matches!(LockKeys::new("", "a{}b"), Err(Error::InvalidName { .. })));
-        assert!(matches!(LockKeys::new("", "a}b"), Err(Error::InvalidName { .. })));
+        assert!(matches!(
+            LockKeys::new("p:", &long),
+            Err(Error::InvalidName { .. })
+        ));
+        assert!(matches!(
+            LockKeys::new("", "a{}b"),
+            Err(Error::InvalidName { .. })
+        ));
+        assert!(matches!(
+            LockKeys::new("", "a}b"),
+            Err(Error::InvalidName { .. })
+        ));
         assert!(LockKeys::new("", "{a}b}").is_ok(), "valid tag first");
         assert!(LockKeys::new("", "a{b").is_ok());
     }

@@ -152,7 +152,12 @@ impl Lock {
         match self.attempt(&keys, &token, false).await? {
             Attempt::Fresh(fence) | Attempt::Ours(fence) => {
                 pending.disarm();
-                Ok(Some(self.guard(Arc::clone(&keys), token.clone(), fence, sent)))
+                Ok(Some(self.guard(
+                    Arc::clone(&keys),
+                    token.clone(),
+                    fence,
+                    sent,
+                )))
             }
             Attempt::Busy(_) => {
                 pending.disarm();

@@ -85,10 +85,7 @@ impl Retry {
 
     /// The `n`-th delay, fully jittered.
     pub(crate) fn delay(&self, n: u32) -> Duration {
-        let bound = self
-            .min
-            .saturating_mul(1u32 << n.min(20))
-            .min(self.max);
+        let bound = self.min.saturating_mul(1u32 << n.min(20)).min(self.max);
         jitter(bound)
     }
 }
@@ -166,7 +163,10 @@ impl Notifier {
         if state.conn.is_some() {
             return true;
         }
-        if state.failed_at.is_some_and(|t| t.elapsed() < RESUBSCRIBE_AFTER) {
+        if state
+            .failed_at
+            .is_some_and(|t| t.elapsed() < RESUBSCRIBE_AFTER)
+        {
             return false;
         }
         match self.subscribe().await {
@@ -307,8 +307,16 @@ mod tests {
                 assert!(d <= Duration::from_millis(1));
             }
         }
-        assert!(Retry::new(Duration::ZERO, Duration::from_millis(1)).validate().is_err());
-        assert!(Retry::new(Duration::from_secs(2), Duration::from_secs(1)).validate().is_err());
+        assert!(
+            Retry::new(Duration::ZERO, Duration::from_millis(1))
+                .validate()
+                .is_err()
+        );
+        assert!(
+            Retry::new(Duration::from_secs(2), Duration::from_secs(1))
+                .validate()
+                .is_err()
+        );
     }
 
     #[test]

@@ -1,0 +1,35 @@
+# make test   fmt check, clippy (warnings denied), every test against real redis-server
+# make demo   the coupon race of the seed articles against a private redis-server
+# make bench  the benchmark scenarios of BENCHMARKS.md
+# Each installs Redis from Debian's packages first when redis-server is not on the PATH.
+
+CARGO ?= cargo
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+REDIS_PACKAGES := redis-server redis-tools redis-sentinel
+
+.PHONY: test demo bench redis fmt lint
+
+redis:
+	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
+	    || ! command -v redis-sentinel >/dev/null; then \
+	  echo "installing Redis ($(REDIS_PACKAGES))"; \
+	  $(SUDO) apt-get update && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends $(REDIS_PACKAGES); \
+	fi
+	@redis-server --version
+
+fmt:
+	$(CARGO) fmt --all -- --check
+
+lint:
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+test: redis fmt lint
+	RUSTDOCFLAGS="-D warnings" $(CARGO) test --workspace --all-targets
+	RUSTDOCFLAGS="-D warnings" $(CARGO) test --workspace --doc
+
+demo: redis
+	$(CARGO) run --release -q -p redlease --example coupon
+
+bench: redis
+	$(CARGO) run --release -q -p redlease-cli -- bench

@@ -1,0 +1,80 @@
+//! Shared set-up of the integration tests: a private redis-server per test, a client on
+//! it, and a plain redis-rs connection for looking behind the library's back.
+#![allow(
+    dead_code,
+    unreachable_pub,
+    clippy::unwrap_used,
+    clippy::panic,
+    clippy::match_wild_err_arm
+)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use redis::AsyncCommands as _;
+use redlease::Client;
+use redlease_local::RedisServer;
+
+/// Bound on any single test step, so that a bug shows up as a failure, not a hang.
+pub const STEP: Duration = Duration::from_secs(30);
+
+pub fn server() -> RedisServer {
+    match RedisServer::start() {
+        Ok(s) => s,
+        Err(e) => panic!("cannot start redis-server: {e}"),
+    }
+}
+
+pub async fn client(server: &RedisServer) -> Client {
+    match Client::connect(&server.url()).await {
+        Ok(c) => c,
+        Err(e) => panic!("cannot connect to {}: {e:?}", server.url()),
+    }
+}
+
+/// A plain connection that bypasses the library.
+pub async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {
+    let c = redis::Client::open(server.url()).unwrap();
+    c.get_multiplexed_async_connection().await.unwrap()
+}
+
+/// Awaits `f`, failing the test if it takes longer than [`STEP`] (a hang detector, not a
+/// speed assertion).
+pub async fn bounded<F: Future>(what: &str, f: F) -> F::Output {
+    match tokio::time::timeout(STEP, f).await {
+        Ok(v) => v,
+        Err(_) => panic!("{what} did not finish within {STEP:?}"),
+    }
+}
+
+/// Re-reads `check` until it holds, for states that Redis reaches in the background (a
+/// spawned clean-up, a queued waiter). Bounded by [`STEP`].
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    bounded(what, async {
+        while !check().await {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}
+
+pub async fn llen(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
+    conn.llen(key).await.unwrap()
+}
+
+pub async fn get(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Option<String> {
+    conn.get(key).await.unwrap()
+}
+
+/// Waits until `key` no longer exists (expired, or deleted in the background).
+pub async fn until_absent(conn: &redis::aio::MultiplexedConnection, key: &str) {
+    eventually(&format!("`{key}` to go away"), || {
+        let mut conn = conn.clone();
+        async move { get(&mut conn, key).await.is_none() }
+    })
+    .await;
+}
