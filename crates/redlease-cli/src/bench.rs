@@ -1,0 +1,329 @@
+//! `redlease bench`: the benchmark scenarios of `BENCHMARKS.md`, all in one run against one
+//! Redis, each redlease scenario next to a bare redis-rs loop doing the same job.
+
+use std::io::{IsTerminal as _, Write as _};
+use std::process::ExitCode;
+use std::sync::{LazyLock, Mutex, PoisonError};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use redis::aio::ConnectionManager;
+use redis::{Script, Value};
+use redlease_local::RedisServer;
+
+mod contended;
+mod report;
+mod stats;
+mod uncontended;
+
+use report::Report;
+use stats::CommandStats;
+
+/// `--help` text of `redlease bench`.
+pub(crate) const LONG_ABOUT: &str = "\
+Measure lock throughput, hand-off latency and fairness against real Redis.
+
+Without --redis, a private redis-server is started on a free loopback port and stopped at
+the end (REDIS_URL is ignored, so that a benchmark never hits a shared server by accident).
+Every scenario warms up briefly, then runs for --duration:
+
+1. uncontended, redlease: one task loops lock.acquire() + guard.release() on one key;
+   ops/s and the latency of each acquire + release pair.
+2. uncontended, bare floor: the same with plain redis-rs on one ConnectionManager:
+   SET key token NX PX 30000, then EVALSHA of a compare-and-delete script. Scenarios 1 and
+   2 run in alternating slices so that both see the same machine.
+3. contended, redlease: --workers tasks loop acquire (wait up to 10s) -> critical section
+   -> release on ONE key; once with one Client shared by all workers, once with a Client
+   per worker. The critical section is a non-atomic GET + SET of a counter in Redis.
+4. contended, bare busy-retry floor: the same workers retry SET NX PX (yielding between
+   tries) until it succeeds, then the same section and the compare-and-delete release;
+   once over one shared connection, once with a connection per worker.
+
+Reported for the contended scenarios: critical sections per second; the hand-off gap
+(from the moment a holder sent its release to the moment the next holder's acquire
+returned), p50 and p99; the time spent in one acquire (p50, p99, max = the longest wait of
+any worker); sections per worker (fewest..most); how often the lock went back to the
+worker that had just released it; Redis commands per section from INFO commandstats
+deltas (all commands, scripts' inner calls included) and the lock's client round trips;
+and the final counter, which must equal the number of sections (else sections overlapped
+and the exit code is 1).";
+
+/// Lease of the bare loops' `SET NX PX`.
+const BARE_TTL_MS: u64 = 30_000;
+
+/// The bare floor's release: compare-and-delete.
+static COMPARE_AND_DELETE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end",
+    )
+});
+
+/// Arguments of `redlease bench`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct BenchArgs {
+    /// Redis to measure (redis://[user:password@]host:port[/db]); by default a private
+    /// redis-server on a free loopback port, removed afterwards
+    #[arg(long, value_name = "URL")]
+    redis: Option<String>,
+
+    /// Print one JSON document on stdout instead of tables
+    #[arg(long)]
+    json: bool,
+
+    /// How long each scenario is measured, after a warm-up of a tenth of it (50ms..500ms)
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = humantime::parse_duration)]
+    duration: Duration,
+
+    /// Concurrent workers in the contended scenarios
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    workers: u16,
+}
+
+/// Runs every scenario and prints the report.
+pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    if args.duration < Duration::from_millis(100) || args.duration > Duration::from_secs(3600) {
+        bail!(
+            "--duration {} is out of range; use 100ms to 1h",
+            humantime::format_duration(args.duration)
+        );
+    }
+    // Declared first so that it is dropped last, after every connection to it.
+    let server = match &args.redis {
+        Some(_) => None,
+        None => Some(
+            tokio::task::spawn_blocking(RedisServer::start)
+                .await?
+                .context("starting a private redis-server")?,
+        ),
+    };
+    let (url, where_) = match (&args.redis, &server) {
+        (Some(url), _) => (url.clone(), "external".to_owned()),
+        (None, Some(s)) => (
+            s.url(),
+            format!("private redis-server on 127.0.0.1:{}", s.port()),
+        ),
+        (None, None) => bail!("no Redis to measure"),
+    };
+    let env = Env::connect(&url, args.duration).await?;
+    let outcome = measure(&env, &args, where_).await;
+    env.remove_keys().await;
+    let report = outcome?;
+
+    let mut text = if args.json {
+        serde_json::to_string_pretty(&report)?
+    } else {
+        report.render()?
+    };
+    text.push('\n');
+    std::io::stdout()
+        .lock()
+        .write_all(text.as_bytes())
+        .context("writing the report")?;
+    drop(env);
+    drop(server);
+    if report.failures.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "redlease: {} correctness check(s) failed: {}",
+            report.failures.len(),
+            report.failures.join("; ")
+        );
+        Ok(ExitCode::from(1))
+    }
+}
+
+async fn measure(env: &Env, args: &BenchArgs, server: String) -> anyhow::Result<Report> {
+    let redis_version = env.redis_version().await;
+    let uncontended = uncontended::run(env, args.duration).await?;
+    let contended = contended::run(env, usize::from(args.workers), args.duration).await?;
+    Ok(Report {
+        redis_version,
+        server,
+        duration: args.duration,
+        workers: usize::from(args.workers),
+        failures: Report::check(&contended),
+        uncontended,
+        contended,
+    })
+}
+
+/// What every scenario needs: where Redis is, and the keys to remove at the end.
+struct Env {
+    redis: redis::Client,
+    url: String,
+    /// For the bench's own commands (INFO, counter reset and check, clean-up).
+    admin: ConnectionManager,
+    /// Makes this run's keys unique on a shared server.
+    run_id: String,
+    warm_up: Duration,
+    show_progress: bool,
+    keys: Mutex<Vec<String>>,
+}
+
+impl Env {
+    async fn connect(url: &str, duration: Duration) -> anyhow::Result<Self> {
+        // The library checks the URL and redacts passwords from its errors.
+        drop(
+            redlease::Client::connect(url)
+                .await
+                .context("connecting to Redis")?,
+        );
+        let redis = redis::Client::open(url).context("opening the Redis URL")?;
+        let admin = ConnectionManager::new(redis.clone())
+            .await
+            .context("connecting to Redis")?;
+        Ok(Self {
+            redis,
+            url: url.to_owned(),
+            admin,
+            run_id: std::process::id().to_string(),
+            warm_up: (duration / 10).clamp(Duration::from_millis(50), Duration::from_millis(500)),
+            show_progress: std::io::stderr().is_terminal(),
+            keys: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// A redlease client of its own (two connections: commands and pub/sub).
+    async fn client(&self) -> anyhow::Result<redlease::Client> {
+        redlease::Client::connect(&self.url)
+            .await
+            .context("connecting a redlease client")
+    }
+
+    /// A plain redis-rs connection of its own.
+    async fn connection(&self) -> anyhow::Result<ConnectionManager> {
+        ConnectionManager::new(self.redis.clone())
+            .await
+            .context("connecting to Redis")
+    }
+
+    /// A lock name unique to this run.
+    fn name(&self, name: &str) -> String {
+        format!("bench-{}-{name}", self.run_id)
+    }
+
+    /// A plain key unique to this run.
+    fn key(&self, name: &str) -> String {
+        format!("redlease-bench:{}:{name}", self.run_id)
+    }
+
+    /// Remembers `key` for removal at the end.
+    fn clean_up(&self, key: &str) {
+        self.keys
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(key.to_owned());
+    }
+
+    /// Remembers every key of `lock` for removal at the end.
+    fn clean_up_lock(&self, lock: &redlease::Lock) -> anyhow::Result<()> {
+        let keys = lock.keys()?;
+        for key in [
+            keys.key(),
+            keys.fence(),
+            keys.holder(),
+            keys.queue(),
+            keys.waiters(),
+        ] {
+            self.clean_up(key);
+        }
+        Ok(())
+    }
+
+    /// Removes the keys this run created (best effort: a failure is only logged).
+    async fn remove_keys(&self) {
+        let mut keys =
+            std::mem::take(&mut *self.keys.lock().unwrap_or_else(PoisonError::into_inner));
+        keys.sort();
+        keys.dedup();
+        if keys.is_empty() {
+            return;
+        }
+        let mut conn = self.admin.clone();
+        let removed: redis::RedisResult<u64> =
+            redis::cmd("DEL").arg(&keys).query_async(&mut conn).await;
+        if let Err(e) = removed {
+            tracing::warn!(error = %e, "could not remove the benchmark's keys");
+        }
+    }
+
+    /// Calls per command so far; `None` when `INFO commandstats` is not allowed.
+    async fn command_stats(&self) -> Option<CommandStats> {
+        let mut conn = self.admin.clone();
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut conn)
+            .await
+            .inspect_err(
+                |e| tracing::warn!(error = %e, "INFO commandstats failed; no command counts"),
+            )
+            .ok()?;
+        Some(CommandStats::parse(&info))
+    }
+
+    async fn redis_version(&self) -> String {
+        let mut conn = self.admin.clone();
+        let info: redis::RedisResult<String> = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut conn)
+            .await;
+        info.ok()
+            .and_then(|info| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix("redis_version:"))
+                    .map(|v| v.trim().to_owned())
+            })
+            .unwrap_or_else(|| "(unknown version)".to_owned())
+    }
+
+    /// One line of progress on stderr, when it is a terminal.
+    fn progress(&self, what: &str) {
+        if self.show_progress {
+            eprintln!("redlease bench: {what}");
+        }
+    }
+}
+
+/// The bare floor's lock: `SET key token NX PX`, released by compare-and-delete.
+#[derive(Debug, Clone)]
+struct BareLock {
+    key: String,
+}
+
+impl BareLock {
+    fn new(key: String) -> Self {
+        Self { key }
+    }
+
+    /// One `SET NX PX`: true when it took the lock.
+    async fn try_acquire(&self, conn: &mut ConnectionManager, token: &str) -> anyhow::Result<bool> {
+        let reply: Value = redis::cmd("SET")
+            .arg(&self.key)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(BARE_TTL_MS)
+            .query_async(conn)
+            .await
+            .context("bare lock: SET NX PX")?;
+        Ok(!matches!(reply, Value::Nil))
+    }
+
+    /// EVALSHA compare-and-delete: true when the lock still held `token`.
+    async fn release(&self, conn: &mut ConnectionManager, token: &str) -> anyhow::Result<bool> {
+        let deleted: i64 = COMPARE_AND_DELETE
+            .key(&self.key)
+            .arg(token)
+            .invoke_async(conn)
+            .await
+            .context("bare lock: EVALSHA compare-and-delete")?;
+        Ok(deleted == 1)
+    }
+}
+
+/// A token unique to this process, worker and iteration, as long as redlease's (32 hex
+/// digits). Not secret: the bare loops only need uniqueness.
+fn bare_token(worker: usize, seq: u64) -> String {
+    format!("{:08x}{worker:08x}{seq:016x}", std::process::id())
+}

@@ -1,0 +1,330 @@
+//! Scenarios 3 and 4: `--workers` tasks fight over one key, each looping
+//! acquire -> critical section -> release.
+//!
+//! The critical section is a deliberately non-atomic read-modify-write of a counter in
+//! Redis (`GET`, then `SET` of the value plus one), so that the final counter equals the
+//! number of sections only if no two sections ever overlapped.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use anyhow::Context;
+use redis::aio::ConnectionManager;
+use serde::Serialize;
+use tokio::time::Instant;
+
+use super::stats::{CommandCost, CommandDelta, Summary, per_second, ratio};
+use super::{BareLock, Env};
+
+/// How long a redlease worker may wait in `acquire()` before it counts as an error.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+/// A worker stops after this many errors (they are all reported).
+const MAX_ERRORS: usize = 20;
+/// Plain commands in one critical section (GET + SET).
+const SECTION_COMMANDS: u64 = 2;
+
+/// The result of one contended run.
+#[derive(Debug, Serialize)]
+pub(super) struct Contended {
+    pub(super) scenario: &'static str,
+    pub(super) workers: usize,
+    pub(super) sections: u64,
+    #[serde(rename = "elapsed_us", serialize_with = "super::stats::micros")]
+    pub(super) elapsed: Duration,
+    pub(super) sections_per_sec: f64,
+    /// From the moment a holder sent its release to the moment the next holder's acquire
+    /// returned.
+    pub(super) handoff_gap: Summary,
+    /// Time spent inside one acquire (its max is the longest wait of any worker).
+    pub(super) wait: Summary,
+    /// Sections completed by each worker.
+    pub(super) per_worker: Vec<u64>,
+    /// Acquisitions that went to the worker that had released the lock just before.
+    pub(super) same_worker_reacquired: u64,
+    /// Lock attempts (`SET NX`) per section, for the bare loop.
+    pub(super) attempts_per_section: Option<f64>,
+    /// Per section; absent when `INFO commandstats` is not allowed.
+    pub(super) commands: Option<CommandCost>,
+    /// The counter the sections incremented, read at the end.
+    pub(super) counter: u64,
+    /// Errors of workers (acquire timeouts, lost locks...).
+    pub(super) errors: Vec<String>,
+}
+
+/// How the workers reach Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sharing {
+    /// One redlease `Client` (or one redis-rs connection) shared by all workers.
+    Shared,
+    /// One each.
+    PerWorker,
+}
+
+#[derive(Clone)]
+enum Locker {
+    Redlease(redlease::Lock),
+    Bare(BareLock),
+}
+
+/// What one worker is given.
+#[derive(Clone)]
+struct Worker {
+    id: usize,
+    locker: Locker,
+    /// For the critical section (and the bare lock's own commands).
+    conn: ConnectionManager,
+}
+
+/// Shared between the workers of one run: who held the lock last, and when its release
+/// was sent.
+#[derive(Debug, Default)]
+struct Handoff {
+    release_sent: Option<Instant>,
+    holder: Option<usize>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[derive(Debug, Default)]
+struct WorkerStats {
+    sections: u64,
+    waits: Vec<Duration>,
+    gaps: Vec<Duration>,
+    reacquired: u64,
+    attempts: u64,
+    errors: Vec<String>,
+}
+
+enum Held {
+    Guard(redlease::Guard),
+    Token(String),
+}
+
+async fn worker(
+    mut w: Worker,
+    counter: Arc<str>,
+    handoff: Arc<Mutex<Handoff>>,
+    until: Instant,
+) -> anyhow::Result<WorkerStats> {
+    let mut stats = WorkerStats::default();
+    let mut seq = 0u64;
+    while Instant::now() < until && stats.errors.len() < MAX_ERRORS {
+        let asked = Instant::now();
+        let held = match &w.locker {
+            Locker::Redlease(lock) => match lock.acquire().await {
+                Ok(guard) => Held::Guard(guard),
+                Err(e) => {
+                    stats.errors.push(format!(
+                        "worker {}: acquire: {:#}",
+                        w.id,
+                        anyhow::Error::from(e)
+                    ));
+                    continue;
+                }
+            },
+            Locker::Bare(lock) => {
+                seq += 1;
+                let token = super::bare_token(w.id + 1, seq);
+                loop {
+                    stats.attempts += 1;
+                    if lock.try_acquire(&mut w.conn, &token).await? {
+                        break;
+                    }
+                    tokio::task::yield_now().await;
+                }
+                Held::Token(token)
+            }
+        };
+        let got = Instant::now();
+        stats.waits.push(got - asked);
+        {
+            let mut h = locked(&handoff);
+            if let Some(sent) = h.release_sent.take() {
+                stats.gaps.push(got.saturating_duration_since(sent));
+            }
+            if h.holder == Some(w.id) {
+                stats.reacquired += 1;
+            }
+            h.holder = Some(w.id);
+        }
+        critical_section(&mut w.conn, &counter).await?;
+        locked(&handoff).release_sent = Some(Instant::now());
+        let released = match (held, &w.locker) {
+            (Held::Guard(guard), _) => guard.release().await.map_err(anyhow::Error::from),
+            (Held::Token(token), Locker::Bare(lock)) => {
+                match lock.release(&mut w.conn, &token).await {
+                    Ok(true) => Ok(()),
+                    Ok(false) => Err(anyhow::anyhow!("the bare lock was lost before release")),
+                    Err(e) => Err(e),
+                }
+            }
+            (Held::Token(_), Locker::Redlease(_)) => Ok(()),
+        };
+        if let Err(e) = released {
+            stats
+                .errors
+                .push(format!("worker {}: release: {e:#}", w.id));
+        }
+        stats.sections += 1;
+    }
+    Ok(stats)
+}
+
+/// The non-atomic increment that the lock must make exclusive.
+async fn critical_section(conn: &mut ConnectionManager, counter: &str) -> anyhow::Result<()> {
+    let value: Option<u64> = redis::cmd("GET")
+        .arg(counter)
+        .query_async(conn)
+        .await
+        .context("reading the counter in the critical section")?;
+    let () = redis::cmd("SET")
+        .arg(counter)
+        .arg(value.unwrap_or(0) + 1)
+        .query_async(conn)
+        .await
+        .context("writing the counter in the critical section")?;
+    Ok(())
+}
+
+/// Runs all workers until `until` (each finishes the section it is in) and returns their
+/// statistics and the time until the last one finished.
+async fn race(
+    workers: &[Worker],
+    counter: &Arc<str>,
+    until: Instant,
+) -> anyhow::Result<(Vec<WorkerStats>, Duration)> {
+    let handoff = Arc::new(Mutex::new(Handoff::default()));
+    let start = Instant::now();
+    let tasks: Vec<_> = workers
+        .iter()
+        .map(|w| {
+            tokio::spawn(worker(
+                w.clone(),
+                Arc::clone(counter),
+                Arc::clone(&handoff),
+                until,
+            ))
+        })
+        .collect();
+    let mut all = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        all.push(task.await.context("a bench worker panicked")??);
+    }
+    Ok((all, start.elapsed()))
+}
+
+/// One contended scenario: set up, warm up, measure.
+async fn scenario(
+    env: &Env,
+    scenario: &'static str,
+    name: &str,
+    bare: bool,
+    sharing: Sharing,
+    workers: usize,
+    duration: Duration,
+) -> anyhow::Result<Contended> {
+    env.progress(&format!("contended: {scenario}"));
+    let shared_client = if bare || sharing == Sharing::PerWorker {
+        None
+    } else {
+        Some(env.client().await?)
+    };
+    let shared_conn = env.connection().await?;
+    let bare_lock = BareLock::new(env.key(name));
+    env.clean_up(&bare_lock.key);
+    let mut setups = Vec::with_capacity(workers);
+    for id in 0..workers {
+        let conn = match sharing {
+            Sharing::Shared => shared_conn.clone(),
+            Sharing::PerWorker => env.connection().await?,
+        };
+        let locker = if bare {
+            Locker::Bare(bare_lock.clone())
+        } else {
+            let client = match &shared_client {
+                Some(c) => c.clone(),
+                None => env.client().await?,
+            };
+            let lock = client.lock(env.name(name)).wait(LOCK_WAIT);
+            env.clean_up_lock(&lock)?;
+            Locker::Redlease(lock)
+        };
+        setups.push(Worker { id, locker, conn });
+    }
+    let counter: Arc<str> = env.key(&format!("{name}:counter")).into();
+    env.clean_up(&counter);
+
+    race(&setups, &counter, Instant::now() + env.warm_up).await?;
+
+    let mut admin = env.admin.clone();
+    let () = redis::cmd("DEL")
+        .arg(&*counter)
+        .query_async(&mut admin)
+        .await
+        .context("resetting the counter")?;
+    let before = env.command_stats().await;
+    let (stats, elapsed) = race(&setups, &counter, Instant::now() + duration).await?;
+    let after = env.command_stats().await;
+    let counter_value: Option<u64> = redis::cmd("GET")
+        .arg(&*counter)
+        .query_async(&mut admin)
+        .await
+        .context("reading the counter")?;
+
+    let sections: u64 = stats.iter().map(|s| s.sections).sum();
+    let attempts: u64 = stats.iter().map(|s| s.attempts).sum();
+    let plain = SECTION_COMMANDS * sections + attempts;
+    let delta: Option<CommandDelta> = before.zip(after).map(|(b, a)| b.delta(&a));
+    Ok(Contended {
+        scenario,
+        workers,
+        sections,
+        elapsed,
+        sections_per_sec: per_second(sections, elapsed),
+        handoff_gap: Summary::of(stats.iter().flat_map(|s| s.gaps.iter().copied()).collect()),
+        wait: Summary::of(stats.iter().flat_map(|s| s.waits.iter().copied()).collect()),
+        per_worker: stats.iter().map(|s| s.sections).collect(),
+        same_worker_reacquired: stats.iter().map(|s| s.reacquired).sum(),
+        attempts_per_section: bare.then(|| ratio(attempts, sections)),
+        commands: delta.map(|d| CommandCost::new(d, plain, SECTION_COMMANDS * sections, sections)),
+        counter: counter_value.unwrap_or(0),
+        errors: stats.into_iter().flat_map(|s| s.errors).collect(),
+    })
+}
+
+/// Runs scenarios 3 (redlease, with a shared and with per-worker clients) and 4 (bare
+/// busy-retry, with a shared and with per-worker connections).
+pub(super) async fn run(
+    env: &Env,
+    workers: usize,
+    duration: Duration,
+) -> anyhow::Result<Vec<Contended>> {
+    let runs = [
+        ("redlease, one Client", "contended", false, Sharing::Shared),
+        (
+            "redlease, Client per worker",
+            "contended-per-worker",
+            false,
+            Sharing::PerWorker,
+        ),
+        (
+            "bare busy-retry, one connection",
+            "bare-contended",
+            true,
+            Sharing::Shared,
+        ),
+        (
+            "bare busy-retry, conn. per worker",
+            "bare-contended-per-worker",
+            true,
+            Sharing::PerWorker,
+        ),
+    ];
+    let mut results = Vec::with_capacity(runs.len());
+    for (title, name, bare, sharing) in runs {
+        results.push(scenario(env, title, name, bare, sharing, workers, duration).await?);
+    }
+    Ok(results)
+}

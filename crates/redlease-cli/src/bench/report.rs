@@ -1,0 +1,305 @@
+//! The benchmark's report: aligned tables for people, JSON for tools.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::contended::Contended;
+use super::stats::CommandCost;
+use super::uncontended::Uncontended;
+
+/// Everything one `redlease bench` run measured.
+#[derive(Debug, Serialize)]
+pub(super) struct Report {
+    pub(super) redis_version: String,
+    /// `private redis-server on 127.0.0.1:PORT`, or `external` for `--redis`.
+    pub(super) server: String,
+    #[serde(rename = "duration_us", serialize_with = "super::stats::micros")]
+    pub(super) duration: Duration,
+    pub(super) workers: usize,
+    pub(super) uncontended: Vec<Uncontended>,
+    pub(super) contended: Vec<Contended>,
+    /// Failed correctness checks (empty when all passed).
+    pub(super) failures: Vec<String>,
+}
+
+impl Report {
+    /// The failed correctness checks of `contended`.
+    pub(super) fn check(contended: &[Contended]) -> Vec<String> {
+        let mut failures = Vec::new();
+        for c in contended {
+            if c.counter != c.sections {
+                failures.push(format!(
+                    "{}: the counter is {} after {} critical sections: sections overlapped",
+                    c.scenario, c.counter, c.sections
+                ));
+            }
+            if !c.errors.is_empty() {
+                failures.push(format!("{}: {} worker errors", c.scenario, c.errors.len()));
+            }
+        }
+        failures
+    }
+
+    /// The report as aligned text tables.
+    pub(super) fn render(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        writeln!(
+            out,
+            "redlease bench: redis {} ({}), {} per scenario, {} workers when contended\n",
+            self.redis_version,
+            self.server,
+            humantime::format_duration(self.duration),
+            self.workers
+        )?;
+        self.render_uncontended(&mut out)?;
+        self.render_contended(&mut out)?;
+        if self.failures.is_empty() {
+            writeln!(
+                out,
+                "\ncorrectness: every counter matches its section count"
+            )?;
+        } else {
+            writeln!(out, "\nCORRECTNESS CHECKS FAILED:")?;
+            for f in &self.failures {
+                writeln!(out, "  {f}")?;
+            }
+        }
+        Ok(out)
+    }
+
+    fn render_uncontended(&self, out: &mut String) -> std::fmt::Result {
+        writeln!(
+            out,
+            "Uncontended: one task, one key, acquire + release per op (latency of the pair)"
+        )?;
+        let rows: Vec<Vec<String>> = self
+            .uncontended
+            .iter()
+            .map(|u| {
+                vec![
+                    u.scenario.to_owned(),
+                    format!("{:.0}", u.ops_per_sec),
+                    duration(u.latency.p50),
+                    duration(u.latency.p99),
+                    duration(u.latency.max),
+                    cost(u.commands, |c| c.total),
+                    cost(u.commands, |c| c.round_trips),
+                ]
+            })
+            .collect();
+        table(
+            out,
+            &[
+                "scenario",
+                "ops/s",
+                "p50",
+                "p99",
+                "max",
+                "cmds/op",
+                "round trips/op",
+            ],
+            &rows,
+        )?;
+        if let [ours, bare] = &self.uncontended[..] {
+            writeln!(
+                out,
+                "  redlease / bare: throughput {:.3}x ({:+.1}%), p50 {:+.1}%, p99 {:+.1}%",
+                ours.ops_per_sec / bare.ops_per_sec,
+                (ours.ops_per_sec / bare.ops_per_sec - 1.0) * 100.0,
+                change(ours.latency.p50, bare.latency.p50),
+                change(ours.latency.p99, bare.latency.p99),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn render_contended(&self, out: &mut String) -> std::fmt::Result {
+        writeln!(
+            out,
+            "\nContended: {} workers, one key, acquire -> GET + SET counter -> release",
+            self.workers
+        )?;
+        let timing: Vec<Vec<String>> = self
+            .contended
+            .iter()
+            .map(|c| {
+                vec![
+                    c.scenario.to_owned(),
+                    format!("{:.0}", c.sections_per_sec),
+                    duration(c.handoff_gap.p50),
+                    duration(c.handoff_gap.p99),
+                    duration(c.wait.p50),
+                    duration(c.wait.p99),
+                    duration(c.wait.max),
+                ]
+            })
+            .collect();
+        table(
+            out,
+            &[
+                "scenario",
+                "sections/s",
+                "gap p50",
+                "gap p99",
+                "wait p50",
+                "wait p99",
+                "max wait",
+            ],
+            &timing,
+        )?;
+        writeln!(out)?;
+        self.render_contended_cost(out)?;
+        for c in &self.contended {
+            for e in &c.errors {
+                writeln!(out, "  error ({}): {e}", c.scenario)?;
+            }
+        }
+        let find = |prefix: &str| {
+            self.contended
+                .iter()
+                .find(|c| c.scenario.starts_with(prefix))
+        };
+        if let (Some(ours), Some(bare)) = (find("redlease, one"), find("bare busy-retry, one")) {
+            writeln!(
+                out,
+                "  redlease (one Client) / bare busy-retry (one connection): throughput {:.2}x, \
+                 max wait {} vs {}",
+                ours.sections_per_sec / bare.sections_per_sec,
+                duration(ours.wait.max),
+                duration(bare.wait.max),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn render_contended_cost(&self, out: &mut String) -> std::fmt::Result {
+        let cost_rows: Vec<Vec<String>> = self
+            .contended
+            .iter()
+            .map(|c| {
+                let min = c.per_worker.iter().min().copied().unwrap_or(0);
+                let max = c.per_worker.iter().max().copied().unwrap_or(0);
+                vec![
+                    c.scenario.to_owned(),
+                    format!("{min}..{max}"),
+                    format!(
+                        "{:.1}%",
+                        super::stats::ratio(c.same_worker_reacquired, c.sections) * 100.0
+                    ),
+                    cost(c.commands, |k| k.total),
+                    cost(c.commands, |k| k.lock_round_trips),
+                    c.attempts_per_section
+                        .map_or_else(|| "-".to_owned(), |a| format!("{a:.2}")),
+                    if c.counter == c.sections {
+                        format!("{} ok", c.counter)
+                    } else {
+                        format!("{} != {} FAIL", c.counter, c.sections)
+                    },
+                ]
+            })
+            .collect();
+        table(
+            out,
+            &[
+                "scenario",
+                "per worker",
+                "same worker",
+                "cmds/section",
+                "lock RT/section",
+                "SET NX tries",
+                "counter",
+            ],
+            &cost_rows,
+        )?;
+        writeln!(
+            out,
+            "  gap: release sent -> next acquire returned; wait: time inside one acquire;\n  \
+             per worker: fewest..most sections of one worker; same worker: sections whose lock\n  \
+             went back to the worker that had just released it; cmds: all commands Redis ran\n  \
+             (scripts' inner calls and the section's GET + SET included); lock RT: client round\n  \
+             trips for the lock alone"
+        )
+    }
+}
+
+/// A per-unit command cost, or `n/a` when `INFO commandstats` was not available.
+fn cost(c: Option<CommandCost>, field: impl Fn(&CommandCost) -> f64) -> String {
+    c.map_or_else(|| "n/a".to_owned(), |c| format!("{:.2}", field(&c)))
+}
+
+/// Relative change of `ours` against `base`, in percent.
+fn change(ours: Duration, base: Duration) -> f64 {
+    let base = base.as_secs_f64();
+    if base > 0.0 {
+        (ours.as_secs_f64() / base - 1.0) * 100.0
+    } else {
+        0.0
+    }
+}
+
+/// `81µs`, `1.25ms`, `12.5ms`, `1.20s`.
+fn duration(d: Duration) -> String {
+    let us = d.as_secs_f64() * 1e6;
+    if us < 1_000.0 {
+        format!("{us:.0}µs")
+    } else if us < 10_000.0 {
+        format!("{:.2}ms", us / 1e3)
+    } else if us < 1_000_000.0 {
+        format!("{:.1}ms", us / 1e3)
+    } else {
+        format!("{:.2}s", us / 1e6)
+    }
+}
+
+/// Appends an aligned table: first column left-aligned, the others right-aligned.
+fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) -> std::fmt::Result {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
+    for row in std::iter::once(&header).chain(rows) {
+        let mut line = String::from(" ");
+        for (i, (cell, w)) in row.iter().zip(&widths).enumerate() {
+            if i == 0 {
+                write!(line, " {cell:<w$}")?;
+            } else {
+                write!(line, "  {cell:>w$}")?;
+            }
+        }
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_short_and_readable() {
+        assert_eq!(duration(Duration::from_micros(81)), "81µs");
+        assert_eq!(duration(Duration::from_micros(1250)), "1.25ms");
+        assert_eq!(duration(Duration::from_micros(12_500)), "12.5ms");
+        assert_eq!(duration(Duration::from_millis(1200)), "1.20s");
+    }
+
+    #[test]
+    fn tables_align() -> std::fmt::Result {
+        let mut out = String::new();
+        table(
+            &mut out,
+            &["name", "n"],
+            &[
+                vec!["a".into(), "100".into()],
+                vec!["bcd".into(), "2".into()],
+            ],
+        )?;
+        assert_eq!(out, "  name    n\n  a     100\n  bcd     2\n");
+        Ok(())
+    }
+}
