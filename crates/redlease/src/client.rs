@@ -8,6 +8,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::{Error, Result};
 use crate::lock::Lock;
+use crate::renew::Renewer;
 use crate::wait::Notifier;
 
 /// How long connecting to Redis may take before it fails, by default.
@@ -111,6 +112,7 @@ impl ClientBuilder {
         )?;
         Ok(Client {
             inner: Arc::new(Inner {
+                renewer: Renewer::new(conn.clone()),
                 conn,
                 notifier,
                 holder: holder_details(),
@@ -152,6 +154,7 @@ pub struct Client {
 pub(crate) struct Inner {
     pub(crate) conn: ConnectionManager,
     pub(crate) notifier: Arc<Notifier>,
+    pub(crate) renewer: Arc<Renewer>,
     pub(crate) holder: String,
 }
 
@@ -202,6 +205,17 @@ impl Client {
     /// How many tasks of this client are waiting in a lock queue right now (diagnostics).
     pub fn waiting(&self) -> usize {
         self.inner.notifier.waiting()
+    }
+
+    /// Renewal round trips this client has sent so far (diagnostics): one per sweep of the
+    /// renewal scheduler, however many leases it renewed.
+    pub fn renewal_round_trips(&self) -> u64 {
+        self.inner.renewer.round_trips()
+    }
+
+    /// Identifies this client (and its clones) among others in one process.
+    pub(crate) fn id(&self) -> usize {
+        Arc::as_ptr(&self.inner).addr()
     }
 
     pub(crate) fn conn(&self) -> ConnectionManager {

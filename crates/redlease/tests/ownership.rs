@@ -23,6 +23,7 @@ async fn a_non_owner_can_neither_release_nor_extend() {
     let mut first = c
         .lock("owned")
         .ttl(Duration::from_millis(100))
+        .renewal(redlease::Renewal::Fixed)
         .acquire()
         .await
         .unwrap();
@@ -62,6 +63,7 @@ async fn release_after_expiry_is_lost() {
     let guard = c
         .lock("expiring")
         .ttl(Duration::from_millis(20))
+        .renewal(redlease::Renewal::Fixed)
         .acquire()
         .await
         .unwrap();
