@@ -31,6 +31,7 @@
 //! Every failure is one [`Error`]. A release or extend that finds another token (or none)
 //! is [`Error::Lost`]: the caller learns that mutual exclusion may have been broken.
 
+pub mod blocking;
 mod client;
 mod error;
 mod guard;

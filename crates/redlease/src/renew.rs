@@ -128,13 +128,14 @@ impl Renewer {
         }
     }
 
-    /// Drops finished entries and picks those due; `None` when nothing is left (the task
-    /// then ends). Also returns when to look again.
+    /// Drops finished entries and, when at least one lease is due, picks it together with
+    /// every lease that falls due soon after; `None` when nothing is left (the task then
+    /// ends). Also returns when to look again.
     fn sweep(&self, now: Instant) -> Option<(Vec<Due>, Instant)> {
         let mut book = self.book();
-        let mut batch = Vec::new();
         let mut next = now + Duration::from_secs(3600);
-        book.entries.retain(|&id, entry| {
+        let mut any_due = false;
+        book.entries.retain(|_, entry| {
             let Some(lease) = entry.lease.upgrade() else {
                 return false;
             };
@@ -149,20 +150,32 @@ impl Renewer {
                 tracing::info!(lock = %lease.name, "max_hold reached; renewal stops and the lease will expire");
                 return false;
             }
-            let ttl = lease.ttl();
-            let early = if entry.retrying { Duration::ZERO } else { ttl / 6 };
-            if entry.due <= now + early {
-                batch.push(Due { id, lease, ttl });
-            } else {
-                next = next.min(entry.due - early);
-            }
-            // Wake at the latest when the lease would run out, to report the loss then.
-            next = next.min(until);
+            any_due |= entry.due <= now;
+            // Wake when it is due, or at the latest when it would run out, to report the
+            // loss then.
+            next = next.min(entry.due).min(until);
             true
         });
         if book.entries.is_empty() {
             book.running = false;
             return None;
+        }
+        let mut batch = Vec::new();
+        if any_due {
+            for (&id, entry) in &book.entries {
+                let Some(lease) = entry.lease.upgrade() else {
+                    continue;
+                };
+                let ttl = lease.ttl();
+                let early = if entry.retrying {
+                    Duration::ZERO
+                } else {
+                    ttl / 6
+                };
+                if entry.due <= now + early {
+                    batch.push(Due { id, lease, ttl });
+                }
+            }
         }
         Some((batch, next))
     }
