@@ -252,3 +252,29 @@ async fn ten_thousand_locks_renew_in_a_few_round_trips() {
         "{LOCKS} locks: {trips} renewal round trips and {calls} script calls in {intervals} intervals"
     );
 }
+
+#[tokio::test]
+async fn a_redis_pause_shorter_than_the_lease_does_not_lose_it() {
+    let server = server();
+    let c = Client::builder(&server.url())
+        .response_timeout(Duration::from_millis(100))
+        .connect()
+        .await
+        .unwrap();
+    let ttl = Duration::from_millis(900);
+    let guard = c.lock("blip").ttl(ttl).acquire().await.unwrap();
+    // Redis stops answering across the first renewal (due at ttl/3) for 350 ms, well
+    // within the lease: the renewal fails, is retried, and succeeds after the pause.
+    tokio::time::sleep(ttl / 4).await;
+    server.pause().unwrap();
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    server.resume().unwrap();
+    let trips = c.renewal_round_trips();
+    tokio::select! {
+        () = guard.lost() => panic!("a short pause lost the lease"),
+        () = tokio::time::sleep(ttl * 2) => {}
+    }
+    assert!(guard.is_held());
+    assert!(c.renewal_round_trips() > trips);
+    guard.release().await.unwrap();
+}
