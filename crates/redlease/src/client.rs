@@ -35,6 +35,8 @@ pub struct ClientBuilder {
     connect_timeout: Duration,
     response_timeout: Duration,
     notifications: Notifications,
+    /// PEM of the CA(s) that sign the server's certificate, instead of the system's roots.
+    tls_root: Option<Vec<u8>>,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -44,6 +46,7 @@ impl fmt::Debug for ClientBuilder {
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
             .field("notifications", &self.notifications)
+            .field("tls_root", &self.tls_root.as_ref().map(|_| "<pem>"))
             .finish()
     }
 }
@@ -69,6 +72,14 @@ impl ClientBuilder {
         self
     }
 
+    /// Trust the CA certificate(s) in `pem` (PEM text) for `rediss://` connections, instead
+    /// of the system's root store. The server's certificate is always verified, including
+    /// its name or IP against the URL's host.
+    pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root = Some(pem.into());
+        self
+    }
+
     /// Connects, failing fast when Redis cannot be reached.
     ///
     /// # Errors
@@ -89,10 +100,10 @@ impl ClientBuilder {
                 });
             }
         }
-        let redis = redis::Client::open(self.url.as_str()).map_err(|e| Error::InvalidOption {
+        let redis = self.redis_client().map_err(|e| Error::InvalidOption {
             option: "url",
             reason: format!(
-                "`{}` is not a Redis URL ({}); expected redis://[user:password@]host:port[/db]",
+                "`{}` is not a usable Redis URL ({}); expected redis://[user:password@]host:port[/db] or rediss://... for TLS",
                 redact_url(&self.url),
                 e.kind_description()
             ),
@@ -118,6 +129,27 @@ impl ClientBuilder {
                 holder: holder_details(),
             }),
         })
+    }
+}
+
+impl ClientBuilder {
+    fn redis_client(&self) -> redis::RedisResult<redis::Client> {
+        match &self.tls_root {
+            #[cfg(feature = "tls")]
+            Some(pem) => redis::Client::build_with_tls(
+                self.url.as_str(),
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.clone()),
+                },
+            ),
+            #[cfg(not(feature = "tls"))]
+            Some(_) => Err(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "TLS support is not compiled in (enable the `tls` feature)",
+            ))),
+            None => redis::Client::open(self.url.as_str()),
+        }
     }
 }
 
@@ -193,6 +225,7 @@ impl Client {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             notifications: Notifications::default(),
+            tls_root: None,
         }
     }
 
