@@ -1,8 +1,8 @@
 //! [`Guard`]: proof of a held lock, with its fencing token, validity and loss signal.
 
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -44,6 +44,9 @@ pub(crate) struct Lease {
     /// The lease length renewals restore, in ms (changed by `extend`).
     ttl_ms: AtomicU64,
     state: watch::Sender<State>,
+    /// Send time of the request behind the current `State::Held` validity. Expiry is set
+    /// by whichever request Redis ran last, so an older reply never overrides a newer one.
+    set_at: std::sync::Mutex<Instant>,
     /// Guards alive on this lease: 1, plus one per nested acquisition.
     holds: AtomicUsize,
 }
@@ -56,7 +59,7 @@ impl Lease {
         token: OwnerToken,
         fence: FencingToken,
         ttl: Duration,
-        valid_until: Instant,
+        lease_start: Instant,
     ) -> Arc<Self> {
         Arc::new(Self {
             client,
@@ -65,7 +68,8 @@ impl Lease {
             token,
             fence,
             ttl_ms: AtomicU64::new(ttl_millis(ttl)),
-            state: watch::Sender::new(State::Held(valid_until)),
+            state: watch::Sender::new(State::Held(lease_start + ttl - drift(ttl))),
+            set_at: std::sync::Mutex::new(lease_start),
             holds: AtomicUsize::new(1),
         })
     }
@@ -83,16 +87,22 @@ impl Lease {
         matches!(self.state(), State::Held(until) if Instant::now() < until)
     }
 
-    /// Records a successful renewal or extension sent at `sent`, unless the lease already
-    /// ended.
+    /// Records a successful renewal or extension sent at `sent` for `ttl`, unless the lease
+    /// already ended or a later request already set it. The validity may move back (an
+    /// extension to a shorter TTL), as the expiry in Redis did.
     pub(crate) fn renewed(&self, sent: Instant, ttl: Duration) {
         let until = sent + ttl - drift(ttl);
-        self.state.send_if_modified(|s| match s {
-            State::Held(old) if *old < until => {
-                *s = State::Held(until);
-                true
+        self.state.send_if_modified(|s| {
+            if !matches!(s, State::Held(_)) {
+                return false;
             }
-            _ => false,
+            let mut set_at = self.set_at.lock().unwrap_or_else(PoisonError::into_inner);
+            if sent < *set_at {
+                return false;
+            }
+            *set_at = sent;
+            *s = State::Held(until);
+            true
         });
     }
 

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::guard::{Guard, Lease, drift, lost, release_token};
+use crate::guard::{Guard, Lease, lost, release_token};
 use crate::keys::LockKeys;
 use crate::owner::Owner;
 use crate::renew::Renewal;
@@ -438,7 +438,7 @@ impl Lock {
             token,
             fence,
             self.ttl,
-            lease_start + self.ttl - drift(self.ttl),
+            lease_start,
         );
         tracing::debug!(lock = %lease.name, token = %lease.token, fence = %lease.fence, "acquired");
         if self.renewal == Renewal::Auto {

@@ -105,6 +105,9 @@ async fn extend_resets_the_lease_and_validity() {
         holder_pttl > 50_000,
         "holder details keep the lock's expiry: {holder_pttl}"
     );
+    // A shorter extension shortens the validity too, as it did the expiry in Redis.
+    guard.extend(Duration::from_secs(2)).await.unwrap();
+    assert!(guard.remaining() <= Duration::from_secs(2));
     assert!(matches!(
         guard.extend(Duration::ZERO).await,
         Err(Error::InvalidOption { option: "ttl", .. })
