@@ -5,13 +5,13 @@
 
 CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-REDIS_PACKAGES := redis-server redis-tools redis-sentinel
+REDIS_PACKAGES := redis-server redis-tools redis-sentinel openssl
 
 .PHONY: test demo bench redis fmt lint
 
 redis:
 	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
-	    || ! command -v redis-sentinel >/dev/null; then \
+	    || ! command -v redis-sentinel >/dev/null || ! command -v openssl >/dev/null; then \
 	  echo "installing Redis ($(REDIS_PACKAGES))"; \
 	  $(SUDO) apt-get update && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends $(REDIS_PACKAGES); \

@@ -78,6 +78,7 @@ pub enum Error {
 pub struct ServerOptions {
     extra_args: Vec<String>,
     cluster: bool,
+    tls: bool,
 }
 
 impl ServerOptions {
@@ -85,6 +86,14 @@ impl ServerOptions {
     /// `CLUSTER KEYSLOT`).
     pub fn cluster_enabled(mut self) -> Self {
         self.cluster = true;
+        self
+    }
+
+    /// Also serves TLS on a second loopback port, with a certificate for `127.0.0.1` signed
+    /// by a throw-away CA made with `openssl` in the server's directory (see
+    /// [`RedisServer::tls_url`] and [`RedisServer::ca_certificate`]).
+    pub fn tls(mut self) -> Self {
+        self.tls = true;
         self
     }
 
@@ -99,6 +108,7 @@ impl ServerOptions {
 pub struct RedisServer {
     child: Option<Child>,
     port: u16,
+    tls_port: Option<u16>,
     dir: tempfile::TempDir,
     options: ServerOptions,
 }
@@ -126,15 +136,22 @@ impl RedisServer {
         let mut server = Self {
             child: None,
             port: 0,
+            tls_port: None,
             dir,
             options,
         };
+        if server.options.tls {
+            make_certificates(server.dir.path())?;
+        }
         // A free port can be taken by someone else between our probe and the server's bind;
         // try a few ports before giving up.
         let mut attempt = 0;
         loop {
             attempt += 1;
             server.port = free_port()?;
+            if server.options.tls {
+                server.tls_port = Some(free_port()?);
+            }
             match server.spawn() {
                 Ok(()) => return Ok(server),
                 Err(e) if attempt >= 5 => return Err(e),
@@ -155,6 +172,18 @@ impl RedisServer {
             .arg(self.dir.path())
             .arg("--logfile")
             .arg(self.log_path());
+        if let Some(tls_port) = self.tls_port {
+            let dir = self.dir.path();
+            cmd.arg("--tls-port")
+                .arg(tls_port.to_string())
+                .arg("--tls-cert-file")
+                .arg(dir.join("server.crt"))
+                .arg("--tls-key-file")
+                .arg(dir.join("server.key"))
+                .arg("--tls-ca-cert-file")
+                .arg(dir.join("ca.crt"))
+                .args(["--tls-auth-clients", "no"]);
+        }
         if self.options.cluster {
             cmd.args(["--cluster-enabled", "yes", "--cluster-config-file"])
                 .arg(self.dir.path().join("nodes.conf"));
@@ -235,6 +264,17 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// `rediss://127.0.0.1:TLS_PORT` when started with [`ServerOptions::tls`].
+    pub fn tls_url(&self) -> Option<String> {
+        self.tls_port.map(|p| format!("rediss://127.0.0.1:{p}"))
+    }
+
+    /// The PEM file of the CA that signed the TLS certificate, when started with
+    /// [`ServerOptions::tls`].
+    pub fn ca_certificate(&self) -> Option<PathBuf> {
+        self.tls_port.map(|_| self.dir.path().join("ca.crt"))
+    }
+
     /// The server's process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
@@ -298,6 +338,84 @@ impl Drop for RedisServer {
             eprintln!("--- redis-server :{} log ---\n{}", self.port, self.log());
         }
     }
+}
+
+/// A CA and a server certificate for IP 127.0.0.1 signed by it, made with `openssl`.
+fn make_certificates(dir: &Path) -> Result<(), Error> {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n")?;
+    let steps: [&[&str]; 3] = [
+        &[
+            &["req", "-x509"],
+            &ec[..],
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=redlease test CA",
+            ],
+        ]
+        .concat(),
+        &[
+            &["req"],
+            &ec[..],
+            &[
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+                "-subj",
+                "/CN=127.0.0.1",
+            ],
+        ]
+        .concat(),
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+        ],
+    ];
+    for args in steps {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|source| Error::Spawn {
+                binary: "openssl".into(),
+                source,
+            })?;
+        if !out.status.success() {
+            return Err(Error::Io(std::io::Error::other(format!(
+                "openssl {} failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            ))));
+        }
+    }
+    Ok(())
 }
 
 /// A loopback port that was free a moment ago.

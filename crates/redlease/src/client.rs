@@ -8,6 +8,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::{Error, Result};
 use crate::lock::Lock;
+use crate::renew::Renewer;
 use crate::wait::Notifier;
 
 /// How long connecting to Redis may take before it fails, by default.
@@ -34,6 +35,8 @@ pub struct ClientBuilder {
     connect_timeout: Duration,
     response_timeout: Duration,
     notifications: Notifications,
+    /// PEM of the CA(s) that sign the server's certificate, instead of the system's roots.
+    tls_root: Option<Vec<u8>>,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -43,6 +46,7 @@ impl fmt::Debug for ClientBuilder {
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
             .field("notifications", &self.notifications)
+            .field("tls_root", &self.tls_root.as_ref().map(|_| "<pem>"))
             .finish()
     }
 }
@@ -68,6 +72,14 @@ impl ClientBuilder {
         self
     }
 
+    /// Trust the CA certificate(s) in `pem` (PEM text) for `rediss://` connections, instead
+    /// of the system's root store. The server's certificate is always verified, including
+    /// its name or IP against the URL's host.
+    pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root = Some(pem.into());
+        self
+    }
+
     /// Connects, failing fast when Redis cannot be reached.
     ///
     /// # Errors
@@ -88,10 +100,10 @@ impl ClientBuilder {
                 });
             }
         }
-        let redis = redis::Client::open(self.url.as_str()).map_err(|e| Error::InvalidOption {
+        let redis = self.redis_client().map_err(|e| Error::InvalidOption {
             option: "url",
             reason: format!(
-                "`{}` is not a Redis URL ({}); expected redis://[user:password@]host:port[/db]",
+                "`{}` is not a usable Redis URL ({}); expected redis://[user:password@]host:port[/db] or rediss://... for TLS",
                 redact_url(&self.url),
                 e.kind_description()
             ),
@@ -111,11 +123,33 @@ impl ClientBuilder {
         )?;
         Ok(Client {
             inner: Arc::new(Inner {
+                renewer: Renewer::new(conn.clone()),
                 conn,
                 notifier,
                 holder: holder_details(),
             }),
         })
+    }
+}
+
+impl ClientBuilder {
+    fn redis_client(&self) -> redis::RedisResult<redis::Client> {
+        match &self.tls_root {
+            #[cfg(feature = "tls")]
+            Some(pem) => redis::Client::build_with_tls(
+                self.url.as_str(),
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.clone()),
+                },
+            ),
+            #[cfg(not(feature = "tls"))]
+            Some(_) => Err(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "TLS support is not compiled in (enable the `tls` feature)",
+            ))),
+            None => redis::Client::open(self.url.as_str()),
+        }
     }
 }
 
@@ -152,6 +186,7 @@ pub struct Client {
 pub(crate) struct Inner {
     pub(crate) conn: ConnectionManager,
     pub(crate) notifier: Arc<Notifier>,
+    pub(crate) renewer: Arc<Renewer>,
     pub(crate) holder: String,
 }
 
@@ -190,6 +225,7 @@ impl Client {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             notifications: Notifications::default(),
+            tls_root: None,
         }
     }
 
@@ -202,6 +238,17 @@ impl Client {
     /// How many tasks of this client are waiting in a lock queue right now (diagnostics).
     pub fn waiting(&self) -> usize {
         self.inner.notifier.waiting()
+    }
+
+    /// Renewal round trips this client has sent so far (diagnostics): one per sweep of the
+    /// renewal scheduler, however many leases it renewed.
+    pub fn renewal_round_trips(&self) -> u64 {
+        self.inner.renewer.round_trips()
+    }
+
+    /// Identifies this client (and its clones) among others in one process.
+    pub(crate) fn id(&self) -> usize {
+        Arc::as_ptr(&self.inner).addr()
     }
 
     pub(crate) fn conn(&self) -> ConnectionManager {

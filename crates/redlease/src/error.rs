@@ -71,6 +71,13 @@ pub enum Error {
         /// The Redis key.
         key: String,
     },
+    /// The blocking API could not drive its runtime: it was called from inside an async
+    /// runtime, or the runtime could not start.
+    #[error("{reason}")]
+    Runtime {
+        /// What happened.
+        reason: String,
+    },
     /// A Redis connection, protocol or server error.
     #[error(
         "redis error while {action}; check that Redis is reachable and that the user may run scripts"

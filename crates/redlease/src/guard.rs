@@ -1,9 +1,11 @@
-//! [`Guard`]: proof of a held lock, with its fencing token and validity.
+//! [`Guard`]: proof of a held lock, with its fencing token, validity and loss signal.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -20,71 +22,252 @@ pub fn drift(ttl: Duration) -> Duration {
     ttl / 100 + Duration::from_millis(2)
 }
 
-/// A held lock.
-///
-/// Release it with [`release`](Guard::release) to learn whether mutual exclusion held.
-/// Dropping a guard instead releases the lock in the background when a tokio runtime is
-/// running (else the lease simply expires after its TTL); any error is then only logged.
-#[must_use = "dropping a Guard releases the lock at once"]
-pub struct Guard {
-    held: Held,
-    /// Set once released, so that `Drop` does nothing.
-    done: bool,
+/// Where a lease stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum State {
+    /// Ours until this instant, unless renewed.
+    Held(Instant),
+    /// The token is gone, or the lease ran out without a renewal.
+    Lost,
+    /// Given back by its owner.
+    Released,
 }
 
-#[derive(Clone)]
-pub(crate) struct Held {
+/// One acquisition of a lock, shared by its guard, the renewal scheduler and nested
+/// (reentrant) guards of the same owner.
+pub(crate) struct Lease {
     pub(crate) client: Client,
     pub(crate) name: Arc<str>,
     pub(crate) keys: Arc<LockKeys>,
     pub(crate) token: OwnerToken,
     pub(crate) fence: FencingToken,
-    pub(crate) valid_until: Instant,
+    /// The lease length renewals restore, in ms (changed by `extend`).
+    ttl_ms: AtomicU64,
+    state: watch::Sender<State>,
+    /// Send time of the request behind the current `State::Held` validity. Expiry is set
+    /// by whichever request Redis ran last, so an older reply never overrides a newer one.
+    set_at: std::sync::Mutex<Instant>,
+    /// Guards alive on this lease: 1, plus one per nested acquisition.
+    holds: AtomicUsize,
+}
+
+impl Lease {
+    pub(crate) fn new(
+        client: Client,
+        name: Arc<str>,
+        keys: Arc<LockKeys>,
+        token: OwnerToken,
+        fence: FencingToken,
+        ttl: Duration,
+        lease_start: Instant,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            client,
+            name,
+            keys,
+            token,
+            fence,
+            ttl_ms: AtomicU64::new(ttl_millis(ttl)),
+            state: watch::Sender::new(State::Held(lease_start + ttl - drift(ttl))),
+            set_at: std::sync::Mutex::new(lease_start),
+            holds: AtomicUsize::new(1),
+        })
+    }
+
+    pub(crate) fn ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn state(&self) -> State {
+        *self.state.borrow()
+    }
+
+    /// True while held and within its validity.
+    pub(crate) fn is_held(&self) -> bool {
+        matches!(self.state(), State::Held(until) if Instant::now() < until)
+    }
+
+    /// Records a successful renewal or extension sent at `sent` for `ttl`, unless the lease
+    /// already ended or a later request already set it. The validity may move back (an
+    /// extension to a shorter TTL), as the expiry in Redis did.
+    pub(crate) fn renewed(&self, sent: Instant, ttl: Duration) {
+        let until = sent + ttl - drift(ttl);
+        self.state.send_if_modified(|s| {
+            if !matches!(s, State::Held(_)) {
+                return false;
+            }
+            let mut set_at = self.set_at.lock().unwrap_or_else(PoisonError::into_inner);
+            if sent < *set_at {
+                return false;
+            }
+            *set_at = sent;
+            *s = State::Held(until);
+            true
+        });
+    }
+
+    /// Marks the lease lost (once), with a warning.
+    pub(crate) fn lose(&self, why: &'static str) {
+        let changed = self.state.send_if_modified(|s| {
+            if matches!(s, State::Held(_)) {
+                *s = State::Lost;
+                true
+            } else {
+                false
+            }
+        });
+        if changed {
+            tracing::warn!(lock = %self.name, token = %self.token, fence = %self.fence, why, "lock lost");
+        }
+    }
+
+    /// Resolves once the lease is lost (token gone, or validity ran out) or released.
+    pub(crate) async fn ended(&self) {
+        let mut rx = self.state.subscribe();
+        loop {
+            let state = *rx.borrow_and_update();
+            let State::Held(until) = state else {
+                return;
+            };
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+                () = tokio::time::sleep_until(until) => {
+                    if self.state() == State::Held(until) {
+                        self.lose("the lease ran out without a successful renewal");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Adds a nested hold if the lease is still held; false once it ended.
+    pub(crate) fn enter(&self) -> bool {
+        if !self.is_held() {
+            return false;
+        }
+        self.holds.fetch_add(1, Ordering::AcqRel);
+        true
+    }
+
+    /// Drops one hold; true when it was the last, so the lock must be given back.
+    fn exit(&self) -> bool {
+        self.holds.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+
+    /// Gives the lock back: stops renewal, then runs the release script.
+    /// `Err(Lost)` when the token was no longer there or the lease had been declared lost.
+    async fn release(&self) -> Result<()> {
+        let before = self.state.send_replace(State::Released);
+        let released = release_token(&self.client, &self.keys, &self.token).await?;
+        match before {
+            State::Held(_) if released => {
+                tracing::debug!(lock = %self.name, "released");
+                Ok(())
+            }
+            State::Held(_) => {
+                tracing::warn!(lock = %self.name, token = %self.token, "lock lost before release");
+                Err(lost(&self.name))
+            }
+            _ => Err(lost(&self.name)),
+        }
+    }
+}
+
+/// A held lock.
+///
+/// Release it with [`release`](Guard::release) to learn whether mutual exclusion held.
+/// Dropping a guard instead stops its renewal and releases the lock in the background when
+/// a tokio runtime is running (else the lease simply expires after its TTL); any error is
+/// then only logged.
+///
+/// A guard from a nested (reentrant) acquisition shares its lease with the outer guard:
+/// the lock is given back when the last of them is released or dropped.
+#[must_use = "dropping a Guard releases the lock at once"]
+pub struct Guard {
+    lease: Arc<Lease>,
+    /// Set once released, so that `Drop` does nothing.
+    done: bool,
 }
 
 impl fmt::Debug for Guard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Guard")
-            .field("name", &self.held.name)
-            .field("token", &self.held.token)
-            .field("fencing_token", &self.held.fence)
-            .field("remaining", &self.remaining())
+            .field("name", &self.lease.name)
+            .field("token", &self.lease.token)
+            .field("fencing_token", &self.lease.fence)
+            .field("state", &self.lease.state())
             .finish_non_exhaustive()
     }
 }
 
 impl Guard {
-    pub(crate) fn new(held: Held) -> Self {
-        tracing::debug!(lock = %held.name, token = %held.token, fence = %held.fence, "acquired");
-        Self { held, done: false }
+    pub(crate) fn new(lease: Arc<Lease>) -> Self {
+        Self { lease, done: false }
+    }
+
+    pub(crate) fn lease(&self) -> &Arc<Lease> {
+        &self.lease
     }
 
     /// The lock's name.
     pub fn name(&self) -> &str {
-        &self.held.name
+        &self.lease.name
     }
 
     /// The fencing token of this acquisition: greater than that of every earlier
-    /// acquisition of the same name on this deployment.
+    /// acquisition of the same name on this deployment. Nested guards share the outer one's.
     pub fn fencing_token(&self) -> FencingToken {
-        self.held.fence
+        self.lease.fence
     }
 
     /// The instant until which the lease is certainly ours: measured from when the request
-    /// that set it was *sent*, minus [`drift`]. Work that must be exclusive must finish
-    /// before it, or [`extend`](Guard::extend) the lease first.
+    /// that last set or renewed it was *sent*, minus [`drift`]. Each renewal moves it on.
+    /// Once the lease is lost or released, the instant it was lost is not tracked and this
+    /// returns a time in the past.
     pub fn valid_until(&self) -> Instant {
-        self.held.valid_until
+        match self.lease.state() {
+            State::Held(until) => until,
+            State::Lost | State::Released => Instant::now() - Duration::from_nanos(1),
+        }
     }
 
     /// Time left until [`valid_until`](Guard::valid_until), zero once it has passed.
     pub fn remaining(&self) -> Duration {
-        self.held
-            .valid_until
-            .saturating_duration_since(Instant::now())
+        self.valid_until().saturating_duration_since(Instant::now())
     }
 
-    /// Resets the lease to `ttl` from now, if the lock still holds our token.
+    /// Whether the lease is still ours, without asking Redis: false once the token was
+    /// found gone or the lease ran past [`valid_until`](Guard::valid_until).
+    pub fn is_held(&self) -> bool {
+        self.lease.is_held()
+    }
+
+    /// Resolves when the lease is lost: the token was found gone by a renewal, or the lease
+    /// ran out without a successful renewal. Never resolves while the lease is held and kept
+    /// renewed. The loss is logged at `warn`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe; it only watches.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example(guard: redlease::Guard) {
+    /// tokio::select! {
+    ///     () = guard.lost() => eprintln!("lost the lock; stopping"),
+    ///     () = async { /* exclusive work */ } => {}
+    /// }
+    /// # }
+    /// ```
+    pub async fn lost(&self) {
+        self.lease.ended().await;
+    }
+
+    /// Resets the lease to `ttl` from now, if the lock still holds our token; renewals
+    /// (when on) keep that length from then on.
     ///
     /// # Errors
     /// [`Error::Lost`] when the lock no longer holds our token; [`Error::InvalidOption`]
@@ -96,24 +279,30 @@ impl Guard {
     /// [`valid_until`](Guard::valid_until) keeps its old, safe value.
     pub async fn extend(&mut self, ttl: Duration) -> Result<()> {
         validate_ttl(ttl)?;
-        let held = &self.held;
+        let lease = &self.lease;
+        if !matches!(lease.state(), State::Held(_)) {
+            return Err(lost(&lease.name));
+        }
         let sent = Instant::now();
         let extended: i64 = scripts::EXTEND
-            .key(&held.keys.key)
-            .key(&held.keys.holder)
-            .arg(held.token.secret())
+            .key(&lease.keys.key)
+            .key(&lease.keys.holder)
+            .arg(lease.token.secret())
             .arg(ttl_millis(ttl))
-            .invoke_async(&mut held.client.conn())
+            .invoke_async(&mut lease.client.conn())
             .await
-            .map_err(|e| Error::redis("extending a lock", &held.keys.key, e))?;
+            .map_err(|e| Error::redis("extending a lock", &lease.keys.key, e))?;
         if extended != 1 {
-            return Err(lost(&held.name));
+            lease.lose("extend found another token");
+            return Err(lost(&lease.name));
         }
-        self.held.valid_until = sent + ttl - drift(ttl);
+        lease.ttl_ms.store(ttl_millis(ttl), Ordering::Relaxed);
+        lease.renewed(sent, ttl);
         Ok(())
     }
 
-    /// Releases the lock (and hands it to the oldest waiter, if any).
+    /// Releases this hold. The last hold on a lease gives the lock back (and hands it to
+    /// the oldest waiter, if any); a nested hold only returns whether the lease is held.
     ///
     /// # Errors
     /// [`Error::Lost`] when the lock did not hold our token any more: the lease expired or
@@ -126,12 +315,17 @@ impl Guard {
     /// expires by itself in the latter case.
     pub async fn release(mut self) -> Result<()> {
         self.done = true;
-        release_held(&self.held).await
+        if self.lease.exit() {
+            self.lease.release().await
+        } else if self.lease.is_held() {
+            Ok(())
+        } else {
+            Err(lost(&self.lease.name))
+        }
     }
 }
 
 pub(crate) fn lost(name: &str) -> Error {
-    tracing::warn!(lock = %name, "lock lost");
     Error::Lost {
         name: name.to_owned(),
     }
@@ -154,36 +348,26 @@ pub(crate) async fn release_token(
     Ok(released == 1)
 }
 
-async fn release_held(held: &Held) -> Result<()> {
-    if release_token(&held.client, &held.keys, &held.token).await? {
-        tracing::debug!(lock = %held.name, "released");
-        Ok(())
-    } else {
-        Err(lost(&held.name))
-    }
-}
-
 impl Drop for Guard {
     fn drop(&mut self) {
-        if self.done {
+        if self.done || !self.lease.exit() {
             return;
         }
-        let held = self.held.clone();
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                let span = tracing::debug_span!("release on drop", lock = %held.name);
-                runtime.spawn(
-                    async move {
-                        if let Err(e) = release_held(&held).await {
-                            tracing::warn!(error = %e, "background release failed");
-                        }
+        let lease = Arc::clone(&self.lease);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let span = tracing::debug_span!("release on drop", lock = %lease.name);
+            runtime.spawn(
+                async move {
+                    if let Err(e) = lease.release().await {
+                        tracing::warn!(error = %e, "background release failed");
                     }
-                    .instrument(span),
-                );
-            }
-            Err(_) => {
-                tracing::debug!(lock = %held.name, "guard dropped outside a runtime; the lease will expire");
-            }
+                }
+                .instrument(span),
+            );
+        } else {
+            // Stop renewing; the lease expires by itself.
+            lease.state.send_replace(State::Released);
+            tracing::debug!(lock = %lease.name, "guard dropped outside a runtime; the lease will expire");
         }
     }
 }

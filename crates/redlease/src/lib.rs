@@ -3,13 +3,22 @@
 //! ```no_run
 //! # async fn example() -> redlease::Result<()> {
 //! let client = redlease::Client::connect("redis://127.0.0.1:6379").await?;
-//! let guard = client.lock("coupon-stock").acquire().await?;
-//! // Only one holder at a time runs this. Pass the fencing token to the resource, so that
-//! // it can refuse a write from a holder whose lease ran out.
-//! println!("holding with fencing token {}", guard.fencing_token());
-//! guard.release().await?;
+//! client
+//!     .lock("coupon-stock")
+//!     .run(async |guard| {
+//!         // Only one holder at a time runs this, however long it takes: the lease is
+//!         // renewed, and this future is dropped the moment the lock is lost. Pass the
+//!         // fencing token to the resource, so that it can refuse a stale holder's write.
+//!         println!("holding with fencing token {}", guard.fencing_token());
+//!         Ok::<_, redlease::Error>(())
+//!     })
+//!     .await?;
 //! # Ok(()) }
 //! ```
+//!
+//! [`Lock::run`] is the recommended API. [`Lock::acquire`] returns a [`Guard`] for code
+//! that needs to hold a lock across a structure `run` does not fit; [`blocking`] has the
+//! same locks for synchronous code.
 //!
 //! # What a lock is here
 //! A lock named `N` is the Redis key `redlease:N` holding a random 128-bit owner token,
@@ -18,24 +27,57 @@
 //! crashed owner's lock frees itself after its TTL, and every acquisition gets a fencing
 //! token larger than all earlier ones.
 //!
-//! # Validity
-//! A [`Guard`] never claims more than `sent + ttl - drift`, where `sent` is when the
-//! request that set the lease left this process and `drift = ttl/100 + 2ms`.
+//! # Leases, renewal and loss
+//! A lock is a *lease*: it is ours for its TTL (default 30 s) unless renewed. While a
+//! guard lives, one scheduler per [`Client`] renews it every `ttl/3`, all leases that are
+//! due together in one pipelined round trip, so that a critical section may take longer
+//! than the TTL while a crashed process still frees its locks within one TTL. Ask for
+//! [`Renewal::Fixed`] to get a lease that simply expires; set [`Lock::max_hold`] to stop
+//! renewing after a total time.
+//!
+//! A lease can still be **lost**: the process was paused longer than the TTL (a GC pause,
+//! `SIGSTOP`, a swapped-out VM), Redis was unreachable for that long, or someone deleted
+//! the key. redlease never hides it:
+//! - [`Guard::valid_until`] is measured from when the request that last set the lease
+//!   was *sent*, minus a drift margin (`ttl/100 + 2ms`), so the guard never claims more
+//!   than Redis grants;
+//! - a renewal that finds another token (or none) marks the lease lost at once; one that
+//!   cannot reach Redis is retried until `valid_until`, then the lease is lost;
+//! - [`Guard::lost`] resolves then, [`Guard::is_held`] turns false, a warning is logged,
+//!   [`Lock::run`] drops the work's future and returns [`Error::Lost`], and
+//!   [`Guard::release`] returns [`Error::Lost`].
+//!
+//! What a lost lease cannot undo is a write the old holder already sent. That is what the
+//! [fencing token](Guard::fencing_token) is for: the resource remembers the highest token
+//! it has accepted and refuses older ones.
+//!
+//! # Owners and reentrancy
+//! A nested acquisition of a lock the same *owner* already holds succeeds at once, with no
+//! round trip, and shares the outer lease; the lock is given back when the last hold ends.
+//! In async Rust a thread is not an owner, and a task is not one by itself: an owner is an
+//! explicit [`Owner`] handle ([`Lock::owner`]) or the task-local scope of
+//! [`Owner::scope`]. [`Lock::run`] opens such a scope for its work, so nested `run`s of the
+//! same lock re-enter. A task spawned inside a scope is a *different* owner unless it is
+//! handed the handle. Without an owner, every acquisition is a fresh one, and a second
+//! acquisition of a held lock waits like anyone else.
 //!
 //! # Waiting
 //! [`Lock::acquire`] waits in a FIFO queue kept in Redis; a release hands the lock straight
 //! to the oldest waiter that still listens, over one pub/sub connection per [`Client`]. See
-//! [`wait`](crate::wait) for details, and [`Notifications::Polling`] to poll instead.
+//! [`wait`] for details, and [`Notifications::Polling`] to poll instead.
 //!
 //! # Errors
 //! Every failure is one [`Error`]. A release or extend that finds another token (or none)
 //! is [`Error::Lost`]: the caller learns that mutual exclusion may have been broken.
 
+pub mod blocking;
 mod client;
 mod error;
 mod guard;
 pub mod keys;
 mod lock;
+mod owner;
+mod renew;
 mod scripts;
 mod token;
 pub mod wait;
@@ -47,5 +89,35 @@ pub use error::{Error, Result};
 pub use guard::{Guard, drift};
 pub use keys::LockKeys;
 pub use lock::{DEFAULT_PREFIX, DEFAULT_TTL, DEFAULT_WAIT, Lock, MAX_TTL, MIN_TTL};
+pub use owner::Owner;
+pub use renew::Renewal;
 pub use token::FencingToken;
 pub use wait::{Retry, Wait};
+
+#[cfg(test)]
+mod send_sync {
+    fn send_sync<T: Send + Sync>() {}
+
+    /// Every public handle can be shared between tasks and threads.
+    #[test]
+    fn public_types_are_send_and_sync() {
+        send_sync::<crate::Client>();
+        send_sync::<crate::Lock>();
+        send_sync::<crate::Guard>();
+        send_sync::<crate::Owner>();
+        send_sync::<crate::Error>();
+        send_sync::<crate::blocking::Client>();
+        send_sync::<crate::blocking::Lock>();
+        send_sync::<crate::blocking::Guard>();
+    }
+
+    /// The futures of the async API can be spawned.
+    #[allow(dead_code, clippy::unused_async)]
+    async fn futures_are_send(lock: crate::Lock) {
+        fn send<T: Send>(_: &T) {}
+        let acquire = lock.acquire();
+        send(&acquire);
+        let run = lock.run(async |_| Ok::<_, crate::Error>(()));
+        send(&run);
+    }
+}

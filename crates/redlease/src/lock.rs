@@ -8,8 +8,10 @@ use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::guard::{Guard, Held, drift, release_token};
+use crate::guard::{Guard, Lease, lost, release_token};
 use crate::keys::LockKeys;
+use crate::owner::Owner;
+use crate::renew::Renewal;
 use crate::scripts;
 use crate::token::{FencingToken, OwnerToken};
 use crate::wait::{Registration, Retry, Wait, jitter};
@@ -44,6 +46,9 @@ pub struct Lock {
     ttl: Duration,
     wait: Wait,
     retry: Retry,
+    renewal: Renewal,
+    max_hold: Option<Duration>,
+    owner: Option<Owner>,
 }
 
 impl fmt::Debug for Lock {
@@ -54,6 +59,9 @@ impl fmt::Debug for Lock {
             .field("ttl", &self.ttl)
             .field("wait", &self.wait)
             .field("retry", &self.retry)
+            .field("renewal", &self.renewal)
+            .field("max_hold", &self.max_hold)
+            .field("owner", &self.owner)
             .finish_non_exhaustive()
     }
 }
@@ -77,6 +85,9 @@ impl Lock {
             ttl: DEFAULT_TTL,
             wait: DEFAULT_WAIT,
             retry: Retry::default(),
+            renewal: Renewal::default(),
+            max_hold: None,
+            owner: None,
         }
     }
 
@@ -119,6 +130,31 @@ impl Lock {
         self
     }
 
+    /// Whether the lease is renewed while held (default [`Renewal::Auto`]);
+    /// [`Renewal::Fixed`] for a lease that simply expires after its TTL.
+    /// [`run`](Lock::run) always renews.
+    pub fn renewal(mut self, renewal: Renewal) -> Self {
+        self.renewal = renewal;
+        self
+    }
+
+    /// A budget for the whole hold: renewal stops once this much time has passed since the
+    /// acquisition, and the lease then expires (default: no budget). Keeps a stuck holder
+    /// from keeping a lock forever.
+    pub fn max_hold(mut self, budget: Duration) -> Self {
+        self.max_hold = Some(budget);
+        self
+    }
+
+    /// Acquire for this owner, so that a nested acquisition of the same lock by the same
+    /// owner re-enters (see [`Owner`]). Without it, the owner is that of the task-local
+    /// scope the acquisition runs in ([`Owner::scope`]), if any; with neither, every
+    /// acquisition is a fresh one.
+    pub fn owner(mut self, owner: &Owner) -> Self {
+        self.owner = Some(owner.clone());
+        self
+    }
+
     fn plan(&self) -> Result<Arc<LockKeys>> {
         validate_ttl(self.ttl)?;
         self.retry.validate()?;
@@ -130,7 +166,17 @@ impl Lock {
                 reason: format!("{d:?} is longer than 30 days; use Wait::Forever"),
             });
         }
+        if self.max_hold.is_some_and(|m| m.is_zero()) {
+            return Err(Error::InvalidOption {
+                option: "max_hold",
+                reason: "must be greater than zero".into(),
+            });
+        }
         Ok(Arc::new(LockKeys::new(&self.prefix, &self.name)?))
+    }
+
+    fn effective_owner(&self) -> Option<Owner> {
+        self.owner.clone().or_else(Owner::current)
     }
 
     /// Makes one attempt: `Ok(None)` when another owner holds the lock.
@@ -146,14 +192,25 @@ impl Lock {
     /// Cancel safe: a lock taken by a dropped attempt is given back in the background.
     pub async fn try_acquire(&self) -> Result<Option<Guard>> {
         let keys = self.plan()?;
+        match self.effective_owner() {
+            Some(owner) => {
+                owner
+                    .hold(&self.client, &keys, self.try_acquire_fresh(&keys))
+                    .await
+            }
+            None => self.try_acquire_fresh(&keys).await,
+        }
+    }
+
+    async fn try_acquire_fresh(&self, keys: &Arc<LockKeys>) -> Result<Option<Guard>> {
         let token = OwnerToken::generate()?;
-        let mut pending = Pending::new(&self.client, &keys, &token);
+        let mut pending = Pending::new(&self.client, keys, &token);
         let sent = Instant::now();
-        match self.attempt(&keys, &token, false).await? {
+        match self.attempt(keys, &token, false).await? {
             Attempt::Fresh(fence) | Attempt::Ours(fence) => {
                 pending.disarm();
                 Ok(Some(self.guard(
-                    Arc::clone(&keys),
+                    Arc::clone(keys),
                     token.clone(),
                     fence,
                     sent,
@@ -196,6 +253,79 @@ impl Lock {
     #[tracing::instrument(skip_all, fields(lock = %self.name))]
     pub async fn acquire(&self) -> Result<Guard> {
         let keys = self.plan()?;
+        match self.effective_owner() {
+            Some(owner) => owner
+                .hold(&self.client, &keys, async {
+                    self.acquire_fresh(&keys).await.map(Some)
+                })
+                .await?
+                .ok_or_else(|| self.timeout(Instant::now(), None)),
+            None => self.acquire_fresh(&keys).await,
+        }
+    }
+
+    /// Acquires the lock, runs `work` while the lease is kept renewed, and releases it.
+    ///
+    /// The moment the lease is lost (the token was found gone, or the lease ran out without
+    /// a successful renewal), `work`'s future is **dropped** where it stands and `run`
+    /// returns [`Error::Lost`]; code after an `.await` in `work` that would have run
+    /// unprotected never runs. Renewal is always on here, whatever
+    /// [`renewal`](Lock::renewal) says; [`max_hold`](Lock::max_hold) still applies.
+    ///
+    /// `work` runs in an [`Owner`] scope (the current one, or a new one), so a nested
+    /// `run` or `acquire` of the same lock inside it re-enters without a round trip.
+    ///
+    /// # Errors
+    /// `work`'s own error, unchanged. Otherwise, converted with `From<Error>`: anything
+    /// [`acquire`](Lock::acquire) returns; [`Error::Lost`] when the lease was lost during
+    /// `work` or found lost at the release after it; [`Error::Redis`] when the release
+    /// could not reach Redis (the lease then expires by itself).
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops `work` and releases the lock in the background.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example(client: redlease::Client) -> redlease::Result<()> {
+    /// let report = client
+    ///     .lock("nightly-report")
+    ///     .run(async |guard| {
+    ///         // Exclusive, renewed, and cancelled if the lock is lost.
+    ///         Ok::<_, redlease::Error>(format!("built under fencing token {}", guard.fencing_token()))
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run<T, E, F>(&self, work: F) -> std::result::Result<T, E>
+    where
+        F: AsyncFnOnce(&Guard) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        let owner = self.effective_owner().unwrap_or_default();
+        let lock = self.clone().renewal(Renewal::Auto).owner(&owner);
+        owner
+            .scope(async move {
+                let guard = lock.acquire().await?;
+                let outcome = {
+                    let work = work(&guard);
+                    tokio::select! {
+                        biased;
+                        () = guard.lost() => None,
+                        out = work => Some(out),
+                    }
+                };
+                let released = guard.release().await;
+                match (outcome, released) {
+                    (None, _) => Err(E::from(lost(&lock.name))),
+                    (Some(Err(e)), _) => Err(e),
+                    (Some(Ok(_)), Err(e)) => Err(E::from(e)),
+                    (Some(Ok(value)), Ok(())) => Ok(value),
+                }
+            })
+            .await
+    }
+
+    async fn acquire_fresh(&self, keys: &Arc<LockKeys>) -> Result<Guard> {
         let token = OwnerToken::generate()?;
         let started = Instant::now();
         let deadline = match self.wait {
@@ -205,7 +335,7 @@ impl Lock {
         };
         let notifier = &self.client.inner.notifier;
         let mut epochs = notifier.epochs();
-        let mut pending = Pending::new(&self.client, &keys, &token);
+        let mut pending = Pending::new(&self.client, keys, &token);
         let mut registration: Option<Registration> = None;
         // A lower bound on when the lease we may end up holding began: the send time of the
         // latest attempt that found the lock busy (a hand-off happens after it), or of the
@@ -217,14 +347,14 @@ impl Lock {
         loop {
             let sent = Instant::now();
             let lease_floor = *floor.get_or_insert(sent);
-            let delay = match self.attempt(&keys, &token, registration.is_some()).await {
+            let delay = match self.attempt(keys, &token, registration.is_some()).await {
                 Ok(Attempt::Fresh(fence)) => {
                     pending.disarm();
-                    return Ok(self.guard(Arc::clone(&keys), token.clone(), fence, sent));
+                    return Ok(self.guard(Arc::clone(keys), token.clone(), fence, sent));
                 }
                 Ok(Attempt::Ours(fence)) => {
                     pending.disarm();
-                    return Ok(self.guard(Arc::clone(&keys), token.clone(), fence, lease_floor));
+                    return Ok(self.guard(Arc::clone(keys), token.clone(), fence, lease_floor));
                 }
                 Ok(Attempt::Busy(pttl)) => {
                     floor = Some(sent);
@@ -277,7 +407,7 @@ impl Lock {
                 fence = granted => {
                     if let Some(fence) = fence {
                         pending.disarm();
-                        return Ok(self.guard(Arc::clone(&keys), token.clone(), FencingToken::new(fence), sent));
+                        return Ok(self.guard(Arc::clone(keys), token.clone(), FencingToken::new(fence), sent));
                     }
                 }
                 () = tokio::time::sleep_until(wake) => {}
@@ -301,14 +431,23 @@ impl Lock {
         fence: FencingToken,
         lease_start: Instant,
     ) -> Guard {
-        Guard::new(Held {
-            client: self.client.clone(),
-            name: Arc::clone(&self.name),
+        let lease = Lease::new(
+            self.client.clone(),
+            Arc::clone(&self.name),
             keys,
             token,
             fence,
-            valid_until: lease_start + self.ttl - drift(self.ttl),
-        })
+            self.ttl,
+            lease_start,
+        );
+        tracing::debug!(lock = %lease.name, token = %lease.token, fence = %lease.fence, "acquired");
+        if self.renewal == Renewal::Auto {
+            self.client
+                .inner
+                .renewer
+                .add(&lease, lease_start, self.max_hold);
+        }
+        Guard::new(lease)
     }
 
     async fn attempt(&self, keys: &LockKeys, token: &OwnerToken, queue: bool) -> Result<Attempt> {

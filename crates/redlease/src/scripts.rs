@@ -26,3 +26,7 @@ pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
 /// Compare-and-PEXPIRE.
 pub(crate) static EXTEND: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/extend.lua")));
+
+/// Compare-and-PEXPIRE of many leases in one call, for the renewal scheduler.
+pub(crate) static RENEW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/renew.lua")));

@@ -154,6 +154,7 @@ async fn fencing_tokens_increase_across_clients_and_releases() {
     let guard = a
         .lock("fenced")
         .ttl(Duration::from_millis(50))
+        .renewal(redlease::Renewal::Fixed)
         .acquire()
         .await
         .unwrap();

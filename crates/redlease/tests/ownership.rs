@@ -23,6 +23,7 @@ async fn a_non_owner_can_neither_release_nor_extend() {
     let mut first = c
         .lock("owned")
         .ttl(Duration::from_millis(100))
+        .renewal(redlease::Renewal::Fixed)
         .acquire()
         .await
         .unwrap();
@@ -62,6 +63,7 @@ async fn release_after_expiry_is_lost() {
     let guard = c
         .lock("expiring")
         .ttl(Duration::from_millis(20))
+        .renewal(redlease::Renewal::Fixed)
         .acquire()
         .await
         .unwrap();
@@ -103,6 +105,9 @@ async fn extend_resets_the_lease_and_validity() {
         holder_pttl > 50_000,
         "holder details keep the lock's expiry: {holder_pttl}"
     );
+    // A shorter extension shortens the validity too, as it did the expiry in Redis.
+    guard.extend(Duration::from_secs(2)).await.unwrap();
+    assert!(guard.remaining() <= Duration::from_secs(2));
     assert!(matches!(
         guard.extend(Duration::ZERO).await,
         Err(Error::InvalidOption { option: "ttl", .. })

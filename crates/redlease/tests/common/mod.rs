@@ -78,3 +78,16 @@ pub async fn until_absent(conn: &redis::aio::MultiplexedConnection, key: &str) {
     })
     .await;
 }
+
+/// How many EVALSHA calls Redis has served (`INFO commandstats`).
+pub async fn evalsha_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}

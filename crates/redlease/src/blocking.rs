@@ -1,0 +1,332 @@
+//! The same locks for synchronous code, driven by the same engine.
+//!
+//! Like `reqwest::blocking`, every type here wraps its async twin and drives it on a
+//! small tokio runtime that the [`Client`] owns (one worker thread, which also runs the
+//! renewal scheduler and background releases). Locks taken here and with the async API
+//! exclude each other like any two clients.
+//!
+//! Do not call these methods from inside an async runtime: they block the thread. They
+//! return an error saying so instead of panicking.
+//!
+//! ```no_run
+//! # fn main() -> redlease::Result<()> {
+//! let client = redlease::blocking::Client::connect("redis://127.0.0.1:6379")?;
+//! let total = client.lock("ledger").run(|guard| {
+//!     // Exclusive and renewed; check guard.is_held() between long steps.
+//!     Ok::<_, redlease::Error>(guard.fencing_token().get())
+//! })?;
+//! # Ok(()) }
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::runtime::Runtime;
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::keys::LockKeys;
+use crate::owner::Owner;
+use crate::renew::Renewal;
+use crate::token::FencingToken;
+use crate::wait::{Retry, Wait};
+
+/// A blocking handle to one Redis deployment; see [`crate::Client`].
+#[derive(Clone)]
+pub struct Client {
+    inner: crate::Client,
+    runtime: Arc<Runtime>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("blocking::Client").finish_non_exhaustive()
+    }
+}
+
+/// Runs `future` to completion on `runtime`, refusing to block inside an async context.
+fn block_on<F: Future>(runtime: &Runtime, future: F) -> Result<F::Output> {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return Err(inside_runtime());
+    }
+    Ok(runtime.block_on(future))
+}
+
+fn inside_runtime() -> Error {
+    Error::Runtime {
+        reason: "the blocking API was called from inside an async runtime; use the async API there"
+            .into(),
+    }
+}
+
+impl Client {
+    /// Connects with default options; see [`crate::Client::connect`].
+    ///
+    /// # Errors
+    /// As [`crate::ClientBuilder::connect`], and [`Error::Runtime`] when the runtime cannot
+    /// start or this is called from inside an async runtime.
+    pub fn connect(url: &str) -> Result<Self> {
+        Self::from_builder(crate::Client::builder(url))
+    }
+
+    /// Connects with the options of `builder`.
+    ///
+    /// # Errors
+    /// As [`Client::connect`].
+    pub fn from_builder(builder: crate::ClientBuilder) -> Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("redlease")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Runtime {
+                reason: format!("could not start the runtime that drives blocking locks: {e}"),
+            })?;
+        let inner = block_on(&runtime, builder.connect())??;
+        Ok(Self {
+            inner,
+            runtime: Arc::new(runtime),
+        })
+    }
+
+    /// A lock named `name`; see [`crate::Client::lock`].
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock {
+            inner: self.inner.lock(name),
+            runtime: Arc::clone(&self.runtime),
+        }
+    }
+
+    /// The async client this one drives.
+    pub fn as_async(&self) -> &crate::Client {
+        &self.inner
+    }
+}
+
+/// A blocking lock; see [`crate::Lock`] for the options.
+#[must_use]
+#[derive(Clone)]
+pub struct Lock {
+    inner: crate::Lock,
+    runtime: Arc<Runtime>,
+}
+
+impl fmt::Debug for Lock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("blocking::Lock").field(&self.inner).finish()
+    }
+}
+
+impl Lock {
+    fn map(self, f: impl FnOnce(crate::Lock) -> crate::Lock) -> Self {
+        Self {
+            inner: f(self.inner),
+            runtime: self.runtime,
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// The Redis keys and channel of the lock.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] when the name cannot be used.
+    pub fn keys(&self) -> Result<LockKeys> {
+        self.inner.keys()
+    }
+
+    /// See [`crate::Lock::ttl`].
+    pub fn ttl(self, ttl: Duration) -> Self {
+        self.map(|l| l.ttl(ttl))
+    }
+
+    /// See [`crate::Lock::wait`].
+    pub fn wait(self, wait: impl Into<Wait>) -> Self {
+        self.map(|l| l.wait(wait))
+    }
+
+    /// See [`crate::Lock::prefix`].
+    pub fn prefix(self, prefix: impl Into<String>) -> Self {
+        self.map(|l| l.prefix(prefix))
+    }
+
+    /// See [`crate::Lock::retry`].
+    pub fn retry(self, retry: Retry) -> Self {
+        self.map(|l| l.retry(retry))
+    }
+
+    /// See [`crate::Lock::renewal`].
+    pub fn renewal(self, renewal: Renewal) -> Self {
+        self.map(|l| l.renewal(renewal))
+    }
+
+    /// See [`crate::Lock::max_hold`].
+    pub fn max_hold(self, budget: Duration) -> Self {
+        self.map(|l| l.max_hold(budget))
+    }
+
+    /// See [`crate::Lock::owner`]. A thread is not an owner; [`Owner::sync_scope`] makes
+    /// one for the blocking calls inside it.
+    pub fn owner(self, owner: &Owner) -> Self {
+        self.map(|l| l.owner(owner))
+    }
+
+    fn guard(&self, guard: crate::Guard) -> Guard {
+        Guard {
+            inner: Some(guard),
+            runtime: Arc::clone(&self.runtime),
+        }
+    }
+
+    /// Acquires the lock, waiting up to its wait; see [`crate::Lock::acquire`].
+    ///
+    /// # Errors
+    /// As [`crate::Lock::acquire`], and [`Error::Runtime`] inside an async runtime.
+    pub fn acquire(&self) -> Result<Guard> {
+        let guard = block_on(&self.runtime, self.inner.acquire())??;
+        Ok(self.guard(guard))
+    }
+
+    /// One attempt; see [`crate::Lock::try_acquire`].
+    ///
+    /// # Errors
+    /// As [`crate::Lock::try_acquire`], and [`Error::Runtime`] inside an async runtime.
+    pub fn try_acquire(&self) -> Result<Option<Guard>> {
+        let guard = block_on(&self.runtime, self.inner.try_acquire())??;
+        Ok(guard.map(|g| self.guard(g)))
+    }
+
+    /// Acquires the lock, runs `work` while the lease is kept renewed, and releases it.
+    ///
+    /// Synchronous code cannot be stopped from outside, so unlike [`crate::Lock::run`]
+    /// `work` runs to its end even if the lease is lost meanwhile; check
+    /// [`Guard::is_held`] between steps. If the lease was lost, `run` returns
+    /// [`Error::Lost`] even when `work` succeeded. `work` runs in an [`Owner`] scope, so
+    /// nested blocking acquisitions of the same lock in it re-enter.
+    ///
+    /// # Errors
+    /// `work`'s own error, unchanged; otherwise as [`crate::Lock::run`].
+    pub fn run<T, E, F>(&self, work: F) -> std::result::Result<T, E>
+    where
+        F: FnOnce(&Guard) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        let owner = Owner::current().unwrap_or_default();
+        let lock = self.clone().renewal(Renewal::Auto).owner(&owner);
+        owner.sync_scope(|| {
+            let guard = lock.acquire()?;
+            let outcome = work(&guard);
+            let released = guard.release();
+            match (outcome, released) {
+                (Err(e), _) => Err(e),
+                (Ok(_), Err(e)) => Err(E::from(e)),
+                (Ok(value), Ok(())) => Ok(value),
+            }
+        })
+    }
+}
+
+/// A held lock (blocking); see [`crate::Guard`]. Dropping it releases the lock in the
+/// background.
+#[must_use = "dropping a Guard releases the lock at once"]
+pub struct Guard {
+    inner: Option<crate::Guard>,
+    runtime: Arc<Runtime>,
+}
+
+impl fmt::Debug for Guard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("blocking::Guard").field(&self.inner).finish()
+    }
+}
+
+impl Guard {
+    fn inner(&self) -> Result<&crate::Guard> {
+        self.inner.as_ref().ok_or_else(|| Error::Runtime {
+            reason: "the guard was already released".into(),
+        })
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        self.inner.as_ref().map_or("", crate::Guard::name)
+    }
+
+    /// See [`crate::Guard::fencing_token`].
+    pub fn fencing_token(&self) -> FencingToken {
+        self.inner
+            .as_ref()
+            .map_or(FencingToken::new(0), crate::Guard::fencing_token)
+    }
+
+    /// See [`crate::Guard::valid_until`].
+    pub fn valid_until(&self) -> Instant {
+        self.inner
+            .as_ref()
+            .map_or_else(Instant::now, crate::Guard::valid_until)
+    }
+
+    /// See [`crate::Guard::remaining`].
+    pub fn remaining(&self) -> Duration {
+        self.inner
+            .as_ref()
+            .map_or(Duration::ZERO, crate::Guard::remaining)
+    }
+
+    /// See [`crate::Guard::is_held`].
+    pub fn is_held(&self) -> bool {
+        self.inner.as_ref().is_some_and(crate::Guard::is_held)
+    }
+
+    /// Blocks until the lease is lost; see [`crate::Guard::lost`]. Meant for a watchdog
+    /// thread of its own.
+    ///
+    /// # Errors
+    /// [`Error::Runtime`] inside an async runtime.
+    pub fn wait_lost(&self) -> Result<()> {
+        block_on(&self.runtime, self.inner()?.lost())
+    }
+
+    /// See [`crate::Guard::extend`].
+    ///
+    /// # Errors
+    /// As [`crate::Guard::extend`], and [`Error::Runtime`] inside an async runtime.
+    pub fn extend(&mut self, ttl: Duration) -> Result<()> {
+        let runtime = Arc::clone(&self.runtime);
+        let inner = self.inner.as_mut().ok_or_else(|| Error::Runtime {
+            reason: "the guard was already released".into(),
+        })?;
+        block_on(&runtime, inner.extend(ttl))?
+    }
+
+    /// See [`crate::Guard::release`].
+    ///
+    /// # Errors
+    /// As [`crate::Guard::release`], and [`Error::Runtime`] inside an async runtime (the
+    /// lock is then released in the background).
+    pub fn release(mut self) -> Result<()> {
+        let inner = self.inner.take().ok_or_else(|| Error::Runtime {
+            reason: "the guard was already released".into(),
+        })?;
+        if tokio::runtime::Handle::try_current().is_ok() {
+            let _entered = self.runtime.enter();
+            drop(inner);
+            return Err(inside_runtime());
+        }
+        self.runtime.block_on(inner.release())
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.take() {
+            // Inside the runtime's context, the async guard's Drop spawns its release there.
+            let _entered = self.runtime.enter();
+            drop(inner);
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! Owners: who holds a lock, for reentrancy.
+//!
+//! A thread is not an owner in async Rust (a task moves between threads at every
+//! `.await`), and neither is a task by itself. An owner is explicit:
+//!
+//! - an [`Owner`] handle, passed to [`Lock::owner`](crate::Lock::owner), or
+//! - the task-local scope [`Owner::scope`] sets up: every acquisition inside the scope's
+//!   future, across all its `.await` points, acts for that owner.
+//!
+//! [`Lock::run`](crate::Lock::run) opens a scope for its closure (or joins the one it runs
+//! in), so a nested `run` or `acquire` of the same lock inside it re-enters.
+//! A task started with `tokio::spawn` inside a scope is **not** the same owner: task-locals
+//! do not cross `spawn`. Hand it the handle (`Owner::current()`) to make it one.
+//!
+//! A nested acquisition by the same owner succeeds at once, without a round trip; it
+//! shares the outer lease (its fencing token, TTL and renewal), and the lock is given back
+//! when the last guard of that lease is released or dropped.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+use crate::client::Client;
+use crate::error::Result;
+use crate::guard::{Guard, Lease};
+use crate::keys::LockKeys;
+
+tokio::task_local! {
+    static CURRENT: Owner;
+}
+
+/// A lock owner for reentrancy: acquisitions made for the same owner re-enter locks it
+/// already holds. Cheap to clone; clones are the same owner.
+///
+/// # Examples
+/// ```no_run
+/// # async fn example(client: redlease::Client) -> redlease::Result<()> {
+/// use redlease::Owner;
+/// Owner::new()
+///     .scope(async {
+///         let outer = client.lock("account:7").acquire().await?;
+///         // Same owner (the scope): no round trip, same fencing token.
+///         let inner = client.lock("account:7").acquire().await?;
+///         assert_eq!(inner.fencing_token(), outer.fencing_token());
+///         inner.release().await?; // the lock is still held
+///         outer.release().await // now it is given back
+///     })
+///     .await
+/// # }
+/// ```
+#[derive(Clone, Default)]
+pub struct Owner {
+    inner: Arc<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// One slot per (deployment, lock key). The async mutex serialises fresh acquisitions
+    /// of one lock by this owner, so two of its tasks never race for it with two tokens.
+    slots: Mutex<HashMap<SlotKey, Arc<tokio::sync::Mutex<Weak<Lease>>>>>,
+}
+
+/// (the client's identity, the lock key).
+type SlotKey = (usize, String);
+
+impl fmt::Debug for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Owner")
+            .field("id", &Arc::as_ptr(&self.inner))
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for Owner {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl Eq for Owner {}
+
+impl Owner {
+    /// A new owner, distinct from every other.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The owner of the scope the current task runs in, if any.
+    pub fn current() -> Option<Self> {
+        CURRENT.try_with(Clone::clone).ok()
+    }
+
+    /// Runs `future` with this owner as the task-local owner of every acquisition in it.
+    ///
+    /// # Cancel safety
+    /// As cancel safe as `future`.
+    pub async fn scope<F: Future>(self, future: F) -> F::Output {
+        CURRENT.scope(self, future).await
+    }
+
+    /// Runs `f` with this owner as the owner of every acquisition in it (for synchronous
+    /// code, e.g. the [`blocking`](crate::blocking) API).
+    pub fn sync_scope<R>(self, f: impl FnOnce() -> R) -> R {
+        CURRENT.sync_scope(self, f)
+    }
+
+    fn slots(&self) -> MutexGuard<'_, HashMap<SlotKey, Arc<tokio::sync::Mutex<Weak<Lease>>>>> {
+        self.inner
+            .slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn slot(&self, key: &SlotKey) -> Arc<tokio::sync::Mutex<Weak<Lease>>> {
+        let mut slots = self.slots();
+        if slots.len() >= 64 {
+            // Forget locks no longer held and not being acquired.
+            slots.retain(|_, slot| {
+                Arc::strong_count(slot) > 1
+                    || slot.try_lock().map_or(true, |w| w.strong_count() > 0)
+            });
+        }
+        Arc::clone(slots.entry(key.clone()).or_default())
+    }
+
+    /// Re-enters the lock if this owner holds it, else acquires it with `fresh` and
+    /// remembers the lease. `fresh` returning `Ok(None)` (busy) is passed through.
+    pub(crate) async fn hold<F>(
+        &self,
+        client: &Client,
+        keys: &LockKeys,
+        fresh: F,
+    ) -> Result<Option<Guard>>
+    where
+        F: Future<Output = Result<Option<Guard>>>,
+    {
+        let key = (client.id(), keys.key.clone());
+        let slot = self.slot(&key);
+        let mut held = slot.lock().await;
+        if let Some(lease) = held.upgrade()
+            && lease.enter()
+        {
+            tracing::trace!(lock = %lease.name, "re-entered");
+            return Ok(Some(Guard::new(lease)));
+        }
+        let guard = fresh.await?;
+        if let Some(guard) = &guard {
+            *held = Arc::downgrade(guard.lease());
+        }
+        Ok(guard)
+    }
+}

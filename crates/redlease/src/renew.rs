@@ -1,0 +1,287 @@
+//! The renewal scheduler (watchdog): one task per [`Client`](crate::Client) keeps every
+//! auto-renewed lease of that client alive.
+//!
+//! A lease of length `ttl` falls due for renewal `ttl/3` after it was last set. When the
+//! scheduler wakes for the earliest due lease, it also takes every lease that falls due
+//! within the next `ttl/6` of its own (renewing a little early costs nothing), and renews
+//! them all in **one pipelined round trip**: batches of up to [`BATCH`] leases per
+//! `EVALSHA` of `scripts/renew.lua`. Ten thousand locks acquired within a few seconds of
+//! each other therefore cost one round trip (and a few dozen script calls) per interval,
+//! not ten thousand.
+//!
+//! A renewal that meets a connection error is retried every `ttl/10` (5 ms to 1 s) until
+//! the lease's `valid_until`; only then is the lease declared lost. A renewal that finds
+//! another token (or none) declares it lost at once. The task ends when no lease is left
+//! and starts again with the next one.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::guard::{Lease, State};
+use crate::lock::ttl_millis;
+use crate::scripts;
+
+/// Leases per script call in a renewal round trip (each touches 2 keys).
+pub(crate) const BATCH: usize = 500;
+
+/// Renews every auto-renewed lease of one client.
+pub(crate) struct Renewer {
+    conn: ConnectionManager,
+    book: Mutex<Book>,
+    wake: Notify,
+    round_trips: AtomicU64,
+}
+
+#[derive(Default)]
+struct Book {
+    entries: HashMap<u64, Entry>,
+    next_id: u64,
+    /// Whether the scheduler task runs (changed only with the book locked).
+    running: bool,
+}
+
+struct Entry {
+    lease: Weak<Lease>,
+    /// When the next renewal is due.
+    due: Instant,
+    /// The `max_hold` budget: no renewal is sent after this.
+    stop_at: Option<Instant>,
+    /// The last renewal failed: send the next one when due, not early with others.
+    retrying: bool,
+}
+
+/// What a sweep decided to send.
+struct Due {
+    id: u64,
+    lease: Arc<Lease>,
+    ttl: Duration,
+}
+
+impl Renewer {
+    pub(crate) fn new(conn: ConnectionManager) -> Arc<Self> {
+        Arc::new(Self {
+            conn,
+            book: Mutex::new(Book::default()),
+            wake: Notify::new(),
+            round_trips: AtomicU64::new(0),
+        })
+    }
+
+    fn book(&self) -> MutexGuard<'_, Book> {
+        // Every critical section leaves the book consistent, so a poisoned lock is usable.
+        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps `lease` renewed until it is released, dropped or lost, or until `max_hold`
+    /// has passed since `acquired`.
+    pub(crate) fn add(
+        self: &Arc<Self>,
+        lease: &Arc<Lease>,
+        acquired: Instant,
+        max_hold: Option<Duration>,
+    ) {
+        let mut book = self.book();
+        let id = book.next_id;
+        book.next_id += 1;
+        book.entries.insert(
+            id,
+            Entry {
+                lease: Arc::downgrade(lease),
+                due: acquired + lease.ttl() / 3,
+                stop_at: max_hold.map(|m| acquired + m),
+                retrying: false,
+            },
+        );
+        if book.running {
+            self.wake.notify_one();
+        } else {
+            book.running = true;
+            let this = Arc::clone(self);
+            tokio::spawn(async move { this.run().await });
+        }
+    }
+
+    /// Renewal round trips sent so far (diagnostics and tests).
+    pub(crate) fn round_trips(&self) -> u64 {
+        self.round_trips.load(Ordering::Relaxed)
+    }
+
+    async fn run(self: Arc<Self>) {
+        loop {
+            let Some((batch, next)) = self.sweep(Instant::now()) else {
+                return;
+            };
+            if batch.is_empty() {
+                tokio::select! {
+                    () = tokio::time::sleep_until(next) => {}
+                    () = self.wake.notified() => {}
+                }
+                continue;
+            }
+            self.renew(batch, next).await;
+        }
+    }
+
+    /// Drops finished entries and, when at least one lease is due, picks it together with
+    /// every lease that falls due soon after; `None` when nothing is left (the task then
+    /// ends). Also returns when to look again.
+    fn sweep(&self, now: Instant) -> Option<(Vec<Due>, Instant)> {
+        let mut book = self.book();
+        let mut next = now + Duration::from_secs(3600);
+        let mut any_due = false;
+        book.entries.retain(|_, entry| {
+            let Some(lease) = entry.lease.upgrade() else {
+                return false;
+            };
+            let State::Held(until) = lease.state() else {
+                return false;
+            };
+            if until <= now {
+                lease.lose("the lease ran out without a successful renewal");
+                return false;
+            }
+            if entry.stop_at.is_some_and(|stop| entry.due >= stop) {
+                tracing::info!(lock = %lease.name, "max_hold reached; renewal stops and the lease will expire");
+                return false;
+            }
+            any_due |= entry.due <= now;
+            // Wake when it is due, or at the latest when it would run out, to report the
+            // loss then.
+            next = next.min(entry.due).min(until);
+            true
+        });
+        if book.entries.is_empty() {
+            book.running = false;
+            return None;
+        }
+        let mut batch = Vec::new();
+        if any_due {
+            for (&id, entry) in &book.entries {
+                let Some(lease) = entry.lease.upgrade() else {
+                    continue;
+                };
+                let ttl = lease.ttl();
+                let early = if entry.retrying {
+                    Duration::ZERO
+                } else {
+                    ttl / 6
+                };
+                if entry.due <= now + early {
+                    batch.push(Due { id, lease, ttl });
+                }
+            }
+        }
+        Some((batch, next))
+    }
+
+    /// Sends one round trip for `batch` and records the outcome of each lease.
+    async fn renew(&self, batch: Vec<Due>, next: Instant) {
+        let sent = Instant::now();
+        // Never wait for a reply past the moment the first of these leases runs out.
+        let deadline = batch
+            .iter()
+            .filter_map(|d| match d.lease.state() {
+                State::Held(until) => Some(until),
+                _ => None,
+            })
+            .min()
+            .unwrap_or(next);
+        let outcome = tokio::time::timeout_at(deadline, self.send(&batch)).await;
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        let mut book = self.book();
+        match outcome {
+            Ok(Ok(renewed)) => {
+                for (due, ok) in batch.iter().zip(renewed) {
+                    if ok {
+                        due.lease.renewed(sent, due.ttl);
+                        if let Some(entry) = book.entries.get_mut(&due.id) {
+                            entry.due = sent + due.ttl / 3;
+                            entry.retrying = false;
+                        }
+                    } else {
+                        due.lease
+                            .lose("a renewal found another token (or none) at the key");
+                        book.entries.remove(&due.id);
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, leases = batch.len(), "renewal failed; retrying until the leases run out");
+                retry_later(&mut book, &batch);
+            }
+            Err(_) => {
+                tracing::debug!(
+                    leases = batch.len(),
+                    "renewal timed out; retrying until the leases run out"
+                );
+                retry_later(&mut book, &batch);
+            }
+        }
+    }
+
+    /// One pipeline of `renew.lua` calls; whether each lease was renewed, in order.
+    async fn send(&self, batch: &[Due]) -> redis::RedisResult<Vec<bool>> {
+        let mut pipe = redis::pipe();
+        for chunk in batch.chunks(BATCH) {
+            let cmd = pipe
+                .cmd("EVALSHA")
+                .arg(scripts::RENEW.get_hash())
+                .arg(chunk.len() * 2);
+            for due in chunk {
+                cmd.arg(&due.lease.keys.key).arg(&due.lease.keys.holder);
+            }
+            for due in chunk {
+                cmd.arg(due.lease.token.secret()).arg(ttl_millis(due.ttl));
+            }
+        }
+        let mut conn = self.conn.clone();
+        let replies: Vec<Vec<i64>> = match pipe.query_async(&mut conn).await {
+            Err(e) if e.code() == Some("NOSCRIPT") => {
+                scripts::RENEW
+                    .prepare_invoke()
+                    .load_async(&mut conn)
+                    .await?;
+                pipe.query_async(&mut conn).await?
+            }
+            other => other?,
+        };
+        Ok(replies.into_iter().flatten().map(|r| r == 1).collect())
+    }
+}
+
+fn retry_later(book: &mut Book, batch: &[Due]) {
+    let now = Instant::now();
+    for due in batch {
+        if let Some(entry) = book.entries.get_mut(&due.id) {
+            let pause = (due.ttl / 10).clamp(Duration::from_millis(5), Duration::from_secs(1));
+            entry.due = now + pause;
+            entry.retrying = true;
+        }
+    }
+}
+
+impl std::fmt::Debug for Renewer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Renewer")
+            .field("leases", &self.book().entries.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether [`Lock::acquire`](crate::Lock::acquire) keeps the lease renewed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Renewal {
+    /// Renew every `ttl/3` for as long as the guard lives (the default; what
+    /// [`Lock::run`](crate::Lock::run) always does).
+    #[default]
+    Auto,
+    /// A fixed lease: never renewed, it simply expires after its TTL unless released or
+    /// [extended](crate::Guard::extend) first.
+    Fixed,
+}

@@ -1,0 +1,134 @@
+//! The blocking API: mutual exclusion across OS threads, run, reentrancy, and a clear
+//! error when called from inside an async runtime.
+#![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
+
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use redlease::blocking::Client;
+use redlease::{Error, Owner};
+use redlease_local::RedisServer;
+
+/// GET and SET over a plain socket, so that the counter is read and written
+/// non-atomically from each thread without any async machinery.
+struct Raw(BufReader<TcpStream>);
+
+impl Raw {
+    fn connect(server: &RedisServer) -> Self {
+        Self(BufReader::new(
+            TcpStream::connect(("127.0.0.1", server.port())).unwrap(),
+        ))
+    }
+
+    fn call(&mut self, args: &[&str]) -> String {
+        let mut req = format!("*{}\r\n", args.len());
+        for a in args {
+            let _ = write!(req, "${}\r\n{a}\r\n", a.len());
+        }
+        self.0.get_mut().write_all(req.as_bytes()).unwrap();
+        let mut line = String::new();
+        self.0.read_line(&mut line).unwrap();
+        if line.starts_with('$') && line.trim() != "$-1" {
+            let mut value = String::new();
+            self.0.read_line(&mut value).unwrap();
+            return value.trim_end().to_owned();
+        }
+        line.trim_end().to_owned()
+    }
+}
+
+#[test]
+fn threads_exclude_each_other_with_an_exact_counter() {
+    const THREADS: usize = 8;
+    const SECTIONS: usize = 40;
+    let server = RedisServer::start().unwrap();
+    let client = Client::connect(&server.url()).unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            let client = client.clone();
+            let server = &server;
+            s.spawn(move || {
+                let mut raw = Raw::connect(server);
+                let lock = client.lock("threads").wait(Duration::from_secs(60));
+                let mut last = 0;
+                for _ in 0..SECTIONS {
+                    let guard = lock.acquire().unwrap();
+                    assert!(guard.fencing_token().get() > last);
+                    last = guard.fencing_token().get();
+                    let n: usize = raw.call(&["GET", "counter"]).parse().unwrap_or(0);
+                    std::thread::yield_now();
+                    raw.call(&["SET", "counter", &(n + 1).to_string()]);
+                    guard.release().unwrap();
+                }
+            });
+        }
+    });
+    let total: usize = Raw::connect(&server)
+        .call(&["GET", "counter"])
+        .parse()
+        .unwrap();
+    assert_eq!(total, THREADS * SECTIONS);
+}
+
+#[test]
+fn run_renews_re_enters_and_passes_errors_through() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::connect(&server.url()).unwrap();
+    let lock = client.lock("blocking-run").ttl(Duration::from_millis(150));
+    let (outer, inner) = lock
+        .run(|guard| {
+            // Longer than the TTL: renewal keeps it.
+            std::thread::sleep(Duration::from_millis(400));
+            assert!(guard.is_held());
+            let inner = lock.run(|g| Ok::<_, Error>(g.fencing_token()))?;
+            Ok::<_, Error>((guard.fencing_token(), inner))
+        })
+        .unwrap();
+    assert_eq!(outer, inner);
+    let failed: Result<(), WorkError> = client
+        .lock("blocking-run")
+        .run(|_| Err(WorkError("work failed")));
+    assert_eq!(failed.unwrap_err().0, "work failed");
+    // An explicit owner across plain threads.
+    let owner = Owner::new();
+    let held = client.lock("owned").owner(&owner).acquire().unwrap();
+    let nested = std::thread::scope(|s| {
+        s.spawn(|| {
+            client
+                .lock("owned")
+                .owner(&owner)
+                .try_acquire()
+                .unwrap()
+                .is_some()
+        })
+        .join()
+        .unwrap()
+    });
+    assert!(nested);
+    assert!(client.lock("owned").try_acquire().unwrap().is_none());
+    held.release().unwrap();
+}
+
+#[derive(Debug)]
+struct WorkError(&'static str);
+
+impl From<Error> for WorkError {
+    fn from(_: Error) -> Self {
+        Self("lock error")
+    }
+}
+
+#[test]
+fn inside_an_async_runtime_it_refuses_instead_of_panicking() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::connect(&server.url()).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let err = runtime.block_on(async { client.lock("in-async").acquire().unwrap_err() });
+    assert!(matches!(err, Error::Runtime { .. }), "{err:?}");
+    assert!(err.to_string().contains("async API"));
+}
