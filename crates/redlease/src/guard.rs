@@ -49,6 +49,8 @@ pub(crate) struct Lease {
     set_at: std::sync::Mutex<Instant>,
     /// Guards alive on this lease: 1, plus one per nested acquisition.
     holds: AtomicUsize,
+    /// The lease's entry in the renewal scheduler, when renewed.
+    renewal: std::sync::OnceLock<u64>,
 }
 
 impl Lease {
@@ -71,7 +73,19 @@ impl Lease {
             state: watch::Sender::new(State::Held(lease_start + ttl - drift(ttl))),
             set_at: std::sync::Mutex::new(lease_start),
             holds: AtomicUsize::new(1),
+            renewal: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Records the lease's renewal entry, removed again when the lease is given back.
+    pub(crate) fn renewed_by(&self, entry: u64) {
+        let _ = self.renewal.set(entry);
+    }
+
+    fn stop_renewal(&self) {
+        if let Some(&entry) = self.renewal.get() {
+            self.client.inner.renewer.remove(entry);
+        }
     }
 
     pub(crate) fn ttl(&self) -> Duration {
@@ -162,6 +176,7 @@ impl Lease {
     /// `Err(Lost)` when the token was no longer there or the lease had been declared lost.
     async fn release(&self) -> Result<()> {
         let before = self.state.send_replace(State::Released);
+        self.stop_renewal();
         let released = release_token(&self.client, &self.keys, &self.token).await?;
         match before {
             State::Held(_) if released => {
@@ -341,7 +356,6 @@ pub(crate) async fn release_token(
     let released: i64 = scripts::RELEASE
         .key(&keys.script_keys()[..])
         .arg(token.secret())
-        .arg(&keys.channel)
         .invoke_async(&mut client.conn())
         .await
         .map_err(|e| Error::redis("releasing a lock", &keys.key, e))?;
@@ -367,6 +381,7 @@ impl Drop for Guard {
         } else {
             // Stop renewing; the lease expires by itself.
             lease.state.send_replace(State::Released);
+            lease.stop_renewal();
             tracing::debug!(lock = %lease.name, "guard dropped outside a runtime; the lease will expire");
         }
     }

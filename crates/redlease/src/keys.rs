@@ -27,7 +27,7 @@ pub struct LockKeys {
     pub(crate) queue: String,
     /// Waiter table.
     pub(crate) waiters: String,
-    /// Release notifications for waiters outside the queue.
+    /// A pub/sub channel in the lock's slot.
     pub(crate) channel: String,
 }
 
@@ -102,7 +102,8 @@ impl LockKeys {
         &self.waiters
     }
 
-    /// The release channel, for waiters outside the queue.
+    /// A pub/sub channel in the lock's cluster slot (for sharded pub/sub in Redis Cluster,
+    /// where a channel must live in the slot of the keys a script touches).
     pub fn channel(&self) -> &str {
         &self.channel
     }

@@ -49,6 +49,8 @@ pub struct Lock {
     renewal: Renewal,
     max_hold: Option<Duration>,
     owner: Option<Owner>,
+    /// The keys, derived once per name and prefix.
+    keys: Arc<std::sync::OnceLock<Arc<LockKeys>>>,
 }
 
 impl fmt::Debug for Lock {
@@ -88,6 +90,7 @@ impl Lock {
             renewal: Renewal::default(),
             max_hold: None,
             owner: None,
+            keys: Arc::default(),
         }
     }
 
@@ -121,6 +124,7 @@ impl Lock {
     /// name, shared with any other library's `SET key token NX PX` lock of that name.
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
+        self.keys = Arc::default();
         self
     }
 
@@ -172,7 +176,11 @@ impl Lock {
                 reason: "must be greater than zero".into(),
             });
         }
-        Ok(Arc::new(LockKeys::new(&self.prefix, &self.name)?))
+        if let Some(keys) = self.keys.get() {
+            return Ok(Arc::clone(keys));
+        }
+        let keys = Arc::new(LockKeys::new(&self.prefix, &self.name)?);
+        Ok(Arc::clone(self.keys.get_or_init(|| keys)))
     }
 
     fn effective_owner(&self) -> Option<Owner> {
@@ -336,7 +344,10 @@ impl Lock {
         let notifier = &self.client.inner.notifier;
         let mut epochs = notifier.epochs();
         let mut pending = Pending::new(&self.client, keys, &token);
-        let mut registration: Option<Registration> = None;
+        // With the client's notifications already up, queue up with the very first attempt
+        // (one round trip fewer under contention; a free lock is simply taken).
+        let mut registration: Option<Registration> =
+            (self.wait != Wait::No && notifier.subscribed()).then(|| notifier.register(&token));
         // A lower bound on when the lease we may end up holding began: the send time of the
         // latest attempt that found the lock busy (a hand-off happens after it), or of the
         // first attempt when none did.
@@ -442,23 +453,31 @@ impl Lock {
         );
         tracing::debug!(lock = %lease.name, token = %lease.token, fence = %lease.fence, "acquired");
         if self.renewal == Renewal::Auto {
-            self.client
+            let entry = self
+                .client
                 .inner
                 .renewer
                 .add(&lease, lease_start, self.max_hold);
+            lease.renewed_by(entry);
         }
         Guard::new(lease)
     }
 
     async fn attempt(&self, keys: &LockKeys, token: &OwnerToken, queue: bool) -> Result<Attempt> {
-        let (status, fence, pttl): (i64, i64, i64) = scripts::ACQUIRE
-            .key(&keys.script_keys()[..])
+        let mut invocation = scripts::ACQUIRE.key(&keys.script_keys()[..]);
+        invocation
             .arg(token.secret())
             .arg(ttl_millis(self.ttl))
-            .arg(&self.client.inner.holder)
-            .arg(if queue { "1" } else { "0" })
-            .arg(self.client.inner.notifier.channel())
-            .arg(ttl_millis(self.queue_linger()))
+            .arg(&self.client.inner.holder);
+        if queue {
+            invocation
+                .arg("1")
+                .arg(self.client.inner.notifier.channel())
+                .arg(ttl_millis(self.queue_linger()));
+        } else {
+            invocation.arg("0");
+        }
+        let (status, fence, pttl): (i64, i64, i64) = invocation
             .invoke_async(&mut self.client.conn())
             .await
             .map_err(|e| Error::redis("acquiring a lock", &keys.key, e))?;

@@ -44,6 +44,9 @@ struct Book {
     next_id: u64,
     /// Whether the scheduler task runs (changed only with the book locked).
     running: bool,
+    /// When the sleeping task will wake by itself; `None` while it works. A new lease due
+    /// earlier than this wakes it; others wait for the sweep (no wake-up per acquisition).
+    wake_at: Option<Instant>,
 }
 
 struct Entry {
@@ -79,32 +82,40 @@ impl Renewer {
     }
 
     /// Keeps `lease` renewed until it is released, dropped or lost, or until `max_hold`
-    /// has passed since `acquired`.
+    /// has passed since `acquired`. Returns the entry's id for [`Renewer::remove`].
     pub(crate) fn add(
         self: &Arc<Self>,
         lease: &Arc<Lease>,
         acquired: Instant,
         max_hold: Option<Duration>,
-    ) {
+    ) -> u64 {
         let mut book = self.book();
         let id = book.next_id;
         book.next_id += 1;
+        let due = acquired + lease.ttl() / 3;
         book.entries.insert(
             id,
             Entry {
                 lease: Arc::downgrade(lease),
-                due: acquired + lease.ttl() / 3,
+                due,
                 stop_at: max_hold.map(|m| acquired + m),
                 retrying: false,
             },
         );
-        if book.running {
-            self.wake.notify_one();
-        } else {
+        if !book.running {
             book.running = true;
             let this = Arc::clone(self);
             tokio::spawn(async move { this.run().await });
+        } else if book.wake_at.is_some_and(|wake| due < wake) {
+            book.wake_at = None;
+            self.wake.notify_one();
         }
+        id
+    }
+
+    /// Stops renewing the entry `id` (a released lease).
+    pub(crate) fn remove(&self, id: u64) {
+        self.book().entries.remove(&id);
     }
 
     /// Renewal round trips sent so far (diagnostics and tests).
@@ -118,10 +129,12 @@ impl Renewer {
                 return;
             };
             if batch.is_empty() {
+                self.book().wake_at = Some(next);
                 tokio::select! {
                     () = tokio::time::sleep_until(next) => {}
                     () = self.wake.notified() => {}
                 }
+                self.book().wake_at = None;
                 continue;
             }
             self.renew(batch, next).await;

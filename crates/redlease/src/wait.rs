@@ -150,6 +150,11 @@ impl Notifier {
         &self.channel
     }
 
+    /// Whether hand-offs can reach this client now, without waiting for a subscription.
+    pub(crate) fn subscribed(&self) -> bool {
+        self.enabled && self.ready.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Subscribes on first use; false when notifications are off or unavailable, in which
     /// case the caller polls.
     pub(crate) async fn ready(self: &Arc<Self>) -> bool {

@@ -198,3 +198,38 @@ async fn a_retry_after_a_lost_reply_finds_its_own_lock() {
     guard.release().await.unwrap();
     assert_eq!(get(&mut conn, &key).await, None);
 }
+
+/// A queued waiter that takes a lock whose holder crashed must leave the queue, or the
+/// release would hand the lock to its own stale place and orphan it until the TTL.
+#[tokio::test]
+async fn a_waiter_taking_an_expired_lock_leaves_the_queue() {
+    let server = server();
+    let c = client(&server).await;
+    let mut conn = raw(&server).await;
+    let keys = c.lock("crashed").keys().unwrap();
+    let crashed = c
+        .lock("crashed")
+        .ttl(Duration::from_millis(100))
+        .renewal(redlease::Renewal::Fixed)
+        .acquire()
+        .await
+        .unwrap();
+    std::mem::forget(crashed); // the holder "crashes": no release, the lease expires
+    let guard = c
+        .lock("crashed")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .unwrap();
+    assert_eq!(
+        llen(&mut conn, keys.queue()).await,
+        0,
+        "the new holder is still queued"
+    );
+    guard.release().await.unwrap();
+    assert_eq!(
+        get(&mut conn, keys.key()).await,
+        None,
+        "the release orphaned the lock"
+    );
+}
