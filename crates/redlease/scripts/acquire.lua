@@ -1,4 +1,10 @@
--- acquire: one attempt to take the lock (KEYS as in handoff.lua).
+-- acquire: one attempt to take the lock.
+-- KEYS, those of one lock, all in one cluster slot:
+--   KEYS[1] lock key: the owner token alone, with a PX expiry (a plain SET NX PX lock)
+--   KEYS[2] fencing counter: an integer, INCR on every fresh grant, never expires
+--   KEYS[3] holder details for operators (free text), same expiry as KEYS[1]
+--   KEYS[4] FIFO queue of waiting tokens (list)
+--   KEYS[5] waiter table: token -> cjson {ttl_ms, grant channel, holder details}
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
 --   ARGV[4] "1" to join the FIFO queue when busy, "0" to only try; with "1" also:
 --   ARGV[5] the caller's grant channel   ARGV[6] queue linger in ms (queue keys' expiry)
@@ -8,10 +14,14 @@
 --   {0, 0, pttl}      held by someone else; pttl is the holder's remaining time in ms
 --                     (-1: the holder set no expiry)
 local token = ARGV[1]
--- Fast path: nobody queued and the lock free (4 calls). With waiters queued, a free lock
--- (its holder crashed) goes to the oldest of them, below.
-if redis.call('EXISTS', KEYS[4]) == 0
-    and redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
+-- Fast path: the lock is free (3 calls). Releases hand the lock straight to the oldest
+-- queued waiter, so a lock is free with waiters queued only after its holder crashed or a
+-- hand-off found no one listening; whoever asks first then takes it, and a queued waiter
+-- that does leaves the queue (else a release would hand the lock to its stale place).
+if redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
+  if ARGV[4] == '1' and redis.call('HDEL', KEYS[5], token) == 1 then
+    redis.call('LREM', KEYS[4], 1, token)
+  end
   local fence = redis.call('INCR', KEYS[2])
   redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[2])
   return {1, fence, 0}
@@ -19,16 +29,6 @@ end
 local current = redis.call('GET', KEYS[1])
 if current == token then
   return {2, tonumber(redis.call('GET', KEYS[2]) or '0'), 0}
-end
-if not current and not hand_off(token) then
-  if redis.call('LINDEX', KEYS[4], 0) == token then
-    redis.call('LPOP', KEYS[4])
-    redis.call('HDEL', KEYS[5], token)
-  end
-  redis.call('SET', KEYS[1], token, 'PX', ARGV[2])
-  local fence = redis.call('INCR', KEYS[2])
-  redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[2])
-  return {1, fence, 0}
 end
 if ARGV[4] == '1' then
   local entry = cjson.encode({ARGV[2], ARGV[5], ARGV[3]})

@@ -189,7 +189,8 @@ impl Lock {
 
     /// Makes one attempt: `Ok(None)` when another owner holds the lock.
     ///
-    /// Never barges ahead of queued waiters: a free lock with waiters goes to the oldest.
+    /// A release hands a busy lock straight to the oldest queued waiter, so a lock is free
+    /// while others wait only after its holder crashed; an attempt then takes it.
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::InvalidOption`], [`Error::WrongType`] when the key

@@ -1,27 +1,18 @@
 //! The Lua scripts, loaded once and sent with EVALSHA (redis-rs reloads them on NOSCRIPT).
 //!
-//! Each script's header in `scripts/*.lua` states its KEYS, ARGV and reply. `acquire` and
-//! `release` share the hand-off prelude `scripts/handoff.lua`.
+//! Each script's header in `scripts/*.lua` states its KEYS, ARGV and reply.
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
 /// One attempt to take a lock (or join its FIFO queue).
-pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("../scripts/handoff.lua"),
-        include_str!("../scripts/acquire.lua")
-    ))
-});
+pub(crate) static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/acquire.lua")));
 
 /// Compare-and-delete, then hand-off to the oldest live waiter; also withdraws a waiter.
-pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("../scripts/handoff.lua"),
-        include_str!("../scripts/release.lua")
-    ))
-});
+pub(crate) static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/release.lua")));
 
 /// Compare-and-PEXPIRE.
 pub(crate) static EXTEND: LazyLock<Script> =
