@@ -70,6 +70,7 @@
 //! Every failure is one [`Error`]. A release or extend that finds another token (or none)
 //! is [`Error::Lost`]: the caller learns that mutual exclusion may have been broken.
 
+mod backend;
 pub mod blocking;
 mod client;
 mod error;
@@ -77,6 +78,7 @@ mod guard;
 pub mod keys;
 mod lock;
 mod owner;
+pub mod quorum;
 mod renew;
 mod scripts;
 mod token;

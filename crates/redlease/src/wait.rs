@@ -106,7 +106,8 @@ pub(crate) fn jitter(bound: Duration) -> Duration {
 pub(crate) struct Notifier {
     enabled: bool,
     channel: String,
-    redis: redis::Client,
+    /// The Redis to subscribe on (none for cluster and quorum clients, which poll).
+    redis: Option<redis::Client>,
     connect_timeout: Duration,
     response_timeout: Duration,
     waiters: Mutex<HashMap<String, oneshot::Sender<u64>>>,
@@ -127,7 +128,7 @@ const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
 impl Notifier {
     pub(crate) fn new(
         enabled: bool,
-        redis: redis::Client,
+        redis: Option<redis::Client>,
         connect_timeout: Duration,
         response_timeout: Duration,
     ) -> Result<Arc<Self>> {
@@ -189,7 +190,13 @@ impl Notifier {
     }
 
     async fn subscribe(self: &Arc<Self>) -> redis::RedisResult<ConnectionManager> {
-        let info = self.redis.get_connection_info().clone();
+        let Some(redis) = &self.redis else {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "no single Redis to subscribe on",
+            )));
+        };
+        let info = redis.get_connection_info().clone();
         let settings = info
             .redis_settings()
             .clone()
