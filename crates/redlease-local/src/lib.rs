@@ -23,10 +23,13 @@ use std::time::{Duration, Instant};
 mod nodes;
 mod proxy;
 mod resp;
+mod sentinel;
+mod wait;
 
 pub use nodes::Nodes;
 pub use proxy::Proxy;
 pub use resp::Reply;
+pub use sentinel::{DEFAULT_MASTER_NAME, DEFAULT_SENTINEL_TIMEOUT, Sentinel};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -105,6 +108,8 @@ pub struct ServerOptions {
     extra_args: Vec<String>,
     cluster: bool,
     tls: bool,
+    /// Runs `--sentinel` with this text as its (rewritable) configuration file.
+    sentinel_config: Option<String>,
 }
 
 impl ServerOptions {
@@ -126,6 +131,13 @@ impl ServerOptions {
     /// Adds a `redis-server` argument, e.g. `"--appendonly"` then `"yes"`.
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
         self.extra_args.push(arg.into());
+        self
+    }
+
+    /// Runs the process as a sentinel whose configuration file starts as `config` (written
+    /// into the server's directory once: the sentinel rewrites it as it learns).
+    pub(crate) fn sentinel(mut self, config: String) -> Self {
+        self.sentinel_config = Some(config);
         self
     }
 }
@@ -190,6 +202,13 @@ impl RedisServer {
         let binary = std::env::var("REDLEASE_REDIS_SERVER")
             .unwrap_or_else(|_| DEFAULT_SERVER_BINARY.to_owned());
         let mut cmd = Command::new(&binary);
+        if let Some(config) = &self.options.sentinel_config {
+            let path = self.dir.path().join("sentinel.conf");
+            if !path.exists() {
+                std::fs::write(&path, config)?;
+            }
+            cmd.arg(path).arg("--sentinel");
+        }
         cmd.arg("--port")
             .arg(self.port.to_string())
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
@@ -287,6 +306,39 @@ impl RedisServer {
     /// When the server cannot be reached or sends no valid reply in time.
     pub fn query<A: AsRef<[u8]>>(&self, args: &[A]) -> std::io::Result<Reply> {
         resp::request(self.port, args)
+    }
+
+    /// Like [`query`](Self::query), with an error reply turned into [`Error::Reply`].
+    pub(crate) fn call<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Reply, Error> {
+        match self.query(args)? {
+            Reply::Error(e) => Err(self.unexpected(args, &e)),
+            reply => Ok(reply),
+        }
+    }
+
+    /// The value of `field` in the `INFO section` reply (e.g. `role` in `replication`).
+    pub(crate) fn info_field(&self, section: &str, field: &str) -> Result<String, Error> {
+        let info = self.call(&["INFO", section])?;
+        let text = info.text().unwrap_or_default();
+        Ok(text
+            .lines()
+            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+            .unwrap_or_default()
+            .to_owned())
+    }
+
+    /// An [`Error::Reply`] for `args` answered with `reply`.
+    pub(crate) fn unexpected<A: AsRef<[u8]>>(&self, args: &[A], reply: &str) -> Error {
+        let command = args
+            .iter()
+            .map(|a| String::from_utf8_lossy(a.as_ref()).into_owned())
+            .collect::<Vec<_>>()
+            .join(" ");
+        Error::Reply {
+            port: self.port,
+            command,
+            reply: reply.to_owned(),
+        }
     }
 
     /// The loopback port.
