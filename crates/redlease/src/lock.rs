@@ -484,7 +484,10 @@ impl Lock {
                         }
                     }
                 }
-                Err(e) if e.is_connection() && connection_errors + 1 < MAX_CONNECTION_ERRORS => {
+                Err(e)
+                    if (e.is_connection() || matches!(e, Error::NoQuorum { .. }))
+                        && connection_errors + 1 < MAX_CONNECTION_ERRORS =>
+                {
                     connection_errors += 1;
                     tracing::debug!(error = %e, "attempt failed; outcome unknown, retrying");
                     self.retry.delay(connection_errors)
