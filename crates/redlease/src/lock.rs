@@ -172,7 +172,10 @@ impl Lock {
     /// and one replica, an acquisition returns only once the lock is on two servers, so a
     /// failover that promotes the acknowledging replica keeps it. `WAIT` makes that
     /// likely, not certain: a failover may still promote a replica that did not
-    /// acknowledge. Not available for quorum clients, whose nodes have no replicas.
+    /// acknowledge. During a failover, the old primary keeps accepting writes from
+    /// clients still connected to it until the sentinels demote it; the client turns to
+    /// the new primary when the old one answers `READONLY` or drops the connection. Not
+    /// available for quorum clients, whose nodes have no replicas.
     pub fn min_replicas(mut self, replicas: usize, timeout: Duration) -> Self {
         self.min_replicas = Some((replicas, timeout));
         self
