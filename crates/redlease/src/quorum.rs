@@ -17,9 +17,10 @@
 //!
 //! # Fencing tokens over a quorum
 //! Each node keeps its own counter and increments it on every grant. The holder's token
-//! is the **largest** counter among the granting majority, and before `acquire` returns it
-//! is written back (`raise_fence.lua`: raise, never lower) to the counters of a majority
-//! of nodes. Any later majority shares at least one node with that one, whose counter
+//! is the **largest** counter among the granting majority, and before `acquire` returns
+//! at least a majority of nodes hold a counter at or above it: those whose counter is
+//! lower get it written back (`raise_fence.lua`: raise, never lower), a second round
+//! trip that the steady state (all counters equal) skips. Any later majority shares at least one node with that one, whose counter
 //! is then at least our token, and increments it: the later token is strictly larger.
 //! Tokens therefore stay strictly monotonic even when two successive majorities overlap
 //! in a single node.
@@ -67,14 +68,16 @@ pub(crate) async fn acquire(
     .await;
     let mut granted = 0;
     let mut fence = 0;
+    let mut fences = vec![None; replies.len()];
     let mut answered = 0;
     let mut holder_pttl = -1;
-    for reply in &replies {
+    for (i, reply) in replies.iter().enumerate() {
         match reply {
             Ok(Reply::Fresh(f) | Reply::Ours(f)) => {
                 granted += 1;
                 answered += 1;
                 fence = fence.max(*f);
+                fences[i] = Some(*f);
             }
             Ok(Reply::Busy(pttl)) => {
                 answered += 1;
@@ -85,7 +88,17 @@ pub(crate) async fn acquire(
     }
     let valid = Instant::now() < sent + ttl.saturating_sub(drift(ttl));
     if granted >= needed && valid {
-        if raise_fence(deployment, keys, fence, node_timeout).await >= needed {
+        // Nodes whose counter already reached the token need no write-back; in the steady
+        // state (every node saw every grant) that is all of them, and acquire costs one
+        // round trip.
+        let at_fence = fences.iter().filter(|f| **f == Some(fence)).count();
+        let behind: Vec<usize> = (0..fences.len())
+            .filter(|&i| fences[i] != Some(fence))
+            .collect();
+        if at_fence >= needed
+            || at_fence + raise_fence(deployment, keys, fence, &behind, node_timeout).await
+                >= needed
+        {
             return Ok(Reply::Fresh(fence));
         }
         tracing::debug!("could not record the fencing token on a majority; giving back");
@@ -106,19 +119,23 @@ pub(crate) async fn acquire(
 /// The shortest per-node bound, however short the lease.
 const MIN_NODE_TIMEOUT: Duration = Duration::from_millis(5);
 
-/// Writes `fence` back to every node's counter; how many confirmed.
+/// Writes `fence` back to the counters of the nodes at `indexes`; how many confirmed.
 async fn raise_fence(
     deployment: &Deployment,
     keys: &LockKeys,
     fence: u64,
+    indexes: &[usize],
     timeout: Duration,
 ) -> usize {
     let replies = fan_out(
-        deployment.nodes.iter().map(|node| async move {
-            let mut invocation = scripts::RAISE_FENCE.key(&keys.fence);
-            invocation.arg(fence);
-            node.invoke::<u64>(&invocation).await
-        }),
+        indexes
+            .iter()
+            .map(|&i| &deployment.nodes[i])
+            .map(|node| async move {
+                let mut invocation = scripts::RAISE_FENCE.key(&keys.fence);
+                invocation.arg(fence);
+                node.invoke::<u64>(&invocation).await
+            }),
         timeout,
     )
     .await;
