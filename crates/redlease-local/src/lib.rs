@@ -4,6 +4,11 @@
 //! in its own temporary directory, and is stopped by PID when its [`RedisServer`] is
 //! dropped, including when a test panics. Nothing here talks to a Redis it did not start.
 //!
+//! Beyond one server: [`Nodes`] starts N independent primaries (a Redlock quorum),
+//! [`Cluster`] a Redis Cluster (3 primaries, 3 replicas by default) with slot migration and
+//! failover, and [`Sentinel`] a primary with 2 replicas watched by 3 sentinels. All are
+//! synchronous and wait, with generous timeouts, until the deployment has settled.
+//!
 //! ```no_run
 //! # fn main() -> Result<(), redlease_local::Error> {
 //! let server = redlease_local::RedisServer::start()?;
@@ -13,19 +18,21 @@
 //! # }
 //! ```
 
-use std::fmt::{self, Write as _};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::fmt;
+use std::io::Read;
+use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod cluster;
 mod nodes;
 mod proxy;
 mod resp;
 mod sentinel;
 mod wait;
 
+pub use cluster::{Cluster, DEFAULT_CLUSTER_TIMEOUT};
 pub use nodes::Nodes;
 pub use proxy::Proxy;
 pub use resp::Reply;
@@ -286,17 +293,7 @@ impl RedisServer {
     /// Sends one command over a fresh connection and returns the first line of the reply
     /// (RESP, e.g. `+OK` or `:1`). Meant for test set-up, not for speed.
     pub fn command(&self, args: &[&str]) -> std::io::Result<String> {
-        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
-        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
-        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-        let mut req = format!("*{}\r\n", args.len());
-        for a in args {
-            let _ = write!(req, "${}\r\n{a}\r\n", a.len());
-        }
-        stream.write_all(req.as_bytes())?;
-        let mut line = String::new();
-        BufReader::new(stream).read_line(&mut line)?;
-        Ok(line.trim_end().to_owned())
+        Ok(self.query(args)?.first_line())
     }
 
     /// Sends one command over a fresh connection and returns the whole parsed reply; an
@@ -316,10 +313,19 @@ impl RedisServer {
         }
     }
 
-    /// The value of `field` in the `INFO section` reply (e.g. `role` in `replication`).
-    pub(crate) fn info_field(&self, section: &str, field: &str) -> Result<String, Error> {
-        let info = self.call(&["INFO", section])?;
-        let text = info.text().unwrap_or_default();
+    /// Runs a command that must answer `+OK`.
+    pub(crate) fn call_ok<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<(), Error> {
+        match self.call(args)? {
+            Reply::Status(s) if s == "OK" => Ok(()),
+            other => Err(self.unexpected(args, &format!("{other:?}"))),
+        }
+    }
+
+    /// The value of `field` in a `field:value` text reply, such as `INFO replication` or
+    /// `CLUSTER INFO` give; empty when absent.
+    pub(crate) fn text_field(&self, args: &[&str], field: &str) -> Result<String, Error> {
+        let reply = self.call(args)?;
+        let text = reply.text().unwrap_or_default();
         Ok(text
             .lines()
             .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
@@ -543,6 +549,7 @@ fn read_to_string_lossy(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::{SocketAddr, TcpStream};
 
     #[test]
     fn starts_answers_and_stops_by_pid() -> Result<(), Error> {

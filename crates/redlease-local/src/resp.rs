@@ -69,6 +69,21 @@ impl Reply {
     }
 }
 
+impl Reply {
+    /// The first line of this reply in RESP, e.g. `+OK`, `:1` or `$5` (the header of a
+    /// bulk string), as [`RedisServer::command`](crate::RedisServer::command) returns it.
+    pub(crate) fn first_line(&self) -> String {
+        match self {
+            Self::Status(s) => format!("+{s}"),
+            Self::Error(e) => format!("-{e}"),
+            Self::Integer(i) => format!(":{i}"),
+            Self::Bulk(b) => format!("${}", b.len()),
+            Self::Nil => "$-1".to_owned(),
+            Self::Array(items) => format!("*{}", items.len()),
+        }
+    }
+}
+
 impl fmt::Debug for Reply {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

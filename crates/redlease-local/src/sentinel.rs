@@ -229,7 +229,7 @@ impl Sentinel {
                     return Err(format!("sentinels name {ports:?}, old primary {old}"));
                 }
                 let server = self.server_on(new).map_err(|e| e.to_string())?;
-                match server.info_field("replication", "role") {
+                match server.text_field(&["INFO", "replication"], "role") {
                     Ok(role) if role == "master" => Ok(new),
                     Ok(role) => Err(format!("{new} reports role:{role}")),
                     Err(e) => Err(e.to_string()),
@@ -291,8 +291,8 @@ impl Sentinel {
             return Ok(Err(format!("primary {port}: {info}")));
         }
         for replica in self.servers.iter().filter(|s| s.port() != port) {
-            let link = replica.info_field("replication", "master_link_status")?;
-            let master = replica.info_field("replication", "master_port")?;
+            let link = replica.text_field(&["INFO", "replication"], "master_link_status")?;
+            let master = replica.text_field(&["INFO", "replication"], "master_port")?;
             if link != "up" || master != port.to_string() {
                 return Ok(Err(format!(
                     "replica {}: link {link:?} to {master:?}",
@@ -362,7 +362,7 @@ mod tests {
         // The old primary rejoins as a replica of the new one.
         deployment.wait_in_sync(DEFAULT_SENTINEL_TIMEOUT)?;
         let old = deployment.server_on(before)?;
-        assert_eq!(old.info_field("replication", "role")?, "slave");
+        assert_eq!(old.text_field(&["INFO", "replication"], "role")?, "slave");
         Ok(())
     }
 }
