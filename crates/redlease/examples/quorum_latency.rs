@@ -21,8 +21,9 @@ async fn measure(client: &redlease::Client, out: &mut Vec<Duration>) -> redlease
     Ok(())
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+/// Nearest-rank percentile `p` (1..=100) of a sorted, non-empty sample.
+fn percentile(sorted: &[Duration], p: usize) -> Duration {
+    let rank = (p * sorted.len()).div_ceil(100);
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
@@ -52,12 +53,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ] {
         times.sort();
         let total: Duration = times.iter().sum();
-        let p50 = percentile(times, 50.0);
+        let p50 = percentile(times, 50);
         p50s.push(p50);
         println!(
             "  {name:<12} {:>7.0?} {:>8.0?} {:>10.0}",
             p50,
-            percentile(times, 99.0),
+            percentile(times, 99),
             times.len() as f64 / total.as_secs_f64()
         );
     }
