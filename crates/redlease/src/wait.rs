@@ -8,6 +8,11 @@
 //! this module routes to the waiting task: one round trip per hand-off, no thundering herd,
 //! no starvation. Waiters also re-check when the holder's lease should have run out and
 //! when the pub/sub connection drops, so a lost message costs time, never correctness.
+//!
+//! Cluster and quorum clients poll instead (jittered exponential back-off, bounded by
+//! [`Retry`]): in a cluster, `PUBLISH` counts only the subscribers of the node it runs on,
+//! so the hand-off could not tell whether a waiter listens; over a quorum, each node's
+//! queue could hand the lock to a different waiter.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
