@@ -72,6 +72,7 @@
 
 pub mod blocking;
 mod client;
+mod default_client;
 mod error;
 mod guard;
 pub mod keys;
@@ -82,9 +83,15 @@ mod scripts;
 mod token;
 pub mod wait;
 
+#[cfg(feature = "macros")]
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
 pub use client::{
     Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, Notifications,
 };
+pub use default_client::{default_client, set_default_client};
 pub use error::{Error, Result};
 pub use guard::{Guard, drift};
 pub use keys::LockKeys;
@@ -93,6 +100,9 @@ pub use owner::Owner;
 pub use renew::Renewal;
 pub use token::FencingToken;
 pub use wait::{Retry, Wait};
+
+#[cfg(feature = "macros")]
+pub use redlease_macros::locked;
 
 #[cfg(test)]
 mod send_sync {
