@@ -3,13 +3,34 @@
 use proc_macro2::{Span, TokenStream};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{FnArg, Ident, ItemFn, Pat, ReturnType, Type};
+use syn::{FnArg, Ident, ItemFn, Pat, ReturnType, Signature, Type};
 
 use crate::args::Args;
 use crate::template;
 
 const SHAPE: &str =
     "`#[redlease::locked]` functions must return `Result<T, E>` with `E: From<redlease::Error>`";
+
+/// Hygienic names of the generated code: neither the body nor the key template can see or
+/// shadow them.
+struct Names {
+    key: Ident,
+    lock: Ident,
+    client: Ident,
+    ran: Ident,
+}
+
+impl Names {
+    fn new() -> Self {
+        let name = |n| Ident::new(n, Span::mixed_site());
+        Self {
+            key: name("key"),
+            lock: name("lock"),
+            client: name("client"),
+            ran: name("ran"),
+        }
+    }
+}
 
 pub(crate) fn expand(args: &Args, function: ItemFn) -> syn::Result<TokenStream> {
     let ItemFn {
@@ -18,96 +39,47 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> syn::Result<TokenStream> 
         sig,
         block,
     } = function;
-    if let Some(constness) = &sig.constness {
-        return Err(syn::Error::new(
-            constness.span(),
-            "`#[redlease::locked]` cannot lock a `const fn`",
-        ));
-    }
-    let ret = match &sig.output {
-        ReturnType::Default => {
-            return Err(syn::Error::new(
-                sig.ident.span(),
-                format!("{SHAPE}; `{}` returns `()`", sig.ident),
-            ));
-        }
-        ReturnType::Type(_, ty) => ty,
-    };
-    if mentions_impl_trait(ret) {
-        return Err(syn::Error::new(
-            ret.span(),
-            format!("{SHAPE} with nameable `T` and `E`, not `impl Trait`"),
-        ));
-    }
+    let ret = return_type(&sig)?;
     let blocking = sig.asyncness.is_none();
-    let params = parameters(&sig.inputs);
-
-    // Hygienic names: neither the body nor the key template can see or shadow them.
-    let key = Ident::new("key", Span::mixed_site());
-    let lock = Ident::new("lock", Span::mixed_site());
-    let client = Ident::new("client", Span::mixed_site());
-    let ran = Ident::new("ran", Span::mixed_site());
-
-    let key_code = match &args.key {
-        Some(template) => template::key_code(template, &params, &sig.ident.to_string(), &key)?,
-        None => {
-            let name = sig.ident.to_string();
-            quote!(::std::string::String::from(
-                ::std::concat!(::std::module_path!(), "::", #name)
-            ))
-        }
-    };
-    let builder = args.builder_calls();
-    let (client_type, default_client) = if blocking {
-        (
-            quote!(::redlease::blocking::Client),
-            quote!(::redlease::blocking::default_client),
-        )
+    let names = Names::new();
+    let key = &names.key;
+    let key_code = if let Some(template) = &args.key {
+        let params = parameters(&sig.inputs);
+        template::key_code(template, &params, &sig.ident.to_string(), key)?
     } else {
-        (
-            quote!(::redlease::Client),
-            quote!(::redlease::default_client),
-        )
+        let name = sig.ident.to_string();
+        quote!(::std::string::String::from(
+            ::std::concat!(::std::module_path!(), "::", #name)
+        ))
     };
-    let lock_code = match &args.client {
-        Some(expr) => {
-            let annotated = quote_spanned!(expr.span()=> let #client: &#client_type = &(#expr););
-            quote! {
-                #annotated
-                let #lock = ::redlease::Result::Ok(#client.lock(#key) #builder);
-            }
-        }
-        None => quote! {
-            let #lock = #default_client().map(|#client| #client.lock(#key) #builder);
-        },
-    };
+    let lock_code = lock_code(args, blocking, &names);
+    let lock = &names.lock;
     let guard = args
         .guard
         .as_ref()
         .map_or_else(|| quote!(_), ToTokens::to_token_stream);
-    // Spanned at the return type, so that a wrong one is reported there.
-    let run = if blocking {
-        quote_spanned!(ret.span()=> ::redlease::__private::run_blocking::<#ret, _>)
-    } else {
-        quote_spanned!(ret.span()=> ::redlease::__private::run::<#ret, _>)
-    };
+    // Spanned at the return type, so that a wrong one is reported there, once.
     let call = if blocking {
-        quote!(#run(#lock, |#guard| #block))
+        quote_spanned! {ret.span()=>
+            ::redlease::__private::run_blocking::<#ret, _>(#lock, |#guard| #block)
+        }
     } else {
-        quote!(#run(#lock, async |#guard| #block).await)
+        quote_spanned! {ret.span()=>
+            ::redlease::__private::run::<#ret, _>(#lock, async |#guard| #block).await
+        }
     };
-    let finish = match &args.on_busy {
-        None => quote!(#call.into_inner()),
-        Some(fallback) => {
-            let arguments = call_arguments(&sig.inputs)?;
-            let awaited = (!blocking).then(|| quote!(.await));
-            quote! {
-                match #call {
-                    ::redlease::__private::Ran::Done(#ran) => #ran,
-                    ::redlease::__private::Ran::Busy(_) => #fallback(#(#arguments),*) #awaited,
-                }
+    let finish = if let Some(fallback) = &args.on_busy {
+        let arguments = call_arguments(&sig.inputs)?;
+        let awaited = (!blocking).then(|| quote!(.await));
+        let ran = &names.ran;
+        quote! {
+            match #call {
+                ::redlease::__private::Ran::Done(#ran) => #ran,
+                ::redlease::__private::Ran::Busy(_) => #fallback(#(#arguments),*) #awaited,
             }
         }
+    } else {
+        quote_spanned!(ret.span()=> #call.into_inner())
     };
     Ok(quote! {
         #(#attrs)*
@@ -117,6 +89,61 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> syn::Result<TokenStream> 
             #finish
         }
     })
+}
+
+/// The return type, if the function may be locked at all; whether it is a `Result` with
+/// the right error is left to the trait bound of `run`, which also sees through aliases.
+fn return_type(sig: &Signature) -> syn::Result<&Type> {
+    if let Some(constness) = &sig.constness {
+        return Err(syn::Error::new(
+            constness.span(),
+            "`#[redlease::locked]` cannot lock a `const fn`",
+        ));
+    }
+    let ReturnType::Type(_, ret) = &sig.output else {
+        return Err(syn::Error::new(
+            sig.ident.span(),
+            format!("{SHAPE}; `{}` returns `()`", sig.ident),
+        ));
+    };
+    if mentions_impl_trait(ret) {
+        return Err(syn::Error::new(
+            ret.span(),
+            format!("{SHAPE} with nameable `T` and `E`, not `impl Trait`"),
+        ));
+    }
+    Ok(ret)
+}
+
+/// `let lock: Result<Lock> = ...;` from `client = ...` or the default client.
+fn lock_code(args: &Args, blocking: bool, names: &Names) -> TokenStream {
+    let Names {
+        key, lock, client, ..
+    } = names;
+    let builder = args.builder_calls();
+    if let Some(expr) = &args.client {
+        // Spanned at the expression, so that a wrong type is reported there.
+        let span = expr.span();
+        let client_type = if blocking {
+            quote_spanned!(span=> ::redlease::blocking::Client)
+        } else {
+            quote_spanned!(span=> ::redlease::Client)
+        };
+        let annotated = quote_spanned!(span=> let #client: &#client_type = &(#expr););
+        quote! {
+            #annotated
+            let #lock = ::redlease::Result::Ok(#client.lock(#key) #builder);
+        }
+    } else {
+        let default_client = if blocking {
+            quote!(::redlease::blocking::default_client)
+        } else {
+            quote!(::redlease::default_client)
+        };
+        quote! {
+            let #lock = #default_client().map(|#client| #client.lock(#key) #builder);
+        }
+    }
 }
 
 /// Every name the parameters bind, `self` included.

@@ -1,7 +1,7 @@
 //! Key templates: `"coupon:{user.id}:{order.sku()}"`.
 
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
-use quote::quote;
+use quote::{quote, quote_spanned};
 use syn::{Expr, LitStr};
 
 /// One piece of a template.
@@ -28,13 +28,15 @@ pub(crate) fn key_code(
             "the key template is empty; leave `key` out for the module path and function name",
         ));
     }
+    let span = template.span();
     let mut statements = TokenStream::new();
     for part in &parts {
         statements.extend(match part {
             Part::Text(text) => quote!(#key.push_str(#text);),
-            Part::Value(value) => {
-                quote!(::redlease::__private::push_display(&mut #key, &(#value));)
-            }
+            // Spanned at the template, so that a value without `Display` is reported there.
+            Part::Value(value) => quote_spanned! {span=>
+                ::redlease::__private::push_display(&mut #key, &(#value));
+            },
         });
     }
     Ok(quote!({
@@ -113,7 +115,7 @@ fn value(inner: &str, span: Span, params: &[String], function: &str) -> syn::Res
     let tokens: TokenStream = inner.parse().map_err(|_| shape())?;
     let expr: Expr = syn::parse2(respan(tokens, span)).map_err(|_| shape())?;
     let root = root(&expr).ok_or_else(shape)?;
-    if !params.iter().any(|p| *p == root) {
+    if !params.contains(&root) {
         let message = if params.is_empty() {
             format!("`{root}` in the key template is not a parameter: `{function}` has none")
         } else {

@@ -92,9 +92,12 @@ where
         Ok(lock) => lock,
         Err(e) => return Ran::Done(R::from_lock_error(e)),
     };
-    ran(lock
-        .run(async move |guard| work(guard).await.into_result().map_err(Outcome::Body))
-        .await)
+    // Boxed: `Lock::run`'s future is large, and a caller awaiting a few locked functions in
+    // one future would otherwise carry all of them inline (clippy's `large_futures`).
+    let run = Box::pin(
+        lock.run(async move |guard| work(guard).await.into_result().map_err(Outcome::Body)),
+    );
+    ran(run.await)
 }
 
 /// A synchronous locked body: [`blocking::Lock::run`](crate::blocking::Lock::run), errors
