@@ -61,6 +61,21 @@
 //! handed the handle. Without an owner, every acquisition is a fresh one, and a second
 //! acquisition of a held lock waits like anyone else.
 //!
+//! # Declarative locking
+//! With the `macros` feature (on by default), [`#[locked]`](locked) runs a function under a
+//! lock named from its arguments, the way [`Lock::run`] runs a closure:
+//!
+//! ```
+//! # #[derive(Debug)] struct AppError;
+//! # impl From<redlease::Error> for AppError { fn from(_: redlease::Error) -> Self { AppError } }
+//! # struct User { id: u64 } struct Coupon;
+//! #[redlease::locked(key = "coupon:{user.id}", ttl = "10s", wait = "5s")]
+//! async fn grab_coupon(user: &User) -> Result<Coupon, AppError> {
+//!     Ok(Coupon)
+//! }
+//! ```
+//! The client is `client = expr` or the process-wide default of [`set_default_client`].
+//!
 //! # Waiting
 //! [`Lock::acquire`] waits in a FIFO queue kept in Redis; a release hands the lock straight
 //! to the oldest waiter that still listens, over one pub/sub connection per [`Client`]. See
