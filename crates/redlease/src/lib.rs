@@ -61,6 +61,21 @@
 //! handed the handle. Without an owner, every acquisition is a fresh one, and a second
 //! acquisition of a held lock waits like anyone else.
 //!
+//! # Declarative locking
+//! With the `macros` feature (on by default), [`#[locked]`](locked) runs a function under a
+//! lock named from its arguments, the way [`Lock::run`] runs a closure:
+//!
+//! ```
+//! # #[derive(Debug)] struct AppError;
+//! # impl From<redlease::Error> for AppError { fn from(_: redlease::Error) -> Self { AppError } }
+//! # struct User { id: u64 } struct Coupon;
+//! #[redlease::locked(key = "coupon:{user.id}", ttl = "10s", wait = "5s")]
+//! async fn grab_coupon(user: &User) -> Result<Coupon, AppError> {
+//!     Ok(Coupon)
+//! }
+//! ```
+//! The client is `client = expr` or the process-wide default of [`set_default_client`].
+//!
 //! # Waiting
 //! [`Lock::acquire`] waits in a FIFO queue kept in Redis; a release hands the lock straight
 //! to the oldest waiter that still listens, over one pub/sub connection per [`Client`]. See
@@ -73,6 +88,7 @@
 mod backend;
 pub mod blocking;
 mod client;
+mod default_client;
 mod error;
 mod guard;
 pub mod keys;
@@ -84,9 +100,15 @@ mod scripts;
 mod token;
 pub mod wait;
 
+#[cfg(feature = "macros")]
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
 pub use client::{
     Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, Notifications,
 };
+pub use default_client::{default_client, set_default_client};
 pub use error::{Error, Result};
 pub use guard::{Guard, drift};
 pub use keys::LockKeys;
@@ -95,6 +117,9 @@ pub use owner::Owner;
 pub use renew::Renewal;
 pub use token::FencingToken;
 pub use wait::{Retry, Wait};
+
+#[cfg(feature = "macros")]
+pub use redlease_macros::locked;
 
 #[cfg(test)]
 mod send_sync {
