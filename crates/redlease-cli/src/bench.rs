@@ -46,7 +46,13 @@ any worker); sections per worker (fewest..most); how often the lock went back to
 worker that had just released it; Redis commands per section from INFO commandstats
 deltas (all commands, scripts' inner calls included) and the lock's client round trips;
 and the final counter, which must equal the number of sections (else sections overlapped
-and the exit code is 1).";
+and the exit code is 1).
+
+Examples:
+  redlease bench                         # 3s per scenario on a private redis-server
+  redlease bench --duration 10s --workers 16
+  redlease bench --json > bench.json
+  redlease bench --redis redis://10.0.0.5:6379   # measure an existing server";
 
 /// Lease of the bare loops' `SET NX PX`.
 const BARE_TTL_MS: u64 = 30_000;

@@ -83,7 +83,8 @@ mod token;
 pub mod wait;
 
 pub use client::{
-    Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, Notifications,
+    Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, MAX_HOLDER_NOTE,
+    Notifications, redact_url,
 };
 pub use error::{Error, Result};
 pub use guard::{Guard, drift};
