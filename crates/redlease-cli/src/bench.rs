@@ -9,7 +9,6 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use redis::aio::ConnectionManager;
 use redis::{Script, Value};
-use redlease_local::RedisServer;
 
 mod contended;
 mod report;
@@ -93,22 +92,13 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             humantime::format_duration(args.duration)
         );
     }
-    // Declared first so that it is dropped last, after every connection to it.
-    let server = match &args.redis {
-        Some(_) => None,
-        None => Some(
-            tokio::task::spawn_blocking(RedisServer::start)
-                .await?
-                .context("starting a private redis-server")?,
-        ),
-    };
-    let (url, where_) = match (&args.redis, &server) {
-        (Some(url), _) => (url.clone(), "external".to_owned()),
-        (None, Some(s)) => (
-            s.url(),
-            format!("private redis-server on 127.0.0.1:{}", s.port()),
-        ),
-        (None, None) => bail!("no Redis to measure"),
+    // `server` is dropped last, after every connection to it.
+    let (server, url, where_) =
+        crate::connect::url_or_private_server(args.redis.as_deref()).await?;
+    let where_ = if server.is_some() {
+        where_.trim_start_matches("a ").to_owned()
+    } else {
+        "external".to_owned()
     };
     let env = Env::connect(&url, args.duration).await?;
     let outcome = measure(&env, &args, where_).await;

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use redis::aio::MultiplexedConnection;
+use redlease_local::RedisServer;
 
 /// The Redis used when neither `--redis` nor `REDIS_URL` says otherwise.
 pub(crate) const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
@@ -78,4 +79,22 @@ impl RedisArgs {
             .await
             .with_context(|| format!("connecting to Redis at {shown}"))
     }
+}
+
+/// The Redis of `redlease demo` and `redlease bench`: `url` when given, else a private
+/// redis-server on a free loopback port, stopped when the returned server is dropped
+/// (drop it after every connection to it). Returns the server, the URL and a description
+/// of where it is (the URL redacted, or the private server's address).
+pub(crate) async fn url_or_private_server(
+    url: Option<&str>,
+) -> anyhow::Result<(Option<RedisServer>, String, String)> {
+    if let Some(url) = url {
+        return Ok((None, url.to_owned(), redlease::redact_url(url)));
+    }
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await?
+        .context("starting a private redis-server")?;
+    let url = server.url();
+    let where_ = format!("a private redis-server on 127.0.0.1:{}", server.port());
+    Ok((Some(server), url, where_))
 }

@@ -269,6 +269,7 @@ fn help_reads_like_a_man_page_and_hides_secrets() {
         &["status", "--help"],
         &["list", "--help"],
         &["release", "--help"],
+        &["demo", "--help"],
         &["bench", "--help"],
     ] {
         let out = output({
