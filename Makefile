@@ -29,7 +29,7 @@ test: redis fmt lint
 	RUSTDOCFLAGS="-D warnings" $(CARGO) test --workspace --doc
 
 demo: redis
-	$(CARGO) run --release -q -p redlease --example coupon
+	$(CARGO) run --release -q -p redlease-cli -- demo
 
 bench: redis
 	$(CARGO) run --release -q -p redlease-cli -- bench

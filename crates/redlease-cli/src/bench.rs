@@ -9,7 +9,6 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use redis::aio::ConnectionManager;
 use redis::{Script, Value};
-use redlease_local::RedisServer;
 
 mod contended;
 mod report;
@@ -46,7 +45,13 @@ any worker); sections per worker (fewest..most); how often the lock went back to
 worker that had just released it; Redis commands per section from INFO commandstats
 deltas (all commands, scripts' inner calls included) and the lock's client round trips;
 and the final counter, which must equal the number of sections (else sections overlapped
-and the exit code is 1).";
+and the exit code is 1).
+
+Examples:
+  redlease bench                         # 3s per scenario on a private redis-server
+  redlease bench --duration 10s --workers 16
+  redlease bench --json > bench.json
+  redlease bench --redis redis://10.0.0.5:6379   # measure an existing server";
 
 /// Lease of the bare loops' `SET NX PX`.
 const BARE_TTL_MS: u64 = 30_000;
@@ -87,22 +92,13 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             humantime::format_duration(args.duration)
         );
     }
-    // Declared first so that it is dropped last, after every connection to it.
-    let server = match &args.redis {
-        Some(_) => None,
-        None => Some(
-            tokio::task::spawn_blocking(RedisServer::start)
-                .await?
-                .context("starting a private redis-server")?,
-        ),
-    };
-    let (url, where_) = match (&args.redis, &server) {
-        (Some(url), _) => (url.clone(), "external".to_owned()),
-        (None, Some(s)) => (
-            s.url(),
-            format!("private redis-server on 127.0.0.1:{}", s.port()),
-        ),
-        (None, None) => bail!("no Redis to measure"),
+    // `server` is dropped last, after every connection to it.
+    let (server, url, where_) =
+        crate::connect::url_or_private_server(args.redis.as_deref()).await?;
+    let where_ = if server.is_some() {
+        where_.trim_start_matches("a ").to_owned()
+    } else {
+        "external".to_owned()
     };
     let env = Env::connect(&url, args.duration).await?;
     let outcome = measure(&env, &args, where_).await;

@@ -1,65 +1,166 @@
 //! `redlease`: distributed locks on Redis from the command line.
 //!
 //! Subcommands:
-//! - `bench`: the benchmark scenarios of `BENCHMARKS.md` (uncontended and contended, each
-//!   against a bare redis-rs loop measured in the same run), printed as a table or as JSON.
+//! - `run`: run a command while holding a lock (the distributed `flock(1)`);
+//! - `status`, `list`, `release --force`: what operators see of locks, and the big hammer;
+//! - `demo`: the flash-sale coupon race across real processes, without and with a lock;
+//! - `bench`: the benchmark scenarios of `BENCHMARKS.md`.
 //!
-//! Exit codes: 0 on success, 1 when a benchmark ran but one of its correctness checks
-//! failed, 2 on any other error (printed on stderr as `redlease: <error and its causes>`).
-//!
-//! Logs (tracing) go to stderr, filtered by `RUST_LOG` (default `warn`).
+//! Exit codes are documented in [`exit`] and in `--help`. Errors are printed on stderr as
+//! `redlease: <error and its causes>` on one line. Logs (tracing) go to stderr, filtered
+//! by `RUST_LOG` (default `warn`).
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 mod bench;
+mod connect;
+mod demo;
+mod exit;
+mod inspect;
+mod run;
 
-/// Exit code of an error that stopped the command.
-const EXIT_ERROR: u8 = 2;
-
-const EXIT_CODES: &str = "\
-Exit codes:
-  0  success
-  1  the benchmark ran, but a correctness check failed (see the report)
-  2  error: Redis unreachable, redis-server could not be started, bad arguments...
-
-Logs go to stderr; set RUST_LOG (e.g. RUST_LOG=redlease=debug) to see more.";
-
-/// Distributed locks on Redis.
+/// Distributed locks on Redis, with fencing tokens, renewal and fair hand-off.
 #[derive(Debug, Parser)]
-#[command(name = "redlease", version, about, after_help = EXIT_CODES)]
+#[command(
+    name = "redlease",
+    version,
+    long_about = ABOUT,
+    after_help = exit::COMMON,
+    propagate_version = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
+const ABOUT: &str = "\
+Distributed locks on Redis, with fencing tokens, renewal and fair hand-off.
+
+A lock NAME is the Redis key redlease:NAME holding its holder's random token, with a lease
+(TTL) that its holder renews and that frees a crashed holder's lock by itself. Every
+acquisition gets a fencing token larger than all earlier ones.
+
+Examples:
+  redlease run --key nightly-report --no-wait -- ./report.sh
+  redlease status nightly-report
+  redlease list
+  redlease demo";
+
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a command while holding a lock (a distributed flock)
+    #[command(long_about = run::LONG_ABOUT, after_help = exit::RUN)]
+    Run(run::RunArgs),
+
+    /// Show who holds a lock, its time left and its fencing counter
+    #[command(long_about = inspect::STATUS_ABOUT, after_help = exit::COMMON)]
+    Status(inspect::StatusArgs),
+
+    /// List held locks (SCAN, never KEYS)
+    #[command(long_about = inspect::LIST_ABOUT, after_help = exit::COMMON)]
+    List(inspect::ListArgs),
+
+    /// Remove a lock whoever holds it (operators; needs --force)
+    #[command(long_about = inspect::RELEASE_ABOUT, after_help = exit::COMMON)]
+    Release(inspect::ReleaseArgs),
+
+    /// The flash-sale coupon race across real processes: without a lock, with redlease,
+    /// and with a crashed and a paused holder
+    #[command(long_about = demo::LONG_ABOUT, after_help = exit::COMMON)]
+    Demo(demo::DemoArgs),
+
+    /// One worker process of `redlease demo` (internal)
+    #[command(hide = true)]
+    DemoWorker(demo::WorkerArgs),
+
     /// Measure lock throughput, hand-off latency and fairness against real Redis
-    #[command(long_about = bench::LONG_ABOUT, after_help = EXIT_CODES)]
+    #[command(long_about = bench::LONG_ABOUT, after_help = exit::COMMON)]
     Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
-    match run() {
+    let cli = match Cli::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
+    init_logging();
+    match run(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("redlease: {err:#}");
-            ExitCode::from(EXIT_ERROR)
+            eprintln!("redlease: {}", one_line(&err));
+            exit::code(exit::code_of(&err))
         }
     }
 }
 
-fn run() -> anyhow::Result<ExitCode> {
-    let cli = Cli::parse();
-    init_logging();
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()?;
     match cli.command {
+        Command::Run(args) => runtime.block_on(run::run(args)),
+        Command::Status(args) => runtime.block_on(inspect::status(args)),
+        Command::List(args) => runtime.block_on(inspect::list(args)),
+        Command::Release(args) => runtime.block_on(inspect::release(args)),
+        Command::Demo(args) => runtime.block_on(demo::run(args)),
+        Command::DemoWorker(args) => runtime.block_on(demo::worker(args)),
         Command::Bench(args) => runtime.block_on(bench::run(args)),
     }
+}
+
+/// Help and version go to stdout as clap prints them; a usage error becomes one line on
+/// stderr and exit code 2.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    let rendered = e.render().to_string();
+    let message: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty()
+                && !l.starts_with("Usage:")
+                && !l.starts_with("tip:")
+                && !l.starts_with("For more information")
+        })
+        .collect();
+    let message = message.join(" ");
+    let message = message.strip_prefix("error: ").unwrap_or(&message);
+    eprintln!("redlease: {message}; see --help");
+    exit::code(exit::ERROR)
+}
+
+/// The error and its causes on one line: `context: cause: cause`, skipping a cause that
+/// only repeats the one before it (redis-rs errors show their source themselves), with
+/// multi-line causes (a server log, say) joined by ` | `.
+fn one_line(err: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in err.chain() {
+        let text = cause
+            .to_string()
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" | ");
+        if parts.last().is_none_or(|last| !last.ends_with(&text)) {
+            parts.push(text);
+        }
+    }
+    parts.join(": ")
 }
 
 fn init_logging() {

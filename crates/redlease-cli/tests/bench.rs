@@ -53,7 +53,7 @@ fn table_output_and_help_name_the_scenarios() -> TestResult {
 }
 
 #[test]
-fn bad_arguments_and_unreachable_redis_exit_2() -> TestResult {
+fn bad_arguments_exit_2_and_unreachable_redis_69() -> TestResult {
     let out = redlease().args(["bench", "--duration", "1ms"]).output()?;
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8(out.stderr)?.starts_with("redlease: --duration"));
@@ -62,7 +62,7 @@ fn bad_arguments_and_unreachable_redis_exit_2() -> TestResult {
     let out = redlease()
         .args(["bench", "--redis", &format!("redis://127.0.0.1:{port}")])
         .output()?;
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(69));
     let stderr = String::from_utf8(out.stderr)?;
     assert!(
         stderr.starts_with("redlease: connecting to Redis"),

@@ -3,7 +3,8 @@
 //! lock it sells exactly 100, and every sale carries a larger fencing token than the last.
 //!
 //! Starts a private redis-server on a free loopback port and stops it at the end:
-//! `cargo run --release -p redlease --example coupon` (or `make demo`).
+//! `cargo run --release -p redlease --example coupon`. `make demo` runs `redlease demo`,
+//! the same race across real OS processes, plus a crashed and a paused holder.
 #![allow(clippy::print_stdout)]
 
 use std::time::{Duration, Instant};

@@ -16,6 +16,8 @@ use crate::wait::Notifier;
 
 /// How long connecting to Redis may take before it fails, by default.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest note [`ClientBuilder::holder_note`] keeps, in bytes.
+pub const MAX_HOLDER_NOTE: usize = 256;
 /// How long one command may wait for its reply before it fails, by default.
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -59,6 +61,8 @@ pub struct ClientBuilder {
     notifications: Notifications,
     /// PEM of the CA(s) that sign the server's certificate, instead of the system's roots.
     tls_root: Option<Vec<u8>>,
+    /// Appended to the holder details (`host=... pid=...`) that locks record.
+    holder_note: Option<String>,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -69,6 +73,7 @@ impl fmt::Debug for ClientBuilder {
             .field("response_timeout", &self.response_timeout)
             .field("notifications", &self.notifications)
             .field("tls_root", &self.tls_root.as_ref().map(|_| "<pem>"))
+            .field("holder_note", &self.holder_note)
             .finish_non_exhaustive()
     }
 }
@@ -81,6 +86,7 @@ impl ClientBuilder {
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             notifications: Notifications::default(),
             tls_root: None,
+            holder_note: None,
         }
     }
 
@@ -111,6 +117,38 @@ impl ClientBuilder {
     /// its name or IP against the URL's host.
     pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.tls_root = Some(pem.into());
+        self
+    }
+
+    /// Adds `note` to the holder details that this client's locks record beside the lock
+    /// key (by default `host=<hostname> pid=<pid>`), for operators who ask who holds a lock
+    /// (`redlease status`): the details become `host=<hostname> pid=<pid> <note>`. The
+    /// `redlease run` command puts `cmd=<program>` here.
+    ///
+    /// Anyone who can read the lock's keys can read the note: never put a secret in it.
+    /// Control characters are replaced by spaces and the note is cut to
+    /// [`MAX_HOLDER_NOTE`] bytes.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example() -> redlease::Result<()> {
+    /// let client = redlease::Client::builder("redis://127.0.0.1:6379")
+    ///     .holder_note("job=nightly-report")
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn holder_note(mut self, note: impl Into<String>) -> Self {
+        let note: String = note
+            .into()
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let mut end = note.len().min(MAX_HOLDER_NOTE);
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.holder_note = Some(note[..end].trim().to_owned()).filter(|n| !n.is_empty());
         self
     }
 
@@ -185,7 +223,7 @@ impl ClientBuilder {
                 renewer: Renewer::new(Arc::clone(&deployment)),
                 deployment,
                 notifier,
-                holder: holder_details(),
+                holder: holder_details(self.holder_note.as_deref()),
             }),
         })
     }
@@ -548,8 +586,18 @@ impl Client {
     }
 }
 
-/// `redis://user:secret@host` -> `redis://user:***@host`.
-pub(crate) fn redact_url(url: &str) -> String {
+/// `url` with its password replaced by `***` (`redis://user:secret@host` ->
+/// `redis://user:***@host`), fit for logs and error messages. A string without `://`
+/// becomes `***` altogether.
+///
+/// # Examples
+/// ```
+/// assert_eq!(
+///     redlease::redact_url("rediss://app:s3cret@db:6380/0"),
+///     "rediss://app:***@db:6380/0"
+/// );
+/// ```
+pub fn redact_url(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
         return "***".into();
     };
@@ -564,13 +612,17 @@ pub(crate) fn redact_url(url: &str) -> String {
     }
 }
 
-/// "host=... pid=..." for operators who ask who holds a lock.
-fn holder_details() -> String {
+/// "host=... pid=... [note]" for operators who ask who holds a lock.
+fn holder_details(note: Option<&str>) -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
         .or_else(|_| std::env::var("HOSTNAME"))
         .unwrap_or_else(|_| "unknown".into());
-    format!("host={host} pid={}", std::process::id())
+    let pid = std::process::id();
+    match note {
+        Some(note) => format!("host={host} pid={pid} {note}"),
+        None => format!("host={host} pid={pid}"),
+    }
 }
 
 #[cfg(test)]
@@ -589,5 +641,21 @@ mod tests {
         );
         let b = Client::builder("redis://u:hunter2@h:1");
         assert!(!format!("{b:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn holder_notes_are_single_line_and_bounded() {
+        let b = Client::builder("redis://h:1").holder_note(" cmd=a\nb\t ");
+        assert_eq!(b.holder_note.as_deref(), Some("cmd=a b"));
+        let long = "é".repeat(MAX_HOLDER_NOTE);
+        let b = Client::builder("redis://h:1").holder_note(long);
+        let kept = b.holder_note.unwrap_or_default();
+        assert!(kept.len() <= MAX_HOLDER_NOTE && kept.len() > MAX_HOLDER_NOTE - 2);
+        assert_eq!(
+            Client::builder("redis://h:1").holder_note("  ").holder_note,
+            None
+        );
+        assert!(holder_details(Some("cmd=x")).ends_with(" cmd=x"));
+        assert!(holder_details(None).starts_with("host="));
     }
 }

@@ -106,7 +106,8 @@ pub mod wait;
 pub mod __private;
 
 pub use client::{
-    Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, Notifications,
+    Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, MAX_HOLDER_NOTE,
+    Notifications, redact_url,
 };
 pub use default_client::{default_client, set_default_client};
 pub use error::{Error, Result};

@@ -190,3 +190,24 @@ async fn a_plain_set_nx_lock_and_ours_exclude_each_other() {
     assert!(value.bytes().all(|b| b.is_ascii_hexdigit()));
     guard.release().await.unwrap();
 }
+
+#[tokio::test]
+async fn holder_details_carry_the_clients_note_and_are_gone_after_release() {
+    let server = server();
+    let c = redlease::Client::builder(&server.url())
+        .holder_note("cmd=report.sh")
+        .connect()
+        .await
+        .unwrap();
+    let mut conn = raw(&server).await;
+    let guard = c.lock("noted").acquire().await.unwrap();
+    let keys = c.lock("noted").keys().unwrap();
+    let details = get(&mut conn, keys.holder()).await.unwrap();
+    assert!(details.starts_with("host="), "{details}");
+    assert!(
+        details.ends_with(&format!("pid={} cmd=report.sh", std::process::id())),
+        "{details}"
+    );
+    guard.release().await.unwrap();
+    assert_eq!(get(&mut conn, keys.holder()).await, None);
+}

@@ -1,0 +1,101 @@
+//! Exit codes of `redlease`, the same for every subcommand, and how an error maps to one.
+
+use std::process::{ExitCode, ExitStatus};
+
+/// `status`: the lock is free; `release --force`: there was nothing to remove; `bench` and
+/// `demo`: a correctness check failed.
+pub(crate) const NEGATIVE: u8 = 1;
+/// Bad usage (unknown flag, bad duration, missing command...) or any other error.
+pub(crate) const ERROR: u8 = 2;
+/// Redis could not be reached (`EX_UNAVAILABLE` of sysexits.h).
+pub(crate) const UNAVAILABLE: u8 = 69;
+/// `run`: the lock stayed busy (`--no-wait`, or the wait ran out); `EX_TEMPFAIL` of
+/// sysexits.h: try again later.
+pub(crate) const BUSY: u8 = 75;
+/// `run`: the lease was lost while CMD ran (CMD was terminated), or found lost when it
+/// ended.
+pub(crate) const LOST: u8 = 79;
+/// `run`: CMD could not be started (as env(1) and timeout(1) say it).
+pub(crate) const CANNOT_START: u8 = 125;
+/// `run`: CMD was found but is not executable.
+pub(crate) const NOT_EXECUTABLE: u8 = 126;
+/// `run`: CMD was not found.
+pub(crate) const NOT_FOUND: u8 = 127;
+
+/// The exit-code section shared by `redlease --help` and the subcommands that only talk to
+/// Redis.
+pub(crate) const COMMON: &str = "\
+Exit codes:
+  0    success
+  1    status: the lock is free; release --force: nothing was held; bench, demo: a
+       correctness check failed
+  2    bad usage (unknown flag, bad duration...) or another error
+  69   Redis could not be reached (EX_UNAVAILABLE)
+
+  run has its own: CMD's exit code, and 75 busy, 79 lease lost, 125..127 CMD could not
+  start; see redlease run --help.
+
+Environment:
+  REDIS_URL   the Redis to use when no --redis is given (default redis://127.0.0.1:6379)
+  RUST_LOG    log filter for diagnostics on stderr (default warn), e.g. redlease=debug";
+
+/// The exit-code section of `redlease run --help`.
+pub(crate) const RUN: &str = "\
+Exit codes:
+  0..255  CMD's own exit code, passed through; 128+N when CMD was killed by signal N
+  2       bad usage (unknown flag, bad duration, no CMD) or another error
+  69      Redis could not be reached (EX_UNAVAILABLE); CMD was not started
+  75      the lock is busy: --no-wait, or --wait ran out (EX_TEMPFAIL); CMD was not
+          started. The message names the key and how long the holder's lease has left
+  79      the lease was lost while CMD ran (the key expired without renewal, e.g. Redis was
+          unreachable for the whole TTL, or someone deleted it): CMD and its process group
+          got SIGTERM, then SIGKILL after --kill-after. Also when CMD ended but its lock was
+          found lost at release: its work may have overlapped with another holder's
+  125     CMD could not be started; 126: CMD is not executable; 127: CMD was not found
+  128+N   redlease itself got signal N (SIGINT, SIGTERM, SIGHUP) while waiting for the lock
+
+Environment:
+  REDIS_URL   the Redis to use when no --redis is given (default redis://127.0.0.1:6379)
+  RUST_LOG    log filter for diagnostics on stderr (default warn), e.g. redlease=debug";
+
+/// The exit code for an error that stopped a command: [`UNAVAILABLE`] when Redis could not
+/// be reached, else [`ERROR`].
+pub(crate) fn code_of(err: &anyhow::Error) -> u8 {
+    let unreachable = err.chain().any(|cause| {
+        cause
+            .downcast_ref::<redlease::Error>()
+            .is_some_and(redlease::Error::is_connection)
+            || cause
+                .downcast_ref::<redis::RedisError>()
+                .is_some_and(is_connection_error)
+    });
+    if unreachable { UNAVAILABLE } else { ERROR }
+}
+
+/// Whether a redis-rs error means that Redis could not be reached.
+pub(crate) fn is_connection_error(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_unrecoverable_error()
+}
+
+/// A child's exit status as the shell reports it: its code, or 128+N for signal N.
+pub(crate) fn of_status(status: ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt as _;
+    if let Some(code) = status.code() {
+        return u8::try_from(code & 0xff).unwrap_or(ERROR);
+    }
+    status.signal().map_or(ERROR, of_signal)
+}
+
+/// 128+N for signal N, the shell's convention.
+pub(crate) fn of_signal(signal: i32) -> u8 {
+    u8::try_from(128 + signal).unwrap_or(u8::MAX)
+}
+
+/// `code` as an [`ExitCode`].
+pub(crate) fn code(code: u8) -> ExitCode {
+    ExitCode::from(code)
+}

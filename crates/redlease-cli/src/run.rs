@@ -1,0 +1,345 @@
+//! `redlease run`: run a command while holding a lock, the distributed `flock(1)`.
+
+use std::ffi::OsString;
+use std::io::ErrorKind;
+use std::process::{ExitCode, ExitStatus};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use redlease::{Guard, Wait};
+use tokio::process::Child;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::connect::RedisArgs;
+use crate::exit;
+use crate::inspect::{self, human};
+
+/// `--help` of `redlease run`.
+pub(crate) const LONG_ABOUT: &str = "\
+Run a command while holding a distributed lock: one instance of a cron job or deploy
+script across many machines (a distributed flock(1)).
+
+redlease takes the lock NAME (Redis key PREFIX+NAME) with a lease of --ttl, waiting up to
+--wait for it when it is busy, then runs CMD with its arguments. While CMD runs the lease
+is renewed every ttl/3, so CMD may run for longer than the TTL, while a crashed machine
+frees the lock within one TTL. When CMD exits, however it exits, the lock is released and
+redlease exits with CMD's exit code.
+
+CMD's environment gets:
+  REDLEASE_FENCING_TOKEN  a number larger than that of every earlier holder of the lock:
+                          hand it to the resource you write to, so that it can refuse
+                          writes from a holder that outlived its lease
+  REDLEASE_KEY            the lock's name (NAME)
+
+SIGINT, SIGTERM and SIGHUP sent to redlease are passed on to CMD's process group. CMD runs
+in a process group of its own, so that it and the processes it starts can be stopped
+together; it is therefore not the terminal's foreground job (programs that read the
+terminal interactively are not a good fit).
+
+If the lease is lost while CMD runs (renewal found the key gone or taken, or could not
+reach Redis for the rest of the lease), another holder may already be running: CMD's
+process group gets SIGTERM, then SIGKILL after --kill-after, and redlease exits with 79.
+The holder's details recorded beside the lock (see redlease status) are this host, this
+pid and CMD's program name, never its arguments.
+
+Examples:
+  # crontab: at most one nightly report across all machines; skip if one is running
+  0 3 * * *  redlease run --key nightly-report --no-wait -- /opt/report/run.sh
+
+  # a deploy that waits up to 5 minutes for the previous one
+  redlease run --key deploy-prod --wait 5m --ttl 1m -- ./deploy.sh v1.2.3
+
+  # pass the fencing token on to the protected resource
+  redlease run --key ledger -- sh -c 'ledger-write --fence \"$REDLEASE_FENCING_TOKEN\"'
+
+  # TLS and ACL credentials come with the URL
+  REDIS_URL='rediss://locker:secret@redis.internal:6380' redlease run --key job -- ./job";
+
+/// Arguments of `redlease run`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunArgs {
+    /// Name of the lock to hold while CMD runs
+    #[arg(long, short = 'k', value_name = "NAME")]
+    key: String,
+
+    /// Lease length: how soon the lock frees itself if this machine dies (renewed every
+    /// ttl/3 while CMD runs), 10ms..30days
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_ttl)]
+    ttl: Duration,
+
+    /// How long to wait for a busy lock before giving up with exit code 75; `forever` to
+    /// wait as long as it takes
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_wait)]
+    wait: WaitArg,
+
+    /// Do not wait: exit with 75 at once if the lock is busy
+    #[arg(long, conflicts_with = "wait")]
+    no_wait: bool,
+
+    /// When the lease is lost, how long CMD's process group has between SIGTERM and
+    /// SIGKILL
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    kill_after: Duration,
+
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    /// The command to run, and its arguments (after `--` if they start with `-`)
+    #[arg(
+        value_name = "CMD",
+        required = true,
+        num_args = 1..,
+        trailing_var_arg = true
+    )]
+    command: Vec<OsString>,
+}
+
+/// `--wait`: a duration or `forever`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WaitArg(Wait);
+
+fn parse_wait(text: &str) -> Result<WaitArg, String> {
+    if matches!(text, "forever" | "inf" | "infinity") {
+        return Ok(WaitArg(Wait::Forever));
+    }
+    let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if d > redlease::MAX_TTL {
+        return Err("longer than 30 days; use `forever`".into());
+    }
+    Ok(WaitArg(Wait::For(d)))
+}
+
+fn parse_ttl(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if d < redlease::MIN_TTL || d > redlease::MAX_TTL {
+        return Err("out of range; use 10ms to 30days".into());
+    }
+    Ok(d)
+}
+
+/// SIGINT, SIGTERM and SIGHUP, as one stream.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> anyhow::Result<Self> {
+        Ok(Self {
+            interrupt: signal(SignalKind::interrupt()).context("handling SIGINT")?,
+            terminate: signal(SignalKind::terminate()).context("handling SIGTERM")?,
+            hangup: signal(SignalKind::hangup()).context("handling SIGHUP")?,
+        })
+    }
+
+    /// The next signal received. Cancel safe.
+    async fn recv(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.interrupt.recv() => Signal::SIGINT,
+            _ = self.terminate.recv() => Signal::SIGTERM,
+            _ = self.hangup.recv() => Signal::SIGHUP,
+        }
+    }
+}
+
+/// `redlease run`.
+pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let mut signals = Signals::new()?;
+    let program = program_name(&args.command);
+    let client = tokio::select! {
+        client = args.redis.client(Some(format!("cmd={program}"))) => client?,
+        sig = signals.recv() => return Ok(exit::code(exit::of_signal(sig as i32))),
+    };
+    let wait = if args.no_wait { Wait::No } else { args.wait.0 };
+    let lock = client
+        .lock(args.key.as_str())
+        .prefix(args.redis.prefix.as_str())
+        .ttl(args.ttl)
+        .wait(wait);
+    let acquired = tokio::select! {
+        acquired = lock.acquire() => acquired,
+        sig = signals.recv() => return Ok(exit::code(exit::of_signal(sig as i32))),
+    };
+    let guard = match acquired {
+        Ok(guard) => guard,
+        Err(redlease::Error::Timeout {
+            waited, holder_ttl, ..
+        }) => {
+            busy(&args, wait, waited, holder_ttl).await;
+            return Ok(exit::code(exit::BUSY));
+        }
+        Err(e) => {
+            return Err(e).with_context(|| format!("acquiring lock `{}`", args.key));
+        }
+    };
+    tracing::debug!(lock = %args.key, fence = %guard.fencing_token(), "acquired; starting the command");
+
+    let mut child = match spawn(&args, &guard) {
+        Ok(child) => child,
+        Err(e) => {
+            give_back(guard, &args.key).await;
+            eprintln!("redlease: cannot run `{program}`: {e}");
+            return Ok(exit::code(match e.kind() {
+                ErrorKind::NotFound => exit::NOT_FOUND,
+                ErrorKind::PermissionDenied => exit::NOT_EXECUTABLE,
+                _ => exit::CANNOT_START,
+            }));
+        }
+    };
+    let group = child
+        .id()
+        .and_then(|pid| i32::try_from(pid).ok())
+        .map(Pid::from_raw);
+
+    let status = loop {
+        tokio::select! {
+            biased;
+            status = child.wait() => break status.context("waiting for the command")?,
+            () = guard.lost() => {
+                eprintln!(
+                    "redlease: lock `{}` was lost while `{program}` ran (its lease expired or the key was removed; another holder may be running); terminating `{program}` and its process group: SIGTERM now, SIGKILL in {}",
+                    args.key,
+                    human(args.kill_after)
+                );
+                let status = terminate(&mut child, group, args.kill_after).await?;
+                tracing::debug!(%status, "the command ended after the lease was lost");
+                give_back(guard, &args.key).await;
+                return Ok(exit::code(exit::LOST));
+            }
+            sig = signals.recv() => forward(group, sig),
+        }
+    };
+    let code = exit::of_status(status);
+    match guard.release().await {
+        Ok(()) => Ok(exit::code(code)),
+        Err(redlease::Error::Lost { .. }) => {
+            eprintln!(
+                "redlease: lock `{}` was found lost when `{program}` ended ({}); its work may have overlapped with another holder's",
+                args.key,
+                describe(status)
+            );
+            Ok(exit::code(exit::LOST))
+        }
+        Err(e) => {
+            eprintln!(
+                "redlease: warning: could not release lock `{}` ({e:#}); it frees itself within {}",
+                args.key,
+                human(args.ttl)
+            );
+            Ok(exit::code(code))
+        }
+    }
+}
+
+/// The program's file name, for messages and the holder details (never its arguments,
+/// which may carry secrets).
+fn program_name(command: &[OsString]) -> String {
+    command
+        .first()
+        .map(std::path::Path::new)
+        .and_then(std::path::Path::file_name)
+        .map_or_else(|| "?".into(), |n| n.to_string_lossy().into_owned())
+}
+
+fn spawn(args: &RunArgs, guard: &Guard) -> std::io::Result<Child> {
+    let (program, rest) = args
+        .command
+        .split_first()
+        .ok_or_else(|| std::io::Error::new(ErrorKind::InvalidInput, "no command"))?;
+    tokio::process::Command::new(program)
+        .args(rest)
+        .env(
+            "REDLEASE_FENCING_TOKEN",
+            guard.fencing_token().get().to_string(),
+        )
+        .env("REDLEASE_KEY", &args.key)
+        .process_group(0)
+        .spawn()
+}
+
+/// Sends `sig` to the command's process group.
+fn forward(group: Option<Pid>, sig: Signal) {
+    let Some(group) = group else { return };
+    tracing::debug!(signal = %sig, %group, "forwarding");
+    if let Err(e) = killpg(group, sig) {
+        tracing::debug!(error = %e, "the command's process group is gone");
+    }
+}
+
+/// SIGTERM to the command's group, then SIGKILL to whatever is left of the group once
+/// `grace` has passed (the command itself may exit sooner, its children later); returns
+/// the command's status.
+async fn terminate(
+    child: &mut Child,
+    group: Option<Pid>,
+    grace: Duration,
+) -> anyhow::Result<ExitStatus> {
+    let deadline = tokio::time::Instant::now() + grace;
+    forward(group, Signal::SIGTERM);
+    if let Ok(status) = tokio::time::timeout_at(deadline, child.wait()).await {
+        // The command is gone; give the rest of its group the rest of the grace period.
+        // A process group offers no event to wait on: poll whether it still exists.
+        while group.is_some_and(|g| killpg(g, None).is_ok())
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        forward(group, Signal::SIGKILL);
+        return status.context("waiting for the command");
+    }
+    forward(group, Signal::SIGKILL);
+    child.wait().await.context("waiting for the command")
+}
+
+/// Releases a guard whose outcome no longer changes the exit code; logs failures.
+async fn give_back(guard: Guard, key: &str) {
+    if let Err(e) = guard.release().await {
+        tracing::debug!(lock = %key, error = %e, "release after the command");
+    }
+}
+
+/// `exited with 3`, `killed by SIGTERM`.
+fn describe(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(sig)) => Signal::try_from(sig)
+            .map_or_else(|_| format!("signal {sig}"), |s| format!("killed by {s}")),
+        (None, None) => status.to_string(),
+    }
+}
+
+/// Says, on one line, that the lock is busy: the key, the holder, its time left.
+async fn busy(args: &RunArgs, wait: Wait, waited: Duration, holder_ttl: Option<Duration>) {
+    let holder = async {
+        let keys = redlease::LockKeys::new(&args.redis.prefix, &args.key).ok()?;
+        let mut conn = args.redis.raw().await.ok()?;
+        inspect::read(&mut conn, &args.key, &keys)
+            .await
+            .ok()
+            .filter(|s| s.held)
+    };
+    let state = tokio::time::timeout(Duration::from_secs(1), holder)
+        .await
+        .ok()
+        .flatten();
+    let key = format!("{}{}", args.redis.prefix, args.key);
+    let who = match state {
+        Some(state) => state.holder_summary(),
+        None => match holder_ttl {
+            Some(ttl) => format!("holder's lease has {} left", human(ttl)),
+            None => "holder set no expiry".into(),
+        },
+    };
+    let gave_up = match wait {
+        Wait::No => "not waiting (--no-wait)".to_owned(),
+        _ => format!("gave up after waiting {}", human(waited)),
+    };
+    eprintln!(
+        "redlease: lock `{}` (key {key}) is busy: {who}; {gave_up}",
+        args.key
+    );
+}

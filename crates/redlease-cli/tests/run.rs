@@ -1,0 +1,306 @@
+//! `redlease run` against a real redis-server: exclusion between processes, exit codes,
+//! busy, loss, signals.
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+use common::{
+    STEP, TestResult, output, redlease_on, script, server, signal, start_run, text, wait,
+    wait_for_file,
+};
+use nix::sys::signal::Signal;
+
+#[test]
+fn runs_on_one_key_never_overlap_and_fencing_tokens_grow() -> TestResult {
+    let server = server();
+    let dir = tempfile::tempdir()?;
+    let body = script(
+        dir.path(),
+        "echo \"start $$ $REDLEASE_FENCING_TOKEN\" >> DIR/marks; sleep 0.1; echo \"end $$\" >> DIR/marks",
+    );
+    let runs = 5;
+    let mut children = Vec::new();
+    for _ in 0..runs {
+        let mut cmd = redlease_on(
+            &server,
+            &[
+                "run", "--key", "shared", "--wait", "60s", "--", "sh", "-c", &body,
+            ],
+        );
+        children.push(cmd.stdin(Stdio::null()).spawn()?);
+    }
+    for child in &mut children {
+        assert!(wait(child).success());
+    }
+    let marks = std::fs::read_to_string(dir.path().join("marks"))?;
+    let lines: Vec<&str> = marks.lines().collect();
+    assert_eq!(lines.len(), 2 * runs, "{marks}");
+    let mut last_fence = 0u64;
+    for pair in lines.chunks(2) {
+        let start: Vec<&str> = pair[0].split(' ').collect();
+        assert_eq!(start[0], "start", "interleaved sections:\n{marks}");
+        assert_eq!(
+            pair[1],
+            format!("end {}", start[1]),
+            "interleaved sections:\n{marks}"
+        );
+        let fence: u64 = start[2].parse()?;
+        assert!(fence > last_fence, "fencing tokens must grow:\n{marks}");
+        last_fence = fence;
+    }
+    assert_eq!(server.command(&["EXISTS", "redlease:shared"])?, ":0");
+    Ok(())
+}
+
+#[test]
+fn exit_codes_pass_through_and_the_lock_is_released() -> TestResult {
+    let server = server();
+    for (body, code) in [("exit 0", 0), ("exit 42", 42), ("kill -TERM $$", 143)] {
+        let out = output(redlease_on(
+            &server,
+            &["run", "--key", "codes", "--", "sh", "-c", body],
+        ));
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{body}: {}",
+            text(&out.stderr)
+        );
+        assert_eq!(server.command(&["EXISTS", "redlease:codes"])?, ":0");
+    }
+    let out = output(redlease_on(
+        &server,
+        &["run", "--key", "codes", "--", "no-such-command-xyz"],
+    ));
+    assert_eq!(out.status.code(), Some(127));
+    assert!(text(&out.stderr).contains("cannot run `no-such-command-xyz`"));
+    assert_eq!(server.command(&["EXISTS", "redlease:codes"])?, ":0");
+    Ok(())
+}
+
+#[test]
+fn a_busy_lock_gives_exit_code_75_naming_the_key_and_the_time_left() -> TestResult {
+    let server = server();
+    // Another library's plain SET NX PX lock on the same key excludes us too.
+    assert_eq!(
+        server.command(&["SET", "redlease:busy", "0123456789abcdef", "PX", "60000"])?,
+        "+OK"
+    );
+    let out = output(redlease_on(
+        &server,
+        &["run", "--key", "busy", "--no-wait", "--", "true"],
+    ));
+    assert_eq!(out.status.code(), Some(75));
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("lock `busy` (key redlease:busy) is busy"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("s left") && stderr.contains("--no-wait"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("0123456789abcdef"),
+        "never the whole token: {stderr}"
+    );
+
+    let out = output(redlease_on(
+        &server,
+        &["run", "--key", "busy", "--wait", "200ms", "--", "true"],
+    ));
+    assert_eq!(out.status.code(), Some(75));
+    assert!(text(&out.stderr).contains("gave up after waiting"));
+    Ok(())
+}
+
+#[test]
+fn deleting_the_key_terminates_the_command_with_exit_code_79() -> TestResult {
+    let server = server();
+    let dir = tempfile::tempdir()?;
+    // The command and its child (sleep) note the SIGTERM; the group gets it.
+    let body = "trap 'echo term >> DIR/marks; exit 0' TERM; touch DIR/started; while :; do sleep 0.05; done";
+    let mut child = start_run(
+        &server,
+        dir.path(),
+        &["--key", "victim", "--ttl", "900ms"],
+        body,
+    );
+    wait_for_file(&dir.path().join("started"));
+    assert_eq!(server.command(&["DEL", "redlease:victim"])?, ":1");
+    let status = child.wait();
+    assert_eq!(status.code(), Some(79));
+    let marks = std::fs::read_to_string(dir.path().join("marks"))?;
+    assert!(marks.contains("term"), "the command got SIGTERM: {marks}");
+    Ok(())
+}
+
+#[test]
+fn a_command_that_ignores_sigterm_is_killed_after_kill_after() -> TestResult {
+    let server = server();
+    let dir = tempfile::tempdir()?;
+    let body = "trap '' TERM; touch DIR/started; while :; do sleep 0.05; done";
+    let mut child = start_run(
+        &server,
+        dir.path(),
+        &[
+            "--key",
+            "stubborn",
+            "--ttl",
+            "900ms",
+            "--kill-after",
+            "300ms",
+        ],
+        body,
+    );
+    wait_for_file(&dir.path().join("started"));
+    assert_eq!(server.command(&["DEL", "redlease:stubborn"])?, ":1");
+    assert_eq!(child.wait().code(), Some(79));
+    let stderr = child.stderr();
+    assert!(stderr.contains("lock `stubborn` was lost"), "{stderr}");
+    assert!(stderr.contains("SIGKILL in 300ms"), "{stderr}");
+    Ok(())
+}
+
+#[test]
+fn sigterm_to_redlease_reaches_the_command_and_the_key_is_gone() -> TestResult {
+    let server = server();
+    let dir = tempfile::tempdir()?;
+    let body = "trap 'echo got-term >> DIR/marks; exit 7' TERM; touch DIR/started; while :; do sleep 0.05; done";
+    let mut child = start_run(&server, dir.path(), &["--key", "signalled"], body);
+    wait_for_file(&dir.path().join("started"));
+    assert_eq!(server.command(&["EXISTS", "redlease:signalled"])?, ":1");
+    signal(child.id(), Signal::SIGTERM);
+    let status = child.wait();
+    assert_eq!(status.code(), Some(7), "the command's own exit code");
+    assert!(std::fs::read_to_string(dir.path().join("marks"))?.contains("got-term"));
+    assert_eq!(server.command(&["EXISTS", "redlease:signalled"])?, ":0");
+    Ok(())
+}
+
+#[test]
+fn sigint_while_waiting_for_the_lock_exits_130_without_running_the_command() -> TestResult {
+    let server = server();
+    let dir = tempfile::tempdir()?;
+    assert_eq!(
+        server.command(&["SET", "redlease:held", "someone-elses-token", "PX", "60000"])?,
+        "+OK"
+    );
+    let mut child = start_run(
+        &server,
+        dir.path(),
+        &["--key", "held", "--wait", "forever"],
+        "touch DIR/ran",
+    );
+    // Waiting shows as a queued waiter in Redis: an event to poll for, not a sleep.
+    let deadline = std::time::Instant::now() + STEP;
+    while server.command(&["LLEN", "{redlease:held}:queue"])? != ":1" {
+        assert!(std::time::Instant::now() < deadline, "never queued");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    signal(child.id(), Signal::SIGINT);
+    assert_eq!(child.wait().code(), Some(130));
+    assert!(!dir.path().join("ran").exists());
+    Ok(())
+}
+
+#[test]
+fn bad_arguments_give_one_line_and_a_nonzero_code() -> TestResult {
+    let port = redlease_local::free_port()?;
+    let nowhere = format!("redis://user:hunter2@127.0.0.1:{port}");
+    let cases: [(&[&str], i32, &str); 6] = [
+        (
+            &["run", "--key", "k", "--bogus", "--", "true"],
+            2,
+            "unexpected argument '--bogus'",
+        ),
+        (
+            &["run", "--key", "k", "--ttl", "5 parsecs", "--", "true"],
+            2,
+            "invalid value",
+        ),
+        (
+            &["run", "--key", "k", "--wait", "soon", "--", "true"],
+            2,
+            "invalid value 'soon' for '--wait",
+        ),
+        (&["run", "--key", "k"], 2, "<CMD>"),
+        (
+            &["run", "--key", "k", "--redis", &nowhere, "--", "true"],
+            69,
+            "connecting to Redis at redis://user:***@",
+        ),
+        (
+            &[
+                "run", "--key", "k", "--redis", &nowhere, "--redis", &nowhere, "--", "true",
+            ],
+            2,
+            "not supported yet",
+        ),
+    ];
+    for (args, code, needle) in cases {
+        let out = output({
+            let mut cmd = common::redlease();
+            cmd.args(args);
+            cmd
+        });
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: one line: {stderr}");
+        assert!(
+            stderr.starts_with("redlease: ") && stderr.contains(needle),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("hunter2") && !stderr.contains("panicked"),
+            "{stderr}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn help_reads_like_a_man_page_and_hides_secrets() {
+    for sub in [
+        &["--help"][..],
+        &["run", "--help"],
+        &["status", "--help"],
+        &["list", "--help"],
+        &["release", "--help"],
+        &["demo", "--help"],
+        &["bench", "--help"],
+    ] {
+        let out = output({
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_redlease"));
+            cmd.args(sub)
+                .env("REDIS_URL", "redis://app:hunter2@10.0.0.1:6379");
+            cmd
+        });
+        assert!(out.status.success(), "{sub:?}");
+        let help = text(&out.stdout);
+        for needle in ["Examples", "Exit codes", "redlease"] {
+            assert!(
+                help.contains(needle),
+                "{sub:?} --help lacks {needle:?}:\n{help}"
+            );
+        }
+        assert!(!help.contains("hunter2"), "{sub:?} --help shows a password");
+    }
+    let out = output({
+        let mut cmd = common::redlease();
+        cmd.args(["run", "--help"]);
+        cmd
+    });
+    let help = text(&out.stdout);
+    for needle in [
+        "REDLEASE_FENCING_TOKEN",
+        "75",
+        "79",
+        "--kill-after",
+        "crontab",
+    ] {
+        assert!(help.contains(needle), "run --help lacks {needle:?}");
+    }
+}
