@@ -164,3 +164,64 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
+
+    use quote::ToTokens as _;
+
+    use super::{Part, parse};
+
+    fn parts(template: &str) -> syn::Result<Vec<String>> {
+        let lit = syn::LitStr::new(template, proc_macro2::Span::call_site());
+        let params = ["user".to_owned(), "self".to_owned()];
+        Ok(parse(&lit, &params, "f")?
+            .into_iter()
+            .map(|part| match part {
+                Part::Text(text) => format!("text {text}"),
+                Part::Value(value) => format!("value {}", value.to_token_stream()),
+            })
+            .collect())
+    }
+
+    #[test]
+    fn splits_text_and_values() {
+        assert_eq!(
+            parts("coupon:{user.id}:{ self.shard() }-{user.0}").unwrap(),
+            [
+                "text coupon:",
+                "value user . id",
+                "text :",
+                "value self . shard ()",
+                "text -",
+                "value user . 0",
+            ]
+        );
+    }
+
+    #[test]
+    fn doubled_braces_are_literal() {
+        assert_eq!(
+            parts("{{tag}}:{user}").unwrap(),
+            ["text {tag}:", "value user"]
+        );
+    }
+
+    #[test]
+    fn refuses_other_shapes_and_names() {
+        for bad in [
+            "{user.id(1)}",
+            "{user[0]}",
+            "{user + 1}",
+            "{user::id}",
+            "{usr}",
+            "{}",
+            "{user",
+            "user}",
+            "{user:?}",
+        ] {
+            assert!(parts(bad).is_err(), "{bad} was accepted");
+        }
+    }
+}
