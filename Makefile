@@ -33,3 +33,5 @@ demo: redis
 
 bench: redis
 	$(CARGO) run --release -q -p redlease-cli -- bench
+	$(CARGO) run --release -q -p redlease --example renewal_cost
+	$(CARGO) run --release -q -p redlease --example quorum_latency

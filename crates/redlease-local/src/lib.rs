@@ -4,6 +4,11 @@
 //! in its own temporary directory, and is stopped by PID when its [`RedisServer`] is
 //! dropped, including when a test panics. Nothing here talks to a Redis it did not start.
 //!
+//! Beyond one server: [`Nodes`] starts N independent primaries (a Redlock quorum),
+//! [`Cluster`] a Redis Cluster (3 primaries, 3 replicas by default) with slot migration and
+//! failover, and [`Sentinel`] a primary with 2 replicas watched by 3 sentinels. All are
+//! synchronous and wait, with generous timeouts, until the deployment has settled.
+//!
 //! ```no_run
 //! # fn main() -> Result<(), redlease_local::Error> {
 //! let server = redlease_local::RedisServer::start()?;
@@ -13,16 +18,25 @@
 //! # }
 //! ```
 
-use std::fmt::{self, Write as _};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::fmt;
+use std::io::Read;
+use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod cluster;
+mod nodes;
 mod proxy;
+mod resp;
+mod sentinel;
+mod wait;
 
+pub use cluster::{Cluster, DEFAULT_CLUSTER_TIMEOUT};
+pub use nodes::Nodes;
 pub use proxy::Proxy;
+pub use resp::Reply;
+pub use sentinel::{DEFAULT_MASTER_NAME, DEFAULT_SENTINEL_TIMEOUT, Sentinel};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -61,6 +75,28 @@ pub enum Error {
     /// An I/O error on the temporary directory, a port or a control connection.
     #[error("i/o error while managing a local redis-server")]
     Io(#[from] std::io::Error),
+    /// A server answered a set-up command with an error or an unexpected reply.
+    #[error("redis-server on port {port} answered `{command}` with {reply}")]
+    Reply {
+        /// The server's port.
+        port: u16,
+        /// The command, space-separated.
+        command: String,
+        /// What it answered.
+        reply: String,
+    },
+    /// A cluster, a replica or a sentinel did not reach the state waited for in time.
+    #[error(
+        "{what}: not reached within {waited:?} (the machine may be overloaded); last seen: {last}"
+    )]
+    Timeout {
+        /// The state waited for.
+        what: String,
+        /// How long we waited.
+        waited: Duration,
+        /// The last state observed, to say what was missing.
+        last: String,
+    },
     /// A signal could not be delivered to the server process.
     #[error("could not signal redis-server (pid {pid})")]
     Signal {
@@ -79,6 +115,8 @@ pub struct ServerOptions {
     extra_args: Vec<String>,
     cluster: bool,
     tls: bool,
+    /// Runs `--sentinel` with this text as its (rewritable) configuration file.
+    sentinel_config: Option<String>,
 }
 
 impl ServerOptions {
@@ -100,6 +138,13 @@ impl ServerOptions {
     /// Adds a `redis-server` argument, e.g. `"--appendonly"` then `"yes"`.
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
         self.extra_args.push(arg.into());
+        self
+    }
+
+    /// Runs the process as a sentinel whose configuration file starts as `config` (written
+    /// into the server's directory once: the sentinel rewrites it as it learns).
+    pub(crate) fn sentinel(mut self, config: String) -> Self {
+        self.sentinel_config = Some(config);
         self
     }
 }
@@ -164,6 +209,13 @@ impl RedisServer {
         let binary = std::env::var("REDLEASE_REDIS_SERVER")
             .unwrap_or_else(|_| DEFAULT_SERVER_BINARY.to_owned());
         let mut cmd = Command::new(&binary);
+        if let Some(config) = &self.options.sentinel_config {
+            let path = self.dir.path().join("sentinel.conf");
+            if !path.exists() {
+                std::fs::write(&path, config)?;
+            }
+            cmd.arg(path).arg("--sentinel");
+        }
         cmd.arg("--port")
             .arg(self.port.to_string())
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
@@ -241,17 +293,58 @@ impl RedisServer {
     /// Sends one command over a fresh connection and returns the first line of the reply
     /// (RESP, e.g. `+OK` or `:1`). Meant for test set-up, not for speed.
     pub fn command(&self, args: &[&str]) -> std::io::Result<String> {
-        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
-        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
-        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-        let mut req = format!("*{}\r\n", args.len());
-        for a in args {
-            let _ = write!(req, "${}\r\n{a}\r\n", a.len());
+        Ok(self.query(args)?.first_line())
+    }
+
+    /// Sends one command over a fresh connection and returns the whole parsed reply; an
+    /// error reply is `Ok(Reply::Error(..))`. Meant for test set-up, not for speed.
+    ///
+    /// # Errors
+    /// When the server cannot be reached or sends no valid reply in time.
+    pub fn query<A: AsRef<[u8]>>(&self, args: &[A]) -> std::io::Result<Reply> {
+        resp::request(self.port, args)
+    }
+
+    /// Like [`query`](Self::query), with an error reply turned into [`Error::Reply`].
+    pub(crate) fn call<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Reply, Error> {
+        match self.query(args)? {
+            Reply::Error(e) => Err(self.unexpected(args, &e)),
+            reply => Ok(reply),
         }
-        stream.write_all(req.as_bytes())?;
-        let mut line = String::new();
-        BufReader::new(stream).read_line(&mut line)?;
-        Ok(line.trim_end().to_owned())
+    }
+
+    /// Runs a command that must answer `+OK`.
+    pub(crate) fn call_ok<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<(), Error> {
+        match self.call(args)? {
+            Reply::Status(s) if s == "OK" => Ok(()),
+            other => Err(self.unexpected(args, &format!("{other:?}"))),
+        }
+    }
+
+    /// The value of `field` in a `field:value` text reply, such as `INFO replication` or
+    /// `CLUSTER INFO` give; empty when absent.
+    pub(crate) fn text_field(&self, args: &[&str], field: &str) -> Result<String, Error> {
+        let reply = self.call(args)?;
+        let text = reply.text().unwrap_or_default();
+        Ok(text
+            .lines()
+            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+            .unwrap_or_default()
+            .to_owned())
+    }
+
+    /// An [`Error::Reply`] for `args` answered with `reply`.
+    pub(crate) fn unexpected<A: AsRef<[u8]>>(&self, args: &[A], reply: &str) -> Error {
+        let command = args
+            .iter()
+            .map(|a| String::from_utf8_lossy(a.as_ref()).into_owned())
+            .collect::<Vec<_>>()
+            .join(" ");
+        Error::Reply {
+            port: self.port,
+            command,
+            reply: reply.to_owned(),
+        }
     }
 
     /// The loopback port.
@@ -297,10 +390,23 @@ impl RedisServer {
         }
     }
 
-    /// Starts the server again on the same port, empty (nothing persisted), after
-    /// [`kill`](Self::kill) or a crash.
+    /// Starts the server again on the same port after [`kill`](Self::kill) or a crash (or
+    /// kills it first), with whatever its options persist: nothing by default (`--save ""`,
+    /// no AOF), so the restarted server is empty unless options turned persistence on.
     pub fn restart(&mut self) -> Result<(), Error> {
         self.kill();
+        self.spawn()
+    }
+
+    /// Kills the server, deletes its data files (`dump.rdb`, the AOF), and starts it again
+    /// on the same port: the restarted server is empty even when options turned persistence
+    /// on. A cluster node keeps its identity (`nodes.conf`), a sentinel its configuration.
+    pub fn restart_empty(&mut self) -> Result<(), Error> {
+        self.kill();
+        let dir = self.dir.path();
+        ignore_not_found(std::fs::remove_file(dir.join("dump.rdb")))?;
+        ignore_not_found(std::fs::remove_file(dir.join("appendonly.aof")))?;
+        ignore_not_found(std::fs::remove_dir_all(dir.join("appendonlydir")))?;
         self.spawn()
     }
 
@@ -418,6 +524,14 @@ fn make_certificates(dir: &Path) -> Result<(), Error> {
     Ok(())
 }
 
+/// A removal's result, with "it was not there" counted as success.
+fn ignore_not_found(result: std::io::Result<()>) -> std::io::Result<()> {
+    match result {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// A loopback port that was free a moment ago.
 pub fn free_port() -> std::io::Result<u16> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
@@ -435,6 +549,7 @@ fn read_to_string_lossy(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::{SocketAddr, TcpStream};
 
     #[test]
     fn starts_answers_and_stops_by_pid() -> Result<(), Error> {

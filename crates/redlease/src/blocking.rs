@@ -25,6 +25,7 @@ use std::time::Duration;
 use tokio::runtime::Runtime;
 use tokio::time::Instant;
 
+pub use crate::default_client::blocking::{default_client, set_default_client};
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::owner::Owner;

@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 
+use crate::backend::{Conn, Deployment, ErasedConn, Node, Topology};
 use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::renew::Renewer;
@@ -29,11 +32,30 @@ pub enum Notifications {
     Polling,
 }
 
-/// Builds a [`Client`]; start with [`Client::builder`].
+/// Which Redis deployment a [`ClientBuilder`] connects to.
+#[derive(Clone)]
+enum Endpoints {
+    /// One Redis: `redis://` or `rediss://`.
+    Single(String),
+    /// Sentinels (`redis://host:port` each) and the name of the primary they watch; the
+    /// credentials of `data` (a `redis://` URL without host meaning) are the primary's.
+    Sentinel {
+        sentinels: Vec<String>,
+        master: String,
+        data: Option<String>,
+    },
+    /// Seed nodes of a Redis Cluster.
+    Cluster(Vec<String>),
+    /// Independent primaries of a quorum.
+    Quorum(Vec<String>),
+}
+
+/// Builds a [`Client`]; start with [`Client::builder`], [`Client::cluster_builder`],
+/// [`Client::sentinel_builder`] or [`Client::quorum_builder`].
 #[must_use]
 #[derive(Clone)]
 pub struct ClientBuilder {
-    url: String,
+    endpoints: Endpoints,
     connect_timeout: Duration,
     response_timeout: Duration,
     notifications: Notifications,
@@ -46,17 +68,28 @@ pub struct ClientBuilder {
 impl fmt::Debug for ClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientBuilder")
-            .field("url", &redact_url(&self.url))
+            .field("urls", &self.labels())
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
             .field("notifications", &self.notifications)
             .field("tls_root", &self.tls_root.as_ref().map(|_| "<pem>"))
             .field("holder_note", &self.holder_note)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
 impl ClientBuilder {
+    fn new(endpoints: Endpoints) -> Self {
+        Self {
+            endpoints,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            notifications: Notifications::default(),
+            tls_root: None,
+            holder_note: None,
+        }
+    }
+
     /// Connect timeout (default [`DEFAULT_CONNECT_TIMEOUT`]).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
@@ -65,13 +98,15 @@ impl ClientBuilder {
 
     /// Per-command reply timeout (default [`DEFAULT_RESPONSE_TIMEOUT`]). Keep it well below
     /// the locks' TTL: a reply that comes later than this is treated as lost, and the
-    /// attempt's outcome as unknown.
+    /// attempt's outcome as unknown. In a quorum it also bounds each node's answer (at
+    /// most a tenth of the lease).
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
     }
 
-    /// How waiters learn of releases (default [`Notifications::PubSub`]).
+    /// How waiters learn of releases (default [`Notifications::PubSub`]). Cluster and
+    /// quorum clients always poll (see [`crate::wait`]).
     pub fn notifications(mut self, notifications: Notifications) -> Self {
         self.notifications = notifications;
         self
@@ -119,9 +154,12 @@ impl ClientBuilder {
 
     /// Connects, failing fast when Redis cannot be reached.
     ///
+    /// A quorum client connects to every node and needs a majority of them to answer.
+    ///
     /// # Errors
     /// [`Error::InvalidOption`] for a malformed URL or zero timeout, [`Error::Redis`] when
-    /// Redis cannot be reached or refuses the credentials.
+    /// Redis cannot be reached or refuses the credentials, [`Error::NoQuorum`] when fewer
+    /// than a majority of quorum nodes answer.
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future drops the half-made connection.
@@ -137,44 +175,177 @@ impl ClientBuilder {
                 });
             }
         }
-        let redis = self.redis_client().map_err(|e| Error::InvalidOption {
-            option: "url",
-            reason: format!(
-                "`{}` is not a usable Redis URL ({}); expected redis://[user:password@]host:port[/db] or rediss://... for TLS",
-                redact_url(&self.url),
-                e.kind_description()
-            ),
-        })?;
         let config = manager_config(self.connect_timeout, self.response_timeout);
-        let conn = ConnectionManager::new_with_config(redis.clone(), config)
-            .await
-            .map_err(|source| Error::Redis {
-                action: "connecting",
-                source,
-            })?;
+        let (deployment, pubsub) = match &self.endpoints {
+            Endpoints::Single(url) => {
+                let redis = self.redis_client(url)?;
+                let conn = ConnectionManager::new_with_config(redis.clone(), config)
+                    .await
+                    .map_err(connecting)?;
+                let node = Node::new(Conn::Single(conn), redact_url(url));
+                (self.deployment(Topology::Single, vec![node]), Some(redis))
+            }
+            Endpoints::Sentinel {
+                sentinels,
+                master,
+                data,
+            } => {
+                let mut sentinel = self.sentinel_client(sentinels, master, data.as_deref())?;
+                let redis = Box::pin(sentinel.async_get_client())
+                    .await
+                    .map_err(connecting)?;
+                let conn = ConnectionManager::new_with_config(redis.clone(), config.clone())
+                    .await
+                    .map_err(connecting)?;
+                let label = format!("sentinel master `{master}`");
+                let node = Node::with_sentinel(conn, sentinel, config, label);
+                (self.deployment(Topology::Sentinel, vec![node]), Some(redis))
+            }
+            Endpoints::Cluster(urls) => {
+                let conn = Box::pin(self.cluster_connection(urls)).await?;
+                let node = Node::new(
+                    Conn::Cluster(ErasedConn::cluster(conn)),
+                    self.labels().join(","),
+                );
+                (self.deployment(Topology::Cluster, vec![node]), None)
+            }
+            Endpoints::Quorum(urls) => (Box::pin(self.quorum(urls, &config)).await?, None),
+        };
         let notifier = Notifier::new(
-            self.notifications == Notifications::PubSub,
-            redis,
+            self.notifications == Notifications::PubSub && pubsub.is_some(),
+            pubsub,
             self.connect_timeout,
             self.response_timeout,
         )?;
+        let deployment = Arc::new(deployment);
         Ok(Client {
             inner: Arc::new(Inner {
-                renewer: Renewer::new(conn.clone()),
-                conn,
+                renewer: Renewer::new(Arc::clone(&deployment)),
+                deployment,
                 notifier,
                 holder: holder_details(self.holder_note.as_deref()),
             }),
         })
     }
-}
 
-impl ClientBuilder {
-    fn redis_client(&self) -> redis::RedisResult<redis::Client> {
-        match &self.tls_root {
+    fn deployment(&self, topology: Topology, nodes: Vec<Node>) -> Deployment {
+        Deployment {
+            topology,
+            nodes,
+            node_timeout: self.response_timeout,
+        }
+    }
+
+    async fn quorum(
+        &self,
+        urls: &[String],
+        config: &ConnectionManagerConfig,
+    ) -> Result<Deployment> {
+        if urls.is_empty() {
+            return Err(Error::InvalidOption {
+                option: "urls",
+                reason: "a quorum needs at least one node (three or five in practice)".into(),
+            });
+        }
+        let mut nodes = Vec::with_capacity(urls.len());
+        for url in urls {
+            let redis = self.redis_client(url)?;
+            let conn = ConnectionManager::new_lazy_with_config(redis, config.clone())
+                .map_err(connecting)?;
+            nodes.push(Node::new(Conn::Single(conn), redact_url(url)));
+        }
+        let deployment = self.deployment(Topology::Quorum, nodes);
+        let ping = redis::cmd("PING");
+        let pings = crate::backend::fan_out(
+            deployment
+                .nodes
+                .iter()
+                .map(|node| node.query::<String>(&ping)),
+            self.connect_timeout,
+        )
+        .await;
+        let answered = pings.iter().filter(|p| p.is_ok()).count();
+        for (node, ping) in deployment.nodes.iter().zip(&pings) {
+            if let Err(e) = ping {
+                tracing::warn!(node = %node.label, error = %e, "quorum node unreachable at start");
+            }
+        }
+        if answered < deployment.majority() {
+            return Err(Error::NoQuorum {
+                acquired: answered,
+                needed: deployment.majority(),
+            });
+        }
+        Ok(deployment)
+    }
+
+    async fn cluster_connection(&self, urls: &[String]) -> Result<ClusterConnection> {
+        let mut builder =
+            redis::cluster::ClusterClientBuilder::new(urls.iter().map(String::as_str))
+                .connection_timeout(self.connect_timeout)
+                .response_timeout(self.response_timeout);
+        if let Some(pem) = &self.tls_root {
+            builder = builder.certs(redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem.clone()),
+            });
+        }
+        let client = builder.build().map_err(|e| self.bad_url(&e))?;
+        client.get_async_connection().await.map_err(connecting)
+    }
+
+    fn sentinel_client(
+        &self,
+        sentinels: &[String],
+        master: &str,
+        data: Option<&str>,
+    ) -> Result<SentinelClient> {
+        let mut node_info = SentinelNodeConnectionInfo::default();
+        if let Some(url) = data {
+            let info = redis::IntoConnectionInfo::into_connection_info(url)
+                .map_err(|e| self.bad_url(&e))?;
+            node_info = node_info.set_redis_connection_info(info.redis_settings().clone());
+        }
+        SentinelClient::build(
+            sentinels.iter().map(String::as_str).collect(),
+            master,
+            Some(node_info),
+            SentinelServerType::Master,
+        )
+        .map_err(|e| self.bad_url(&e))
+    }
+
+    fn labels(&self) -> Vec<String> {
+        match &self.endpoints {
+            Endpoints::Single(url) => vec![redact_url(url)],
+            Endpoints::Sentinel {
+                sentinels, master, ..
+            } => sentinels
+                .iter()
+                .map(|s| format!("{}/{master}", redact_url(s)))
+                .collect(),
+            Endpoints::Cluster(urls) | Endpoints::Quorum(urls) => {
+                urls.iter().map(|u| redact_url(u)).collect()
+            }
+        }
+    }
+
+    fn bad_url(&self, e: &redis::RedisError) -> Error {
+        Error::InvalidOption {
+            option: "url",
+            reason: format!(
+                "`{}` is not a usable Redis URL ({}); expected redis://[user:password@]host:port[/db], rediss://... for TLS, or redis+sentinel://host:port[,host:port...]/master-name",
+                self.labels().join(","),
+                e.kind_description()
+            ),
+        }
+    }
+
+    fn redis_client(&self, url: &str) -> Result<redis::Client> {
+        let client = match &self.tls_root {
             #[cfg(feature = "tls")]
             Some(pem) => redis::Client::build_with_tls(
-                self.url.as_str(),
+                url,
                 redis::TlsCertificates {
                     client_tls: None,
                     root_cert: Some(pem.clone()),
@@ -185,9 +356,50 @@ impl ClientBuilder {
                 redis::ErrorKind::InvalidClientConfig,
                 "TLS support is not compiled in (enable the `tls` feature)",
             ))),
-            None => redis::Client::open(self.url.as_str()),
-        }
+            None => redis::Client::open(url),
+        };
+        client.map_err(|e| self.bad_url(&e))
     }
+}
+
+fn connecting(source: redis::RedisError) -> Error {
+    Error::Redis {
+        action: "connecting",
+        source,
+    }
+}
+
+/// `redis+sentinel://[user:password@]host:port[,host:port...]/master-name[/db]` ->
+/// the sentinels' URLs, the master name, and a URL carrying the primary's credentials and
+/// database.
+fn parse_sentinel_url(url: &str) -> Option<Endpoints> {
+    let rest = url.strip_prefix("redis+sentinel://")?;
+    let (creds, rest) = match rest.rfind('@') {
+        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+        None => (None, rest),
+    };
+    let (hosts, path) = rest.split_once('/')?;
+    let mut path = path.split('/');
+    let master = path.next().filter(|m| !m.is_empty())?.to_owned();
+    let db = path.next().filter(|d| !d.is_empty());
+    let sentinels: Vec<String> = hosts
+        .split(',')
+        .filter(|h| !h.is_empty())
+        .map(|h| format!("redis://{h}"))
+        .collect();
+    if sentinels.is_empty() {
+        return None;
+    }
+    let data = (creds.is_some() || db.is_some()).then(|| {
+        let creds = creds.map(|c| format!("{c}@")).unwrap_or_default();
+        let db = db.map(|d| format!("/{d}")).unwrap_or_default();
+        format!("redis://{creds}localhost{db}")
+    });
+    Some(Endpoints::Sentinel {
+        sentinels,
+        master,
+        data,
+    })
 }
 
 pub(crate) fn manager_config(connect: Duration, response: Duration) -> ConnectionManagerConfig {
@@ -221,7 +433,7 @@ pub struct Client {
 }
 
 pub(crate) struct Inner {
-    pub(crate) conn: ConnectionManager,
+    pub(crate) deployment: Arc<Deployment>,
     pub(crate) notifier: Arc<Notifier>,
     pub(crate) renewer: Arc<Renewer>,
     pub(crate) holder: String,
@@ -255,16 +467,96 @@ impl Client {
         Self::builder(url).connect().await
     }
 
-    /// Starts building a client for `url`.
+    /// Starts building a client for `url`: `redis://`, `rediss://` (TLS), or
+    /// `redis+sentinel://[user:password@]host:port[,host:port...]/master-name[/db]` for a
+    /// primary found through Sentinel (the credentials and database are the primary's).
     pub fn builder(url: &str) -> ClientBuilder {
-        ClientBuilder {
-            url: url.to_owned(),
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
-            notifications: Notifications::default(),
-            tls_root: None,
-            holder_note: None,
-        }
+        ClientBuilder::new(
+            parse_sentinel_url(url).unwrap_or_else(|| Endpoints::Single(url.to_owned())),
+        )
+    }
+
+    /// Starts building a client for the Redis Cluster reachable through `seeds` (any of
+    /// its nodes' URLs). Each lock lives on the primary that owns its slot; MOVED and ASK
+    /// redirections during resharding are followed.
+    pub fn cluster_builder<S: AsRef<str>>(seeds: impl IntoIterator<Item = S>) -> ClientBuilder {
+        ClientBuilder::new(Endpoints::Cluster(
+            seeds.into_iter().map(|s| s.as_ref().to_owned()).collect(),
+        ))
+    }
+
+    /// Starts building a client for the primary named `master` that the sentinels at
+    /// `sentinels` (`redis://host:port` each) watch; it follows failovers.
+    pub fn sentinel_builder<S: AsRef<str>>(
+        sentinels: impl IntoIterator<Item = S>,
+        master: &str,
+    ) -> ClientBuilder {
+        ClientBuilder::new(Endpoints::Sentinel {
+            sentinels: sentinels
+                .into_iter()
+                .map(|s| s.as_ref().to_owned())
+                .collect(),
+            master: master.to_owned(),
+            data: None,
+        })
+    }
+
+    /// Starts building a quorum (Redlock) client over independent primaries: a lock is held
+    /// when a majority of them grant it. See [`crate::quorum`] for the guarantees.
+    pub fn quorum_builder<S: AsRef<str>>(nodes: impl IntoIterator<Item = S>) -> ClientBuilder {
+        ClientBuilder::new(Endpoints::Quorum(
+            nodes.into_iter().map(|s| s.as_ref().to_owned()).collect(),
+        ))
+    }
+
+    /// Connects to a Redis Cluster with default options; see [`Client::cluster_builder`].
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::connect`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn cluster<S: AsRef<str>>(seeds: impl IntoIterator<Item = S>) -> Result<Self> {
+        Self::cluster_builder(seeds).connect().await
+    }
+
+    /// Connects to a Sentinel-managed primary with default options; see
+    /// [`Client::sentinel_builder`].
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::connect`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn sentinel<S: AsRef<str>>(
+        sentinels: impl IntoIterator<Item = S>,
+        master: &str,
+    ) -> Result<Self> {
+        Self::sentinel_builder(sentinels, master).connect().await
+    }
+
+    /// Connects to a quorum of independent primaries with default options; see
+    /// [`Client::quorum_builder`].
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::connect`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example() -> redlease::Result<()> {
+    /// let client = redlease::Client::quorum([
+    ///     "redis://10.0.0.1:6379",
+    ///     "redis://10.0.0.2:6379",
+    ///     "redis://10.0.0.3:6379",
+    /// ])
+    /// .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn quorum<S: AsRef<str>>(nodes: impl IntoIterator<Item = S>) -> Result<Self> {
+        Self::quorum_builder(nodes).connect().await
     }
 
     /// A lock named `name` on this deployment, with default options; set others with the
@@ -289,8 +581,8 @@ impl Client {
         Arc::as_ptr(&self.inner).addr()
     }
 
-    pub(crate) fn conn(&self) -> ConnectionManager {
-        self.inner.conn.clone()
+    pub(crate) fn deployment(&self) -> &Deployment {
+        &self.inner.deployment
     }
 }
 

@@ -78,6 +78,14 @@ pub enum Error {
         /// What happened.
         reason: String,
     },
+    /// A `#[locked]` function has no `client = ...` and no default client was set.
+    #[error(
+        "no redlease client: call `{setter}` once at start-up, or pass `client = ...` to `#[redlease::locked]`"
+    )]
+    NoDefaultClient {
+        /// The function that sets the default client this call needed.
+        setter: &'static str,
+    },
     /// A Redis connection, protocol or server error.
     #[error(
         "redis error while {action}; check that Redis is reachable and that the user may run scripts"

@@ -13,7 +13,6 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::lock::{ttl_millis, validate_ttl};
-use crate::scripts;
 use crate::token::{FencingToken, OwnerToken};
 
 /// The safety margin subtracted from every lease: `ttl / 100 + 2 ms`, the Redlock rule for
@@ -299,15 +298,12 @@ impl Guard {
             return Err(lost(&lease.name));
         }
         let sent = Instant::now();
-        let extended: i64 = scripts::EXTEND
-            .key(&lease.keys.key)
-            .key(&lease.keys.holder)
-            .arg(lease.token.secret())
-            .arg(ttl_millis(ttl))
-            .invoke_async(&mut lease.client.conn())
-            .await
-            .map_err(|e| Error::redis("extending a lock", &lease.keys.key, e))?;
-        if extended != 1 {
+        let extended = lease
+            .client
+            .deployment()
+            .extend(&lease.keys, lease.token.secret(), ttl_millis(ttl))
+            .await?;
+        if !extended {
             lease.lose("extend found another token");
             return Err(lost(&lease.name));
         }
@@ -353,13 +349,7 @@ pub(crate) async fn release_token(
     keys: &LockKeys,
     token: &OwnerToken,
 ) -> Result<bool> {
-    let released: i64 = scripts::RELEASE
-        .key(&keys.script_keys()[..])
-        .arg(token.secret())
-        .invoke_async(&mut client.conn())
-        .await
-        .map_err(|e| Error::redis("releasing a lock", &keys.key, e))?;
-    Ok(released == 1)
+    client.deployment().release(keys, token.secret()).await
 }
 
 impl Drop for Guard {

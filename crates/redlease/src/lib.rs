@@ -61,6 +61,21 @@
 //! handed the handle. Without an owner, every acquisition is a fresh one, and a second
 //! acquisition of a held lock waits like anyone else.
 //!
+//! # Declarative locking
+//! With the `macros` feature (on by default), [`#[locked]`](locked) runs a function under a
+//! lock named from its arguments, the way [`Lock::run`] runs a closure:
+//!
+//! ```
+//! # #[derive(Debug)] struct AppError;
+//! # impl From<redlease::Error> for AppError { fn from(_: redlease::Error) -> Self { AppError } }
+//! # struct User { id: u64 } struct Coupon;
+//! #[redlease::locked(key = "coupon:{user.id}", ttl = "10s", wait = "5s")]
+//! async fn grab_coupon(user: &User) -> Result<Coupon, AppError> {
+//!     Ok(Coupon)
+//! }
+//! ```
+//! The client is `client = expr` or the process-wide default of [`set_default_client`].
+//!
 //! # Waiting
 //! [`Lock::acquire`] waits in a FIFO queue kept in Redis; a release hands the lock straight
 //! to the oldest waiter that still listens, over one pub/sub connection per [`Client`]. See
@@ -70,22 +85,31 @@
 //! Every failure is one [`Error`]. A release or extend that finds another token (or none)
 //! is [`Error::Lost`]: the caller learns that mutual exclusion may have been broken.
 
+mod backend;
 pub mod blocking;
 mod client;
+mod default_client;
 mod error;
 mod guard;
 pub mod keys;
 mod lock;
 mod owner;
+pub mod quorum;
 mod renew;
 mod scripts;
 mod token;
 pub mod wait;
 
+#[cfg(feature = "macros")]
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
 pub use client::{
     Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, MAX_HOLDER_NOTE,
     Notifications, redact_url,
 };
+pub use default_client::{default_client, set_default_client};
 pub use error::{Error, Result};
 pub use guard::{Guard, drift};
 pub use keys::LockKeys;
@@ -94,6 +118,9 @@ pub use owner::Owner;
 pub use renew::Renewal;
 pub use token::FencingToken;
 pub use wait::{Retry, Wait};
+
+#[cfg(feature = "macros")]
+pub use redlease_macros::locked;
 
 #[cfg(test)]
 mod send_sync {

@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::backend::{AcquireArgs, Reply, Topology};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::guard::{Guard, Lease, lost, release_token};
 use crate::keys::LockKeys;
 use crate::owner::Owner;
 use crate::renew::Renewal;
-use crate::scripts;
 use crate::token::{FencingToken, OwnerToken};
 use crate::wait::{Registration, Retry, Wait, jitter};
 
@@ -49,6 +49,7 @@ pub struct Lock {
     renewal: Renewal,
     max_hold: Option<Duration>,
     owner: Option<Owner>,
+    min_replicas: Option<(usize, Duration)>,
     /// The keys, derived once per name and prefix.
     keys: Arc<std::sync::OnceLock<Arc<LockKeys>>>,
 }
@@ -64,6 +65,7 @@ impl fmt::Debug for Lock {
             .field("renewal", &self.renewal)
             .field("max_hold", &self.max_hold)
             .field("owner", &self.owner)
+            .field("min_replicas", &self.min_replicas)
             .finish_non_exhaustive()
     }
 }
@@ -90,6 +92,7 @@ impl Lock {
             renewal: Renewal::default(),
             max_hold: None,
             owner: None,
+            min_replicas: None,
             keys: Arc::default(),
         }
     }
@@ -159,7 +162,40 @@ impl Lock {
         self
     }
 
+    /// After acquiring, wait until at least `replicas` replicas of the primary hold the
+    /// lock, for up to `timeout`; otherwise give the lock back and fail with
+    /// [`Error::Replication`] (default: don't wait).
+    ///
+    /// Redis replicates asynchronously: a primary that fails right after granting a lock
+    /// may take it to its grave, and the replica promoted in its place grants it again (the
+    /// failover problem of Sentinel and Cluster deployments). With `min_replicas(1, ..)`
+    /// and one replica, an acquisition returns only once the lock is on two servers, so a
+    /// failover that promotes the acknowledging replica keeps it. `WAIT` makes that
+    /// likely, not certain: a failover may still promote a replica that did not
+    /// acknowledge. During a failover, the old primary keeps accepting writes from
+    /// clients still connected to it until the sentinels demote it; the client turns to
+    /// the new primary when the old one answers `READONLY` or drops the connection. Not
+    /// available for quorum clients, whose nodes have no replicas.
+    pub fn min_replicas(mut self, replicas: usize, timeout: Duration) -> Self {
+        self.min_replicas = Some((replicas, timeout));
+        self
+    }
+
     fn plan(&self) -> Result<Arc<LockKeys>> {
+        if let Some((replicas, timeout)) = self.min_replicas {
+            if replicas == 0 || timeout.is_zero() {
+                return Err(Error::InvalidOption {
+                    option: "min_replicas",
+                    reason: "needs at least one replica and a timeout above zero".into(),
+                });
+            }
+            if self.client.deployment().topology == Topology::Quorum {
+                return Err(Error::InvalidOption {
+                    option: "min_replicas",
+                    reason: "quorum nodes are independent primaries without replicas; drop min_replicas or use a Sentinel or Cluster client".into(),
+                });
+            }
+        }
         validate_ttl(self.ttl)?;
         self.retry.validate()?;
         if let Wait::For(d) = self.wait
@@ -212,6 +248,15 @@ impl Lock {
     }
 
     async fn try_acquire_fresh(&self, keys: &Arc<LockKeys>) -> Result<Option<Guard>> {
+        match self.try_acquire_unreplicated(keys).await? {
+            Some(guard) if self.min_replicas.is_some() => {
+                Box::pin(self.replicated(guard)).await.map(Some)
+            }
+            guard => Ok(guard),
+        }
+    }
+
+    async fn try_acquire_unreplicated(&self, keys: &Arc<LockKeys>) -> Result<Option<Guard>> {
         let token = OwnerToken::generate()?;
         let mut pending = Pending::new(&self.client, keys, &token);
         let sent = Instant::now();
@@ -335,6 +380,51 @@ impl Lock {
     }
 
     async fn acquire_fresh(&self, keys: &Arc<LockKeys>) -> Result<Guard> {
+        let guard = self.acquire_unreplicated(keys).await?;
+        if self.min_replicas.is_none() {
+            return Ok(guard);
+        }
+        Box::pin(self.replicated(guard)).await
+    }
+
+    /// Applies [`min_replicas`](Lock::min_replicas) to a new guard.
+    async fn replicated(&self, guard: Guard) -> Result<Guard> {
+        let Some((replicas, timeout)) = self.min_replicas else {
+            return Ok(guard);
+        };
+        let lease = guard.lease();
+        let outcome = self
+            .client
+            .deployment()
+            .replicate(
+                &lease.keys,
+                lease.token.secret(),
+                ttl_millis(self.ttl),
+                replicas,
+                timeout,
+            )
+            .await;
+        match outcome {
+            Ok((true, acked)) if acked >= replicas => Ok(guard),
+            Ok((true, acked)) => {
+                let _ = guard.release().await;
+                Err(Error::Replication {
+                    acked,
+                    wanted: replicas,
+                })
+            }
+            Ok((false, _)) => {
+                let _ = guard.release().await;
+                Err(lost(&self.name))
+            }
+            Err(e) => {
+                let _ = guard.release().await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn acquire_unreplicated(&self, keys: &Arc<LockKeys>) -> Result<Guard> {
         let token = OwnerToken::generate()?;
         let started = Instant::now();
         let deadline = match self.wait {
@@ -397,7 +487,10 @@ impl Lock {
                         }
                     }
                 }
-                Err(e) if e.is_connection() && connection_errors + 1 < MAX_CONNECTION_ERRORS => {
+                Err(e)
+                    if (e.is_connection() || matches!(e, Error::NoQuorum { .. }))
+                        && connection_errors + 1 < MAX_CONNECTION_ERRORS =>
+                {
                     connection_errors += 1;
                     tracing::debug!(error = %e, "attempt failed; outcome unknown, retrying");
                     self.retry.delay(connection_errors)
@@ -465,28 +558,17 @@ impl Lock {
     }
 
     async fn attempt(&self, keys: &LockKeys, token: &OwnerToken, queue: bool) -> Result<Attempt> {
-        let mut invocation = scripts::ACQUIRE.key(&keys.script_keys()[..]);
-        invocation
-            .arg(token.secret())
-            .arg(ttl_millis(self.ttl))
-            .arg(&self.client.inner.holder);
-        if queue {
-            invocation
-                .arg("1")
-                .arg(self.client.inner.notifier.channel())
-                .arg(ttl_millis(self.queue_linger()));
-        } else {
-            invocation.arg("0");
-        }
-        let (status, fence, pttl): (i64, i64, i64) = invocation
-            .invoke_async(&mut self.client.conn())
-            .await
-            .map_err(|e| Error::redis("acquiring a lock", &keys.key, e))?;
-        let fence = FencingToken::new(u64::try_from(fence).unwrap_or(0));
-        Ok(match status {
-            1 => Attempt::Fresh(fence),
-            2 => Attempt::Ours(fence),
-            _ => Attempt::Busy(pttl),
+        let linger = ttl_millis(self.queue_linger());
+        let args = AcquireArgs {
+            token: token.secret(),
+            ttl_ms: ttl_millis(self.ttl),
+            holder: &self.client.inner.holder,
+            queue: queue.then(|| (self.client.inner.notifier.channel(), linger)),
+        };
+        Ok(match self.client.deployment().acquire(keys, &args).await? {
+            Reply::Fresh(fence) => Attempt::Fresh(FencingToken::new(fence)),
+            Reply::Ours(fence) => Attempt::Ours(FencingToken::new(fence)),
+            Reply::Busy(pttl) => Attempt::Busy(pttl),
         })
     }
 

@@ -19,20 +19,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::backend::{Deployment, RenewItem};
 use crate::guard::{Lease, State};
 use crate::lock::ttl_millis;
-use crate::scripts;
 
 /// Leases per script call in a renewal round trip (each touches 2 keys).
 pub(crate) const BATCH: usize = 500;
 
 /// Renews every auto-renewed lease of one client.
 pub(crate) struct Renewer {
-    conn: ConnectionManager,
+    deployment: Arc<Deployment>,
     book: Mutex<Book>,
     wake: Notify,
     round_trips: AtomicU64,
@@ -67,9 +66,9 @@ struct Due {
 }
 
 impl Renewer {
-    pub(crate) fn new(conn: ConnectionManager) -> Arc<Self> {
+    pub(crate) fn new(deployment: Arc<Deployment>) -> Arc<Self> {
         Arc::new(Self {
-            conn,
+            deployment,
             book: Mutex::new(Book::default()),
             wake: Notify::new(),
             round_trips: AtomicU64::new(0),
@@ -208,63 +207,52 @@ impl Renewer {
         let outcome = tokio::time::timeout_at(deadline, self.send(&batch)).await;
         self.round_trips.fetch_add(1, Ordering::Relaxed);
         let mut book = self.book();
-        match outcome {
-            Ok(Ok(renewed)) => {
-                for (due, ok) in batch.iter().zip(renewed) {
-                    if ok {
-                        due.lease.renewed(sent, due.ttl);
-                        if let Some(entry) = book.entries.get_mut(&due.id) {
-                            entry.due = sent + due.ttl / 3;
-                            entry.retrying = false;
-                        }
-                    } else {
-                        due.lease
-                            .lose("a renewal found another token (or none) at the key");
-                        book.entries.remove(&due.id);
+        let Ok(renewed) = outcome else {
+            tracing::debug!(
+                leases = batch.len(),
+                "renewal timed out; retrying until the leases run out"
+            );
+            retry_later(&mut book, &batch);
+            return;
+        };
+        let mut failed = Vec::new();
+        for (due, outcome) in batch.into_iter().zip(renewed) {
+            match outcome {
+                Some(true) => {
+                    due.lease.renewed(sent, due.ttl);
+                    if let Some(entry) = book.entries.get_mut(&due.id) {
+                        entry.due = sent + due.ttl / 3;
+                        entry.retrying = false;
                     }
                 }
+                Some(false) => {
+                    due.lease
+                        .lose("a renewal found another token (or none) at the key");
+                    book.entries.remove(&due.id);
+                }
+                None => failed.push(due),
             }
-            Ok(Err(e)) => {
-                tracing::debug!(error = %e, leases = batch.len(), "renewal failed; retrying until the leases run out");
-                retry_later(&mut book, &batch);
-            }
-            Err(_) => {
-                tracing::debug!(
-                    leases = batch.len(),
-                    "renewal timed out; retrying until the leases run out"
-                );
-                retry_later(&mut book, &batch);
-            }
+        }
+        if !failed.is_empty() {
+            tracing::debug!(
+                leases = failed.len(),
+                "renewal failed; retrying until the leases run out"
+            );
+            retry_later(&mut book, &failed);
         }
     }
 
-    /// One pipeline of `renew.lua` calls; whether each lease was renewed, in order.
-    async fn send(&self, batch: &[Due]) -> redis::RedisResult<Vec<bool>> {
-        let mut pipe = redis::pipe();
-        for chunk in batch.chunks(BATCH) {
-            let cmd = pipe
-                .cmd("EVALSHA")
-                .arg(scripts::RENEW.get_hash())
-                .arg(chunk.len() * 2);
-            for due in chunk {
-                cmd.arg(&due.lease.keys.key).arg(&due.lease.keys.holder);
-            }
-            for due in chunk {
-                cmd.arg(due.lease.token.secret()).arg(ttl_millis(due.ttl));
-            }
-        }
-        let mut conn = self.conn.clone();
-        let replies: Vec<Vec<i64>> = match pipe.query_async(&mut conn).await {
-            Err(e) if e.code() == Some("NOSCRIPT") => {
-                scripts::RENEW
-                    .prepare_invoke()
-                    .load_async(&mut conn)
-                    .await?;
-                pipe.query_async(&mut conn).await?
-            }
-            other => other?,
-        };
-        Ok(replies.into_iter().flatten().map(|r| r == 1).collect())
+    /// Renews `batch` in one round trip per node; per lease: renewed, lost, or unknown.
+    async fn send(&self, batch: &[Due]) -> Vec<Option<bool>> {
+        let items: Vec<RenewItem<'_>> = batch
+            .iter()
+            .map(|due| RenewItem {
+                keys: &due.lease.keys,
+                token: due.lease.token.secret(),
+                ttl_ms: ttl_millis(due.ttl),
+            })
+            .collect();
+        self.deployment.renew(&items).await
     }
 }
 

@@ -21,3 +21,7 @@ pub(crate) static EXTEND: LazyLock<Script> =
 /// Compare-and-PEXPIRE of many leases in one call, for the renewal scheduler.
 pub(crate) static RENEW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/renew.lua")));
+
+/// Raise a quorum node's fencing counter to the token handed out (never lower it).
+pub(crate) static RAISE_FENCE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/raise_fence.lua")));

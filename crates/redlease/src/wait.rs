@@ -8,6 +8,11 @@
 //! this module routes to the waiting task: one round trip per hand-off, no thundering herd,
 //! no starvation. Waiters also re-check when the holder's lease should have run out and
 //! when the pub/sub connection drops, so a lost message costs time, never correctness.
+//!
+//! Cluster and quorum clients poll instead (jittered exponential back-off, bounded by
+//! [`Retry`]): in a cluster, `PUBLISH` counts only the subscribers of the node it runs on,
+//! so the hand-off could not tell whether a waiter listens; over a quorum, each node's
+//! queue could hand the lock to a different waiter.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -106,7 +111,8 @@ pub(crate) fn jitter(bound: Duration) -> Duration {
 pub(crate) struct Notifier {
     enabled: bool,
     channel: String,
-    redis: redis::Client,
+    /// The Redis to subscribe on (none for cluster and quorum clients, which poll).
+    redis: Option<redis::Client>,
     connect_timeout: Duration,
     response_timeout: Duration,
     waiters: Mutex<HashMap<String, oneshot::Sender<u64>>>,
@@ -127,7 +133,7 @@ const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
 impl Notifier {
     pub(crate) fn new(
         enabled: bool,
-        redis: redis::Client,
+        redis: Option<redis::Client>,
         connect_timeout: Duration,
         response_timeout: Duration,
     ) -> Result<Arc<Self>> {
@@ -189,7 +195,13 @@ impl Notifier {
     }
 
     async fn subscribe(self: &Arc<Self>) -> redis::RedisResult<ConnectionManager> {
-        let info = self.redis.get_connection_info().clone();
+        let Some(redis) = &self.redis else {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "no single Redis to subscribe on",
+            )));
+        };
+        let info = redis.get_connection_info().clone();
         let settings = info
             .redis_settings()
             .clone()

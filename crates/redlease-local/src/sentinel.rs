@@ -1,0 +1,368 @@
+//! A primary, two replicas and three sentinels watching them.
+
+use std::time::Duration;
+
+use crate::{Error, RedisServer, Reply, ServerOptions, wait};
+
+/// The name the sentinels monitor the primary under.
+pub const DEFAULT_MASTER_NAME: &str = "redlease";
+
+/// How long [`Sentinel::start`], [`Sentinel::failover`] and [`Sentinel::wait_in_sync`]
+/// wait for replication and sentinel discovery: generous, for a loaded machine (discovery
+/// alone takes a few seconds of sentinel hello messages).
+pub const DEFAULT_SENTINEL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How many replicas the primary has.
+const REPLICAS: usize = 2;
+
+/// How many sentinels watch it; a majority of them (the quorum) must agree it is down.
+const SENTINELS: usize = 3;
+
+/// How many sentinels must agree that the primary is down.
+const QUORUM: usize = 2;
+
+/// No answer for this long and a sentinel deems a server down. Short so that a killed
+/// primary fails over quickly, long enough that a busy 2-core machine does not fail over a
+/// merely slow one.
+const DOWN_AFTER: Duration = Duration::from_secs(2);
+
+/// How long a failover may take, and twice this before the same primary is failed over
+/// again.
+const FAILOVER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A Sentinel deployment on free loopback ports: one primary, two replicas (`REPLICAOF`),
+/// and three sentinels monitoring it as [`master_name`](Self::master_name) with a quorum
+/// of 2. Every process is stopped by PID when this value is dropped, including when a test
+/// panics.
+///
+/// ```no_run
+/// # fn main() -> Result<(), redlease_local::Error> {
+/// let mut sentinel = redlease_local::Sentinel::start()?;
+/// // redis+sentinel://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3/redlease
+/// let url = sentinel.sentinel_url();
+/// let before = sentinel.primary()?.port();
+/// let after = sentinel.failover()?;
+/// assert_ne!(before, after);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Sentinel {
+    master_name: String,
+    /// The data nodes; `servers[0]` was the first primary.
+    servers: Vec<RedisServer>,
+    sentinels: Vec<RedisServer>,
+}
+
+impl Sentinel {
+    /// Starts the primary, its replicas and the sentinels, and waits (up to
+    /// [`DEFAULT_SENTINEL_TIMEOUT`]) until [`wait_in_sync`](Self::wait_in_sync) holds.
+    ///
+    /// # Errors
+    /// When a process cannot be started ([`Error::Spawn`], [`Error::NotReady`]) or the
+    /// deployment does not settle in time ([`Error::Timeout`]); everything started so far
+    /// is stopped.
+    pub fn start() -> Result<Self, Error> {
+        let master_name = DEFAULT_MASTER_NAME.to_owned();
+        // Any data node may become the primary: none waits for more replicas before a
+        // full sync (the default waits 5 s).
+        let data = ServerOptions::default()
+            .arg("--repl-diskless-sync-delay")
+            .arg("0");
+        let primary = RedisServer::start_with(data.clone())?;
+        let primary_port = primary.port().to_string();
+        let mut servers = vec![primary];
+        for _ in 0..REPLICAS {
+            let replica = data
+                .clone()
+                .arg("--replicaof")
+                .arg("127.0.0.1")
+                .arg(&primary_port);
+            servers.push(RedisServer::start_with(replica)?);
+        }
+        let config = format!(
+            "sentinel resolve-hostnames no\n\
+             sentinel monitor {master_name} 127.0.0.1 {primary_port} {QUORUM}\n\
+             sentinel down-after-milliseconds {master_name} {}\n\
+             sentinel failover-timeout {master_name} {}\n\
+             sentinel parallel-syncs {master_name} {REPLICAS}\n",
+            DOWN_AFTER.as_millis(),
+            FAILOVER_TIMEOUT.as_millis(),
+        );
+        let sentinels = (0..SENTINELS)
+            .map(|_| RedisServer::start_with(ServerOptions::default().sentinel(config.clone())))
+            .collect::<Result<_, _>>()?;
+        let deployment = Self {
+            master_name,
+            servers,
+            sentinels,
+        };
+        deployment.wait_in_sync(DEFAULT_SENTINEL_TIMEOUT)?;
+        Ok(deployment)
+    }
+
+    /// The name the sentinels monitor the primary under ([`DEFAULT_MASTER_NAME`]).
+    pub fn master_name(&self) -> &str {
+        &self.master_name
+    }
+
+    /// Each sentinel's `redis://127.0.0.1:PORT`.
+    pub fn sentinel_urls(&self) -> Vec<String> {
+        self.sentinels.iter().map(RedisServer::url).collect()
+    }
+
+    /// All sentinels and the master name in one URL:
+    /// `redis+sentinel://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3/<master-name>`.
+    ///
+    /// redis-rs parses no such URL (it takes sentinel addresses and a service name
+    /// separately); this form is a redlease convention, the one Python's
+    /// `redis-sentinel-url` and several other clients use: comma-separated `host:port`
+    /// sentinels, then `/` and the master name.
+    pub fn sentinel_url(&self) -> String {
+        let hosts = self
+            .sentinels
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port()))
+            .collect::<Vec<_>>()
+            .join(",");
+        format!("redis+sentinel://{hosts}/{}", self.master_name)
+    }
+
+    /// The sentinel processes.
+    pub fn sentinels(&self) -> &[RedisServer] {
+        &self.sentinels
+    }
+
+    /// The sentinel processes, to kill or pause some.
+    pub fn sentinels_mut(&mut self) -> &mut [RedisServer] {
+        &mut self.sentinels
+    }
+
+    /// The data nodes (the primary and its replicas, whichever is which now).
+    pub fn servers(&self) -> &[RedisServer] {
+        &self.servers
+    }
+
+    /// The data nodes, to kill or pause some. A restarted node comes back as it was first
+    /// started: the first primary as a primary, the others as replicas of it; the sentinels
+    /// reconfigure it when it is not what they expect.
+    pub fn servers_mut(&mut self) -> &mut [RedisServer] {
+        &mut self.servers
+    }
+
+    /// The current primary, as the first sentinel that answers names it
+    /// (`SENTINEL GET-MASTER-ADDR-BY-NAME`).
+    ///
+    /// # Errors
+    /// When no sentinel answers, or one names a server that is not part of this
+    /// deployment.
+    pub fn primary(&self) -> Result<&RedisServer, Error> {
+        let mut last = None;
+        for sentinel in &self.sentinels {
+            match self.primary_port_from(sentinel) {
+                Ok(port) => return self.server_on(port),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::Io(std::io::Error::other("no sentinel"))))
+    }
+
+    /// The data nodes other than the current [`primary`](Self::primary).
+    ///
+    /// # Errors
+    /// As for [`primary`](Self::primary).
+    pub fn replicas(&self) -> Result<Vec<&RedisServer>, Error> {
+        let primary = self.primary()?.port();
+        Ok(self
+            .servers
+            .iter()
+            .filter(|s| s.port() != primary)
+            .collect())
+    }
+
+    /// Runs `SENTINEL FAILOVER` (retrying while sentinels answer that no replica is fit
+    /// yet) and waits until every sentinel names a new primary and that node reports
+    /// `role:master`; returns the new primary's port.
+    ///
+    /// The old primary is turned into a replica by the sentinels a few seconds later;
+    /// call [`wait_in_sync`](Self::wait_in_sync) to wait for that.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when that does not happen within [`DEFAULT_SENTINEL_TIMEOUT`];
+    /// [`Error::Reply`] when a sentinel refuses the failover for another reason.
+    pub fn failover(&mut self) -> Result<u16, Error> {
+        let old = self.primary()?.port();
+        let sentinel = &self.sentinels[0];
+        let args = ["SENTINEL", "FAILOVER", &self.master_name];
+        let mut refused = None;
+        wait::until(
+            "a sentinel accepting SENTINEL FAILOVER",
+            DEFAULT_SENTINEL_TIMEOUT,
+            || match sentinel.query(&args) {
+                Ok(Reply::Status(s)) if s == "OK" => Ok(()),
+                // NOGOODSLAVE: no replica fit yet (e.g. the last failover's old primary
+                // is still being reconfigured); INPROG: one is running already.
+                Ok(Reply::Error(e)) if e.starts_with("NOGOODSLAVE") || e.starts_with("INPROG") => {
+                    Err(e)
+                }
+                Ok(other) => {
+                    refused = Some(sentinel.unexpected(&args, &format!("{other:?}")));
+                    Ok(())
+                }
+                Err(e) => Err(e.to_string()),
+            },
+        )?;
+        if let Some(error) = refused {
+            return Err(error);
+        }
+        wait::until(
+            "every sentinel naming a new primary that reports role:master",
+            DEFAULT_SENTINEL_TIMEOUT,
+            || {
+                let ports = self
+                    .sentinels
+                    .iter()
+                    .map(|s| self.primary_port_from(s).map_err(|e| e.to_string()))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let new = ports[0];
+                if new == old || ports.iter().any(|&p| p != new) {
+                    return Err(format!("sentinels name {ports:?}, old primary {old}"));
+                }
+                let server = self.server_on(new).map_err(|e| e.to_string())?;
+                match server.text_field(&["INFO", "replication"], "role") {
+                    Ok(role) if role == "master" => Ok(new),
+                    Ok(role) => Err(format!("{new} reports role:{role}")),
+                    Err(e) => Err(e.to_string()),
+                }
+            },
+        )
+    }
+
+    /// Waits until the deployment is settled: every sentinel names the same primary, which
+    /// reports `role:master` and two replicas `online`; each replica reports
+    /// `master_link_status:up` to it; and every sentinel lists both replicas (flags
+    /// `slave`, link `ok`) and the two other sentinels.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] naming what was still missing after `timeout`.
+    pub fn wait_in_sync(&self, timeout: Duration) -> Result<(), Error> {
+        wait::until("primary, replicas and sentinels in sync", timeout, || {
+            self.in_sync().map_err(|e| e.to_string())?
+        })
+    }
+
+    /// `Ok(Ok(()))` when settled, `Ok(Err(what is missing))` when not yet.
+    fn in_sync(&self) -> Result<Result<(), String>, Error> {
+        let name = self.master_name.as_str();
+        let mut primaries = Vec::new();
+        for sentinel in &self.sentinels {
+            primaries.push(self.primary_port_from(sentinel)?);
+            let replicas = sentinel.call(&["SENTINEL", "REPLICAS", name])?;
+            let fit = replicas.array().unwrap_or_default().iter().filter(|r| {
+                r.field("flags").as_deref() == Some("slave")
+                    && r.field("master-link-status").as_deref() == Some("ok")
+            });
+            if fit.count() != REPLICAS {
+                return Ok(Err(format!(
+                    "sentinel {} sees replicas {replicas:?}",
+                    sentinel.port()
+                )));
+            }
+            let others = sentinel.call(&["SENTINEL", "SENTINELS", name])?;
+            if others.array().map_or(0, <[Reply]>::len) != SENTINELS - 1 {
+                return Ok(Err(format!(
+                    "sentinel {} knows sentinels {others:?}",
+                    sentinel.port()
+                )));
+            }
+        }
+        let port = primaries[0];
+        if primaries.iter().any(|&p| p != port) {
+            return Ok(Err(format!("sentinels name primaries {primaries:?}")));
+        }
+        let primary = self.server_on(port)?;
+        let info = primary.call(&["INFO", "replication"])?;
+        let info = info.text().unwrap_or_default();
+        let online = info
+            .lines()
+            .filter(|l| l.starts_with("slave") && l.contains("state=online"))
+            .count();
+        if !info.contains("role:master") || online != REPLICAS {
+            return Ok(Err(format!("primary {port}: {info}")));
+        }
+        for replica in self.servers.iter().filter(|s| s.port() != port) {
+            let link = replica.text_field(&["INFO", "replication"], "master_link_status")?;
+            let master = replica.text_field(&["INFO", "replication"], "master_port")?;
+            if link != "up" || master != port.to_string() {
+                return Ok(Err(format!(
+                    "replica {}: link {link:?} to {master:?}",
+                    replica.port()
+                )));
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    fn primary_port_from(&self, sentinel: &RedisServer) -> Result<u16, Error> {
+        let args = [
+            "SENTINEL",
+            "GET-MASTER-ADDR-BY-NAME",
+            self.master_name.as_str(),
+        ];
+        let reply = sentinel.call(&args)?;
+        reply
+            .array()
+            .and_then(|addr| addr.get(1))
+            .and_then(Reply::integer)
+            .and_then(|port| u16::try_from(port).ok())
+            .ok_or_else(|| sentinel.unexpected(&args, &format!("{reply:?}")))
+    }
+
+    fn server_on(&self, port: u16) -> Result<&RedisServer, Error> {
+        self.servers
+            .iter()
+            .find(|s| s.port() == port)
+            .ok_or_else(|| Error::Reply {
+                port,
+                command: "SENTINEL GET-MASTER-ADDR-BY-NAME".to_owned(),
+                reply: format!("a primary on port {port}, which is none of ours"),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replicates_and_fails_over() -> Result<(), Error> {
+        let mut deployment = Sentinel::start()?;
+        assert_eq!(deployment.master_name(), DEFAULT_MASTER_NAME);
+        assert_eq!(deployment.sentinel_urls().len(), 3);
+        let url = deployment.sentinel_url();
+        assert!(url.starts_with("redis+sentinel://127.0.0.1:"), "{url}");
+        assert!(url.ends_with("/redlease"), "{url}");
+        assert_eq!(url.matches(',').count(), 2, "{url}");
+
+        let primary = deployment.primary()?;
+        let before = primary.port();
+        primary.call(&["SET", "k", "v"])?;
+        // Every replica has the write once the primary's WAIT says so.
+        assert_eq!(primary.call(&["WAIT", "2", "10000"])?, Reply::Integer(2));
+        let replicas = deployment.replicas()?;
+        assert_eq!(replicas.len(), 2);
+        for replica in replicas {
+            assert_eq!(replica.call(&["GET", "k"])?, Reply::Bulk(b"v".to_vec()));
+        }
+
+        let after = deployment.failover()?;
+        assert_ne!(before, after);
+        assert_eq!(deployment.primary()?.port(), after);
+        deployment.primary()?.call(&["SET", "k", "w"])?;
+        // The old primary rejoins as a replica of the new one.
+        deployment.wait_in_sync(DEFAULT_SENTINEL_TIMEOUT)?;
+        let old = deployment.server_on(before)?;
+        assert_eq!(old.text_field(&["INFO", "replication"], "role")?, "slave");
+        Ok(())
+    }
+}

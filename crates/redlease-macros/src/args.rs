@@ -1,0 +1,167 @@
+//! The options of `#[locked(...)]`, parsed and checked at compile time.
+
+use std::time::Duration;
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::meta::ParseNestedMeta;
+use syn::{Expr, Ident, LitStr, Path};
+
+/// The shortest lease the library accepts (`redlease::MIN_TTL`).
+const MIN_TTL: Duration = Duration::from_millis(10);
+/// The longest lease or wait the library accepts (`redlease::MAX_TTL`, 30 days).
+const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// What the attribute said.
+#[derive(Default)]
+pub(crate) struct Args {
+    pub(crate) key: Option<LitStr>,
+    pub(crate) ttl: Option<Duration>,
+    pub(crate) wait: Option<WaitArg>,
+    pub(crate) retry: Option<Duration>,
+    pub(crate) max_hold: Option<Duration>,
+    pub(crate) prefix: Option<LitStr>,
+    pub(crate) client: Option<Expr>,
+    pub(crate) on_busy: Option<Path>,
+    pub(crate) guard: Option<Ident>,
+}
+
+/// `wait = "..."`.
+pub(crate) enum WaitArg {
+    No,
+    For(Duration),
+    Forever,
+}
+
+impl Args {
+    /// Takes one `name = value` of the attribute.
+    pub(crate) fn parse_one(&mut self, meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+        let Some(name) = meta.path.get_ident().map(ToString::to_string) else {
+            return Err(meta.error(UNKNOWN));
+        };
+        let duplicate = || meta.error(format!("`{name}` is given twice"));
+        match name.as_str() {
+            "key" => set(&mut self.key, meta.value()?.parse()?).ok_or_else(duplicate),
+            "prefix" => set(&mut self.prefix, meta.value()?.parse()?).ok_or_else(duplicate),
+            "client" => set(&mut self.client, meta.value()?.parse()?).ok_or_else(duplicate),
+            "on_busy" => set(&mut self.on_busy, meta.value()?.parse()?).ok_or_else(duplicate),
+            "guard" => set(&mut self.guard, meta.value()?.parse()?).ok_or_else(duplicate),
+            "ttl" => {
+                let lit: LitStr = meta.value()?.parse()?;
+                let ttl = duration(&lit, "ttl")?;
+                if !(MIN_TTL..=MAX_TTL).contains(&ttl) {
+                    return Err(syn::Error::new(
+                        lit.span(),
+                        format!(
+                            "`ttl` must be between 10ms and 30days, not {}",
+                            humantime::format_duration(ttl)
+                        ),
+                    ));
+                }
+                set(&mut self.ttl, ttl).ok_or_else(duplicate)
+            }
+            "wait" => {
+                let lit: LitStr = meta.value()?.parse()?;
+                let wait = match lit.value().trim() {
+                    "forever" => WaitArg::Forever,
+                    _ => match duration(&lit, "wait")? {
+                        d if d.is_zero() => WaitArg::No,
+                        d if d > MAX_TTL => {
+                            return Err(syn::Error::new(
+                                lit.span(),
+                                "`wait` longer than 30days: write `wait = \"forever\"`",
+                            ));
+                        }
+                        d => WaitArg::For(d),
+                    },
+                };
+                set(&mut self.wait, wait).ok_or_else(duplicate)
+            }
+            "retry" => {
+                let lit: LitStr = meta.value()?.parse()?;
+                let retry = positive(&lit, "retry")?;
+                set(&mut self.retry, retry).ok_or_else(duplicate)
+            }
+            "max_hold" => {
+                let lit: LitStr = meta.value()?.parse()?;
+                let budget = positive(&lit, "max_hold")?;
+                set(&mut self.max_hold, budget).ok_or_else(duplicate)
+            }
+            _ => Err(meta.error(UNKNOWN)),
+        }
+    }
+
+    /// The `Lock` builder calls for the options given.
+    pub(crate) fn builder_calls(&self) -> TokenStream {
+        let mut calls = TokenStream::new();
+        if let Some(prefix) = &self.prefix {
+            calls.extend(quote!(.prefix(#prefix)));
+        }
+        if let Some(ttl) = self.ttl {
+            let ttl = duration_tokens(ttl);
+            calls.extend(quote!(.ttl(#ttl)));
+        }
+        if let Some(wait) = &self.wait {
+            let wait = match wait {
+                WaitArg::No => quote!(::redlease::Wait::No),
+                WaitArg::Forever => quote!(::redlease::Wait::Forever),
+                WaitArg::For(d) => {
+                    let d = duration_tokens(*d);
+                    quote!(::redlease::Wait::For(#d))
+                }
+            };
+            calls.extend(quote!(.wait(#wait)));
+        }
+        if let Some(retry) = self.retry {
+            let min = duration_tokens(retry.min(Duration::from_millis(1)));
+            let max = duration_tokens(retry);
+            calls.extend(quote!(.retry(::redlease::Retry::new(#min, #max))));
+        }
+        if let Some(budget) = self.max_hold {
+            let budget = duration_tokens(budget);
+            calls.extend(quote!(.max_hold(#budget)));
+        }
+        calls
+    }
+}
+
+const UNKNOWN: &str = "unknown option of `#[redlease::locked]`; expected `key`, `ttl`, `wait`, `retry`, `max_hold`, `prefix`, `client`, `on_busy` or `guard`";
+
+/// Sets `slot` unless it is set already (`None` then).
+fn set<T>(slot: &mut Option<T>, value: T) -> Option<()> {
+    if slot.is_some() {
+        return None;
+    }
+    *slot = Some(value);
+    Some(())
+}
+
+/// A humane duration (`"10s"`, `"1500ms"`, `"2m 30s"`).
+fn duration(lit: &LitStr, option: &str) -> syn::Result<Duration> {
+    let text = lit.value();
+    humantime::parse_duration(text.trim()).map_err(|e| {
+        syn::Error::new(
+            lit.span(),
+            format!(
+                "`{option} = {text:?}` is not a duration ({e}); write it like \"10s\", \"1500ms\" or \"2m 30s\""
+            ),
+        )
+    })
+}
+
+fn positive(lit: &LitStr, option: &str) -> syn::Result<Duration> {
+    let d = duration(lit, option)?;
+    if d.is_zero() {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!("`{option}` must be greater than zero"),
+        ));
+    }
+    Ok(d)
+}
+
+fn duration_tokens(d: Duration) -> TokenStream {
+    let secs = d.as_secs();
+    let nanos = d.subsec_nanos();
+    quote!(::std::time::Duration::new(#secs, #nanos))
+}

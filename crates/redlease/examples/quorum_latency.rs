@@ -1,0 +1,70 @@
+//! Latency of an uncontended acquire + release: one Redis against a quorum of 5, measured
+//! in the same run (alternating slices, so both see the same machine).
+//!
+//! `cargo run --release -p redlease --example quorum_latency` (part of `make bench`).
+//! Starts 6 private redis-servers on free loopback ports.
+#![allow(clippy::print_stdout, clippy::cast_precision_loss)]
+
+use std::time::{Duration, Instant};
+
+const SLICES: usize = 3;
+const PER_SLICE: usize = 2000;
+
+async fn measure(client: &redlease::Client, out: &mut Vec<Duration>) -> redlease::Result<()> {
+    let lock = client.lock("latency");
+    for _ in 0..PER_SLICE {
+        let started = Instant::now();
+        let guard = lock.acquire().await?;
+        guard.release().await?;
+        out.push(started.elapsed());
+    }
+    Ok(())
+}
+
+/// Nearest-rank percentile `p` (1..=100) of a sorted, non-empty sample.
+fn percentile(sorted: &[Duration], p: usize) -> Duration {
+    let rank = (p * sorted.len()).div_ceil(100);
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let single_server = redlease_local::RedisServer::start()?;
+    let nodes = redlease_local::Nodes::start(5)?;
+    let single = redlease::Client::connect(&single_server.url()).await?;
+    let quorum = redlease::Client::quorum(nodes.urls()).await?;
+    // Warm up: scripts loaded, connections up.
+    let (mut warm, mut single_times, mut quorum_times) = (Vec::new(), Vec::new(), Vec::new());
+    measure(&single, &mut warm).await?;
+    measure(&quorum, &mut warm).await?;
+    for _ in 0..SLICES {
+        measure(&single, &mut single_times).await?;
+        measure(&quorum, &mut quorum_times).await?;
+    }
+    println!(
+        "uncontended acquire + release, {} pairs each, {SLICES} alternating slices",
+        SLICES * PER_SLICE
+    );
+    println!("  deployment      p50      p99    pairs/s");
+    let mut p50s = Vec::new();
+    for (name, times) in [
+        ("one Redis", &mut single_times),
+        ("quorum of 5", &mut quorum_times),
+    ] {
+        times.sort();
+        let total: Duration = times.iter().sum();
+        let p50 = percentile(times, 50);
+        p50s.push(p50);
+        println!(
+            "  {name:<12} {:>7.0?} {:>8.0?} {:>10.0}",
+            p50,
+            percentile(times, 99),
+            times.len() as f64 / total.as_secs_f64()
+        );
+    }
+    println!(
+        "  quorum / single p50: {:.2}x",
+        p50s[1].as_secs_f64() / p50s[0].as_secs_f64()
+    );
+    Ok(())
+}

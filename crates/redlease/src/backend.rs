@@ -1,0 +1,470 @@
+//! Where a [`Client`](crate::Client)'s commands go: one Redis (addressed directly or found
+//! through Sentinel), a Redis Cluster, or several independent nodes (a quorum).
+//!
+//! Every lock operation is one script call on one [`Node`]; the quorum layer
+//! ([`crate::quorum`]) fans the same calls out to all of its nodes.
+
+use std::sync::{PoisonError, RwLock};
+
+use futures_util::FutureExt as _;
+use futures_util::future::BoxFuture;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::sentinel::SentinelClient;
+use redis::{
+    Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Script, ScriptInvocation, Value,
+};
+
+use crate::error::{Error, Result, is_connection_error};
+use crate::keys::LockKeys;
+use crate::renew::BATCH;
+use crate::scripts;
+
+/// How a client reaches its deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Topology {
+    /// One Redis primary at a fixed address.
+    Single,
+    /// The primary that a set of sentinels names, followed across failovers.
+    Sentinel,
+    /// A Redis Cluster: each lock lives on the primary that owns its slot.
+    Cluster,
+    /// N independent primaries; a lock needs a majority of them (Redlock).
+    Quorum,
+}
+
+/// One connection to one deployment or node, cheap to clone, multiplexed.
+#[derive(Clone)]
+pub(crate) enum Conn {
+    /// A single Redis, reconnecting by itself.
+    Single(ConnectionManager),
+    /// A cluster, routing each command by its first key's slot (MOVED/ASK followed).
+    /// Type-erased: the cluster connection's type is so deep that every future holding
+    /// it would overflow the compiler's recursion limit when checked for `Send`, in the
+    /// callers' crates too.
+    Cluster(ErasedConn),
+}
+
+/// A cloneable, type-erased connection.
+pub(crate) struct ErasedConn(Box<dyn DynConn>);
+
+trait DynConn: ConnectionLike + Send + Sync {
+    fn boxed_clone(&self) -> Box<dyn DynConn>;
+}
+
+impl<T: ConnectionLike + Clone + Send + Sync + 'static> DynConn for T {
+    fn boxed_clone(&self) -> Box<dyn DynConn> {
+        Box::new(self.clone())
+    }
+}
+
+impl Clone for ErasedConn {
+    fn clone(&self) -> Self {
+        Self(self.0.boxed_clone())
+    }
+}
+
+impl ErasedConn {
+    pub(crate) fn cluster(conn: ClusterConnection) -> Self {
+        Self(Box::new(conn))
+    }
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Single(c) => c.req_packed_command(cmd),
+            Self::Cluster(c) => c.0.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Self::Cluster(c) => c.0.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(c) => c.get_db(),
+            Self::Cluster(c) => c.0.get_db(),
+        }
+    }
+}
+
+/// One endpoint: a Redis, a cluster, or a Sentinel-managed primary.
+pub(crate) struct Node {
+    conn: RwLock<Conn>,
+    /// Set when the primary is found through Sentinel: asked again after a failover.
+    sentinel: Option<SentinelLink>,
+    /// The address, password redacted, for messages.
+    pub(crate) label: String,
+}
+
+struct SentinelLink {
+    client: tokio::sync::Mutex<SentinelClient>,
+    config: ConnectionManagerConfig,
+}
+
+impl Node {
+    pub(crate) fn new(conn: Conn, label: String) -> Self {
+        Self {
+            conn: RwLock::new(conn),
+            sentinel: None,
+            label,
+        }
+    }
+
+    /// A node whose primary `sentinel` names; `conn` is connected to the current one.
+    pub(crate) fn with_sentinel(
+        conn: ConnectionManager,
+        sentinel: SentinelClient,
+        config: ConnectionManagerConfig,
+        label: String,
+    ) -> Self {
+        Self {
+            conn: RwLock::new(Conn::Single(conn)),
+            sentinel: Some(SentinelLink {
+                client: tokio::sync::Mutex::new(sentinel),
+                config,
+            }),
+            label,
+        }
+    }
+
+    /// The current connection (a clone of a multiplexed handle).
+    pub(crate) fn conn(&self) -> Conn {
+        self.conn
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Runs a script on the node. For a Sentinel-managed node, an error that says the
+    /// primary moved (connection lost, `READONLY` from a demoted primary) makes it ask the
+    /// sentinels for the current primary and try once more there.
+    pub(crate) async fn invoke<T: FromRedisValue>(
+        &self,
+        invocation: &ScriptInvocation<'_>,
+    ) -> RedisResult<T> {
+        let mut conn = self.conn();
+        match invocation.invoke_async(&mut conn).await {
+            Err(e) if self.must_follow(&e) => {
+                let mut conn = self.follow(e).await?;
+                invocation.invoke_async(&mut conn).await
+            }
+            other => other,
+        }
+    }
+
+    /// Sends a pipeline of `EVALSHA`s of `script`, loading it on `NOSCRIPT`; follows a
+    /// moved primary as [`Node::invoke`] does.
+    pub(crate) async fn pipeline<T: FromRedisValue>(
+        &self,
+        pipe: &Pipeline,
+        script: &Script,
+    ) -> RedisResult<T> {
+        let mut conn = self.conn();
+        let result = match pipe.query_async(&mut conn).await {
+            Err(e) if e.code() == Some("NOSCRIPT") => {
+                script.prepare_invoke().load_async(&mut conn).await?;
+                pipe.query_async(&mut conn).await
+            }
+            other => other,
+        };
+        match result {
+            Err(e) if self.must_follow(&e) => {
+                let mut conn = self.follow(e).await?;
+                script.prepare_invoke().load_async(&mut conn).await?;
+                pipe.query_async(&mut conn).await
+            }
+            other => other,
+        }
+    }
+
+    /// Sends one plain command.
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> RedisResult<T> {
+        let mut conn = self.conn();
+        cmd.query_async(&mut conn).await
+    }
+
+    fn must_follow(&self, e: &redis::RedisError) -> bool {
+        self.sentinel.is_some() && primary_moved(e)
+    }
+
+    /// Asks the sentinels for the current primary and connects to it. The future is
+    /// type-erased: the Sentinel client's own futures are deep enough to overflow the
+    /// compiler's recursion limit in every caller's `Send` check otherwise.
+    fn follow(&self, cause: redis::RedisError) -> BoxFuture<'_, RedisResult<Conn>> {
+        Box::pin(async move {
+            let Some(link) = &self.sentinel else {
+                return Err(cause);
+            };
+            tracing::info!(node = %self.label, error = %cause, "primary unreachable or demoted; asking the sentinels");
+            let mut sentinel = link.client.lock().await;
+            let client = sentinel.async_get_client().await?;
+            let manager = ConnectionManager::new_with_config(client, link.config.clone()).await?;
+            let conn = Conn::Single(manager);
+            *self.conn.write().unwrap_or_else(PoisonError::into_inner) = conn.clone();
+            Ok(conn)
+        })
+    }
+}
+
+/// True for errors after which a Sentinel-managed primary should be looked up again.
+fn primary_moved(e: &redis::RedisError) -> bool {
+    is_connection_error(e) || e.code() == Some("READONLY") || e.code() == Some("MASTERDOWN")
+}
+
+/// Runs `futures` concurrently, each bounded by `timeout`; a late one counts as a
+/// connection error.
+pub(crate) async fn fan_out<T, F>(
+    futures: impl IntoIterator<Item = F>,
+    timeout: std::time::Duration,
+) -> Vec<RedisResult<T>>
+where
+    F: Future<Output = RedisResult<T>>,
+{
+    futures_util::future::join_all(futures.into_iter().map(|f| {
+        tokio::time::timeout(timeout, f).map(|r| {
+            r.unwrap_or_else(|_| {
+                Err(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "node did not answer in time",
+                )))
+            })
+        })
+    }))
+    .await
+}
+
+/// What one acquisition attempt found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reply {
+    /// Acquired fresh by this attempt, with this fencing token.
+    Fresh(u64),
+    /// Already held with our token (an earlier attempt of ours, or a hand-off).
+    Ours(u64),
+    /// Held by another owner; its remaining lease in ms (-1: none).
+    Busy(i64),
+}
+
+/// The arguments of one acquisition attempt.
+pub(crate) struct AcquireArgs<'a> {
+    pub(crate) token: &'a str,
+    pub(crate) ttl_ms: u64,
+    pub(crate) holder: &'a str,
+    /// Join the FIFO queue when busy: the grant channel and the queue keys' expiry in ms.
+    pub(crate) queue: Option<(&'a str, u64)>,
+}
+
+/// One lease for the renewal scheduler.
+pub(crate) struct RenewItem<'a> {
+    pub(crate) keys: &'a LockKeys,
+    pub(crate) token: &'a str,
+    pub(crate) ttl_ms: u64,
+}
+
+/// Every node of a client's deployment, and how to use them.
+pub(crate) struct Deployment {
+    pub(crate) topology: Topology,
+    pub(crate) nodes: Vec<Node>,
+    /// Per-node reply bound of a quorum fan-out.
+    pub(crate) node_timeout: std::time::Duration,
+}
+
+impl Deployment {
+    /// The one node of a single-endpoint deployment (the first of a quorum).
+    pub(crate) fn primary(&self) -> &Node {
+        &self.nodes[0]
+    }
+
+    /// Nodes that must agree: all of one endpoint, or a majority of a quorum.
+    pub(crate) fn majority(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    /// One acquisition attempt.
+    pub(crate) async fn acquire(&self, keys: &LockKeys, args: &AcquireArgs<'_>) -> Result<Reply> {
+        if self.topology == Topology::Quorum {
+            return Box::pin(crate::quorum::acquire(self, keys, args)).await;
+        }
+        Box::pin(acquire_on(self.primary(), keys, args))
+            .await
+            .map_err(|e| Error::redis("acquiring a lock", &keys.key, e))
+    }
+
+    /// Runs the release script; whether the lock held our token.
+    pub(crate) async fn release(&self, keys: &LockKeys, token: &str) -> Result<bool> {
+        if self.topology == Topology::Quorum {
+            return Box::pin(crate::quorum::release(self, keys, token)).await;
+        }
+        Box::pin(release_on(self.primary(), keys, token))
+            .await
+            .map_err(|e| Error::redis("releasing a lock", &keys.key, e))
+    }
+
+    /// Runs the extend script; whether the lock held our token.
+    pub(crate) async fn extend(&self, keys: &LockKeys, token: &str, ttl_ms: u64) -> Result<bool> {
+        if self.topology == Topology::Quorum {
+            return Box::pin(crate::quorum::extend(self, keys, token, ttl_ms)).await;
+        }
+        Box::pin(extend_on(self.primary(), keys, token, ttl_ms))
+            .await
+            .map_err(|e| Error::redis("extending a lock", &keys.key, e))
+    }
+
+    /// Renews `batch`: for each lease, `Some(true)` renewed, `Some(false)` lost (another
+    /// token or none), `None` unknown (no answer; retry).
+    pub(crate) async fn renew(&self, batch: &[RenewItem<'_>]) -> Vec<Option<bool>> {
+        match self.topology {
+            Topology::Quorum => Box::pin(crate::quorum::renew(self, batch)).await,
+            Topology::Cluster => Box::pin(renew_by_slot(self.primary(), batch)).await,
+            Topology::Single | Topology::Sentinel => {
+                match Box::pin(renew_on(self.primary(), batch)).await {
+                    Ok(renewed) => renewed.into_iter().map(Some).collect(),
+                    Err(e) => {
+                        tracing::debug!(error = %e, leases = batch.len(), "renewal failed");
+                        vec![None; batch.len()]
+                    }
+                }
+            }
+        }
+    }
+
+    /// Re-sets the lease (a write) and runs `WAIT replicas timeout` right behind it in one
+    /// pipeline, so that both go over the same connection and `WAIT` covers the lock's
+    /// current value whichever connection first wrote it. Returns whether the lock still
+    /// held our token, and how many replicas acknowledged.
+    pub(crate) async fn replicate(
+        &self,
+        keys: &LockKeys,
+        token: &str,
+        ttl_ms: u64,
+        replicas: usize,
+        timeout: std::time::Duration,
+    ) -> Result<(bool, usize)> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("EVALSHA")
+            .arg(scripts::EXTEND.get_hash())
+            .arg(2)
+            .arg(&keys.key)
+            .arg(&keys.holder)
+            .arg(token)
+            .arg(ttl_ms)
+            .cmd("WAIT")
+            .arg(replicas)
+            .arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+        let (extended, acked): (i64, usize) = self
+            .primary()
+            .pipeline(&pipe, &scripts::EXTEND)
+            .await
+            .map_err(|e| Error::redis("waiting for replicas", &keys.key, e))?;
+        Ok((extended == 1, acked))
+    }
+}
+
+/// One acquisition attempt on one node.
+pub(crate) async fn acquire_on(
+    node: &Node,
+    keys: &LockKeys,
+    args: &AcquireArgs<'_>,
+) -> RedisResult<Reply> {
+    let mut invocation = scripts::ACQUIRE.key(&keys.script_keys()[..]);
+    invocation.arg(args.token).arg(args.ttl_ms).arg(args.holder);
+    match args.queue {
+        Some((channel, linger_ms)) => invocation.arg("1").arg(channel).arg(linger_ms),
+        None => invocation.arg("0"),
+    };
+    let (status, fence, pttl): (i64, i64, i64) = node.invoke(&invocation).await?;
+    let fence = u64::try_from(fence).unwrap_or(0);
+    Ok(match status {
+        1 => Reply::Fresh(fence),
+        2 => Reply::Ours(fence),
+        _ => Reply::Busy(pttl),
+    })
+}
+
+/// The release script on one node.
+pub(crate) async fn release_on(node: &Node, keys: &LockKeys, token: &str) -> RedisResult<bool> {
+    let mut invocation = scripts::RELEASE.key(&keys.script_keys()[..]);
+    invocation.arg(token);
+    let released: i64 = node.invoke(&invocation).await?;
+    Ok(released == 1)
+}
+
+/// The extend script on one node.
+pub(crate) async fn extend_on(
+    node: &Node,
+    keys: &LockKeys,
+    token: &str,
+    ttl_ms: u64,
+) -> RedisResult<bool> {
+    let mut invocation = scripts::EXTEND.key(&keys.key);
+    invocation.key(&keys.holder).arg(token).arg(ttl_ms);
+    let extended: i64 = node.invoke(&invocation).await?;
+    Ok(extended == 1)
+}
+
+/// One pipeline of `renew.lua` calls (batches of [`BATCH`] leases) on one node.
+pub(crate) async fn renew_on(node: &Node, batch: &[RenewItem<'_>]) -> RedisResult<Vec<bool>> {
+    let mut pipe = redis::pipe();
+    for chunk in batch.chunks(BATCH) {
+        let cmd = pipe
+            .cmd("EVALSHA")
+            .arg(scripts::RENEW.get_hash())
+            .arg(chunk.len() * 2);
+        for item in chunk {
+            cmd.arg(&item.keys.key).arg(&item.keys.holder);
+        }
+        for item in chunk {
+            cmd.arg(item.token).arg(item.ttl_ms);
+        }
+    }
+    let replies: Vec<Vec<i64>> = node.pipeline(&pipe, &scripts::RENEW).await?;
+    Ok(replies.into_iter().flatten().map(|r| r == 1).collect())
+}
+
+/// Cluster renewal: a script call may only touch one slot, so the batch is split by slot
+/// and the calls are sent concurrently (the cluster connection pipelines those that go to
+/// the same primary).
+async fn renew_by_slot(node: &Node, batch: &[RenewItem<'_>]) -> Vec<Option<bool>> {
+    let mut by_slot = std::collections::BTreeMap::<u16, Vec<usize>>::new();
+    for (i, item) in batch.iter().enumerate() {
+        by_slot
+            .entry(crate::keys::hash_slot(item.keys.key.as_bytes()))
+            .or_default()
+            .push(i);
+    }
+    let groups: Vec<Vec<usize>> = by_slot.into_values().collect();
+    let replies = futures_util::future::join_all(groups.iter().map(|group| async move {
+        let items: Vec<RenewItem<'_>> = group
+            .iter()
+            .map(|&i| RenewItem {
+                keys: batch[i].keys,
+                token: batch[i].token,
+                ttl_ms: batch[i].ttl_ms,
+            })
+            .collect();
+        renew_on(node, &items).await
+    }))
+    .await;
+    let mut out = vec![None; batch.len()];
+    for (group, reply) in groups.iter().zip(replies) {
+        match reply {
+            Ok(renewed) => {
+                for (&i, ok) in group.iter().zip(renewed) {
+                    out[i] = Some(ok);
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, leases = group.len(), "renewal failed"),
+        }
+    }
+    out
+}

@@ -1,0 +1,75 @@
+//! The process-wide default client, for [`#[locked]`](crate::locked) functions that are not
+//! given one with `client = ...`.
+//!
+//! Set once at start-up; a second call is refused, so that every locked function of the
+//! process takes its locks on the same deployment (reentrancy, which keys on the client,
+//! then works across them too).
+
+use std::sync::OnceLock;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+
+static DEFAULT: OnceLock<Client> = OnceLock::new();
+
+/// Makes `client` the default of `#[locked]` functions without `client = ...`.
+///
+/// # Errors
+/// [`Error::InvalidOption`] when a default client was already set (the first one stays).
+///
+/// # Examples
+/// ```no_run
+/// # async fn example() -> redlease::Result<()> {
+/// redlease::set_default_client(redlease::Client::connect("redis://127.0.0.1:6379").await?)?;
+/// # Ok(()) }
+/// ```
+pub fn set_default_client(client: Client) -> Result<()> {
+    DEFAULT.set(client).map_err(|_| already_set())
+}
+
+/// The client set by [`set_default_client`].
+///
+/// # Errors
+/// [`Error::NoDefaultClient`] when none was set.
+pub fn default_client() -> Result<&'static Client> {
+    DEFAULT.get().ok_or(Error::NoDefaultClient {
+        setter: "redlease::set_default_client",
+    })
+}
+
+fn already_set() -> Error {
+    Error::InvalidOption {
+        option: "default client",
+        reason: "a default client is already set; set it once, at start-up".into(),
+    }
+}
+
+/// The same for the [`blocking`](crate::blocking) API, re-exported there.
+pub(crate) mod blocking {
+    use std::sync::OnceLock;
+
+    use crate::blocking::Client;
+    use crate::error::{Error, Result};
+
+    static DEFAULT: OnceLock<Client> = OnceLock::new();
+
+    /// Makes `client` the default of synchronous `#[locked]` functions without
+    /// `client = ...`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] when a default blocking client was already set (the first
+    /// one stays).
+    pub fn set_default_client(client: Client) -> Result<()> {
+        DEFAULT.set(client).map_err(|_| super::already_set())
+    }
+
+    /// The client set by [`set_default_client`].
+    ///
+    /// # Errors
+    /// [`Error::NoDefaultClient`] when none was set.
+    pub fn default_client() -> Result<&'static Client> {
+        DEFAULT.get().ok_or(Error::NoDefaultClient {
+            setter: "redlease::blocking::set_default_client",
+        })
+    }
+}

@@ -1,0 +1,126 @@
+//! A 6-node Redis Cluster (3 primaries, 3 replicas): locks in many slots, exclusion, and a
+//! slot migration under a held lock.
+#![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
+
+mod common;
+
+use std::time::Duration;
+
+use common::bounded;
+use redlease::{Client, Error, Renewal};
+use redlease_local::Cluster;
+
+fn cluster() -> Cluster {
+    Cluster::start().unwrap_or_else(|e| panic!("cannot start a cluster: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_in_many_slots_exclude_and_fence() {
+    let cluster = cluster();
+    let client = bounded("connect", Client::cluster(cluster.urls()))
+        .await
+        .unwrap();
+    let other = bounded("connect", Client::cluster(cluster.urls()))
+        .await
+        .unwrap();
+    let mut slots = std::collections::HashSet::new();
+    let mut owners = std::collections::HashSet::new();
+    for i in 0..40 {
+        let name = if i % 4 == 0 {
+            format!("order:{{tenant-{i}}}:lock")
+        } else {
+            format!("lock-{i}")
+        };
+        let lock = client.lock(&name);
+        let key = lock.keys().unwrap().key().to_owned();
+        let slot = cluster.slot(&key).unwrap();
+        slots.insert(slot);
+        owners.insert(cluster.primary_for_slot(slot).unwrap());
+        let guard = bounded("acquire", lock.acquire()).await.unwrap();
+        let busy = bounded("try from another client", other.lock(&name).try_acquire())
+            .await
+            .unwrap();
+        assert!(busy.is_none(), "two holders of {name}");
+        let fence = guard.fencing_token();
+        bounded("release", guard.release()).await.unwrap();
+        let again = bounded("re-acquire", other.lock(&name).acquire())
+            .await
+            .unwrap();
+        assert!(again.fencing_token() > fence);
+        bounded("release", again.release()).await.unwrap();
+    }
+    assert!(slots.len() > 30, "only {} slots", slots.len());
+    assert_eq!(owners.len(), 3, "locks did not spread over every primary");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewal_spans_slots() {
+    let cluster = cluster();
+    let client = bounded("connect", Client::cluster(cluster.urls()))
+        .await
+        .unwrap();
+    let ttl = Duration::from_millis(600);
+    let mut guards = Vec::new();
+    for i in 0..20 {
+        guards.push(
+            bounded(
+                "acquire",
+                client.lock(format!("renewed-{i}")).ttl(ttl).acquire(),
+            )
+            .await
+            .unwrap(),
+        );
+    }
+    let start = client.renewal_round_trips();
+    // Outlive the TTL several times over; a lease that was not renewed is reported lost.
+    let all_lost = futures_util::future::select_all(guards.iter().map(|g| Box::pin(g.lost())));
+    let outlived = tokio::time::timeout(ttl * 4, all_lost).await.is_err();
+    assert!(outlived, "a lease in some slot was not renewed");
+    assert!(client.renewal_round_trips() > start);
+    for g in guards {
+        assert!(g.is_held());
+        bounded("release", g.release()).await.unwrap();
+    }
+}
+
+/// Moving the lock's slot to another primary while the lock is held: the lock must either
+/// stay held (the key moved with it) or be reported lost, never granted to a second holder
+/// while the first still believes it holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slot_migration_mid_hold_keeps_the_lock_or_reports_lost() {
+    let mut cluster = cluster();
+    let client = bounded("connect", Client::cluster(cluster.urls()))
+        .await
+        .unwrap();
+    let other = bounded("connect", Client::cluster(cluster.urls()))
+        .await
+        .unwrap();
+    let lock = client
+        .lock("migrating")
+        .ttl(Duration::from_secs(30))
+        .renewal(Renewal::Fixed);
+    let key = lock.keys().unwrap().key().to_owned();
+    let mut guard = bounded("acquire", lock.acquire()).await.unwrap();
+    let slot = cluster.slot(&key).unwrap();
+    let owner = cluster.primary_for_slot(slot).unwrap();
+    cluster.migrate_slot(slot, (owner + 1) % 3).unwrap();
+    assert_ne!(cluster.primary_for_slot(slot).unwrap(), owner);
+    let contender = bounded("try after migration", other.lock("migrating").try_acquire())
+        .await
+        .unwrap();
+    match bounded(
+        "extend after migration",
+        guard.extend(Duration::from_secs(30)),
+    )
+    .await
+    {
+        Ok(()) => assert!(
+            contender.is_none(),
+            "the lock was granted twice across a slot migration"
+        ),
+        Err(Error::Lost { .. }) => {}
+        Err(e) => panic!("unexpected error after migration: {e:?}"),
+    }
+    drop(contender);
+    bounded("release", guard.release()).await.unwrap();
+}

@@ -1,0 +1,237 @@
+//! Redlock over independent redis-server nodes: exclusion across processes, a minority
+//! down, no quorum, fencing across overlapping majorities, and the delayed-restart rule.
+#![allow(
+    clippy::unwrap_used,
+    clippy::panic,
+    clippy::unchecked_time_subtraction,
+    reason = "tests fail loudly"
+)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{bounded, raw, server};
+use redis::AsyncCommands as _;
+use redlease::{Client, Error, Renewal};
+use redlease_local::Nodes;
+
+const CHILD_NODES: &str = "REDLEASE_TEST_QUORUM_NODES";
+const CHILD_RESOURCE: &str = "REDLEASE_TEST_QUORUM_RESOURCE";
+const COUNTER: &str = "test:counter";
+const FENCES: &str = "test:fences";
+
+fn nodes(n: usize) -> Nodes {
+    Nodes::start(n).unwrap_or_else(|e| panic!("cannot start {n} redis-servers: {e}"))
+}
+
+/// A quorum client whose per-node replies are bounded tightly, so dead nodes cost little.
+async fn quorum(urls: &[String]) -> Client {
+    Client::quorum_builder(urls)
+        .response_timeout(Duration::from_millis(300))
+        .connect_timeout(Duration::from_millis(500))
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// `tasks` x `sections` non-atomic increments of a counter kept on a separate resource
+/// server, each under the quorum lock, logging fencing tokens in section order.
+async fn run_workers(node_urls: &[String], resource: &str, tasks: u32, sections: u32) {
+    let client = quorum(node_urls).await;
+    let mut handles = Vec::new();
+    for _ in 0..tasks {
+        let lock = client.lock("q-counter").wait(Duration::from_secs(60));
+        let resource = resource.to_owned();
+        handles.push(tokio::spawn(async move {
+            let mut conn = redis::Client::open(resource)
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap();
+            for _ in 0..sections {
+                let guard = lock.acquire().await.unwrap();
+                let n: Option<i64> = conn.get(COUNTER).await.unwrap();
+                tokio::task::yield_now().await;
+                let () = conn.set(COUNTER, n.unwrap_or(0) + 1).await.unwrap();
+                let _: i64 = conn
+                    .rpush(FENCES, guard.fencing_token().get())
+                    .await
+                    .unwrap();
+                guard.release().await.unwrap();
+            }
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+}
+
+/// Run by `quorum_of_five_excludes_across_processes` in child processes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "child process of quorum_of_five_excludes_across_processes"]
+async fn quorum_child_workers() {
+    let (Ok(urls), Ok(resource)) = (std::env::var(CHILD_NODES), std::env::var(CHILD_RESOURCE))
+    else {
+        return;
+    };
+    let urls: Vec<String> = urls.split(',').map(str::to_owned).collect();
+    run_workers(&urls, &resource, 3, 10).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn quorum_of_five_excludes_across_processes() {
+    let nodes = nodes(5);
+    let resource = server();
+    let urls = nodes.urls();
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<_> = (0..2)
+        .map(|_| {
+            tokio::process::Command::new(&exe)
+                .args([
+                    "--ignored",
+                    "--exact",
+                    "quorum_child_workers",
+                    "--nocapture",
+                ])
+                .env(CHILD_NODES, urls.join(","))
+                .env(CHILD_RESOURCE, resource.url())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let resource_url = resource.url();
+    let here = run_workers(&urls, &resource_url, 4, 10);
+    let ((), statuses) = bounded("workers", async {
+        tokio::join!(here, async {
+            let mut statuses = Vec::new();
+            for mut c in children {
+                statuses.push(c.wait().await.unwrap());
+            }
+            statuses
+        })
+    })
+    .await;
+    for s in statuses {
+        assert!(s.success(), "a child process failed: {s}");
+    }
+    // 4 x 10 here, 2 x 3 x 10 in the children.
+    let mut conn = raw(&resource).await;
+    let count: i64 = conn.get(COUNTER).await.unwrap();
+    assert_eq!(
+        count, 100,
+        "lost updates: the quorum lock let two holders in"
+    );
+    let fences: Vec<u64> = conn.lrange(FENCES, 0, -1).await.unwrap();
+    for pair in fences.windows(2) {
+        assert!(pair[0] < pair[1], "fencing tokens not increasing: {pair:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_of_five_down_still_works_three_down_is_no_quorum() {
+    let mut nodes = nodes(5);
+    let client = quorum(&nodes.urls()).await;
+    let lock = client.lock("minority").wait(Duration::from_secs(5));
+    nodes[0].kill();
+    nodes[1].kill();
+    let guard = bounded("acquire with 3 of 5", lock.acquire())
+        .await
+        .unwrap();
+    assert!(guard.is_held());
+    bounded("release with 3 of 5", guard.release())
+        .await
+        .unwrap();
+    nodes[2].kill();
+    let outcome = bounded("acquire with 2 of 5", lock.acquire()).await;
+    match outcome {
+        Err(Error::NoQuorum { acquired, needed }) => {
+            assert_eq!(needed, 3);
+            assert!(acquired <= 2, "{acquired} of 2 live nodes");
+        }
+        other => panic!("expected NoQuorum, got {other:?}"),
+    }
+}
+
+/// Majorities {A,B,C} then {C,D,E} share only C, and D, E have lower counters than A, B:
+/// the second token must still be larger than the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_is_monotonic_when_majorities_share_one_node() {
+    let mut nodes = nodes(5);
+    let client = quorum(&nodes.urls()).await;
+    let lock = client.lock("fenced").wait(Duration::from_secs(5));
+    let keys = lock.keys().unwrap();
+    let fence_key = keys.fence().to_owned();
+    // A and B have issued many tokens before; C, D and E few.
+    for i in [0, 1] {
+        let mut conn = raw(&nodes[i]).await;
+        let () = conn.set(&fence_key, 100).await.unwrap();
+    }
+    nodes[3].kill();
+    nodes[4].kill();
+    let first = bounded("acquire on A, B, C", lock.acquire()).await.unwrap();
+    let first_token = first.fencing_token().get();
+    assert!(
+        first_token > 100,
+        "token {first_token} is not above A's and B's counters"
+    );
+    bounded("release", first.release()).await.unwrap();
+    nodes[3].restart().unwrap();
+    nodes[4].restart().unwrap();
+    nodes[0].kill();
+    nodes[1].kill();
+    let second = bounded("acquire on C, D, E", lock.acquire()).await.unwrap();
+    let second_token = second.fencing_token().get();
+    assert!(
+        second_token > first_token,
+        "fencing token went backwards across overlapping majorities: {first_token} then {second_token}"
+    );
+    bounded("release", second.release()).await.unwrap();
+}
+
+/// Redlock's delayed-restart rule: a node that lost its data may rejoin only after the
+/// longest TTL, so that every lease it granted has run out by then. Holder H is granted
+/// the lock by A and B (C down). B crashes and stays down for a TTL before it rejoins
+/// empty, together with C: a contender then gets B and C, but only after H's validity
+/// ended. Restarting B at once instead lets the contender in while H still believes it
+/// holds the lock: the violation the rule exists for, shown here so that it stays
+/// documented.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarted_empty_node_needs_the_delayed_restart_rule() {
+    const TTL: Duration = Duration::from_millis(1500);
+    for delayed in [true, false] {
+        let mut nodes = nodes(3);
+        let client = quorum(&nodes.urls()).await;
+        let lock = client
+            .lock("restart")
+            .ttl(TTL)
+            .renewal(Renewal::Fixed)
+            .wait(Duration::from_secs(10));
+        nodes[2].kill();
+        let holder = bounded("holder acquires on A, B", lock.acquire())
+            .await
+            .unwrap();
+        nodes[1].kill();
+        if delayed {
+            tokio::time::sleep(TTL).await;
+        }
+        nodes[1].restart().unwrap();
+        nodes[2].restart().unwrap();
+        let contender = bounded("contender acquires", lock.acquire()).await.unwrap();
+        let overlap = holder.is_held();
+        if delayed {
+            assert!(
+                !overlap,
+                "with the delayed restart the contender got the lock while the holder's lease was valid"
+            );
+        } else {
+            assert!(
+                overlap,
+                "an immediate empty restart is expected to allow a second holder (Redlock's documented limit)"
+            );
+        }
+        drop(contender);
+        drop(holder);
+    }
+}
