@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use redis::aio::MultiplexedConnection;
 use redlease_local::RedisServer;
 
@@ -13,7 +13,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one reply may take.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
-const REDIS_HELP: &str = "The Redis to use: redis://[USER:PASSWORD@]HOST:PORT[/DB], or rediss://... for TLS (the server certificate is verified). Credentials in the URL are never printed. Repeatable for a quorum of independent nodes, which is not supported yet. [default: $REDIS_URL, else redis://127.0.0.1:6379]";
+const REDIS_HELP: &str = "The Redis to use: redis://[USER:PASSWORD@]HOST:PORT[/DB], or rediss://... for TLS (the server certificate is verified). Credentials in the URL are never printed. Repeat it for a quorum (Redlock) of independent primaries: a lock is held when a majority of them grant it. [default: $REDIS_URL, else redis://127.0.0.1:6379]";
 
 /// The connection options every subcommand that talks to Redis shares.
 #[derive(Debug, Clone, clap::Args)]
@@ -35,50 +35,108 @@ pub(crate) struct RedisArgs {
 }
 
 impl RedisArgs {
-    /// The one URL to use.
-    pub(crate) fn url(&self) -> anyhow::Result<&str> {
-        match self.urls.as_slice() {
-            [] => Ok(DEFAULT_URL),
-            [url] => Ok(url),
-            urls => bail!(
-                "{} --redis URLs given, but a quorum of independent Redis nodes (Redlock) is not supported yet; give one URL",
-                urls.len()
+    /// The URLs to use: those given, else the default.
+    pub(crate) fn urls(&self) -> Vec<&str> {
+        if self.urls.is_empty() {
+            vec![DEFAULT_URL]
+        } else {
+            self.urls.iter().map(String::as_str).collect()
+        }
+    }
+
+    /// Where the locks live, for messages: the URL, or `a quorum of N nodes`.
+    fn shown(&self) -> String {
+        match self.urls().as_slice() {
+            [url] => redlease::redact_url(url),
+            urls => format!(
+                "a quorum of {} nodes ({})",
+                urls.len(),
+                urls.iter()
+                    .map(|u| redlease::redact_url(u))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         }
     }
 
-    /// A redlease client; `note` goes into the holder details of its locks.
+    /// A redlease client over one Redis, or a quorum (Redlock) over several; `note` goes
+    /// into the holder details of its locks.
     pub(crate) async fn client(&self, note: Option<String>) -> anyhow::Result<redlease::Client> {
-        let url = self.url()?;
-        let mut builder = redlease::Client::builder(url).connect_timeout(CONNECT_TIMEOUT);
+        let urls = self.urls();
+        let mut builder = match urls.as_slice() {
+            [url] => redlease::Client::builder(url),
+            urls => redlease::Client::quorum_builder(urls),
+        }
+        .connect_timeout(CONNECT_TIMEOUT);
         if let Some(note) = note {
             builder = builder.holder_note(note);
         }
         builder
             .connect()
             .await
-            .with_context(|| format!("connecting to Redis at {}", redlease::redact_url(url)))
+            .with_context(|| format!("connecting to Redis at {}", self.shown()))
     }
 
-    /// A plain redis-rs connection, for reading and removing keys behind the library.
-    pub(crate) async fn raw(&self) -> anyhow::Result<MultiplexedConnection> {
-        let url = self.url()?;
-        let shown = redlease::redact_url(url);
-        // redis-rs' own message may repeat the URL, password included: keep only its kind.
-        let client = redis::Client::open(url).map_err(|e| {
-            anyhow::anyhow!(
-                "`{shown}` is not a usable Redis URL ({:?}); expected redis://[user:password@]host:port[/db] or rediss://...",
-                e.kind()
-            )
-        })?;
-        let config = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(CONNECT_TIMEOUT))
-            .set_response_timeout(Some(RESPONSE_TIMEOUT));
-        client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await
-            .with_context(|| format!("connecting to Redis at {shown}"))
+    /// A plain redis-rs connection to every node, for reading and removing keys behind the
+    /// library. With one node, failing to reach it is an error; with several, each node's
+    /// connection is given as it went, so that one node down does not hide the others.
+    pub(crate) async fn nodes(&self) -> anyhow::Result<Vec<Node>> {
+        let urls = self.urls();
+        if let [url] = urls.as_slice() {
+            return Ok(vec![Node {
+                url: redlease::redact_url(url),
+                conn: Ok(raw(url).await?),
+            }]);
+        }
+        let connections = futures_util::future::join_all(urls.iter().map(|url| raw(url))).await;
+        Ok(urls
+            .iter()
+            .zip(connections)
+            .map(|(url, conn)| Node {
+                url: redlease::redact_url(url),
+                conn: conn.map_err(|e| crate::exit::one_line(&e)),
+            })
+            .collect())
     }
+
+    /// A plain connection to the one node there is.
+    pub(crate) async fn raw(&self) -> anyhow::Result<MultiplexedConnection> {
+        match self.urls().as_slice() {
+            [url] => raw(url).await,
+            urls => anyhow::bail!(
+                "{} --redis URLs given, but this command works on one Redis; give one URL",
+                urls.len()
+            ),
+        }
+    }
+}
+
+/// One Redis node and, if it could be reached, a connection to it.
+#[derive(Clone)]
+pub(crate) struct Node {
+    /// Its URL, password redacted.
+    pub(crate) url: String,
+    /// The connection, or why there is none.
+    pub(crate) conn: Result<MultiplexedConnection, String>,
+}
+
+/// A plain redis-rs connection to `url`.
+async fn raw(url: &str) -> anyhow::Result<MultiplexedConnection> {
+    let shown = redlease::redact_url(url);
+    // redis-rs' own message may repeat the URL, password included: keep only its kind.
+    let client = redis::Client::open(url).map_err(|e| {
+        anyhow::anyhow!(
+            "`{shown}` is not a usable Redis URL ({:?}); expected redis://[user:password@]host:port[/db] or rediss://...",
+            e.kind()
+        )
+    })?;
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT));
+    client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .with_context(|| format!("connecting to Redis at {shown}"))
 }
 
 /// The Redis of `redlease demo` and `redlease bench`: `url` when given, else a private

@@ -30,21 +30,22 @@ Exit codes:
   1    status: the lock is free; release --force: nothing was held; bench, demo: a
        correctness check failed
   2    bad usage (unknown flag, bad duration...) or another error
-  69   Redis could not be reached (EX_UNAVAILABLE)
+  69   Redis (or a majority of a quorum's nodes) could not be reached (EX_UNAVAILABLE)
 
   run has its own: CMD's exit code, and 75 busy, 79 lease lost, 125..127 CMD could not
   start; see redlease run --help.
 
 Environment:
   REDIS_URL   the Redis to use when no --redis is given (default redis://127.0.0.1:6379)
-  RUST_LOG    log filter for diagnostics on stderr (default warn), e.g. redlease=debug";
+  RUST_LOG    log filter for diagnostics on stderr (default error), e.g. warn or debug";
 
 /// The exit-code section of `redlease run --help`.
 pub(crate) const RUN: &str = "\
 Exit codes:
   0..255  CMD's own exit code, passed through; 128+N when CMD was killed by signal N
   2       bad usage (unknown flag, bad duration, no CMD) or another error
-  69      Redis could not be reached (EX_UNAVAILABLE); CMD was not started
+  69      Redis (or a majority of a quorum's nodes) could not be reached
+          (EX_UNAVAILABLE); CMD was not started
   75      the lock is busy: --no-wait, or --wait ran out (EX_TEMPFAIL); CMD was not
           started. The message names the key and how long the holder's lease has left
   79      the lease was lost while CMD ran (the key expired without renewal, e.g. Redis was
@@ -56,21 +57,35 @@ Exit codes:
 
 Environment:
   REDIS_URL   the Redis to use when no --redis is given (default redis://127.0.0.1:6379)
-  RUST_LOG    log filter for diagnostics on stderr (default warn), e.g. redlease=debug";
+  RUST_LOG    log filter for diagnostics on stderr (default error), e.g. warn or debug";
 
-/// The exit code for an error that stopped a command: [`UNAVAILABLE`] when Redis could not
-/// be reached, else [`ERROR`].
+/// The exit code for an error that stopped a command: [`UNAVAILABLE`] when Redis (or a
+/// quorum's majority) could not be reached, else [`ERROR`].
 pub(crate) fn code_of(err: &anyhow::Error) -> u8 {
     let unreachable = err.chain().any(|cause| {
         cause
             .downcast_ref::<redlease::Error>()
-            .is_some_and(redlease::Error::is_connection)
+            .is_some_and(|e| e.is_connection() || matches!(e, redlease::Error::NoQuorum { .. }))
             || cause
                 .downcast_ref::<redis::RedisError>()
                 .is_some_and(is_connection_error)
+            || cause.is::<Unreachable>()
     });
     if unreachable { UNAVAILABLE } else { ERROR }
 }
+
+/// Redis could not be reached, said in the CLI's own words (e.g. too few nodes of a quorum
+/// answered); exits with [`UNAVAILABLE`].
+#[derive(Debug)]
+pub(crate) struct Unreachable(pub(crate) String);
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unreachable {}
 
 /// Whether a redis-rs error means that Redis could not be reached.
 pub(crate) fn is_connection_error(e: &redis::RedisError) -> bool {
@@ -98,4 +113,24 @@ pub(crate) fn of_signal(signal: i32) -> u8 {
 /// `code` as an [`ExitCode`].
 pub(crate) fn code(code: u8) -> ExitCode {
     ExitCode::from(code)
+}
+
+/// The error and its causes on one line: `context: cause: cause`, skipping a cause that
+/// only repeats the one before it (redis-rs errors show their source themselves), with
+/// multi-line causes (a server log, say) joined by ` | `.
+pub(crate) fn one_line(err: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in err.chain() {
+        let text = cause
+            .to_string()
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" | ");
+        if parts.last().is_none_or(|last| !last.ends_with(&text)) {
+            parts.push(text);
+        }
+    }
+    parts.join(": ")
 }

@@ -12,8 +12,10 @@ use redis::aio::MultiplexedConnection;
 use redlease::LockKeys;
 use serde::Serialize;
 
-use crate::connect::RedisArgs;
+use crate::connect::{Node, RedisArgs};
 use crate::exit;
+
+mod quorum;
 
 /// `--help` of `redlease status`.
 pub(crate) const STATUS_ABOUT: &str = "\
@@ -24,6 +26,10 @@ hex digits of the holder's owner token (never the whole token: it is the holder'
 the time left on its lease, the lock's fencing counter (the fencing token of the latest
 acquisition; the next one gets a larger number), the holder's details (host, pid and, for
 redlease run, the command's name) and how many waiters are queued.
+
+With several --redis URLs (a quorum of independent nodes) each node is read and shown on
+its own line; the lock is held when one owner holds it on a majority of the nodes. Nodes
+that cannot be reached are shown as such; fewer than a majority answering exits with 69.
 
 Examples:
   redlease status nightly-report
@@ -37,7 +43,8 @@ List the locks that are held now.
 Walks the keyspace with SCAN (never KEYS, which blocks Redis) for keys PREFIX+PATTERN,
 skips the locks' side keys (fencing counters, holder details, queues), and prints one line
 per held lock: name, holder token prefix, time left, fencing counter, queued waiters and
-holder details. PATTERN is a Redis glob (*, ?, [abc]) over lock names; the default lists
+holder details; with several --redis URLs, one line per node that holds it, with a NODE
+column. PATTERN is a Redis glob (*, ?, [abc]) over lock names; the default lists
 them all. With --prefix '' every string key matching PATTERN is taken for a lock.
 
 Examples:
@@ -56,7 +63,8 @@ told: it finds the lock lost at its next renewal (a redlease run then terminates
 command). Waiters queued for the lock notice within a fraction of a second.
 
 This breaks mutual exclusion if the holder is alive and working: prefer waiting for its
-lease to run out. Hence --force, which is required.
+lease to run out. Hence --force, which is required. With several --redis URLs (a quorum)
+the lock is removed on every node that answers, and each node's outcome is shown.
 
 Examples:
   redlease release --force nightly-report";
@@ -129,6 +137,9 @@ pub(crate) struct LockState {
     pub(crate) holder: Option<String>,
     /// Waiters in the lock's queue.
     pub(crate) waiters: u64,
+    /// The node this was read from, when the locks live on a quorum of nodes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) node: Option<String>,
 }
 
 impl LockState {
@@ -216,6 +227,7 @@ impl LockState {
             fencing_counter: fence.and_then(|f| f.parse().ok()),
             holder: token.as_ref().and(holder),
             waiters,
+            node: None,
         }
     }
 }
@@ -223,7 +235,11 @@ impl LockState {
 /// `redlease status`.
 pub(crate) async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let keys = keys_of(&args.redis, &args.name)?;
-    let mut conn = args.redis.raw().await?;
+    let nodes = args.redis.nodes().await?;
+    let [node] = nodes.as_slice() else {
+        return quorum::status(&nodes, &args.name, &keys, args.json).await;
+    };
+    let mut conn = connection(node)?;
     let state = read(&mut conn, &args.name, &keys).await?;
     let text = if args.json {
         serde_json::to_string_pretty(&state)?
@@ -264,8 +280,41 @@ fn render_status(state: &LockState) -> String {
 
 /// `redlease list`.
 pub(crate) async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
-    let mut conn = args.redis.raw().await?;
-    let pattern = format!("{}{}", glob_escape(&args.redis.prefix), args.pattern);
+    let nodes = args.redis.nodes().await?;
+    let mut states = Vec::new();
+    for node in &nodes {
+        let mut conn = match (&node.conn, nodes.len()) {
+            (Ok(conn), _) => conn.clone(),
+            (Err(e), 1) => anyhow::bail!("{e}"),
+            (Err(e), _) => {
+                eprintln!("redlease: warning: skipping node {}: {e}", node.url);
+                continue;
+            }
+        };
+        let mut found = held_locks(&mut conn, &args.redis.prefix, &args.pattern).await?;
+        if nodes.len() > 1 {
+            for state in &mut found {
+                state.node = Some(node.url.clone());
+            }
+        }
+        states.extend(found);
+    }
+    let text = if args.json {
+        serde_json::to_string_pretty(&states)?
+    } else {
+        render_list(&states)
+    };
+    print(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The locks held on one node whose names match `pattern`, by SCAN.
+async fn held_locks(
+    conn: &mut MultiplexedConnection,
+    prefix: &str,
+    pattern: &str,
+) -> anyhow::Result<Vec<LockState>> {
+    let pattern = format!("{}{pattern}", glob_escape(prefix));
     let mut found = BTreeSet::new();
     let mut cursor: u64 = 0;
     loop {
@@ -277,7 +326,7 @@ pub(crate) async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
             .arg(1000)
             .arg("TYPE")
             .arg("string")
-            .query_async(&mut conn)
+            .query_async(conn)
             .await
             .context("scanning for locks")?;
         found.extend(batch.into_iter().filter(|k| !is_side_key(k)));
@@ -288,25 +337,19 @@ pub(crate) async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
     }
     let mut states = Vec::new();
     for key in found {
-        let Some(name) = key.strip_prefix(args.redis.prefix.as_str()) else {
+        let Some(name) = key.strip_prefix(prefix) else {
             continue;
         };
         let Ok(keys) = LockKeys::from_key(key.clone()) else {
             continue;
         };
-        let state = read(&mut conn, name, &keys).await?;
+        let state = read(conn, name, &keys).await?;
         // Released or expired between the scan and the read.
         if state.held {
             states.push(state);
         }
     }
-    let text = if args.json {
-        serde_json::to_string_pretty(&states)?
-    } else {
-        render_list(&states)
-    };
-    print(&text)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(states)
 }
 
 fn render_list(states: &[LockState]) -> String {
@@ -319,8 +362,14 @@ fn render_list(states: &[LockState]) -> String {
         .max()
         .unwrap_or(0)
         .max(4);
+    let node_width = states
+        .iter()
+        .filter_map(|s| s.node.as_ref().map(|n| n.chars().count() + 2))
+        .max()
+        .unwrap_or(0);
+    let node_header = if node_width > 0 { "NODE" } else { "" };
     let mut out = format!(
-        "{:<name_width$}  {:<9}  {:>10}  {:>8}  {:>7}  HOLDER\n",
+        "{node_header:<node_width$}{:<name_width$}  {:<9}  {:>10}  {:>8}  {:>7}  HOLDER\n",
         "NAME", "TOKEN", "TIME LEFT", "FENCING", "WAITERS"
     );
     for s in states {
@@ -332,7 +381,8 @@ fn render_list(states: &[LockState]) -> String {
             .map_or_else(|| "-".into(), |f| f.to_string());
         let _ = writeln!(
             out,
-            "{:<name_width$}  {:<9}  {left:>10}  {fence:>8}  {:>7}  {}",
+            "{:<node_width$}{:<name_width$}  {:<9}  {left:>10}  {fence:>8}  {:>7}  {}",
+            s.node.as_deref().unwrap_or(""),
             s.name,
             s.token_prefix.as_deref().unwrap_or("-"),
             s.waiters,
@@ -385,24 +435,11 @@ struct Removed {
 pub(crate) async fn release(args: ReleaseArgs) -> anyhow::Result<ExitCode> {
     debug_assert!(args.force, "clap requires --force");
     let keys = keys_of(&args.redis, &args.name)?;
-    let mut conn = args.redis.raw().await?;
-    let reply: Reply = redis::pipe()
-        .atomic()
-        .get(keys.key())
-        .pttl(keys.key())
-        .get(keys.fence())
-        .get(keys.holder())
-        .del(&[keys.key(), keys.holder()])
-        .query_async(&mut conn)
-        .await
-        .with_context(|| format!("removing lock `{}` (key {})", args.name, keys.key()))?;
-    let before = LockState {
-        waiters: 0,
-        ..LockState::new(&args.name, &keys, reply)
+    let nodes = args.redis.nodes().await?;
+    let [node] = nodes.as_slice() else {
+        return quorum::release(&nodes, &args.name, &keys, args.json).await;
     };
-    if let Some(token) = &before.token_prefix {
-        tracing::info!(lock = %args.name, %token, "lock removed by force");
-    }
+    let before = remove(&mut connection(node)?, &args.name, &keys).await?;
     let released = before.held;
     let text = if args.json {
         serde_json::to_string_pretty(&Removed { released, before })?
@@ -424,6 +461,38 @@ pub(crate) async fn release(args: ReleaseArgs) -> anyhow::Result<ExitCode> {
     };
     print(&text)?;
     Ok(exit::code(if released { 0 } else { exit::NEGATIVE }))
+}
+
+/// Deletes the lock key and its holder details on one node, atomically; returns what was
+/// there.
+async fn remove(
+    conn: &mut MultiplexedConnection,
+    name: &str,
+    keys: &LockKeys,
+) -> anyhow::Result<LockState> {
+    let reply: Reply = redis::pipe()
+        .atomic()
+        .get(keys.key())
+        .pttl(keys.key())
+        .get(keys.fence())
+        .get(keys.holder())
+        .del(&[keys.key(), keys.holder()])
+        .query_async(conn)
+        .await
+        .with_context(|| format!("removing lock `{name}` (key {})", keys.key()))?;
+    let before = LockState {
+        waiters: 0,
+        ..LockState::new(name, keys, reply)
+    };
+    if let Some(token) = &before.token_prefix {
+        tracing::info!(lock = %name, %token, "lock removed by force");
+    }
+    Ok(before)
+}
+
+/// The connection of a node, or why there is none.
+fn connection(node: &Node) -> anyhow::Result<MultiplexedConnection> {
+    node.conn.clone().map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// Writes `text` and a newline on stdout.

@@ -8,7 +8,7 @@
 //!
 //! Exit codes are documented in [`exit`] and in `--help`. Errors are printed on stderr as
 //! `redlease: <error and its causes>` on one line. Logs (tracing) go to stderr, filtered
-//! by `RUST_LOG` (default `warn`).
+//! by `RUST_LOG` (default `error`: the commands say what matters themselves).
 
 use std::process::ExitCode;
 
@@ -92,7 +92,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("redlease: {}", one_line(&err));
+            eprintln!("redlease: {}", exit::one_line(&err));
             exit::code(exit::code_of(&err))
         }
     }
@@ -143,31 +143,12 @@ fn usage_error(e: &clap::Error) -> ExitCode {
     exit::code(exit::ERROR)
 }
 
-/// The error and its causes on one line: `context: cause: cause`, skipping a cause that
-/// only repeats the one before it (redis-rs errors show their source themselves), with
-/// multi-line causes (a server log, say) joined by ` | `.
-fn one_line(err: &anyhow::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for cause in err.chain() {
-        let text = cause
-            .to_string()
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .collect::<Vec<_>>()
-            .join(" | ");
-        if parts.last().is_none_or(|last| !last.ends_with(&text)) {
-            parts.push(text);
-        }
-    }
-    parts.join(": ")
-}
-
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
 }

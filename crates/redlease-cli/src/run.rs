@@ -314,13 +314,18 @@ fn describe(status: ExitStatus) -> String {
 
 /// Says, on one line, that the lock is busy: the key, the holder, its time left.
 async fn busy(args: &RunArgs, wait: Wait, waited: Duration, holder_ttl: Option<Duration>) {
+    // The holder as the first node that has one sees it.
     let holder = async {
         let keys = redlease::LockKeys::new(&args.redis.prefix, &args.key).ok()?;
-        let mut conn = args.redis.raw().await.ok()?;
-        inspect::read(&mut conn, &args.key, &keys)
-            .await
-            .ok()
-            .filter(|s| s.held)
+        for node in args.redis.nodes().await.ok()? {
+            let Ok(mut conn) = node.conn else { continue };
+            if let Ok(state) = inspect::read(&mut conn, &args.key, &keys).await
+                && state.held
+            {
+                return Some(state);
+            }
+        }
+        None
     };
     let state = tokio::time::timeout(Duration::from_secs(1), holder)
         .await

@@ -6,8 +6,8 @@ mod common;
 use std::process::{Command, Stdio};
 
 use common::{
-    STEP, TestResult, output, redlease_on, script, server, signal, start_run, text, wait,
-    wait_for_file,
+    MARKS_BODY, STEP, TestResult, check_marks, output, redlease_on, script, server, signal,
+    start_run, text, wait, wait_for_file,
 };
 use nix::sys::signal::Signal;
 
@@ -15,10 +15,7 @@ use nix::sys::signal::Signal;
 fn runs_on_one_key_never_overlap_and_fencing_tokens_grow() -> TestResult {
     let server = server();
     let dir = tempfile::tempdir()?;
-    let body = script(
-        dir.path(),
-        "echo \"start $$ $REDLEASE_FENCING_TOKEN\" >> DIR/marks; sleep 0.1; echo \"end $$\" >> DIR/marks",
-    );
+    let body = script(dir.path(), MARKS_BODY);
     let runs = 5;
     let mut children = Vec::new();
     for _ in 0..runs {
@@ -33,22 +30,7 @@ fn runs_on_one_key_never_overlap_and_fencing_tokens_grow() -> TestResult {
     for child in &mut children {
         assert!(wait(child).success());
     }
-    let marks = std::fs::read_to_string(dir.path().join("marks"))?;
-    let lines: Vec<&str> = marks.lines().collect();
-    assert_eq!(lines.len(), 2 * runs, "{marks}");
-    let mut last_fence = 0u64;
-    for pair in lines.chunks(2) {
-        let start: Vec<&str> = pair[0].split(' ').collect();
-        assert_eq!(start[0], "start", "interleaved sections:\n{marks}");
-        assert_eq!(
-            pair[1],
-            format!("end {}", start[1]),
-            "interleaved sections:\n{marks}"
-        );
-        let fence: u64 = start[2].parse()?;
-        assert!(fence > last_fence, "fencing tokens must grow:\n{marks}");
-        last_fence = fence;
-    }
+    check_marks(dir.path(), runs)?;
     assert_eq!(server.command(&["EXISTS", "redlease:shared"])?, ":0");
     Ok(())
 }
@@ -236,8 +218,8 @@ fn bad_arguments_give_one_line_and_a_nonzero_code() -> TestResult {
             &[
                 "run", "--key", "k", "--redis", &nowhere, "--redis", &nowhere, "--", "true",
             ],
-            2,
-            "not supported yet",
+            69,
+            "connecting to Redis at a quorum of 2 nodes (redis://user:***@",
         ),
     ];
     for (args, code, needle) in cases {

@@ -175,3 +175,27 @@ pub fn start_run(server: &RedisServer, dir: &Path, args: &[&str], body: &str) ->
         Err(e) => panic!("cannot start {cmd:?}: {e}"),
     }
 }
+
+/// The command body of the exclusion tests: appends `start PID FENCE`, sleeps, appends
+/// `end PID` to `DIR/marks`.
+pub const MARKS_BODY: &str = "echo \"start $$ $REDLEASE_FENCING_TOKEN\" >> DIR/marks; sleep 0.1; echo \"end $$\" >> DIR/marks";
+
+/// Checks `dir/marks` (written by [`MARKS_BODY`] commands): `sections` sections, never
+/// interleaved (each start is followed by the same process's end), fencing tokens strictly
+/// increasing from one section to the next.
+pub fn check_marks(dir: &Path, sections: usize) -> TestResult {
+    let marks = std::fs::read_to_string(dir.join("marks"))?;
+    let lines: Vec<&str> = marks.lines().collect();
+    assert_eq!(lines.len(), 2 * sections, "{marks}");
+    let mut last_fence = 0u64;
+    for pair in lines.chunks(2) {
+        let start: Vec<&str> = pair[0].split(' ').collect();
+        assert_eq!(start[0], "start", "interleaved sections:\n{marks}");
+        let end = format!("end {}", start[1]);
+        assert_eq!(pair[1], end, "interleaved sections:\n{marks}");
+        let fence: u64 = start[2].parse()?;
+        assert!(fence > last_fence, "fencing tokens must grow:\n{marks}");
+        last_fence = fence;
+    }
+    Ok(())
+}
