@@ -11,6 +11,7 @@ use redis::aio::ConnectionManager;
 use redis::{Script, Value};
 
 mod contended;
+mod hot;
 mod report;
 mod stats;
 mod uncontended;
@@ -51,6 +52,7 @@ Examples:
   redlease bench                         # 3s per scenario on a private redis-server
   redlease bench --duration 10s --workers 16
   redlease bench --json > bench.json
+  redlease bench --hot-cpus 2            # CPUs kept out of idle states (see BENCHMARKS.md)
   redlease bench --redis redis://10.0.0.5:6379   # measure an existing server";
 
 /// Lease of the bare loops' `SET NX PX`.
@@ -82,6 +84,12 @@ pub(crate) struct BenchArgs {
     /// Concurrent workers in the contended scenarios
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1024))]
     workers: u16,
+
+    /// Keep N CPUs out of their idle states during the run with lowest-priority
+    /// (SCHED_IDLE) spinning processes, so that the time an idle CPU takes to wake up
+    /// does not dominate single round trips; 0 (the default) measures the machine as it is
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=1024))]
+    hot_cpus: u16,
 }
 
 /// Runs every scenario and prints the report.
@@ -101,7 +109,9 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         "external".to_owned()
     };
     let env = Env::connect(&url, args.duration).await?;
+    let hot = hot::HotCpus::start(args.hot_cpus)?;
     let outcome = measure(&env, &args, where_).await;
+    drop(hot);
     env.remove_keys().await;
     let report = outcome?;
 
@@ -138,6 +148,7 @@ async fn measure(env: &Env, args: &BenchArgs, server: String) -> anyhow::Result<
         server,
         duration: args.duration,
         workers: usize::from(args.workers),
+        hot_cpus: args.hot_cpus,
         failures: Report::check(&contended),
         uncontended,
         contended,

@@ -18,6 +18,8 @@ pub(super) struct Report {
     #[serde(rename = "duration_us", serialize_with = "super::stats::micros")]
     pub(super) duration: Duration,
     pub(super) workers: usize,
+    /// SCHED_IDLE spinners that kept CPUs out of idle states (`--hot-cpus`).
+    pub(super) hot_cpus: u16,
     pub(super) uncontended: Vec<Uncontended>,
     pub(super) contended: Vec<Contended>,
     /// Failed correctness checks (empty when all passed).
@@ -47,11 +49,15 @@ impl Report {
         let mut out = String::new();
         writeln!(
             out,
-            "redlease bench: redis {} ({}), {} per scenario, {} workers when contended\n",
+            "redlease bench: redis {} ({}), {} per scenario, {} workers when contended{}\n",
             self.redis_version,
             self.server,
             humantime::format_duration(self.duration),
-            self.workers
+            self.workers,
+            match self.hot_cpus {
+                0 => String::new(),
+                n => format!(", {n} CPUs kept hot"),
+            }
         )?;
         self.render_uncontended(&mut out)?;
         self.render_contended(&mut out)?;
