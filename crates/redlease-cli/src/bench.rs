@@ -86,7 +86,7 @@ pub(crate) struct BenchArgs {
     workers: u16,
 
     /// Keep N CPUs out of their idle states during the run with lowest-priority
-    /// (SCHED_IDLE) spinning processes, so that the time an idle CPU takes to wake up
+    /// (`SCHED_IDLE`) spinning processes, so that the time an idle CPU takes to wake up
     /// does not dominate single round trips; 0 (the default) measures the machine as it is
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=1024))]
     hot_cpus: u16,

@@ -18,7 +18,7 @@ pub(super) struct Report {
     #[serde(rename = "duration_us", serialize_with = "super::stats::micros")]
     pub(super) duration: Duration,
     pub(super) workers: usize,
-    /// SCHED_IDLE spinners that kept CPUs out of idle states (`--hot-cpus`).
+    /// `SCHED_IDLE` spinners that kept CPUs out of idle states (`--hot-cpus`).
     pub(super) hot_cpus: u16,
     pub(super) uncontended: Vec<Uncontended>,
     pub(super) contended: Vec<Contended>,
