@@ -1,6 +1,8 @@
 -- release: if the lock holds our token, hand it to the oldest live waiter, or else delete it
 -- (KEYS as in acquire.lua).
 --   ARGV[1] owner token
+--   ARGV[2] (optional) a release channel: when the lock is freed rather than handed on,
+--           PUBLISH its key there (Cluster and quorum waiters listen on it; they do not queue)
 -- Also withdraws the token from the waiter queue, so a waiter that gives up calls this too.
 -- Reply: 1 released; 0 the lock did not hold our token (expired, or taken by another).
 --
@@ -8,7 +10,8 @@
 -- channel (PUBLISH reaches at least one subscriber); that waiter gets the lock without a
 -- round trip of its own. A waiter whose client is gone only burns a fencing number, which
 -- keeps tokens strictly increasing (they need not be consecutive). A hand-off costs 8 calls
--- (GET, LPOP, HGET, HDEL, INCR, PUBLISH, SET, SET); a release with no one queued costs 3.
+-- (GET, LPOP, HGET, HDEL, INCR, PUBLISH, SET, SET); a release with no one queued costs 3
+-- (4 with ARGV[2]).
 local token = ARGV[1]
 if redis.call('GET', KEYS[1]) == token then
   while true do
@@ -30,6 +33,9 @@ if redis.call('GET', KEYS[1]) == token then
     end
   end
   redis.call('DEL', KEYS[1], KEYS[3])
+  if ARGV[2] then
+    redis.call('PUBLISH', ARGV[2], KEYS[1])
+  end
   return 1
 end
 if redis.call('HDEL', KEYS[5], token) == 1 then

@@ -285,6 +285,12 @@ impl Deployment {
         &self.nodes[0]
     }
 
+    /// Whether a release publishes on the lock's channel: where waiters do not queue for a
+    /// hand-off but listen for releases (see `crate::wake`).
+    pub(crate) fn announces(&self) -> bool {
+        matches!(self.topology, Topology::Cluster | Topology::Quorum)
+    }
+
     /// Nodes that must agree: all of one endpoint, or a majority of a quorum.
     pub(crate) fn majority(&self) -> usize {
         self.nodes.len() / 2 + 1
@@ -305,7 +311,7 @@ impl Deployment {
         if self.topology == Topology::Quorum {
             return Box::pin(crate::quorum::release(self, keys, token)).await;
         }
-        Box::pin(release_on(self.primary(), keys, token))
+        Box::pin(release_on(self.primary(), keys, token, self.announces()))
             .await
             .map_err(|e| Error::redis("releasing a lock", &keys.key, e))
     }
@@ -392,9 +398,17 @@ pub(crate) async fn acquire_on(
 }
 
 /// The release script on one node.
-pub(crate) async fn release_on(node: &Node, keys: &LockKeys, token: &str) -> RedisResult<bool> {
+pub(crate) async fn release_on(
+    node: &Node,
+    keys: &LockKeys,
+    token: &str,
+    announce: bool,
+) -> RedisResult<bool> {
     let mut invocation = scripts::RELEASE.key(&keys.script_keys()[..]);
     invocation.arg(token);
+    if announce {
+        invocation.arg(&keys.channel);
+    }
     let released: i64 = node.invoke(&invocation).await?;
     Ok(released == 1)
 }

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::renew::Renewer;
 use crate::wait::Notifier;
+use crate::wake::{Reach, Wakeups};
 
 /// How long connecting to Redis may take before it fails, by default.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -24,8 +25,10 @@ pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Whether waiters learn of releases over pub/sub (the default) or only by polling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Notifications {
-    /// One shared RESP3 pub/sub connection per [`Client`] carries hand-offs and release
-    /// notices to every waiter; polling remains as a fallback.
+    /// A single Redis or Sentinel primary hands a released lock to the oldest waiter over
+    /// one shared RESP3 pub/sub connection per [`Client`]; cluster and quorum waiters are
+    /// woken by a release notice on the lock's channel and try again. Polling remains as
+    /// a fallback (see [`crate::wait`]).
     #[default]
     PubSub,
     /// Waiters poll with jittered exponential back-off only.
@@ -105,8 +108,7 @@ impl ClientBuilder {
         self
     }
 
-    /// How waiters learn of releases (default [`Notifications::PubSub`]). Cluster and
-    /// quorum clients always poll (see [`crate::wait`]).
+    /// How waiters learn of releases (default [`Notifications::PubSub`]).
     pub fn notifications(mut self, notifications: Notifications) -> Self {
         self.notifications = notifications;
         self
@@ -211,8 +213,14 @@ impl ClientBuilder {
             }
             Endpoints::Quorum(urls) => (Box::pin(self.quorum(urls, &config)).await?, None),
         };
+        let notifications = self.notifications == Notifications::PubSub;
+        let wakeups = match &self.endpoints {
+            Endpoints::Cluster(urls) if notifications => Some(self.wakeups(Reach::AnyNode, urls)?),
+            Endpoints::Quorum(urls) if notifications => Some(self.wakeups(Reach::EveryNode, urls)?),
+            _ => None,
+        };
         let notifier = Notifier::new(
-            self.notifications == Notifications::PubSub && pubsub.is_some(),
+            notifications && pubsub.is_some(),
             pubsub,
             self.connect_timeout,
             self.response_timeout,
@@ -223,9 +231,24 @@ impl ClientBuilder {
                 renewer: Renewer::new(Arc::clone(&deployment)),
                 deployment,
                 notifier,
+                wakeups,
                 holder: holder_details(self.holder_note.as_deref()),
             }),
         })
+    }
+
+    /// Release notifications over `urls` (cluster seeds or quorum nodes).
+    fn wakeups(&self, reach: Reach, urls: &[String]) -> Result<Arc<Wakeups>> {
+        let nodes = urls
+            .iter()
+            .map(|url| self.redis_client(url))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Wakeups::new(
+            reach,
+            nodes,
+            self.connect_timeout,
+            self.response_timeout,
+        ))
     }
 
     fn deployment(&self, topology: Topology, nodes: Vec<Node>) -> Deployment {
@@ -435,6 +458,9 @@ pub struct Client {
 pub(crate) struct Inner {
     pub(crate) deployment: Arc<Deployment>,
     pub(crate) notifier: Arc<Notifier>,
+    /// Release notifications for cluster and quorum waiters (none for a single Redis or
+    /// Sentinel, which hand off through `notifier`, or with notifications turned off).
+    pub(crate) wakeups: Option<Arc<Wakeups>>,
     pub(crate) renewer: Arc<Renewer>,
     pub(crate) holder: String,
 }
@@ -565,9 +591,10 @@ impl Client {
         Lock::new(self.clone(), name.into())
     }
 
-    /// How many tasks of this client are waiting in a lock queue right now (diagnostics).
+    /// How many tasks of this client are waiting for a busy lock right now, queued for a
+    /// hand-off or listening for a release (diagnostics).
     pub fn waiting(&self) -> usize {
-        self.inner.notifier.waiting()
+        self.inner.notifier.waiting() + self.inner.wakeups.as_ref().map_or(0, |w| w.watched())
     }
 
     /// Renewal round trips this client has sent so far (diagnostics): one per sweep of the

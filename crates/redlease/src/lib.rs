@@ -99,6 +99,7 @@ mod renew;
 mod scripts;
 mod token;
 pub mod wait;
+mod wake;
 
 #[cfg(feature = "macros")]
 #[doc(hidden)]

@@ -1,9 +1,12 @@
 //! [`Lock`]: a name and its options; acquiring it yields a [`Guard`].
 
 use std::fmt;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::futures::Notified;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::backend::{AcquireArgs, Reply, Topology};
@@ -15,6 +18,7 @@ use crate::owner::Owner;
 use crate::renew::Renewal;
 use crate::token::{FencingToken, OwnerToken};
 use crate::wait::{Registration, Retry, Wait, jitter};
+use crate::wake::Watch;
 
 /// Lease length when none is set.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
@@ -446,7 +450,17 @@ impl Lock {
         let mut holder_ttl = None;
         let mut polls = 0u32;
         let mut connection_errors = 0u32;
+        // Cluster and quorum waiters listen for releases on the lock's channel instead.
+        let wakeups = self.client.inner.wakeups.as_ref();
+        let mut watch: Option<Watch> = None;
         loop {
+            // Armed before the attempt is sent, so that a release landing between the
+            // attempt's reply and the wait below still wakes us.
+            let notify = watch.as_ref().map(Watch::notify);
+            let mut released = notify.as_deref().map(|n| Box::pin(n.notified()));
+            if let Some(n) = released.as_mut() {
+                n.as_mut().enable();
+            }
             let sent = Instant::now();
             let lease_floor = *floor.get_or_insert(sent);
             let delay = match self.attempt(keys, &token, registration.is_some()).await {
@@ -474,18 +488,22 @@ impl Lock {
                         pending.arm();
                         continue;
                     }
-                    match (&registration, holder_ttl) {
-                        // Queued: the hand-off wakes us; re-check when the holder's lease
-                        // should have run out (it may have crashed), at most every `max`.
-                        (Some(_), Some(left)) => {
-                            left.min(self.retry.max()) + jitter(self.retry.min())
-                        }
-                        (Some(_), None) => self.retry.max(),
-                        (None, _) => {
-                            polls += 1;
-                            self.retry.delay(polls)
+                    if let Some(wakeups) = wakeups
+                        && watch.is_none()
+                        && deadline.is_none_or(|d| Instant::now() < d)
+                    {
+                        watch = wakeups.watch(&keys.channel).await;
+                        if watch.is_some() {
+                            // Listening now: try again at once, a release may have come
+                            // while we subscribed.
+                            continue;
                         }
                     }
+                    self.busy_delay(
+                        registration.is_some() || watch.is_some(),
+                        holder_ttl,
+                        &mut polls,
+                    )
                 }
                 Err(e)
                     if (e.is_connection() || matches!(e, Error::NoQuorum { .. }))
@@ -502,21 +520,36 @@ impl Lock {
                 return Err(self.timeout(started, holder_ttl));
             }
             let wake = deadline.map_or(now + delay, |d| d.min(now + delay));
-            let granted = async {
-                match registration.as_mut() {
-                    Some(r) => Some(r.granted().await),
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                fence = granted => {
-                    if let Some(fence) = fence {
-                        pending.disarm();
-                        return Ok(self.guard(Arc::clone(keys), token.clone(), FencingToken::new(fence), sent));
-                    }
-                }
-                () = tokio::time::sleep_until(wake) => {}
-                _ = epochs.changed() => {}
+            if let Some(fence) =
+                wait_for_news(registration.as_mut(), released.as_mut(), wake, &mut epochs).await
+            {
+                pending.disarm();
+                return Ok(self.guard(
+                    Arc::clone(keys),
+                    token.clone(),
+                    FencingToken::new(fence),
+                    sent,
+                ));
+            }
+        }
+    }
+
+    /// How long a waiter that found the lock busy sleeps at most before trying again.
+    fn busy_delay(
+        &self,
+        listening: bool,
+        holder_ttl: Option<Duration>,
+        polls: &mut u32,
+    ) -> Duration {
+        match (listening, holder_ttl) {
+            // Queued (or listening): the hand-off (or the release notice) wakes us; re-check
+            // when the holder's lease should have run out (it may have crashed), at most
+            // every `max`.
+            (true, Some(left)) => left.min(self.retry.max()) + jitter(self.retry.min()),
+            (true, None) => self.retry.max(),
+            (false, _) => {
+                *polls += 1;
+                self.retry.delay(*polls)
             }
         }
     }
@@ -577,6 +610,34 @@ impl Lock {
             Wait::For(d) => d + QUEUE_LINGER,
             Wait::No | Wait::Forever => QUEUE_LINGER,
         }
+    }
+}
+
+/// Sleeps until `wake`, a hand-off to `registration`, a `released` notice or a dropped
+/// pub/sub connection, whichever comes first; the fencing token when handed the lock.
+async fn wait_for_news(
+    registration: Option<&mut Registration>,
+    released: Option<&mut Pin<Box<Notified<'_>>>>,
+    wake: Instant,
+    epochs: &mut watch::Receiver<u64>,
+) -> Option<u64> {
+    let granted = async {
+        match registration {
+            Some(r) => r.granted().await,
+            None => std::future::pending().await,
+        }
+    };
+    let released = async {
+        match released {
+            Some(n) => n.await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        fence = granted => Some(fence),
+        () = released => None,
+        () = tokio::time::sleep_until(wake) => None,
+        _ = epochs.changed() => None,
     }
 }
 

@@ -53,7 +53,8 @@ pub(crate) async fn acquire(
     let sent = Instant::now();
     let ttl = Duration::from_millis(args.ttl_ms);
     let node_timeout = deployment.node_timeout.min(ttl / 10).max(MIN_NODE_TIMEOUT);
-    // Queues are per node and could hand the lock to different waiters: quorum waiters poll.
+    // Queues are per node and could hand the lock to different waiters: quorum waiters
+    // listen for release notices instead (see `crate::wake`).
     let args = AcquireArgs {
         queue: None,
         ..*args
@@ -148,7 +149,7 @@ pub(crate) async fn release(deployment: &Deployment, keys: &LockKeys, token: &st
         deployment
             .nodes
             .iter()
-            .map(|node| release_on(node, keys, token)),
+            .map(|node| release_on(node, keys, token, deployment.announces())),
         deployment.node_timeout,
     )
     .await;

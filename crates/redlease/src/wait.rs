@@ -9,10 +9,13 @@
 //! no starvation. Waiters also re-check when the holder's lease should have run out and
 //! when the pub/sub connection drops, so a lost message costs time, never correctness.
 //!
-//! Cluster and quorum clients poll instead (jittered exponential back-off, bounded by
-//! [`Retry`]): in a cluster, `PUBLISH` counts only the subscribers of the node it runs on,
-//! so the hand-off could not tell whether a waiter listens; over a quorum, each node's
-//! queue could hand the lock to a different waiter.
+//! Cluster and quorum clients do not queue: in a cluster, `PUBLISH` counts only the
+//! subscribers of the node it runs on, so the hand-off could not tell whether a waiter
+//! listens; over a quorum, each node's queue could hand the lock to a different waiter.
+//! Their waiters subscribe to the lock's own release channel and try again when the
+//! release script announces that the lock is free (no FIFO order there). With
+//! [`Notifications::Polling`](crate::Notifications::Polling), or when no subscription can
+//! be made, waiters poll with a jittered exponential back-off bounded by [`Retry`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -201,22 +204,18 @@ impl Notifier {
                 "no single Redis to subscribe on",
             )));
         };
-        let info = redis.get_connection_info().clone();
-        let settings = info
-            .redis_settings()
-            .clone()
-            .set_protocol(redis::ProtocolVersion::RESP3);
-        let client = redis::Client::open(info.set_redis_settings(settings))?;
         let weak: Weak<Self> = Arc::downgrade(self);
-        let config = crate::client::manager_config(self.connect_timeout, self.response_timeout)
-            .set_push_sender(move |push: PushInfo| {
+        let mut conn = push_connection(
+            redis,
+            self.connect_timeout,
+            self.response_timeout,
+            move |push| {
                 if let Some(notifier) = weak.upgrade() {
                     notifier.dispatch(&push);
                 }
-                Ok::<(), std::convert::Infallible>(())
-            })
-            .set_automatic_resubscription();
-        let mut conn = ConnectionManager::new_with_config(client, config).await?;
+            },
+        )
+        .await?;
         conn.subscribe(&self.channel).await?;
         Ok(conn)
     }
@@ -275,6 +274,29 @@ impl Notifier {
     pub(crate) fn waiting(&self) -> usize {
         self.lock_waiters().len()
     }
+}
+
+/// A RESP3 connection to `redis` whose pushes (pub/sub messages, disconnections) go to
+/// `on_push`, and which subscribes again to its channels after a reconnection.
+pub(crate) async fn push_connection(
+    redis: &redis::Client,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    on_push: impl Fn(PushInfo) + Send + Sync + 'static,
+) -> redis::RedisResult<ConnectionManager> {
+    let info = redis.get_connection_info().clone();
+    let settings = info
+        .redis_settings()
+        .clone()
+        .set_protocol(redis::ProtocolVersion::RESP3);
+    let client = redis::Client::open(info.set_redis_settings(settings))?;
+    let config = crate::client::manager_config(connect_timeout, response_timeout)
+        .set_push_sender(move |push: PushInfo| {
+            on_push(push);
+            Ok::<(), std::convert::Infallible>(())
+        })
+        .set_automatic_resubscription();
+    ConnectionManager::new_with_config(client, config).await
 }
 
 /// "<fence> <token> <key>" -> (fence, token).

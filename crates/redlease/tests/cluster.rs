@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::bounded;
+use common::{bounded, eventually, no_polling, subscribers};
 use redlease::{Client, Error, Renewal};
 use redlease_local::Cluster;
 
@@ -123,4 +123,80 @@ async fn slot_migration_mid_hold_keeps_the_lock_or_reports_lost() {
     }
     drop(contender);
     bounded("release", guard.release()).await.unwrap();
+}
+
+/// Cluster waiters listen for the release notice (a classic PUBLISH reaches the
+/// subscribers of every node) instead of polling: the waiter's back-off is far longer
+/// than its wait, so only the notice can get it in. Abandoned waits leave no subscription.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_waiter_is_woken_by_the_release() {
+    let cluster = cluster();
+    let holder_client = bounded("connect", Client::cluster(cluster.urls()))
+        .await
+        .unwrap();
+    let waiter_client = bounded("connect", Client::cluster(cluster.urls()))
+        .await
+        .unwrap();
+    let channel = holder_client
+        .lock("c-wake")
+        .keys()
+        .unwrap()
+        .channel()
+        .to_owned();
+    let listening = |n: i64| {
+        let channel = channel.clone();
+        let cluster = &cluster;
+        move || {
+            let channel = channel.clone();
+            async move {
+                cluster
+                    .nodes()
+                    .iter()
+                    .map(|s| subscribers(s, &channel))
+                    .sum::<i64>()
+                    == n
+            }
+        }
+    };
+    for round in 0..3 {
+        let holder = bounded(
+            "acquire",
+            holder_client
+                .lock("c-wake")
+                .ttl(Duration::from_secs(60))
+                .acquire(),
+        )
+        .await
+        .unwrap();
+        let waiter = {
+            let lock = waiter_client
+                .lock("c-wake")
+                .wait(Duration::from_secs(20))
+                .retry(no_polling());
+            tokio::spawn(async move { lock.acquire().await })
+        };
+        eventually("the waiter to listen", listening(1)).await;
+        let released = holder.fencing_token();
+        bounded("release", holder.release()).await.unwrap();
+        let guard = bounded("the woken waiter", waiter)
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert!(guard.fencing_token() > released);
+        bounded("release", guard.release()).await.unwrap();
+        eventually("the subscription to go", listening(0)).await;
+    }
+    let holder = bounded("acquire", holder_client.lock("c-wake").acquire())
+        .await
+        .unwrap();
+    let abandoned = {
+        let lock = waiter_client.lock("c-wake").wait(Duration::from_secs(20));
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    eventually("the waiter to listen", listening(1)).await;
+    abandoned.abort();
+    assert!(abandoned.await.unwrap_err().is_cancelled());
+    assert_eq!(waiter_client.waiting(), 0);
+    eventually("the subscription to go", listening(0)).await;
+    bounded("release", holder.release()).await.unwrap();
 }

@@ -11,7 +11,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{bounded, raw, server};
+use common::{bounded, eventually, no_polling, raw, server, subscribers};
 use redis::AsyncCommands as _;
 use redlease::{Client, Error, Renewal};
 use redlease_local::Nodes;
@@ -234,4 +234,72 @@ async fn restarted_empty_node_needs_the_delayed_restart_rule() {
         drop(contender);
         drop(holder);
     }
+}
+
+/// Quorum waiters do not queue (each node's queue could pick a different waiter); they
+/// listen on every node for the lock's release notice. With two of five nodes down, the
+/// notice from the others must wake the waiter: its back-off is far longer than its wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_waiter_is_woken_by_the_release_with_two_nodes_down() {
+    let mut nodes = nodes(5);
+    let urls = nodes.urls();
+    let holder_client = quorum(&urls).await;
+    let waiter_client = quorum(&urls).await;
+    let channel = holder_client
+        .lock("q-wake")
+        .keys()
+        .unwrap()
+        .channel()
+        .to_owned();
+    nodes.servers_mut()[0].kill();
+    nodes.servers_mut()[1].kill();
+    let live = &nodes.servers()[2..];
+
+    let holder = bounded(
+        "acquire",
+        holder_client
+            .lock("q-wake")
+            .ttl(Duration::from_secs(60))
+            .acquire(),
+    )
+    .await
+    .unwrap();
+    let waiter = {
+        let lock = waiter_client
+            .lock("q-wake")
+            .wait(Duration::from_secs(20))
+            .retry(no_polling());
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    eventually("the waiter to listen on every live node", || async {
+        live.iter().all(|s| subscribers(s, &channel) == 1)
+    })
+    .await;
+    assert_eq!(waiter_client.waiting(), 1);
+    let released = holder.fencing_token();
+    bounded("release", holder.release()).await.unwrap();
+    let guard = bounded("the woken waiter", waiter).await.unwrap().unwrap();
+    assert!(guard.fencing_token() > released);
+    bounded("release", guard.release()).await.unwrap();
+
+    // The last waiter gone, its subscriptions go too; an abandoned wait leaves none either.
+    let holder = bounded("acquire", holder_client.lock("q-wake").acquire())
+        .await
+        .unwrap();
+    let abandoned = {
+        let lock = waiter_client.lock("q-wake").wait(Duration::from_secs(20));
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    eventually("the second waiter to listen", || async {
+        live.iter().all(|s| subscribers(s, &channel) == 1)
+    })
+    .await;
+    abandoned.abort();
+    assert!(abandoned.await.unwrap_err().is_cancelled());
+    assert_eq!(waiter_client.waiting(), 0);
+    eventually("every subscription to go", || async {
+        live.iter().all(|s| subscribers(s, &channel) == 0)
+    })
+    .await;
+    bounded("release", holder.release()).await.unwrap();
 }

@@ -11,16 +11,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{bounded, client, eventually, get, llen, raw, server};
+use common::{bounded, client, eventually, get, llen, no_polling, raw, server};
 use redis::AsyncCommands as _;
-use redlease::{Client, Error, Retry, Wait};
+use redlease::{Client, Error, Wait};
 use redlease_local::Proxy;
 use tokio::sync::mpsc;
-
-/// A back-off so long that a waiter relying on polling would time out instead.
-fn no_polling() -> Retry {
-    Retry::new(Duration::from_secs(60), Duration::from_secs(60))
-}
 
 async fn queue_len(conn: &redis::aio::MultiplexedConnection, client: &Client, name: &str) -> i64 {
     let keys = client.lock(name).keys().unwrap();

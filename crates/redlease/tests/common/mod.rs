@@ -12,8 +12,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use redis::AsyncCommands as _;
-use redlease::Client;
-use redlease_local::RedisServer;
+use redlease::{Client, Retry};
+use redlease_local::{RedisServer, Reply};
 
 /// Bound on any single test step, so that a bug shows up as a failure, not a hang.
 pub const STEP: Duration = Duration::from_secs(30);
@@ -90,4 +90,20 @@ pub async fn evalsha_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 
         .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
         .and_then(|rest| rest.split(',').next())
         .map_or(0, |n| n.parse().unwrap())
+}
+
+/// A back-off so long that a waiter relying on polling would time out instead.
+pub fn no_polling() -> Retry {
+    Retry::new(Duration::from_secs(60), Duration::from_secs(60))
+}
+
+/// Subscribers of `channel` on this one server (`PUBSUB NUMSUB`; in a cluster, only those
+/// connected to this node).
+pub fn subscribers(server: &RedisServer, channel: &str) -> i64 {
+    let reply = server.query(&["PUBSUB", "NUMSUB", channel]).unwrap();
+    reply
+        .array()
+        .and_then(|a| a.get(1))
+        .and_then(Reply::integer)
+        .unwrap_or_else(|| panic!("unexpected PUBSUB NUMSUB reply {reply:?}"))
 }
