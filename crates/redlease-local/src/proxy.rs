@@ -1,14 +1,16 @@
-//! A loopback TCP proxy in front of a server, to lose replies on purpose.
+//! A loopback TCP proxy in front of a server, to lose or delay replies on purpose.
 //!
 //! Tests use it to make the network misbehave without root or `tc netem`: the proxy can
 //! swallow the next reply from the server and cut the client's connection, which is exactly
-//! "the command ran, but the client never heard back".
+//! "the command ran, but the client never heard back"; or hold every reply back for a
+//! while, like a slower network or an overloaded node.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
+use std::time::Duration;
 
 /// Forwards connections from its own loopback port to `target`, until dropped.
 ///
@@ -31,6 +33,8 @@ pub struct Proxy {
 struct Shared {
     lose_next: AtomicBool,
     lost: AtomicU64,
+    /// Microseconds each chunk from the server is held back.
+    delay_us: AtomicU64,
     stopped: AtomicBool,
 }
 
@@ -66,6 +70,15 @@ impl Proxy {
     /// connection is closed: the command ran, its reply never arrives.
     pub fn lose_next_reply(&self) {
         self.shared.lose_next.store(true, Ordering::SeqCst);
+    }
+
+    /// Holds every chunk the server sends back for `delay` before passing it on (zero:
+    /// no delay), on every connection, from now on. Chunks of one connection stay in
+    /// order, so a burst of replies takes `delay` per chunk: this models a slow link or an
+    /// overloaded node, not a bandwidth limit.
+    pub fn delay_replies(&self, delay: Duration) {
+        let us = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
+        self.shared.delay_us.store(us, Ordering::SeqCst);
     }
 
     /// How many replies were lost on purpose so far.
@@ -123,6 +136,10 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, replies: bool) 
         if replies && shared.lose_next.swap(false, Ordering::SeqCst) {
             shared.lost.fetch_add(1, Ordering::SeqCst);
             break;
+        }
+        let delay_us = shared.delay_us.load(Ordering::SeqCst);
+        if replies && delay_us > 0 {
+            thread::sleep(Duration::from_micros(delay_us));
         }
         if to.write_all(&buf[..n]).is_err() {
             break;
