@@ -43,10 +43,19 @@ fn table_output_and_help_name_the_scenarios() -> TestResult {
         assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
     }
     let out = redlease()
-        .args(["bench", "--duration", "100ms", "--workers", "2"])
+        .args([
+            "bench",
+            "--duration",
+            "100ms",
+            "--workers",
+            "2",
+            "--hot-cpus",
+            "1",
+        ])
         .output()?;
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout)?;
+    assert!(text.contains("hot CPUs: 1"), "{text}");
     assert!(text.contains("redlease acquire + release"), "{text}");
     assert!(text.contains("every counter matches"), "{text}");
     Ok(())

@@ -56,7 +56,7 @@ impl Report {
             self.workers,
             match self.hot_cpus {
                 0 => String::new(),
-                n => format!(", {n} CPUs kept hot"),
+                n => format!(", hot CPUs: {n}"),
             }
         )?;
         self.render_uncontended(&mut out)?;
