@@ -68,7 +68,7 @@ pub(crate) fn code_of(err: &anyhow::Error) -> u8 {
             .is_some_and(|e| e.is_connection() || matches!(e, redlease::Error::NoQuorum { .. }))
             || cause
                 .downcast_ref::<redis::RedisError>()
-                .is_some_and(is_connection_error)
+                .is_some_and(redlease::is_connection_error)
             || cause.is::<Unreachable>()
     });
     if unreachable { UNAVAILABLE } else { ERROR }
@@ -86,15 +86,6 @@ impl std::fmt::Display for Unreachable {
 }
 
 impl std::error::Error for Unreachable {}
-
-/// Whether a redis-rs error means that Redis could not be reached.
-pub(crate) fn is_connection_error(e: &redis::RedisError) -> bool {
-    e.is_io_error()
-        || e.is_timeout()
-        || e.is_connection_dropped()
-        || e.is_connection_refusal()
-        || e.is_unrecoverable_error()
-}
 
 /// A child's exit status as the shell reports it: its code, or 128+N for signal N.
 pub(crate) fn of_status(status: ExitStatus) -> u8 {

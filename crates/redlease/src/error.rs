@@ -127,7 +127,10 @@ impl Error {
     }
 }
 
-pub(crate) fn is_connection_error(e: &redis::RedisError) -> bool {
+/// Whether a redis-rs error means that Redis could not be reached (refused, dropped, timed
+/// out, or otherwise unrecoverable on this connection), the test behind
+/// [`Error::is_connection`]; for code that also talks to Redis directly.
+pub fn is_connection_error(e: &redis::RedisError) -> bool {
     e.is_io_error()
         || e.is_timeout()
         || e.is_connection_dropped()
