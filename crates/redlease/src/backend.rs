@@ -231,64 +231,17 @@ pub(crate) async fn fan_out<T, F>(
 where
     F: Future<Output = RedisResult<T>>,
 {
-    fan_out_until(futures, timeout, usize::MAX, |_| false).await
-}
-
-/// Like [`fan_out`], but stops waiting once `needed` replies satisfy `enough` (a
-/// majority granted, confirmed...): the slowest nodes no longer set the pace. Every
-/// request has been handed to its connection by then (the first poll does that), so the
-/// nodes not waited for still run it; their replies read as a "not waited for" error.
-pub(crate) async fn fan_out_until<T, F>(
-    futures: impl IntoIterator<Item = F>,
-    timeout: std::time::Duration,
-    needed: usize,
-    enough: impl Fn(&RedisResult<T>) -> bool,
-) -> Vec<RedisResult<T>>
-where
-    F: Future<Output = RedisResult<T>>,
-{
-    use futures_util::StreamExt as _;
-    let mut pending: futures_util::stream::FuturesUnordered<_> = futures
-        .into_iter()
-        .enumerate()
-        .map(|(i, f)| {
-            tokio::time::timeout(timeout, f).map(move |r| {
-                (
-                    i,
-                    r.unwrap_or_else(|_| {
-                        Err(redis::RedisError::from(std::io::Error::new(
-                            std::io::ErrorKind::TimedOut,
-                            "node did not answer in time",
-                        )))
-                    }),
-                )
-            })
-        })
-        .collect();
-    let mut replies: Vec<Option<RedisResult<T>>> = (0..pending.len()).map(|_| None).collect();
-    let mut satisfied = 0;
-    while satisfied < needed {
-        let Some((i, reply)) = pending.next().await else {
-            break;
-        };
-        if enough(&reply) {
-            satisfied += 1;
-        }
-        if let Some(slot) = replies.get_mut(i) {
-            *slot = Some(reply);
-        }
-    }
-    replies
-        .into_iter()
-        .map(|r| {
-            r.unwrap_or_else(|| {
+    futures_util::future::join_all(futures.into_iter().map(|f| {
+        tokio::time::timeout(timeout, f).map(|r| {
+            r.unwrap_or_else(|_| {
                 Err(redis::RedisError::from(std::io::Error::new(
-                    std::io::ErrorKind::Interrupted,
-                    "not waited for: a majority had already answered",
+                    std::io::ErrorKind::TimedOut,
+                    "node did not answer in time",
                 )))
             })
         })
-        .collect()
+    }))
+    .await
 }
 
 /// What one acquisition attempt found.

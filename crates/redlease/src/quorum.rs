@@ -36,8 +36,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backend::{
-    AcquireArgs, Deployment, RenewItem, Reply, acquire_on, extend_on, fan_out, fan_out_until,
-    release_on, renew_on,
+    AcquireArgs, Deployment, RenewItem, Reply, acquire_on, extend_on, fan_out, release_on, renew_on,
 };
 use crate::error::{Error, Result};
 use crate::guard::drift;
@@ -60,15 +59,12 @@ pub(crate) async fn acquire(
         queue: None,
         ..*args
     };
-    // Stop at the first majority of grants: the slowest nodes need not set the pace.
-    let replies = fan_out_until(
+    let replies = fan_out(
         deployment
             .nodes
             .iter()
             .map(|node| acquire_on(node, keys, &args)),
         node_timeout,
-        needed,
-        |r| matches!(r, Ok(Reply::Fresh(_) | Reply::Ours(_))),
     )
     .await;
     let mut granted = 0;
@@ -149,14 +145,12 @@ async fn raise_fence(
 
 /// Release on every node: `Ok(true)` when a majority still held our token.
 pub(crate) async fn release(deployment: &Deployment, keys: &LockKeys, token: &str) -> Result<bool> {
-    let replies = fan_out_until(
+    let replies = fan_out(
         deployment
             .nodes
             .iter()
             .map(|node| release_on(node, keys, token, deployment.announces())),
         deployment.node_timeout,
-        deployment.majority(),
-        |r| matches!(r, Ok(true)),
     )
     .await;
     settle(deployment, keys, "releasing a lock", replies)
@@ -169,14 +163,12 @@ pub(crate) async fn extend(
     token: &str,
     ttl_ms: u64,
 ) -> Result<bool> {
-    let replies = fan_out_until(
+    let replies = fan_out(
         deployment
             .nodes
             .iter()
             .map(|node| extend_on(node, keys, token, ttl_ms)),
         deployment.node_timeout,
-        deployment.majority(),
-        |r| matches!(r, Ok(true)),
     )
     .await;
     settle(deployment, keys, "extending a lock", replies)

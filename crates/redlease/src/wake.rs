@@ -126,20 +126,23 @@ impl Wakeups {
     }
 
     /// Subscribes every connection to `channel`; true when at least one node confirmed.
+    /// A connection that fails is dropped, so that the next watcher connects afresh (to
+    /// another node, for a cluster whose node went away).
     async fn subscribe(self: &Arc<Self>, channel: &str) -> bool {
         let mut conns = self.conns.lock().await;
         self.connect(&mut conns).await;
-        let confirmed = join_all(conns.by_node.values().map(|conn| {
+        let confirmed = join_all(conns.by_node.iter().map(|(&node, conn)| {
             let mut conn = conn.clone();
-            async move { conn.subscribe(channel).await }
+            async move { (node, conn.subscribe(channel).await) }
         }))
         .await;
         let mut any = false;
-        for result in confirmed {
+        for (node, result) in confirmed {
             match result {
                 Ok(()) => any = true,
                 Err(e) => {
-                    tracing::debug!(error = %e, "subscribing to release notifications failed");
+                    tracing::debug!(node, error = %e, "subscribing to release notifications failed");
+                    conns.by_node.remove(&node);
                 }
             }
         }
