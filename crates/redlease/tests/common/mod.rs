@@ -8,6 +8,8 @@
     clippy::match_wild_err_arm
 )]
 
+pub mod acl;
+
 use std::future::Future;
 use std::time::Duration;
 
