@@ -110,6 +110,24 @@ async fn every_single_redis_path_works_as_the_acl_user() {
     let pttl: i64 = adm.pttl(&key).await.unwrap();
     assert!(pttl > 5_000, "extend did not take: pttl {pttl}");
 
+    // A waiter that gives up leaves the queue (HDEL, LREM in release.lua).
+    let err = rival
+        .lock("acl")
+        .wait(Duration::from_millis(100))
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
+    eventually("the waiter to leave the queue", || {
+        let mut adm = adm.clone();
+        async move {
+            let queued: i64 = adm.llen("{redlease:acl}:queue").await.unwrap();
+            let waiters: i64 = adm.hlen("{redlease:acl}:waiters").await.unwrap();
+            queued == 0 && waiters == 0
+        }
+    })
+    .await;
+
     // A queued waiter is handed the lock over pub/sub (its polling is too slow to matter).
     let waiter = {
         let rival = rival.clone();
@@ -280,6 +298,23 @@ async fn a_quorum_of_acl_nodes_works_as_the_acl_user() {
         .unwrap();
     assert!(next.fencing_token() > f);
     next.release().await.unwrap();
+    // The last waiter gone, its subscriptions are given back (UNSUBSCRIBE).
+    for node in nodes.servers() {
+        let adm = admin(node).await;
+        eventually("the waiter to unsubscribe on every node", || {
+            let mut adm = adm.clone();
+            async move {
+                let (_, n): (String, i64) = redis::cmd("PUBSUB")
+                    .arg("NUMSUB")
+                    .arg(channel)
+                    .query_async(&mut adm)
+                    .await
+                    .unwrap();
+                n == 0
+            }
+        })
+        .await;
+    }
     // Renewal over the quorum.
     let ttl = Duration::from_millis(600);
     c.lock("acl-q")
