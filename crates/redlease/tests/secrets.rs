@@ -13,6 +13,7 @@
 mod common;
 
 use std::error::Error as _;
+use std::fmt::Write as _;
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -68,7 +69,7 @@ fn everything(err: &Error) -> String {
     let mut text = format!("{err} {err:?}");
     let mut source = err.source();
     while let Some(s) = source {
-        text.push_str(&format!(" {s} {s:?}"));
+        let _ = write!(text, " {s} {s:?}");
         source = s.source();
     }
     text

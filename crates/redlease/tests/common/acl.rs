@@ -9,36 +9,7 @@ pub const ADMIN_PASSWORD: &str = "admin-pw-91c2d4";
 
 /// The least-privilege rules of the `redlease` user (after `on >password`): exactly the
 /// ACL line of `docs/SECURITY.md`.
-pub const RULES: &[&str] = &[
-    "resetkeys",
-    "~redlease:*",
-    "~{redlease:*",
-    "resetchannels",
-    "&redlease:*",
-    "&{redlease:*}:released",
-    "-@all",
-    // Sent by the library itself.
-    "+evalsha",
-    "+script|load",
-    "+ping",
-    "+subscribe",
-    "+unsubscribe",
-    "+wait",
-    // Called by the scripts (which run with the caller's permissions).
-    "+get",
-    "+set",
-    "+del",
-    "+incr",
-    "+pexpire",
-    "+pttl",
-    "+lpop",
-    "+rpush",
-    "+lrem",
-    "+hget",
-    "+hdel",
-    "+hsetnx",
-    "+publish",
-];
+pub const RULES: &[&str] = redlease_local::REDLEASE_ACL_RULES;
 
 /// `redis-server` options: `default` off, an `admin` for the tests' own connections, and a
 /// `redlease` user with `rules`.
