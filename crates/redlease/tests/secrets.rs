@@ -189,6 +189,7 @@ async fn trace_logs_carry_no_password_and_no_whole_token() {
         tokio::spawn(async move {
             rival
                 .lock("logged")
+                .ttl(Duration::from_millis(300))
                 .retry(no_polling())
                 .wait(Duration::from_secs(30))
                 .acquire()
