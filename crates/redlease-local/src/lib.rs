@@ -47,6 +47,61 @@ pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(10);
 /// The name of the server binary looked up on `PATH`; override with `REDLEASE_REDIS_SERVER`.
 pub const DEFAULT_SERVER_BINARY: &str = "redis-server";
 
+/// Set this environment variable to `1` to run tests as redlease's least-privilege Redis
+/// user: every standalone server started here (and every [`Nodes`] member) then turns the
+/// `default` user off and creates a `redlease` user with [`REDLEASE_ACL_RULES`] (password
+/// [`TEST_ACL_PASSWORD`]), whom [`RedisServer::url`] and [`Proxy::url`] name, and an `admin`
+/// user (every command, key and channel; password [`TEST_ADMIN_PASSWORD`]), whom
+/// [`RedisServer::admin_url`] and [`RedisServer::query`] use for the tests' own look-ups.
+/// Servers started with TLS, for a cluster or a Sentinel deployment, or with their own
+/// `--user`, `--aclfile` or `--requirepass`, are left as they are.
+pub const TEST_ACL_ENV: &str = "REDLEASE_TEST_ACL";
+
+/// The `redlease` user's password under [`TEST_ACL_ENV`].
+pub const TEST_ACL_PASSWORD: &str = "redlease-test-pw";
+
+/// The `admin` user's password under [`TEST_ACL_ENV`].
+pub const TEST_ADMIN_PASSWORD: &str = "redlease-admin-pw";
+
+/// redlease's least-privilege ACL rules (the line of `docs/SECURITY.md`), to follow
+/// `user redlease on >PASSWORD`: its keys and channels under the default prefix, the
+/// commands the library sends, and those its scripts call.
+pub const REDLEASE_ACL_RULES: &[&str] = &[
+    "resetkeys",
+    "~redlease:*",
+    "~{redlease:*",
+    "resetchannels",
+    "&redlease:*",
+    "&{redlease:*}:released",
+    "-@all",
+    // Sent by the library itself.
+    "+evalsha",
+    "+script|load",
+    "+ping",
+    "+subscribe",
+    "+unsubscribe",
+    "+wait",
+    // Called by the scripts (which run with the caller's permissions).
+    "+get",
+    "+set",
+    "+del",
+    "+incr",
+    "+pexpire",
+    "+pttl",
+    "+lpop",
+    "+rpush",
+    "+lrem",
+    "+hget",
+    "+hdel",
+    "+hsetnx",
+    "+publish",
+];
+
+/// Whether [`TEST_ACL_ENV`] asks for the least-privilege user.
+fn test_acl_wanted() -> bool {
+    std::env::var(TEST_ACL_ENV).is_ok_and(|v| v == "1")
+}
+
 /// What went wrong while starting or driving a server.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -117,6 +172,8 @@ pub struct ServerOptions {
     tls: bool,
     /// Runs `--sentinel` with this text as its (rewritable) configuration file.
     sentinel_config: Option<String>,
+    /// Never under [`TEST_ACL_ENV`] (the data nodes of a Sentinel deployment).
+    no_test_acl: bool,
 }
 
 impl ServerOptions {
@@ -141,6 +198,25 @@ impl ServerOptions {
         self
     }
 
+    /// Leaves the server out of [`TEST_ACL_ENV`].
+    pub(crate) fn without_test_acl(mut self) -> Self {
+        self.no_test_acl = true;
+        self
+    }
+
+    /// Whether this server gets the test ACL users of [`TEST_ACL_ENV`].
+    fn test_acl(&self) -> bool {
+        test_acl_wanted()
+            && !self.no_test_acl
+            && !self.cluster
+            && !self.tls
+            && self.sentinel_config.is_none()
+            && !self
+                .extra_args
+                .iter()
+                .any(|a| matches!(a.as_str(), "--user" | "--aclfile" | "--requirepass"))
+    }
+
     /// Runs the process as a sentinel whose configuration file starts as `config` (written
     /// into the server's directory once: the sentinel rewrites it as it learns).
     pub(crate) fn sentinel(mut self, config: String) -> Self {
@@ -156,6 +232,8 @@ pub struct RedisServer {
     tls_port: Option<u16>,
     dir: tempfile::TempDir,
     options: ServerOptions,
+    /// Started with the users of [`TEST_ACL_ENV`].
+    acl: bool,
 }
 
 impl fmt::Debug for RedisServer {
@@ -183,6 +261,7 @@ impl RedisServer {
             port: 0,
             tls_port: None,
             dir,
+            acl: options.test_acl(),
             options,
         };
         if server.options.tls {
@@ -239,6 +318,15 @@ impl RedisServer {
         if self.options.cluster {
             cmd.args(["--cluster-enabled", "yes", "--cluster-config-file"])
                 .arg(self.dir.path().join("nodes.conf"));
+        }
+        if self.acl {
+            cmd.args(["--user", "default", "off"])
+                .args(["--user", "admin", "on"])
+                .arg(format!(">{TEST_ADMIN_PASSWORD}"))
+                .args(["~*", "&*", "+@all"])
+                .args(["--user", "redlease", "on"])
+                .arg(format!(">{TEST_ACL_PASSWORD}"))
+                .args(REDLEASE_ACL_RULES);
         }
         cmd.args(&self.options.extra_args)
             .stdin(Stdio::null())
@@ -302,7 +390,8 @@ impl RedisServer {
     /// # Errors
     /// When the server cannot be reached or sends no valid reply in time.
     pub fn query<A: AsRef<[u8]>>(&self, args: &[A]) -> std::io::Result<Reply> {
-        resp::request(self.port, args)
+        let admin = self.acl.then_some(("admin", TEST_ADMIN_PASSWORD));
+        resp::request(self.port, admin, args)
     }
 
     /// Like [`query`](Self::query), with an error reply turned into [`Error::Reply`].
@@ -352,9 +441,30 @@ impl RedisServer {
         self.port
     }
 
-    /// `redis://127.0.0.1:PORT`.
+    /// `redis://127.0.0.1:PORT`; `redis://redlease:PASSWORD@127.0.0.1:PORT` under
+    /// [`TEST_ACL_ENV`].
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        if self.acl {
+            format!(
+                "redis://redlease:{TEST_ACL_PASSWORD}@127.0.0.1:{}",
+                self.port
+            )
+        } else {
+            format!("redis://127.0.0.1:{}", self.port)
+        }
+    }
+
+    /// A URL with every right, for a test's own look-ups behind the library's back:
+    /// [`url`](Self::url), or the `admin` user's under [`TEST_ACL_ENV`].
+    pub fn admin_url(&self) -> String {
+        if self.acl {
+            format!(
+                "redis://admin:{TEST_ADMIN_PASSWORD}@127.0.0.1:{}",
+                self.port
+            )
+        } else {
+            format!("redis://127.0.0.1:{}", self.port)
+        }
     }
 
     /// `rediss://127.0.0.1:TLS_PORT` when started with [`ServerOptions::tls`].

@@ -99,7 +99,10 @@ mod tests {
         assert_eq!(nodes.len(), 3);
         let urls = nodes.urls();
         assert_eq!(urls.len(), 3);
-        assert!(urls.iter().all(|u| u.starts_with("redis://127.0.0.1:")));
+        assert!(
+            urls.iter()
+                .all(|u| u.starts_with("redis://") && u.contains("127.0.0.1:"))
+        );
         for node in nodes.servers() {
             assert_eq!(node.query(&["SET", "k", "v"])?, Reply::Status("OK".into()));
         }

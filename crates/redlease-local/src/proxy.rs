@@ -61,9 +61,18 @@ impl Proxy {
         self.port
     }
 
-    /// `redis://127.0.0.1:<port>`.
+    /// `redis://127.0.0.1:<port>`, with the `redlease` user's credentials under
+    /// [`TEST_ACL_ENV`](crate::TEST_ACL_ENV).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        if crate::test_acl_wanted() {
+            format!(
+                "redis://redlease:{}@127.0.0.1:{}",
+                crate::TEST_ACL_PASSWORD,
+                self.port
+            )
+        } else {
+            format!("redis://127.0.0.1:{}", self.port)
+        }
     }
 
     /// The next chunk the server sends (on any connection) is dropped, and that client's

@@ -100,19 +100,37 @@ impl fmt::Debug for Reply {
 /// Sends `args` as one command to `127.0.0.1:port` over a fresh connection and reads the
 /// whole reply. An error reply is `Ok(Reply::Error(..))`; only I/O and protocol trouble is
 /// an `Err`.
-pub(crate) fn request<A: AsRef<[u8]>>(port: u16, args: &[A]) -> io::Result<Reply> {
+pub(crate) fn request<A: AsRef<[u8]>>(
+    port: u16,
+    auth: Option<(&str, &str)>,
+    args: &[A],
+) -> io::Result<Reply> {
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let mut stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)?;
     stream.set_read_timeout(Some(READ_TIMEOUT))?;
-    let mut req = format!("*{}\r\n", args.len()).into_bytes();
+    let mut req = Vec::new();
+    if let Some((user, password)) = auth {
+        encode(&mut req, &["AUTH", user, password]);
+    }
+    encode(&mut req, args);
+    stream.write_all(&req)?;
+    let mut reader = BufReader::new(stream);
+    if auth.is_some() {
+        // A refused AUTH makes the command's reply NOAUTH, which says enough.
+        read_reply(&mut reader)?;
+    }
+    read_reply(&mut reader)
+}
+
+/// Appends `args` as one RESP command to `req`.
+fn encode<A: AsRef<[u8]>>(req: &mut Vec<u8>, args: &[A]) {
+    req.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
     for arg in args {
         let arg = arg.as_ref();
         req.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
         req.extend_from_slice(arg);
         req.extend_from_slice(b"\r\n");
     }
-    stream.write_all(&req)?;
-    read_reply(&mut BufReader::new(stream))
 }
 
 fn read_reply(reader: &mut impl BufRead) -> io::Result<Reply> {

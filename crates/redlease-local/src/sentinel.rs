@@ -67,6 +67,7 @@ impl Sentinel {
         // Any data node may become the primary: none waits for more replicas before a
         // full sync (the default waits 5 s).
         let data = ServerOptions::default()
+            .without_test_acl()
             .arg("--repl-diskless-sync-delay")
             .arg("0");
         let primary = RedisServer::start_with(data.clone())?;

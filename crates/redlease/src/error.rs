@@ -87,9 +87,10 @@ pub enum Error {
         setter: &'static str,
     },
     /// A Redis connection, protocol or server error.
-    #[error(
-        "redis error while {action}; check that Redis is reachable and that the user may run scripts"
-    )]
+    ///
+    /// A permission the Redis ACL user lacks (`NOPERM`, or a command a script may not
+    /// call) says so, and names the script.
+    #[error("redis error while {action}; {}", redis_hint(source))]
     Redis {
         /// What we were doing.
         action: &'static str,
@@ -103,6 +104,22 @@ fn holder_hint(ttl: Option<Duration>) -> String {
     match ttl {
         Some(ttl) => format!(" (the holder's lease has {ttl:?} left)"),
         None => String::new(),
+    }
+}
+
+/// What to do about a Redis error.
+fn redis_hint(source: &redis::RedisError) -> String {
+    let text = source.to_string();
+    let in_script = text.contains("user executing the script can't run");
+    if source.code() == Some("NOPERM") || in_script {
+        let script = crate::scripts::named_in(&text)
+            .map(|name| format!(" (in {name})"))
+            .unwrap_or_default();
+        format!(
+            "the Redis ACL user lacks a permission that redlease needs{script}; grant it the least-privilege ACL line of redlease's docs/SECURITY.md"
+        )
+    } else {
+        "check that Redis is reachable and that the user may run scripts".into()
     }
 }
 

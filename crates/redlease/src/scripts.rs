@@ -25,3 +25,17 @@ pub(crate) static RENEW: LazyLock<Script> =
 /// Raise a quorum node's fencing counter to the token handed out (never lower it).
 pub(crate) static RAISE_FENCE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/raise_fence.lua")));
+
+/// The file name of the script whose SHA1 `text` (a Redis error message) mentions.
+pub(crate) fn named_in(text: &str) -> Option<&'static str> {
+    [
+        (&ACQUIRE, "acquire.lua"),
+        (&RELEASE, "release.lua"),
+        (&EXTEND, "extend.lua"),
+        (&RENEW, "renew.lua"),
+        (&RAISE_FENCE, "raise_fence.lua"),
+    ]
+    .into_iter()
+    .find(|(script, _)| text.contains(script.get_hash()))
+    .map(|(_, name)| name)
+}

@@ -17,9 +17,15 @@ struct Raw(BufReader<TcpStream>);
 
 impl Raw {
     fn connect(server: &RedisServer) -> Self {
-        Self(BufReader::new(
+        let mut raw = Self(BufReader::new(
             TcpStream::connect(("127.0.0.1", server.port())).unwrap(),
-        ))
+        ));
+        // Under REDLEASE_TEST_ACL, as the admin.
+        if server.admin_url() != server.url() {
+            let reply = raw.call(&["AUTH", "admin", redlease_local::TEST_ADMIN_PASSWORD]);
+            assert_eq!(reply, "+OK");
+        }
+        raw
     }
 
     fn call(&mut self, args: &[&str]) -> String {

@@ -18,11 +18,14 @@ const LOCK: &str = "counter";
 const COUNTER: &str = "test:counter";
 const FENCES: &str = "test:fences";
 const CHILD_URL: &str = "REDLEASE_TEST_CHILD_URL";
+/// Where the counter and the fences are kept: the server's admin URL (under
+/// `REDLEASE_TEST_ACL` the lock user may not touch them).
+const CHILD_RESOURCE: &str = "REDLEASE_TEST_CHILD_RESOURCE";
 
 /// `sections` critical sections, each a non-atomic read-modify-write of a counter that a
 /// second holder would corrupt, logging its fencing token in section order.
-async fn worker(client: Client, url: String, sections: u32) {
-    let mut conn = redis::Client::open(url)
+async fn worker(client: Client, resource: String, sections: u32) {
+    let mut conn = redis::Client::open(resource)
         .unwrap()
         .get_multiplexed_async_connection()
         .await
@@ -46,7 +49,13 @@ async fn worker(client: Client, url: String, sections: u32) {
     }
 }
 
-async fn run_workers(url: &str, tasks: u32, sections: u32, notifications: Notifications) {
+async fn run_workers(
+    url: &str,
+    resource: &str,
+    tasks: u32,
+    sections: u32,
+    notifications: Notifications,
+) {
     let client = Client::builder(url)
         .notifications(notifications)
         .connect()
@@ -55,8 +64,8 @@ async fn run_workers(url: &str, tasks: u32, sections: u32, notifications: Notifi
     let mut handles = Vec::new();
     for _ in 0..tasks {
         let client = client.clone();
-        let url = url.to_owned();
-        handles.push(tokio::spawn(worker(client, url, sections)));
+        let resource = resource.to_owned();
+        handles.push(tokio::spawn(worker(client, resource, sections)));
     }
     for h in handles {
         h.await.unwrap();
@@ -80,10 +89,10 @@ async fn check_history(conn: &mut redis::aio::MultiplexedConnection, expected: i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "child process of tasks_and_processes_exclude_each_other"]
 async fn child_process_workers() {
-    let Ok(url) = std::env::var(CHILD_URL) else {
+    let (Ok(url), Ok(resource)) = (std::env::var(CHILD_URL), std::env::var(CHILD_RESOURCE)) else {
         return;
     };
-    run_workers(&url, 4, 25, Notifications::PubSub).await;
+    run_workers(&url, &resource, 4, 25, Notifications::PubSub).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -91,6 +100,7 @@ async fn tasks_and_processes_exclude_each_other() {
     const PROCESSES: u32 = 4;
     let server = server();
     let url = server.url();
+    let resource = server.admin_url();
     let exe = std::env::current_exe().unwrap();
     let children: Vec<_> = (0..PROCESSES)
         .map(|_| {
@@ -102,13 +112,14 @@ async fn tasks_and_processes_exclude_each_other() {
                     "--nocapture",
                 ])
                 .env(CHILD_URL, &url)
+                .env(CHILD_RESOURCE, &resource)
                 .kill_on_drop(true)
                 .spawn()
                 .unwrap()
         })
         .collect();
     // 16 tasks here, 4 x 4 tasks in the children: 32 contenders in 5 processes.
-    let here = run_workers(&url, 16, 25, Notifications::PubSub);
+    let here = run_workers(&url, &resource, 16, 25, Notifications::PubSub);
     let ((), statuses) = bounded("workers", async {
         tokio::join!(here, async {
             let mut statuses = Vec::new();
@@ -131,7 +142,13 @@ async fn polling_waiters_exclude_each_other() {
     let server = server();
     bounded(
         "workers",
-        run_workers(&server.url(), 8, 25, Notifications::Polling),
+        run_workers(
+            &server.url(),
+            &server.admin_url(),
+            8,
+            25,
+            Notifications::Polling,
+        ),
     )
     .await;
     check_history(&mut raw(&server).await, 8 * 25).await;

@@ -152,13 +152,15 @@ async fn a_plain_set_nx_lock_and_ours_exclude_each_other() {
     let server = server();
     let c = client(&server).await;
     let mut conn = raw(&server).await;
-    // Another tool's lock on the same key: redis-cli SET K v NX PX.
+    // Another tool's lock on the same key: redis-cli SET K v NX PX. (The key is under
+    // `redlease:`, which the least-privilege ACL user of REDLEASE_TEST_ACL may use.)
     let taken = std::process::Command::new("redis-cli")
         .args([
-            "-p",
-            &server.port().to_string(),
+            "-u",
+            &server.admin_url(),
+            "--no-auth-warning",
             "SET",
-            "shared",
+            "redlease:shared",
             "cli-token",
             "NX",
             "PX",
@@ -167,15 +169,15 @@ async fn a_plain_set_nx_lock_and_ours_exclude_each_other() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&taken.stdout).trim(), "OK");
-    let ours = c.lock("shared").prefix("");
+    let ours = c.lock("redlease:shared").prefix("");
     assert!(
         ours.try_acquire().await.unwrap().is_none(),
         "ours ignored a foreign SET NX lock"
     );
-    let _: i64 = conn.del("shared").await.unwrap();
+    let _: i64 = conn.del("redlease:shared").await.unwrap();
     let guard = ours.try_acquire().await.unwrap().unwrap();
     let theirs: Option<String> = redis::cmd("SET")
-        .arg("shared")
+        .arg("redlease:shared")
         .arg("other-library-token")
         .arg("NX")
         .arg("PX")
@@ -185,7 +187,7 @@ async fn a_plain_set_nx_lock_and_ours_exclude_each_other() {
         .unwrap();
     assert_eq!(theirs, None, "a foreign SET NX took a lock we hold");
     // The value at the key is the owner token alone, so foreign tools see a normal lock.
-    let value = get(&mut conn, "shared").await.unwrap();
+    let value = get(&mut conn, "redlease:shared").await.unwrap();
     assert_eq!(value.len(), 32);
     assert!(value.bytes().all(|b| b.is_ascii_hexdigit()));
     guard.release().await.unwrap();

@@ -95,13 +95,13 @@ async fn quorum_of_five_excludes_across_processes() {
                     "--nocapture",
                 ])
                 .env(CHILD_NODES, urls.join(","))
-                .env(CHILD_RESOURCE, resource.url())
+                .env(CHILD_RESOURCE, resource.admin_url())
                 .kill_on_drop(true)
                 .spawn()
                 .unwrap()
         })
         .collect();
-    let resource_url = resource.url();
+    let resource_url = resource.admin_url();
     let here = run_workers(&urls, &resource_url, 4, 10);
     let ((), statuses) = bounded("workers", async {
         tokio::join!(here, async {

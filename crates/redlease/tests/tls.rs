@@ -52,3 +52,21 @@ async fn tls_with_a_trusted_ca_works_and_an_unknown_ca_is_refused() {
         .await;
     assert!(c.is_err());
 }
+
+#[tokio::test]
+async fn certificate_verification_cannot_be_turned_off() {
+    let server = RedisServer::start_with(ServerOptions::default().tls()).unwrap();
+    // redis-rs' `#insecure` URL fragment skips verification only with its
+    // `tls-rustls-insecure` feature, which redlease does not enable.
+    let url = format!("{}/#insecure", server.tls_url().unwrap());
+    let err = bounded("connect with #insecure", Client::connect(&url))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            redlease::Error::InvalidOption { .. } | redlease::Error::Redis { .. }
+        ) && format!("{err:?}").contains("insecure"),
+        "{err:?}"
+    );
+}

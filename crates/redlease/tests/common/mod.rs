@@ -8,6 +8,8 @@
     clippy::match_wild_err_arm
 )]
 
+pub mod acl;
+
 use std::future::Future;
 use std::time::Duration;
 
@@ -34,7 +36,7 @@ pub async fn client(server: &RedisServer) -> Client {
 
 /// A plain connection that bypasses the library.
 pub async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {
-    let c = redis::Client::open(server.url()).unwrap();
+    let c = redis::Client::open(server.admin_url()).unwrap();
     c.get_multiplexed_async_connection().await.unwrap()
 }
 

@@ -1,0 +1,436 @@
+//! Least privilege: every library path works as a Redis ACL user that may run only the
+//! commands redlease sends and the scripts call, on redlease's own keys and channels; and a
+//! missing permission is a clear `Error::Redis` (NOPERM), not a hang or a panic.
+//!
+//! The servers here disable the `default` user, so nothing works without credentials. The
+//! ACL line under test is the one of `docs/SECURITY.md`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::panic,
+    clippy::unchecked_time_subtraction,
+    reason = "tests fail loudly"
+)]
+
+mod common;
+
+use std::error::Error as _;
+use std::time::Duration;
+
+use common::acl::{ADMIN_PASSWORD, PASSWORD, RULES, acl_server, admin, options, url, without};
+use common::{bounded, eventually, no_polling};
+use redis::AsyncCommands as _;
+use redlease::{Client, Error, Owner, Renewal};
+use redlease_local::{Nodes, RedisServer};
+
+async fn connect(server: &RedisServer) -> Client {
+    bounded("connect", Client::connect(&url(server)))
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect as the ACL user: {e:?}"))
+}
+
+/// The whole error chain on one line, as the CLI prints it.
+fn chain(err: &Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+async fn script_flush(conn: &mut redis::aio::MultiplexedConnection) {
+    let () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_default_user_is_off_and_the_acl_user_may_not_do_more() {
+    let server = acl_server(RULES);
+    // No credentials: refused.
+    let err = bounded(
+        "connect without credentials",
+        Client::connect(&server.url()),
+    )
+    .await;
+    if let Ok(c) = err {
+        // A lazily authenticated connection fails on its first command instead.
+        assert!(c.lock("x").try_acquire().await.is_err());
+    }
+    // The ACL user cannot read or write keys outside the patterns, nor run EVAL.
+    let mut conn = redis::Client::open(url(&server))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let e = conn.set::<_, _, ()>("app:data", "1").await.unwrap_err();
+    assert_eq!(e.code(), Some("NOPERM"), "{e}");
+    let e = redis::cmd("EVAL")
+        .arg("return 1")
+        .arg(0)
+        .query_async::<i64>(&mut conn)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some("NOPERM"), "{e}");
+    let e = redis::cmd("FLUSHALL")
+        .query_async::<()>(&mut conn)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some("NOPERM"), "{e}");
+}
+
+#[tokio::test]
+async fn every_single_redis_path_works_as_the_acl_user() {
+    let server = acl_server(RULES);
+    let c = connect(&server).await;
+    let rival = connect(&server).await;
+    let mut adm = admin(&server).await;
+
+    // try_acquire, busy, release; fencing tokens grow.
+    let g1 = c.lock("acl").try_acquire().await.unwrap().unwrap();
+    assert!(rival.lock("acl").try_acquire().await.unwrap().is_none());
+    let f1 = g1.fencing_token();
+    g1.release().await.unwrap();
+    let mut g2 = c
+        .lock("acl")
+        .renewal(Renewal::Fixed)
+        .ttl(Duration::from_secs(5))
+        .acquire()
+        .await
+        .unwrap();
+    assert!(g2.fencing_token() > f1);
+
+    // extend.
+    let key = c.lock("acl").keys().unwrap().key().to_owned();
+    g2.extend(Duration::from_secs(60)).await.unwrap();
+    let pttl: i64 = adm.pttl(&key).await.unwrap();
+    assert!(pttl > 5_000, "extend did not take: pttl {pttl}");
+
+    // A waiter that gives up leaves the queue (HDEL, LREM in release.lua).
+    let err = rival
+        .lock("acl")
+        .wait(Duration::from_millis(100))
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
+    eventually("the waiter to leave the queue", || {
+        let mut adm = adm.clone();
+        async move {
+            let queued: i64 = adm.llen("{redlease:acl}:queue").await.unwrap();
+            let waiters: i64 = adm.hlen("{redlease:acl}:waiters").await.unwrap();
+            queued == 0 && waiters == 0
+        }
+    })
+    .await;
+
+    // A queued waiter is handed the lock over pub/sub (its polling is too slow to matter).
+    let waiter = {
+        let rival = rival.clone();
+        tokio::spawn(async move {
+            rival
+                .lock("acl")
+                .retry(no_polling())
+                .wait(Duration::from_secs(60))
+                .acquire()
+                .await
+        })
+    };
+    eventually("the waiter to queue", || async { rival.waiting() == 1 }).await;
+    let f2 = g2.fencing_token();
+    g2.release().await.unwrap();
+    let handed = bounded("hand-off", waiter).await.unwrap().unwrap();
+    assert!(handed.fencing_token() > f2);
+    handed.release().await.unwrap();
+
+    // Reentrancy: a nested acquisition of the same owner re-enters.
+    Owner::new()
+        .scope(async {
+            let outer = c.lock("acl-nested").acquire().await.unwrap();
+            let inner = c.lock("acl-nested").acquire().await.unwrap();
+            assert_eq!(inner.fencing_token(), outer.fencing_token());
+            inner.release().await.unwrap();
+            outer.release().await.unwrap();
+        })
+        .await;
+
+    // Renewal: a section three times its lease keeps the lock.
+    let ttl = Duration::from_millis(300);
+    let before = c.renewal_round_trips();
+    c.lock("acl-renewed")
+        .ttl(ttl)
+        .run(async |guard| {
+            for _ in 0..9 {
+                tokio::time::sleep(ttl / 3).await;
+                assert!(guard.is_held());
+            }
+            Ok::<_, Error>(())
+        })
+        .await
+        .unwrap();
+    assert!(c.renewal_round_trips() >= before + 3);
+
+    // An admin flushes the scripts: every script is loaded again (SCRIPT LOAD), including
+    // renewal's pipeline.
+    script_flush(&mut adm).await;
+    let mut g = c.lock("acl").acquire().await.unwrap();
+    script_flush(&mut adm).await;
+    g.extend(Duration::from_secs(10)).await.unwrap();
+    script_flush(&mut adm).await;
+    g.release().await.unwrap();
+    script_flush(&mut adm).await;
+    c.lock("acl-renewed")
+        .ttl(ttl)
+        .run(async |guard| {
+            tokio::time::sleep(ttl).await;
+            assert!(guard.is_held());
+            Ok::<_, Error>(())
+        })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn min_replicas_waits_for_a_replica_as_the_acl_user() {
+    let primary = acl_server(RULES);
+    // The replica authenticates to its primary as the admin (replication is not redlease's
+    // business, and its user needs no replication rights).
+    let _replica = RedisServer::start_with(
+        options(RULES)
+            .arg("--replicaof")
+            .arg("127.0.0.1")
+            .arg(primary.port().to_string())
+            .arg("--masteruser")
+            .arg("admin")
+            .arg("--masterauth")
+            .arg(ADMIN_PASSWORD),
+    )
+    .unwrap();
+    let adm = admin(&primary).await;
+    eventually("the replica to connect", || {
+        let mut adm = adm.clone();
+        async move {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query_async(&mut adm)
+                .await
+                .unwrap();
+            info.contains("connected_slaves:1") && info.contains("state=online")
+        }
+    })
+    .await;
+    let c = connect(&primary).await;
+    let guard = c
+        .lock("acl-replicated")
+        .min_replicas(1, Duration::from_secs(5))
+        .acquire()
+        .await
+        .unwrap();
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_quorum_of_acl_nodes_works_as_the_acl_user() {
+    let nodes = Nodes::start_with(3, &options(RULES)).unwrap();
+    let urls: Vec<String> = nodes.servers().iter().map(url).collect();
+    let quorum = |urls: Vec<String>| async move {
+        bounded(
+            "quorum connect",
+            Client::quorum_builder(&urls)
+                .response_timeout(Duration::from_millis(500))
+                .connect(),
+        )
+        .await
+        .unwrap()
+    };
+    let c = quorum(urls.clone()).await;
+    let rival = quorum(urls).await;
+
+    let mut g = c
+        .lock("acl-q")
+        .ttl(Duration::from_secs(60))
+        .acquire()
+        .await
+        .unwrap();
+    assert!(rival.lock("acl-q").try_acquire().await.unwrap().is_none());
+    g.extend(Duration::from_secs(60)).await.unwrap();
+    // A waiter woken by the release notice on every node (not by polling).
+    let waiter = {
+        let rival = rival.clone();
+        tokio::spawn(async move {
+            rival
+                .lock("acl-q")
+                .retry(no_polling())
+                .wait(Duration::from_secs(60))
+                .acquire()
+                .await
+        })
+    };
+    eventually("the waiter to listen", || async { rival.waiting() == 1 }).await;
+    let channel = "{redlease:acl-q}:released";
+    for node in nodes.servers() {
+        let mut adm = admin(node).await;
+        eventually("the waiter to subscribe on every node", || {
+            let mut adm = adm.clone();
+            async move {
+                let (_, n): (String, i64) = redis::cmd("PUBSUB")
+                    .arg("NUMSUB")
+                    .arg(channel)
+                    .query_async(&mut adm)
+                    .await
+                    .unwrap();
+                n == 1
+            }
+        })
+        .await;
+        // Scripts flushed on every node: the next calls load them again.
+        script_flush(&mut adm).await;
+    }
+    let f = g.fencing_token();
+    g.release().await.unwrap();
+    let next = bounded("woken by the release notice", waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(next.fencing_token() > f);
+    next.release().await.unwrap();
+    // The last waiter gone, its subscriptions are given back (UNSUBSCRIBE).
+    for node in nodes.servers() {
+        let adm = admin(node).await;
+        eventually("the waiter to unsubscribe on every node", || {
+            let mut adm = adm.clone();
+            async move {
+                let (_, n): (String, i64) = redis::cmd("PUBSUB")
+                    .arg("NUMSUB")
+                    .arg(channel)
+                    .query_async(&mut adm)
+                    .await
+                    .unwrap();
+                n == 0
+            }
+        })
+        .await;
+    }
+    // Renewal over the quorum.
+    let ttl = Duration::from_millis(600);
+    c.lock("acl-q")
+        .ttl(ttl)
+        .run(async |guard| {
+            tokio::time::sleep(ttl * 2).await;
+            assert!(guard.is_held());
+            Ok::<_, Error>(())
+        })
+        .await
+        .unwrap();
+}
+
+/// Asserts `err` is `Error::Redis` that says a permission is missing, and mentions `what`.
+fn assert_noperm(err: &Error, what: &str) {
+    assert!(matches!(err, Error::Redis { .. }), "{err:?}");
+    let text = chain(err);
+    assert!(
+        text.contains("the Redis ACL user lacks a permission that redlease needs"),
+        "{text}"
+    );
+    assert!(
+        text.to_lowercase().contains(&what.to_lowercase()),
+        "`{what}` missing from: {text}"
+    );
+    assert!(!text.contains(PASSWORD), "{text}");
+}
+
+#[tokio::test]
+async fn a_missing_command_is_a_clear_noperm_error() {
+    let server = acl_server(&without("+evalsha"));
+    let c = connect(&server).await;
+    let err = bounded("try_acquire without EVALSHA", c.lock("x").try_acquire())
+        .await
+        .unwrap_err();
+    assert_noperm(&err, "evalsha");
+    let err = bounded("acquire without EVALSHA", c.lock("x").acquire())
+        .await
+        .unwrap_err();
+    assert_noperm(&err, "evalsha");
+}
+
+#[tokio::test]
+async fn a_command_the_scripts_need_is_a_clear_noperm_error() {
+    let server = acl_server(&without("+incr"));
+    let c = connect(&server).await;
+    let err = bounded("acquire without INCR", c.lock("x").acquire())
+        .await
+        .unwrap_err();
+    // Redis 7.0 does not name the command a script may not run: the error names the script.
+    assert_noperm(&err, "acquire.lua");
+}
+
+#[tokio::test]
+async fn a_key_outside_the_patterns_is_a_clear_noperm_error() {
+    let server = acl_server(RULES);
+    let c = connect(&server).await;
+    let err = bounded(
+        "acquire with another prefix",
+        c.lock("x").prefix("app:").try_acquire(),
+    )
+    .await
+    .unwrap_err();
+    assert_noperm(&err, "keys");
+}
+
+#[tokio::test]
+async fn without_channel_rights_waiters_fall_back_to_polling() {
+    let rules: Vec<&str> = RULES
+        .iter()
+        .copied()
+        .filter(|r| !r.starts_with('&'))
+        .collect();
+    let server = acl_server(&rules);
+    let c = connect(&server).await;
+    let rival = connect(&server).await;
+    let g = c
+        .lock("acl-poll")
+        .ttl(Duration::from_secs(60))
+        .acquire()
+        .await
+        .unwrap();
+    let waiter = {
+        let rival = rival.clone();
+        tokio::spawn(async move {
+            rival
+                .lock("acl-poll")
+                .retry(redlease::Retry::new(
+                    Duration::from_millis(1),
+                    Duration::from_millis(20),
+                ))
+                .wait(Duration::from_secs(20))
+                .acquire()
+                .await
+        })
+    };
+    g.release().await.unwrap();
+    let next = bounded("a polling waiter", waiter).await.unwrap().unwrap();
+    next.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_wrong_password_fails_fast_without_echoing_it() {
+    let server = acl_server(RULES);
+    let bad = format!(
+        "redis://redlease:not-{PASSWORD}@127.0.0.1:{}",
+        server.port()
+    );
+    let err = bounded("connect with a wrong password", Client::connect(&bad))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Redis { .. }), "{err:?}");
+    let text = format!("{} {err:?}", chain(&err));
+    assert!(!text.contains(PASSWORD), "{text}");
+    assert!(
+        text.contains("WRONGPASS") || text.to_lowercase().contains("auth"),
+        "{text}"
+    );
+}
