@@ -10,7 +10,7 @@
 //!   releases on every node (including those that did not answer: their outcome is
 //!   unknown) and reports the lock busy, so the caller retries with jitter; with fewer
 //!   than a majority of nodes answering at all it fails with
-//!   [`Error::NoQuorum`](crate::Error::NoQuorum) at once.
+//!   [`Error::NoQuorum`] at once.
 //! - **Release, extend and renewal** also go to every node; they count as done when a
 //!   majority confirms, and as lost when so many nodes report another token (or none)
 //!   that no majority can still hold ours.
