@@ -54,7 +54,7 @@ pub struct Report {
 
 /// How many states (repeats included) one run may generate before it is stopped and
 /// reported as not exhaustive: a bound on its time and memory.
-pub const STATE_LIMIT: usize = 20_000_000;
+pub const STATE_LIMIT: usize = 30_000_000;
 
 /// Explores every reachable state of `config` within its bounds (one thread, breadth
 /// first, so each discovery is a shortest path).

@@ -119,8 +119,9 @@ pub struct Config {
     pub crashes: u8,
     /// How a crashed node comes back.
     pub restart: Restart,
-    /// Messages the network may lose in one run: a request that never ran, or a reply lost
-    /// after the script ran.
+    /// Messages the network may lose in one run: a request lost with its connection before
+    /// it ran, a reply lost after the script ran, or the release that gives back a failed
+    /// attempt, lost on one node.
     pub lost_messages: u8,
     /// Acquisition attempts per `acquire` call (the first one and retries).
     pub attempts: u8,

@@ -1,15 +1,26 @@
-//! A [`stateright`] model of redlease's Redlock quorum (`crates/redlease/src/quorum.rs`)
-//! and its fencing tokens, checked under clock drift, process pauses, node crashes and
-//! lost messages. See this crate's `README.md` for what is modelled and what was found.
+//! A [`stateright`] model of redlease's Redlock quorum (`crates/redlease/src/quorum.rs`
+//! with `acquire.lua`, `raise_fence.lua` and `release.lua`) and of its fencing tokens,
+//! checked under clock drift, process pauses, node crashes and lost messages.
+//!
+//! - [`Config`] says what one run explores: the deployment, the fault budgets and the
+//!   protocol variant ([`Config::code`] is the code as written, with no fault).
+//! - [`QuorumModel`] is the transition system; its properties are [`FENCED_SAFETY`] and
+//!   [`MUTUAL_EXCLUSION`], plus examples that show the runs are not vacuous.
+//! - [`check`] explores every reachable state (breadth first, one thread) and returns a
+//!   [`Report`]; a counterexample comes back as a numbered [`timeline`].
+//! - [`scenarios`] lists the configurations the tests and the `explore` example check,
+//!   with what each is expected to show.
+//!
+//! The crate's `README.md` tells what is modelled, the bounds, the results and the limits.
 //!
 //! ```
-//! use redlease_model::{Config, FENCED_SAFETY, check};
+//! use redlease_model::{Config, FENCED_SAFETY, MUTUAL_EXCLUSION, check};
 //!
 //! let mut config = Config::code();
-//! config.pauses = 0; // a small run, for the example
-//! config.crashes = 0;
+//! config.counter_spread = 0; // every counter starts at 0: a small run
 //! let report = check(config);
-//! assert!(report.holds(FENCED_SAFETY));
+//! assert!(report.exhaustive);
+//! assert!(report.holds(FENCED_SAFETY) && report.holds(MUTUAL_EXCLUSION));
 //! ```
 
 mod check;
@@ -19,6 +30,7 @@ mod properties;
 pub mod scenarios;
 mod slots;
 mod state;
+mod steps;
 mod timeline;
 
 pub use check::{Discovery, Outcome, Report, STATE_LIMIT, check, check_limited, check_until};

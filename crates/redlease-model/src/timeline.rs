@@ -182,6 +182,11 @@ fn describe(
         Action::Decide(i) | Action::DecidePicking { client: i, .. } => {
             decided(clocks, prev, next, i)
         }
+        Action::DecideReleaseLost { client, node } => format!(
+            "{}; the release to {} is lost (the key stays until it expires)",
+            decided(clocks, prev, next, client),
+            node_name(node)
+        ),
         Action::Check(i) => checked(clocks, prev, next, i),
         Action::Write(i) => wrote(prev, next, i),
         Action::Pause(i) => match config.pause_clock {
@@ -276,14 +281,29 @@ fn decided(clocks: &Clocks, prev: &State, next: &State, i: usize) -> String {
         .collect();
     let replies = replies.join(", ");
     let clock = clocks.clients[i];
+    let largest = (before.replies.iter())
+        .filter_map(|r| match r {
+            Reply::Granted(f) => Some(*f),
+            _ => None,
+        })
+        .max();
+    let which = |token| {
+        if Some(token) == largest {
+            "the largest"
+        } else {
+            "one node's counter, not the largest"
+        }
+    };
     match (before.phase, after.phase) {
         (Phase::Acquiring { .. }, Phase::Raising { token, .. }) => format!(
             "{name} counts the replies ({replies}): a majority, in time; token {token} \
-             (the largest); sends raise_fence({token}) to the nodes not at {token}"
+             ({}); sends raise_fence({token}) to the nodes behind",
+            which(token)
         ),
         (Phase::Acquiring { .. }, Phase::Holding { token, .. }) => format!(
             "{name} counts the replies ({replies}): a majority, in time; \
-             acquire returns a guard with fencing token {token}"
+             acquire returns a guard with fencing token {token} ({})",
+            which(token)
         ),
         (
             Phase::Raising { .. },
@@ -310,7 +330,8 @@ fn decided(clocks: &Clocks, prev: &State, next: &State, i: usize) -> String {
 fn reply_text(reply: Reply) -> String {
     match reply {
         Reply::Unsent => "-".to_owned(),
-        Reply::Pending | Reply::Failed => "not granted".to_owned(),
+        Reply::Pending => "timed out".to_owned(),
+        Reply::Failed => "no".to_owned(),
         Reply::Granted(f) => format!("granted/{f}"),
         Reply::Yes => "ok".to_owned(),
         Reply::No => "not ours".to_owned(),

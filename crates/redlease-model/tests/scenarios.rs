@@ -29,6 +29,11 @@ fn verify(scenario: &Scenario) -> Report {
 }
 
 #[test]
+fn no_fault_keeps_both() {
+    verify(&scenarios::no_fault());
+}
+
+#[test]
 fn pause_breaks_the_lock_not_the_fencing() {
     let report = verify(&scenarios::pause());
     // The safety result is not vacuous: writes happen, both clients write, and the
@@ -142,11 +147,12 @@ fn every_scenario_has_a_test() {
     // One test per scenario above (so they run in parallel and fail by name); the slow
     // ones run in `slow_scenarios`.
     let fast = scenarios::all().iter().filter(|s| !s.slow).count();
-    assert_eq!(fast, 17);
+    assert_eq!(scenarios::all().len(), fast + 2);
+    assert_eq!(fast, 18);
 }
 
 #[test]
-#[ignore = "slow (over a minute in all): cargo test -p redlease-model -- --ignored"]
+#[ignore = "slow (minutes in a debug build): cargo test -p redlease-model -- --ignored"]
 fn slow_scenarios() {
     let slow = scenarios::all().into_iter().filter(|s| s.slow);
     for scenario in slow.chain(scenarios::combined()) {
