@@ -1,0 +1,356 @@
+//! The configurations checked by the tests and the `explore` example, each with the
+//! outcome it is expected to show.
+
+use crate::check::{Report, check_limited};
+use crate::config::{
+    BeforeWrite, Config, Drift, PauseClock, Persistence, Restart, TokenRule, WriteBack,
+};
+use crate::model::{FENCED_SAFETY, MUTUAL_EXCLUSION};
+
+/// What a scenario expects of a property.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// No state violates it (checked exhaustively).
+    Holds,
+    /// The checker finds a counterexample.
+    Violated,
+    /// Not asserted (a run stopped at the other property's counterexample).
+    Unchecked,
+}
+
+/// A configuration and what it is expected to show.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// The model.
+    pub config: Config,
+    /// The expectation for [`FENCED_SAFETY`].
+    pub fenced: Expect,
+    /// The expectation for [`MUTUAL_EXCLUSION`].
+    pub mutual_exclusion: Expect,
+    /// The [`counter_spread`](Config::counter_spread) of the smaller run the tests make
+    /// (0: every counter starts at 0, about a fifth of the states).
+    pub test_spread: u8,
+    /// Too slow for `cargo test` in a debug build (over ~5 s): checked by the `explore`
+    /// example and by the ignored test.
+    pub slow: bool,
+}
+
+impl Scenario {
+    fn new(config: Config, fenced: Expect, mutual_exclusion: Expect) -> Self {
+        Scenario {
+            config,
+            fenced,
+            mutual_exclusion,
+            // Counterexamples to fencing need counters that differ from the start.
+            test_spread: u8::from(fenced == Expect::Violated),
+            slow: false,
+        }
+    }
+
+    fn slow(mut self) -> Self {
+        self.slow = true;
+        self
+    }
+
+    /// The same scenario with the tests' smaller bounds.
+    #[must_use]
+    pub fn for_tests(&self) -> Scenario {
+        let mut smaller = self.clone();
+        smaller.config.counter_spread = self.test_spread.min(self.config.counter_spread);
+        smaller
+    }
+
+    /// Runs the checker as far as the expectations need: every state when something is
+    /// expected to hold, else until each expected counterexample is found.
+    pub fn run(&self, state_limit: usize) -> Report {
+        let holds = [self.fenced, self.mutual_exclusion].contains(&Expect::Holds);
+        let mut stop_at = Vec::new();
+        if !holds {
+            if self.fenced == Expect::Violated {
+                stop_at.push(FENCED_SAFETY);
+            }
+            if self.mutual_exclusion == Expect::Violated {
+                stop_at.push(MUTUAL_EXCLUSION);
+            }
+        }
+        check_limited(self.config.clone(), &stop_at, state_limit)
+    }
+
+    /// Whether `report` (of this scenario) shows what was expected; otherwise, why not.
+    pub fn verify(&self, report: &Report) -> Result<(), String> {
+        for (property, expect) in [
+            (FENCED_SAFETY, self.fenced),
+            (MUTUAL_EXCLUSION, self.mutual_exclusion),
+        ] {
+            let found = report.discovery(property).is_some();
+            match expect {
+                Expect::Holds if found => {
+                    return Err(format!("{property}: unexpected counterexample"));
+                }
+                Expect::Holds if !report.exhaustive => {
+                    return Err(format!("{property}: the state space was not exhausted"));
+                }
+                Expect::Violated if !found => {
+                    return Err(format!("{property}: no counterexample found"));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+fn with(name: &'static str, change: impl FnOnce(&mut Config)) -> Config {
+    let mut config = Config::code();
+    config.name = name;
+    change(&mut config);
+    config
+}
+
+fn fixed(config: &mut Config) {
+    config.write_back = WriteBack::WhileHeld;
+}
+
+fn restart(persistence: Persistence, min_down: u8) -> Restart {
+    Restart {
+        persistence,
+        min_down,
+    }
+}
+
+/// The code as written, no fault beyond what a network always does (delays up to and past
+/// the timeouts, on FIFO connections): both properties hold.
+pub fn no_fault() -> Scenario {
+    let config = with("no fault", |_| {});
+    Scenario::new(config, Expect::Holds, Expect::Holds)
+}
+
+/// The code as written with one client pause (GC pause, `SIGSTOP`: its clock runs).
+/// Fencing holds; the lock alone does not: the classic unfenced overlap.
+pub fn pause() -> Scenario {
+    let config = with("pause (clock runs)", |c| c.pauses = 1);
+    Scenario::new(config, Expect::Holds, Expect::Violated)
+}
+
+/// The code as written with one clock (any client's or node's) drifting one tick either
+/// way, which the drift allowance covers: both properties hold.
+pub fn drift() -> Scenario {
+    let config = with("drift within the allowance", |c| c.drifting_clocks = 1);
+    Scenario::new(config, Expect::Holds, Expect::Holds)
+}
+
+/// The code as written with one crash of a node that persists everything. The lock holds;
+/// the tokens do not: the write-back is counted on a node that granted someone else.
+pub fn crash() -> Scenario {
+    let config = with("crash (node persists everything)", |c| c.crashes = 1);
+    Scenario::new(config, Expect::Violated, Expect::Unchecked)
+}
+
+/// The code as written with one lost message (a request lost with its connection, or a
+/// reply lost after the script ran). As [`crash`].
+pub fn lost_message() -> Scenario {
+    let config = with("lost message", |c| c.lost_messages = 1);
+    Scenario::new(config, Expect::Violated, Expect::Unchecked)
+}
+
+/// Two clocks drift the ways that stretch a lease (a client's slow, a node's fast): more
+/// than the allowance covers. The lock breaks, and so do the code's tokens.
+pub fn drift_beyond_allowance() -> Scenario {
+    let config = with("drift beyond the allowance", |c| {
+        c.drifting_clocks = 2;
+        c.drift = Drift::Adversarial;
+    });
+    Scenario::new(config, Expect::Violated, Expect::Violated).slow()
+}
+
+/// The code as written with one pause that stops the client's clock too (VM suspend).
+pub fn suspend() -> Scenario {
+    let config = with("pause (clock stops)", |c| {
+        c.pauses = 1;
+        c.pause_clock = PauseClock::Stops;
+    });
+    let mut scenario = Scenario::new(config, Expect::Violated, Expect::Violated);
+    scenario.test_spread = 0;
+    scenario
+}
+
+/// The code as written, with clients that write without checking `is_held()`.
+pub fn no_check() -> Scenario {
+    let config = with("client skips is_held()", |c| {
+        c.before_write = BeforeWrite::JustWrite;
+    });
+    Scenario::new(config, Expect::Violated, Expect::Unchecked)
+}
+
+/// The code as written with a retry after a failed attempt whose release was lost on
+/// one node: the retry finds its own key there, left by the first attempt, and counts it
+/// as granted, but measures validity from the retry's own send, while that key expires a
+/// lease after the *first* attempt. The lock breaks without any pause or drift.
+pub fn retry_after_lost_release() -> Scenario {
+    let config = with("retry after a lost release", |c| {
+        c.attempts = 2;
+        c.lost_messages = 1;
+        c.counter_spread = 0;
+    });
+    Scenario::new(config, Expect::Unchecked, Expect::Violated).slow()
+}
+
+/// Mutation of the code as written with no fault, where fencing holds: no `raise_fence`
+/// write-back.
+pub fn no_write_back() -> Scenario {
+    let config = with("mutation: no write-back", |c| c.write_back = WriteBack::Off);
+    Scenario::new(config, Expect::Violated, Expect::Unchecked)
+}
+
+/// Mutation of the code as written with no fault: the token is one granting node's
+/// counter, not the largest.
+pub fn one_node_token() -> Scenario {
+    let config = with("mutation: token from one node", |c| {
+        c.token_rule = TokenRule::OneGranter;
+    });
+    Scenario::new(config, Expect::Violated, Expect::Unchecked)
+}
+
+/// The fix ([`WriteBack::WhileHeld`]) under a pause.
+pub fn fixed_pause() -> Scenario {
+    let config = with("fix: pause (clock runs)", |c| {
+        fixed(c);
+        c.pauses = 1;
+    });
+    Scenario::new(config, Expect::Holds, Expect::Violated)
+}
+
+/// The fix under a crash of a node that persists everything.
+pub fn fixed_crash() -> Scenario {
+    let config = with("fix: crash (node persists everything)", |c| {
+        fixed(c);
+        c.crashes = 1;
+    });
+    Scenario::new(config, Expect::Holds, Expect::Holds)
+}
+
+/// The fix under a lost message.
+pub fn fixed_lost_message() -> Scenario {
+    let config = with("fix: lost message", |c| {
+        fixed(c);
+        c.lost_messages = 1;
+    });
+    Scenario::new(config, Expect::Holds, Expect::Holds)
+}
+
+/// The fix under drift beyond the allowance: the lock breaks, fencing holds.
+pub fn fixed_drift_beyond_allowance() -> Scenario {
+    let config = with("fix: drift beyond the allowance", |c| {
+        fixed(c);
+        c.drifting_clocks = 2;
+        c.drift = Drift::Adversarial;
+    });
+    Scenario::new(config, Expect::Holds, Expect::Violated)
+}
+
+/// The fix under a pause that stops the client's clock.
+pub fn fixed_suspend() -> Scenario {
+    let config = with("fix: pause (clock stops)", |c| {
+        fixed(c);
+        c.pauses = 1;
+        c.pause_clock = PauseClock::Stops;
+    });
+    Scenario::new(config, Expect::Holds, Expect::Violated)
+}
+
+/// The fix, with clients that write without checking `is_held()`.
+pub fn fixed_no_check() -> Scenario {
+    let config = with("fix: client skips is_held()", |c| {
+        fixed(c);
+        c.before_write = BeforeWrite::JustWrite;
+    });
+    Scenario::new(config, Expect::Holds, Expect::Unchecked)
+}
+
+/// The fix; a node without persistence crashes and stays down for a whole lease
+/// (Redlock's delayed restart): the lock stays safe.
+pub fn fixed_delayed_restart() -> Scenario {
+    let config = with("fix: crash, no persistence, delayed restart", |c| {
+        fixed(c);
+        c.crashes = 1;
+        c.restart = restart(Persistence::Nothing, c.ttl);
+    });
+    Scenario::new(config, Expect::Unchecked, Expect::Holds)
+}
+
+/// As [`fixed_delayed_restart`], for the tokens: the counter came back at 0, so a later
+/// holder can be handed a token already used.
+pub fn fixed_delayed_restart_tokens() -> Scenario {
+    let mut scenario = fixed_delayed_restart();
+    scenario.config.name = "fix: crash, no persistence, delayed restart (tokens)";
+    scenario.fenced = Expect::Violated;
+    scenario.mutual_exclusion = Expect::Unchecked;
+    scenario.test_spread = 1;
+    scenario
+}
+
+/// The fix; a node loses its lock key in a crash but keeps its counter, and rejoins at
+/// once. The lock breaks; fencing holds.
+pub fn fixed_counter_only() -> Scenario {
+    let config = with("fix: crash, key lost, counter kept", |c| {
+        fixed(c);
+        c.crashes = 1;
+        c.restart = restart(Persistence::CounterOnly, 0);
+    });
+    Scenario::new(config, Expect::Holds, Expect::Violated)
+}
+
+/// Every scenario the tests check, in the order the `explore` example prints them.
+pub fn all() -> Vec<Scenario> {
+    vec![
+        no_fault(),
+        pause(),
+        drift(),
+        crash(),
+        lost_message(),
+        drift_beyond_allowance(),
+        retry_after_lost_release(),
+        suspend(),
+        no_check(),
+        no_write_back(),
+        one_node_token(),
+        fixed_pause(),
+        fixed_crash(),
+        fixed_lost_message(),
+        fixed_drift_beyond_allowance(),
+        fixed_suspend(),
+        fixed_no_check(),
+        fixed_delayed_restart(),
+        fixed_delayed_restart_tokens(),
+        fixed_counter_only(),
+    ]
+}
+
+/// Larger runs of the fix, faults two at a time, for the `explore` example. To stay
+/// within [`STATE_LIMIT`](crate::STATE_LIMIT) every counter starts at 0.
+pub fn combined() -> Vec<Scenario> {
+    let both = |name, change: fn(&mut Config)| {
+        let mut config = with(name, change);
+        fixed(&mut config);
+        config.counter_spread = 0;
+        Scenario::new(config, Expect::Holds, Expect::Violated).slow()
+    };
+    vec![
+        both("fix: pause + drift", |c| {
+            c.pauses = 1;
+            c.drifting_clocks = 1;
+        }),
+        both("fix: pause + crash", |c| {
+            c.pauses = 1;
+            c.crashes = 1;
+        }),
+        both("fix: pause + lost message", |c| {
+            c.pauses = 1;
+            c.lost_messages = 1;
+        }),
+        both("fix: retry + lost message", |c| {
+            c.attempts = 2;
+            c.lost_messages = 1;
+        }),
+    ]
+}

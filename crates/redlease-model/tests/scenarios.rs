@@ -1,0 +1,161 @@
+//! Every scenario of `redlease_model::scenarios`, checked with the tests' bounds.
+#![allow(
+    clippy::unwrap_used,
+    clippy::panic,
+    clippy::print_stdout,
+    reason = "tests fail loudly and show what they found"
+)]
+
+use redlease_model::scenarios::{self, Scenario};
+use redlease_model::{
+    BOTH_WRITE, FENCED_SAFETY, MUTUAL_EXCLUSION, Report, SOME_REJECT, SOME_WRITE, STATE_LIMIT,
+};
+
+/// Runs `scenario` with the tests' bounds, prints the report and every counterexample
+/// (`cargo test -- --nocapture` shows them), and fails unless it shows what it expects.
+fn verify(scenario: &Scenario) -> Report {
+    let scenario = scenario.for_tests();
+    let report = scenario.run(STATE_LIMIT);
+    println!("{report}");
+    for outcome in report.outcomes.iter().filter(|o| o.always) {
+        if let Some(found) = &outcome.discovery {
+            println!("-- {}:\n{found}", outcome.property);
+        }
+    }
+    if let Err(why) = scenario.verify(&report) {
+        panic!("{}: {why}\n{report}", scenario.config.name);
+    }
+    report
+}
+
+#[test]
+fn no_fault_keeps_both() {
+    verify(&scenarios::no_fault());
+}
+
+#[test]
+fn pause_breaks_the_lock_not_the_fencing() {
+    let report = verify(&scenarios::pause());
+    // The safety result is not vacuous: writes happen, both clients write, and the
+    // resource turns a stale token away.
+    for example in [SOME_WRITE, BOTH_WRITE, SOME_REJECT] {
+        assert!(report.discovery(example).is_some(), "{example}");
+    }
+}
+
+#[test]
+fn the_unfenced_overlap_reads_as_a_timeline() {
+    let scenario = scenarios::pause().for_tests();
+    let report = redlease_model::check_until(scenario.config, MUTUAL_EXCLUSION);
+    let found = report.discovery(MUTUAL_EXCLUSION).unwrap();
+    let text = found.to_string();
+    println!("{text}");
+    assert!(text.contains("A is paused"), "{text}");
+    assert!(text.contains("goes to write"), "{text}");
+    assert!(found.verdict.contains("both believe"), "{}", found.verdict);
+    assert!(found.steps[0].starts_with("  1. t=0"), "{}", found.steps[0]);
+}
+
+#[test]
+fn drift_within_the_allowance_keeps_both() {
+    verify(&scenarios::drift());
+}
+
+#[test]
+fn a_crash_breaks_the_tokens_as_written() {
+    let report = verify(&scenarios::crash());
+    let found = report.discovery(FENCED_SAFETY).unwrap();
+    assert!(
+        found.verdict.contains("from two holders"),
+        "{}",
+        found.verdict
+    );
+}
+
+#[test]
+fn a_lost_message_breaks_the_tokens_as_written() {
+    verify(&scenarios::lost_message());
+}
+
+#[test]
+fn a_stopped_clock_breaks_the_tokens_as_written() {
+    verify(&scenarios::suspend());
+}
+
+#[test]
+fn skipping_is_held_breaks_the_tokens_as_written() {
+    verify(&scenarios::no_check());
+}
+
+#[test]
+fn mutation_without_write_back_is_caught() {
+    verify(&scenarios::no_write_back());
+}
+
+#[test]
+fn mutation_with_a_one_node_token_is_caught() {
+    verify(&scenarios::one_node_token());
+}
+
+#[test]
+fn fix_under_a_pause() {
+    verify(&scenarios::fixed_pause());
+}
+
+#[test]
+fn fix_under_a_crash() {
+    verify(&scenarios::fixed_crash());
+}
+
+#[test]
+fn fix_under_a_lost_message() {
+    verify(&scenarios::fixed_lost_message());
+}
+
+#[test]
+fn fix_under_drift_beyond_the_allowance() {
+    verify(&scenarios::fixed_drift_beyond_allowance());
+}
+
+#[test]
+fn fix_under_a_stopped_clock() {
+    verify(&scenarios::fixed_suspend());
+}
+
+#[test]
+fn fix_when_the_client_skips_is_held() {
+    verify(&scenarios::fixed_no_check());
+}
+
+#[test]
+fn delayed_restart_keeps_the_lock() {
+    verify(&scenarios::fixed_delayed_restart());
+}
+
+#[test]
+fn delayed_restart_without_persistence_breaks_the_tokens() {
+    verify(&scenarios::fixed_delayed_restart_tokens());
+}
+
+#[test]
+fn fix_needs_only_the_counter_to_survive() {
+    verify(&scenarios::fixed_counter_only());
+}
+
+#[test]
+fn every_scenario_has_a_test() {
+    // One test per scenario above (so they run in parallel and fail by name); the slow
+    // ones run in `slow_scenarios`.
+    let fast = scenarios::all().iter().filter(|s| !s.slow).count();
+    assert_eq!(scenarios::all().len(), fast + 2);
+    assert_eq!(fast, 18);
+}
+
+#[test]
+#[ignore = "slow (minutes in a debug build): cargo test -p redlease-model -- --ignored"]
+fn slow_scenarios() {
+    let slow = scenarios::all().into_iter().filter(|s| s.slow);
+    for scenario in slow.chain(scenarios::combined()) {
+        verify(&scenario);
+    }
+}
