@@ -1,12 +1,17 @@
--- raise_fence: make a quorum node's fencing counter at least the token just handed out, so
--- that the next majority (which shares at least one node with this one) counts past it.
---   KEYS[1] fencing counter
---   ARGV[1] the fencing token chosen for the new holder
--- Reply: the counter's value afterwards.
-local current = tonumber(redis.call('GET', KEYS[1]) or '0')
-local chosen = tonumber(ARGV[1])
-if current < chosen then
-  redis.call('SET', KEYS[1], ARGV[1])
-  return chosen
+-- raise_fence: on a quorum node that granted the lock to this attempt, make the fencing
+-- counter at least the token just handed out, so that the next majority (which shares at
+-- least one node with this one) counts past it.
+--   KEYS[1] fencing counter   KEYS[2] lock key
+--   ARGV[1] the fencing token chosen for the new holder   ARGV[2] owner token
+-- Reply: 1 when the lock key still holds our owner token and the counter is now at least
+-- the chosen token; 0 when the key is no longer ours (expired, or another owner's): that
+-- node must not count towards the majority, or two holders could share a token (found by
+-- the model in crates/redlease-model).
+if redis.call('GET', KEYS[2]) ~= ARGV[2] then
+  return 0
 end
-return current
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if current < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+return 1

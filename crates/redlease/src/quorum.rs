@@ -18,12 +18,22 @@
 //! # Fencing tokens over a quorum
 //! Each node keeps its own counter and increments it on every grant. The holder's token
 //! is the **largest** counter among the granting majority, and before `acquire` returns
-//! at least a majority of nodes hold a counter at or above it: those whose counter is
-//! lower get it written back (`raise_fence.lua`: raise, never lower), a second round
-//! trip that the steady state (all counters equal) skips. Any later majority shares at least one node with that one, whose counter
-//! is then at least our token, and increments it: the later token is strictly larger.
-//! Tokens therefore stay strictly monotonic even when two successive majorities overlap
-//! in a single node.
+//! at least a majority of nodes hold a counter at or above it: granting nodes whose
+//! counter is lower get it written back (`raise_fence.lua`: raise, never lower), a second
+//! round trip that the steady state (all counters equal) skips. The write-back goes only
+//! to nodes that granted this attempt and counts only where the lock key still holds our
+//! owner token; the lease must still be valid once it is done. Any later majority shares
+//! at least one node with ours, whose counter is then at least our token, and increments
+//! it: the later token is strictly larger. Tokens therefore stay strictly monotonic even
+//! when two successive majorities overlap in a single node.
+//!
+//! The model in `crates/redlease-model` (stateright) checks this under clock drift,
+//! pauses, node crashes and lost messages. An earlier version wrote back to every node
+//! behind and counted every confirmation; the model found runs in which two holders got
+//! the same token (after a crash of a node that persists everything, or one lost
+//! message), which the current rule excludes. It also shows what no token can prevent:
+//! a holder paused past its lease still believes it holds the lock (the unfenced
+//! overlap), so the protected resource must check tokens.
 //!
 //! Limits: the argument assumes a node keeps what it acknowledged. A node that restarts
 //! **empty** (no persistence, or `appendfsync` other than `always`) forgets both the lock
@@ -72,9 +82,13 @@ pub(crate) async fn acquire(
     let mut fences = vec![None; replies.len()];
     let mut answered = 0;
     let mut holder_pttl = -1;
+    // A node that already held our token (a retried attempt) keeps the expiry an earlier
+    // attempt set: the lease must then be dated from that attempt, not this one.
+    let mut leftover = false;
     for (i, reply) in replies.iter().enumerate() {
         match reply {
             Ok(Reply::Fresh(f) | Reply::Ours(f)) => {
+                leftover |= matches!(reply, Ok(Reply::Ours(_)));
                 granted += 1;
                 answered += 1;
                 fence = fence.max(*f);
@@ -87,22 +101,29 @@ pub(crate) async fn acquire(
             Err(e) => tracing::debug!(error = %e, "a quorum node did not grant the lock"),
         }
     }
-    let valid = Instant::now() < sent + ttl.saturating_sub(drift(ttl));
-    if granted >= needed && valid {
+    let valid = || Instant::now() < sent + ttl.saturating_sub(drift(ttl));
+    if granted >= needed && valid() {
         // Nodes whose counter already reached the token need no write-back; in the steady
         // state (every node saw every grant) that is all of them, and acquire costs one
-        // round trip.
+        // round trip. Otherwise the token is written back to the other nodes that granted
+        // this attempt, and counts only where the key is still ours.
         let at_fence = fences.iter().filter(|f| **f == Some(fence)).count();
         let behind: Vec<usize> = (0..fences.len())
-            .filter(|&i| fences[i] != Some(fence))
+            .filter(|&i| fences[i].is_some_and(|f| f < fence))
             .collect();
-        if at_fence >= needed
-            || at_fence + raise_fence(deployment, keys, fence, &behind, node_timeout).await
-                >= needed
-        {
-            return Ok(Reply::Fresh(fence));
+        let recorded = at_fence >= needed
+            || at_fence
+                + raise_fence(deployment, keys, fence, args.token, &behind, node_timeout).await
+                >= needed;
+        // The write-back took time: the lease must still be valid after it.
+        if recorded && valid() {
+            return Ok(if leftover {
+                Reply::Ours(fence)
+            } else {
+                Reply::Fresh(fence)
+            });
         }
-        tracing::debug!("could not record the fencing token on a majority; giving back");
+        tracing::debug!("could not record the fencing token on a majority in time; giving back");
     }
     if granted > 0 || answered < replies.len() {
         // Give back what this attempt took, and whatever an unanswered node may hold.
@@ -120,11 +141,13 @@ pub(crate) async fn acquire(
 /// The shortest per-node bound, however short the lease.
 const MIN_NODE_TIMEOUT: Duration = Duration::from_millis(5);
 
-/// Writes `fence` back to the counters of the nodes at `indexes`; how many confirmed.
+/// Writes `fence` back to the counters of the nodes at `indexes` (nodes that granted this
+/// attempt); how many confirmed while their lock key still held `token`.
 async fn raise_fence(
     deployment: &Deployment,
     keys: &LockKeys,
     fence: u64,
+    token: &str,
     indexes: &[usize],
     timeout: Duration,
 ) -> usize {
@@ -134,13 +157,13 @@ async fn raise_fence(
             .map(|&i| &deployment.nodes[i])
             .map(|node| async move {
                 let mut invocation = scripts::RAISE_FENCE.key(&keys.fence);
-                invocation.arg(fence);
+                invocation.key(&keys.key).arg(fence).arg(token);
                 node.invoke::<u64>(&invocation).await
             }),
         timeout,
     )
     .await;
-    replies.iter().filter(|r| r.is_ok()).count()
+    replies.iter().filter(|r| matches!(r, Ok(1))).count()
 }
 
 /// Release on every node: `Ok(true)` when a majority still held our token.
