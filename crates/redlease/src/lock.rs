@@ -523,6 +523,13 @@ impl Lock {
             if let Some(fence) =
                 wait_for_news(registration.as_mut(), released.as_mut(), wake, &mut epochs).await
             {
+                if !self.trusts_grants() {
+                    // Confirm the grant with an attempt (it finds our token: `Ours`). The
+                    // old registration goes first: its drop removes our token's entry.
+                    drop(registration.take());
+                    registration = Some(notifier.register(&token));
+                    continue;
+                }
                 pending.disarm();
                 return Ok(self.guard(
                     Arc::clone(keys),
@@ -532,6 +539,16 @@ impl Lock {
                 ));
             }
         }
+    }
+
+    /// Whether a hand-off message proves the lock is ours. Behind Sentinel it does not: a
+    /// `PUBLISH` on the primary also reaches subscribers connected to its replicas (a
+    /// client whose pub/sub connection still points at a demoted primary), whom the
+    /// release script's subscriber count does not see, so it may announce a grant it then
+    /// takes back. There the message only wakes the waiter, which confirms with one
+    /// attempt.
+    fn trusts_grants(&self) -> bool {
+        self.client.deployment().topology != Topology::Sentinel
     }
 
     /// How long a waiter that found the lock busy sleeps at most before trying again.
