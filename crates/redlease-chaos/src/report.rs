@@ -1,0 +1,146 @@
+//! RELIABILITY.md: the matrix as a table, with what redlease promises.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::scenarios::{Budget, Outcome, Promise};
+
+fn ms(d: Option<Duration>) -> String {
+    d.map_or_else(|| "-".to_owned(), |d| format!("{}", d.as_millis()))
+}
+
+/// The verdict column.
+pub(crate) fn verdict(o: &Outcome) -> &'static str {
+    let f = &o.findings;
+    match o.promise {
+        _ if !o.kept_promise() => "**UNEXPECTED VIOLATION**",
+        Promise::Exclusive => "held",
+        Promise::Fenced if f.overlaps + f.mutex_violations > 0 => {
+            "fenced safety held; overlaps as expected"
+        }
+        Promise::Fenced => "held",
+        Promise::Admitted if !f.is_safe() => "violations, as expected",
+        Promise::Admitted => "no violation this time",
+    }
+}
+
+fn promise(p: Promise) -> &'static str {
+    match p {
+        Promise::Exclusive => "exclusive + fenced",
+        Promise::Fenced => "fenced only",
+        Promise::Admitted => "none (data loss)",
+    }
+}
+
+/// The table of a run.
+pub(crate) fn table(outcomes: &[Outcome]) -> String {
+    let mut out = String::from(
+        "| fault | promise | expected | sections | faults | stale writes accepted | stale writes rejected | overlaps | mutex violations | tokens backwards | leases lost | takeover p50/p99 ms | detect p50/p99 ms | verdict |\n\
+         |---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n",
+    );
+    for o in outcomes {
+        let f = &o.findings;
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {}/{}{} | {} |",
+            o.name,
+            promise(o.promise),
+            o.expected,
+            f.sections,
+            o.injected,
+            f.stale_accepted,
+            f.stale_rejected,
+            f.overlaps,
+            f.mutex_violations,
+            f.tokens_backwards,
+            f.lost,
+            ms(f.takeover.p50),
+            ms(f.takeover.p99),
+            ms(f.detect.p50),
+            ms(f.detect.p99),
+            if f.undetected > 0 {
+                format!(" ({} undetected)", f.undetected)
+            } else {
+                String::new()
+            },
+            verdict(o),
+        );
+    }
+    out
+}
+
+/// The whole page.
+pub(crate) fn page(outcomes: &[Outcome], budget: Budget, took: Duration, machine: &str) -> String {
+    let mut notes = String::new();
+    for o in outcomes.iter().filter(|o| !o.note.is_empty()) {
+        let _ = writeln!(notes, "- {}: {}", o.name, o.note.trim());
+    }
+    format!(
+        "# Reliability of redlease under faults
+
+Measured by `make chaos` (`cargo run --release -p redlease-chaos`), which ran the whole
+matrix below in {took} on {machine}. Every row is a fresh set of real `redis-server`
+processes on free loopback ports and {workers} worker OS processes (the `redlease-chaos`
+binary itself) contending for one lock with a {ttl} lease (renewed every ttl/3). Each
+worker loops acquire → BEGIN → work 1-20 ms → WRITE → END → release, and reports every
+step to a *judge* in the parent process, which stamps it with one monotonic clock and
+answers before the worker goes on (so a holder's END is stamped before it releases, hence
+before the next holder's BEGIN). The judge is a fenced resource: it accepts a WRITE only
+with a fencing token no lower than the highest it accepted. Faults are real: signals to
+worker and server processes, servers restarted empty, `SCRIPT FLUSH`, a long-running
+script, a TCP proxy that delays or drops replies, Sentinel failovers.
+
+Columns: *stale writes accepted* are writes the judge accepted with a token lower than,
+or equal to but from another holder than, one already accepted (the fenced resource was
+fooled); *stale writes rejected* are the writes fencing caught; *overlaps* are BEGINs
+stamped while another live worker was between its BEGIN and END (unfenced exclusion
+broken); *mutex violations* compare the ACQ/REL/LOST/KILL history with a mutex (an
+acquisition while another worker still believed it held the lock); *tokens backwards*
+are acquisitions whose token was not above every earlier one; *takeover* is SIGKILL of
+the holder → next acquisition by another worker; *detect* is SIGCONT of a paused holder →
+it observed `guard.lost()` (or `Err(Lost)` from release).
+
+{table}
+{notes}
+## What redlease promises
+
+- **Fenced safety everywhere it keeps its data**: a resource that checks the fencing token
+  never accepts a write from a holder older than one it has seen, whatever happens to the
+  clients (crash, pause, slow or lossy network) or to a Redis that keeps its data
+  (pause, busy script, script cache flushed). That is the guarantee to build on.
+- **Unfenced mutual exclusion only while the timing assumptions hold**: no process pause
+  or clock jump longer than the lease's remaining validity. A holder paused past its
+  lease (GC pause, SIGSTOP, swapped-out VM) wakes up believing it holds the lock for an
+  instant; redlease reports the loss (`guard.lost()`, `Err(Lost)` on release, `run`
+  drops the work) but cannot recall a write already in flight; only fencing does.
+- **Redis losing its data is outside the model**: a single Redis restarted without
+  persistence forgets both the lock and the fencing counter; tokens restart at 1, stale
+  holders' tokens compare as newer, and a fenced resource refuses every new holder until
+  the counter catches up (or accepts one equal token from a different holder). Redlock
+  itself admits this for nodes restarted at once without persistence; its remedy is to
+  delay the restart by the max TTL, which restores exclusion but not the counter. Use
+  `appendonly yes` + `appendfsync always` (or a counter kept by the resource) if fencing
+  must survive a restart.
+- **Sentinel failover** replicates asynchronously: a lock granted just before a failover
+  can be lost, and the fencing counter can go backwards by the writes that had not
+  reached the replica; `min_replicas` narrows the window, it does not close it.
+
+## Reproduce
+
+```sh
+make chaos        # installs Redis if missing, builds, runs the matrix, rewrites RELIABILITY.md
+cargo run --release -p redlease-chaos -- --help   # fewer rounds, another TTL, one scenario
+cargo test -p redlease-chaos                      # the reduced matrix + the checker's own tests
+```
+
+Budget of this run: {rounds} fault rounds per scenario, {warmup} sections of warm-up and
+cool-down, every wait bounded.
+",
+        took = humantime::format_duration(Duration::from_secs(took.as_secs())),
+        workers = budget.workers,
+        ttl = humantime::format_duration(budget.ttl),
+        table = table(outcomes),
+        rounds = budget.rounds,
+        warmup = budget.warmup_sections,
+    )
+}
