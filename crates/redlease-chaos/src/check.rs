@@ -30,7 +30,8 @@ pub struct Findings {
     pub tokens_backwards: usize,
     /// Departures from a mutex model of the `ACQ`/`REL`/`LOST`/`KILL` history: an
     /// acquisition while another worker still held the lock (no release, loss or death
-    /// recorded), or a release by a worker that did not hold it.
+    /// recorded), or a release by a worker that did not hold it (a release after the
+    /// holder reported its loss is not one).
     pub mutex_violations: usize,
     /// Leases reported lost (`LOST` events).
     pub lost: usize,
@@ -67,6 +68,8 @@ pub fn check(history: &[Event]) -> Findings {
     let mut inside: BTreeSet<u32> = BTreeSet::new();
     // Mutex model: who holds the lock.
     let mut holder: Option<u32> = None;
+    // Holds (worker, token) that ended in a reported loss: their release is legitimate.
+    let mut lost_holds: BTreeSet<(u32, u64)> = BTreeSet::new();
     let mut last_token: Option<u64> = None;
     // Pending measurements: killed holder -> kill time; paused worker -> resume time.
     let mut killed: Vec<(u32, Duration)> = Vec::new();
@@ -119,7 +122,7 @@ pub fn check(history: &[Event]) -> Findings {
             Kind::Release => {
                 if holder == Some(e.worker) {
                     holder = None;
-                } else {
+                } else if !lost_holds.remove(&(e.worker, e.token)) {
                     f.mutex_violations += 1;
                 }
             }
@@ -127,6 +130,7 @@ pub fn check(history: &[Event]) -> Findings {
                 f.lost += 1;
                 if holder == Some(e.worker) {
                     holder = None;
+                    lost_holds.insert((e.worker, e.token));
                 }
                 if let Some(at) = resumed.remove(&e.worker) {
                     detections.push(e.at.saturating_sub(at));

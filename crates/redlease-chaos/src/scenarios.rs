@@ -288,6 +288,11 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
     runner.sections(budget.warmup_sections, bound).await;
     let history = runner.finish().await;
     drop(target);
+    if let Some(dir) = std::env::var_os("REDLEASE_CHAOS_HISTORY") {
+        let file = std::path::Path::new(&dir).join(format!("{:?}.json", scenario.fault));
+        std::fs::write(&file, serde_json::to_vec(&history)?)
+            .with_context(|| format!("writing {}", file.display()))?;
+    }
     Ok(Outcome {
         name: scenario.name,
         fault: scenario.fault,

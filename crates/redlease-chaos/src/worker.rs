@@ -160,16 +160,30 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             link.lock().await.send(Kind::End, token).await?;
             anyhow::Ok(())
         };
-        tokio::pin!(section);
-        let mut lost_reported = false;
-        tokio::select! {
-            done = &mut section => done?,
-            () = guard.lost() => {
+        // Reports the loss the moment it is seen. It needs the pipe, which the section
+        // may hold while it waits for the judge's answer: both are polled together, so
+        // that neither waits on the other. The watch is dropped only while it waits
+        // for the pipe or the loss (never half-way through a send: the section cannot
+        // finish while the watch holds the pipe, and the pipe's mutex is fair).
+        let lost_reported = {
+            let watch = async {
+                guard.lost().await;
                 link.lock().await.send(Kind::Lost, token).await?;
-                lost_reported = true;
-                section.await?;
+                anyhow::Ok(())
+            };
+            tokio::pin!(section, watch);
+            tokio::select! {
+                done = &mut section => {
+                    done?;
+                    false
+                }
+                sent = &mut watch => {
+                    sent?;
+                    section.await?;
+                    true
+                }
             }
-        }
+        };
         link.lock().await.send(Kind::Release, token).await?;
         if let Err(redlease::Error::Lost { .. }) = guard.release().await
             && !lost_reported
