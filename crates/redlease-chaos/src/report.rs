@@ -14,11 +14,10 @@ pub(crate) fn verdict(o: &Outcome) -> &'static str {
     let f = &o.findings;
     match o.promise {
         _ if !o.kept_promise() => "**UNEXPECTED VIOLATION**",
-        Promise::Exclusive => "held",
         Promise::Fenced if f.overlaps + f.mutex_violations > 0 => {
             "fenced safety held; overlaps as expected"
         }
-        Promise::Fenced => "held",
+        Promise::Exclusive | Promise::Fenced => "held",
         Promise::Admitted if !f.is_safe() => "violations, as expected",
         Promise::Admitted => "no violation this time",
     }
