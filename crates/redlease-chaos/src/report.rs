@@ -6,7 +6,10 @@ use std::time::Duration;
 use crate::scenarios::{Budget, Outcome, Promise};
 
 fn ms(d: Option<Duration>) -> String {
-    d.map_or_else(|| "-".to_owned(), |d| format!("{}", d.as_millis()))
+    d.map_or_else(
+        || "-".to_owned(),
+        |d| format!("{:.1}", d.as_secs_f64() * 1000.0),
+    )
 }
 
 /// The verdict column.
