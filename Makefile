@@ -1,13 +1,14 @@
 # make test   fmt check, clippy (warnings denied), every test against real redis-server
 # make demo   the coupon race of the seed articles against a private redis-server
 # make bench  the benchmark scenarios of BENCHMARKS.md
+# make chaos  the fault matrix (worker processes, real faults, a fencing judge): RELIABILITY.md
 # Each installs Redis from Debian's packages first when redis-server is not on the PATH.
 
 CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 REDIS_PACKAGES := redis-server redis-tools redis-sentinel openssl
 
-.PHONY: test demo bench redis fmt lint
+.PHONY: test demo bench chaos redis fmt lint
 
 redis:
 	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
@@ -36,3 +37,6 @@ bench: redis
 	$(CARGO) run --release -q -p redlease-cli -- bench --hot-cpus 2
 	$(CARGO) run --release -q -p redlease --example renewal_cost
 	$(CARGO) run --release -q -p redlease --example quorum_latency
+
+chaos: redis
+	$(CARGO) run --release -q -p redlease-chaos -- --out RELIABILITY.md

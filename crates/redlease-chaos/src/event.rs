@@ -1,0 +1,190 @@
+//! Events of a chaos run and the line protocol workers use to report them.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// What happened. Worker events come first; the runner's (faults) after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Kind {
+    /// A worker acquired the lock (sent after `acquire` returned).
+    Acquire,
+    /// A worker entered its critical section.
+    Begin,
+    /// A worker wrote to the fenced resource with its fencing token.
+    Write,
+    /// A worker left its critical section.
+    End,
+    /// A worker is about to release the lock (sent *before* the release request, so that
+    /// the next holder's `Acquire` is always stamped after it).
+    Release,
+    /// A worker learned that its lease was lost (`guard.lost()` resolved, or the release
+    /// answered `Error::Lost`); at most one per acquisition.
+    Lost,
+    /// A worker's acquisition failed with an error other than a timeout (e.g. Redis down).
+    Error,
+    /// The runner sent SIGKILL to the worker (its hold ends: nothing runs there any more).
+    Kill,
+    /// The runner sent SIGSTOP to the worker.
+    Pause,
+    /// The runner sent SIGCONT to a worker it had paused.
+    Resume,
+    /// The runner injected a fault into Redis or the network (worker 0).
+    Fault,
+}
+
+impl Kind {
+    /// The word of the line protocol.
+    pub fn word(self) -> &'static str {
+        match self {
+            Kind::Acquire => "ACQ",
+            Kind::Begin => "BEGIN",
+            Kind::Write => "WRITE",
+            Kind::End => "END",
+            Kind::Release => "REL",
+            Kind::Lost => "LOST",
+            Kind::Error => "ERR",
+            Kind::Kill => "KILL",
+            Kind::Pause => "PAUSE",
+            Kind::Resume => "RESUME",
+            Kind::Fault => "FAULT",
+        }
+    }
+}
+
+/// The fenced resource's decision on a `WRITE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Verdict {
+    /// The write was applied.
+    Accepted,
+    /// The write carried a token lower than one already accepted, and was refused.
+    Rejected,
+}
+
+/// One event of a run's history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Event {
+    /// When the judge received it, since the judge started (monotonic).
+    pub at: Duration,
+    /// What happened.
+    pub kind: Kind,
+    /// The worker it concerns (0 for faults not aimed at a worker).
+    pub worker: u32,
+    /// The fencing token of the worker's current acquisition (0 when none).
+    pub token: u64,
+    /// The worker's own sequence number for this event (0 for the runner's events).
+    pub seq: u64,
+    /// For a `WRITE`: what the fenced resource decided.
+    pub verdict: Option<Verdict>,
+}
+
+impl Event {
+    /// An event with no verdict and sequence number 0 (for tests and the runner).
+    pub fn new(at: Duration, kind: Kind, worker: u32, token: u64) -> Self {
+        Self {
+            at,
+            kind,
+            worker,
+            token,
+            seq: 0,
+            verdict: None,
+        }
+    }
+
+    /// The same event with a verdict.
+    #[must_use]
+    pub fn verdict(mut self, verdict: Verdict) -> Self {
+        self.verdict = Some(verdict);
+        self
+    }
+}
+
+/// One line a worker sends: `KIND WORKER TOKEN SEQ`, e.g. `WRITE 3 117 42`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerLine {
+    /// What happened.
+    pub kind: Kind,
+    /// The worker's id.
+    pub worker: u32,
+    /// Its current fencing token.
+    pub token: u64,
+    /// Its sequence number.
+    pub seq: u64,
+}
+
+impl fmt::Display for WorkerLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} {} {}",
+            self.kind.word(),
+            self.worker,
+            self.token,
+            self.seq
+        )
+    }
+}
+
+/// A worker line that could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("bad worker line `{line}`: expected `KIND WORKER TOKEN SEQ` with a worker event")]
+pub struct ParseError {
+    line: String,
+}
+
+impl FromStr for WorkerLine {
+    type Err = ParseError;
+
+    fn from_str(line: &str) -> Result<Self, ParseError> {
+        let bad = || ParseError {
+            line: line.to_owned(),
+        };
+        let mut parts = line.split_ascii_whitespace();
+        let kind = match parts.next().ok_or_else(bad)? {
+            "ACQ" => Kind::Acquire,
+            "BEGIN" => Kind::Begin,
+            "WRITE" => Kind::Write,
+            "END" => Kind::End,
+            "REL" => Kind::Release,
+            "LOST" => Kind::Lost,
+            "ERR" => Kind::Error,
+            _ => return Err(bad()),
+        };
+        let mut number = || {
+            parts
+                .next()
+                .and_then(|p| p.parse::<u64>().ok())
+                .ok_or_else(bad)
+        };
+        let worker = u32::try_from(number()?).map_err(|_| bad())?;
+        let token = number()?;
+        let seq = number()?;
+        Ok(Self {
+            kind,
+            worker,
+            token,
+            seq,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_round_trip() -> Result<(), ParseError> {
+        let line = WorkerLine {
+            kind: Kind::Write,
+            worker: 3,
+            token: 117,
+            seq: 42,
+        };
+        assert_eq!(line.to_string().parse::<WorkerLine>()?, line);
+        assert!("KILL 1 2 3".parse::<WorkerLine>().is_err(), "runner-only");
+        assert!("WRITE 1 x 3".parse::<WorkerLine>().is_err());
+        Ok(())
+    }
+}

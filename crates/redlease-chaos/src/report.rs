@@ -1,0 +1,202 @@
+//! RELIABILITY.md: the matrix as a table, with what redlease promises.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::scenarios::{Budget, Outcome, Promise};
+
+fn ms(d: Option<Duration>) -> String {
+    d.map_or_else(
+        || "-".to_owned(),
+        |d| format!("{:.1}", d.as_secs_f64() * 1000.0),
+    )
+}
+
+/// The verdict column.
+pub(crate) fn verdict(o: &Outcome) -> &'static str {
+    let f = &o.findings;
+    match o.promise {
+        _ if !o.kept_promise() => "**UNEXPECTED VIOLATION**",
+        Promise::Fenced if f.overlaps + f.mutex_violations > 0 => {
+            "fenced safety held; overlaps as expected"
+        }
+        Promise::Exclusive | Promise::Fenced => "held",
+        Promise::Admitted if !f.is_safe() => "violations, as expected",
+        Promise::Admitted => "no violation this time",
+    }
+}
+
+fn promise(p: Promise) -> &'static str {
+    match p {
+        Promise::Exclusive => "exclusive + fenced",
+        Promise::Fenced => "fenced only",
+        Promise::Admitted => "none (data loss)",
+    }
+}
+
+/// The table of a run.
+pub(crate) fn table(outcomes: &[Outcome]) -> String {
+    let mut out = String::from(
+        "| fault | promise | expected | sections | faults | stale writes accepted | stale writes rejected | overlaps | mutex violations | tokens backwards | leases lost | acquire errors | takeover p50/p99 ms | detect p50/p99 ms | verdict |\n\
+         |---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n",
+    );
+    for o in outcomes {
+        let f = &o.findings;
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {}/{}{} | {} |",
+            o.name,
+            promise(o.promise),
+            o.expected,
+            f.sections,
+            o.injected,
+            f.stale_accepted,
+            f.stale_rejected,
+            f.overlaps,
+            f.mutex_violations,
+            f.tokens_backwards,
+            f.lost,
+            f.errors,
+            ms(f.takeover.p50),
+            ms(f.takeover.p99),
+            ms(f.detect.p50),
+            ms(f.detect.p99),
+            if f.undetected > 0 {
+                format!(" ({} undetected)", f.undetected)
+            } else {
+                String::new()
+            },
+            verdict(o),
+        );
+    }
+    out
+}
+
+/// The whole page.
+pub(crate) fn page(outcomes: &[Outcome], budget: Budget, took: Duration, machine: &str) -> String {
+    let notes = notes(outcomes);
+    format!(
+        "# Reliability of redlease under faults
+
+Measured by `make chaos` (`cargo run --release -p redlease-chaos`), which ran the whole
+matrix below in {took} on {machine}. Every row is a fresh set of real `redis-server`
+processes on free loopback ports and {workers} worker OS processes (the `redlease-chaos`
+binary itself) contending for one lock with a {ttl} lease (renewed every ttl/3). Each
+worker loops acquire → BEGIN → work 1-20 ms → WRITE → END → release, and reports every
+step to a *judge* in the parent process, which stamps it with one monotonic clock and
+answers before the worker goes on (so a holder's END is stamped before it releases, hence
+before the next holder's BEGIN). The judge is a fenced resource: it accepts a WRITE only
+with a fencing token no lower than the highest it accepted. Faults are real: signals to
+worker and server processes, servers restarted empty, `SCRIPT FLUSH`, a long-running
+script, a TCP proxy that delays or drops replies, Sentinel failovers.
+
+Columns: *stale writes accepted* are writes the judge accepted with a token lower than,
+or equal to but from another holder than, one already accepted (the fenced resource was
+fooled); *stale writes rejected* are the writes fencing caught; *overlaps* are BEGINs
+stamped while another live worker was between its BEGIN and END (unfenced exclusion
+broken); *mutex violations* compare the ACQ/REL/LOST/KILL history with a mutex (an
+acquisition while another worker still believed it held the lock); *tokens backwards*
+are acquisitions whose token was not above every earlier one; *takeover* is SIGKILL of
+the holder → next acquisition by another worker; *detect* is SIGCONT of a paused holder →
+it observed `guard.lost()` (or `Err(Lost)` from release).
+
+{table}
+{notes}
+## What redlease promises
+
+- **Fenced safety everywhere it keeps its data**: a resource that checks the fencing token
+  never accepts a write from a holder older than one it has seen, whatever happens to the
+  clients (crash, pause, slow or lossy network) or to a Redis that keeps its data
+  (pause, busy script, script cache flushed). That is the guarantee to build on.
+- **Unfenced mutual exclusion only while the timing assumptions hold**: no process pause
+  or clock jump longer than the lease's remaining validity. A holder paused past its
+  lease (GC pause, SIGSTOP, swapped-out VM) wakes up believing it holds the lock for an
+  instant; redlease reports the loss (`guard.lost()`, `Err(Lost)` on release, `run`
+  drops the work) but cannot recall a write already in flight; only fencing does.
+- **Redis losing its data is outside the model**: a single Redis restarted without
+  persistence forgets both the lock and the fencing counter; tokens restart at 1, stale
+  holders' tokens compare as newer, and a fenced resource refuses every new holder until
+  the counter catches up (or accepts one equal token from a different holder). Redlock
+  itself admits this for nodes restarted at once without persistence; its remedy is to
+  delay the restart by the max TTL, which restores exclusion but not the counter. Use
+  `appendonly yes` + `appendfsync always` (or a counter kept by the resource) if fencing
+  must survive a restart.
+- **Sentinel failover** replicates asynchronously: a lock granted just before a failover
+  can be lost, and the fencing counter can go backwards by the writes that had not
+  reached the replica; `min_replicas` narrows the window, it does not close it.
+
+## Reproduce
+
+```sh
+make chaos        # installs Redis if missing, builds, runs the matrix, rewrites RELIABILITY.md
+cargo run --release -p redlease-chaos -- --help   # fewer rounds, another TTL, one scenario
+cargo test -p redlease-chaos                      # the reduced matrix + the checker's own tests
+```
+
+Budget of this run: {rounds} fault rounds per scenario, {warmup} sections of warm-up and
+cool-down, every wait bounded.
+",
+        took = humantime::format_duration(Duration::from_secs(took.as_secs())),
+        workers = budget.workers,
+        ttl = humantime::format_duration(budget.ttl),
+        table = table(outcomes),
+        rounds = budget.rounds,
+        warmup = budget.warmup_sections,
+    )
+}
+
+/// Notes under the table: per-row notes and what the matrix observed beyond the figures.
+fn notes(outcomes: &[Outcome]) -> String {
+    let mut notes = String::new();
+    for o in outcomes.iter().filter(|o| !o.note.is_empty()) {
+        let _ = writeln!(notes, "- {}: {}", o.name, o.note.trim());
+    }
+    if !notes.is_empty() {
+        notes.insert_str(0, "Notes on single rows:\n\n");
+    }
+    let row = |fault| outcomes.iter().find(|o| o.fault == fault);
+    if let Some(o) = row(crate::scenarios::Fault::Busy).filter(|o| o.findings.errors > 0) {
+        let _ = writeln!(
+            notes,
+            "\n**Observed (BUSY):** while a script kept Redis busy, {} acquisition attempts \
+             failed with an error returned to the caller (Redis' `BUSY` reply) instead of being \
+             retried within the lock's `wait`; safety held.",
+            o.findings.errors
+        );
+    }
+    if let Some(o) = row(crate::scenarios::Fault::PauseRedis).filter(|o| o.findings.lost > 0) {
+        let _ = writeln!(
+            notes,
+            "\n**Observed (Redis paused):** {} leases were reported lost. Acquisitions granted \
+             when Redis woke up come back already lost: their validity is counted from a request \
+             sent before the stall (conservative, hence safe; `Lock::run` would cancel the work \
+             at once and `is_held()` says false), so a stall costs a round of useless holds.",
+            o.findings.lost
+        );
+    }
+    if let Some(o) = row(crate::scenarios::Fault::SentinelFailover)
+        .filter(|o| o.findings.overlaps + o.findings.mutex_violations > 0)
+    {
+        let after = if o.note.contains("settled") {
+            "and they went on after the failover had been confirmed by every sentinel and the \
+             replicas had resynchronised (see the row's note)"
+        } else {
+            "and they stopped once the failover had been confirmed by every sentinel and the \
+             replicas had resynchronised"
+        };
+        let _ = writeln!(
+            notes,
+            "\n**Open issue (Sentinel):** with asynchronous replication the fencing counter going \
+             back and locks being lost in a failover are expected. The {} overlaps and {} mutex \
+             violations are more than that: several workers held the lock at once while the \
+             failover was under way (`SENTINEL FAILOVER` and the resynchronisation took several \
+             seconds here), {after}. A debugging run showed \
+             concurrent holders with *consecutive* tokens from one counter, which a lost write \
+             alone does not explain; the hand-off path (the pub/sub notifier is connected once, \
+             at connect time, and is not seen to follow the new primary the way `Node::follow` \
+             does) is the first suspect. Not diagnosed further here.",
+            o.findings.overlaps, o.findings.mutex_violations
+        );
+    }
+    notes
+}

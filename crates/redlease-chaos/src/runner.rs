@@ -1,0 +1,216 @@
+//! The parent side of a scenario: worker processes, the judge they report to, and the
+//! events the fault schedule waits on.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use redlease_chaos::{Judge, Kind, Verdict, WorkerLine};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::process::Child;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::worker::Deployment;
+
+/// How to start a worker of this scenario.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkerSpec {
+    pub(crate) deployment: Deployment,
+    pub(crate) urls: Vec<String>,
+    pub(crate) ttl: Duration,
+    pub(crate) min_replicas: usize,
+}
+
+/// Worker processes and their judge.
+pub(crate) struct Runner {
+    judge: Arc<Mutex<Judge>>,
+    changed: watch::Sender<u64>,
+    stop: Arc<AtomicBool>,
+    workers: HashMap<u32, Child>,
+    next_id: u32,
+    spec: WorkerSpec,
+}
+
+fn locked(judge: &Mutex<Judge>) -> MutexGuard<'_, Judge> {
+    judge.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Runner {
+    pub(crate) fn new(spec: WorkerSpec) -> Self {
+        Self {
+            judge: Arc::new(Mutex::new(Judge::new())),
+            changed: watch::Sender::new(0),
+            stop: Arc::new(AtomicBool::new(false)),
+            workers: HashMap::new(),
+            next_id: 1,
+            spec,
+        }
+    }
+
+    /// Starts one more worker process; returns its id.
+    pub(crate) fn spawn(&mut self) -> anyhow::Result<u32> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let exe = std::env::current_exe().context("finding the redlease-chaos binary")?;
+        let deployment = clap::ValueEnum::to_possible_value(&self.spec.deployment)
+            .map(|v| v.get_name().to_owned())
+            .unwrap_or_default();
+        let mut cmd = tokio::process::Command::new(exe);
+        cmd.args([
+            "worker",
+            "--id",
+            &id.to_string(),
+            "--deployment",
+            &deployment,
+        ])
+        .arg("--ttl")
+        .arg(humantime::format_duration(self.spec.ttl).to_string())
+        .args(["--min-replicas", &self.spec.min_replicas.to_string()]);
+        for url in &self.spec.urls {
+            cmd.args(["--url", url]);
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting a worker process")?;
+        let (Some(stdout), Some(mut stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            anyhow::bail!("a worker has no pipes");
+        };
+        let (judge, changed, stop) = (
+            Arc::clone(&self.judge),
+            self.changed.clone(),
+            Arc::clone(&self.stop),
+        );
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(text)) = lines.next_line().await {
+                let Ok(line) = text.parse::<WorkerLine>() else {
+                    tracing::warn!(%text, "bad worker line");
+                    continue;
+                };
+                let verdict = locked(&judge).receive(line);
+                changed.send_modify(|n| *n += 1);
+                let word = match verdict {
+                    Some(Verdict::Accepted) => "acc",
+                    Some(Verdict::Rejected) => "rej",
+                    None => "ok",
+                };
+                let stop = if stop.load(Ordering::SeqCst) {
+                    " stop"
+                } else {
+                    ""
+                };
+                if stdin
+                    .write_all(format!("{word}{stop}\n").as_bytes())
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
+        self.workers.insert(id, child);
+        Ok(id)
+    }
+
+    /// Records a runner event.
+    pub(crate) fn record(&self, kind: Kind, worker: u32) {
+        locked(&self.judge).record(kind, worker);
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// Reads the judge.
+    pub(crate) fn with_judge<T>(&self, f: impl FnOnce(&Judge) -> T) -> T {
+        f(&locked(&self.judge))
+    }
+
+    /// Waits until `done` holds of the judge, or `timeout`; says whether it held.
+    pub(crate) async fn wait_for(&self, timeout: Duration, done: impl Fn(&Judge) -> bool) -> bool {
+        let mut rx = self.changed.subscribe();
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.with_judge(&done) {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return self.with_judge(&done),
+            }
+        }
+    }
+
+    /// Waits until `n` more sections have ended (or `timeout`).
+    pub(crate) async fn sections(&self, n: usize, timeout: Duration) -> bool {
+        let target = self.with_judge(|j| j.count(Kind::End)) + n;
+        self.wait_for(timeout, |j| j.count(Kind::End) >= target)
+            .await
+    }
+
+    fn pid(&self, worker: u32) -> anyhow::Result<Pid> {
+        let pid = self
+            .workers
+            .get(&worker)
+            .and_then(Child::id)
+            .context("worker gone")?;
+        Ok(Pid::from_raw(i32::try_from(pid)?))
+    }
+
+    /// SIGKILLs a worker (recording it first) and reaps it.
+    pub(crate) async fn kill(&mut self, worker: u32) -> anyhow::Result<()> {
+        let pid = self.pid(worker)?;
+        self.record(Kind::Kill, worker);
+        kill(pid, Signal::SIGKILL).context("killing a worker")?;
+        if let Some(mut child) = self.workers.remove(&worker) {
+            let _ = child.wait().await;
+        }
+        Ok(())
+    }
+
+    /// SIGSTOPs (`Kind::Pause`) or SIGCONTs (`Kind::Resume`) a worker, recording it.
+    pub(crate) fn signal(&self, worker: u32, kind: Kind) -> anyhow::Result<()> {
+        let pid = self.pid(worker)?;
+        let signal = if kind == Kind::Pause {
+            Signal::SIGSTOP
+        } else {
+            Signal::SIGCONT
+        };
+        if kind == Kind::Resume {
+            // Stamped before the signal: detection time includes the wake-up.
+            self.record(kind, worker);
+        }
+        kill(pid, signal).context("signalling a worker")?;
+        if kind == Kind::Pause {
+            self.record(kind, worker);
+        }
+        Ok(())
+    }
+
+    /// Tells every worker to stop after its current hold, waits for them (bounded), kills
+    /// the rest, and returns the history.
+    pub(crate) async fn finish(mut self) -> Vec<redlease_chaos::Event> {
+        self.stop.store(true, Ordering::SeqCst);
+        let deadline = Instant::now() + Duration::from_secs(15);
+        for (_, mut child) in self.workers.drain() {
+            if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
+            }
+            if tokio::time::timeout_at(deadline, child.wait())
+                .await
+                .is_err()
+            {
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+            }
+        }
+        self.with_judge(|j| j.history().to_vec())
+    }
+}

@@ -1,0 +1,521 @@
+//! The fault matrix: one scenario per fault, each with the deployment it needs, the
+//! guarantee redlease claims under it, and a bounded fault schedule.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use redlease_chaos::{Findings, Kind, check};
+use redlease_local::{Nodes, Proxy, RedisServer, Sentinel};
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::runner::{Runner, WorkerSpec};
+use crate::worker::Deployment;
+
+/// What redlease claims under a fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub(crate) enum Promise {
+    /// Fenced safety and unfenced exclusion: no stale write, no overlap.
+    Exclusive,
+    /// Fenced safety only: overlaps are expected (a paused holder outlives its lease).
+    Fenced,
+    /// Nothing: the fault breaks the model's assumptions (data loss); violations are
+    /// expected and measured.
+    Admitted,
+}
+
+/// The faults of the matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub(crate) enum Fault {
+    None,
+    KillHolder,
+    PauseHolder,
+    RestartNow,
+    RestartDelayed,
+    PauseRedis,
+    ScriptFlush,
+    Busy,
+    QuorumMinorityDelayed,
+    QuorumMajorityNow,
+    ProxyDelay,
+    ProxyLoseReply,
+    SentinelFailover,
+}
+
+/// One row of the matrix.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scenario {
+    pub(crate) name: &'static str,
+    pub(crate) fault: Fault,
+    pub(crate) deployment: Deployment,
+    pub(crate) proxied: bool,
+    pub(crate) min_replicas: usize,
+    pub(crate) promise: Promise,
+    pub(crate) expected: &'static str,
+}
+
+const fn row(
+    name: &'static str,
+    fault: Fault,
+    deployment: Deployment,
+    promise: Promise,
+    expected: &'static str,
+) -> Scenario {
+    Scenario {
+        name,
+        fault,
+        deployment,
+        proxied: false,
+        min_replicas: 0,
+        promise,
+        expected,
+    }
+}
+
+/// Every scenario, in report order.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one table of rows, read top to bottom"
+)]
+pub(crate) fn matrix() -> Vec<Scenario> {
+    use Deployment::{Quorum, Sentinel as Sent, Single};
+    use Promise::{Admitted, Exclusive, Fenced};
+    let mut rows = vec![
+        row(
+            "baseline (no fault)",
+            Fault::None,
+            Single,
+            Exclusive,
+            "exclusion, increasing tokens",
+        ),
+        row(
+            "holder SIGKILL",
+            Fault::KillHolder,
+            Single,
+            Exclusive,
+            "lock freed within one TTL",
+        ),
+        row(
+            "holder SIGSTOP > TTL, SIGCONT",
+            Fault::PauseHolder,
+            Single,
+            Fenced,
+            "overlap possible; stale write rejected; loss reported",
+        ),
+        row(
+            "redis SIGKILL + immediate restart, no persistence",
+            Fault::RestartNow,
+            Single,
+            Admitted,
+            "exclusion AND fencing counter lost (Redlock admits it)",
+        ),
+        row(
+            "redis SIGKILL + restart after max TTL, no persistence",
+            Fault::RestartDelayed,
+            Single,
+            Admitted,
+            "exclusion kept; fencing counter reset",
+        ),
+        row(
+            "redis SIGSTOP > TTL, SIGCONT",
+            Fault::PauseRedis,
+            Single,
+            Exclusive,
+            "leases lost, no overlap",
+        ),
+        row(
+            "SCRIPT FLUSH every 20 ms",
+            Fault::ScriptFlush,
+            Single,
+            Exclusive,
+            "scripts reloaded, nothing else",
+        ),
+        row(
+            "BUSY script > TTL, SCRIPT KILL",
+            Fault::Busy,
+            Single,
+            Exclusive,
+            "leases lost, no overlap",
+        ),
+        row(
+            "quorum 5: 2 nodes SIGKILL, restart after max TTL",
+            Fault::QuorumMinorityDelayed,
+            Quorum,
+            Exclusive,
+            "majority keeps the lock; exclusion kept",
+        ),
+        row(
+            "quorum 5: 3 nodes SIGKILL + immediate restart",
+            Fault::QuorumMajorityNow,
+            Quorum,
+            Admitted,
+            "a majority forgot the lock: violations possible",
+        ),
+    ];
+    let mut delay = row(
+        "proxy delays replies 50-400 ms",
+        Fault::ProxyDelay,
+        Single,
+        Exclusive,
+        "validity shrinks, no overlap",
+    );
+    delay.proxied = true;
+    let mut lose = row(
+        "proxy drops a reply every 100 ms",
+        Fault::ProxyLoseReply,
+        Single,
+        Exclusive,
+        "retries settle unknown outcomes",
+    );
+    lose.proxied = true;
+    rows.extend([delay, lose]);
+    rows.push(row(
+        "sentinel failover (async replication)",
+        Fault::SentinelFailover,
+        Sent,
+        Admitted,
+        "writes not yet replicated are lost: a lock and counter increments can be lost",
+    ));
+    let mut with = row(
+        "sentinel failover, min_replicas 1",
+        Fault::SentinelFailover,
+        Sent,
+        Admitted,
+        "narrows the loss window; a replica not asked may be promoted",
+    );
+    with.min_replicas = 1;
+    rows.push(with);
+    rows
+}
+
+/// How long and how hard to run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Budget {
+    pub(crate) ttl: Duration,
+    pub(crate) workers: usize,
+    pub(crate) rounds: usize,
+    pub(crate) warmup_sections: usize,
+}
+
+/// The Redis side of a scenario.
+enum Target {
+    Single(RedisServer, Option<Proxy>),
+    Quorum(Nodes),
+    Sentinel(Box<Sentinel>),
+}
+
+/// What a scenario produced.
+#[derive(Debug, Serialize)]
+pub(crate) struct Outcome {
+    pub(crate) name: &'static str,
+    pub(crate) fault: Fault,
+    pub(crate) promise: Promise,
+    pub(crate) expected: &'static str,
+    pub(crate) findings: Findings,
+    pub(crate) injected: usize,
+    pub(crate) took: Duration,
+    pub(crate) note: String,
+}
+
+impl Outcome {
+    /// Whether what was observed is within what redlease claims.
+    pub(crate) fn kept_promise(&self) -> bool {
+        match self.promise {
+            Promise::Exclusive => self.findings.is_safe(),
+            Promise::Fenced => self.findings.stale_accepted == 0,
+            Promise::Admitted => true,
+        }
+    }
+}
+
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
+/// Runs one scenario.
+pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Outcome> {
+    let started = Instant::now();
+    let mut target = blocking(|| -> anyhow::Result<Target> {
+        Ok(match scenario.deployment {
+            Deployment::Single => {
+                let server = RedisServer::start()?;
+                let proxy = if scenario.proxied {
+                    Some(Proxy::start(server.port())?)
+                } else {
+                    None
+                };
+                Target::Single(server, proxy)
+            }
+            Deployment::Quorum => Target::Quorum(Nodes::start(5)?),
+            Deployment::Sentinel => Target::Sentinel(Box::new(Sentinel::start()?)),
+        })
+    })
+    .context("starting redis")?;
+    let urls = match &target {
+        Target::Single(server, proxy) => {
+            vec![proxy.as_ref().map_or_else(|| server.url(), Proxy::url)]
+        }
+        Target::Quorum(nodes) => nodes.urls(),
+        Target::Sentinel(s) => s.sentinel_urls(),
+    };
+    let mut runner = Runner::new(WorkerSpec {
+        deployment: scenario.deployment,
+        urls,
+        ttl: budget.ttl,
+        min_replicas: scenario.min_replicas,
+    });
+    for _ in 0..budget.workers {
+        runner.spawn()?;
+    }
+    let ttl = budget.ttl;
+    let bound = ttl * 5 + Duration::from_secs(5);
+    runner.sections(budget.warmup_sections, bound).await;
+    let mut injected = 0;
+    let mut note = String::new();
+    let fault_deadline = Instant::now() + Duration::from_secs(40);
+    for round in 0..budget.rounds {
+        if Instant::now() > fault_deadline {
+            break;
+        }
+        injected += inject(
+            scenario.fault,
+            round,
+            &mut runner,
+            &mut target,
+            ttl,
+            &mut note,
+        )
+        .await?;
+        // Let the system settle and work between faults.
+        runner.sections(budget.warmup_sections / 2, bound).await;
+    }
+    let settled = runner.with_judge(redlease_chaos::Judge::now);
+    runner.sections(budget.warmup_sections, bound).await;
+    let history = runner.finish().await;
+    if injected > 0 {
+        // From the first acquisition after the faults: a hold cut in two would read as a
+        // release by a non-holder.
+        let tail: Vec<_> = history
+            .iter()
+            .skip_while(|e| e.at < settled || e.kind != Kind::Acquire)
+            .cloned()
+            .collect();
+        let t = check(&tail);
+        if !t.is_safe() {
+            let _ = write!(
+                note,
+                "after the last fault had been injected and the system had settled, {} sections \
+                 still showed {} overlaps, {} mutex violations, {} tokens backwards, {} leases lost. ",
+                t.sections, t.overlaps, t.mutex_violations, t.tokens_backwards, t.lost
+            );
+        }
+    }
+    drop(target);
+    if let Some(dir) = std::env::var_os("REDLEASE_CHAOS_HISTORY") {
+        let file = std::path::Path::new(&dir).join(format!("{:?}.json", scenario.fault));
+        std::fs::write(&file, serde_json::to_vec(&history)?)
+            .with_context(|| format!("writing {}", file.display()))?;
+    }
+    Ok(Outcome {
+        name: scenario.name,
+        fault: scenario.fault,
+        promise: scenario.promise,
+        expected: scenario.expected,
+        findings: check(&history),
+        injected,
+        took: started.elapsed(),
+        note,
+    })
+}
+
+/// Injects one round of `fault`; returns how many faults it injected.
+#[expect(clippy::too_many_lines, reason = "one match arm per fault, each short")]
+async fn inject(
+    fault: Fault,
+    round: usize,
+    runner: &mut Runner,
+    target: &mut Target,
+    ttl: Duration,
+    note: &mut String,
+) -> anyhow::Result<usize> {
+    let section_wait = ttl * 5 + Duration::from_secs(5);
+    let beyond_ttl = ttl + ttl / 2;
+    match (fault, target) {
+        (Fault::None, _) => Ok(0),
+        (Fault::KillHolder, _) => {
+            if !runner
+                .wait_for(section_wait, |j| j.in_section().is_some())
+                .await
+            {
+                return Ok(0);
+            }
+            let Some(victim) = runner.with_judge(redlease_chaos::Judge::in_section) else {
+                return Ok(0);
+            };
+            runner.kill(victim).await?;
+            runner.spawn()?;
+            // Until someone else holds the lock.
+            runner
+                .wait_for(section_wait, |j| {
+                    j.history()
+                        .last()
+                        .is_some_and(|e| e.kind == Kind::Acquire && e.worker != victim)
+                        || j.history()
+                            .iter()
+                            .rev()
+                            .take_while(|e| e.kind != Kind::Kill)
+                            .any(|e| e.kind == Kind::Acquire)
+                })
+                .await;
+            Ok(1)
+        }
+        (Fault::PauseHolder, _) => {
+            if !runner
+                .wait_for(section_wait, |j| j.in_section().is_some())
+                .await
+            {
+                return Ok(0);
+            }
+            let Some(victim) = runner.with_judge(redlease_chaos::Judge::in_section) else {
+                return Ok(0);
+            };
+            runner.signal(victim, Kind::Pause)?;
+            tokio::time::sleep(beyond_ttl).await;
+            runner.signal(victim, Kind::Resume)?;
+            runner
+                .wait_for(section_wait, |j| {
+                    j.history()
+                        .iter()
+                        .rev()
+                        .take_while(|e| !(e.kind == Kind::Resume && e.worker == victim))
+                        .any(|e| e.kind == Kind::Lost && e.worker == victim)
+                })
+                .await;
+            Ok(1)
+        }
+        (Fault::RestartNow | Fault::RestartDelayed, Target::Single(server, _)) => {
+            runner
+                .wait_for(section_wait, |j| j.in_section().is_some())
+                .await;
+            runner.record(Kind::Fault, 0);
+            blocking(|| server.kill());
+            if fault == Fault::RestartDelayed {
+                tokio::time::sleep(ttl + redlease::drift(ttl)).await;
+            }
+            blocking(|| server.restart())?;
+            Ok(1)
+        }
+        (Fault::PauseRedis, Target::Single(server, _)) => {
+            runner.record(Kind::Fault, 0);
+            server.pause()?;
+            tokio::time::sleep(beyond_ttl).await;
+            server.resume()?;
+            Ok(1)
+        }
+        (Fault::ScriptFlush, Target::Single(server, _)) => {
+            let mut n = 0;
+            let until = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < until && n < 200 {
+                runner.record(Kind::Fault, 0);
+                blocking(|| server.query(&["SCRIPT", "FLUSH"]))?;
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Ok(n)
+        }
+        (Fault::Busy, Target::Single(server, _)) => {
+            blocking(|| server.query(&["CONFIG", "SET", "busy-reply-threshold", "100"]))?;
+            let port = server.port();
+            let spin = u64::try_from(beyond_ttl.as_micros()).unwrap_or(u64::MAX) * 4;
+            runner.record(Kind::Fault, 0);
+            // A read-only script that spins (bounded by 4x its budget) until killed.
+            let busy = std::thread::spawn(move || {
+                let script = "local s = redis.call('TIME') \
+                    while true do local t = redis.call('TIME') \
+                    if (t[1] - s[1]) * 1000000 + (t[2] - s[2]) > tonumber(ARGV[1]) then break end end \
+                    return 1";
+                let probe = RedisServerPort(port);
+                probe.eval(script, &spin.to_string())
+            });
+            tokio::time::sleep(beyond_ttl).await;
+            let killed = blocking(|| server.query(&["SCRIPT", "KILL"]))?;
+            let _ = busy.join();
+            if round == 0 {
+                let _ = write!(note, "SCRIPT KILL answered {killed:?}. ");
+            }
+            Ok(1)
+        }
+        (Fault::QuorumMinorityDelayed | Fault::QuorumMajorityNow, Target::Quorum(nodes)) => {
+            let n = if fault == Fault::QuorumMajorityNow {
+                3
+            } else {
+                2
+            };
+            let picks: Vec<usize> = (0..n).map(|i| (round * n + i) % nodes.len()).collect();
+            runner
+                .wait_for(section_wait, |j| j.in_section().is_some())
+                .await;
+            runner.record(Kind::Fault, 0);
+            blocking(|| picks.iter().for_each(|&i| nodes[i].kill()));
+            if fault == Fault::QuorumMinorityDelayed {
+                tokio::time::sleep(ttl + redlease::drift(ttl)).await;
+            }
+            blocking(|| picks.iter().try_for_each(|&i| nodes[i].restart_empty()))?;
+            Ok(1)
+        }
+        (Fault::ProxyDelay, Target::Single(_, Some(proxy))) => {
+            let delays = [50, 200, 400];
+            let delay = Duration::from_millis(delays[round % delays.len()]);
+            runner.record(Kind::Fault, 0);
+            proxy.delay_replies(delay);
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            proxy.delay_replies(Duration::ZERO);
+            Ok(1)
+        }
+        (Fault::ProxyLoseReply, Target::Single(_, Some(proxy))) => {
+            let before = proxy.lost_replies();
+            let until = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < until {
+                proxy.lose_next_reply();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let lost = usize::try_from(proxy.lost_replies() - before).unwrap_or(0);
+            for _ in 0..lost {
+                runner.record(Kind::Fault, 0);
+            }
+            Ok(lost)
+        }
+        (Fault::SentinelFailover, Target::Sentinel(sentinel)) => {
+            runner
+                .wait_for(section_wait, |j| j.in_section().is_some())
+                .await;
+            runner.record(Kind::Fault, 0);
+            blocking(|| sentinel.failover())?;
+            blocking(|| sentinel.wait_in_sync(Duration::from_secs(30)))?;
+            Ok(1)
+        }
+        (fault, _) => anyhow::bail!("fault {fault:?} does not fit this deployment"),
+    }
+}
+
+/// A bare connection to a local server's port, for the busy script: it runs on its own
+/// thread while the runner keeps the server to send `SCRIPT KILL`.
+struct RedisServerPort(u16);
+
+impl RedisServerPort {
+    /// Sends `EVAL script 0 arg` and returns the first line of the reply.
+    fn eval(&self, script: &str, arg: &str) -> std::io::Result<String> {
+        use std::io::{BufRead as _, Write as _};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.0))?;
+        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+        let mut command = String::from("*4\r\n");
+        for part in ["EVAL", script, "0", arg] {
+            let _ = write!(command, "${}\r\n{part}\r\n", part.len());
+        }
+        stream.write_all(command.as_bytes())?;
+        let mut line = String::new();
+        std::io::BufReader::new(stream).read_line(&mut line)?;
+        Ok(line.trim_end().to_owned())
+    }
+}

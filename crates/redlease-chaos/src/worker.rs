@@ -1,0 +1,195 @@
+//! `redlease-chaos worker` (hidden): one worker OS process. It loops acquire → `BEGIN` →
+//! work → `WRITE` → `END` → `REL` → release, reporting each step on stdout and waiting for
+//! the judge's answer on stdin before going on.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use redlease_chaos::{Kind, Verdict, WorkerLine};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, Stdin, Stdout};
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+/// The lock every worker of a run contends for.
+pub(crate) const LOCK: &str = "chaos";
+
+/// How a worker reaches Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Deployment {
+    /// One Redis (`--url` once).
+    Single,
+    /// A Redlock quorum (`--url` once per node).
+    Quorum,
+    /// Sentinels (`--url` once per sentinel) watching `--master`.
+    Sentinel,
+}
+
+/// Arguments of the hidden `worker` subcommand.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct WorkerArgs {
+    /// This worker's id in the run
+    #[arg(long)]
+    pub(crate) id: u32,
+    /// How to reach Redis
+    #[arg(long, value_enum)]
+    pub(crate) deployment: Deployment,
+    /// Redis URLs (see --deployment)
+    #[arg(long = "url", required = true)]
+    pub(crate) urls: Vec<String>,
+    /// The primary's name, for --deployment sentinel
+    #[arg(long, default_value = redlease_local::DEFAULT_MASTER_NAME)]
+    pub(crate) master: String,
+    /// Lease of the lock
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub(crate) ttl: Duration,
+    /// Replicas that must acknowledge an acquisition (Sentinel; 0: none)
+    #[arg(long, default_value_t = 0)]
+    pub(crate) min_replicas: usize,
+    /// Give up after this long whatever happens
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "3m")]
+    pub(crate) deadline: Duration,
+}
+
+/// The pipe to the judge.
+struct Link {
+    out: Stdout,
+    input: BufReader<Stdin>,
+    id: u32,
+    seq: u64,
+    stop: bool,
+    line: String,
+}
+
+impl Link {
+    /// Sends one event and waits for the judge's answer (the verdict of a `WRITE`).
+    async fn send(&mut self, kind: Kind, token: u64) -> anyhow::Result<Option<Verdict>> {
+        self.seq += 1;
+        let line = WorkerLine {
+            kind,
+            worker: self.id,
+            token,
+            seq: self.seq,
+        };
+        self.out.write_all(format!("{line}\n").as_bytes()).await?;
+        self.out.flush().await?;
+        self.line.clear();
+        if self.input.read_line(&mut self.line).await? == 0 {
+            bail!("the judge hung up");
+        }
+        let mut words = self.line.split_ascii_whitespace();
+        let verdict = match words.next() {
+            Some("acc") => Some(Verdict::Accepted),
+            Some("rej") => Some(Verdict::Rejected),
+            _ => None,
+        };
+        if words.next() == Some("stop") {
+            self.stop = true;
+        }
+        Ok(verdict)
+    }
+}
+
+/// A small xorshift for the 1-20 ms of work (no need for a crypto RNG here).
+struct Jitter(u64);
+
+impl Jitter {
+    fn work(&mut self) -> Duration {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        Duration::from_millis(1 + self.0 % 20)
+    }
+}
+
+async fn connect(args: &WorkerArgs) -> redlease::Result<redlease::Client> {
+    match args.deployment {
+        Deployment::Single => redlease::Client::connect(&args.urls[0]).await,
+        Deployment::Quorum => redlease::Client::quorum(&args.urls).await,
+        Deployment::Sentinel => redlease::Client::sentinel(&args.urls, &args.master).await,
+    }
+}
+
+/// Runs one worker until the judge says stop, the pipe closes, or `--deadline`.
+pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
+    let deadline = Instant::now() + args.deadline;
+    let link = Arc::new(Mutex::new(Link {
+        out: tokio::io::stdout(),
+        input: BufReader::new(tokio::io::stdin()),
+        id: args.id,
+        seq: 0,
+        stop: false,
+        line: String::new(),
+    }));
+    let client = loop {
+        match connect(&args).await {
+            Ok(client) => break client,
+            Err(e) if Instant::now() > deadline => return Err(e).context("connecting"),
+            Err(_) => {
+                link.lock().await.send(Kind::Error, 0).await?;
+                // Redis may be down on purpose: try again shortly.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let mut lock = client.lock(LOCK).ttl(args.ttl).wait(Duration::from_secs(5));
+    if args.min_replicas > 0 {
+        lock = lock.min_replicas(args.min_replicas, Duration::from_millis(100));
+    }
+    let mut jitter = Jitter(u64::from(std::process::id()) | 1);
+    while !link.lock().await.stop && Instant::now() < deadline {
+        let guard = match lock.acquire().await {
+            Ok(guard) => guard,
+            Err(redlease::Error::Timeout { .. }) => continue,
+            Err(_) => {
+                link.lock().await.send(Kind::Error, 0).await?;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let token = guard.fencing_token().get();
+        link.lock().await.send(Kind::Acquire, token).await?;
+        let work = jitter.work();
+        let section = async {
+            link.lock().await.send(Kind::Begin, token).await?;
+            tokio::time::sleep(work).await;
+            // The write goes out whatever happened meanwhile: the process does not know
+            // it was paused; the fenced resource must catch a stale one.
+            link.lock().await.send(Kind::Write, token).await?;
+            link.lock().await.send(Kind::End, token).await?;
+            anyhow::Ok(())
+        };
+        // Reports the loss the moment it is seen. It needs the pipe, which the section
+        // may hold while it waits for the judge's answer: both are polled together, so
+        // that neither waits on the other. The watch is dropped only while it waits
+        // for the pipe or the loss (never half-way through a send: the section cannot
+        // finish while the watch holds the pipe, and the pipe's mutex is fair).
+        let lost_reported = {
+            let watch = async {
+                guard.lost().await;
+                link.lock().await.send(Kind::Lost, token).await?;
+                anyhow::Ok(())
+            };
+            tokio::pin!(section, watch);
+            tokio::select! {
+                done = &mut section => {
+                    done?;
+                    false
+                }
+                sent = &mut watch => {
+                    sent?;
+                    section.await?;
+                    true
+                }
+            }
+        };
+        link.lock().await.send(Kind::Release, token).await?;
+        if let Err(redlease::Error::Lost { .. }) = guard.release().await
+            && !lost_reported
+        {
+            link.lock().await.send(Kind::Lost, token).await?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
