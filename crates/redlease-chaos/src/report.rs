@@ -186,15 +186,13 @@ fn notes(outcomes: &[Outcome]) -> String {
         };
         let _ = writeln!(
             notes,
-            "\n**Open issue (Sentinel):** with asynchronous replication the fencing counter going \
-             back and locks being lost in a failover are expected. The {} overlaps and {} mutex \
-             violations are more than that: several workers held the lock at once while the \
-             failover was under way (`SENTINEL FAILOVER` and the resynchronisation took several \
-             seconds here), {after}. A debugging run showed \
-             concurrent holders with *consecutive* tokens from one counter, which a lost write \
-             alone does not explain; the hand-off path (the pub/sub notifier is connected once, \
-             at connect time, and is not seen to follow the new primary the way `Node::follow` \
-             does) is the first suspect. Not diagnosed further here.",
+            "\n**Sentinel failover:** the {} overlaps and {} mutex violations are holders whose \
+             lock was lost with writes the old primary had not replicated, {after}. An earlier \
+             version showed thousands of them, holders with *consecutive* tokens, also long \
+             after the failover: a client's pub/sub connection still on the demoted primary \
+             received hand-off messages replicated from the new one, whose `PUBLISH` had \
+             counted no subscriber and taken the grant back. Behind Sentinel a hand-off \
+             message now only wakes the waiter, which confirms it with one attempt.",
             o.findings.overlaps, o.findings.mutex_violations
         );
     }
