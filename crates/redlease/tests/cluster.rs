@@ -14,15 +14,18 @@ fn cluster() -> Cluster {
     Cluster::start().unwrap_or_else(|e| panic!("cannot start a cluster: {e}"))
 }
 
+/// A client of `cluster`, connected through all its nodes as seeds.
+async fn connect(cluster: &Cluster) -> Client {
+    bounded("connect", Client::cluster(cluster.urls()))
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_in_many_slots_exclude_and_fence() {
     let cluster = cluster();
-    let client = bounded("connect", Client::cluster(cluster.urls()))
-        .await
-        .unwrap();
-    let other = bounded("connect", Client::cluster(cluster.urls()))
-        .await
-        .unwrap();
+    let client = connect(&cluster).await;
+    let other = connect(&cluster).await;
     let mut slots = std::collections::HashSet::new();
     let mut owners = std::collections::HashSet::new();
     for i in 0..40 {
@@ -56,9 +59,7 @@ async fn locks_in_many_slots_exclude_and_fence() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewal_spans_slots() {
     let cluster = cluster();
-    let client = bounded("connect", Client::cluster(cluster.urls()))
-        .await
-        .unwrap();
+    let client = connect(&cluster).await;
     let ttl = Duration::from_millis(600);
     let mut guards = Vec::new();
     for i in 0..20 {
@@ -89,12 +90,8 @@ async fn renewal_spans_slots() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slot_migration_mid_hold_keeps_the_lock_or_reports_lost() {
     let mut cluster = cluster();
-    let client = bounded("connect", Client::cluster(cluster.urls()))
-        .await
-        .unwrap();
-    let other = bounded("connect", Client::cluster(cluster.urls()))
-        .await
-        .unwrap();
+    let client = connect(&cluster).await;
+    let other = connect(&cluster).await;
     let lock = client
         .lock("migrating")
         .ttl(Duration::from_secs(30))
@@ -131,12 +128,8 @@ async fn slot_migration_mid_hold_keeps_the_lock_or_reports_lost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_waiter_is_woken_by_the_release() {
     let cluster = cluster();
-    let holder_client = bounded("connect", Client::cluster(cluster.urls()))
-        .await
-        .unwrap();
-    let waiter_client = bounded("connect", Client::cluster(cluster.urls()))
-        .await
-        .unwrap();
+    let holder_client = connect(&cluster).await;
+    let waiter_client = connect(&cluster).await;
     let channel = holder_client
         .lock("c-wake")
         .keys()
