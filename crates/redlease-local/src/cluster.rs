@@ -79,9 +79,7 @@ impl Cluster {
         let options = ServerOptions::default()
             .cluster_enabled()
             .arg("--cluster-node-timeout")
-            .arg(NODE_TIMEOUT_MS)
-            .arg("--repl-diskless-sync-delay")
-            .arg("0");
+            .arg(NODE_TIMEOUT_MS);
         let total = primaries * (1 + replicas_per_primary);
         let nodes = (0..total)
             .map(|_| RedisServer::start_with(options.clone()))

@@ -294,6 +294,11 @@ impl RedisServer {
                 std::fs::write(&path, config)?;
             }
             cmd.arg(path).arg("--sentinel");
+        } else {
+            // A replica's full sync starts at once (the default waits 5 s for more
+            // replicas) and loads from the socket, not through a file on a slow disk.
+            cmd.args(["--repl-diskless-sync-delay", "0"])
+                .args(["--repl-diskless-load", "on-empty-db"]);
         }
         cmd.arg("--port")
             .arg(self.port.to_string())

@@ -64,12 +64,7 @@ impl Sentinel {
     /// is stopped.
     pub fn start() -> Result<Self, Error> {
         let master_name = DEFAULT_MASTER_NAME.to_owned();
-        // Any data node may become the primary: none waits for more replicas before a
-        // full sync (the default waits 5 s).
-        let data = ServerOptions::default()
-            .without_test_acl()
-            .arg("--repl-diskless-sync-delay")
-            .arg("0");
+        let data = ServerOptions::default().without_test_acl();
         let primary = RedisServer::start_with(data.clone())?;
         let primary_port = primary.port().to_string();
         let mut servers = vec![primary];

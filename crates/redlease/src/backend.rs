@@ -275,8 +275,8 @@ pub(crate) struct RenewItem<'a> {
 pub(crate) struct Deployment {
     pub(crate) topology: Topology,
     pub(crate) nodes: Vec<Node>,
-    /// Per-node reply bound of a quorum fan-out.
-    pub(crate) node_timeout: std::time::Duration,
+    /// The client's bound on one reply (also the per-node bound of a quorum fan-out).
+    pub(crate) response_timeout: std::time::Duration,
 }
 
 impl Deployment {
@@ -344,10 +344,15 @@ impl Deployment {
         }
     }
 
-    /// Re-sets the lease (a write) and runs `WAIT replicas timeout` right behind it in one
+    /// Re-sets the lease (a write) and runs `WAIT replicas round` right behind it in one
     /// pipeline, so that both go over the same connection and `WAIT` covers the lock's
     /// current value whichever connection first wrote it. Returns whether the lock still
     /// held our token, and how many replicas acknowledged.
+    ///
+    /// `WAIT` holds its reply back for up to its timeout, while every reply is bounded by
+    /// the response timeout: a `timeout` longer than that is waited in rounds of half the
+    /// response timeout, each one re-setting the lease and waiting again, until enough
+    /// replicas acknowledge or `timeout` has passed.
     pub(crate) async fn replicate(
         &self,
         keys: &LockKeys,
@@ -356,23 +361,36 @@ impl Deployment {
         replicas: usize,
         timeout: std::time::Duration,
     ) -> Result<(bool, usize)> {
-        let mut pipe = redis::pipe();
-        pipe.cmd("EVALSHA")
-            .arg(scripts::EXTEND.get_hash())
-            .arg(2)
-            .arg(&keys.key)
-            .arg(&keys.holder)
-            .arg(token)
-            .arg(ttl_ms)
-            .cmd("WAIT")
-            .arg(replicas)
-            .arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
-        let (extended, acked): (i64, usize) = self
-            .primary()
-            .pipeline(&pipe, &scripts::EXTEND)
-            .await
-            .map_err(|e| Error::redis("waiting for replicas", &keys.key, e))?;
-        Ok((extended == 1, acked))
+        let round = (self.response_timeout / 2).max(std::time::Duration::from_millis(1));
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let this_round = left.min(round);
+            // `WAIT n 0` would block forever: never send a zero timeout.
+            let round_ms = u64::try_from(this_round.as_millis())
+                .unwrap_or(u64::MAX)
+                .max(1);
+            let mut pipe = redis::pipe();
+            pipe.cmd("EVALSHA")
+                .arg(scripts::EXTEND.get_hash())
+                .arg(2)
+                .arg(&keys.key)
+                .arg(&keys.holder)
+                .arg(token)
+                .arg(ttl_ms)
+                .cmd("WAIT")
+                .arg(replicas)
+                .arg(round_ms);
+            let (extended, acked): (i64, usize) = self
+                .primary()
+                .pipeline(&pipe, &scripts::EXTEND)
+                .await
+                .map_err(|e| Error::redis("waiting for replicas", &keys.key, e))?;
+            if extended != 1 || acked >= replicas || left <= round {
+                return Ok((extended == 1, acked));
+            }
+            tracing::trace!(key = %keys.key, acked, wanted = replicas, "waiting for replicas, another round");
+        }
     }
 }
 

@@ -255,7 +255,7 @@ impl ClientBuilder {
         Deployment {
             topology,
             nodes,
-            node_timeout: self.response_timeout,
+            response_timeout: self.response_timeout,
         }
     }
 

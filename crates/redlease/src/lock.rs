@@ -168,7 +168,8 @@ impl Lock {
 
     /// After acquiring, wait until at least `replicas` replicas of the primary hold the
     /// lock, for up to `timeout`; otherwise give the lock back and fail with
-    /// [`Error::Replication`] (default: don't wait).
+    /// [`Error::Replication`] (default: don't wait). A `timeout` longer than the client's
+    /// response timeout is waited in several `WAIT` rounds, so it may be as long as needed.
     ///
     /// Redis replicates asynchronously: a primary that fails right after granting a lock
     /// may take it to its grave, and the replica promoted in its place grants it again (the

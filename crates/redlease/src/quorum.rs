@@ -62,7 +62,10 @@ pub(crate) async fn acquire(
     let needed = deployment.majority();
     let sent = Instant::now();
     let ttl = Duration::from_millis(args.ttl_ms);
-    let node_timeout = deployment.node_timeout.min(ttl / 10).max(MIN_NODE_TIMEOUT);
+    let node_timeout = deployment
+        .response_timeout
+        .min(ttl / 10)
+        .max(MIN_NODE_TIMEOUT);
     // Queues are per node and could hand the lock to different waiters: quorum waiters
     // listen for release notices instead (see `crate::wake`).
     let args = AcquireArgs {
@@ -173,7 +176,7 @@ pub(crate) async fn release(deployment: &Deployment, keys: &LockKeys, token: &st
             .nodes
             .iter()
             .map(|node| release_on(node, keys, token, deployment.announces())),
-        deployment.node_timeout,
+        deployment.response_timeout,
     )
     .await;
     settle(deployment, keys, "releasing a lock", replies)
@@ -191,7 +194,7 @@ pub(crate) async fn extend(
             .nodes
             .iter()
             .map(|node| extend_on(node, keys, token, ttl_ms)),
-        deployment.node_timeout,
+        deployment.response_timeout,
     )
     .await;
     settle(deployment, keys, "extending a lock", replies)
@@ -225,7 +228,7 @@ pub(crate) async fn renew(deployment: &Deployment, batch: &[RenewItem<'_>]) -> V
     let needed = deployment.majority();
     let replies = fan_out(
         deployment.nodes.iter().map(|node| renew_on(node, batch)),
-        deployment.node_timeout,
+        deployment.response_timeout,
     )
     .await;
     (0..batch.len())

@@ -226,7 +226,9 @@ async fn min_replicas_waits_for_a_replica_as_the_acl_user() {
     let c = connect(&primary).await;
     let guard = c
         .lock("acl-replicated")
-        .min_replicas(1, Duration::from_secs(5))
+        // "online" on the primary does not mean the replica has loaded the snapshot and
+        // acknowledges: on a slow disk that has taken seconds.
+        .min_replicas(1, Duration::from_secs(60))
         .acquire()
         .await
         .unwrap();

@@ -70,6 +70,39 @@ async fn lock_with_min_replicas_survives_a_failover() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_replicas_waits_longer_than_one_response_timeout() {
+    let deployment = sentinel();
+    let client = bounded(
+        "connect through sentinels",
+        Client::sentinel_builder(deployment.sentinel_urls(), deployment.master_name())
+            .response_timeout(Duration::from_millis(200))
+            .connect(),
+    )
+    .await
+    .unwrap();
+    let replicas = deployment.replicas().unwrap();
+    for r in &replicas {
+        r.pause().unwrap();
+    }
+    let lock = client
+        .lock("slow-replicas")
+        .min_replicas(1, Duration::from_secs(60));
+    let acquiring = tokio::spawn(async move { lock.acquire().await });
+    // The fault: replicas silent for five response timeouts. A single WAIT would have
+    // its reply cut off by the response timeout long before they answer.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for r in &replicas {
+        r.resume().unwrap();
+    }
+    let guard = bounded("acquire once the replicas are back", acquiring)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(guard.is_held());
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn min_replicas_refuses_a_lock_no_replica_acknowledged() {
     let deployment = sentinel();
     let client = bounded(
