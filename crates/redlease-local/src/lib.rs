@@ -337,19 +337,31 @@ impl RedisServer {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        let started_before = self.starts_logged();
         let child = cmd.spawn().map_err(|source| Error::Spawn {
             binary: binary.clone(),
             source,
         })?;
         self.child = Some(child);
-        if let Err(e) = self.wait_ready(DEFAULT_START_TIMEOUT) {
+        if let Err(e) = self.wait_ready(DEFAULT_START_TIMEOUT, started_before) {
             self.kill();
             return Err(e);
         }
         Ok(())
     }
 
-    fn wait_ready(&mut self, timeout: Duration) -> Result<(), Error> {
+    /// How many times this server's log says it started listening (`Running mode=...`,
+    /// logged once the port is bound).
+    fn starts_logged(&self) -> usize {
+        read_to_string_lossy(&self.log_path())
+            .matches("Running mode=")
+            .count()
+    }
+
+    /// Waits until our process answers on the port. A `PONG` alone could come from another
+    /// process that bound the same free port first (our server then exits): the log must
+    /// also show that ours bound it.
+    fn wait_ready(&mut self, timeout: Duration, started_before: usize) -> Result<(), Error> {
         let started = Instant::now();
         let mut delay = Duration::from_millis(2);
         while started.elapsed() < timeout {
@@ -358,7 +370,7 @@ impl RedisServer {
             {
                 break; // exited: e.g. the port was taken
             }
-            if self.ping().is_ok() {
+            if self.ping().is_ok() && self.starts_logged() > started_before {
                 return Ok(());
             }
             // The server gives no event we could wait on before it listens; poll with a

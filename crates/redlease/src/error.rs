@@ -119,7 +119,16 @@ fn redis_hint(source: &redis::RedisError) -> String {
             "the Redis ACL user lacks a permission that redlease needs{script}; grant it the least-privilege ACL line of redlease's docs/SECURITY.md"
         )
     } else {
-        "check that Redis is reachable and that the user may run scripts".into()
+        match source.code() {
+            Some("BUSY") => {
+                "Redis is busy running a long script (BUSY); retry later, or end the script with SCRIPT KILL".into()
+            }
+            Some("LOADING") => "Redis is still loading its dataset (LOADING); retry later".into(),
+            Some(code @ ("TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN")) => {
+                format!("the deployment is not ready ({code}); retry later")
+            }
+            _ => "check that Redis is reachable and that the user may run scripts".into(),
+        }
     }
 }
 
@@ -141,6 +150,22 @@ impl Error {
     /// that the outcome of the command is unknown and a retry may succeed.
     pub fn is_connection(&self) -> bool {
         matches!(self, Self::Redis { source, .. } if is_connection_error(source))
+    }
+
+    /// True when Redis refused the command for a passing reason, so that it did not run
+    /// and trying again later may succeed: a script keeps the server busy (`BUSY`), it is
+    /// loading its dataset (`LOADING`), or a cluster or replicated primary is not ready
+    /// (`TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`). A waiting acquisition retries these
+    /// until its wait runs out.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Self::Redis { source, .. }
+                if matches!(
+                    source.code(),
+                    Some("BUSY" | "LOADING" | "TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN")
+                )
+        )
     }
 }
 

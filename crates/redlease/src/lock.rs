@@ -451,6 +451,7 @@ impl Lock {
         let mut holder_ttl = None;
         let mut polls = 0u32;
         let mut connection_errors = 0u32;
+        let mut refusals = 0u32;
         // Cluster and quorum waiters listen for releases on the lock's channel instead.
         let wakeups = self.client.inner.wakeups.as_ref();
         let mut watch: Option<Watch> = None;
@@ -464,6 +465,9 @@ impl Lock {
             }
             let sent = Instant::now();
             let lease_floor = *floor.get_or_insert(sent);
+            // The error of this attempt, if it failed: what the caller gets, rather than a
+            // timeout, when the wait runs out right after it.
+            let failure: Option<Error>;
             let delay = match self.attempt(keys, &token, registration.is_some()).await {
                 Ok(Attempt::Fresh(fence)) => {
                     pending.disarm();
@@ -474,6 +478,7 @@ impl Lock {
                     return Ok(self.guard(Arc::clone(keys), token.clone(), fence, lease_floor));
                 }
                 Ok(Attempt::Busy(pttl)) => {
+                    failure = None;
                     floor = Some(sent);
                     if registration.is_none() {
                         // Definitely not ours and not queued: nothing to clean up.
@@ -512,13 +517,22 @@ impl Lock {
                 {
                     connection_errors += 1;
                     tracing::debug!(error = %e, "attempt failed; outcome unknown, retrying");
+                    failure = Some(e);
                     self.retry.delay(connection_errors)
+                }
+                Err(e) if e.is_transient() => {
+                    // Refused before it ran (a busy script, a loading dataset): nothing to
+                    // clean up, and worth retrying for as long as the wait lasts.
+                    refusals += 1;
+                    tracing::debug!(error = %e, "attempt refused for now, retrying");
+                    failure = Some(e);
+                    self.retry.delay(refusals)
                 }
                 Err(e) => return Err(e),
             };
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
-                return Err(self.timeout(started, holder_ttl));
+                return Err(failure.unwrap_or_else(|| self.timeout(started, holder_ttl)));
             }
             let wake = deadline.map_or(now + delay, |d| d.min(now + delay));
             if let Some(fence) =
