@@ -467,7 +467,7 @@ impl Lock {
             let lease_floor = *floor.get_or_insert(sent);
             // The error of this attempt, if it failed: what the caller gets, rather than a
             // timeout, when the wait runs out right after it.
-            let failure: Option<Error>;
+            let failure: Option<Box<Error>>;
             let delay = match self.attempt(keys, &token, registration.is_some()).await {
                 Ok(Attempt::Fresh(fence)) => {
                     pending.disarm();
@@ -511,28 +511,18 @@ impl Lock {
                         &mut polls,
                     )
                 }
-                Err(e)
-                    if (e.is_connection() || matches!(e, Error::NoQuorum { .. }))
-                        && connection_errors + 1 < MAX_CONNECTION_ERRORS =>
-                {
-                    connection_errors += 1;
-                    tracing::debug!(error = %e, "attempt failed; outcome unknown, retrying");
-                    failure = Some(e);
-                    self.retry.delay(connection_errors)
-                }
-                Err(e) if e.is_transient() => {
-                    // Refused before it ran (a busy script, a loading dataset): nothing to
-                    // clean up, and worth retrying for as long as the wait lasts.
-                    refusals += 1;
-                    tracing::debug!(error = %e, "attempt refused for now, retrying");
-                    failure = Some(e);
-                    self.retry.delay(refusals)
-                }
-                Err(e) => return Err(e),
+                Err(e) => match self.retry_after(&e, &mut connection_errors, &mut refusals) {
+                    Some(delay) => {
+                        // Boxed: it lives across the wait below, in every acquire future.
+                        failure = Some(Box::new(e));
+                        delay
+                    }
+                    None => return Err(e),
+                },
             };
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
-                return Err(failure.unwrap_or_else(|| self.timeout(started, holder_ttl)));
+                return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
             }
             let wake = deadline.map_or(now + delay, |d| d.min(now + delay));
             if let Some(fence) =
@@ -553,6 +543,31 @@ impl Lock {
                     sent,
                 ));
             }
+        }
+    }
+
+    /// How long to wait before retrying an attempt that failed with `e`, or `None` when
+    /// the error is final.
+    fn retry_after(
+        &self,
+        e: &Error,
+        connection_errors: &mut u32,
+        refusals: &mut u32,
+    ) -> Option<Duration> {
+        if (e.is_connection() || matches!(e, Error::NoQuorum { .. }))
+            && *connection_errors + 1 < MAX_CONNECTION_ERRORS
+        {
+            *connection_errors += 1;
+            tracing::debug!(error = %e, "attempt failed; outcome unknown, retrying");
+            Some(self.retry.delay(*connection_errors))
+        } else if e.is_transient() {
+            // Refused before it ran (a busy script, a loading dataset): nothing to clean
+            // up, and worth retrying for as long as the wait lasts.
+            *refusals += 1;
+            tracing::debug!(error = %e, "attempt refused for now, retrying");
+            Some(self.retry.delay(*refusals))
+        } else {
+            None
         }
     }
 

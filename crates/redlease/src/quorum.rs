@@ -62,10 +62,7 @@ pub(crate) async fn acquire(
     let needed = deployment.majority();
     let sent = Instant::now();
     let ttl = Duration::from_millis(args.ttl_ms);
-    let node_timeout = deployment
-        .response_timeout
-        .min(ttl / 10)
-        .max(MIN_NODE_TIMEOUT);
+    let node_timeout = node_timeout(deployment, args.ttl_ms);
     // Queues are per node and could hand the lock to different waiters: quorum waiters
     // listen for release notices instead (see `crate::wake`).
     let args = AcquireArgs {
@@ -144,6 +141,17 @@ pub(crate) async fn acquire(
 /// The shortest per-node bound, however short the lease.
 const MIN_NODE_TIMEOUT: Duration = Duration::from_millis(5);
 
+/// How long an acquisition, extension or renewal with this lease waits for one node: a
+/// tenth of the lease, at most the response timeout. A silent node (down, partitioned)
+/// then costs a small part of the lease, while the majority's answers are already in;
+/// waiting a whole response timeout for it could outlast the lease being renewed.
+fn node_timeout(deployment: &Deployment, ttl_ms: u64) -> Duration {
+    deployment
+        .response_timeout
+        .min(Duration::from_millis(ttl_ms) / 10)
+        .max(MIN_NODE_TIMEOUT)
+}
+
 /// Writes `fence` back to the counters of the nodes at `indexes` (nodes that granted this
 /// attempt); how many confirmed while their lock key still held `token`.
 async fn raise_fence(
@@ -194,7 +202,7 @@ pub(crate) async fn extend(
             .nodes
             .iter()
             .map(|node| extend_on(node, keys, token, ttl_ms)),
-        deployment.response_timeout,
+        node_timeout(deployment, ttl_ms),
     )
     .await;
     settle(deployment, keys, "extending a lock", replies)
@@ -228,7 +236,10 @@ pub(crate) async fn renew(deployment: &Deployment, batch: &[RenewItem<'_>]) -> V
     let needed = deployment.majority();
     let replies = fan_out(
         deployment.nodes.iter().map(|node| renew_on(node, batch)),
-        deployment.response_timeout,
+        node_timeout(
+            deployment,
+            batch.iter().map(|item| item.ttl_ms).min().unwrap_or(u64::MAX),
+        ),
     )
     .await;
     (0..batch.len())
