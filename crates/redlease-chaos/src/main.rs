@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
+mod partition;
 mod report;
 mod runner;
 mod scenarios;

@@ -35,10 +35,32 @@ pub(crate) struct Runner {
     workers: HashMap<u32, Child>,
     next_id: u32,
     spec: WorkerSpec,
+    hold: Arc<Mutex<Hold>>,
+}
+
+/// A request to keep the next critical section open (see [`Runner::hold_next_section`]).
+#[derive(Debug, Default)]
+struct Hold {
+    /// How long the next section to begin stays open, at most.
+    armed: Option<Duration>,
+    /// The worker that was told to hold.
+    given_to: Option<u32>,
 }
 
 fn locked(judge: &Mutex<Judge>) -> MutexGuard<'_, Judge> {
     judge.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn locked_hold(hold: &Mutex<Hold>) -> MutexGuard<'_, Hold> {
+    hold.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The hold armed for the next section, now given to `worker`.
+fn take_hold(hold: &Mutex<Hold>, worker: u32) -> Option<Duration> {
+    let mut hold = locked_hold(hold);
+    let armed = hold.armed.take()?;
+    hold.given_to = Some(worker);
+    Some(armed)
 }
 
 impl Runner {
@@ -50,11 +72,19 @@ impl Runner {
             workers: HashMap::new(),
             next_id: 1,
             spec,
+            hold: Arc::new(Mutex::new(Hold::default())),
         }
     }
 
     /// Starts one more worker process; returns its id.
     pub(crate) fn spawn(&mut self) -> anyhow::Result<u32> {
+        let urls = self.spec.urls.clone();
+        self.spawn_with(&urls)
+    }
+
+    /// Starts one more worker process that reaches Redis through `urls` instead of the
+    /// spec's (e.g. proxies of its own, to partition it alone); returns its id.
+    pub(crate) fn spawn_with(&mut self, urls: &[String]) -> anyhow::Result<u32> {
         let id = self.next_id;
         self.next_id += 1;
         let exe = std::env::current_exe().context("finding the redlease-chaos binary")?;
@@ -72,7 +102,7 @@ impl Runner {
         .arg("--ttl")
         .arg(humantime::format_duration(self.spec.ttl).to_string())
         .args(["--min-replicas", &self.spec.min_replicas.to_string()]);
-        for url in &self.spec.urls {
+        for url in urls {
             cmd.args(["--url", url]);
         }
         let mut child = cmd
@@ -85,10 +115,11 @@ impl Runner {
         let (Some(stdout), Some(mut stdin)) = (child.stdout.take(), child.stdin.take()) else {
             anyhow::bail!("a worker has no pipes");
         };
-        let (judge, changed, stop) = (
+        let (judge, changed, stop, hold) = (
             Arc::clone(&self.judge),
             self.changed.clone(),
             Arc::clone(&self.stop),
+            Arc::clone(&self.hold),
         );
         tokio::spawn(async move {
             let mut lines = BufReader::new(stdout).lines();
@@ -97,6 +128,11 @@ impl Runner {
                     tracing::warn!(%text, "bad worker line");
                     continue;
                 };
+                let hold_for = (line.kind == Kind::Begin)
+                    .then(|| take_hold(&hold, line.worker))
+                    .flatten()
+                    .map(|d| format!(" hold={}", d.as_millis()))
+                    .unwrap_or_default();
                 let verdict = locked(&judge).receive(line);
                 changed.send_modify(|n| *n += 1);
                 let word = match verdict {
@@ -110,7 +146,7 @@ impl Runner {
                     ""
                 };
                 if stdin
-                    .write_all(format!("{word}{stop}\n").as_bytes())
+                    .write_all(format!("{word}{stop}{hold_for}\n").as_bytes())
                     .await
                     .is_err()
                 {
@@ -153,6 +189,37 @@ impl Runner {
         let target = self.with_judge(|j| j.count(Kind::End)) + n;
         self.wait_for(timeout, |j| j.count(Kind::End) >= target)
             .await
+    }
+
+    /// Tells the next worker to begin a critical section to keep it open for up to
+    /// `hold`, or until it learns its lease was lost: a holder that stays a holder while a
+    /// fault is injected. See [`held_by`](Self::held_by).
+    pub(crate) fn hold_next_section(&self, hold: Duration) {
+        *locked_hold(&self.hold) = Hold {
+            armed: Some(hold),
+            given_to: None,
+        };
+    }
+
+    /// Waits (at most `timeout`) until a worker was told to hold its section after
+    /// [`hold_next_section`](Self::hold_next_section), and returns it; `None` on timeout,
+    /// when the request is withdrawn.
+    pub(crate) async fn held_by(&self, timeout: Duration) -> Option<u32> {
+        let mut rx = self.changed.subscribe();
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(worker) = locked_hold(&self.hold).given_to {
+                return Some(worker);
+            }
+            if !matches!(
+                tokio::time::timeout_at(deadline, rx.changed()).await,
+                Ok(Ok(()))
+            ) {
+                let mut hold = locked_hold(&self.hold);
+                hold.armed = None;
+                return hold.given_to;
+            }
+        }
     }
 
     fn pid(&self, worker: u32) -> anyhow::Result<Pid> {

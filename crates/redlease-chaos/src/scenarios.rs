@@ -40,6 +40,10 @@ pub(crate) enum Fault {
     QuorumMajorityNow,
     ProxyDelay,
     ProxyLoseReply,
+    /// The holder alone cut off from 3 of 5 quorum nodes (its own proxies) > TTL.
+    PartitionHolderMajority,
+    /// The holder alone cut off from 2 of 5 quorum nodes > TTL: it keeps a majority.
+    PartitionHolderMinority,
     SentinelFailover,
 }
 
@@ -55,7 +59,7 @@ pub(crate) struct Scenario {
     pub(crate) expected: &'static str,
 }
 
-const fn row(
+pub(crate) const fn row(
     name: &'static str,
     fault: Fault,
     deployment: Deployment,
@@ -170,6 +174,7 @@ pub(crate) fn matrix() -> Vec<Scenario> {
     );
     lose.proxied = true;
     rows.extend([delay, lose]);
+    rows.extend(crate::partition::rows());
     rows.push(row(
         "sentinel failover (async replication)",
         Fault::SentinelFailover,
@@ -202,6 +207,8 @@ pub(crate) struct Budget {
 enum Target {
     Single(RedisServer, Option<Proxy>),
     Quorum(Nodes),
+    /// Quorum nodes behind proxies of each worker's own.
+    Partitioned(crate::partition::Partitioned),
     Sentinel(Box<Sentinel>),
 }
 
@@ -234,6 +241,10 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
 }
 
 /// Runs one scenario.
+#[expect(
+    clippy::too_many_lines,
+    reason = "set-up, fault rounds and the settled tail, read top to bottom"
+)]
 pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Outcome> {
     let started = Instant::now();
     let mut target = blocking(|| -> anyhow::Result<Target> {
@@ -247,6 +258,9 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
                 };
                 Target::Single(server, proxy)
             }
+            Deployment::Quorum if scenario.proxied => {
+                Target::Partitioned(crate::partition::Partitioned::start(5)?)
+            }
             Deployment::Quorum => Target::Quorum(Nodes::start(5)?),
             Deployment::Sentinel => Target::Sentinel(Box::new(Sentinel::start()?)),
         })
@@ -257,6 +271,7 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
             vec![proxy.as_ref().map_or_else(|| server.url(), Proxy::url)]
         }
         Target::Quorum(nodes) => nodes.urls(),
+        Target::Partitioned(p) => p.urls(),
         Target::Sentinel(s) => s.sentinel_urls(),
     };
     let mut runner = Runner::new(WorkerSpec {
@@ -266,7 +281,11 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
         min_replicas: scenario.min_replicas,
     });
     for _ in 0..budget.workers {
-        runner.spawn()?;
+        if let Target::Partitioned(p) = &mut target {
+            p.spawn(&mut runner)?;
+        } else {
+            runner.spawn()?;
+        }
     }
     let ttl = budget.ttl;
     let bound = ttl * 5 + Duration::from_secs(5);
@@ -289,6 +308,9 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
         .await?;
         // Let the system settle and work between faults.
         runner.sections(budget.warmup_sections / 2, bound).await;
+    }
+    if let Target::Partitioned(p) = &target {
+        p.describe(&mut note);
     }
     let settled = runner.with_judge(redlease_chaos::Judge::now);
     runner.sections(budget.warmup_sections, bound).await;
@@ -485,6 +507,17 @@ async fn inject(
                 runner.record(Kind::Fault, 0);
             }
             Ok(lost)
+        }
+        (
+            Fault::PartitionHolderMajority | Fault::PartitionHolderMinority,
+            Target::Partitioned(p),
+        ) => {
+            let cut = if fault == Fault::PartitionHolderMajority {
+                3
+            } else {
+                2
+            };
+            p.cut_holder(runner, cut, round, ttl).await
         }
         (Fault::SentinelFailover, Target::Sentinel(sentinel)) => {
             runner

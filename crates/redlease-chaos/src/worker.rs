@@ -1,6 +1,8 @@
 //! `redlease-chaos worker` (hidden): one worker OS process. It loops acquire → `BEGIN` →
 //! work → `WRITE` → `END` → `REL` → release, reporting each step on stdout and waiting for
-//! the judge's answer on stdin before going on.
+//! the judge's answer on stdin before going on. An answer to `BEGIN` may carry `hold=MS`:
+//! the section then stays open until the lease is lost, at most that long (a holder that
+//! stays a holder while the runner partitions it).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -59,6 +61,9 @@ struct Link {
     id: u32,
     seq: u64,
     stop: bool,
+    /// The judge asked (`hold=MS` in its answer to `BEGIN`) to keep this section open
+    /// this long, or until the lease is lost.
+    hold: Option<Duration>,
     line: String,
 }
 
@@ -84,8 +89,12 @@ impl Link {
             Some("rej") => Some(Verdict::Rejected),
             _ => None,
         };
-        if words.next() == Some("stop") {
-            self.stop = true;
+        for word in words {
+            if word == "stop" {
+                self.stop = true;
+            } else if let Some(ms) = word.strip_prefix("hold=") {
+                self.hold = ms.parse().ok().map(Duration::from_millis);
+            }
         }
         Ok(verdict)
     }
@@ -120,6 +129,7 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         id: args.id,
         seq: 0,
         stop: false,
+        hold: None,
         line: String::new(),
     }));
     let client = loop {
@@ -152,8 +162,19 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         link.lock().await.send(Kind::Acquire, token).await?;
         let work = jitter.work();
         let section = async {
-            link.lock().await.send(Kind::Begin, token).await?;
-            tokio::time::sleep(work).await;
+            let hold = {
+                let mut link = link.lock().await;
+                link.send(Kind::Begin, token).await?;
+                link.hold.take()
+            };
+            match hold {
+                None => tokio::time::sleep(work).await,
+                // A fault is coming while we hold: stay inside until the lease is lost
+                // (the application stops its work then), at most `hold`.
+                Some(hold) => {
+                    let _ = tokio::time::timeout(hold, guard.lost()).await;
+                }
+            }
             // The write goes out whatever happened meanwhile: the process does not know
             // it was paused; the fenced resource must catch a stale one.
             link.lock().await.send(Kind::Write, token).await?;

@@ -110,3 +110,44 @@ fn a_reduced_matrix_keeps_the_promises() -> Result<(), Box<dyn std::error::Error
     );
     Ok(())
 }
+
+/// A holder cut off (by its own proxies) from 3 of 5 quorum nodes for longer than its
+/// lease: it reports the loss every time, and nobody overlaps it or writes stale.
+#[test]
+fn a_holder_cut_off_from_a_quorum_majority_learns_it_lost() -> Result<(), Box<dyn std::error::Error>>
+{
+    let dir = tempfile::tempdir()?;
+    let json = dir.path().join("outcomes.json");
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_redlease-chaos"))
+        .args(["--ttl", "500ms", "--rounds", "2", "--sections", "10"])
+        .args(["--only", "holder cut off from 3 nodes"])
+        .arg("--json")
+        .arg(&json)
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}\n{stderr}", out.status);
+    assert!(started.elapsed() < Duration::from_secs(20), "{stderr}");
+    let outcomes: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(&json)?)?;
+    assert_eq!(outcomes.len(), 1, "{stderr}");
+    let o = &outcomes[0];
+    let f = &o["findings"];
+    let count = |k: &str| f[k].as_u64().unwrap_or(u64::MAX);
+    assert_eq!(o["promise"], "Exclusive", "{o}");
+    assert!(count("sections") > 0, "{o}");
+    for k in [
+        "stale_accepted",
+        "overlaps",
+        "mutex_violations",
+        "tokens_backwards",
+    ] {
+        assert_eq!(count(k), 0, "{k}: {o}");
+    }
+    let injected = o["injected"].as_u64().unwrap_or(0);
+    assert!(injected > 0, "{o}");
+    assert!(
+        count("lost") >= injected,
+        "a cut-off holder did not report its loss: {o}"
+    );
+    Ok(())
+}

@@ -123,7 +123,7 @@ pub(crate) fn request<A: AsRef<[u8]>>(
 }
 
 /// Appends `args` as one RESP command to `req`.
-fn encode<A: AsRef<[u8]>>(req: &mut Vec<u8>, args: &[A]) {
+pub(crate) fn encode<A: AsRef<[u8]>>(req: &mut Vec<u8>, args: &[A]) {
     req.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
     for arg in args {
         let arg = arg.as_ref();
@@ -133,7 +133,7 @@ fn encode<A: AsRef<[u8]>>(req: &mut Vec<u8>, args: &[A]) {
     }
 }
 
-fn read_reply(reader: &mut impl BufRead) -> io::Result<Reply> {
+pub(crate) fn read_reply(reader: &mut impl BufRead) -> io::Result<Reply> {
     let mut line = String::new();
     if reader.read_line(&mut line)? == 0 {
         return Err(io::Error::new(

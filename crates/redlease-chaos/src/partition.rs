@@ -1,0 +1,175 @@
+//! Network partitions of one worker: a quorum whose every worker reaches each node
+//! through proxies of its own, so that one worker alone can be cut off from some nodes
+//! while the others still see every node.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use redlease_chaos::Kind;
+use redlease_local::{Nodes, Proxy};
+
+use crate::runner::Runner;
+use crate::scenarios::{Fault, Promise, Scenario, row};
+use crate::worker::Deployment;
+
+/// The partition rows of the matrix.
+pub(crate) fn rows() -> [Scenario; 2] {
+    let mut majority = row(
+        "quorum 5: holder cut off from 3 nodes > TTL, healed",
+        Fault::PartitionHolderMajority,
+        Deployment::Quorum,
+        Promise::Exclusive,
+        "holder cannot renew, reports the loss; others take over after expiry",
+    );
+    majority.proxied = true;
+    let mut minority = row(
+        "quorum 5: holder cut off from 2 nodes > TTL, healed",
+        Fault::PartitionHolderMinority,
+        Deployment::Quorum,
+        Promise::Exclusive,
+        "holder keeps a majority: should renew and keep its lease (see note)",
+    );
+    minority.proxied = true;
+    [majority, minority]
+}
+
+/// Quorum nodes, and for each worker its own proxy to every node (in node order).
+pub(crate) struct Partitioned {
+    nodes: Nodes,
+    links: HashMap<u32, Vec<Proxy>>,
+    tally: Tally,
+}
+
+/// What the rounds of a partition row saw of their holder, for the row's note.
+#[derive(Debug, Default)]
+struct Tally {
+    /// Nodes the holder was cut off from.
+    cut: usize,
+    /// Rounds in which a holder was cut off.
+    rounds: usize,
+    /// Rounds in which the cut-off holder reported its lease lost.
+    lost: usize,
+    /// From each cut to the holder's loss report.
+    detect: Vec<Duration>,
+}
+
+impl Partitioned {
+    /// Starts `n` quorum nodes (workers get their proxies from [`spawn`](Self::spawn)).
+    pub(crate) fn start(n: usize) -> anyhow::Result<Self> {
+        Ok(Self {
+            nodes: Nodes::start(n)?,
+            links: HashMap::new(),
+            tally: Tally::default(),
+        })
+    }
+
+    /// The nodes' own URLs (without proxies).
+    pub(crate) fn urls(&self) -> Vec<String> {
+        self.nodes.urls()
+    }
+
+    /// Starts a worker that reaches every node through a proxy of its own.
+    pub(crate) fn spawn(&mut self, runner: &mut Runner) -> anyhow::Result<u32> {
+        let proxies = self
+            .nodes
+            .servers()
+            .iter()
+            .map(|node| Proxy::start(node.port()))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let urls: Vec<String> = proxies.iter().map(Proxy::url).collect();
+        let id = runner.spawn_with(&urls)?;
+        self.links.insert(id, proxies);
+        Ok(id)
+    }
+
+    /// One round: lets a worker acquire and hold, cuts it off from `cut` of the nodes for
+    /// 1.5 TTL, heals, and waits until it has reported its loss (when it lost its
+    /// majority) or left its section (when it kept one). Returns how many faults it
+    /// injected (0 when no worker got to hold in time).
+    pub(crate) async fn cut_holder(
+        &mut self,
+        runner: &Runner,
+        cut: usize,
+        round: usize,
+        ttl: Duration,
+    ) -> anyhow::Result<usize> {
+        let section_wait = ttl * 5 + Duration::from_secs(5);
+        // Longer than the cut: a holder that keeps a majority renews across it and the
+        // heal; one that does not must learn of its loss before this runs out.
+        runner.hold_next_section(ttl * 2);
+        let Some(victim) = runner.held_by(section_wait).await else {
+            return Ok(0);
+        };
+        let Some(links) = self.links.get(&victim) else {
+            return Ok(0);
+        };
+        let picks: Vec<&Proxy> = (0..cut)
+            .map(|i| &links[(round * cut + i) % links.len()])
+            .collect();
+        runner.record(Kind::Fault, victim);
+        let cut_at = runner.with_judge(redlease_chaos::Judge::now);
+        tokio::task::block_in_place(|| picks.iter().for_each(|p| p.cut()));
+        tokio::time::sleep(ttl + ttl / 2).await;
+        for p in &picks {
+            p.heal();
+        }
+        // Until the holder reported its loss (cut off from a majority) or left its section
+        // (it kept one), bounded.
+        let awaited = if cut > links.len() / 2 {
+            Kind::Lost
+        } else {
+            Kind::End
+        };
+        let after_cut = |j: &redlease_chaos::Judge| {
+            j.history()
+                .iter()
+                .rev()
+                .take_while(|e| e.at >= cut_at)
+                .any(|e| e.worker == victim && e.kind == awaited)
+        };
+        runner.wait_for(section_wait, after_cut).await;
+        let lost_at = runner.with_judge(|j| {
+            j.history()
+                .iter()
+                .find(|e| e.at >= cut_at && e.worker == victim && e.kind == Kind::Lost)
+                .map(|e| e.at)
+        });
+        let tally = &mut self.tally;
+        tally.cut = cut;
+        tally.rounds += 1;
+        if let Some(at) = lost_at {
+            tally.lost += 1;
+            tally.detect.push(at.saturating_sub(cut_at));
+        }
+        Ok(1)
+    }
+
+    /// One sentence for the row's note: how often, and how soon, the cut-off holder
+    /// reported its loss.
+    pub(crate) fn describe(&self, note: &mut String) {
+        let Tally {
+            cut, rounds, lost, ..
+        } = self.tally;
+        if rounds == 0 {
+            return;
+        }
+        let mut detect = self.tally.detect.clone();
+        detect.sort();
+        let _ = write!(
+            note,
+            "the holder cut off from {cut} of {} nodes reported its lease lost in {lost} of \
+             {rounds} rounds",
+            self.nodes.len()
+        );
+        if let (Some(min), Some(max)) = (detect.first(), detect.last()) {
+            let _ = write!(
+                note,
+                " ({:.0}-{:.0} ms after the cut)",
+                min.as_secs_f64() * 1000.0,
+                max.as_secs_f64() * 1000.0
+            );
+        }
+        note.push_str(". ");
+    }
+}
