@@ -217,7 +217,7 @@ pub(crate) fn matrix() -> Vec<Scenario> {
         Fault::SentinelPrimaryCrash,
         Sent,
         Admitted,
-        "writes not yet replicated are lost; no primary for the 2 s sentinels take to notice",
+        "unreplicated writes lost; the old primary restarts empty as a primary and serves clients until the sentinels demote it",
     ));
     rows
 }
