@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use redlease_chaos::{Findings, Kind, check};
-use redlease_local::{Nodes, Proxy, RedisServer, Sentinel};
+use redlease_local::{Cluster, Nodes, Proxy, RedisServer, Sentinel};
 use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::runner::{Runner, WorkerSpec};
-use crate::worker::Deployment;
+use crate::worker::{Deployment, LOCK};
 
 /// What redlease claims under a fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -45,6 +45,9 @@ pub(crate) enum Fault {
     /// The holder alone cut off from 2 of 5 quorum nodes > TTL: it keeps a majority.
     PartitionHolderMinority,
     SentinelFailover,
+    ClusterFailover,
+    ClusterPrimaryCrash,
+    SentinelPrimaryCrash,
 }
 
 /// One row of the matrix.
@@ -191,6 +194,36 @@ pub(crate) fn matrix() -> Vec<Scenario> {
     );
     with.min_replicas = 1;
     rows.push(with);
+    rows.push(row(
+        "cluster failover (async replication)",
+        Fault::ClusterFailover,
+        Deployment::Cluster,
+        Admitted,
+        "graceful CLUSTER FAILOVER: the replica catches up first, so no loss is expected",
+    ));
+    let mut cluster_with = row(
+        "cluster failover, min_replicas 1",
+        Fault::ClusterFailover,
+        Deployment::Cluster,
+        Admitted,
+        "graceful, as above; WAIT adds nothing a graceful failover needs",
+    );
+    cluster_with.min_replicas = 1;
+    rows.push(cluster_with);
+    rows.push(row(
+        "cluster primary SIGKILL, CLUSTER FAILOVER FORCE",
+        Fault::ClusterPrimaryCrash,
+        Deployment::Cluster,
+        Admitted,
+        "writes not yet replicated are lost: a lock and counter increments can be lost",
+    ));
+    rows.push(row(
+        "sentinel primary SIGKILL, promoted by the sentinels",
+        Fault::SentinelPrimaryCrash,
+        Sent,
+        Admitted,
+        "unreplicated writes lost; the old primary restarts empty as a primary and serves clients until the sentinels demote it",
+    ));
     rows
 }
 
@@ -210,6 +243,7 @@ enum Target {
     /// Quorum nodes behind proxies of each worker's own.
     Partitioned(crate::partition::Partitioned),
     Sentinel(Box<Sentinel>),
+    Cluster(Box<Cluster>),
 }
 
 /// What a scenario produced.
@@ -263,6 +297,7 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
             }
             Deployment::Quorum => Target::Quorum(Nodes::start(5)?),
             Deployment::Sentinel => Target::Sentinel(Box::new(Sentinel::start()?)),
+            Deployment::Cluster => Target::Cluster(Box::new(Cluster::start()?)),
         })
     })
     .context("starting redis")?;
@@ -273,6 +308,7 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
         Target::Quorum(nodes) => nodes.urls(),
         Target::Partitioned(p) => p.urls(),
         Target::Sentinel(s) => s.sentinel_urls(),
+        Target::Cluster(c) => c.urls(),
     };
     let mut runner = Runner::new(WorkerSpec {
         deployment: scenario.deployment,
@@ -528,8 +564,61 @@ async fn inject(
             blocking(|| sentinel.wait_in_sync(Duration::from_secs(30)))?;
             Ok(1)
         }
+        (Fault::ClusterFailover | Fault::ClusterPrimaryCrash, Target::Cluster(cluster)) => {
+            runner
+                .wait_for(section_wait, |j| j.in_section().is_some())
+                .await;
+            let key = redlease::LockKeys::new(redlease::DEFAULT_PREFIX, LOCK)?;
+            let shard = blocking(|| cluster.primary_for_slot(cluster.slot(key.key())?))?;
+            runner.record(Kind::Fault, 0);
+            blocking(|| fail_over_cluster(fault, cluster, shard))?;
+            Ok(1)
+        }
+        (Fault::SentinelPrimaryCrash, Target::Sentinel(sentinel)) => {
+            runner
+                .wait_for(section_wait, |j| j.in_section().is_some())
+                .await;
+            let old = blocking(|| sentinel.primary().map(RedisServer::port))?;
+            let dead = server_index(sentinel.servers(), old)?;
+            runner.record(Kind::Fault, 0);
+            blocking(|| sentinel.servers_mut()[dead].kill());
+            let new = blocking(|| sentinel.wait_for_new_primary(old, Duration::from_secs(30)))?;
+            blocking(|| sentinel.servers_mut()[dead].restart())?;
+            blocking(|| sentinel.wait_in_sync(Duration::from_secs(30)))?;
+            if round == 0 {
+                let _ = write!(note, "primary {old} killed, sentinels promoted {new}. ");
+            }
+            Ok(1)
+        }
         (fault, _) => anyhow::bail!("fault {fault:?} does not fit this deployment"),
     }
+}
+
+/// Hands the slots of primary `shard` (an index into `Cluster::primaries`) to its replica:
+/// with `CLUSTER FAILOVER` (the replica catches up and the primary steps down), or, for
+/// `Fault::ClusterPrimaryCrash`, by SIGKILL of the primary and `CLUSTER FAILOVER FORCE`
+/// on the replica, after which the old primary is restarted (empty) and rejoins as a
+/// replica. Waits, bounded, until the cluster has settled.
+fn fail_over_cluster(fault: Fault, cluster: &mut Cluster, shard: usize) -> anyhow::Result<()> {
+    // One replica per primary: replica `shard` follows primary `shard`.
+    if fault == Fault::ClusterFailover {
+        cluster.failover(shard)?;
+        return Ok(());
+    }
+    let dead = server_index(cluster.nodes(), cluster.primaries()[shard].port())?;
+    cluster.nodes_mut()[dead].kill();
+    cluster.failover_forced(shard)?;
+    cluster.nodes_mut()[dead].restart()?;
+    cluster.wait_settled(Duration::from_secs(30))?;
+    Ok(())
+}
+
+/// The index in `servers` of the one listening on `port`.
+fn server_index(servers: &[RedisServer], port: u16) -> anyhow::Result<usize> {
+    servers
+        .iter()
+        .position(|s| s.port() == port)
+        .with_context(|| format!("no server of ours on port {port}"))
 }
 
 /// A bare connection to a local server's port, for the busy script: it runs on its own

@@ -26,6 +26,8 @@ pub(crate) enum Deployment {
     Quorum,
     /// Sentinels (`--url` once per sentinel) watching `--master`.
     Sentinel,
+    /// A Redis Cluster (`--url` once per seed node).
+    Cluster,
 }
 
 /// Arguments of the hidden `worker` subcommand.
@@ -46,7 +48,7 @@ pub(crate) struct WorkerArgs {
     /// Lease of the lock
     #[arg(long, value_parser = humantime::parse_duration)]
     pub(crate) ttl: Duration,
-    /// Replicas that must acknowledge an acquisition (Sentinel; 0: none)
+    /// Replicas that must acknowledge an acquisition (Sentinel, Cluster; 0: none)
     #[arg(long, default_value_t = 0)]
     pub(crate) min_replicas: usize,
     /// Give up after this long whatever happens
@@ -117,6 +119,7 @@ async fn connect(args: &WorkerArgs) -> redlease::Result<redlease::Client> {
         Deployment::Single => redlease::Client::connect(&args.urls[0]).await,
         Deployment::Quorum => redlease::Client::quorum(&args.urls).await,
         Deployment::Sentinel => redlease::Client::sentinel(&args.urls, &args.master).await,
+        Deployment::Cluster => redlease::Client::cluster(&args.urls).await,
     }
 }
 

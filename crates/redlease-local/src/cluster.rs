@@ -293,6 +293,33 @@ impl Cluster {
     /// wants `CLUSTER FAILOVER FORCE`), [`Error::Timeout`] when it is not
     /// promoted, or the cluster does not settle, within [`DEFAULT_CLUSTER_TIMEOUT`].
     pub fn failover(&mut self, replica: usize) -> Result<usize, Error> {
+        let shard = self.promote(replica, &["CLUSTER", "FAILOVER"])?;
+        self.wait_settled(DEFAULT_CLUSTER_TIMEOUT)?;
+        Ok(shard)
+    }
+
+    /// Promotes the replica at `replica` (an index into [`replicas`](Self::replicas)) with
+    /// `CLUSTER FAILOVER FORCE`, for when its primary is down or paused: the replica does
+    /// not wait for its primary to hand over (writes it has not replicated are lost), but
+    /// still needs the votes of a majority of primaries. Waits until it reports
+    /// `role:master` and returns its index in [`primaries`](Self::primaries), as
+    /// [`failover`](Self::failover) does, but does not wait for the cluster to settle: a
+    /// dead old primary never would. Restart it (it keeps its identity, learns of the
+    /// newer configuration and rejoins as a replica), then call
+    /// [`wait_settled`](Self::wait_settled).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when `replica` is not an index into [`replicas`](Self::replicas),
+    /// [`Error::Reply`] when the replica refuses, [`Error::Timeout`] when it is not
+    /// promoted within [`DEFAULT_CLUSTER_TIMEOUT`].
+    pub fn failover_forced(&mut self, replica: usize) -> Result<usize, Error> {
+        self.promote(replica, &["CLUSTER", "FAILOVER", "FORCE"])
+    }
+
+    /// Sends `command` (a form of `CLUSTER FAILOVER`) to the replica at `replica` until it
+    /// reports `role:master`, then swaps it with its primary in the layout; returns its
+    /// shard.
+    fn promote(&mut self, replica: usize, command: &[&str]) -> Result<usize, Error> {
         let (shard, position) = self
             .shards
             .iter()
@@ -303,34 +330,33 @@ impl Cluster {
         let node = &self.nodes[self.shards[shard].replicas[position]];
         let mut sent = None::<Instant>;
         let mut refused = None;
-        wait::until(
-            "the replica reporting role:master after CLUSTER FAILOVER",
-            DEFAULT_CLUSTER_TIMEOUT,
-            || {
-                // A manual failover that stalls is abandoned by Redis after 5 s: ask again.
-                if sent.is_none_or(|at| at.elapsed() > FAILOVER_RETRY) {
-                    match node.call_ok(&["CLUSTER", "FAILOVER"]) {
-                        Ok(()) => sent = Some(Instant::now()),
-                        Err(e @ Error::Reply { .. }) => {
-                            refused = Some(e);
-                            return Ok(());
-                        }
-                        Err(e) => return Err(e.to_string()),
+        let what = format!(
+            "the replica reporting role:master after {}",
+            command.join(" ")
+        );
+        wait::until(&what, DEFAULT_CLUSTER_TIMEOUT, || {
+            // A manual failover that stalls is abandoned by Redis after 5 s: ask again.
+            if sent.is_none_or(|at| at.elapsed() > FAILOVER_RETRY) {
+                match node.call_ok(command) {
+                    Ok(()) => sent = Some(Instant::now()),
+                    Err(e @ Error::Reply { .. }) => {
+                        refused = Some(e);
+                        return Ok(());
                     }
+                    Err(e) => return Err(e.to_string()),
                 }
-                match node.text_field(&["INFO", "replication"], "role") {
-                    Ok(role) if role == "master" => Ok(()),
-                    Ok(role) => Err(format!("role:{role}")),
-                    Err(e) => Err(e.to_string()),
-                }
-            },
-        )?;
+            }
+            match node.text_field(&["INFO", "replication"], "role") {
+                Ok(role) if role == "master" => Ok(()),
+                Ok(role) => Err(format!("role:{role}")),
+                Err(e) => Err(e.to_string()),
+            }
+        })?;
         if let Some(error) = refused {
             return Err(error);
         }
         let shard_ref = &mut self.shards[shard];
         std::mem::swap(&mut shard_ref.primary, &mut shard_ref.replicas[position]);
-        self.wait_settled(DEFAULT_CLUSTER_TIMEOUT)?;
         Ok(shard)
     }
 
@@ -541,6 +567,35 @@ mod tests {
         assert_eq!(cluster.replicas()[target].port(), old_primary_port);
         assert_eq!(cluster.primary_for_key(key)?.port(), promoted_port);
         assert_eq!(cli(old_primary_port, &["GET", key]), "v");
+        Ok(())
+    }
+
+    #[test]
+    fn a_killed_primary_is_replaced_by_force_and_rejoins_as_a_replica() -> Result<(), Error> {
+        let mut cluster = Cluster::start()?;
+        let key = "lock:{order-8}";
+        let owner = cluster.primary_for_slot(cluster.slot(key)?)?;
+        assert_eq!(cli(cluster.nodes()[0].port(), &["SET", key, "v"]), "OK");
+        // Replicated before the kill: the promoted replica must have it.
+        assert_eq!(
+            cluster.primaries()[owner].call(&["WAIT", "1", "10000"])?,
+            Reply::Integer(1)
+        );
+        let old_port = cluster.primaries()[owner].port();
+        let promoted_port = cluster.replicas()[owner].port();
+        let dead = cluster
+            .nodes()
+            .iter()
+            .position(|n| n.port() == old_port)
+            .ok_or_else(|| invalid_input("no such node".into()))?;
+        cluster.nodes_mut()[dead].kill();
+        assert_eq!(cluster.failover_forced(owner)?, owner);
+        assert_eq!(cluster.primaries()[owner].port(), promoted_port);
+        cluster.nodes_mut()[dead].restart()?;
+        cluster.wait_settled(DEFAULT_CLUSTER_TIMEOUT)?;
+        assert_eq!(cluster.replicas()[owner].port(), old_port);
+        assert_eq!(cluster.primary_for_key(key)?.port(), promoted_port);
+        assert_eq!(cli(old_port, &["GET", key]), "v");
         Ok(())
     }
 }

@@ -211,9 +211,22 @@ impl Sentinel {
         if let Some(error) = refused {
             return Err(error);
         }
+        self.wait_for_new_primary(old, DEFAULT_SENTINEL_TIMEOUT)
+    }
+
+    /// Waits until every sentinel names a primary other than the server on port `old`, and
+    /// that server reports `role:master`; returns its port. Use it after killing the
+    /// primary: the sentinels deem a silent primary down after 2 s
+    /// (`down-after-milliseconds`), agree on it, elect a leader and promote a replica,
+    /// which takes a few seconds more.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] naming what the sentinels said last, when that does not happen
+    /// within `timeout`.
+    pub fn wait_for_new_primary(&self, old: u16, timeout: Duration) -> Result<u16, Error> {
         wait::until(
             "every sentinel naming a new primary that reports role:master",
-            DEFAULT_SENTINEL_TIMEOUT,
+            timeout,
             || {
                 let ports = self
                     .sentinels
@@ -356,6 +369,25 @@ mod tests {
         assert_eq!(deployment.primary()?.port(), after);
         deployment.primary()?.call(&["SET", "k", "w"])?;
         // The old primary rejoins as a replica of the new one.
+        deployment.wait_in_sync(DEFAULT_SENTINEL_TIMEOUT)?;
+        let old = deployment.server_on(before)?;
+        assert_eq!(old.text_field(&["INFO", "replication"], "role")?, "slave");
+        Ok(())
+    }
+
+    #[test]
+    fn a_killed_primary_is_replaced_and_rejoins_as_a_replica() -> Result<(), Error> {
+        let mut deployment = Sentinel::start()?;
+        let before = deployment.primary()?.port();
+        let dead = deployment
+            .servers()
+            .iter()
+            .position(|s| s.port() == before)
+            .ok_or_else(|| Error::Io(std::io::Error::other("no such server")))?;
+        deployment.servers_mut()[dead].kill();
+        let after = deployment.wait_for_new_primary(before, DEFAULT_SENTINEL_TIMEOUT)?;
+        assert_ne!(before, after);
+        deployment.servers_mut()[dead].restart()?;
         deployment.wait_in_sync(DEFAULT_SENTINEL_TIMEOUT)?;
         let old = deployment.server_on(before)?;
         assert_eq!(old.text_field(&["INFO", "replication"], "role")?, "slave");
