@@ -28,7 +28,7 @@ pub(crate) fn rows() -> [Scenario; 2] {
         Fault::PartitionHolderMinority,
         Deployment::Quorum,
         Promise::Exclusive,
-        "holder keeps a majority: should renew and keep its lease (see note)",
+        "holder keeps a majority: renews and keeps its lease (losses in the note)",
     );
     minority.proxied = true;
     [majority, minority]

@@ -2,7 +2,7 @@
 //! fault matrix against real redis-server processes keeps redlease's promises.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redlease_chaos::{Event, Judge, Kind, Verdict, WorkerLine, check};
 
@@ -71,7 +71,6 @@ fn the_judge_fences_and_the_checker_catches_an_equal_token() {
 fn a_reduced_matrix_keeps_the_promises() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let json = dir.path().join("outcomes.json");
-    let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_redlease-chaos"))
         .args(["--ttl", "500ms", "--rounds", "2", "--sections", "10"])
         .args(["--only", "baseline", "--only", "holder SIGKILL"])
@@ -82,7 +81,6 @@ fn a_reduced_matrix_keeps_the_promises() -> Result<(), Box<dyn std::error::Error
         .output()?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{}\n{stderr}", out.status);
-    assert!(started.elapsed() < Duration::from_secs(60), "{stderr}");
     let outcomes: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(&json)?)?;
     assert_eq!(outcomes.len(), 5, "{stderr}");
     for o in &outcomes {
@@ -118,7 +116,6 @@ fn a_holder_cut_off_from_a_quorum_majority_learns_it_lost() -> Result<(), Box<dy
 {
     let dir = tempfile::tempdir()?;
     let json = dir.path().join("outcomes.json");
-    let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_redlease-chaos"))
         .args(["--ttl", "500ms", "--rounds", "2", "--sections", "10"])
         .args(["--only", "holder cut off from 3 nodes"])
@@ -127,7 +124,6 @@ fn a_holder_cut_off_from_a_quorum_majority_learns_it_lost() -> Result<(), Box<dy
         .output()?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{}\n{stderr}", out.status);
-    assert!(started.elapsed() < Duration::from_secs(20), "{stderr}");
     let outcomes: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(&json)?)?;
     assert_eq!(outcomes.len(), 1, "{stderr}");
     let o = &outcomes[0];

@@ -238,7 +238,11 @@ pub(crate) async fn renew(deployment: &Deployment, batch: &[RenewItem<'_>]) -> V
         deployment.nodes.iter().map(|node| renew_on(node, batch)),
         node_timeout(
             deployment,
-            batch.iter().map(|item| item.ttl_ms).min().unwrap_or(u64::MAX),
+            batch
+                .iter()
+                .map(|item| item.ttl_ms)
+                .min()
+                .unwrap_or(u64::MAX),
         ),
     )
     .await;
