@@ -400,7 +400,10 @@ impl Cluster {
                 .map(|v| (v.id.as_str(), v.primary.as_deref()))
                 .collect();
             if layout != expected {
-                return Ok(Err(format!("node {} sees {view:?}", node.port())));
+                return Ok(Err(format!(
+                    "node {} sees {layout:?}, the layout says {expected:?}",
+                    node.port()
+                )));
             }
             match &agreed {
                 Some(first) if *first != view => {

@@ -110,6 +110,12 @@ pub(crate) struct Node {
 struct SentinelLink {
     client: tokio::sync::Mutex<SentinelClient>,
     config: ConnectionManagerConfig,
+    /// Set from the moment the primary looked moved until the sentinels named one we
+    /// connected to. Meanwhile the old connection is not used: it would reconnect by
+    /// itself to the old address, where a crashed primary restarted with an empty
+    /// dataset may answer as a primary until the sentinels demote it (two primaries
+    /// granting the same lock).
+    adrift: std::sync::atomic::AtomicBool,
 }
 
 impl Node {
@@ -133,6 +139,7 @@ impl Node {
             sentinel: Some(SentinelLink {
                 client: tokio::sync::Mutex::new(sentinel),
                 config,
+                adrift: std::sync::atomic::AtomicBool::new(false),
             }),
             label,
         }
@@ -153,10 +160,10 @@ impl Node {
         &self,
         invocation: &ScriptInvocation<'_>,
     ) -> RedisResult<T> {
-        let mut conn = self.conn();
+        let mut conn = self.current().await?;
         match invocation.invoke_async(&mut conn).await {
             Err(e) if self.must_follow(&e) => {
-                let mut conn = self.follow(e).await?;
+                let mut conn = self.follow(Some(e)).await?;
                 invocation.invoke_async(&mut conn).await
             }
             other => other,
@@ -170,7 +177,7 @@ impl Node {
         pipe: &Pipeline,
         script: &Script,
     ) -> RedisResult<T> {
-        let mut conn = self.conn();
+        let mut conn = self.current().await?;
         let result = match pipe.query_async(&mut conn).await {
             Err(e) if e.code() == Some("NOSCRIPT") => {
                 script.prepare_invoke().load_async(&mut conn).await?;
@@ -180,7 +187,7 @@ impl Node {
         };
         match result {
             Err(e) if self.must_follow(&e) => {
-                let mut conn = self.follow(e).await?;
+                let mut conn = self.follow(Some(e)).await?;
                 script.prepare_invoke().load_async(&mut conn).await?;
                 pipe.query_async(&mut conn).await
             }
@@ -190,7 +197,7 @@ impl Node {
 
     /// Sends one plain command.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> RedisResult<T> {
-        let mut conn = self.conn();
+        let mut conn = self.current().await?;
         cmd.query_async(&mut conn).await
     }
 
@@ -198,20 +205,44 @@ impl Node {
         self.sentinel.is_some() && primary_moved(e)
     }
 
+    /// The connection to use now: for a Sentinel-managed node whose primary moved and
+    /// was not found again yet, a fresh one to the primary the sentinels name.
+    async fn current(&self) -> RedisResult<Conn> {
+        match &self.sentinel {
+            Some(link) if link.adrift.load(std::sync::atomic::Ordering::Acquire) => {
+                self.follow(None).await
+            }
+            _ => Ok(self.conn()),
+        }
+    }
+
     /// Asks the sentinels for the current primary and connects to it. The future is
     /// type-erased: the Sentinel client's own futures are deep enough to overflow the
     /// compiler's recursion limit in every caller's `Send` check otherwise.
-    fn follow(&self, cause: redis::RedisError) -> BoxFuture<'_, RedisResult<Conn>> {
+    fn follow(&self, cause: Option<redis::RedisError>) -> BoxFuture<'_, RedisResult<Conn>> {
         Box::pin(async move {
             let Some(link) = &self.sentinel else {
-                return Err(cause);
+                return match cause {
+                    Some(e) => Err(e),
+                    None => Ok(self.conn()),
+                };
             };
-            tracing::info!(node = %self.label, error = %cause, "primary unreachable or demoted; asking the sentinels");
+            if let Some(cause) = &cause {
+                link.adrift
+                    .store(true, std::sync::atomic::Ordering::Release);
+                tracing::info!(node = %self.label, error = %cause, "primary unreachable or demoted; asking the sentinels");
+            }
             let mut sentinel = link.client.lock().await;
+            if cause.is_none() && !link.adrift.load(std::sync::atomic::Ordering::Acquire) {
+                // Another task found the primary while we queued for the sentinels.
+                return Ok(self.conn());
+            }
             let client = sentinel.async_get_client().await?;
             let manager = ConnectionManager::new_with_config(client, link.config.clone()).await?;
             let conn = Conn::Single(manager);
             *self.conn.write().unwrap_or_else(PoisonError::into_inner) = conn.clone();
+            link.adrift
+                .store(false, std::sync::atomic::Ordering::Release);
             Ok(conn)
         })
     }
