@@ -402,13 +402,7 @@ async fn inject(
     match (fault, target) {
         (Fault::None, _) => Ok(0),
         (Fault::KillHolder, _) => {
-            if !runner
-                .wait_for(section_wait, |j| j.in_section().is_some())
-                .await
-            {
-                return Ok(0);
-            }
-            let Some(victim) = runner.with_judge(redlease_chaos::Judge::in_section) else {
+            let Some(victim) = holder(runner, section_wait).await else {
                 return Ok(0);
             };
             runner.kill(victim).await?;
@@ -429,13 +423,7 @@ async fn inject(
             Ok(1)
         }
         (Fault::PauseHolder, _) => {
-            if !runner
-                .wait_for(section_wait, |j| j.in_section().is_some())
-                .await
-            {
-                return Ok(0);
-            }
-            let Some(victim) = runner.with_judge(redlease_chaos::Judge::in_section) else {
+            let Some(victim) = holder(runner, section_wait).await else {
                 return Ok(0);
             };
             runner.signal(victim, Kind::Pause)?;
@@ -599,6 +587,14 @@ async fn inject(
         }
         (fault, _) => anyhow::bail!("fault {fault:?} does not fit this deployment"),
     }
+}
+
+/// The worker in its section, once one is (waiting up to `wait`).
+async fn holder(runner: &mut Runner, wait: Duration) -> Option<u32> {
+    if !runner.wait_for(wait, |j| j.in_section().is_some()).await {
+        return None;
+    }
+    runner.with_judge(redlease_chaos::Judge::in_section)
 }
 
 /// Hands the slots of primary `shard` (an index into `Cluster::primaries`) to its replica:

@@ -67,21 +67,33 @@ fn the_judge_fences_and_the_checker_catches_an_equal_token() {
 /// A few faults, few sections, 500 ms leases: no stale write accepted where redlease
 /// promises fenced safety, no overlap where it promises exclusion, and the counter reset
 /// of a Redis restarted empty is seen (tokens go backwards): a real violation detected.
-#[test]
-fn a_reduced_matrix_keeps_the_promises() -> Result<(), Box<dyn std::error::Error>> {
+/// Runs the chaos binary on the scenarios named by `only`, with a short lease, 2 rounds
+/// and 10 sections; returns its outcomes and its stderr. Fails if the binary does.
+fn reduced_run(
+    only: &[&str],
+) -> Result<(Vec<serde_json::Value>, String), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let json = dir.path().join("outcomes.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_redlease-chaos"))
-        .args(["--ttl", "500ms", "--rounds", "2", "--sections", "10"])
-        .args(["--only", "baseline", "--only", "holder SIGKILL"])
-        .args(["--only", "holder SIGSTOP", "--only", "SCRIPT FLUSH"])
-        .args(["--only", "immediate restart, no persistence"])
-        .arg("--json")
-        .arg(&json)
-        .output()?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_redlease-chaos"));
+    cmd.args(["--ttl", "500ms", "--rounds", "2", "--sections", "10"]);
+    for name in only {
+        cmd.args(["--only", name]);
+    }
+    let out = cmd.arg("--json").arg(&json).output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{}\n{stderr}", out.status);
-    let outcomes: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(&json)?)?;
+    Ok((serde_json::from_slice(&std::fs::read(&json)?)?, stderr))
+}
+
+#[test]
+fn a_reduced_matrix_keeps_the_promises() -> Result<(), Box<dyn std::error::Error>> {
+    let (outcomes, stderr) = reduced_run(&[
+        "baseline",
+        "holder SIGKILL",
+        "holder SIGSTOP",
+        "SCRIPT FLUSH",
+        "immediate restart, no persistence",
+    ])?;
     assert_eq!(outcomes.len(), 5, "{stderr}");
     for o in &outcomes {
         let f = &o["findings"];
@@ -114,17 +126,7 @@ fn a_reduced_matrix_keeps_the_promises() -> Result<(), Box<dyn std::error::Error
 #[test]
 fn a_holder_cut_off_from_a_quorum_majority_learns_it_lost() -> Result<(), Box<dyn std::error::Error>>
 {
-    let dir = tempfile::tempdir()?;
-    let json = dir.path().join("outcomes.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_redlease-chaos"))
-        .args(["--ttl", "500ms", "--rounds", "2", "--sections", "10"])
-        .args(["--only", "holder cut off from 3 nodes"])
-        .arg("--json")
-        .arg(&json)
-        .output()?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{}\n{stderr}", out.status);
-    let outcomes: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(&json)?)?;
+    let (outcomes, stderr) = reduced_run(&["holder cut off from 3 nodes"])?;
     assert_eq!(outcomes.len(), 1, "{stderr}");
     let o = &outcomes[0];
     let f = &o["findings"];
