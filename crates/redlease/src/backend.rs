@@ -275,6 +275,10 @@ where
     .await
 }
 
+/// The first pause before an idempotent call is tried again after a connection error
+/// (doubling up to 32 times this), leaving the connection time to reconnect.
+const RECONNECT_PAUSE: std::time::Duration = std::time::Duration::from_millis(2);
+
 /// What one acquisition attempt found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reply {
@@ -342,7 +346,8 @@ impl Deployment {
         if self.topology == Topology::Quorum {
             return Box::pin(crate::quorum::release(self, keys, token)).await;
         }
-        Box::pin(release_on(self.primary(), keys, token, self.announces()))
+        let announce = self.announces();
+        self.across_reconnects(|| release_on(self.primary(), keys, token, announce))
             .await
             .map_err(|e| Error::redis("releasing a lock", &keys.key, e))
     }
@@ -352,9 +357,35 @@ impl Deployment {
         if self.topology == Topology::Quorum {
             return Box::pin(crate::quorum::extend(self, keys, token, ttl_ms)).await;
         }
-        Box::pin(extend_on(self.primary(), keys, token, ttl_ms))
+        self.across_reconnects(|| extend_on(self.primary(), keys, token, ttl_ms))
             .await
             .map_err(|e| Error::redis("extending a lock", &keys.key, e))
+    }
+
+    /// Runs an idempotent script call, again after a connection error (a connection
+    /// killed under it, a server restarting) for as long as the response timeout lasts
+    /// since the first try: the connection reconnects by itself meanwhile. Without this,
+    /// a release that meets a dropped connection would leave the lock held by nobody
+    /// until its TTL.
+    async fn across_reconnects<T, F, Fut>(&self, mut call: F) -> RedisResult<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let until = tokio::time::Instant::now() + self.response_timeout;
+        let mut tries = 0u32;
+        loop {
+            match Box::pin(call()).await {
+                Err(e) if is_connection_error(&e) && tokio::time::Instant::now() < until => {
+                    tries += 1;
+                    tracing::debug!(error = %e, tries, "connection error; trying again after the reconnect");
+                    let pause = RECONNECT_PAUSE.saturating_mul(1 << tries.min(5));
+                    let wake = (tokio::time::Instant::now() + pause).min(until);
+                    tokio::time::sleep_until(wake).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Renews `batch`: for each lease, `Some(true)` renewed, `Some(false)` lost (another

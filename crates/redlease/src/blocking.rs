@@ -91,6 +91,15 @@ impl Client {
         })
     }
 
+    /// Gives back every lease this client still holds and waits for background
+    /// releases; see [`crate::Client::shutdown`].
+    ///
+    /// # Errors
+    /// As [`crate::Client::shutdown`], and [`Error::Runtime`] inside an async runtime.
+    pub fn shutdown(&self) -> Result<()> {
+        block_on(&self.runtime, self.inner.shutdown())?
+    }
+
     /// A lock named `name`; see [`crate::Client::lock`].
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         Lock {
@@ -231,8 +240,8 @@ impl Lock {
     }
 }
 
-/// A held lock (blocking); see [`crate::Guard`]. Dropping it releases the lock in the
-/// background.
+/// A held lock (blocking); see [`crate::Guard`]. Dropping it releases the lock before the
+/// drop returns (bounded by the response timeout), so a program may simply end.
 #[must_use = "dropping a Guard releases the lock at once"]
 pub struct Guard {
     inner: Option<crate::Guard>,
@@ -323,11 +332,22 @@ impl Guard {
 }
 
 impl Drop for Guard {
+    /// Releases the lock before returning, bounded by the client's response timeout (the
+    /// release is tried again across a reconnect within it), so that a program that ends
+    /// right after the drop leaves no lock behind. Errors are only logged. Inside an async
+    /// runtime, where it must not block, the release runs in the background instead.
     fn drop(&mut self) {
-        if let Some(inner) = self.inner.take() {
+        let Some(inner) = self.inner.take() else {
+            return;
+        };
+        if tokio::runtime::Handle::try_current().is_ok() {
             // Inside the runtime's context, the async guard's Drop spawns its release there.
             let _entered = self.runtime.enter();
             drop(inner);
+            return;
+        }
+        if let Err(e) = self.runtime.block_on(inner.release()) {
+            tracing::warn!(error = %e, "release on drop failed");
         }
     }
 }

@@ -8,8 +8,11 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 
+use tokio_util::task::TaskTracker;
+
 use crate::backend::{Conn, Deployment, ErasedConn, Node, Topology};
 use crate::error::{Error, Result};
+use crate::guard::{Leases, release_token};
 use crate::lock::Lock;
 use crate::renew::Renewer;
 use crate::wait::Notifier;
@@ -228,6 +231,8 @@ impl ClientBuilder {
         let deployment = Arc::new(deployment);
         Ok(Client {
             inner: Arc::new(Inner {
+                leases: Leases::default(),
+                background: TaskTracker::new(),
                 renewer: Renewer::new(Arc::clone(&deployment)),
                 deployment,
                 notifier,
@@ -450,6 +455,18 @@ impl KindDescription for redis::RedisError {
 /// Cheap to clone (an `Arc`): clone it into tasks rather than connecting again. It
 /// multiplexes all commands over one connection that reconnects by itself, and carries
 /// all waiters' notifications over one more pub/sub connection.
+///
+/// # Runtime
+/// A client needs a Tokio runtime (with the `time` driver) and belongs to the runtime
+/// that created it: its connections' tasks, the renewal scheduler and background releases
+/// run there. Use it from that runtime. A client that outlives its runtime (a `static`
+/// shared by several `#[tokio::test]`s, each with a runtime of its own) recovers in the
+/// next one: connections reconnect and the renewal scheduler starts again; but whatever
+/// the old runtime was doing when it ended was dropped with it.
+///
+/// Before a program ends, call [`Client::shutdown`]: it gives back every lease the
+/// client still holds and waits for releases running in the background, which a runtime
+/// that shuts down would otherwise drop (leaving locks held until their TTL).
 #[derive(Clone)]
 pub struct Client {
     pub(crate) inner: Arc<Inner>,
@@ -463,6 +480,10 @@ pub(crate) struct Inner {
     pub(crate) wakeups: Option<Arc<Wakeups>>,
     pub(crate) renewer: Arc<Renewer>,
     pub(crate) holder: String,
+    /// Every lease handed out and not yet dropped, for `shutdown`.
+    pub(crate) leases: Leases,
+    /// Background give-backs (dropped guards, abandoned attempts), for `shutdown`.
+    pub(crate) background: TaskTracker,
 }
 
 impl fmt::Debug for Client {
@@ -601,6 +622,72 @@ impl Client {
     /// renewal scheduler, however many leases it renewed.
     pub fn renewal_round_trips(&self) -> u64 {
         self.inner.renewer.round_trips()
+    }
+
+    /// Gives back every lease this client (and its clones) still holds and waits until
+    /// every release running in the background is done: call it before the program
+    /// returns from `main`, so that no lock stays held by nobody until its TTL.
+    ///
+    /// Guards still alive afterwards report their lease ended ([`Guard::is_held`] is
+    /// false, [`Guard::release`] returns `Ok`), and work under [`Lock::run`] is cancelled
+    /// with [`Error::ShutDown`]. The client stays usable: locks acquired later are held as
+    /// usual.
+    ///
+    /// # Errors
+    /// The first error of a give-back that could not reach Redis (that lease then expires
+    /// by itself after its TTL); every other lease is still given back.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: leases already ended stay given back, and background releases go on.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// #[tokio::main]
+    /// async fn main() -> redlease::Result<()> {
+    ///     let client = redlease::Client::connect("redis://127.0.0.1:6379").await?;
+    ///     let _guard = client.lock("nightly-report").acquire().await?;
+    ///     // ... returning early, by `?` or otherwise, drops the guard ...
+    ///     client.shutdown().await
+    /// }
+    /// ```
+    ///
+    /// [`Guard::is_held`]: crate::Guard::is_held
+    /// [`Guard::release`]: crate::Guard::release
+    pub async fn shutdown(&self) -> Result<()> {
+        let leases: Vec<_> = self
+            .inner
+            .leases
+            .all()
+            .into_iter()
+            .filter(|lease| lease.close())
+            .collect();
+        let given_back = futures_util::future::join_all(
+            leases
+                .iter()
+                .map(|lease| release_token(self, &lease.keys, &lease.token)),
+        )
+        .await;
+        let tracker = &self.inner.background;
+        tracker.close();
+        tracker.wait().await;
+        tracker.reopen();
+        tracing::debug!(leases = leases.len(), "client shut down");
+        given_back
+            .into_iter()
+            .find_map(std::result::Result::err)
+            .map_or(Ok(()), Err)
+    }
+
+    /// Runs `task` in the background as a task of this client (which [`Client::shutdown`]
+    /// waits for); false when no runtime is there to run it.
+    pub(crate) fn background(&self, task: impl Future<Output = ()> + Send + 'static) -> bool {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                self.inner.background.spawn_on(task, &runtime);
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// Identifies this client (and its clones) among others in one process.

@@ -28,6 +28,15 @@ pub enum Error {
         /// The lock's name.
         name: String,
     },
+    /// The lease was given back by [`Client::shutdown`](crate::Client::shutdown) while it
+    /// was held; work under [`Lock::run`](crate::Lock::run) was cancelled.
+    #[error(
+        "lock `{name}` was given back because its client was shut down; shut the client down only after the work under its locks ended"
+    )]
+    ShutDown {
+        /// The lock's name.
+        name: String,
+    },
     /// Too few independent nodes granted the lock.
     #[error(
         "only {acquired} of the {needed} nodes needed for a majority granted the lock; check that most nodes are reachable"

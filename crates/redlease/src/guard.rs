@@ -1,8 +1,9 @@
 //! [`Guard`]: proof of a held lock, with its fencing token, validity and loss signal.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -30,6 +31,8 @@ pub(crate) enum State {
     Lost,
     /// Given back by its owner.
     Released,
+    /// Given back by [`Client::shutdown`](crate::Client::shutdown).
+    Closed,
 }
 
 /// One acquisition of a lock, shared by its guard, the renewal scheduler and nested
@@ -50,6 +53,8 @@ pub(crate) struct Lease {
     holds: AtomicUsize,
     /// The lease's entry in the renewal scheduler, when renewed.
     renewal: std::sync::OnceLock<u64>,
+    /// The lease's entry in its client's [`Leases`].
+    id: u64,
 }
 
 impl Lease {
@@ -62,7 +67,9 @@ impl Lease {
         ttl: Duration,
         lease_start: Instant,
     ) -> Arc<Self> {
-        Arc::new(Self {
+        let id = client.inner.leases.next_id();
+        let lease = Arc::new(Self {
+            id,
             client,
             name,
             keys,
@@ -73,7 +80,9 @@ impl Lease {
             set_at: std::sync::Mutex::new(lease_start),
             holds: AtomicUsize::new(1),
             renewal: std::sync::OnceLock::new(),
-        })
+        });
+        lease.client.inner.leases.add(id, &lease);
+        lease
     }
 
     /// Records the lease's renewal entry, removed again when the lease is given back.
@@ -84,6 +93,15 @@ impl Lease {
     fn stop_renewal(&self) {
         if let Some(&entry) = self.renewal.get() {
             self.client.inner.renewer.remove(entry);
+        }
+    }
+
+    /// Tells the renewal scheduler (when it renews this lease) that the lease was just set
+    /// for `ttl` by a request sent at `sent`, so that the next renewal falls due a third of
+    /// that `ttl` later, also when an extension shortened the lease.
+    fn reschedule(&self, sent: Instant, ttl: Duration) {
+        if let Some(&entry) = self.renewal.get() {
+            self.client.inner.renewer.reschedule(entry, sent + ttl / 3);
         }
     }
 
@@ -173,20 +191,155 @@ impl Lease {
 
     /// Gives the lock back: stops renewal, then runs the release script.
     /// `Err(Lost)` when the token was no longer there or the lease had been declared lost.
+    ///
+    /// Until Redis confirmed the release, a background give-back stands armed: a caller
+    /// that drops this future (a `select!`, a `timeout`) still frees the lock at once.
     async fn release(&self) -> Result<()> {
         let before = self.state.send_replace(State::Released);
         self.stop_renewal();
-        let released = release_token(&self.client, &self.keys, &self.token).await?;
-        match before {
-            State::Held(_) if released => {
+        if before == State::Closed {
+            // `Client::shutdown` gave it back already.
+            return Ok(());
+        }
+        let mut give_back = GiveBack::new(&self.client, &self.keys, &self.token);
+        let released = release_token(&self.client, &self.keys, &self.token).await;
+        if released.is_ok() {
+            give_back.disarm();
+        }
+        match (before, released?) {
+            (State::Held(_), true) => {
                 tracing::debug!(lock = %self.name, "released");
                 Ok(())
             }
-            State::Held(_) => {
+            (State::Held(_), false) => {
                 tracing::warn!(lock = %self.name, token = %self.token, "lock lost before release");
                 Err(lost(&self.name))
             }
             _ => Err(lost(&self.name)),
+        }
+    }
+
+    /// Ends the lease for [`Client::shutdown`](crate::Client::shutdown): true when it was
+    /// held, so that the caller gives the lock back.
+    pub(crate) fn close(&self) -> bool {
+        let closed = self.state.send_if_modified(|s| {
+            if matches!(s, State::Held(_)) {
+                *s = State::Closed;
+                true
+            } else {
+                false
+            }
+        });
+        if closed {
+            self.stop_renewal();
+        }
+        closed
+    }
+
+    /// The error for work whose lease ended under it: [`Error::ShutDown`] when the client
+    /// was shut down, else [`Error::Lost`].
+    pub(crate) fn ended_error(&self) -> Error {
+        if self.state() == State::Closed {
+            Error::ShutDown {
+                name: self.name.to_string(),
+            }
+        } else {
+            lost(&self.name)
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.client.inner.leases.remove(self.id);
+    }
+}
+
+/// Every lease a client has handed out and not yet dropped, so that
+/// [`Client::shutdown`](crate::Client::shutdown) can give them back.
+#[derive(Default)]
+pub(crate) struct Leases {
+    next: AtomicU64,
+    live: Mutex<HashMap<u64, Weak<Lease>>>,
+}
+
+impl Leases {
+    fn next_id(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Weak<Lease>>> {
+        // Single inserts and removes: a panic cannot leave the map inconsistent.
+        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn add(&self, id: u64, lease: &Arc<Lease>) {
+        self.live().insert(id, Arc::downgrade(lease));
+    }
+
+    fn remove(&self, id: u64) {
+        self.live().remove(&id);
+    }
+
+    /// The leases still alive.
+    pub(crate) fn all(&self) -> Vec<Arc<Lease>> {
+        self.live().values().filter_map(Weak::upgrade).collect()
+    }
+}
+
+/// Gives back, in the background, whatever an operation that may have taken something
+/// leaves in Redis when it is dropped or fails before Redis confirmed the outcome: a lock
+/// taken by an attempt whose reply never came, a place in the waiter queue (and a lock
+/// handed to that place), or a release in flight. The release script does all of these,
+/// atomically and idempotently.
+///
+/// Armed from the start. The give-back is a task of the client's, which
+/// [`Client::shutdown`](crate::Client::shutdown) waits for.
+pub(crate) struct GiveBack {
+    client: Client,
+    keys: Arc<LockKeys>,
+    token: OwnerToken,
+    armed: bool,
+}
+
+impl GiveBack {
+    pub(crate) fn new(client: &Client, keys: &Arc<LockKeys>, token: &OwnerToken) -> Self {
+        Self {
+            client: client.clone(),
+            keys: Arc::clone(keys),
+            token: token.clone(),
+            armed: true,
+        }
+    }
+
+    /// Something may be left in Redis from now on.
+    pub(crate) fn arm(&mut self) {
+        self.armed = true;
+    }
+
+    /// Redis confirmed that nothing is left (or the lease passed to a guard).
+    pub(crate) fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for GiveBack {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let client = self.client.clone();
+        let keys = Arc::clone(&self.keys);
+        let token = self.token.clone();
+        let spawned = self.client.background(async move {
+            match release_token(&client, &keys, &token).await {
+                Ok(true) => tracing::debug!(key = %keys.key, "gave back a lock left by an abandoned operation"),
+                Ok(false) => {}
+                Err(e) => tracing::warn!(key = %keys.key, error = %e, "could not give back a lock left by an abandoned operation; it expires by itself"),
+            }
+        });
+        if !spawned {
+            tracing::debug!(key = %self.keys.key, "no runtime to give back an abandoned operation's lock; it expires by itself");
         }
     }
 }
@@ -194,9 +347,19 @@ impl Lease {
 /// A held lock.
 ///
 /// Release it with [`release`](Guard::release) to learn whether mutual exclusion held.
-/// Dropping a guard instead stops its renewal and releases the lock in the background when
-/// a tokio runtime is running (else the lease simply expires after its TTL); any error is
-/// then only logged.
+///
+/// # Dropping a guard
+/// Dropping a guard instead stops its renewal and releases the lock in a background task
+/// of its [`Client`](crate::Client); any error is then only logged. Where that task runs:
+/// - inside a tokio runtime that keeps running: at once;
+/// - as a program ends (returning from `main`, a runtime shutting down): the runtime drops
+///   its tasks unfinished, and the lock would stay held until its TTL ran out. Call
+///   [`Client::shutdown`](crate::Client::shutdown) before the runtime ends: it gives back
+///   every lease the client still holds and waits for background releases;
+/// - outside any runtime: nothing can be sent; the lease expires after its TTL.
+///
+/// A [`blocking::Guard`](crate::blocking::Guard) releases synchronously in its `Drop`
+/// instead, bounded by the response timeout.
 ///
 /// A guard from a nested (reentrant) acquisition shares its lease with the outer guard:
 /// the lock is given back when the last of them is released or dropped.
@@ -245,7 +408,9 @@ impl Guard {
     pub fn valid_until(&self) -> Instant {
         match self.lease.state() {
             State::Held(until) => until,
-            State::Lost | State::Released => Instant::now() - Duration::from_nanos(1),
+            State::Lost | State::Released | State::Closed => {
+                Instant::now() - Duration::from_nanos(1)
+            }
         }
     }
 
@@ -309,6 +474,7 @@ impl Guard {
         }
         lease.ttl_ms.store(ttl_millis(ttl), Ordering::Relaxed);
         lease.renewed(sent, ttl);
+        lease.reschedule(sent, ttl);
         Ok(())
     }
 
@@ -322,8 +488,9 @@ impl Guard {
     /// by itself.
     ///
     /// # Cancel safety
-    /// If dropped before it completes, the release may or may not have happened; the lease
-    /// expires by itself in the latter case.
+    /// Cancel safe: if dropped before Redis confirmed the release, the lock is given back
+    /// in the background at once (a task of the client's, which
+    /// [`Client::shutdown`](crate::Client::shutdown) waits for).
     pub async fn release(mut self) -> Result<()> {
         self.done = true;
         if self.lease.exit() {
@@ -358,21 +525,20 @@ impl Drop for Guard {
             return;
         }
         let lease = Arc::clone(&self.lease);
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let span = tracing::debug_span!("release on drop", lock = %lease.name);
-            runtime.spawn(
-                async move {
-                    if let Err(e) = lease.release().await {
-                        tracing::warn!(error = %e, "background release failed");
-                    }
+        let span = tracing::debug_span!("release on drop", lock = %lease.name);
+        let spawned = self.lease.client.background(
+            async move {
+                if let Err(e) = lease.release().await {
+                    tracing::warn!(error = %e, "background release failed");
                 }
-                .instrument(span),
-            );
-        } else {
+            }
+            .instrument(span),
+        );
+        if !spawned {
             // Stop renewing; the lease expires by itself.
-            lease.state.send_replace(State::Released);
-            lease.stop_renewal();
-            tracing::debug!(lock = %lease.name, "guard dropped outside a runtime; the lease will expire");
+            self.lease.state.send_replace(State::Released);
+            self.lease.stop_renewal();
+            tracing::debug!(lock = %self.lease.name, "guard dropped outside a runtime; the lease will expire");
         }
     }
 }

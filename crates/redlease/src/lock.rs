@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use crate::backend::{AcquireArgs, Reply, Topology};
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::guard::{Guard, Lease, lost, release_token};
+use crate::guard::{GiveBack, Guard, Lease, lost};
 use crate::keys::LockKeys;
 use crate::owner::Owner;
 use crate::renew::Renewal;
@@ -31,8 +31,6 @@ pub const MIN_TTL: Duration = Duration::from_millis(10);
 /// The longest lease accepted (30 days).
 pub const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
-/// Connection errors tolerated within one `acquire` before it gives up.
-const MAX_CONNECTION_ERRORS: u32 = 3;
 /// How long the queue keys outlive their last waiter's arrival, beyond its wait.
 const QUEUE_LINGER: Duration = Duration::from_secs(60);
 
@@ -244,8 +242,15 @@ impl Lock {
         let keys = self.plan()?;
         match self.effective_owner() {
             Some(owner) => {
+                // Another task of this owner acquiring the same lock right now makes it
+                // busy for this attempt: no waiting behind it.
                 owner
-                    .hold(&self.client, &keys, self.try_acquire_fresh(&keys))
+                    .hold(
+                        &self.client,
+                        &keys,
+                        Some(Instant::now()),
+                        self.try_acquire_fresh(&keys),
+                    )
                     .await
             }
             None => self.try_acquire_fresh(&keys).await,
@@ -263,11 +268,11 @@ impl Lock {
 
     async fn try_acquire_unreplicated(&self, keys: &Arc<LockKeys>) -> Result<Option<Guard>> {
         let token = OwnerToken::generate()?;
-        let mut pending = Pending::new(&self.client, keys, &token);
+        let mut give_back = GiveBack::new(&self.client, keys, &token);
         let sent = Instant::now();
         match self.attempt(keys, &token, false).await? {
             Attempt::Fresh(fence) | Attempt::Ours(fence) => {
-                pending.disarm();
+                give_back.disarm();
                 Ok(Some(self.guard(
                     Arc::clone(keys),
                     token.clone(),
@@ -276,7 +281,7 @@ impl Lock {
                 )))
             }
             Attempt::Busy(_) => {
-                pending.disarm();
+                give_back.disarm();
                 Ok(None)
             }
         }
@@ -312,14 +317,22 @@ impl Lock {
     #[tracing::instrument(skip_all, fields(lock = %self.name))]
     pub async fn acquire(&self) -> Result<Guard> {
         let keys = self.plan()?;
+        let started = Instant::now();
+        let deadline = match self.wait {
+            Wait::No => Some(started),
+            Wait::For(d) => Some(started + d),
+            Wait::Forever => None,
+        };
         match self.effective_owner() {
+            // The owner's own bookkeeping (another of its tasks acquiring the same lock)
+            // counts against the same wait.
             Some(owner) => owner
-                .hold(&self.client, &keys, async {
-                    self.acquire_fresh(&keys).await.map(Some)
+                .hold(&self.client, &keys, deadline, async {
+                    self.acquire_fresh(&keys, started, deadline).await.map(Some)
                 })
                 .await?
-                .ok_or_else(|| self.timeout(Instant::now(), None)),
-            None => self.acquire_fresh(&keys).await,
+                .ok_or_else(|| self.timeout(started, None)),
+            None => self.acquire_fresh(&keys, started, deadline).await,
         }
     }
 
@@ -364,28 +377,33 @@ impl Lock {
         let lock = self.clone().renewal(Renewal::Auto).owner(&owner);
         owner
             .scope(async move {
-                let guard = lock.acquire().await?;
+                let guard = Box::pin(lock.acquire()).await?;
                 let outcome = {
                     let work = work(&guard);
                     tokio::select! {
                         biased;
-                        () = guard.lost() => None,
-                        out = work => Some(out),
+                        () = guard.lost() => Err(guard.lease().ended_error()),
+                        out = work => Ok(out),
                     }
                 };
                 let released = guard.release().await;
                 match (outcome, released) {
-                    (None, _) => Err(E::from(lost(&lock.name))),
-                    (Some(Err(e)), _) => Err(e),
-                    (Some(Ok(_)), Err(e)) => Err(E::from(e)),
-                    (Some(Ok(value)), Ok(())) => Ok(value),
+                    (Err(ended), _) => Err(E::from(ended)),
+                    (Ok(Err(e)), _) => Err(e),
+                    (Ok(Ok(_)), Err(e)) => Err(E::from(e)),
+                    (Ok(Ok(value)), Ok(())) => Ok(value),
                 }
             })
             .await
     }
 
-    async fn acquire_fresh(&self, keys: &Arc<LockKeys>) -> Result<Guard> {
-        let guard = self.acquire_unreplicated(keys).await?;
+    async fn acquire_fresh(
+        &self,
+        keys: &Arc<LockKeys>,
+        started: Instant,
+        deadline: Option<Instant>,
+    ) -> Result<Guard> {
+        let guard = self.acquire_unreplicated(keys, started, deadline).await?;
         if self.min_replicas.is_none() {
             return Ok(guard);
         }
@@ -429,17 +447,18 @@ impl Lock {
         }
     }
 
-    async fn acquire_unreplicated(&self, keys: &Arc<LockKeys>) -> Result<Guard> {
+    async fn acquire_unreplicated(
+        &self,
+        keys: &Arc<LockKeys>,
+        started: Instant,
+        deadline: Option<Instant>,
+    ) -> Result<Guard> {
         let token = OwnerToken::generate()?;
-        let started = Instant::now();
-        let deadline = match self.wait {
-            Wait::No => Some(started),
-            Wait::For(d) => Some(started + d),
-            Wait::Forever => None,
-        };
         let notifier = &self.client.inner.notifier;
         let mut epochs = notifier.epochs();
-        let mut pending = Pending::new(&self.client, keys, &token);
+        // Armed before every attempt, disarmed only by a reply that proves nothing of ours
+        // is left in Redis: a dropped or failed acquisition gives back whatever it took.
+        let mut give_back = GiveBack::new(&self.client, keys, &token);
         // With the client's notifications already up, queue up with the very first attempt
         // (one round trip fewer under contention; a free lock is simply taken).
         let mut registration: Option<Registration> =
@@ -450,8 +469,12 @@ impl Lock {
         let mut floor: Option<Instant> = None;
         let mut holder_ttl = None;
         let mut polls = 0u32;
-        let mut connection_errors = 0u32;
-        let mut refusals = 0u32;
+        let mut failures = 0u32;
+        let mut attempts = 0u32;
+        // The error of the latest attempt, if it failed: what the caller gets, rather than
+        // a timeout, when the wait runs out right after it. Boxed: it lives across the
+        // waits below, in every acquire future.
+        let mut failure: Option<Box<Error>> = None;
         // Cluster and quorum waiters listen for releases on the lock's channel instead.
         let wakeups = self.client.inner.wakeups.as_ref();
         let mut watch: Option<Watch> = None;
@@ -465,24 +488,28 @@ impl Lock {
             }
             let sent = Instant::now();
             let lease_floor = *floor.get_or_insert(sent);
-            // The error of this attempt, if it failed: what the caller gets, rather than a
-            // timeout, when the wait runs out right after it.
-            let failure: Option<Box<Error>>;
-            let delay = match self.attempt(keys, &token, registration.is_some()).await {
+            give_back.arm();
+            let cut_at = deadline.filter(|_| attempts > 0);
+            attempts += 1;
+            let Some(outcome) = self
+                .attempt_until(keys, &token, registration.is_some(), cut_at)
+                .await
+            else {
+                return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
+            };
+            let delay = match outcome {
                 Ok(Attempt::Fresh(fence)) => {
-                    pending.disarm();
-                    return Ok(self.guard(Arc::clone(keys), token.clone(), fence, sent));
+                    return Ok(self.taken(give_back, keys, token, fence, sent));
                 }
                 Ok(Attempt::Ours(fence)) => {
-                    pending.disarm();
-                    return Ok(self.guard(Arc::clone(keys), token.clone(), fence, lease_floor));
+                    return Ok(self.taken(give_back, keys, token, fence, lease_floor));
                 }
                 Ok(Attempt::Busy(pttl)) => {
                     failure = None;
                     floor = Some(sent);
                     if registration.is_none() {
                         // Definitely not ours and not queued: nothing to clean up.
-                        pending.disarm();
+                        give_back.disarm();
                     }
                     holder_ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
                     if registration.is_none()
@@ -491,7 +518,6 @@ impl Lock {
                     {
                         // Subscribed: register, then queue up at once.
                         registration = Some(notifier.register(&token));
-                        pending.arm();
                         continue;
                     }
                     if let Some(wakeups) = wakeups
@@ -511,9 +537,8 @@ impl Lock {
                         &mut polls,
                     )
                 }
-                Err(e) => match self.retry_after(&e, &mut connection_errors, &mut refusals) {
+                Err(e) => match self.retry_after(&e, &mut failures) {
                     Some(delay) => {
-                        // Boxed: it lives across the wait below, in every acquire future.
                         failure = Some(Box::new(e));
                         delay
                     }
@@ -535,37 +560,23 @@ impl Lock {
                     registration = Some(notifier.register(&token));
                     continue;
                 }
-                pending.disarm();
-                return Ok(self.guard(
-                    Arc::clone(keys),
-                    token.clone(),
-                    FencingToken::new(fence),
-                    sent,
-                ));
+                let fence = FencingToken::new(fence);
+                return Ok(self.taken(give_back, keys, token, fence, sent));
             }
         }
     }
 
     /// How long to wait before retrying an attempt that failed with `e`, or `None` when
-    /// the error is final.
-    fn retry_after(
-        &self,
-        e: &Error,
-        connection_errors: &mut u32,
-        refusals: &mut u32,
-    ) -> Option<Duration> {
-        if (e.is_connection() || matches!(e, Error::NoQuorum { .. }))
-            && *connection_errors + 1 < MAX_CONNECTION_ERRORS
-        {
-            *connection_errors += 1;
-            tracing::debug!(error = %e, "attempt failed; outcome unknown, retrying");
-            Some(self.retry.delay(*connection_errors))
-        } else if e.is_transient() {
-            // Refused before it ran (a busy script, a loading dataset): nothing to clean
-            // up, and worth retrying for as long as the wait lasts.
-            *refusals += 1;
-            tracing::debug!(error = %e, "attempt refused for now, retrying");
-            Some(self.retry.delay(*refusals))
+    /// the error is final. Connection errors (the outcome is unknown: the give-back guard
+    /// settles it), a quorum that did not answer, and passing refusals (`BUSY`, `LOADING`:
+    /// nothing ran) are retried with jittered back-off for as long as the wait lasts, so
+    /// an outage shorter than the wait is ridden out; the caller stops at the deadline and
+    /// returns the last error.
+    fn retry_after(&self, e: &Error, failures: &mut u32) -> Option<Duration> {
+        if e.is_connection() || matches!(e, Error::NoQuorum { .. }) || e.is_transient() {
+            *failures += 1;
+            tracing::debug!(error = %e, "attempt failed, retrying within the wait");
+            Some(self.retry.delay(*failures))
         } else {
             None
         }
@@ -609,6 +620,19 @@ impl Lock {
         }
     }
 
+    /// The guard of a lock an acquisition took: nothing is left to give back.
+    fn taken(
+        &self,
+        mut give_back: GiveBack,
+        keys: &Arc<LockKeys>,
+        token: OwnerToken,
+        fence: FencingToken,
+        lease_start: Instant,
+    ) -> Guard {
+        give_back.disarm();
+        self.guard(Arc::clone(keys), token, fence, lease_start)
+    }
+
     fn guard(
         &self,
         keys: Arc<LockKeys>,
@@ -650,6 +674,24 @@ impl Lock {
             Reply::Ours(fence) => Attempt::Ours(FencingToken::new(fence)),
             Reply::Busy(pttl) => Attempt::Busy(pttl),
         })
+    }
+
+    /// An attempt that stops at `cut_at` (`None` when cut off: its outcome is unknown,
+    /// and the caller's give-back settles it). The first attempt of an acquisition is
+    /// never cut (it always gets its answer, as `try_acquire` does); later ones stop at
+    /// the end of the wait.
+    async fn attempt_until(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+        queue: bool,
+        cut_at: Option<Instant>,
+    ) -> Option<Result<Attempt>> {
+        let attempt = Box::pin(self.attempt(keys, token, queue));
+        match cut_at {
+            Some(at) => tokio::time::timeout_at(at, attempt).await.ok(),
+            None => Some(attempt.await),
+        }
     }
 
     fn queue_linger(&self) -> Duration {
@@ -702,56 +744,4 @@ pub(crate) fn validate_ttl(ttl: Duration) -> Result<()> {
 /// Whole milliseconds of a validated duration.
 pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
     u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// Gives back, in the background, whatever a dropped or failed attempt may have left in
-/// Redis: a lock taken by an attempt whose reply was lost, or a place in the queue (and a
-/// lock handed to that place). The release script does both, atomically.
-struct Pending {
-    client: Client,
-    keys: Arc<LockKeys>,
-    token: OwnerToken,
-    armed: bool,
-}
-
-impl Pending {
-    /// Armed from the start: until a reply says otherwise, an attempt may have taken the
-    /// lock.
-    fn new(client: &Client, keys: &Arc<LockKeys>, token: &OwnerToken) -> Self {
-        Self {
-            client: client.clone(),
-            keys: Arc::clone(keys),
-            token: token.clone(),
-            armed: true,
-        }
-    }
-
-    fn arm(&mut self) {
-        self.armed = true;
-    }
-
-    fn disarm(&mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let client = self.client.clone();
-        let keys = Arc::clone(&self.keys);
-        let token = self.token.clone();
-        runtime.spawn(async move {
-            match release_token(&client, &keys, &token).await {
-                Ok(true) => tracing::debug!("gave back a lock taken by an abandoned attempt"),
-                Ok(false) => {}
-                Err(e) => tracing::debug!(error = %e, "could not clean up an abandoned attempt; it expires by itself"),
-            }
-        });
-    }
 }

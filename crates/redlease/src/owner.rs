@@ -126,10 +126,15 @@ impl Owner {
 
     /// Re-enters the lock if this owner holds it, else acquires it with `fresh` and
     /// remembers the lease. `fresh` returning `Ok(None)` (busy) is passed through.
+    ///
+    /// Another task of this owner acquiring the same lock makes this one wait for it (so
+    /// that one owner never races itself with two tokens), but no later than `deadline`:
+    /// then the lock counts as busy (`Ok(None)`). `None` waits as long as it takes.
     pub(crate) async fn hold<F>(
         &self,
         client: &Client,
         keys: &LockKeys,
+        deadline: Option<tokio::time::Instant>,
         fresh: F,
     ) -> Result<Option<Guard>>
     where
@@ -137,7 +142,16 @@ impl Owner {
     {
         let key = (client.id(), keys.key.clone());
         let slot = self.slot(&key);
-        let mut held = slot.lock().await;
+        let mut held = match deadline {
+            Some(deadline) => {
+                let Ok(held) = tokio::time::timeout_at(deadline, slot.lock()).await else {
+                    tracing::debug!(lock = %keys.key, "another task of this owner is acquiring the lock; the wait ran out behind it");
+                    return Ok(None);
+                };
+                held
+            }
+            None => slot.lock().await,
+        };
         if let Some(lease) = held.upgrade()
             && lease.enter()
         {

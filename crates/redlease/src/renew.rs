@@ -117,14 +117,36 @@ impl Renewer {
         self.book().entries.remove(&id);
     }
 
+    /// Moves the next renewal of entry `id` to `due` (an extension set a new lease
+    /// length), waking the scheduler when that is earlier than it planned to look.
+    pub(crate) fn reschedule(&self, id: u64, due: Instant) {
+        let mut book = self.book();
+        let Some(entry) = book.entries.get_mut(&id) else {
+            return;
+        };
+        entry.due = due;
+        entry.retrying = false;
+        if book.wake_at.is_some_and(|wake| due < wake) {
+            book.wake_at = None;
+            self.wake.notify_one();
+        }
+    }
+
     /// Renewal round trips sent so far (diagnostics and tests).
     pub(crate) fn round_trips(&self) -> u64 {
         self.round_trips.load(Ordering::Relaxed)
     }
 
     async fn run(self: Arc<Self>) {
+        // The task may end without returning: its runtime shut down while it slept or
+        // waited for a reply (a client shared by several runtimes, one after the other).
+        // The guard then marks the scheduler stopped, so that the next lease starts it
+        // again in the runtime it is acquired in, instead of never being renewed.
+        let mut running = Running(&self, true);
         loop {
             let Some((batch, next)) = self.sweep(Instant::now()) else {
+                // `sweep` marked the scheduler stopped, with the book locked.
+                running.1 = false;
                 return;
             };
             if batch.is_empty() {
@@ -253,6 +275,20 @@ impl Renewer {
             })
             .collect();
         self.deployment.renew(&items).await
+    }
+}
+
+/// Marks the scheduler stopped when its task is dropped unfinished (armed while `.1`).
+struct Running<'a>(&'a Renewer, bool);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if self.1 {
+            let mut book = self.0.book();
+            book.running = false;
+            book.wake_at = None;
+            tracing::debug!("the renewal scheduler's runtime ended; the next lease restarts it");
+        }
     }
 }
 
