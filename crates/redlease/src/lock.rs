@@ -573,13 +573,15 @@ impl Lock {
     /// an outage shorter than the wait is ridden out; the caller stops at the deadline and
     /// returns the last error.
     fn retry_after(&self, e: &Error, failures: &mut u32) -> Option<Duration> {
-        if e.is_connection() || matches!(e, Error::NoQuorum { .. }) || e.is_transient() {
-            *failures += 1;
-            tracing::debug!(error = %e, "attempt failed, retrying within the wait");
-            Some(self.retry.delay(*failures))
+        if e.is_transient() {
+            tracing::debug!(error = %e, "attempt refused for now, retrying");
+        } else if e.is_connection() || matches!(e, Error::NoQuorum { .. }) {
+            tracing::debug!(error = %e, "attempt failed; outcome unknown, retrying");
         } else {
-            None
+            return None;
         }
+        *failures += 1;
+        Some(self.retry.delay(*failures))
     }
 
     /// Whether a hand-off message proves the lock is ours. Behind Sentinel it does not: a
