@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use nix::sys::signal::{Signal, killpg};
-use nix::unistd::{Pid, getpgrp, getppid};
+use nix::unistd::{Pid, getpgrp, getppid, setpgid};
 use tokio::process::Child;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -110,6 +110,9 @@ pub(crate) fn main(args: SuperviseArgs) -> anyhow::Result<ExitCode> {
 async fn supervise(args: SuperviseArgs) -> anyhow::Result<ExitCode> {
     let program = program_name(&args.command);
     let parent = Pid::from_raw(args.parent);
+    // `run` started it as the leader of a new group; make sure, since the end of this
+    // group is what the supervisor is for (and never the end of its parent's group).
+    setpgid(Pid::from_raw(0), Pid::from_raw(0)).context("leading a process group")?;
     // Handlers first: a signal sent to the group must not kill the supervisor, and the
     // parent-death signal must find its handler.
     let mut forwarded = Signals::new()?;

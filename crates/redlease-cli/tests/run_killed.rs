@@ -4,7 +4,9 @@
 
 mod common;
 
+use std::os::unix::process::CommandExt as _;
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{STEP, TestResult, server, signal, start_run, wait, wait_for_file};
@@ -96,5 +98,62 @@ fn sigkill_of_redlease_ends_the_command_and_its_children() -> TestResult {
     }
     let marks = std::fs::read_to_string(dir.path().join("marks"))?;
     assert!(marks.contains("term"), "SIGTERM came first: {marks}");
+    // --kill-after is well below the lease left: the command ended before anyone else could
+    // take the lock, which frees itself (nobody renews it).
+    assert_eq!(server.command(&["EXISTS", "redlease:oom"])?, ":1");
+    Ok(())
+}
+
+/// `redlease __supervise ARGS -- sh -c BODY`, as `redlease run` starts it: leading a new
+/// process group, which is what it ends.
+fn supervisor(parent: u32, dir: &Path, body: &str) -> Command {
+    let mut cmd = common::redlease();
+    cmd.args(["__supervise", "--parent", &parent.to_string()])
+        .args(["--kill-after", "1s", "--", "sh", "-c"])
+        .arg(common::script(dir, body))
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    cmd
+}
+
+#[test]
+fn a_supervisor_whose_redlease_already_died_does_not_start_the_command() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    // Its parent is this test, not the pid it is told: as if `redlease run` had died
+    // between starting it and its first look.
+    let out = common::output(supervisor(1, dir.path(), "touch DIR/ran"));
+    assert_eq!(out.status.code(), Some(79), "{}", common::text(&out.stderr));
+    assert!(common::text(&out.stderr).contains("died before `sh` started"));
+    assert!(!dir.path().join("ran").exists());
+    Ok(())
+}
+
+#[test]
+fn the_end_of_the_thread_that_started_the_supervisor_is_not_the_death_of_redlease() -> TestResult {
+    // PR_SET_PDEATHSIG fires when the thread that started the process ends, not the
+    // process: the supervisor must check that its parent really died.
+    let dir = tempfile::tempdir()?;
+    let body = "trap 'touch DIR/term; exit 1' TERM; touch DIR/started; \
+        while [ ! -e DIR/go ]; do sleep 0.05; done; exit 5";
+    let started = dir.path().join("started");
+    let mut cmd = supervisor(std::process::id(), dir.path(), body);
+    let child = std::thread::spawn(move || {
+        let child = cmd.spawn();
+        // The command runs, so the supervisor set its parent-death signal; this thread's
+        // end now sends it.
+        wait_for_file(&started);
+        child
+    })
+    .join()
+    .map_err(|_| "the spawning thread panicked")??;
+    let _leftovers = Leftovers(vec![child.id()]);
+    // No event says the supervisor ignored the signal: give it time to act wrongly.
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(dir.path().join("go"), "")?;
+    let mut child = child;
+    let status = wait(&mut child);
+    assert_eq!(status.code(), Some(5), "the command's own exit code");
+    assert!(!dir.path().join("term").exists(), "the command got SIGTERM");
     Ok(())
 }
