@@ -89,13 +89,25 @@ pub(crate) fn arguments(kill_after: Duration, command: &[OsString]) -> Vec<OsStr
     args
 }
 
-/// The program to start as the supervisor: this very binary. On Linux `/proc/self/exe`,
-/// which still names it after the file was replaced (a package upgrade while `run` waited).
+/// The program to start as the supervisor: this very binary. Its path, so that `ps`,
+/// `top` and `pgrep` call the supervisor `redlease`; on Linux `/proc/self/exe` when that
+/// path no longer holds this binary (replaced by a package upgrade while `run` waited).
 pub(crate) fn program() -> std::io::Result<std::path::PathBuf> {
-    if cfg!(target_os = "linux") && std::path::Path::new("/proc/self/exe").exists() {
-        return Ok("/proc/self/exe".into());
+    use std::os::unix::fs::MetadataExt as _;
+    let path = std::env::current_exe()?;
+    let this = std::path::Path::new("/proc/self/exe");
+    if !cfg!(target_os = "linux") {
+        return Ok(path);
     }
-    std::env::current_exe()
+    match (std::fs::metadata(&path), std::fs::metadata(this)) {
+        (Ok(found), Ok(running))
+            if (found.dev(), found.ino()) == (running.dev(), running.ino()) =>
+        {
+            Ok(path)
+        }
+        (_, Ok(_)) => Ok(this.into()),
+        (_, Err(_)) => Ok(path),
+    }
 }
 
 /// `redlease __supervise`: starts the command in this process's group, waits for it and
