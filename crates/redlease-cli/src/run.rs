@@ -34,9 +34,9 @@ CMD's environment gets:
   REDLEASE_KEY            the lock's name (NAME)
 
 SIGINT, SIGTERM and SIGHUP sent to redlease are passed on to CMD's process group. CMD runs
-in a process group of its own (with only its supervisor, below), so that it and the
-processes it starts can be stopped together; it is therefore not the terminal's foreground job (programs that read the
-terminal interactively are not a good fit).
+in a process group of its own (shared only with its supervisor, below), so that it and
+the processes it starts can be stopped together; it is therefore not the terminal's
+foreground job (programs that read the terminal interactively are not a good fit).
 
 If the lease is lost while CMD runs (renewal found the key gone or taken, or could not
 reach Redis for the rest of the lease), another holder may already be running: CMD's
@@ -50,6 +50,7 @@ code through) then gives CMD's process group SIGTERM at once, then SIGKILL after
 --kill-after. The lease still has about two thirds of --ttl left when redlease dies (it
 is renewed every ttl/3): keep --kill-after below that and CMD is gone before anyone else
 can take the lock.
+
 The holder's details recorded beside the lock (see redlease status) are this host, this
 pid and CMD's program name, never its arguments.
 
