@@ -53,7 +53,10 @@ Exit codes:
           got SIGTERM, then SIGKILL after --kill-after. Also when CMD ended but its lock was
           found lost at release: its work may have overlapped with another holder's
   125     CMD could not be started; 126: CMD is not executable; 127: CMD was not found
-  128+N   redlease itself got signal N (SIGINT, SIGTERM, SIGHUP) while waiting for the lock
+  128+N   redlease itself got signal N (SIGINT, SIGTERM, SIGHUP) while waiting for the lock.
+          137 (SIGKILL, e.g. the OOM killer) while CMD ran: CMD and its process group got
+          SIGTERM, then SIGKILL after --kill-after, from the supervisor between redlease
+          and CMD; the lock frees itself within --ttl
 
 Environment:
   REDIS_URL   the Redis to use when no --redis is given (default redis://127.0.0.1:6379)

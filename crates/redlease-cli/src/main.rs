@@ -20,6 +20,7 @@ mod demo;
 mod exit;
 mod inspect;
 mod run;
+mod supervise;
 
 /// Distributed locks on Redis, with fencing tokens, renewal and fair hand-off.
 #[derive(Debug, Parser)]
@@ -75,6 +76,10 @@ enum Command {
     #[command(hide = true)]
     DemoWorker(demo::WorkerArgs),
 
+    /// Supervisor between `redlease run` and its command (internal)
+    #[command(name = supervise::SUBCOMMAND, hide = true)]
+    Supervise(supervise::SuperviseArgs),
+
     /// Measure lock throughput, hand-off latency and fairness against real Redis
     #[command(long_about = bench::LONG_ABOUT, after_help = exit::COMMON)]
     Bench(bench::BenchArgs),
@@ -99,19 +104,26 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    match cli.command {
+        Command::Run(args) => runtime()?.block_on(run::run(args)),
+        Command::Status(args) => runtime()?.block_on(inspect::status(args)),
+        Command::List(args) => runtime()?.block_on(inspect::list(args)),
+        Command::Release(args) => runtime()?.block_on(inspect::release(args)),
+        Command::Demo(args) => runtime()?.block_on(demo::run(args)),
+        Command::DemoWorker(args) => runtime()?.block_on(demo::worker(args)),
+        Command::Bench(args) => runtime()?.block_on(bench::run(args)),
+        // Its own small runtime: it only waits for its child and a few signals.
+        Command::Supervise(args) => supervise::main(args),
+    }
+}
+
+/// The runtime of the commands that talk to Redis. `block_on` runs the command itself on
+/// the main thread (`run` relies on it: see `run::spawn`).
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
-        .build()?;
-    match cli.command {
-        Command::Run(args) => runtime.block_on(run::run(args)),
-        Command::Status(args) => runtime.block_on(inspect::status(args)),
-        Command::List(args) => runtime.block_on(inspect::list(args)),
-        Command::Release(args) => runtime.block_on(inspect::release(args)),
-        Command::Demo(args) => runtime.block_on(demo::run(args)),
-        Command::DemoWorker(args) => runtime.block_on(demo::worker(args)),
-        Command::Bench(args) => runtime.block_on(bench::run(args)),
-    }
+        .build()
 }
 
 /// Help and version go to stdout as clap prints them; a usage error becomes one line on

@@ -1,7 +1,6 @@
 //! `redlease run`: run a command while holding a lock, the distributed `flock(1)`.
 
 use std::ffi::OsString;
-use std::io::ErrorKind;
 use std::process::{ExitCode, ExitStatus};
 use std::time::Duration;
 
@@ -15,6 +14,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::connect::RedisArgs;
 use crate::exit;
 use crate::inspect::{self, human};
+use crate::supervise;
 
 /// `--help` of `redlease run`.
 pub(crate) const LONG_ABOUT: &str = "\
@@ -34,13 +34,23 @@ CMD's environment gets:
   REDLEASE_KEY            the lock's name (NAME)
 
 SIGINT, SIGTERM and SIGHUP sent to redlease are passed on to CMD's process group. CMD runs
-in a process group of its own, so that it and the processes it starts can be stopped
-together; it is therefore not the terminal's foreground job (programs that read the
-terminal interactively are not a good fit).
+in a process group of its own (shared only with its supervisor, below), so that it and
+the processes it starts can be stopped together; it is therefore not the terminal's
+foreground job (programs that read the terminal interactively are not a good fit).
 
 If the lease is lost while CMD runs (renewal found the key gone or taken, or could not
 reach Redis for the rest of the lease), another holder may already be running: CMD's
 process group gets SIGTERM, then SIGKILL after --kill-after, and redlease exits with 79.
+
+If redlease itself dies while CMD runs, even by a signal it cannot handle (SIGKILL from
+kill -9 or the OOM killer), the lease is no longer renewed and another holder gets the
+lock within one TTL: so CMD must not run on. A small supervisor process between redlease
+and CMD (`redlease __supervise` in ps; it leads CMD's process group and passes CMD's exit
+code through) then gives CMD's process group SIGTERM at once, then SIGKILL after
+--kill-after. The lease still has about two thirds of --ttl left when redlease dies (it
+is renewed every ttl/3): keep --kill-after below that and CMD is gone before anyone else
+can take the lock.
+
 The holder's details recorded beside the lock (see redlease status) are this host, this
 pid and CMD's program name, never its arguments.
 
@@ -78,8 +88,8 @@ pub(crate) struct RunArgs {
     #[arg(long, conflicts_with = "wait")]
     no_wait: bool,
 
-    /// When the lease is lost, how long CMD's process group has between SIGTERM and
-    /// SIGKILL
+    /// When the lease is lost, or redlease dies, how long CMD's process group has between
+    /// SIGTERM and SIGKILL
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     kill_after: Duration,
 
@@ -120,14 +130,14 @@ fn parse_ttl(text: &str) -> Result<Duration, String> {
 }
 
 /// SIGINT, SIGTERM and SIGHUP, as one stream.
-struct Signals {
+pub(crate) struct Signals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
     hangup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
-    fn new() -> anyhow::Result<Self> {
+    pub(crate) fn new() -> anyhow::Result<Self> {
         Ok(Self {
             interrupt: signal(SignalKind::interrupt()).context("handling SIGINT")?,
             terminate: signal(SignalKind::terminate()).context("handling SIGTERM")?,
@@ -136,7 +146,7 @@ impl Signals {
     }
 
     /// The next signal received. Cancel safe.
-    async fn recv(&mut self) -> Signal {
+    pub(crate) async fn recv(&mut self) -> Signal {
         tokio::select! {
             _ = self.interrupt.recv() => Signal::SIGINT,
             _ = self.terminate.recv() => Signal::SIGTERM,
@@ -181,12 +191,10 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Ok(child) => child,
         Err(e) => {
             give_back(guard, &args.key).await;
-            eprintln!("redlease: cannot run `{program}`: {e}");
-            return Ok(exit::code(match e.kind() {
-                ErrorKind::NotFound => exit::NOT_FOUND,
-                ErrorKind::PermissionDenied => exit::NOT_EXECUTABLE,
-                _ => exit::CANNOT_START,
-            }));
+            eprintln!(
+                "redlease: cannot start the supervisor of `{program}` (this redlease binary, run again): {e}"
+            );
+            return Ok(exit::code(exit::CANNOT_START));
         }
     };
     let group = child
@@ -236,7 +244,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
 /// The program's file name, for messages and the holder details (never its arguments,
 /// which may carry secrets).
-fn program_name(command: &[OsString]) -> String {
+pub(crate) fn program_name(command: &[OsString]) -> String {
     command
         .first()
         .map(std::path::Path::new)
@@ -244,13 +252,17 @@ fn program_name(command: &[OsString]) -> String {
         .map_or_else(|| "?".into(), |n| n.to_string_lossy().into_owned())
 }
 
+/// Starts the command under a supervisor (this binary again, see [`crate::supervise`]) that
+/// leads a new process group, which the command joins: signals for the command go to that
+/// group, and the supervisor ends the group should this process die. The supervisor passes
+/// the command's exit code through (128+N for signal N), and reports a command that cannot
+/// start with 125, 126 or 127 as the command itself would have been.
 fn spawn(args: &RunArgs, guard: &Guard) -> std::io::Result<Child> {
-    let (program, rest) = args
-        .command
-        .split_first()
-        .ok_or_else(|| std::io::Error::new(ErrorKind::InvalidInput, "no command"))?;
-    tokio::process::Command::new(program)
-        .args(rest)
+    // Started from this task, which `main` runs on the main thread (`block_on`): the
+    // supervisor's parent-death signal fires when that thread ends, i.e. with the process.
+    tokio::process::Command::new(supervise::program()?)
+        .arg0("redlease")
+        .args(supervise::arguments(args.kill_after, &args.command))
         .env(
             "REDLEASE_FENCING_TOKEN",
             guard.fencing_token().get().to_string(),

@@ -62,6 +62,61 @@ fn exit_codes_pass_through_and_the_lock_is_released() -> TestResult {
 }
 
 #[test]
+fn stdin_stdout_stderr_and_the_environment_reach_the_command() -> TestResult {
+    let server = server();
+    let mut cmd = redlease_on(
+        &server,
+        &[
+            "run",
+            "--key",
+            "pipes",
+            "--",
+            "sh",
+            "-c",
+            "cat; echo \"key=$REDLEASE_KEY fence=$REDLEASE_FENCING_TOKEN\"; echo oops >&2; exit 3",
+        ],
+    );
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    if let Some(mut stdin) = child.stdin.take() {
+        std::io::Write::write_all(&mut stdin, b"from stdin\n")?;
+    }
+    let out = child.wait_with_output()?;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let mut lines = stdout.lines();
+    assert_eq!(lines.next(), Some("from stdin"), "{stdout}");
+    let env = lines.next().unwrap_or_default();
+    assert!(env.starts_with("key=pipes fence="), "{stdout}");
+    assert!(
+        env["key=pipes fence=".len()..].parse::<u64>().is_ok(),
+        "{stdout}"
+    );
+    assert_eq!(text(&out.stderr), "oops\n");
+    assert_eq!(server.command(&["EXISTS", "redlease:pipes"])?, ":0");
+    Ok(())
+}
+
+#[test]
+fn a_command_that_is_not_executable_gives_126() -> TestResult {
+    let server = server();
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("not-executable");
+    std::fs::write(&file, "#!/bin/sh\ntrue\n")?;
+    let out = output(redlease_on(
+        &server,
+        &["run", "--key", "noexec", "--", &file.display().to_string()],
+    ));
+    assert_eq!(out.status.code(), Some(126), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("cannot run `not-executable`"));
+    assert_eq!(server.command(&["EXISTS", "redlease:noexec"])?, ":0");
+    Ok(())
+}
+
+#[test]
 fn a_busy_lock_gives_exit_code_75_naming_the_key_and_the_time_left() -> TestResult {
     let server = server();
     // Another library's plain SET NX PX lock on the same key excludes us too.
