@@ -81,6 +81,15 @@
 //! to the oldest waiter that still listens, over one pub/sub connection per [`Client`]. See
 //! [`wait`] for details, and [`Notifications::Polling`] to poll instead.
 //!
+//! # Liveness, and ending a program
+//! Nothing redlease does leaves a lock held by nobody: an `acquire` or `run` dropped at any
+//! `.await`, a release cut short or meeting a killed connection, and a dropped [`Guard`]
+//! all give back what they took, in a background task of the [`Client`]. A runtime that
+//! shuts down drops such tasks, so call [`Client::shutdown`] before returning from
+//! `main`: it gives back every lease still held and waits for those tasks. A
+//! [`blocking::Guard`] releases before its `Drop` returns. A [`Client`] belongs to the
+//! runtime that created it (see its docs).
+//!
 //! # Errors
 //! Every failure is one [`Error`]. A release or extend that finds another token (or none)
 //! is [`Error::Lost`]: the caller learns that mutual exclusion may have been broken.
