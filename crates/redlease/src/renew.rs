@@ -103,8 +103,13 @@ impl Renewer {
         );
         if !book.running {
             book.running = true;
-            let this = Arc::clone(self);
-            tokio::spawn(async move { this.run().await });
+            // Made before the task, so that a task dropped before its first poll (its
+            // runtime shutting down) also marks the scheduler stopped.
+            let mut running = Running(Arc::clone(self), true);
+            tokio::spawn(async move {
+                let Running(renewer, armed) = &mut running;
+                renewer.run_loop(armed).await;
+            });
         } else if book.wake_at.is_some_and(|wake| due < wake) {
             book.wake_at = None;
             self.wake.notify_one();
@@ -137,16 +142,16 @@ impl Renewer {
         self.round_trips.load(Ordering::Relaxed)
     }
 
-    async fn run(self: Arc<Self>) {
-        // The task may end without returning: its runtime shut down while it slept or
-        // waited for a reply (a client shared by several runtimes, one after the other).
-        // The guard then marks the scheduler stopped, so that the next lease starts it
-        // again in the runtime it is acquired in, instead of never being renewed.
-        let mut running = Running(&self, true);
+    /// The scheduler task's work. The task may end without returning: its runtime shut
+    /// down while it slept or waited for a reply (a client shared by several runtimes,
+    /// one after the other). Its [`Running`] guard then marks the scheduler stopped, so
+    /// that the next lease starts it again in the runtime it is acquired in, instead of
+    /// never being renewed; `armed` is cleared when the loop itself stops it.
+    async fn run_loop(&self, armed: &mut bool) {
         loop {
             let Some((batch, next)) = self.sweep(Instant::now()) else {
                 // `sweep` marked the scheduler stopped, with the book locked.
-                running.1 = false;
+                *armed = false;
                 return;
             };
             if batch.is_empty() {
@@ -279,9 +284,9 @@ impl Renewer {
 }
 
 /// Marks the scheduler stopped when its task is dropped unfinished (armed while `.1`).
-struct Running<'a>(&'a Renewer, bool);
+struct Running(Arc<Renewer>, bool);
 
-impl Drop for Running<'_> {
+impl Drop for Running {
     fn drop(&mut self) {
         if self.1 {
             let mut book = self.0.book();
