@@ -42,12 +42,7 @@ fn the_checker_flags_manufactured_violations() {
 #[test]
 fn the_judge_fences_and_the_checker_catches_an_equal_token() {
     let mut judge = Judge::new();
-    let line = |kind, worker, token| WorkerLine {
-        kind,
-        worker,
-        token,
-        seq: 1,
-    };
+    let line = |kind, worker, token| WorkerLine::new(kind, worker, token, 1);
     assert_eq!(
         judge.receive(line(Kind::Write, 1, 5)),
         Some(Verdict::Accepted)
