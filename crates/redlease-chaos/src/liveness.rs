@@ -66,6 +66,8 @@ pub struct Liveness {
     pub waits: usize,
     /// Waits that ended more than [`LIMIT`] past their bound.
     pub overruns: usize,
+    /// Waits that ended with `TIMEOUT` (their bound passed without the lock).
+    pub timed_out: usize,
     /// The largest amount by which a wait passed its bound (overruns or not), if any did.
     pub worst_overrun: Option<Duration>,
     /// The first stalls longer than [`LIMIT`], deaths included, in order.
@@ -121,7 +123,11 @@ pub fn measure(history: &[Event]) -> Liveness {
                 holding.insert(e.worker);
                 dead = false;
             }
-            Kind::Timeout | Kind::Error | Kind::Cancel => end_wait(&mut waits, e, &mut l),
+            Kind::Timeout => {
+                l.timed_out += 1;
+                end_wait(&mut waits, e, &mut l);
+            }
+            Kind::Error | Kind::Cancel => end_wait(&mut waits, e, &mut l),
             Kind::Release | Kind::Lost => {
                 holding.remove(&e.worker);
             }
@@ -337,7 +343,7 @@ mod tests {
             ev(20_501, Kind::Acquire, 2),
         ];
         let l = measure(&h);
-        assert_eq!((l.waits, l.overruns), (3, 1), "{l:?}");
+        assert_eq!((l.waits, l.overruns, l.timed_out), (3, 1, 1), "{l:?}");
         assert_eq!(l.worst_overrun, Some(at(19_800)));
         assert!(!l.meets_target(at(1000)));
     }

@@ -114,7 +114,7 @@ async fn matrix(cli: Cli) -> anyhow::Result<ExitCode> {
         let l = &f.liveness;
         eprintln!(
             "{:>6.1}s sections {:>4} faults {:>3} stale-acc {} stale-rej {} overlaps {} mutex {} backwards {} \
-             stalls {} >100ms {} longest {:?} after-kill {} longest {:?} waits {} overruns {} worst {:?} -> {}",
+             stalls {} >100ms {} longest {:?} after-kill {} longest {:?} waits {} timed-out {} overruns {} worst {:?} -> {}",
             outcome.took.as_secs_f64(),
             f.sections,
             outcome.injected,
@@ -129,6 +129,7 @@ async fn matrix(cli: Cli) -> anyhow::Result<ExitCode> {
             l.after_death,
             l.longest_after_death,
             l.waits,
+            l.timed_out,
             l.overruns,
             l.worst_overrun,
             report::verdict(&outcome)

@@ -765,10 +765,12 @@ async fn inject(
                 .wait_for(section_wait, |j| j.in_section().is_some())
                 .await;
             let keys = redlease::LockKeys::new(redlease::DEFAULT_PREFIX, LOCK)?;
-            let fence = |server: &RedisServer| {
-                blocking(|| server.command(&["GET", keys.fence()]))
-                    .unwrap_or_else(|e| e.to_string())
-            };
+            let fence =
+                |server: &RedisServer| match blocking(|| server.query(&["GET", keys.fence()])) {
+                    Ok(redlease_local::Reply::Bulk(v)) => String::from_utf8_lossy(&v).into_owned(),
+                    Ok(other) => format!("{other:?}"),
+                    Err(e) => e.to_string(),
+                };
             let before = fence(server);
             runner.record(Kind::Fault, 0);
             runner.record(Kind::Down, 0);
@@ -781,8 +783,7 @@ async fn inject(
             let after = fence(server);
             let _ = write!(
                 note,
-                "round {}: down {} ms, fencing counter {before} before the kill, {after} after \
-                 the restart. ",
+                "round {}: down {} ms, fencing counter {before} before the kill, {after} after. ",
                 round + 1,
                 outage.as_millis()
             );

@@ -106,6 +106,8 @@ fn told(shared: &Shared) -> std::sync::MutexGuard<'_, Told> {
 enum Abandon {
     Never,
     At(Instant),
+    /// After this many polls that left the future pending.
+    AfterPolls(u32),
     /// Right after the work, during the release.
     InRelease,
 }
@@ -127,9 +129,10 @@ pub(crate) async fn storm(
             wait
         };
         let lock = lock.clone().wait(wait);
-        let drop = match rng.below(3) {
+        let drop = match rng.below(4) {
             0 => Abandon::Never,
             1 => Abandon::At(Instant::now() + Duration::from_millis(rng.below(61))),
+            2 => Abandon::AfterPolls(1 + u32::try_from(rng.below(6)).unwrap_or(0)),
             _ => Abandon::InRelease,
         };
         let work = rng.work();
@@ -164,16 +167,17 @@ async fn acquire_round(
     work: Duration,
 ) -> anyhow::Result<()> {
     let acquired = match drop {
-        Abandon::At(at) => tokio::time::timeout_at(at, lock.acquire()).await,
-        Abandon::Never | Abandon::InRelease => Ok(lock.acquire().await),
+        Abandon::At(at) => tokio::time::timeout_at(at, lock.acquire()).await.ok(),
+        Abandon::AfterPolls(n) => Polls::new(Box::pin(lock.acquire()), n).await,
+        Abandon::Never | Abandon::InRelease => Some(lock.acquire().await),
     };
     let guard = match acquired {
-        Err(_) => {
+        None => {
             pipe.send(Kind::Cancel, 0).await?;
             return Ok(());
         }
-        Ok(Err(e)) => return failed(pipe, &e).await,
-        Ok(Ok(guard)) => guard,
+        Some(Err(e)) => return failed(pipe, &e).await,
+        Some(Ok(guard)) => guard,
     };
     let token = guard.fencing_token().get();
     pipe.send(Kind::Acquire, token).await?;
@@ -200,19 +204,21 @@ async fn acquire_round(
     pipe.send(Kind::Release, token).await?;
     let release = guard.release();
     let released = match drop {
-        Abandon::Never => Ok(release.await),
-        Abandon::At(at) => tokio::time::timeout_at(at, release).await,
+        Abandon::Never => Some(release.await),
+        Abandon::At(at) => tokio::time::timeout_at(at, release).await.ok(),
         // Polled once (the release is sent or queued), then dropped.
-        Abandon::InRelease => tokio::time::timeout(Duration::ZERO, release).await,
+        Abandon::InRelease | Abandon::AfterPolls(_) => {
+            tokio::time::timeout(Duration::ZERO, release).await.ok()
+        }
     };
     match released {
-        Err(_) => {
+        None => {
             pipe.send(Kind::Cancel, token).await?;
         }
-        Ok(Err(redlease::Error::Lost { .. })) if !lost => {
+        Some(Err(redlease::Error::Lost { .. })) if !lost => {
             pipe.send(Kind::Lost, token).await?;
         }
-        Ok(_) => {}
+        Some(_) => {}
     }
     Ok(())
 }
@@ -247,11 +253,15 @@ async fn run_round(
     }));
     let at = match drop {
         Abandon::At(at) => Some(at),
-        Abandon::Never | Abandon::InRelease => None,
+        Abandon::Never | Abandon::InRelease | Abandon::AfterPolls(_) => None,
+    };
+    let polls = match drop {
+        Abandon::AfterPolls(n) => n,
+        _ => u32::MAX,
     };
     let outcome = tokio::select! {
         biased;
-        out = &mut run => Some(out),
+        out = Polls::new(&mut run, polls) => out,
         () = async {
             match at {
                 Some(at) => tokio::time::sleep_until(at).await,
@@ -308,4 +318,36 @@ async fn run_round(
         }
     }
     Ok(())
+}
+
+/// Polls a future until it finishes (`Some`) or has been left pending `n` times (`None`;
+/// the caller then drops it where it stands).
+struct Polls<F> {
+    future: F,
+    left: u32,
+}
+
+impl<F: Future + Unpin> Polls<F> {
+    fn new(future: F, n: u32) -> Self {
+        Self { future, left: n }
+    }
+}
+
+impl<F: Future + Unpin> Future for Polls<F> {
+    type Output = Option<F::Output>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        if let std::task::Poll::Ready(out) = std::pin::Pin::new(&mut self.future).poll(cx) {
+            return std::task::Poll::Ready(Some(out));
+        }
+        self.left = self.left.saturating_sub(1);
+        if self.left == 0 {
+            std::task::Poll::Ready(None)
+        } else {
+            std::task::Poll::Pending
+        }
+    }
 }
