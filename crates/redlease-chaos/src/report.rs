@@ -116,8 +116,9 @@ step to a *judge* in the parent process, which stamps it with one monotonic cloc
 answers before the worker goes on (so a holder's END is stamped before it releases, hence
 before the next holder's BEGIN). The judge is a fenced resource: it accepts a WRITE only
 with a fencing token no lower than the highest it accepted. Faults are real: signals to
-worker and server processes, servers restarted empty, `SCRIPT FLUSH`, a long-running
-script, a TCP proxy that delays or drops replies, Sentinel failovers.
+worker and server processes, servers restarted empty or with their data, `SCRIPT FLUSH`,
+a long-running script, `CLIENT KILL`, a TCP proxy that delays or drops replies, Sentinel
+and Cluster failovers, workers dropping their own futures.
 
 Columns: *stale writes accepted* are writes the judge accepted with a token lower than,
 or equal to but from another holder than, one already accepted (the fenced resource was
@@ -143,8 +144,12 @@ the longest (a prompt hand-off is one of about a millisecond); stalls that began
 holder was SIGKILLed (the lease must run out) are counted apart under *stalls after
 SIGKILL*. *Waits over bound* are waits that ended more than 100 ms after their bound.
 The *cancellation storm* rows run workers that drop their `acquire`, `run` and `release`
-futures at random points (a deadline 0-60 ms into the wait, or right after the work while
-`run` releases), as `tokio::time::timeout` or `select!` do; *faults* counts those drops.
+futures at random points (a deadline 0-60 ms into the wait; after the 1st to 6th poll that
+left the future pending, i.e. with an attempt or a release in flight; or right after the
+work while `run` releases), as `tokio::time::timeout` or `select!` do; *faults* counts
+those drops. The *restarted with its data* rows run Redis with `appendonly yes` and
+`appendfsync always`, so SIGKILL loses nothing it acknowledged: the lock and the fencing
+counter survive the outage (the row's note reads the counter before and after).
 
 {table}
 {notes}
@@ -182,6 +187,8 @@ futures at random points (a deadline 0-60 ms into the wait, or right after the w
 ```sh
 make chaos        # installs Redis if missing, builds, runs the matrix, rewrites RELIABILITY.md
 cargo run --release -p redlease-chaos -- --help   # fewer rounds, another TTL, one scenario
+cargo run --release -p redlease-chaos -- --only 'cancellation storm' --only 'CLIENT KILL' \\
+    --only 'restarted with its data'              # the liveness rows alone (about a minute)
 cargo test -p redlease-chaos                      # the reduced matrix + the checker's own tests
 ```
 

@@ -783,7 +783,7 @@ async fn inject(
             let after = fence(server);
             let _ = write!(
                 note,
-                "round {}: down {} ms, fencing counter {before} before the kill, {after} after. ",
+                "round {}: down {} ms, fencing counter {before} just before the kill, {after} just after the restart. ",
                 round + 1,
                 outage.as_millis()
             );
