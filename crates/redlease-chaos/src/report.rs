@@ -147,9 +147,10 @@ The *cancellation storm* rows run workers that drop their `acquire`, `run` and `
 futures at random points (a deadline 0-60 ms into the wait; after the 1st to 6th poll that
 left the future pending, i.e. with an attempt or a release in flight; or right after the
 work while `run` releases), as `tokio::time::timeout` or `select!` do; *faults* counts
-those drops during the fault rounds. The *restarted with its data* rows run Redis with `appendonly yes` and
-`appendfsync always`, so SIGKILL loses nothing it acknowledged: the lock and the fencing
-counter survive the outage (the row's note reads the counter before and after).
+those drops during the fault rounds. The *restarted with its data* rows run Redis with
+`appendonly yes` and `appendfsync always`, so SIGKILL loses nothing it acknowledged: the
+lock and the fencing counter survive the outage (the row's note reads the counter before
+and after).
 
 {table}
 {notes}
