@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::event::{Event, Kind, Verdict};
+use crate::liveness::{Liveness, measure};
 use crate::stats::Percentiles;
 
 /// What [`check`] found in a history.
@@ -43,6 +44,8 @@ pub struct Findings {
     pub detect: Percentiles,
     /// Resumed holders that never reported their lease lost.
     pub undetected: usize,
+    /// Stalls and wait overruns (see [`crate::liveness`]).
+    pub liveness: Liveness,
 }
 
 impl Findings {
@@ -146,6 +149,7 @@ pub fn check(history: &[Event]) -> Findings {
                 killed.push((e.worker, e.at));
             }
             Kind::Pause | Kind::Fault => f.faults += 1,
+            Kind::Wait | Kind::Timeout | Kind::Cancel | Kind::Bye | Kind::Down | Kind::Up => {}
             Kind::Resume => {
                 resumed.insert(e.worker, e.at);
             }
@@ -154,6 +158,7 @@ pub fn check(history: &[Event]) -> Findings {
     f.undetected = resumed.len();
     f.takeover = Percentiles::of(&takeovers);
     f.detect = Percentiles::of(&detections);
+    f.liveness = measure(history);
     f
 }
 

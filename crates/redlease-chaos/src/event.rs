@@ -25,6 +25,17 @@ pub enum Kind {
     Lost,
     /// A worker's acquisition failed with an error other than a timeout (e.g. Redis down).
     Error,
+    /// A worker starts waiting for the lock (`acquire`, or `run` before its work); the
+    /// event carries the wait's bound. Sent before the request, so the wait measured
+    /// from its stamp is never shorter than the real one.
+    Wait,
+    /// A worker's wait ended with `Error::Timeout` (its bound passed without the lock).
+    Timeout,
+    /// A worker dropped its `acquire` or `run` future before it returned (the wait ends
+    /// here if it had not ended with an `ACQ`).
+    Cancel,
+    /// A worker leaves the run (it was told to stop); it wants the lock no more.
+    Bye,
     /// The runner sent SIGKILL to the worker (its hold ends: nothing runs there any more).
     Kill,
     /// The runner sent SIGSTOP to the worker.
@@ -33,6 +44,11 @@ pub enum Kind {
     Resume,
     /// The runner injected a fault into Redis or the network (worker 0).
     Fault,
+    /// Redis became unreachable on purpose (killed or paused by the runner; worker 0):
+    /// stalls do not accrue until the matching `UP`.
+    Down,
+    /// Redis is back (it answers `PING` again) after a `DOWN`.
+    Up,
 }
 
 impl Kind {
@@ -46,10 +62,16 @@ impl Kind {
             Kind::Release => "REL",
             Kind::Lost => "LOST",
             Kind::Error => "ERR",
+            Kind::Wait => "WAIT",
+            Kind::Timeout => "TIMEOUT",
+            Kind::Cancel => "CANCEL",
+            Kind::Bye => "BYE",
             Kind::Kill => "KILL",
             Kind::Pause => "PAUSE",
             Kind::Resume => "RESUME",
             Kind::Fault => "FAULT",
+            Kind::Down => "DOWN",
+            Kind::Up => "UP",
         }
     }
 }
@@ -78,6 +100,8 @@ pub struct Event {
     pub seq: u64,
     /// For a `WRITE`: what the fenced resource decided.
     pub verdict: Option<Verdict>,
+    /// For a `WAIT`: the longest the wait may last (the lock's `wait`).
+    pub bound: Option<Duration>,
 }
 
 impl Event {
@@ -90,6 +114,7 @@ impl Event {
             token,
             seq: 0,
             verdict: None,
+            bound: None,
         }
     }
 
@@ -99,9 +124,17 @@ impl Event {
         self.verdict = Some(verdict);
         self
     }
+
+    /// The same event with a wait bound (for a `WAIT`).
+    #[must_use]
+    pub fn bound(mut self, bound: Duration) -> Self {
+        self.bound = Some(bound);
+        self
+    }
 }
 
-/// One line a worker sends: `KIND WORKER TOKEN SEQ`, e.g. `WRITE 3 117 42`.
+/// One line a worker sends: `KIND WORKER TOKEN SEQ [BOUND_MS]`, e.g. `WRITE 3 117 42` or
+/// `WAIT 3 0 43 2000` (a `WAIT` carries its bound in milliseconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkerLine {
     /// What happened.
@@ -112,6 +145,21 @@ pub struct WorkerLine {
     pub token: u64,
     /// Its sequence number.
     pub seq: u64,
+    /// For a `WAIT`: its bound (whole milliseconds on the wire).
+    pub bound: Option<Duration>,
+}
+
+impl WorkerLine {
+    /// A line without a bound.
+    pub fn new(kind: Kind, worker: u32, token: u64, seq: u64) -> Self {
+        Self {
+            kind,
+            worker,
+            token,
+            seq,
+            bound: None,
+        }
+    }
 }
 
 impl fmt::Display for WorkerLine {
@@ -123,13 +171,19 @@ impl fmt::Display for WorkerLine {
             self.worker,
             self.token,
             self.seq
-        )
+        )?;
+        match self.bound {
+            Some(bound) => write!(f, " {}", bound.as_millis()),
+            None => Ok(()),
+        }
     }
 }
 
 /// A worker line that could not be read.
 #[derive(Debug, thiserror::Error)]
-#[error("bad worker line `{line}`: expected `KIND WORKER TOKEN SEQ` with a worker event")]
+#[error(
+    "bad worker line `{line}`: expected `KIND WORKER TOKEN SEQ [BOUND_MS]` with a worker event"
+)]
 pub struct ParseError {
     line: String,
 }
@@ -150,6 +204,10 @@ impl FromStr for WorkerLine {
             "REL" => Kind::Release,
             "LOST" => Kind::Lost,
             "ERR" => Kind::Error,
+            "WAIT" => Kind::Wait,
+            "TIMEOUT" => Kind::Timeout,
+            "CANCEL" => Kind::Cancel,
+            "BYE" => Kind::Bye,
             _ => return Err(bad()),
         };
         let mut number = || {
@@ -161,11 +219,19 @@ impl FromStr for WorkerLine {
         let worker = u32::try_from(number()?).map_err(|_| bad())?;
         let token = number()?;
         let seq = number()?;
+        let bound = match parts.next() {
+            None => None,
+            Some(ms) => Some(Duration::from_millis(ms.parse::<u64>().map_err(|_| bad())?)),
+        };
+        if parts.next().is_some() {
+            return Err(bad());
+        }
         Ok(Self {
             kind,
             worker,
             token,
             seq,
+            bound,
         })
     }
 }
@@ -176,13 +242,16 @@ mod tests {
 
     #[test]
     fn lines_round_trip() -> Result<(), ParseError> {
-        let line = WorkerLine {
-            kind: Kind::Write,
-            worker: 3,
-            token: 117,
-            seq: 42,
-        };
+        let line = WorkerLine::new(Kind::Write, 3, 117, 42);
         assert_eq!(line.to_string().parse::<WorkerLine>()?, line);
+        let wait = WorkerLine {
+            bound: Some(Duration::from_secs(2)),
+            ..WorkerLine::new(Kind::Wait, 3, 0, 43)
+        };
+        assert_eq!(wait.to_string(), "WAIT 3 0 43 2000");
+        assert_eq!(wait.to_string().parse::<WorkerLine>()?, wait);
+        assert!("DOWN 0 0 1".parse::<WorkerLine>().is_err(), "runner-only");
+        assert!("WAIT 1 0 3 5 6".parse::<WorkerLine>().is_err());
         assert!("KILL 1 2 3".parse::<WorkerLine>().is_err(), "runner-only");
         assert!("WRITE 1 x 3".parse::<WorkerLine>().is_err());
         Ok(())

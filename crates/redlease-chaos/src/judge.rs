@@ -58,6 +58,7 @@ impl Judge {
             token: line.token,
             seq: line.seq,
             verdict,
+            bound: line.bound,
         });
         verdict
     }
@@ -96,12 +97,7 @@ mod tests {
     use super::*;
 
     fn write(worker: u32, token: u64) -> WorkerLine {
-        WorkerLine {
-            kind: Kind::Write,
-            worker,
-            token,
-            seq: 0,
-        }
+        WorkerLine::new(Kind::Write, worker, token, 0)
     }
 
     #[test]

@@ -31,9 +31,11 @@
 mod check;
 mod event;
 mod judge;
+pub mod liveness;
 mod stats;
 
 pub use check::{Findings, check};
 pub use event::{Event, Kind, ParseError, Verdict, WorkerLine};
 pub use judge::Judge;
+pub use liveness::{Liveness, Stall};
 pub use stats::Percentiles;

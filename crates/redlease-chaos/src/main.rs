@@ -12,9 +12,13 @@ mod partition;
 mod report;
 mod runner;
 mod scenarios;
+mod storm;
 mod worker;
 
 /// Prove redlease under faults: worker processes, a fencing judge, real faults.
+///
+/// Exit codes: 0 every promise kept; 1 a safety promise broken (or the run failed); 3
+/// safety kept but the liveness target missed in a row that promises it.
 #[derive(Debug, Parser)]
 #[command(name = "redlease-chaos", version)]
 struct Cli {
@@ -107,8 +111,10 @@ async fn matrix(cli: Cli) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("scenario `{}`", scenario.name))?;
         let f = &outcome.findings;
+        let l = &f.liveness;
         eprintln!(
-            "{:>6.1}s sections {:>4} faults {:>3} stale-acc {} stale-rej {} overlaps {} mutex {} backwards {} -> {}",
+            "{:>6.1}s sections {:>4} faults {:>3} stale-acc {} stale-rej {} overlaps {} mutex {} backwards {} \
+             stalls {} >100ms {} longest {:?} after-kill {} longest {:?} waits {} timed-out {} overruns {} worst {:?} -> {}",
             outcome.took.as_secs_f64(),
             f.sections,
             outcome.injected,
@@ -117,6 +123,15 @@ async fn matrix(cli: Cli) -> anyhow::Result<ExitCode> {
             f.overlaps,
             f.mutex_violations,
             f.tokens_backwards,
+            l.stalls,
+            l.over_limit,
+            l.longest,
+            l.after_death,
+            l.longest_after_death,
+            l.waits,
+            l.timed_out,
+            l.overruns,
+            l.worst_overrun,
             report::verdict(&outcome)
         );
         outcomes.push(outcome);
@@ -137,6 +152,11 @@ async fn matrix(cli: Cli) -> anyhow::Result<ExitCode> {
     if broken > 0 {
         eprintln!("redlease-chaos: {broken} scenario(s) broke what redlease promises");
         return Ok(ExitCode::from(1));
+    }
+    let stalled = outcomes.iter().filter(|o| !o.kept_liveness()).count();
+    if stalled > 0 {
+        eprintln!("redlease-chaos: {stalled} scenario(s) missed the liveness target");
+        return Ok(ExitCode::from(3));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -12,8 +12,20 @@ fn ms(d: Option<Duration>) -> String {
     )
 }
 
-/// The verdict column.
-pub(crate) fn verdict(o: &Outcome) -> &'static str {
+/// The verdict column: safety, then the liveness target where it is promised.
+pub(crate) fn verdict(o: &Outcome) -> String {
+    let safety = safety_verdict(o);
+    if !o.live {
+        return safety.to_owned();
+    }
+    if o.kept_liveness() {
+        format!("{safety}; live")
+    } else {
+        format!("{safety}; **liveness target missed**")
+    }
+}
+
+fn safety_verdict(o: &Outcome) -> &'static str {
     let f = &o.findings;
     match o.promise {
         _ if !o.kept_promise() => "**UNEXPECTED VIOLATION**",
@@ -26,27 +38,40 @@ pub(crate) fn verdict(o: &Outcome) -> &'static str {
     }
 }
 
-fn promise(p: Promise) -> &'static str {
-    match p {
+fn promise(o: &Outcome) -> String {
+    let safety = match o.promise {
         Promise::Exclusive => "exclusive + fenced",
         Promise::Fenced => "fenced only",
         Promise::Admitted => "none (data loss)",
+    };
+    if o.live {
+        format!("{safety} + live")
+    } else {
+        safety.to_owned()
+    }
+}
+
+/// `N (M ms)`: stalls after a holder's death and the longest.
+fn deaths(l: &redlease_chaos::Liveness) -> String {
+    match l.longest_after_death {
+        Some(d) => format!("{} ({})", l.after_death, ms(Some(d))),
+        None => "-".to_owned(),
     }
 }
 
 /// The table of a run.
 pub(crate) fn table(outcomes: &[Outcome]) -> String {
     let mut out = String::from(
-        "| fault | promise | expected | sections | faults | stale writes accepted | stale writes rejected | overlaps | mutex violations | tokens backwards | leases lost | acquire errors | takeover p50/p99 ms | detect p50/p99 ms | verdict |\n\
-         |---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n",
+        "| fault | promise | expected | sections | faults | stale writes accepted | stale writes rejected | overlaps | mutex violations | tokens backwards | leases lost | acquire errors | takeover p50/p99 ms | detect p50/p99 ms | stalls > 100 ms | longest stall ms | stalls after SIGKILL (longest ms) | waits over bound | verdict |\n\
+         |---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n",
     );
     for o in outcomes {
         let f = &o.findings;
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {}/{}{} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {}/{}{} | {} | {} | {} | {} | {} |",
             o.name,
-            promise(o.promise),
+            promise(o),
             o.expected,
             f.sections,
             o.injected,
@@ -66,6 +91,10 @@ pub(crate) fn table(outcomes: &[Outcome]) -> String {
             } else {
                 String::new()
             },
+            f.liveness.over_limit,
+            ms(f.liveness.longest),
+            deaths(&f.liveness),
+            f.liveness.overruns,
             verdict(o),
         );
     }
@@ -87,8 +116,9 @@ step to a *judge* in the parent process, which stamps it with one monotonic cloc
 answers before the worker goes on (so a holder's END is stamped before it releases, hence
 before the next holder's BEGIN). The judge is a fenced resource: it accepts a WRITE only
 with a fencing token no lower than the highest it accepted. Faults are real: signals to
-worker and server processes, servers restarted empty, `SCRIPT FLUSH`, a long-running
-script, a TCP proxy that delays or drops replies, Sentinel failovers.
+worker and server processes, servers restarted empty or with their data, `SCRIPT FLUSH`,
+a long-running script, `CLIENT KILL`, a TCP proxy that delays or drops replies, Sentinel
+and Cluster failovers, workers dropping their own futures.
 
 Columns: *stale writes accepted* are writes the judge accepted with a token lower than,
 or equal to but from another holder than, one already accepted (the fenced resource was
@@ -99,6 +129,28 @@ acquisition while another worker still believed it held the lock); *tokens backw
 are acquisitions whose token was not above every earlier one; *takeover* is SIGKILL of
 the holder → next acquisition by another worker; *detect* is SIGCONT of a paused holder →
 it observed `guard.lost()` (or `Err(Lost)` from release).
+
+Liveness columns: every worker announces each wait (`WAIT`, with its bound: the lock's
+`wait`, 2 s in the rows marked *live*, 5 s elsewhere) and its end (`ACQ`, `TIMEOUT`, an
+error, or `CANCEL` when it dropped the future). A *stall* is a stretch of time during which
+no worker held the lock (none between `ACQ` and release, loss or death) while at least one
+wanted it (from its `WAIT` until it acquired, left or died: a wait that timed out, failed
+or was cancelled is followed at once by the next). That covers both a lock left free and
+one held by a token nobody holds (an orphaned attempt, a release that never reached
+Redis), which the history cannot tell apart. Time during which the runner had Redis down
+on purpose (killed, paused, busy) does not count: only the time it took to come back into
+service does. *Stalls > 100 ms* counts those longer than 100 ms and *longest stall* gives
+the longest (a prompt hand-off is one of about a millisecond); stalls that began when the
+holder was SIGKILLed (the lease must run out) are counted apart under *stalls after
+SIGKILL*. *Waits over bound* are waits that ended more than 100 ms after their bound.
+The *cancellation storm* rows run workers that drop their `acquire`, `run` and `release`
+futures at random points (a deadline 0-60 ms into the wait; after the 1st to 6th poll that
+left the future pending, i.e. with an attempt or a release in flight; or right after the
+work while `run` releases), as `tokio::time::timeout` or `select!` do; *faults* counts
+those drops during the fault rounds. The *restarted with its data* rows run Redis with
+`appendonly yes` and `appendfsync always`, so SIGKILL loses nothing it acknowledged: the
+lock and the fencing counter survive the outage (the row's note reads the counter before
+and after).
 
 {table}
 {notes}
@@ -121,6 +173,12 @@ it observed `guard.lost()` (or `Err(Lost)` from release).
   delay the restart by the max TTL, which restores exclusion but not the counter. Use
   `appendonly yes` + `appendfsync always` (or a counter kept by the resource) if fencing
   must survive a restart.
+- **Liveness** (rows marked *live*): no stall longer than 100 ms, unless the holder really
+  died (SIGKILL), and then no longer than its ttl (+ 100 ms); no wait ending more than
+  100 ms past its bound. A lock is never left held by nobody: whatever an attempt, a
+  hand-off or a release took is given back when its future is dropped or its connection
+  breaks, and an outage shorter than the wait is ridden out. A row that misses it says
+  *liveness target missed* and `make chaos` fails.
 - **Sentinel failover** replicates asynchronously: a lock granted just before a failover
   can be lost, and the fencing counter can go backwards by the writes that had not
   reached the replica; `min_replicas` narrows the window, it does not close it.
@@ -130,6 +188,8 @@ it observed `guard.lost()` (or `Err(Lost)` from release).
 ```sh
 make chaos        # installs Redis if missing, builds, runs the matrix, rewrites RELIABILITY.md
 cargo run --release -p redlease-chaos -- --help   # fewer rounds, another TTL, one scenario
+cargo run --release -p redlease-chaos -- --only 'cancellation storm' --only 'CLIENT KILL' \\
+    --only 'restarted with its data'              # the liveness rows alone (about a minute)
 cargo test -p redlease-chaos                      # the reduced matrix + the checker's own tests
 ```
 

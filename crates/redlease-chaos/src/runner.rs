@@ -25,6 +25,10 @@ pub(crate) struct WorkerSpec {
     pub(crate) urls: Vec<String>,
     pub(crate) ttl: Duration,
     pub(crate) min_replicas: usize,
+    /// The lock's wait in every worker.
+    pub(crate) wait: Duration,
+    /// Workers run the cancellation storm (`worker --storm`).
+    pub(crate) storm: bool,
 }
 
 /// Worker processes and their judge.
@@ -101,7 +105,12 @@ impl Runner {
         ])
         .arg("--ttl")
         .arg(humantime::format_duration(self.spec.ttl).to_string())
-        .args(["--min-replicas", &self.spec.min_replicas.to_string()]);
+        .args(["--min-replicas", &self.spec.min_replicas.to_string()])
+        .arg("--wait")
+        .arg(humantime::format_duration(self.spec.wait).to_string());
+        if self.spec.storm {
+            cmd.arg("--storm");
+        }
         for url in urls {
             cmd.args(["--url", url]);
         }

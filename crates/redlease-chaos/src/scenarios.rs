@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use redlease_chaos::{Findings, Kind, check};
-use redlease_local::{Cluster, Nodes, Proxy, RedisServer, Sentinel};
+use redlease_local::{Cluster, Nodes, Proxy, RedisServer, Sentinel, ServerOptions};
 use serde::Serialize;
 use tokio::time::Instant;
 
@@ -48,6 +48,16 @@ pub(crate) enum Fault {
     ClusterFailover,
     ClusterPrimaryCrash,
     SentinelPrimaryCrash,
+    /// No fault from the runner: the workers drop their own futures (`worker --storm`).
+    CancelStorm,
+    /// `CLIENT KILL TYPE pubsub` every 50-100 ms for 2 s.
+    KillPubsub,
+    /// `CLIENT KILL TYPE normal` every 50-100 ms for 2 s.
+    KillNormal,
+    /// Redis (with an fsync-always AOF) killed with SIGKILL, down 200 ms, restarted with its data.
+    RestartKeptShort,
+    /// The same, down 1 s.
+    RestartKeptLong,
 }
 
 /// One row of the matrix.
@@ -60,7 +70,29 @@ pub(crate) struct Scenario {
     pub(crate) min_replicas: usize,
     pub(crate) promise: Promise,
     pub(crate) expected: &'static str,
+    /// The liveness target is promised under this fault (see [`redlease_chaos::liveness`]).
+    pub(crate) live: bool,
+    /// The lock's wait in every worker.
+    pub(crate) wait: Duration,
 }
+
+impl Scenario {
+    /// Workers run the cancellation storm.
+    fn storm(&self) -> bool {
+        self.fault == Fault::CancelStorm
+    }
+
+    /// A single Redis with `appendonly yes`, `appendfsync always`: a restart keeps its data.
+    fn persistent(&self) -> bool {
+        matches!(self.fault, Fault::RestartKeptShort | Fault::RestartKeptLong)
+    }
+}
+
+/// The workers' wait in the rows written before the liveness rows.
+const WAIT: Duration = Duration::from_secs(5);
+/// The workers' wait in the liveness rows: long enough to ride out a 1 s outage, short
+/// enough that a wait held up by a stall of one ttl or by a reconnect ignoring it shows.
+const LIVE_WAIT: Duration = Duration::from_secs(2);
 
 pub(crate) const fn row(
     name: &'static str,
@@ -77,7 +109,69 @@ pub(crate) const fn row(
         min_replicas: 0,
         promise,
         expected,
+        live: false,
+        wait: WAIT,
     }
+}
+
+/// A row under the liveness target, with workers waiting [`LIVE_WAIT`].
+const fn live(mut scenario: Scenario) -> Scenario {
+    scenario.live = true;
+    scenario.wait = LIVE_WAIT;
+    scenario
+}
+
+/// The liveness rows: cancellations, killed connections, Redis restarted with its data.
+fn liveness_rows() -> Vec<Scenario> {
+    use Deployment::{Quorum, Single};
+    let storm = live(row(
+        "cancellation storm (acquire/run/release dropped at random)",
+        Fault::CancelStorm,
+        Single,
+        Promise::Exclusive,
+        "dropped futures give back what they took: no stall, no orphan",
+    ));
+    let quorum_storm = live(row(
+        "quorum 5: cancellation storm",
+        Fault::CancelStorm,
+        Quorum,
+        Promise::Exclusive,
+        "dropped attempts give back their votes on every node",
+    ));
+    let short = live(row(
+        "redis SIGKILL, down 200 ms, restarted with its data (AOF fsync always)",
+        Fault::RestartKeptShort,
+        Single,
+        Promise::Exclusive,
+        "outage ridden out within the wait; releases retried after the reconnect",
+    ));
+    let long = live(row(
+        "redis SIGKILL, down 1 s, restarted with its data (AOF fsync always)",
+        Fault::RestartKeptLong,
+        Single,
+        Promise::Exclusive,
+        "outage ridden out within the wait; subscriptions restored",
+    ));
+    vec![
+        storm,
+        quorum_storm,
+        live(row(
+            "CLIENT KILL TYPE pubsub every 50-100 ms",
+            Fault::KillPubsub,
+            Single,
+            Promise::Exclusive,
+            "grant subscriptions restored; waiters still handed the lock",
+        )),
+        live(row(
+            "CLIENT KILL TYPE normal every 50-100 ms",
+            Fault::KillNormal,
+            Single,
+            Promise::Exclusive,
+            "a release that met a dropped connection is retried",
+        )),
+        short,
+        long,
+    ]
 }
 
 /// Every scenario, in report order.
@@ -89,20 +183,20 @@ pub(crate) fn matrix() -> Vec<Scenario> {
     use Deployment::{Quorum, Sentinel as Sent, Single};
     use Promise::{Admitted, Exclusive, Fenced};
     let mut rows = vec![
-        row(
+        live(row(
             "baseline (no fault)",
             Fault::None,
             Single,
             Exclusive,
             "exclusion, increasing tokens",
-        ),
-        row(
+        )),
+        live(row(
             "holder SIGKILL",
             Fault::KillHolder,
             Single,
             Exclusive,
             "lock freed within one TTL",
-        ),
+        )),
         row(
             "holder SIGSTOP > TTL, SIGCONT",
             Fault::PauseHolder,
@@ -131,13 +225,13 @@ pub(crate) fn matrix() -> Vec<Scenario> {
             Exclusive,
             "leases lost, no overlap",
         ),
-        row(
+        live(row(
             "SCRIPT FLUSH every 20 ms",
             Fault::ScriptFlush,
             Single,
             Exclusive,
             "scripts reloaded, nothing else",
-        ),
+        )),
         row(
             "BUSY script > TTL, SCRIPT KILL",
             Fault::Busy,
@@ -224,6 +318,7 @@ pub(crate) fn matrix() -> Vec<Scenario> {
         Admitted,
         "unreplicated writes lost; the old primary restarts empty as a primary until the sentinels demote it, and clients must not go back to it",
     ));
+    rows.extend(liveness_rows());
     rows
 }
 
@@ -257,6 +352,10 @@ pub(crate) struct Outcome {
     pub(crate) injected: usize,
     pub(crate) took: Duration,
     pub(crate) note: String,
+    /// The liveness target applies.
+    pub(crate) live: bool,
+    /// The lease of the run (a dead holder may stall the lock this long).
+    pub(crate) ttl: Duration,
 }
 
 impl Outcome {
@@ -267,6 +366,11 @@ impl Outcome {
             Promise::Fenced => self.findings.stale_accepted == 0,
             Promise::Admitted => true,
         }
+    }
+
+    /// Whether the liveness target held, where it is promised.
+    pub(crate) fn kept_liveness(&self) -> bool {
+        !self.live || self.findings.liveness.meets_target(self.ttl)
     }
 }
 
@@ -284,7 +388,17 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
     let mut target = blocking(|| -> anyhow::Result<Target> {
         Ok(match scenario.deployment {
             Deployment::Single => {
-                let server = RedisServer::start()?;
+                let server = if scenario.persistent() {
+                    RedisServer::start_with(
+                        ServerOptions::default()
+                            .arg("--appendonly")
+                            .arg("yes")
+                            .arg("--appendfsync")
+                            .arg("always"),
+                    )?
+                } else {
+                    RedisServer::start()?
+                };
                 let proxy = if scenario.proxied {
                     Some(Proxy::start(server.port())?)
                 } else {
@@ -315,6 +429,8 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
         urls,
         ttl: budget.ttl,
         min_replicas: scenario.min_replicas,
+        wait: scenario.wait,
+        storm: scenario.storm(),
     });
     for _ in 0..budget.workers {
         if let Target::Partitioned(p) = &mut target {
@@ -371,7 +487,19 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
     }
     drop(target);
     if let Some(dir) = std::env::var_os("REDLEASE_CHAOS_HISTORY") {
-        let file = std::path::Path::new(&dir).join(format!("{:?}.json", scenario.fault));
+        // Named after the row: several rows share a fault.
+        let slug: String = scenario
+            .name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        let file = std::path::Path::new(&dir).join(format!("{slug}.json"));
         std::fs::write(&file, serde_json::to_vec(&history)?)
             .with_context(|| format!("writing {}", file.display()))?;
     }
@@ -384,6 +512,8 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
         injected,
         took: started.elapsed(),
         note,
+        live: scenario.live,
+        ttl: budget.ttl,
     })
 }
 
@@ -445,18 +575,22 @@ async fn inject(
                 .wait_for(section_wait, |j| j.in_section().is_some())
                 .await;
             runner.record(Kind::Fault, 0);
+            runner.record(Kind::Down, 0);
             blocking(|| server.kill());
             if fault == Fault::RestartDelayed {
                 tokio::time::sleep(ttl + redlease::drift(ttl)).await;
             }
             blocking(|| server.restart())?;
+            runner.record(Kind::Up, 0);
             Ok(1)
         }
         (Fault::PauseRedis, Target::Single(server, _)) => {
             runner.record(Kind::Fault, 0);
+            runner.record(Kind::Down, 0);
             server.pause()?;
             tokio::time::sleep(beyond_ttl).await;
             server.resume()?;
+            runner.record(Kind::Up, 0);
             Ok(1)
         }
         (Fault::ScriptFlush, Target::Single(server, _)) => {
@@ -475,6 +609,7 @@ async fn inject(
             let port = server.port();
             let spin = u64::try_from(beyond_ttl.as_micros()).unwrap_or(u64::MAX) * 4;
             runner.record(Kind::Fault, 0);
+            runner.record(Kind::Down, 0);
             // A read-only script that spins (bounded by 4x its budget) until killed.
             let busy = std::thread::spawn(move || {
                 let script = "local s = redis.call('TIME') \
@@ -487,6 +622,7 @@ async fn inject(
             tokio::time::sleep(beyond_ttl).await;
             let killed = blocking(|| server.query(&["SCRIPT", "KILL"]))?;
             let _ = busy.join();
+            runner.record(Kind::Up, 0);
             if round == 0 {
                 let _ = write!(note, "SCRIPT KILL answered {killed:?}. ");
             }
@@ -583,6 +719,74 @@ async fn inject(
             if round == 0 {
                 let _ = write!(note, "primary {old} killed, sentinels promoted {new}. ");
             }
+            Ok(1)
+        }
+        (Fault::CancelStorm, _) => {
+            // The workers inject their own faults all along; a round is 2 s of them.
+            let before = runner.with_judge(|j| j.count(Kind::Cancel));
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            Ok(runner.with_judge(|j| j.count(Kind::Cancel)) - before)
+        }
+        (Fault::KillPubsub | Fault::KillNormal, Target::Single(server, _)) => {
+            let kind = if fault == Fault::KillPubsub {
+                "pubsub"
+            } else {
+                "normal"
+            };
+            let mut rng = crate::worker::Jitter(0x9e37_79b9_7f4a_7c15 ^ round as u64);
+            let (mut n, mut killed) = (0, 0);
+            let until = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < until {
+                runner.record(Kind::Fault, 0);
+                // SKIPME yes (the default) spares our own connection.
+                if let redlease_local::Reply::Integer(k) =
+                    blocking(|| server.query(&["CLIENT", "KILL", "TYPE", kind]))?
+                {
+                    killed += k;
+                }
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(50 + rng.below(51))).await;
+            }
+            if round == 0 {
+                let _ = write!(
+                    note,
+                    "first round: {n} CLIENT KILL TYPE {kind} closed {killed} connections. "
+                );
+            }
+            Ok(n)
+        }
+        (Fault::RestartKeptShort | Fault::RestartKeptLong, Target::Single(server, _)) => {
+            let down = if fault == Fault::RestartKeptShort {
+                Duration::from_millis(200)
+            } else {
+                Duration::from_secs(1)
+            };
+            runner
+                .wait_for(section_wait, |j| j.in_section().is_some())
+                .await;
+            let keys = redlease::LockKeys::new(redlease::DEFAULT_PREFIX, LOCK)?;
+            let fence =
+                |server: &RedisServer| match blocking(|| server.query(&["GET", keys.fence()])) {
+                    Ok(redlease_local::Reply::Bulk(v)) => String::from_utf8_lossy(&v).into_owned(),
+                    Ok(other) => format!("{other:?}"),
+                    Err(e) => e.to_string(),
+                };
+            let before = fence(server);
+            runner.record(Kind::Fault, 0);
+            runner.record(Kind::Down, 0);
+            let stopped = Instant::now();
+            blocking(|| server.kill());
+            tokio::time::sleep(down).await;
+            blocking(|| server.restart())?;
+            runner.record(Kind::Up, 0);
+            let outage = stopped.elapsed();
+            let after = fence(server);
+            let _ = write!(
+                note,
+                "round {}: down {} ms, fencing counter {before} just before the kill, {after} just after the restart. ",
+                round + 1,
+                outage.as_millis()
+            );
             Ok(1)
         }
         (fault, _) => anyhow::bail!("fault {fault:?} does not fit this deployment"),

@@ -3,6 +3,10 @@
 //! the judge's answer on stdin before going on. An answer to `BEGIN` may carry `hold=MS`:
 //! the section then stays open until the lease is lost, at most that long (a holder that
 //! stays a holder while the runner partitions it).
+//!
+//! Each wait is announced with `WAIT` and its bound, and ends with `ACQ`, `TIMEOUT`, `ERR`
+//! or (in the cancellation storm) `CANCEL`; a worker that stops says `BYE`. With `--storm`
+//! the worker drops its `acquire` and `run` futures at random points (see [`storm`]).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -54,10 +58,16 @@ pub(crate) struct WorkerArgs {
     /// Give up after this long whatever happens
     #[arg(long, value_parser = humantime::parse_duration, default_value = "3m")]
     pub(crate) deadline: Duration,
+    /// The lock's wait: the bound of every acquisition
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
+    pub(crate) wait: Duration,
+    /// Cancellation storm: drop `acquire` and `run` futures at random points
+    #[arg(long)]
+    pub(crate) storm: bool,
 }
 
 /// The pipe to the judge.
-struct Link {
+pub(crate) struct Link {
     out: Stdout,
     input: BufReader<Stdin>,
     id: u32,
@@ -70,14 +80,29 @@ struct Link {
 }
 
 impl Link {
+    /// The judge said stop.
+    pub(crate) fn stop(&self) -> bool {
+        self.stop
+    }
+}
+
+impl Link {
     /// Sends one event and waits for the judge's answer (the verdict of a `WRITE`).
     async fn send(&mut self, kind: Kind, token: u64) -> anyhow::Result<Option<Verdict>> {
+        self.send_bounded(kind, token, None).await
+    }
+
+    /// [`send`](Self::send) with a bound (for a `WAIT`).
+    pub(crate) async fn send_bounded(
+        &mut self,
+        kind: Kind,
+        token: u64,
+        bound: Option<Duration>,
+    ) -> anyhow::Result<Option<Verdict>> {
         self.seq += 1;
         let line = WorkerLine {
-            kind,
-            worker: self.id,
-            token,
-            seq: self.seq,
+            bound,
+            ..WorkerLine::new(kind, self.id, token, self.seq)
         };
         self.out.write_all(format!("{line}\n").as_bytes()).await?;
         self.out.flush().await?;
@@ -103,14 +128,19 @@ impl Link {
 }
 
 /// A small xorshift for the 1-20 ms of work (no need for a crypto RNG here).
-struct Jitter(u64);
+pub(crate) struct Jitter(pub(crate) u64);
 
 impl Jitter {
-    fn work(&mut self) -> Duration {
+    /// A number in `0..n`.
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
-        Duration::from_millis(1 + self.0 % 20)
+        self.0 % n.max(1)
+    }
+
+    pub(crate) fn work(&mut self) -> Duration {
+        Duration::from_millis(1 + self.below(20))
     }
 }
 
@@ -146,15 +176,28 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             }
         }
     };
-    let mut lock = client.lock(LOCK).ttl(args.ttl).wait(Duration::from_secs(5));
+    let mut lock = client.lock(LOCK).ttl(args.ttl).wait(args.wait);
     if args.min_replicas > 0 {
         lock = lock.min_replicas(args.min_replicas, Duration::from_millis(100));
     }
     let mut jitter = Jitter(u64::from(std::process::id()) | 1);
+    if args.storm {
+        let link = Arc::try_unwrap(link)
+            .map_err(|_| anyhow::anyhow!("the pipe to the judge is shared"))?
+            .into_inner();
+        return crate::storm::storm(link, &lock, args.wait, jitter, deadline).await;
+    }
     while !link.lock().await.stop && Instant::now() < deadline {
+        link.lock()
+            .await
+            .send_bounded(Kind::Wait, 0, Some(args.wait))
+            .await?;
         let guard = match lock.acquire().await {
             Ok(guard) => guard,
-            Err(redlease::Error::Timeout { .. }) => continue,
+            Err(redlease::Error::Timeout { .. }) => {
+                link.lock().await.send(Kind::Timeout, 0).await?;
+                continue;
+            }
             Err(_) => {
                 link.lock().await.send(Kind::Error, 0).await?;
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -215,5 +258,6 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             link.lock().await.send(Kind::Lost, token).await?;
         }
     }
+    link.lock().await.send(Kind::Bye, 0).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -42,12 +42,7 @@ fn the_checker_flags_manufactured_violations() {
 #[test]
 fn the_judge_fences_and_the_checker_catches_an_equal_token() {
     let mut judge = Judge::new();
-    let line = |kind, worker, token| WorkerLine {
-        kind,
-        worker,
-        token,
-        seq: 1,
-    };
+    let line = |kind, worker, token| WorkerLine::new(kind, worker, token, 1);
     assert_eq!(
         judge.receive(line(Kind::Write, 1, 5)),
         Some(Verdict::Accepted)
@@ -64,11 +59,9 @@ fn the_judge_fences_and_the_checker_catches_an_equal_token() {
     assert_eq!((f.stale_rejected, f.stale_accepted), (1, 1));
 }
 
-/// A few faults, few sections, 500 ms leases: no stale write accepted where redlease
-/// promises fenced safety, no overlap where it promises exclusion, and the counter reset
-/// of a Redis restarted empty is seen (tokens go backwards): a real violation detected.
 /// Runs the chaos binary on the scenarios named by `only`, with a short lease, 2 rounds
-/// and 10 sections; returns its outcomes and its stderr. Fails if the binary does.
+/// and 10 sections; returns its outcomes and its stderr. Fails if the binary does (exit
+/// code 3, the liveness target missed, is left to the caller to judge from the outcomes).
 fn reduced_run(
     only: &[&str],
 ) -> Result<(Vec<serde_json::Value>, String), Box<dyn std::error::Error>> {
@@ -81,10 +74,18 @@ fn reduced_run(
     }
     let out = cmd.arg("--json").arg(&json).output()?;
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{}\n{stderr}", out.status);
+    assert!(
+        matches!(out.status.code(), Some(0 | 3)),
+        "{}\n{stderr}",
+        out.status
+    );
     Ok((serde_json::from_slice(&std::fs::read(&json)?)?, stderr))
 }
 
+/// A few faults, few sections, 500 ms leases: no stale write accepted where redlease
+/// promises fenced safety, no overlap where it promises exclusion, and the counter reset
+/// of a Redis restarted empty is seen (tokens go backwards): a real violation detected.
+/// (Safety only: the liveness of these rows is judged by `make chaos`.)
 #[test]
 fn a_reduced_matrix_keeps_the_promises() -> Result<(), Box<dyn std::error::Error>> {
     let (outcomes, stderr) = reduced_run(&[
@@ -148,4 +149,54 @@ fn a_holder_cut_off_from_a_quorum_majority_learns_it_lost() -> Result<(), Box<dy
         "a cut-off holder did not report its loss: {o}"
     );
     Ok(())
+}
+
+/// Workers dropping their `acquire`, `run` and `release` futures at random points for a
+/// few seconds (500 ms leases): safety holds, and no dropped future leaves the lock held by
+/// nobody for a lease. The bound asserted is half a lease, not the 100 ms of `make chaos`:
+/// an orphan costs a whole lease (500 ms), scheduling noise on a loaded 2-CPU machine does
+/// not come near 250 ms.
+#[test]
+fn a_cancellation_storm_leaves_no_orphaned_lease() -> Result<(), Box<dyn std::error::Error>> {
+    let (outcomes, stderr) = reduced_run(&["cancellation storm (acquire"])?;
+    assert_eq!(outcomes.len(), 1, "{stderr}");
+    let o = &outcomes[0];
+    let f = &o["findings"];
+    let count = |k: &str| f[k].as_u64().unwrap_or(u64::MAX);
+    assert!(count("sections") > 0, "{o}");
+    assert!(
+        o["injected"].as_u64() > Some(0),
+        "nothing was cancelled: {o}"
+    );
+    for k in [
+        "stale_accepted",
+        "overlaps",
+        "mutex_violations",
+        "tokens_backwards",
+    ] {
+        assert_eq!(count(k), 0, "{k}: {o}");
+    }
+    let l = &f["liveness"];
+    let longest = duration(&l["longest"]).ok_or("no stall measured")?;
+    assert!(
+        longest < Duration::from_millis(250),
+        "the lock sat free (or held by a dropped future) for {longest:?}; stalls > 100 ms: {}, \
+         the first: {}",
+        l["over_limit"],
+        l["long"]
+    );
+    // Dropped futures end their waits at once; a generous bound on the rest.
+    let worst = duration(&l["worst_overrun"]).unwrap_or_default();
+    assert!(
+        worst < Duration::from_secs(1),
+        "a wait ran {worst:?} past its bound"
+    );
+    Ok(())
+}
+
+/// A serialized `Option<Duration>` (`{"secs": .., "nanos": ..}` or null).
+fn duration(v: &serde_json::Value) -> Option<Duration> {
+    let secs = v["secs"].as_u64()?;
+    let nanos = u32::try_from(v["nanos"].as_u64()?).ok()?;
+    Some(Duration::new(secs, nanos))
 }

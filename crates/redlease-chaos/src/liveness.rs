@@ -1,0 +1,350 @@
+//! Liveness of a history: *stalls* (the lock free of any live holder while a worker wants
+//! it) and *wait overruns* (waits that ended well past their bound).
+//!
+//! The history cannot see Redis, so "held by a token nobody holds" (an orphan left by a
+//! cancelled attempt, a release that never happened) and "free, but nobody took it" look
+//! the same: no worker between `ACQ` and `REL`/`LOST`, while another wants the lock. Both
+//! are stalls.
+//!
+//! Exactly, replaying the events in the judge's order:
+//! - a worker **holds** from its `ACQ` to its `REL`, `LOST`, `KILL` or `BYE`;
+//! - a worker **wants** the lock from its `WAIT` to its `ACQ`, `KILL` or `BYE`; a wait that
+//!   ends in `TIMEOUT`, `ERR` or `CANCEL` does not end the want, since every worker loops
+//!   straight into its next wait (or sleeps 20 ms after an error);
+//! - a **stall** is a maximal interval during which nobody holds and somebody wants; its
+//!   length is that interval minus the time Redis was down on purpose (between the runner's
+//!   `DOWN` and `UP`: nothing can be acquired from a dead server, so only the time it takes
+//!   to come back into service after `UP` counts);
+//! - a stall that begins after the last holder was killed with SIGKILL (`KILL` while it held, no
+//!   `ACQ` since) is **after a death**: its lease had to run out, so up to one ttl is
+//!   expected; those are counted apart;
+//! - a **wait overrun** is a wait (`WAIT` → `ACQ`/`TIMEOUT`/`ERR`/`CANCEL` of that worker)
+//!   that lasted more than [`LIMIT`] past the bound its `WAIT` carried.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::event::{Event, Kind};
+
+/// The liveness target's slack: no stall longer than this (unless a holder died), no wait
+/// ending later than this past its bound.
+pub const LIMIT: Duration = Duration::from_millis(100);
+
+/// How many stalls longer than [`LIMIT`] a [`Liveness`] lists.
+const LISTED: usize = 20;
+
+/// One stall.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Stall {
+    /// When it began (judge's clock).
+    pub at: Duration,
+    /// How long it lasted, outages excluded.
+    pub length: Duration,
+    /// It began after the holder was killed with SIGKILL (nobody acquired since).
+    pub after_death: bool,
+    /// Redis was down during part of it (that part is not in `length`).
+    pub outage: bool,
+}
+
+/// What [`measure`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Liveness {
+    /// Stalls of any length, deaths excluded (every hand-off is one, of a millisecond or
+    /// so).
+    pub stalls: usize,
+    /// The longest of them.
+    pub longest: Option<Duration>,
+    /// How many of them lasted longer than [`LIMIT`].
+    pub over_limit: usize,
+    /// Stalls after a holder's death.
+    pub after_death: usize,
+    /// The longest of those (at most one ttl is expected).
+    pub longest_after_death: Option<Duration>,
+    /// Waits that ended (`ACQ`, `TIMEOUT`, `ERR` or `CANCEL` after a `WAIT`).
+    pub waits: usize,
+    /// Waits that ended more than [`LIMIT`] past their bound.
+    pub overruns: usize,
+    /// Waits that ended with `TIMEOUT` (their bound passed without the lock).
+    pub timed_out: usize,
+    /// The largest amount by which a wait passed its bound (overruns or not), if any did.
+    pub worst_overrun: Option<Duration>,
+    /// The first stalls longer than [`LIMIT`], deaths included, in order.
+    pub long: Vec<Stall>,
+}
+
+impl Liveness {
+    /// The target met: no stall longer than [`LIMIT`] except after a death, none after a
+    /// death longer than `ttl` + [`LIMIT`], no wait ended more than [`LIMIT`] past its
+    /// bound.
+    pub fn meets_target(&self, ttl: Duration) -> bool {
+        self.over_limit == 0
+            && self.overruns == 0
+            && self.longest_after_death.is_none_or(|d| d <= ttl + LIMIT)
+    }
+}
+
+/// A stall under way.
+#[derive(Clone, Copy)]
+struct Open {
+    at: Duration,
+    length: Duration,
+    /// Up to when `length` was accrued.
+    counted_to: Duration,
+    after_death: bool,
+    outage: bool,
+}
+
+/// Measures the liveness of a history (in the judge's order of receipt).
+pub fn measure(history: &[Event]) -> Liveness {
+    let mut l = Liveness::default();
+    let mut holding: BTreeSet<u32> = BTreeSet::new();
+    let mut wanting: BTreeSet<u32> = BTreeSet::new();
+    let mut waits: HashMap<u32, (Duration, Duration)> = HashMap::new();
+    let mut down = 0usize;
+    let mut dead = false;
+    let mut open: Option<Open> = None;
+    for e in history {
+        if let Some(stall) = &mut open {
+            if down == 0 {
+                stall.length += e.at.saturating_sub(stall.counted_to);
+            }
+            stall.counted_to = e.at;
+        }
+        match e.kind {
+            Kind::Wait => {
+                wanting.insert(e.worker);
+                waits.insert(e.worker, (e.at, e.bound.unwrap_or(Duration::MAX)));
+            }
+            Kind::Acquire => {
+                end_wait(&mut waits, e, &mut l);
+                wanting.remove(&e.worker);
+                holding.insert(e.worker);
+                dead = false;
+            }
+            Kind::Timeout => {
+                l.timed_out += 1;
+                end_wait(&mut waits, e, &mut l);
+            }
+            Kind::Error | Kind::Cancel => end_wait(&mut waits, e, &mut l),
+            Kind::Release | Kind::Lost => {
+                holding.remove(&e.worker);
+            }
+            Kind::Kill => {
+                waits.remove(&e.worker);
+                wanting.remove(&e.worker);
+                if holding.remove(&e.worker) && holding.is_empty() {
+                    dead = true;
+                }
+            }
+            Kind::Bye => {
+                waits.remove(&e.worker);
+                wanting.remove(&e.worker);
+                holding.remove(&e.worker);
+            }
+            Kind::Down => {
+                down += 1;
+                if let Some(stall) = &mut open {
+                    stall.outage = true;
+                }
+            }
+            Kind::Up => down = down.saturating_sub(1),
+            Kind::Begin | Kind::Write | Kind::End | Kind::Pause | Kind::Resume | Kind::Fault => {}
+        }
+        let stalled = holding.is_empty() && !wanting.is_empty();
+        match (&mut open, stalled) {
+            (Some(_), false) => {
+                if let Some(stall) = open.take() {
+                    close(stall, &mut l);
+                }
+            }
+            (None, true) => {
+                open = Some(Open {
+                    at: e.at,
+                    length: Duration::ZERO,
+                    counted_to: e.at,
+                    after_death: dead,
+                    outage: down > 0,
+                });
+            }
+            _ => {}
+        }
+    }
+    if let Some(stall) = open.take() {
+        close(stall, &mut l);
+    }
+    l
+}
+
+/// Ends `e.worker`'s wait, if it had one, and judges its length against its bound.
+fn end_wait(waits: &mut HashMap<u32, (Duration, Duration)>, e: &Event, l: &mut Liveness) {
+    let Some((start, bound)) = waits.remove(&e.worker) else {
+        return;
+    };
+    l.waits += 1;
+    let past = e.at.saturating_sub(start).checked_sub(bound);
+    if let Some(past) = past.filter(|p| !p.is_zero()) {
+        l.worst_overrun = l.worst_overrun.max(Some(past));
+        if past > LIMIT {
+            l.overruns += 1;
+        }
+    }
+}
+
+/// Counts a finished stall.
+fn close(stall: Open, l: &mut Liveness) {
+    let s = Stall {
+        at: stall.at,
+        length: stall.length,
+        after_death: stall.after_death,
+        outage: stall.outage,
+    };
+    if s.after_death {
+        l.after_death += 1;
+        l.longest_after_death = l.longest_after_death.max(Some(s.length));
+    } else {
+        l.stalls += 1;
+        l.longest = l.longest.max(Some(s.length));
+        if s.length > LIMIT {
+            l.over_limit += 1;
+        }
+    }
+    if s.length > LIMIT && l.long.len() < LISTED {
+        l.long.push(s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: u64) -> Duration {
+        Duration::from_millis(ms)
+    }
+
+    fn ev(ms: u64, kind: Kind, worker: u32) -> Event {
+        Event::new(at(ms), kind, worker, u64::from(worker))
+    }
+
+    fn wait(ms: u64, worker: u32, bound: u64) -> Event {
+        ev(ms, Kind::Wait, worker).bound(at(bound))
+    }
+
+    #[test]
+    fn prompt_hand_offs_are_short_stalls() {
+        let h = vec![
+            wait(0, 1, 2000),
+            ev(1, Kind::Acquire, 1),
+            wait(2, 2, 2000),
+            ev(10, Kind::Release, 1),
+            ev(12, Kind::Acquire, 2),
+            ev(20, Kind::Release, 2),
+            ev(21, Kind::Bye, 1),
+            ev(22, Kind::Bye, 2),
+        ];
+        let l = measure(&h);
+        assert_eq!(l.stalls, 2, "{l:?}");
+        assert_eq!(l.longest, Some(at(2)));
+        assert_eq!((l.over_limit, l.overruns, l.waits), (0, 0, 2));
+        assert!(l.meets_target(at(1000)));
+    }
+
+    /// A release that never reached Redis (its future dropped): the lock sits with a
+    /// token nobody holds while the other worker keeps waiting, timing out and waiting
+    /// again, until the lease expires.
+    #[test]
+    fn an_orphaned_lease_is_one_long_stall_across_retries() {
+        let h = vec![
+            wait(0, 1, 500),
+            ev(1, Kind::Acquire, 1),
+            wait(2, 2, 500),
+            ev(10, Kind::Release, 1),
+            ev(502, Kind::Timeout, 2),
+            wait(503, 2, 500),
+            ev(1010, Kind::Acquire, 2),
+            ev(1020, Kind::Release, 2),
+        ];
+        let l = measure(&h);
+        assert_eq!(l.stalls, 2, "the first wait, then the orphan: {l:?}");
+        assert_eq!(l.longest, Some(at(1000)));
+        assert_eq!(l.over_limit, 1);
+        assert_eq!(l.after_death, 0);
+        assert_eq!(l.long.first().map(|s| s.at), Some(at(10)));
+        assert!(!l.meets_target(at(1000)));
+    }
+
+    #[test]
+    fn nobody_waiting_is_no_stall() {
+        let h = vec![
+            ev(0, Kind::Acquire, 1),
+            ev(10, Kind::Release, 1),
+            wait(900, 2, 500),
+            ev(901, Kind::Acquire, 2),
+        ];
+        let l = measure(&h);
+        assert_eq!((l.stalls, l.longest), (1, Some(at(1))), "{l:?}");
+        assert!(l.meets_target(at(1000)));
+    }
+
+    #[test]
+    fn a_killed_holder_is_allowed_one_ttl() {
+        let h = vec![
+            ev(0, Kind::Acquire, 1),
+            wait(1, 2, 5000),
+            ev(5, Kind::Kill, 1),
+            ev(1004, Kind::Acquire, 2),
+            ev(1010, Kind::Release, 2),
+        ];
+        let l = measure(&h);
+        assert_eq!((l.stalls, l.after_death), (0, 1), "{l:?}");
+        assert_eq!(l.longest_after_death, Some(at(999)));
+        assert!(l.long.first().is_some_and(|s| s.after_death));
+        assert!(l.meets_target(at(1000)));
+        assert!(!l.meets_target(at(800)), "longer than an 800 ms ttl");
+    }
+
+    #[test]
+    fn only_time_with_redis_up_counts() {
+        let h = vec![
+            ev(0, Kind::Acquire, 1),
+            wait(1, 2, 5000),
+            ev(10, Kind::Release, 1),
+            ev(20, Kind::Down, 0),
+            ev(1020, Kind::Up, 0),
+            ev(1050, Kind::Acquire, 2),
+            // A second outage, then 150 ms to come back into service.
+            ev(1060, Kind::Release, 2),
+            wait(1060, 1, 5000),
+            ev(1070, Kind::Down, 0),
+            ev(1270, Kind::Up, 0),
+            ev(1420, Kind::Acquire, 1),
+        ];
+        let l = measure(&h);
+        assert_eq!(l.stalls, 2, "{l:?}");
+        assert_eq!(l.longest, Some(at(160)), "10 ms before, 150 ms after");
+        assert_eq!(l.over_limit, 1);
+        assert!(l.long.iter().all(|s| s.outage));
+    }
+
+    #[test]
+    fn waits_past_their_bound_are_overruns() {
+        let h = vec![
+            ev(0, Kind::Acquire, 1),
+            wait(1, 2, 300),
+            // 300 ms bound, returned after 20.1 s.
+            ev(20_101, Kind::Error, 2),
+            wait(20_102, 2, 300),
+            // 50 ms late: within the slack.
+            ev(20_452, Kind::Timeout, 2),
+            wait(20_453, 3, 200),
+            ev(20_460, Kind::Cancel, 3),
+            ev(20_500, Kind::Release, 1),
+            ev(20_501, Kind::Acquire, 2),
+        ];
+        let l = measure(&h);
+        assert_eq!((l.waits, l.overruns, l.timed_out), (3, 1, 1), "{l:?}");
+        assert_eq!(l.worst_overrun, Some(at(19_800)));
+        assert!(!l.meets_target(at(1000)));
+    }
+}
