@@ -31,6 +31,9 @@ pub const MIN_TTL: Duration = Duration::from_millis(10);
 /// The longest lease accepted (30 days).
 pub const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// The longest pause between attempts while Redis cannot be reached or refuses for now
+/// (the lock's [`Retry`] may cap it lower).
+const OUTAGE_POLL: Duration = Duration::from_millis(50);
 /// How long the queue keys outlive their last waiter's arrival, beyond its wait.
 const QUEUE_LINGER: Duration = Duration::from_secs(60);
 
@@ -581,7 +584,9 @@ impl Lock {
             return None;
         }
         *failures += 1;
-        Some(self.retry.delay(*failures))
+        // Polled often enough to notice a recovered Redis within a few tens of ms: an
+        // attempt against a refused connection costs the server nothing.
+        Some(self.retry.delay_within(*failures, OUTAGE_POLL))
     }
 
     /// Whether a hand-off message proves the lock is ours. Behind Sentinel it does not: a

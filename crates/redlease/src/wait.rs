@@ -93,7 +93,16 @@ impl Retry {
 
     /// The `n`-th delay, fully jittered.
     pub(crate) fn delay(&self, n: u32) -> Duration {
-        let bound = self.min.saturating_mul(1u32 << n.min(20)).min(self.max);
+        self.delay_within(n, self.max)
+    }
+
+    /// The `n`-th delay, fully jittered, bounded by `cap` as well as by the ceiling.
+    pub(crate) fn delay_within(&self, n: u32, cap: Duration) -> Duration {
+        let bound = self
+            .min
+            .saturating_mul(1u32 << n.min(20))
+            .min(self.max)
+            .min(cap);
         jitter(bound)
     }
 }
