@@ -243,12 +243,8 @@ impl ClientBuilder {
             .iter()
             .map(|url| self.redis_client(url))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Wakeups::new(
-            reach,
-            nodes,
-            self.connect_timeout,
-            self.response_timeout,
-        ))
+        Wakeups::new(reach, &nodes, self.connect_timeout, self.response_timeout)
+            .map_err(|e| self.bad_url(&e))
     }
 
     fn deployment(&self, topology: Topology, nodes: Vec<Node>) -> Deployment {
