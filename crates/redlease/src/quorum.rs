@@ -5,15 +5,20 @@
 //! costs at most that bound and latency stays close to one node's.
 //!
 //! - **Acquire** runs the single-node acquire script on every node. It succeeds when a
-//!   majority (`N/2 + 1`) granted it *and* the lease is still valid when the last answer
-//!   came: `sent + ttl - drift` is in the future, `drift = ttl/100 + 2 ms`. Otherwise it
-//!   releases on every node (including those that did not answer: their outcome is
-//!   unknown) and reports the lock busy, so the caller retries with jitter; with fewer
-//!   than a majority of nodes answering at all it fails with
-//!   [`Error::NoQuorum`] at once.
+//!   majority (`N/2 + 1`) granted it *and* the lease is still valid when that majority's
+//!   answers are in: `sent + ttl - drift` is in the future, `drift = ttl/100 + 2 ms`; it
+//!   does not wait for the other nodes (a late grant there only adds a node holding our
+//!   token, which renewal and release cover). Otherwise, once so many nodes said busy
+//!   that no majority can grant, it gives back what it took (the nodes that granted,
+//!   and in the background those that did not answer: their outcome is unknown) and
+//!   reports the lock busy, so the caller retries with jitter; with fewer than a
+//!   majority of nodes answering at all it fails with [`Error::NoQuorum`].
 //! - **Release, extend and renewal** also go to every node; they count as done when a
 //!   majority confirms, and as lost when so many nodes report another token (or none)
-//!   that no majority can still hold ours.
+//!   that no majority can still hold ours. A release returns as soon as a majority
+//!   settled it, and goes on in the background on the nodes still to answer.
+//! - **Connecting** ([`Client::quorum`](crate::Client::quorum)) returns once a majority
+//!   answered `PING`; the other nodes connect as they are used.
 //!
 //! # Fencing tokens over a quorum
 //! Each node keeps its own counter and increments it on every grant. The holder's token
@@ -41,12 +46,18 @@
 //! at least the longest TTL before it rejoins (the *delayed restart*); the counter needs
 //! persistence, or a restarted node's counter raised by hand above every token issued.
 
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
+use redis::RedisResult;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::backend::{
-    AcquireArgs, Deployment, RenewItem, Reply, acquire_on, extend_on, fan_out, release_on, renew_on,
+    AcquireArgs, Conn, Deployment, RenewItem, Reply, acquire_on, extend_on, fan_out, renew_on,
 };
 use crate::error::{Error, Result};
 use crate::guard::drift;
@@ -54,6 +65,16 @@ use crate::keys::LockKeys;
 use crate::scripts;
 
 /// One attempt on every node.
+///
+/// Done as soon as the outcome is decided: a majority granted, or so many nodes said busy
+/// that no majority can grant (with a majority having answered), so a slow or silent node
+/// costs nothing while a majority answers fast, and at most the per-node bound otherwise.
+/// Grants this attempt may hold where it failed are given back: awaited (within the
+/// per-node bound) on the nodes that granted, in the background on the nodes that did not
+/// answer, so that the release still reaches such a node when it comes back. The next
+/// attempt with the same token waits (within its per-node bound) until the give-back to a
+/// node has finished before it asks that node again: a late give-back must never undo a
+/// later grant.
 pub(crate) async fn acquire(
     deployment: &Deployment,
     keys: &LockKeys,
@@ -69,36 +90,25 @@ pub(crate) async fn acquire(
         queue: None,
         ..*args
     };
-    let replies = fan_out(
-        deployment
-            .nodes
-            .iter()
-            .map(|node| acquire_on(node, keys, &args)),
-        node_timeout,
-    )
-    .await;
-    let mut granted = 0;
+    let nodes = deployment.nodes.len();
+    let Asked {
+        replies,
+        requested,
+        granted,
+        busy,
+        holder_pttl,
+    } = ask(deployment, keys, &args, sent + node_timeout).await;
+    let answered = granted + busy;
     let mut fence = 0;
-    let mut fences = vec![None; replies.len()];
-    let mut answered = 0;
-    let mut holder_pttl = -1;
+    let mut fences = vec![None; nodes];
     // A node that already held our token (a retried attempt) keeps the expiry an earlier
     // attempt set: the lease must then be dated from that attempt, not this one.
     let mut leftover = false;
     for (i, reply) in replies.iter().enumerate() {
-        match reply {
-            Ok(Reply::Fresh(f) | Reply::Ours(f)) => {
-                leftover |= matches!(reply, Ok(Reply::Ours(_)));
-                granted += 1;
-                answered += 1;
-                fence = fence.max(*f);
-                fences[i] = Some(*f);
-            }
-            Ok(Reply::Busy(pttl)) => {
-                answered += 1;
-                holder_pttl = holder_pttl.max(*pttl);
-            }
-            Err(e) => tracing::debug!(error = %e, "a quorum node did not grant the lock"),
+        if let Some(Ok(reply @ (Reply::Fresh(f) | Reply::Ours(f)))) = reply {
+            leftover |= matches!(reply, Reply::Ours(_));
+            fence = fence.max(*f);
+            fences[i] = Some(*f);
         }
     }
     let valid = || Instant::now() < sent + ttl.saturating_sub(drift(ttl));
@@ -125,10 +135,12 @@ pub(crate) async fn acquire(
         }
         tracing::debug!("could not record the fencing token on a majority in time; giving back");
     }
-    if granted > 0 || answered < replies.len() {
-        // Give back what this attempt took, and whatever an unanswered node may hold.
-        let _ = release(deployment, keys, args.token).await;
-    }
+    // Give back what this attempt took, and whatever a node that did not answer may hold.
+    let took: Vec<usize> = (0..nodes).filter(|&i| fences[i].is_some()).collect();
+    let unknown: Vec<usize> = (0..nodes)
+        .filter(|&i| requested[i] && !matches!(replies[i], Some(Ok(_))))
+        .collect();
+    give_back_attempt(deployment, keys, args.token, &took, &unknown, node_timeout).await;
     if answered < needed {
         return Err(Error::NoQuorum {
             acquired: granted,
@@ -136,6 +148,238 @@ pub(crate) async fn acquire(
         });
     }
     Ok(Reply::Busy(holder_pttl))
+}
+
+/// What the nodes said to one attempt, as far as it listened.
+struct Asked {
+    /// Per node: `None` when it did not answer before the outcome was decided.
+    replies: Vec<Option<RedisResult<Reply>>>,
+    /// Per node: whether the request may have gone out.
+    requested: Vec<bool>,
+    granted: usize,
+    busy: usize,
+    holder_pttl: i64,
+}
+
+/// Sends the attempt to every node (each first waits until an earlier give-back of this
+/// token to it finished), until `deadline` or until the outcome is decided.
+async fn ask(
+    deployment: &Deployment,
+    keys: &LockKeys,
+    args: &AcquireArgs<'_>,
+    deadline: Instant,
+) -> Asked {
+    let needed = deployment.majority();
+    let nodes = deployment.nodes.len();
+    let mut asked = Asked {
+        replies: (0..nodes).map(|_| None).collect(),
+        requested: vec![false; nodes],
+        granted: 0,
+        busy: 0,
+        holder_pttl: -1,
+    };
+    let (sending, mut sends) = mpsc::unbounded_channel();
+    let mut pending: FuturesUnordered<_> = deployment
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, node)| {
+            let sending = sending.clone();
+            async move {
+                let key = GiveBackKey::new(deployment, i, args.token);
+                let attempt = async {
+                    given_back(&key).await;
+                    let _ = sending.send(i);
+                    acquire_on(node, keys, args).await
+                };
+                (i, tokio::time::timeout_at(deadline, attempt).await)
+            }
+        })
+        .collect();
+    drop(sending);
+    while let Some((i, reply)) = pending.next().await {
+        let reply = reply.unwrap_or_else(|_| Err(late()));
+        match &reply {
+            Ok(Reply::Fresh(_) | Reply::Ours(_)) => asked.granted += 1,
+            Ok(Reply::Busy(pttl)) => {
+                asked.busy += 1;
+                asked.holder_pttl = asked.holder_pttl.max(*pttl);
+            }
+            Err(e) => tracing::debug!(error = %e, "a quorum node did not grant the lock"),
+        }
+        asked.replies[i] = Some(reply);
+        let open = pending.len();
+        let answered = asked.granted + asked.busy;
+        if asked.granted >= needed
+            || (answered >= needed && asked.granted + open < needed)
+            || answered + open < needed
+        {
+            break;
+        }
+    }
+    // Requests still out are dropped: either they never left (nothing to give back) or
+    // they run on their node before anything sent later on its connection.
+    drop(pending);
+    while let Ok(i) = sends.try_recv() {
+        asked.requested[i] = true;
+    }
+    asked
+}
+
+/// Gives back a failed attempt's grants: awaited on the nodes that granted (`took`),
+/// within `bound`; in the background on the nodes whose outcome is `unknown`.
+async fn give_back_attempt(
+    deployment: &Deployment,
+    keys: &LockKeys,
+    token: &str,
+    took: &[usize],
+    unknown: &[usize],
+    bound: Duration,
+) {
+    if took.is_empty() && unknown.is_empty() {
+        return;
+    }
+    let all: Vec<usize> = took.iter().chain(unknown).copied().collect();
+    let mut results = give_back(deployment, keys, token, &all);
+    let mut left = took.len();
+    let bound = Instant::now() + bound;
+    while left > 0 {
+        match tokio::time::timeout_at(bound, results.recv()).await {
+            Ok(Some((i, _))) if took.contains(&i) => left -= 1,
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => break,
+        }
+    }
+}
+
+/// A node's reply that did not come within the per-node bound.
+fn late() -> redis::RedisError {
+    redis::RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "node did not answer in time",
+    ))
+}
+
+/// Identifies the give-backs of one token on one node of one deployment.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct GiveBackKey {
+    deployment: usize,
+    node: usize,
+    token: String,
+}
+
+impl GiveBackKey {
+    fn new(deployment: &Deployment, node: usize, token: &str) -> Self {
+        Self {
+            deployment: std::ptr::from_ref(deployment).addr(),
+            node,
+            token: token.to_owned(),
+        }
+    }
+}
+
+/// Give-backs in flight: how many, per key (removed at zero).
+static GIVING_BACK: LazyLock<Mutex<HashMap<GiveBackKey, watch::Sender<usize>>>> =
+    LazyLock::new(Mutex::default);
+
+fn giving_back() -> std::sync::MutexGuard<'static, HashMap<GiveBackKey, watch::Sender<usize>>> {
+    // Counter updates only: a poisoned lock is still consistent.
+    GIVING_BACK.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One give-back in flight, counted from its creation until it is dropped.
+struct InFlight(GiveBackKey);
+
+impl InFlight {
+    fn new(key: GiveBackKey) -> Self {
+        giving_back()
+            .entry(key.clone())
+            .or_insert_with(|| watch::Sender::new(0))
+            .send_modify(|n| *n += 1);
+        Self(key)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut map = giving_back();
+        if let Some(count) = map.get(&self.0) {
+            count.send_modify(|n| *n = n.saturating_sub(1));
+            if *count.borrow() == 0 {
+                map.remove(&self.0);
+            }
+        }
+    }
+}
+
+/// Waits until no give-back of `key` is in flight.
+async fn given_back(key: &GiveBackKey) {
+    let count = giving_back().get(key).map(watch::Sender::subscribe);
+    if let Some(mut count) = count {
+        let _ = count.wait_for(|n| *n == 0).await;
+    }
+}
+
+/// Runs the release script on the nodes at `indexes`, in a task of its own (each node
+/// bounded by the response timeout), so that it completes even when the caller stops
+/// waiting; the results arrive on the returned channel as they come.
+fn give_back(
+    deployment: &Deployment,
+    keys: &LockKeys,
+    token: &str,
+    indexes: &[usize],
+) -> mpsc::UnboundedReceiver<(usize, RedisResult<bool>)> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let timeout = deployment.response_timeout;
+    let announce = deployment.announces();
+    let mut releases: FuturesUnordered<_> = indexes
+        .iter()
+        .filter_map(|&i| Some((i, deployment.nodes.get(i)?)))
+        .map(|(i, node)| {
+            let in_flight = InFlight::new(GiveBackKey::new(deployment, i, token));
+            let conn = node.conn();
+            let keys = keys.clone();
+            let token = token.to_owned();
+            async move {
+                let result =
+                    tokio::time::timeout(timeout, release_owned(conn, &keys, &token, announce))
+                        .await
+                        .unwrap_or_else(|_| Err(late()));
+                drop(in_flight);
+                (i, result)
+            }
+        })
+        .collect();
+    let run = async move {
+        while let Some((i, result)) = releases.next().await {
+            if let Err(e) = &result {
+                tracing::debug!(node = i, error = %e, "a quorum node did not confirm a give-back");
+            }
+            let _ = tx.send((i, result));
+        }
+    };
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(run);
+    } else {
+        tracing::debug!("no runtime to give back on; the leases expire by themselves");
+    }
+    rx
+}
+
+/// The release script over one node's connection, owning everything it needs.
+async fn release_owned(
+    mut conn: Conn,
+    keys: &LockKeys,
+    token: &str,
+    announce: bool,
+) -> RedisResult<bool> {
+    let mut invocation = scripts::RELEASE.key(&keys.script_keys()[..]);
+    invocation.arg(token);
+    if announce {
+        invocation.arg(&keys.channel);
+    }
+    let released: i64 = invocation.invoke_async(&mut conn).await?;
+    Ok(released == 1)
 }
 
 /// The shortest per-node bound, however short the lease.
@@ -178,15 +422,38 @@ async fn raise_fence(
 }
 
 /// Release on every node: `Ok(true)` when a majority still held our token.
+///
+/// Returns as soon as a majority settled it either way, or once the per-node bound (the
+/// response timeout) passed; the release goes on in the background on the nodes that
+/// did not answer yet, so that it reaches a slow node too.
 pub(crate) async fn release(deployment: &Deployment, keys: &LockKeys, token: &str) -> Result<bool> {
-    let replies = fan_out(
-        deployment
-            .nodes
-            .iter()
-            .map(|node| release_on(node, keys, token, deployment.announces())),
-        deployment.response_timeout,
-    )
-    .await;
+    let nodes = deployment.nodes.len();
+    let all: Vec<usize> = (0..nodes).collect();
+    let mut results = give_back(deployment, keys, token, &all);
+    let needed = deployment.majority();
+    let bound = Instant::now() + deployment.response_timeout;
+    let mut replies: Vec<Option<RedisResult<bool>>> = (0..nodes).map(|_| None).collect();
+    let (mut yes, mut no, mut answered) = (0, 0, 0);
+    while answered < nodes && yes < needed && nodes - no >= needed {
+        match tokio::time::timeout_at(bound, results.recv()).await {
+            Ok(Some((i, result))) => {
+                answered += 1;
+                match result {
+                    Ok(true) => yes += 1,
+                    Ok(false) => no += 1,
+                    Err(_) => {}
+                }
+                if let Some(slot) = replies.get_mut(i) {
+                    *slot = Some(result);
+                }
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    let replies = replies
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(late())))
+        .collect();
     settle(deployment, keys, "releasing a lock", replies)
 }
 
