@@ -299,6 +299,7 @@ struct Task {
 impl Task {
     async fn run(mut self) {
         let mut failures = 0u32;
+        let mut flaps = 0u32;
         let mut target = 0usize;
         loop {
             let Some(link) = self.link.upgrade() else {
@@ -312,6 +313,7 @@ impl Task {
             match link.connect(target, &dropped).await {
                 Ok(conn) => {
                     failures = 0;
+                    let up_since = Instant::now();
                     link.state.send_replace(State::Up(conn.clone()));
                     tracing::debug!("pub/sub link up");
                     if let Some(owner) = link.owner.upgrade() {
@@ -331,6 +333,17 @@ impl Task {
                     if let Some(owner) = link.owner.upgrade() {
                         owner.changed(false);
                     }
+                    drop(link);
+                    // A connection dropped right after it was made (clients killed in a
+                    // loop): back off before the next one rather than hammer the server.
+                    flaps = if up_since.elapsed() < RECONNECT_MAX {
+                        flaps.saturating_add(1)
+                    } else {
+                        0
+                    };
+                    if flaps > 0 && !self.pause(flaps).await {
+                        return;
+                    }
                 }
                 Err(e) => {
                     failures = failures.saturating_add(1);
@@ -344,18 +357,26 @@ impl Task {
                         owner.changed(false);
                     }
                     drop(link);
-                    let bound = RECONNECT_MIN
-                        .saturating_mul(1u32 << failures.min(16))
-                        .min(RECONNECT_MAX);
-                    let delay = bound / 2 + jitter(bound / 2);
-                    tokio::select! {
-                        () = tokio::time::sleep(delay) => {}
-                        () = self.closed.notified() => {
-                            self.running = false;
-                            return;
-                        }
+                    if !self.pause(failures).await {
+                        return;
                     }
                 }
+            }
+        }
+    }
+
+    /// Sleeps the `n`-th back-off delay (jittered, between half and all of its bound);
+    /// false when the link went away meanwhile (the task ends).
+    async fn pause(&mut self, n: u32) -> bool {
+        let bound = RECONNECT_MIN
+            .saturating_mul(1u32 << n.min(16))
+            .min(RECONNECT_MAX);
+        let delay = bound / 2 + jitter(bound / 2);
+        tokio::select! {
+            () = tokio::time::sleep(delay) => true,
+            () = self.closed.notified() => {
+                self.running = false;
+                false
             }
         }
     }
