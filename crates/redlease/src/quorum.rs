@@ -47,17 +47,18 @@
 //! persistence, or a restarted node's counter raised by hand above every token issued.
 
 use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex, PoisonError};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
 use redis::RedisResult;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use crate::backend::{
-    AcquireArgs, Conn, Deployment, RenewItem, Reply, acquire_on, extend_on, fan_out, renew_on,
+    AcquireArgs, Conn, Deployment, RenewItem, Reply, extend_on, fan_out, renew_on,
 };
 use crate::error::{Error, Result};
 use crate::guard::drift;
@@ -93,11 +94,18 @@ pub(crate) async fn acquire(
     let nodes = deployment.nodes.len();
     let Asked {
         replies,
-        requested,
         granted,
         busy,
         holder_pttl,
+        stragglers,
     } = ask(deployment, keys, &args, sent + node_timeout).await;
+    // Whether the nodes still to answer must give back what they grant: yes unless this
+    // attempt succeeds (also when this future is dropped before it decides).
+    let give_back_stragglers = |give_back: bool| {
+        if let Some(verdict) = stragglers {
+            let _ = verdict.send(give_back);
+        }
+    };
     let answered = granted + busy;
     let mut fence = 0;
     let mut fences = vec![None; nodes];
@@ -127,6 +135,7 @@ pub(crate) async fn acquire(
                 >= needed;
         // The write-back took time: the lease must still be valid after it.
         if recorded && valid() {
+            give_back_stragglers(false);
             return Ok(if leftover {
                 Reply::Ours(fence)
             } else {
@@ -135,10 +144,12 @@ pub(crate) async fn acquire(
         }
         tracing::debug!("could not record the fencing token on a majority in time; giving back");
     }
-    // Give back what this attempt took, and whatever a node that did not answer may hold.
+    // Give back what this attempt took, and whatever a node that failed to answer may
+    // hold; the nodes still to answer give back when they do.
+    give_back_stragglers(true);
     let took: Vec<usize> = (0..nodes).filter(|&i| fences[i].is_some()).collect();
     let unknown: Vec<usize> = (0..nodes)
-        .filter(|&i| requested[i] && !matches!(replies[i], Some(Ok(_))))
+        .filter(|&i| matches!(replies[i], Some(Err(_))))
         .collect();
     give_back_attempt(deployment, keys, args.token, &took, &unknown, node_timeout).await;
     if answered < needed {
@@ -154,15 +165,31 @@ pub(crate) async fn acquire(
 struct Asked {
     /// Per node: `None` when it did not answer before the outcome was decided.
     replies: Vec<Option<RedisResult<Reply>>>,
-    /// Per node: whether the request may have gone out.
-    requested: Vec<bool>,
     granted: usize,
     busy: usize,
     holder_pttl: i64,
+    /// Tells the task that waits for the nodes still to answer whether to give back what
+    /// they grant (`None`: no node left to wait for).
+    stragglers: Option<oneshot::Sender<bool>>,
 }
 
-/// Sends the attempt to every node (each first waits until an earlier give-back of this
-/// token to it finished), until `deadline` or until the outcome is decided.
+/// One node's part of an attempt: its index, its reply (`None`: never sent, called off
+/// before its turn came), and its turn, held until whatever follows it on that node is
+/// done. Owns what it needs, so that it can finish in the background.
+type NodeAttempt =
+    std::pin::Pin<Box<dyn Future<Output = (usize, Option<RedisResult<Reply>>, Turn)> + Send>>;
+
+/// A node's request: not sent yet, sent, or called off before it was sent.
+const WAITING: u8 = 0;
+const SENT: u8 = 1;
+const CALLED_OFF: u8 = 2;
+
+/// Sends the attempt to every node (each in its turn: after the earlier commands of this
+/// token to that node, see [`Turn`]), and listens until `deadline` or until the outcome is
+/// decided. Requests not sent by then are called off; those sent are left to a background
+/// task, which lets them complete (every node sees the attempt, as if it had been waited
+/// for) and then gives back on them if told to, before the next command of this token
+/// to that node.
 async fn ask(
     deployment: &Deployment,
     keys: &LockKeys,
@@ -173,32 +200,51 @@ async fn ask(
     let nodes = deployment.nodes.len();
     let mut asked = Asked {
         replies: (0..nodes).map(|_| None).collect(),
-        requested: vec![false; nodes],
         granted: 0,
         busy: 0,
         holder_pttl: -1,
+        stragglers: None,
     };
-    let (sending, mut sends) = mpsc::unbounded_channel();
-    let mut pending: FuturesUnordered<_> = deployment
+    let shared = Arc::new(OwnedAttempt {
+        keys: keys.clone(),
+        token: args.token.to_owned(),
+        ttl_ms: args.ttl_ms,
+        holder: args.holder.to_owned(),
+        announce: deployment.announces(),
+    });
+    let timeout = deployment.response_timeout;
+    let states: Arc<Vec<AtomicU8>> = Arc::new((0..nodes).map(|_| AtomicU8::new(WAITING)).collect());
+    let mut pending: FuturesUnordered<NodeAttempt> = deployment
         .nodes
         .iter()
         .enumerate()
         .map(|(i, node)| {
-            let sending = sending.clone();
-            async move {
-                let key = GiveBackKey::new(deployment, i, args.token);
-                let attempt = async {
-                    given_back(&key).await;
-                    let _ = sending.send(i);
-                    acquire_on(node, keys, args).await
-                };
-                (i, tokio::time::timeout_at(deadline, attempt).await)
-            }
+            let mut turn = Turn::take(TurnKey::new(deployment, i, args.token));
+            let conn = node.conn();
+            let attempt = Arc::clone(&shared);
+            let states = Arc::clone(&states);
+            let future: NodeAttempt = Box::pin(async move {
+                turn.wait().await;
+                if states[i]
+                    .compare_exchange(WAITING, SENT, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    return (i, None, turn);
+                }
+                let reply = tokio::time::timeout(timeout, attempt.acquire(conn.clone()))
+                    .await
+                    .unwrap_or_else(|_| Err(late()));
+                (i, Some(reply), turn)
+            });
+            future
         })
         .collect();
-    drop(sending);
-    while let Some((i, reply)) = pending.next().await {
-        let reply = reply.unwrap_or_else(|_| Err(late()));
+    loop {
+        let Ok(Some((i, reply, _turn))) = tokio::time::timeout_at(deadline, pending.next()).await
+        else {
+            break;
+        };
+        let reply = reply.unwrap_or_else(|| Err(late()));
         match &reply {
             Ok(Reply::Fresh(_) | Reply::Ours(_)) => asked.granted += 1,
             Ok(Reply::Busy(pttl)) => {
@@ -217,13 +263,97 @@ async fn ask(
             break;
         }
     }
-    // Requests still out are dropped: either they never left (nothing to give back) or
-    // they run on their node before anything sent later on its connection.
-    drop(pending);
-    while let Ok(i) = sends.try_recv() {
-        asked.requested[i] = true;
+    if pending.is_empty() {
+        return asked;
+    }
+    for state in states.iter() {
+        let _ = state.compare_exchange(WAITING, CALLED_OFF, Ordering::AcqRel, Ordering::Acquire);
+    }
+    let (verdict, told) = oneshot::channel();
+    asked.stragglers = Some(verdict);
+    let conns: Vec<Conn> = deployment
+        .nodes
+        .iter()
+        .map(crate::backend::Node::conn)
+        .collect();
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(finish(pending, told, conns, shared, timeout));
     }
     asked
+}
+
+/// Lets the requests still out complete, then gives back on those nodes when `told` so
+/// (or when the attempt was dropped before it decided), each before its turn ends.
+async fn finish(
+    mut pending: FuturesUnordered<NodeAttempt>,
+    told: oneshot::Receiver<bool>,
+    conns: Vec<Conn>,
+    shared: Arc<OwnedAttempt>,
+    timeout: Duration,
+) {
+    let mut late = Vec::new();
+    while let Some(answer) = pending.next().await {
+        late.push(answer);
+    }
+    // Dropped without a word: the attempt was abandoned; give back.
+    let give_back = told.await.unwrap_or(true);
+    let releases = late.into_iter().map(|(i, reply, turn)| {
+        let shared = Arc::clone(&shared);
+        let conn = conns.get(i).cloned();
+        async move {
+            let took = matches!(reply, Some(Ok(Reply::Fresh(_) | Reply::Ours(_)) | Err(_)));
+            if give_back
+                && took
+                && let Some(conn) = conn
+            {
+                let released = tokio::time::timeout(timeout, shared.release(conn)).await;
+                if !matches!(released, Ok(Ok(_))) {
+                    tracing::debug!(node = i, "a late quorum node did not confirm a give-back");
+                }
+            }
+            drop(turn);
+        }
+    });
+    futures_util::future::join_all(releases).await;
+}
+
+/// An attempt's arguments, owned.
+struct OwnedAttempt {
+    keys: LockKeys,
+    token: String,
+    ttl_ms: u64,
+    holder: String,
+    announce: bool,
+}
+
+impl OwnedAttempt {
+    /// The acquire script (without queueing) over one node's connection.
+    async fn acquire(&self, mut conn: Conn) -> RedisResult<Reply> {
+        let mut invocation = scripts::ACQUIRE.key(&self.keys.script_keys()[..]);
+        invocation
+            .arg(&self.token)
+            .arg(self.ttl_ms)
+            .arg(&self.holder)
+            .arg("0");
+        let (status, fence, pttl): (i64, i64, i64) = invocation.invoke_async(&mut conn).await?;
+        let fence = u64::try_from(fence).unwrap_or(0);
+        Ok(match status {
+            1 => Reply::Fresh(fence),
+            2 => Reply::Ours(fence),
+            _ => Reply::Busy(pttl),
+        })
+    }
+
+    /// The release script over one node's connection.
+    async fn release(&self, mut conn: Conn) -> RedisResult<bool> {
+        let mut invocation = scripts::RELEASE.key(&self.keys.script_keys()[..]);
+        invocation.arg(&self.token);
+        if self.announce {
+            invocation.arg(&self.keys.channel);
+        }
+        let released: i64 = invocation.invoke_async(&mut conn).await?;
+        Ok(released == 1)
+    }
 }
 
 /// Gives back a failed attempt's grants: awaited on the nodes that granted (`took`),
@@ -260,15 +390,15 @@ fn late() -> redis::RedisError {
     ))
 }
 
-/// Identifies the give-backs of one token on one node of one deployment.
+/// The commands of one token to one node of one deployment.
 #[derive(Clone, PartialEq, Eq, Hash)]
-struct GiveBackKey {
+struct TurnKey {
     deployment: usize,
     node: usize,
     token: String,
 }
 
-impl GiveBackKey {
+impl TurnKey {
     fn new(deployment: &Deployment, node: usize, token: &str) -> Self {
         Self {
             deployment: std::ptr::from_ref(deployment).addr(),
@@ -278,51 +408,101 @@ impl GiveBackKey {
     }
 }
 
-/// Give-backs in flight: how many, per key (removed at zero).
-static GIVING_BACK: LazyLock<Mutex<HashMap<GiveBackKey, watch::Sender<usize>>>> =
-    LazyLock::new(Mutex::default);
-
-fn giving_back() -> std::sync::MutexGuard<'static, HashMap<GiveBackKey, watch::Sender<usize>>> {
-    // Counter updates only: a poisoned lock is still consistent.
-    GIVING_BACK.lock().unwrap_or_else(PoisonError::into_inner)
+/// Turns handed out so far, and per key the latest command's: its number and whether it
+/// is done.
+#[derive(Default)]
+struct Turns {
+    last: u64,
+    latest: HashMap<TurnKey, (u64, watch::Receiver<bool>)>,
 }
 
-/// One give-back in flight, counted from its creation until it is dropped.
-struct InFlight(GiveBackKey);
+static TURNS: LazyLock<Mutex<Turns>> = LazyLock::new(Mutex::default);
 
-impl InFlight {
-    fn new(key: GiveBackKey) -> Self {
-        giving_back()
-            .entry(key.clone())
-            .or_insert_with(|| watch::Sender::new(0))
-            .send_modify(|n| *n += 1);
-        Self(key)
+fn turns() -> std::sync::MutexGuard<'static, Turns> {
+    // Inserts and removes only: a poisoned lock is still consistent.
+    TURNS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One command's place in the order of a token's commands to a node: it goes after every
+/// command whose turn was taken before it (an attempt whose reply was not awaited, the
+/// give-back after it, the next attempt), however the tasks that run them are scheduled.
+/// A late give-back can therefore never undo a later grant, nor a late grant outlive the
+/// release that followed it. Taken synchronously, in program order; done when dropped
+/// (once the turn before it is done too).
+struct Turn {
+    key: TurnKey,
+    seq: u64,
+    before: Option<watch::Receiver<bool>>,
+    done: Option<watch::Sender<bool>>,
+}
+
+impl Turn {
+    fn take(key: TurnKey) -> Self {
+        let (done, rx) = watch::channel(false);
+        let mut turns = turns();
+        turns.last += 1;
+        let seq = turns.last;
+        let before = turns
+            .latest
+            .insert(key.clone(), (seq, rx))
+            .map(|(_, rx)| rx);
+        Self {
+            key,
+            seq,
+            before,
+            done: Some(done),
+        }
+    }
+
+    /// Waits until every command before this one is done.
+    async fn wait(&mut self) {
+        if let Some(before) = self.before.as_mut() {
+            // An error means the sender went away: that turn is over too.
+            let _ = before.wait_for(|done| *done).await;
+        }
+        self.before = None;
     }
 }
 
-impl Drop for InFlight {
+impl Drop for Turn {
     fn drop(&mut self) {
-        let mut map = giving_back();
-        if let Some(count) = map.get(&self.0) {
-            count.send_modify(|n| *n = n.saturating_sub(1));
-            if *count.borrow() == 0 {
-                map.remove(&self.0);
+        let Some(done) = self.done.take() else {
+            return;
+        };
+        let key = self.key.clone();
+        let seq = self.seq;
+        let finish = move || {
+            let _ = done.send(true);
+            let mut turns = turns();
+            if turns
+                .latest
+                .get(&key)
+                .is_some_and(|(latest, _)| *latest == seq)
+            {
+                turns.latest.remove(&key);
             }
+        };
+        match self.before.take() {
+            Some(mut before) if !*before.borrow() => {
+                // Called off before its turn: done once the turn before it is.
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    runtime.spawn(async move {
+                        let _ = before.wait_for(|done| *done).await;
+                        finish();
+                    });
+                } else {
+                    finish();
+                }
+            }
+            _ => finish(),
         }
     }
 }
 
-/// Waits until no give-back of `key` is in flight.
-async fn given_back(key: &GiveBackKey) {
-    let count = giving_back().get(key).map(watch::Sender::subscribe);
-    if let Some(mut count) = count {
-        let _ = count.wait_for(|n| *n == 0).await;
-    }
-}
-
-/// Runs the release script on the nodes at `indexes`, in a task of its own (each node
-/// bounded by the response timeout), so that it completes even when the caller stops
-/// waiting; the results arrive on the returned channel as they come.
+/// Runs the release script on the nodes at `indexes`, each in its turn (see [`Turn`]),
+/// in a task of its own (each node bounded by the response timeout), so that it
+/// completes even when the caller stops waiting; the results arrive on the returned
+/// channel as they come.
 fn give_back(
     deployment: &Deployment,
     keys: &LockKeys,
@@ -331,21 +511,26 @@ fn give_back(
 ) -> mpsc::UnboundedReceiver<(usize, RedisResult<bool>)> {
     let (tx, rx) = mpsc::unbounded_channel();
     let timeout = deployment.response_timeout;
-    let announce = deployment.announces();
+    let shared = Arc::new(OwnedAttempt {
+        keys: keys.clone(),
+        token: token.to_owned(),
+        ttl_ms: 0,
+        holder: String::new(),
+        announce: deployment.announces(),
+    });
     let mut releases: FuturesUnordered<_> = indexes
         .iter()
         .filter_map(|&i| Some((i, deployment.nodes.get(i)?)))
         .map(|(i, node)| {
-            let in_flight = InFlight::new(GiveBackKey::new(deployment, i, token));
+            let mut turn = Turn::take(TurnKey::new(deployment, i, token));
             let conn = node.conn();
-            let keys = keys.clone();
-            let token = token.to_owned();
+            let shared = Arc::clone(&shared);
             async move {
-                let result =
-                    tokio::time::timeout(timeout, release_owned(conn, &keys, &token, announce))
-                        .await
-                        .unwrap_or_else(|_| Err(late()));
-                drop(in_flight);
+                turn.wait().await;
+                let result = tokio::time::timeout(timeout, shared.release(conn))
+                    .await
+                    .unwrap_or_else(|_| Err(late()));
+                drop(turn);
                 (i, result)
             }
         })
@@ -364,22 +549,6 @@ fn give_back(
         tracing::debug!("no runtime to give back on; the leases expire by themselves");
     }
     rx
-}
-
-/// The release script over one node's connection, owning everything it needs.
-async fn release_owned(
-    mut conn: Conn,
-    keys: &LockKeys,
-    token: &str,
-    announce: bool,
-) -> RedisResult<bool> {
-    let mut invocation = scripts::RELEASE.key(&keys.script_keys()[..]);
-    invocation.arg(token);
-    if announce {
-        invocation.arg(&keys.channel);
-    }
-    let released: i64 = invocation.invoke_async(&mut conn).await?;
-    Ok(released == 1)
 }
 
 /// The shortest per-node bound, however short the lease.
