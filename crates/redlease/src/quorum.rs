@@ -213,6 +213,10 @@ async fn ask(
         announce: deployment.announces(),
     });
     let timeout = deployment.response_timeout;
+    // How long a request may take once nobody listens to it any more: a slow node that
+    // still has to load the script (`NOSCRIPT`, `SCRIPT LOAD`, `EVALSHA` again) gets the
+    // whole lease to take the lock too, so that it is not left on a bare majority.
+    let background = timeout.max(Duration::from_millis(args.ttl_ms));
     let states: Arc<Vec<AtomicU8>> = Arc::new((0..nodes).map(|_| AtomicU8::new(WAITING)).collect());
     let mut pending: FuturesUnordered<NodeAttempt> = deployment
         .nodes
@@ -231,7 +235,7 @@ async fn ask(
                 {
                     return (i, None, turn);
                 }
-                let reply = tokio::time::timeout(timeout, attempt.acquire(conn.clone()))
+                let reply = tokio::time::timeout(background, attempt.acquire(conn.clone()))
                     .await
                     .unwrap_or_else(|_| Err(late()));
                 (i, Some(reply), turn)
@@ -277,19 +281,21 @@ async fn ask(
         .map(crate::backend::Node::conn)
         .collect();
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        runtime.spawn(finish(pending, told, conns, shared, timeout));
+        runtime.spawn(finish(pending, told, conns, shared, (timeout, background)));
     }
     asked
 }
 
-/// Lets the requests still out complete, then gives back on those nodes when `told` so
-/// (or when the attempt was dropped before it decided), each before its turn ends.
+/// Lets the requests still out complete, then, each before its turn ends: gives back on
+/// those nodes when `told` so (or when the attempt was dropped before it decided); when
+/// the attempt succeeded, sends the requests that were called off before their turn
+/// came, so that every node the attempt did not wait for still gets the lock.
 async fn finish(
     mut pending: FuturesUnordered<NodeAttempt>,
     told: oneshot::Receiver<bool>,
     conns: Vec<Conn>,
     shared: Arc<OwnedAttempt>,
-    timeout: Duration,
+    (timeout, background): (Duration, Duration),
 ) {
     let mut late = Vec::new();
     while let Some(answer) = pending.next().await {
@@ -297,24 +303,32 @@ async fn finish(
     }
     // Dropped without a word: the attempt was abandoned; give back.
     let give_back = told.await.unwrap_or(true);
-    let releases = late.into_iter().map(|(i, reply, turn)| {
+    let follow_ups = late.into_iter().map(|(i, reply, turn)| {
         let shared = Arc::clone(&shared);
         let conn = conns.get(i).cloned();
         async move {
-            let took = matches!(reply, Some(Ok(Reply::Fresh(_) | Reply::Ours(_)) | Err(_)));
-            if give_back
-                && took
-                && let Some(conn) = conn
-            {
-                let released = tokio::time::timeout(timeout, shared.release(conn)).await;
-                if !matches!(released, Ok(Ok(_))) {
-                    tracing::debug!(node = i, "a late quorum node did not confirm a give-back");
+            let Some(conn) = conn else {
+                return;
+            };
+            match reply {
+                Some(Ok(Reply::Fresh(_) | Reply::Ours(_)) | Err(_)) if give_back => {
+                    let released = tokio::time::timeout(timeout, shared.release(conn)).await;
+                    if !matches!(released, Ok(Ok(_))) {
+                        tracing::debug!(node = i, "a late quorum node did not confirm a give-back");
+                    }
                 }
+                None if !give_back => {
+                    let caught_up = tokio::time::timeout(background, shared.acquire(conn)).await;
+                    if !matches!(caught_up, Ok(Ok(_))) {
+                        tracing::debug!(node = i, "a late quorum node did not take the lock");
+                    }
+                }
+                _ => {}
             }
             drop(turn);
         }
     });
-    futures_util::future::join_all(releases).await;
+    futures_util::future::join_all(follow_ups).await;
 }
 
 /// An attempt's arguments, owned.

@@ -14,9 +14,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{bounded, client, server};
+use common::{bounded, client, eventually, server};
 use redlease::{Client, Error};
-use redlease_local::{Nodes, Proxy};
+use redlease_local::{Nodes, Proxy, Reply};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
@@ -224,4 +224,31 @@ async fn a_black_holed_subscription_does_not_hold_a_wait() {
     assert!(waiters.lock("bh").try_acquire().await.unwrap().is_none());
     assert!(t.elapsed() < Duration::from_secs(1));
     holder.release().await.unwrap();
+}
+
+/// A lock is taken once a majority granted it, without waiting for a slow node, yet the
+/// slow node still gets it (its request completes in the background, first `EVALSHA`,
+/// `NOSCRIPT` and `SCRIPT LOAD` included), and the release takes it from every node.
+/// Guards against the earlier variant that returned at the first majority by dropping
+/// the other requests, which left locks on a bare majority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_early_majority_still_reaches_every_node() {
+    let nodes = nodes(5);
+    let proxy = Proxy::start(nodes[4].port()).unwrap();
+    let client = Client::quorum(urls_through(&nodes, &proxy)).await.unwrap();
+    proxy.delay_replies(Duration::from_millis(300));
+    let key = client.lock("spread").keys().unwrap().key().to_owned();
+    let exists = |i: usize| nodes[i].query(&["EXISTS", &key]).unwrap() == Reply::Integer(1);
+
+    let guard = bounded("acquire", client.lock("spread").ttl(TTL).acquire())
+        .await
+        .unwrap();
+    eventually("the slow node to hold the lock too", || async { exists(4) }).await;
+    assert!((0..5).all(exists));
+    bounded("release", guard.release()).await.unwrap();
+    eventually("the lock to leave every node", || async {
+        !(0..5).any(exists)
+    })
+    .await;
+    proxy.delay_replies(Duration::ZERO);
 }
