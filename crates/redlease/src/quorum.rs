@@ -149,7 +149,7 @@ pub(crate) async fn acquire(
     give_back_stragglers(true);
     let took: Vec<usize> = (0..nodes).filter(|&i| fences[i].is_some()).collect();
     let unknown: Vec<usize> = (0..nodes)
-        .filter(|&i| matches!(replies[i], Some(Err(_))))
+        .filter(|&i| matches!(&replies[i], Some(Err(e)) if may_have_run(e)))
         .collect();
     give_back_attempt(deployment, keys, args.token, &took, &unknown, node_timeout).await;
     if answered < needed {
@@ -311,11 +311,11 @@ async fn finish(
                 return;
             };
             match reply {
-                Some(Ok(Reply::Fresh(_) | Reply::Ours(_)) | Err(_)) if give_back => {
-                    let released = tokio::time::timeout(timeout, shared.release(conn)).await;
-                    if !matches!(released, Ok(Ok(_))) {
-                        tracing::debug!(node = i, "a late quorum node did not confirm a give-back");
-                    }
+                Some(Ok(Reply::Fresh(_) | Reply::Ours(_))) if give_back => {
+                    give_back_on(&shared, conn, i, timeout).await;
+                }
+                Some(Err(e)) if give_back && may_have_run(&e) => {
+                    give_back_on(&shared, conn, i, timeout).await;
                 }
                 None if !give_back => {
                     let caught_up = tokio::time::timeout(background, shared.acquire(conn)).await;
@@ -329,6 +329,22 @@ async fn finish(
         }
     });
     futures_util::future::join_all(follow_ups).await;
+}
+
+/// The release script on one node in the background, bounded by `timeout`.
+async fn give_back_on(shared: &OwnedAttempt, conn: Conn, node: usize, timeout: Duration) {
+    let released = tokio::time::timeout(timeout, shared.release(conn)).await;
+    if !matches!(released, Ok(Ok(_))) {
+        tracing::debug!(node, "a late quorum node did not confirm a give-back");
+    }
+}
+
+/// Whether a request that failed with `e` may still have run on its node: not when the
+/// node refused the connection (nothing was sent) or answered with an error (the script
+/// ran and took nothing). Only then does it need a give-back, which the next attempt to
+/// that node must wait for.
+fn may_have_run(e: &redis::RedisError) -> bool {
+    crate::error::is_connection_error(e) && !e.is_connection_refusal()
 }
 
 /// An attempt's arguments, owned.
