@@ -4,6 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
@@ -159,7 +161,8 @@ impl ClientBuilder {
 
     /// Connects, failing fast when Redis cannot be reached.
     ///
-    /// A quorum client connects to every node and needs a majority of them to answer.
+    /// A quorum client connects to every node and returns once a majority answered `PING`;
+    /// the others keep connecting in the background as they are used.
     ///
     /// # Errors
     /// [`Error::InvalidOption`] for a malformed URL or zero timeout, [`Error::Redis`] when
@@ -248,12 +251,8 @@ impl ClientBuilder {
             .iter()
             .map(|url| self.redis_client(url))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Wakeups::new(
-            reach,
-            nodes,
-            self.connect_timeout,
-            self.response_timeout,
-        ))
+        Wakeups::new(reach, &nodes, self.connect_timeout, self.response_timeout)
+            .map_err(|e| self.bad_url(&e))
     }
 
     fn deployment(&self, topology: Topology, nodes: Vec<Node>) -> Deployment {
@@ -283,25 +282,47 @@ impl ClientBuilder {
             nodes.push(Node::new(Conn::Single(conn), redact_url(url)));
         }
         let deployment = self.deployment(Topology::Quorum, nodes);
+        // Done once a majority answered (the others keep connecting lazily), or once so
+        // many failed or the connect timeout passed that no majority can: a slow or silent
+        // node costs nothing here while a majority is fast.
+        let needed = deployment.majority();
         let ping = redis::cmd("PING");
-        let pings = crate::backend::fan_out(
-            deployment
-                .nodes
-                .iter()
-                .map(|node| node.query::<String>(&ping)),
-            self.connect_timeout,
-        )
-        .await;
-        let answered = pings.iter().filter(|p| p.is_ok()).count();
-        for (node, ping) in deployment.nodes.iter().zip(&pings) {
-            if let Err(e) = ping {
-                tracing::warn!(node = %node.label, error = %e, "quorum node unreachable at start");
+        let mut pings: FuturesUnordered<_> = deployment
+            .nodes
+            .iter()
+            .map(|node| {
+                let ping = &ping;
+                async move {
+                    let result =
+                        tokio::time::timeout(self.connect_timeout, node.query::<String>(ping))
+                            .await;
+                    (node, result)
+                }
+            })
+            .collect();
+        let mut answered = 0;
+        let mut failed = 0;
+        while answered < needed && deployment.nodes.len() - failed >= needed {
+            let Some((node, result)) = pings.next().await else {
+                break;
+            };
+            match result {
+                Ok(Ok(_)) => answered += 1,
+                Ok(Err(e)) => {
+                    failed += 1;
+                    tracing::warn!(node = %node.label, error = %e, "quorum node unreachable at start");
+                }
+                Err(_) => {
+                    failed += 1;
+                    tracing::warn!(node = %node.label, "quorum node did not answer PING at start");
+                }
             }
         }
-        if answered < deployment.majority() {
+        drop(pings);
+        if answered < needed {
             return Err(Error::NoQuorum {
                 acquired: answered,
-                needed: deployment.majority(),
+                needed,
             });
         }
         Ok(deployment)

@@ -103,6 +103,7 @@ mod guard;
 pub mod keys;
 mod lock;
 mod owner;
+mod pubsub;
 pub mod quorum;
 mod renew;
 mod scripts;

@@ -517,7 +517,7 @@ impl Lock {
                     holder_ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
                     if registration.is_none()
                         && deadline.is_none_or(|d| Instant::now() < d)
-                        && notifier.ready().await
+                        && notifier.ready(deadline).await
                     {
                         // Subscribed: register, then queue up at once.
                         registration = Some(notifier.register(&token));
@@ -527,7 +527,7 @@ impl Lock {
                         && watch.is_none()
                         && deadline.is_none_or(|d| Instant::now() < d)
                     {
-                        watch = wakeups.watch(&keys.channel).await;
+                        watch = wakeups.watch(&keys.channel, deadline).await;
                         if watch.is_some() {
                             // Listening now: try again at once, a release may have come
                             // while we subscribed.

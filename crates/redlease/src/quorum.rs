@@ -5,15 +5,20 @@
 //! costs at most that bound and latency stays close to one node's.
 //!
 //! - **Acquire** runs the single-node acquire script on every node. It succeeds when a
-//!   majority (`N/2 + 1`) granted it *and* the lease is still valid when the last answer
-//!   came: `sent + ttl - drift` is in the future, `drift = ttl/100 + 2 ms`. Otherwise it
-//!   releases on every node (including those that did not answer: their outcome is
-//!   unknown) and reports the lock busy, so the caller retries with jitter; with fewer
-//!   than a majority of nodes answering at all it fails with
-//!   [`Error::NoQuorum`] at once.
+//!   majority (`N/2 + 1`) granted it *and* the lease is still valid when that majority's
+//!   answers are in: `sent + ttl - drift` is in the future, `drift = ttl/100 + 2 ms`; it
+//!   does not wait for the other nodes (a late grant there only adds a node holding our
+//!   token, which renewal and release cover). Otherwise, once so many nodes said busy
+//!   that no majority can grant, it gives back what it took (the nodes that granted,
+//!   and in the background those that did not answer: their outcome is unknown) and
+//!   reports the lock busy, so the caller retries with jitter; with fewer than a
+//!   majority of nodes answering at all it fails with [`Error::NoQuorum`].
 //! - **Release, extend and renewal** also go to every node; they count as done when a
 //!   majority confirms, and as lost when so many nodes report another token (or none)
-//!   that no majority can still hold ours.
+//!   that no majority can still hold ours. A release returns as soon as a majority
+//!   settled it, and goes on in the background on the nodes still to answer.
+//! - **Connecting** ([`Client::quorum`](crate::Client::quorum)) returns once a majority
+//!   answered `PING`; the other nodes connect as they are used.
 //!
 //! # Fencing tokens over a quorum
 //! Each node keeps its own counter and increments it on every grant. The holder's token
@@ -41,12 +46,19 @@
 //! at least the longest TTL before it rejoins (the *delayed restart*); the counter needs
 //! persistence, or a restarted node's counter raised by hand above every token issued.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
+use redis::RedisResult;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use crate::backend::{
-    AcquireArgs, Deployment, RenewItem, Reply, acquire_on, extend_on, fan_out, release_on, renew_on,
+    AcquireArgs, Conn, Deployment, RenewItem, Reply, extend_on, fan_out, renew_on,
 };
 use crate::error::{Error, Result};
 use crate::guard::drift;
@@ -54,6 +66,16 @@ use crate::keys::LockKeys;
 use crate::scripts;
 
 /// One attempt on every node.
+///
+/// Done as soon as the outcome is decided: a majority granted, or so many nodes said busy
+/// that no majority can grant (with a majority having answered), so a slow or silent node
+/// costs nothing while a majority answers fast, and at most the per-node bound otherwise.
+/// Grants this attempt may hold where it failed are given back: awaited (within the
+/// per-node bound) on the nodes that granted, in the background on the nodes that did not
+/// answer, so that the release still reaches such a node when it comes back. The next
+/// attempt with the same token waits (within its per-node bound) until the give-back to a
+/// node has finished before it asks that node again: a late give-back must never undo a
+/// later grant.
 pub(crate) async fn acquire(
     deployment: &Deployment,
     keys: &LockKeys,
@@ -69,36 +91,32 @@ pub(crate) async fn acquire(
         queue: None,
         ..*args
     };
-    let replies = fan_out(
-        deployment
-            .nodes
-            .iter()
-            .map(|node| acquire_on(node, keys, &args)),
-        node_timeout,
-    )
-    .await;
-    let mut granted = 0;
+    let nodes = deployment.nodes.len();
+    let Asked {
+        replies,
+        granted,
+        busy,
+        holder_pttl,
+        stragglers,
+    } = ask(deployment, keys, &args, sent + node_timeout).await;
+    // Whether the nodes still to answer must give back what they grant: yes unless this
+    // attempt succeeds (also when this future is dropped before it decides).
+    let give_back_stragglers = |give_back: bool| {
+        if let Some(verdict) = stragglers {
+            let _ = verdict.send(give_back);
+        }
+    };
+    let answered = granted + busy;
     let mut fence = 0;
-    let mut fences = vec![None; replies.len()];
-    let mut answered = 0;
-    let mut holder_pttl = -1;
+    let mut fences = vec![None; nodes];
     // A node that already held our token (a retried attempt) keeps the expiry an earlier
     // attempt set: the lease must then be dated from that attempt, not this one.
     let mut leftover = false;
     for (i, reply) in replies.iter().enumerate() {
-        match reply {
-            Ok(Reply::Fresh(f) | Reply::Ours(f)) => {
-                leftover |= matches!(reply, Ok(Reply::Ours(_)));
-                granted += 1;
-                answered += 1;
-                fence = fence.max(*f);
-                fences[i] = Some(*f);
-            }
-            Ok(Reply::Busy(pttl)) => {
-                answered += 1;
-                holder_pttl = holder_pttl.max(*pttl);
-            }
-            Err(e) => tracing::debug!(error = %e, "a quorum node did not grant the lock"),
+        if let Some(Ok(reply @ (Reply::Fresh(f) | Reply::Ours(f)))) = reply {
+            leftover |= matches!(reply, Reply::Ours(_));
+            fence = fence.max(*f);
+            fences[i] = Some(*f);
         }
     }
     let valid = || Instant::now() < sent + ttl.saturating_sub(drift(ttl));
@@ -117,6 +135,7 @@ pub(crate) async fn acquire(
                 >= needed;
         // The write-back took time: the lease must still be valid after it.
         if recorded && valid() {
+            give_back_stragglers(false);
             return Ok(if leftover {
                 Reply::Ours(fence)
             } else {
@@ -125,10 +144,14 @@ pub(crate) async fn acquire(
         }
         tracing::debug!("could not record the fencing token on a majority in time; giving back");
     }
-    if granted > 0 || answered < replies.len() {
-        // Give back what this attempt took, and whatever an unanswered node may hold.
-        let _ = release(deployment, keys, args.token).await;
-    }
+    // Give back what this attempt took, and whatever a node that failed to answer may
+    // hold; the nodes still to answer give back when they do.
+    give_back_stragglers(true);
+    let took: Vec<usize> = (0..nodes).filter(|&i| fences[i].is_some()).collect();
+    let unknown: Vec<usize> = (0..nodes)
+        .filter(|&i| matches!(&replies[i], Some(Err(e)) if may_have_run(e)))
+        .collect();
+    give_back_attempt(deployment, keys, args.token, &took, &unknown, node_timeout).await;
     if answered < needed {
         return Err(Error::NoQuorum {
             acquired: granted,
@@ -136,6 +159,426 @@ pub(crate) async fn acquire(
         });
     }
     Ok(Reply::Busy(holder_pttl))
+}
+
+/// What the nodes said to one attempt, as far as it listened.
+struct Asked {
+    /// Per node: `None` when it did not answer before the outcome was decided.
+    replies: Vec<Option<RedisResult<Reply>>>,
+    granted: usize,
+    busy: usize,
+    holder_pttl: i64,
+    /// Tells the task that waits for the nodes still to answer whether to give back what
+    /// they grant (`None`: no node left to wait for).
+    stragglers: Option<oneshot::Sender<bool>>,
+}
+
+/// One node's part of an attempt: its index, its reply (`None`: never sent, called off
+/// before its turn came), and its turn, held until whatever follows it on that node is
+/// done. Owns what it needs, so that it can finish in the background.
+type NodeAttempt =
+    std::pin::Pin<Box<dyn Future<Output = (usize, Option<RedisResult<Reply>>, Turn)> + Send>>;
+
+/// A node's request: not sent yet, sent, or called off before it was sent.
+const WAITING: u8 = 0;
+const SENT: u8 = 1;
+const CALLED_OFF: u8 = 2;
+
+/// Sends the attempt to every node (each in its turn: after the earlier commands of this
+/// token to that node, see [`Turn`]), and listens until `deadline` or until the outcome is
+/// decided. Requests not sent by then are called off; those sent are left to a background
+/// task, which lets them complete (every node sees the attempt, as if it had been waited
+/// for) and then gives back on them if told to, before the next command of this token
+/// to that node.
+async fn ask(
+    deployment: &Deployment,
+    keys: &LockKeys,
+    args: &AcquireArgs<'_>,
+    deadline: Instant,
+) -> Asked {
+    let needed = deployment.majority();
+    let nodes = deployment.nodes.len();
+    let mut asked = Asked {
+        replies: (0..nodes).map(|_| None).collect(),
+        granted: 0,
+        busy: 0,
+        holder_pttl: -1,
+        stragglers: None,
+    };
+    let shared = Arc::new(OwnedAttempt {
+        keys: keys.clone(),
+        token: args.token.to_owned(),
+        ttl_ms: args.ttl_ms,
+        holder: args.holder.to_owned(),
+        announce: deployment.announces(),
+    });
+    let timeout = deployment.response_timeout;
+    // How long a request may take once nobody listens to it any more: a slow node that
+    // still has to load the script (`NOSCRIPT`, `SCRIPT LOAD`, `EVALSHA` again) gets the
+    // whole lease to take the lock too, so that it is not left on a bare majority.
+    let background = timeout.max(Duration::from_millis(args.ttl_ms));
+    let states: Arc<Vec<AtomicU8>> = Arc::new((0..nodes).map(|_| AtomicU8::new(WAITING)).collect());
+    let mut pending: FuturesUnordered<NodeAttempt> = deployment
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, node)| {
+            let mut turn = Turn::take(TurnKey::new(deployment, i, args.token));
+            let conn = node.conn();
+            let attempt = Arc::clone(&shared);
+            let states = Arc::clone(&states);
+            let future: NodeAttempt = Box::pin(async move {
+                turn.wait().await;
+                if states[i]
+                    .compare_exchange(WAITING, SENT, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    return (i, None, turn);
+                }
+                let reply = tokio::time::timeout(background, attempt.acquire(conn.clone()))
+                    .await
+                    .unwrap_or_else(|_| Err(late()));
+                (i, Some(reply), turn)
+            });
+            future
+        })
+        .collect();
+    loop {
+        let Ok(Some((i, reply, _turn))) = tokio::time::timeout_at(deadline, pending.next()).await
+        else {
+            break;
+        };
+        let reply = reply.unwrap_or_else(|| Err(late()));
+        match &reply {
+            Ok(Reply::Fresh(_) | Reply::Ours(_)) => asked.granted += 1,
+            Ok(Reply::Busy(pttl)) => {
+                asked.busy += 1;
+                asked.holder_pttl = asked.holder_pttl.max(*pttl);
+            }
+            Err(e) => tracing::debug!(error = %e, "a quorum node did not grant the lock"),
+        }
+        asked.replies[i] = Some(reply);
+        let open = pending.len();
+        let answered = asked.granted + asked.busy;
+        if asked.granted >= needed
+            || (answered >= needed && asked.granted + open < needed)
+            || answered + open < needed
+        {
+            break;
+        }
+    }
+    if pending.is_empty() {
+        return asked;
+    }
+    for state in states.iter() {
+        let _ = state.compare_exchange(WAITING, CALLED_OFF, Ordering::AcqRel, Ordering::Acquire);
+    }
+    let (verdict, told) = oneshot::channel();
+    asked.stragglers = Some(verdict);
+    let conns: Vec<Conn> = deployment
+        .nodes
+        .iter()
+        .map(crate::backend::Node::conn)
+        .collect();
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(finish(pending, told, conns, shared, (timeout, background)));
+    }
+    asked
+}
+
+/// Lets the requests still out complete, then, each before its turn ends: gives back on
+/// those nodes when `told` so (or when the attempt was dropped before it decided); when
+/// the attempt succeeded, sends the requests that were called off before their turn
+/// came, so that every node the attempt did not wait for still gets the lock.
+async fn finish(
+    mut pending: FuturesUnordered<NodeAttempt>,
+    told: oneshot::Receiver<bool>,
+    conns: Vec<Conn>,
+    shared: Arc<OwnedAttempt>,
+    (timeout, background): (Duration, Duration),
+) {
+    let mut late = Vec::new();
+    while let Some(answer) = pending.next().await {
+        late.push(answer);
+    }
+    // Dropped without a word: the attempt was abandoned; give back.
+    let give_back = told.await.unwrap_or(true);
+    let follow_ups = late.into_iter().map(|(i, reply, turn)| {
+        let shared = Arc::clone(&shared);
+        let conn = conns.get(i).cloned();
+        async move {
+            let Some(conn) = conn else {
+                return;
+            };
+            match reply {
+                Some(Ok(Reply::Fresh(_) | Reply::Ours(_))) if give_back => {
+                    give_back_on(&shared, conn, i, timeout).await;
+                }
+                Some(Err(e)) if give_back && may_have_run(&e) => {
+                    give_back_on(&shared, conn, i, timeout).await;
+                }
+                None if !give_back => {
+                    let caught_up = tokio::time::timeout(background, shared.acquire(conn)).await;
+                    if !matches!(caught_up, Ok(Ok(_))) {
+                        tracing::debug!(node = i, "a late quorum node did not take the lock");
+                    }
+                }
+                _ => {}
+            }
+            drop(turn);
+        }
+    });
+    futures_util::future::join_all(follow_ups).await;
+}
+
+/// The release script on one node in the background, bounded by `timeout`.
+async fn give_back_on(shared: &OwnedAttempt, conn: Conn, node: usize, timeout: Duration) {
+    let released = tokio::time::timeout(timeout, shared.release(conn)).await;
+    if !matches!(released, Ok(Ok(_))) {
+        tracing::debug!(node, "a late quorum node did not confirm a give-back");
+    }
+}
+
+/// Whether a request that failed with `e` may still have run on its node: not when the
+/// node refused the connection (nothing was sent) or answered with an error (the script
+/// ran and took nothing). Only then does it need a give-back, which the next attempt to
+/// that node must wait for.
+fn may_have_run(e: &redis::RedisError) -> bool {
+    crate::error::is_connection_error(e) && !e.is_connection_refusal()
+}
+
+/// An attempt's arguments, owned.
+struct OwnedAttempt {
+    keys: LockKeys,
+    token: String,
+    ttl_ms: u64,
+    holder: String,
+    announce: bool,
+}
+
+impl OwnedAttempt {
+    /// The acquire script (without queueing) over one node's connection.
+    async fn acquire(&self, mut conn: Conn) -> RedisResult<Reply> {
+        let mut invocation = scripts::ACQUIRE.key(&self.keys.script_keys()[..]);
+        invocation
+            .arg(&self.token)
+            .arg(self.ttl_ms)
+            .arg(&self.holder)
+            .arg("0");
+        let (status, fence, pttl): (i64, i64, i64) = invocation.invoke_async(&mut conn).await?;
+        let fence = u64::try_from(fence).unwrap_or(0);
+        Ok(match status {
+            1 => Reply::Fresh(fence),
+            2 => Reply::Ours(fence),
+            _ => Reply::Busy(pttl),
+        })
+    }
+
+    /// The release script over one node's connection.
+    async fn release(&self, mut conn: Conn) -> RedisResult<bool> {
+        let mut invocation = scripts::RELEASE.key(&self.keys.script_keys()[..]);
+        invocation.arg(&self.token);
+        if self.announce {
+            invocation.arg(&self.keys.channel);
+        }
+        let released: i64 = invocation.invoke_async(&mut conn).await?;
+        Ok(released == 1)
+    }
+}
+
+/// Gives back a failed attempt's grants: awaited on the nodes that granted (`took`),
+/// within `bound`; in the background on the nodes whose outcome is `unknown`.
+async fn give_back_attempt(
+    deployment: &Deployment,
+    keys: &LockKeys,
+    token: &str,
+    took: &[usize],
+    unknown: &[usize],
+    bound: Duration,
+) {
+    if took.is_empty() && unknown.is_empty() {
+        return;
+    }
+    let all: Vec<usize> = took.iter().chain(unknown).copied().collect();
+    let mut results = give_back(deployment, keys, token, &all);
+    let mut left = took.len();
+    let bound = Instant::now() + bound;
+    while left > 0 {
+        match tokio::time::timeout_at(bound, results.recv()).await {
+            Ok(Some((i, _))) if took.contains(&i) => left -= 1,
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => break,
+        }
+    }
+}
+
+/// A node's reply that did not come within the per-node bound.
+fn late() -> redis::RedisError {
+    redis::RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "node did not answer in time",
+    ))
+}
+
+/// The commands of one token to one node of one deployment.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct TurnKey {
+    deployment: usize,
+    node: usize,
+    token: String,
+}
+
+impl TurnKey {
+    fn new(deployment: &Deployment, node: usize, token: &str) -> Self {
+        Self {
+            deployment: std::ptr::from_ref(deployment).addr(),
+            node,
+            token: token.to_owned(),
+        }
+    }
+}
+
+/// Turns handed out so far, and per key the latest command's: its number and whether it
+/// is done.
+#[derive(Default)]
+struct Turns {
+    last: u64,
+    latest: HashMap<TurnKey, (u64, watch::Receiver<bool>)>,
+}
+
+static TURNS: LazyLock<Mutex<Turns>> = LazyLock::new(Mutex::default);
+
+fn turns() -> std::sync::MutexGuard<'static, Turns> {
+    // Inserts and removes only: a poisoned lock is still consistent.
+    TURNS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One command's place in the order of a token's commands to a node: it goes after every
+/// command whose turn was taken before it (an attempt whose reply was not awaited, the
+/// give-back after it, the next attempt), however the tasks that run them are scheduled.
+/// A late give-back can therefore never undo a later grant, nor a late grant outlive the
+/// release that followed it. Taken synchronously, in program order; done when dropped
+/// (once the turn before it is done too).
+struct Turn {
+    key: TurnKey,
+    seq: u64,
+    before: Option<watch::Receiver<bool>>,
+    done: Option<watch::Sender<bool>>,
+}
+
+impl Turn {
+    fn take(key: TurnKey) -> Self {
+        let (done, rx) = watch::channel(false);
+        let mut turns = turns();
+        turns.last += 1;
+        let seq = turns.last;
+        let before = turns
+            .latest
+            .insert(key.clone(), (seq, rx))
+            .map(|(_, rx)| rx);
+        Self {
+            key,
+            seq,
+            before,
+            done: Some(done),
+        }
+    }
+
+    /// Waits until every command before this one is done.
+    async fn wait(&mut self) {
+        if let Some(before) = self.before.as_mut() {
+            // An error means the sender went away: that turn is over too.
+            let _ = before.wait_for(|done| *done).await;
+        }
+        self.before = None;
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let Some(done) = self.done.take() else {
+            return;
+        };
+        let key = self.key.clone();
+        let seq = self.seq;
+        let finish = move || {
+            let _ = done.send(true);
+            let mut turns = turns();
+            if turns
+                .latest
+                .get(&key)
+                .is_some_and(|(latest, _)| *latest == seq)
+            {
+                turns.latest.remove(&key);
+            }
+        };
+        match self.before.take() {
+            Some(mut before) if !*before.borrow() => {
+                // Called off before its turn: done once the turn before it is.
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    runtime.spawn(async move {
+                        let _ = before.wait_for(|done| *done).await;
+                        finish();
+                    });
+                } else {
+                    finish();
+                }
+            }
+            _ => finish(),
+        }
+    }
+}
+
+/// Runs the release script on the nodes at `indexes`, each in its turn (see [`Turn`]),
+/// in a task of its own (each node bounded by the response timeout), so that it
+/// completes even when the caller stops waiting; the results arrive on the returned
+/// channel as they come.
+fn give_back(
+    deployment: &Deployment,
+    keys: &LockKeys,
+    token: &str,
+    indexes: &[usize],
+) -> mpsc::UnboundedReceiver<(usize, RedisResult<bool>)> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let timeout = deployment.response_timeout;
+    let shared = Arc::new(OwnedAttempt {
+        keys: keys.clone(),
+        token: token.to_owned(),
+        ttl_ms: 0,
+        holder: String::new(),
+        announce: deployment.announces(),
+    });
+    let mut releases: FuturesUnordered<_> = indexes
+        .iter()
+        .filter_map(|&i| Some((i, deployment.nodes.get(i)?)))
+        .map(|(i, node)| {
+            let mut turn = Turn::take(TurnKey::new(deployment, i, token));
+            let conn = node.conn();
+            let shared = Arc::clone(&shared);
+            async move {
+                turn.wait().await;
+                let result = tokio::time::timeout(timeout, shared.release(conn))
+                    .await
+                    .unwrap_or_else(|_| Err(late()));
+                drop(turn);
+                (i, result)
+            }
+        })
+        .collect();
+    let run = async move {
+        while let Some((i, result)) = releases.next().await {
+            if let Err(e) = &result {
+                tracing::debug!(node = i, error = %e, "a quorum node did not confirm a give-back");
+            }
+            let _ = tx.send((i, result));
+        }
+    };
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(run);
+    } else {
+        tracing::debug!("no runtime to give back on; the leases expire by themselves");
+    }
+    rx
 }
 
 /// The shortest per-node bound, however short the lease.
@@ -178,15 +621,38 @@ async fn raise_fence(
 }
 
 /// Release on every node: `Ok(true)` when a majority still held our token.
+///
+/// Returns as soon as a majority settled it either way, or once the per-node bound (the
+/// response timeout) passed; the release goes on in the background on the nodes that
+/// did not answer yet, so that it reaches a slow node too.
 pub(crate) async fn release(deployment: &Deployment, keys: &LockKeys, token: &str) -> Result<bool> {
-    let replies = fan_out(
-        deployment
-            .nodes
-            .iter()
-            .map(|node| release_on(node, keys, token, deployment.announces())),
-        deployment.response_timeout,
-    )
-    .await;
+    let nodes = deployment.nodes.len();
+    let all: Vec<usize> = (0..nodes).collect();
+    let mut results = give_back(deployment, keys, token, &all);
+    let needed = deployment.majority();
+    let bound = Instant::now() + deployment.response_timeout;
+    let mut replies: Vec<Option<RedisResult<bool>>> = (0..nodes).map(|_| None).collect();
+    let (mut yes, mut no, mut answered) = (0, 0, 0);
+    while answered < nodes && yes < needed && nodes - no >= needed {
+        match tokio::time::timeout_at(bound, results.recv()).await {
+            Ok(Some((i, result))) => {
+                answered += 1;
+                match result {
+                    Ok(true) => yes += 1,
+                    Ok(false) => no += 1,
+                    Err(_) => {}
+                }
+                if let Some(slot) = replies.get_mut(i) {
+                    *slot = Some(result);
+                }
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    let replies = replies
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(late())))
+        .collect();
     settle(deployment, keys, "releasing a lock", replies)
 }
 

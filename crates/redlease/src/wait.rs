@@ -7,7 +7,9 @@
 //! (`PUBLISH` reaches a subscriber) and publishes the grant on that client's channel, which
 //! this module routes to the waiting task: one round trip per hand-off, no thundering herd,
 //! no starvation. Waiters also re-check when the holder's lease should have run out and
-//! when the pub/sub connection drops, so a lost message costs time, never correctness.
+//! when the pub/sub connection drops or comes back, so a lost message costs time, never
+//! correctness. A dropped subscription is restored in the background, however long the
+//! outage (see `crate::pubsub`); meanwhile waiters do not queue for hand-offs.
 //!
 //! Cluster and quorum clients do not queue: in a cluster, `PUBLISH` counts only the
 //! subscribers of the node it runs on, so the hand-off could not tell whether a waiter
@@ -21,12 +23,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
-use redis::{PushInfo, PushKind, Value};
+use redis::{PushInfo, Value};
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::pubsub::{Link, Owner as LinkOwner};
 use crate::token::OwnerToken;
 
 /// How long [`Lock::acquire`](crate::Lock::acquire) waits for a busy lock.
@@ -123,24 +125,18 @@ pub(crate) fn jitter(bound: Duration) -> Duration {
 pub(crate) struct Notifier {
     enabled: bool,
     channel: String,
-    /// The Redis to subscribe on (none for cluster and quorum clients, which poll).
-    redis: Option<redis::Client>,
-    connect_timeout: Duration,
-    response_timeout: Duration,
+    /// The subscription (none for cluster and quorum clients, which do not queue).
+    link: Option<Arc<Link>>,
     waiters: Mutex<HashMap<String, oneshot::Sender<u64>>>,
-    state: tokio::sync::Mutex<PubSubState>,
-    ready: std::sync::atomic::AtomicBool,
+    /// When a waiter last asked for the subscription: the link keeps reconnecting for
+    /// [`IN_USE_FOR`] after that, even with no waiter registered.
+    last_used: Mutex<Option<Instant>>,
     epoch: watch::Sender<u64>,
 }
 
-#[derive(Default)]
-struct PubSubState {
-    conn: Option<ConnectionManager>,
-    failed_at: Option<Instant>,
-}
-
-/// After a failed subscription, try again no sooner than this.
-const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
+/// How long after its last use the grant subscription is still restored after an outage
+/// when no waiter is queued (with waiters queued, it is restored for as long as it takes).
+const IN_USE_FOR: Duration = Duration::from_secs(30);
 
 impl Notifier {
     pub(crate) fn new(
@@ -150,16 +146,29 @@ impl Notifier {
         response_timeout: Duration,
     ) -> Result<Arc<Self>> {
         let id = OwnerToken::generate()?;
-        Ok(Arc::new(Self {
-            enabled,
-            channel: format!("redlease:grant:{}", id.secret()),
-            redis,
-            connect_timeout,
-            response_timeout,
-            waiters: Mutex::new(HashMap::new()),
-            state: tokio::sync::Mutex::new(PubSubState::default()),
-            ready: std::sync::atomic::AtomicBool::new(false),
-            epoch: watch::Sender::new(0),
+        let channel = format!("redlease:grant:{}", id.secret());
+        Ok(Arc::new_cyclic(|weak: &Weak<Self>| {
+            let owner: Weak<dyn LinkOwner> = weak.clone();
+            let link = redis.filter(|_| enabled).and_then(|redis| {
+                match Link::new(&[redis], connect_timeout, response_timeout, owner) {
+                    Ok(link) => {
+                        link.keep(&channel);
+                        Some(link)
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "release notifications unavailable; waiters poll instead");
+                        None
+                    }
+                }
+            });
+            Self {
+                enabled: enabled && link.is_some(),
+                channel,
+                link,
+                waiters: Mutex::new(HashMap::new()),
+                last_used: Mutex::new(None),
+                epoch: watch::Sender::new(0),
+            }
         }))
     }
 
@@ -168,91 +177,28 @@ impl Notifier {
         &self.channel
     }
 
-    /// Whether hand-offs can reach this client now, without waiting for a subscription.
+    /// Whether hand-offs can reach this client now, without waiting for a subscription:
+    /// false while the subscription is down (being restored).
     pub(crate) fn subscribed(&self) -> bool {
-        self.enabled && self.ready.load(std::sync::atomic::Ordering::Acquire)
+        self.enabled && self.link.as_ref().is_some_and(|l| l.is_up())
     }
 
-    /// Subscribes on first use; false when notifications are off or unavailable, in which
-    /// case the caller polls.
-    pub(crate) async fn ready(self: &Arc<Self>) -> bool {
+    /// Subscribes on first use; false when notifications are off or unavailable right
+    /// now, in which case the caller polls. Waits for a subscription being made no later
+    /// than `deadline`, and not at all for one known to be down (it is restored in the
+    /// background meanwhile).
+    pub(crate) async fn ready(self: &Arc<Self>, deadline: Option<Instant>) -> bool {
         if !self.enabled {
             return false;
         }
-        if self.ready.load(std::sync::atomic::Ordering::Acquire) {
-            return true;
-        }
-        let mut state = self.state.lock().await;
-        if state.conn.is_some() {
-            return true;
-        }
-        if state
-            .failed_at
-            .is_some_and(|t| t.elapsed() < RESUBSCRIBE_AFTER)
-        {
+        let Some(link) = &self.link else {
             return false;
-        }
-        match self.subscribe().await {
-            Ok(conn) => {
-                state.conn = Some(conn);
-                self.ready.store(true, std::sync::atomic::Ordering::Release);
-                true
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "release notifications unavailable; waiters poll instead");
-                state.failed_at = Some(Instant::now());
-                false
-            }
-        }
-    }
-
-    async fn subscribe(self: &Arc<Self>) -> redis::RedisResult<ConnectionManager> {
-        let Some(redis) = &self.redis else {
-            return Err(redis::RedisError::from((
-                redis::ErrorKind::InvalidClientConfig,
-                "no single Redis to subscribe on",
-            )));
         };
-        let weak: Weak<Self> = Arc::downgrade(self);
-        let mut conn = push_connection(
-            redis,
-            self.connect_timeout,
-            self.response_timeout,
-            move |push| {
-                if let Some(notifier) = weak.upgrade() {
-                    notifier.dispatch(&push);
-                }
-            },
-        )
-        .await?;
-        conn.subscribe(&self.channel).await?;
-        Ok(conn)
-    }
-
-    fn dispatch(&self, push: &PushInfo) {
-        match push.kind {
-            PushKind::Message => {
-                let Some(Value::BulkString(payload)) = push.data.get(1) else {
-                    return;
-                };
-                let Some((fence, token)) = parse_grant(payload) else {
-                    return;
-                };
-                let sender = self.lock_waiters().remove(token);
-                if let Some(tx) = sender {
-                    let _ = tx.send(fence);
-                } else {
-                    // The waiter gave up; its own clean-up (the release script) hands the
-                    // lock on, whichever of the two Redis runs first.
-                    tracing::debug!("hand-off for a waiter that already left");
-                }
-            }
-            PushKind::Disconnection => {
-                tracing::debug!("pub/sub connection dropped; waiters re-check");
-                self.epoch.send_modify(|e| *e += 1);
-            }
-            _ => {}
-        }
+        *self
+            .last_used
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
+        link.up(deadline).await.is_some()
     }
 
     fn lock_waiters(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<u64>>> {
@@ -267,6 +213,12 @@ impl Notifier {
     pub(crate) fn register(self: &Arc<Self>, token: &OwnerToken) -> Registration {
         let (tx, rx) = oneshot::channel();
         self.lock_waiters().insert(token.secret().to_owned(), tx);
+        // A registered waiter needs the subscription: (re)start it if it went idle.
+        if self.enabled
+            && let Some(link) = &self.link
+        {
+            link.start();
+        }
         Registration {
             notifier: Arc::clone(self),
             token: token.secret().to_owned(),
@@ -274,7 +226,7 @@ impl Notifier {
         }
     }
 
-    /// A receiver that changes whenever the pub/sub connection drops.
+    /// A receiver that changes whenever the subscription drops or comes back.
     pub(crate) fn epochs(&self) -> watch::Receiver<u64> {
         self.epoch.subscribe()
     }
@@ -285,27 +237,39 @@ impl Notifier {
     }
 }
 
-/// A RESP3 connection to `redis` whose pushes (pub/sub messages, disconnections) go to
-/// `on_push`, and which subscribes again to its channels after a reconnection.
-pub(crate) async fn push_connection(
-    redis: &redis::Client,
-    connect_timeout: Duration,
-    response_timeout: Duration,
-    on_push: impl Fn(PushInfo) + Send + Sync + 'static,
-) -> redis::RedisResult<ConnectionManager> {
-    let info = redis.get_connection_info().clone();
-    let settings = info
-        .redis_settings()
-        .clone()
-        .set_protocol(redis::ProtocolVersion::RESP3);
-    let client = redis::Client::open(info.set_redis_settings(settings))?;
-    let config = crate::client::manager_config(connect_timeout, response_timeout)
-        .set_push_sender(move |push: PushInfo| {
-            on_push(push);
-            Ok::<(), std::convert::Infallible>(())
-        })
-        .set_automatic_resubscription();
-    ConnectionManager::new_with_config(client, config).await
+impl LinkOwner for Notifier {
+    fn message(&self, push: &PushInfo) {
+        let Some(Value::BulkString(payload)) = push.data.get(1) else {
+            return;
+        };
+        let Some((fence, token)) = parse_grant(payload) else {
+            return;
+        };
+        let sender = self.lock_waiters().remove(token);
+        if let Some(tx) = sender {
+            let _ = tx.send(fence);
+        } else {
+            // The waiter gave up; its own clean-up (the release script) hands the
+            // lock on, whichever of the two Redis runs first.
+            tracing::debug!("hand-off for a waiter that already left");
+        }
+    }
+
+    fn changed(&self, up: bool) {
+        // Down: queued waiters re-check (a release meanwhile skips them). Up: they re-join
+        // the queue at once, where releases can reach them again.
+        tracing::debug!(up, "grant subscription changed; waiters re-check");
+        self.epoch.send_modify(|e| *e += 1);
+    }
+
+    fn needed(&self) -> bool {
+        !self.lock_waiters().is_empty()
+            || self
+                .last_used
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .is_some_and(|t| t.elapsed() < IN_USE_FOR)
+    }
 }
 
 /// "<fence> <token> <key>" -> (fence, token).

@@ -1,0 +1,441 @@
+//! Pub/sub links that come back after an outage of any length.
+//!
+//! A [`Link`] is one RESP3 connection, owned by a background task, subscribed to a set of
+//! channels that its owner changes at will ([`Link::want`], [`Link::unwant`]). When the
+//! connection drops (or stops answering the periodic `PING`), the task reconnects with a
+//! jittered exponential back-off, cycling through its targets (cluster seeds), and
+//! subscribes again to every wanted channel before it reports the link up. It keeps
+//! trying for as long as its owner needs the link; once nobody does, it goes idle and
+//! the next use starts it again.
+//!
+//! Nobody waits for the task behind a lock: callers watch its state and each gives up
+//! at its own deadline ([`Link::up`]). While the link is down it says so
+//! ([`Link::is_up`]), so that waiters do not count on messages nobody can deliver.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, PushInfo, PushKind};
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use crate::wait::jitter;
+
+/// First reconnection delay bound; doubles up to [`RECONNECT_MAX`].
+const RECONNECT_MIN: Duration = Duration::from_millis(20);
+/// Longest reconnection delay bound.
+const RECONNECT_MAX: Duration = Duration::from_secs(1);
+/// How often an idle link checks with a `PING` that its connection still answers.
+const HEALTH_EVERY: Duration = Duration::from_secs(5);
+
+/// What a link is doing.
+#[derive(Clone)]
+enum State {
+    /// No task runs (never used, no longer needed, or its runtime ended).
+    Idle,
+    /// The task is connecting; `failed` once an attempt failed since the link was last
+    /// up (it is then known to be down, and nobody should wait for it).
+    Connecting { failed: bool },
+    /// Connected and subscribed to every channel wanted when it connected.
+    Up(MultiplexedConnection),
+}
+
+/// What a link's owner hears from it.
+pub(crate) trait Owner: Send + Sync + 'static {
+    /// A pub/sub message arrived.
+    fn message(&self, push: &PushInfo);
+    /// The link went up (`true`, resubscribed) or down (`false`).
+    fn changed(&self, up: bool);
+    /// Whether the link is still needed while it is down (someone waits on it).
+    fn needed(&self) -> bool;
+}
+
+/// One self-healing subscription connection.
+pub(crate) struct Link {
+    /// Tried in turn, one per connection attempt.
+    targets: Vec<redis::Client>,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    owner: Weak<dyn Owner>,
+    wanted: Mutex<BTreeSet<String>>,
+    state: watch::Sender<State>,
+    /// Serialises SUBSCRIBE/UNSUBSCRIBE of single channels (never held across a connect).
+    commands: tokio::sync::Mutex<()>,
+    /// Signalled when the link is dropped, so that its task ends.
+    closed: Arc<Notify>,
+}
+
+impl Link {
+    /// A link to `targets` (RESP3 is switched on here); starts on first use.
+    pub(crate) fn new(
+        targets: &[redis::Client],
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        owner: Weak<dyn Owner>,
+    ) -> redis::RedisResult<Arc<Self>> {
+        let targets = targets
+            .iter()
+            .map(|redis| {
+                let info = redis.get_connection_info().clone();
+                let settings = info
+                    .redis_settings()
+                    .clone()
+                    .set_protocol(redis::ProtocolVersion::RESP3);
+                redis::Client::open(info.set_redis_settings(settings))
+            })
+            .collect::<redis::RedisResult<Vec<_>>>()?;
+        Ok(Arc::new(Self {
+            targets,
+            connect_timeout,
+            response_timeout,
+            owner,
+            wanted: Mutex::new(BTreeSet::new()),
+            state: watch::Sender::new(State::Idle),
+            commands: tokio::sync::Mutex::new(()),
+            closed: Arc::new(Notify::new()),
+        }))
+    }
+
+    fn wanted(&self) -> MutexGuard<'_, BTreeSet<String>> {
+        // Single inserts and removes: a poisoned lock is still consistent.
+        self.wanted.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the link is connected and subscribed right now.
+    pub(crate) fn is_up(&self) -> bool {
+        matches!(*self.state.borrow(), State::Up(_))
+    }
+
+    /// Starts the link's task on the current runtime unless one runs.
+    pub(crate) fn start(self: &Arc<Self>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let started = self.state.send_if_modified(|state| {
+            if matches!(state, State::Idle) {
+                *state = State::Connecting { failed: false };
+                true
+            } else {
+                false
+            }
+        });
+        if started {
+            let task = Task {
+                link: Arc::downgrade(self),
+                closed: Arc::clone(&self.closed),
+                running: true,
+            };
+            runtime.spawn(task.run());
+        }
+    }
+
+    /// Starts the link if needed and waits until it is up, until it is known to be down
+    /// (an attempt failed: `None` at once), or until `deadline`.
+    pub(crate) async fn up(
+        self: &Arc<Self>,
+        deadline: Option<Instant>,
+    ) -> Option<MultiplexedConnection> {
+        self.start();
+        let mut states = self.state.subscribe();
+        loop {
+            match &*states.borrow_and_update() {
+                State::Up(conn) => return Some(conn.clone()),
+                State::Idle | State::Connecting { failed: true } => return None,
+                State::Connecting { failed: false } => {}
+            }
+            let changed = states.changed();
+            match deadline {
+                Some(deadline) => {
+                    if !matches!(tokio::time::timeout_at(deadline, changed).await, Ok(Ok(()))) {
+                        return None;
+                    }
+                }
+                None => changed.await.ok()?,
+            }
+        }
+    }
+
+    /// Adds `channel` to the wanted set without subscribing now: the next connection
+    /// subscribes to it.
+    pub(crate) fn keep(&self, channel: &str) {
+        self.wanted().insert(channel.to_owned());
+    }
+
+    /// Adds `channel` to the wanted set (a reconnection subscribes to it again) and
+    /// subscribes to it now in the background; `confirmed` hears whether it took.
+    pub(crate) fn want(
+        self: &Arc<Self>,
+        channel: &str,
+        confirmed: Option<tokio::sync::mpsc::UnboundedSender<bool>>,
+    ) {
+        self.wanted().insert(channel.to_owned());
+        self.reconcile(channel, confirmed);
+    }
+
+    /// Removes `channel` from the wanted set and unsubscribes in the background.
+    pub(crate) fn unwant(self: &Arc<Self>, channel: &str) {
+        self.wanted().remove(channel);
+        self.reconcile(channel, None);
+    }
+
+    /// Brings the connection's subscription to `channel` in line with the wanted set, in
+    /// a task of its own. Each change spawns one, and each sends what is wanted when it
+    /// runs, one at a time: the last one to run sends the latest wish.
+    fn reconcile(
+        self: &Arc<Self>,
+        channel: &str,
+        confirmed: Option<tokio::sync::mpsc::UnboundedSender<bool>>,
+    ) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let link = Arc::clone(self);
+        let channel = channel.to_owned();
+        runtime.spawn(async move {
+            let ok = link.sync(&channel).await;
+            if let Some(tx) = confirmed {
+                let _ = tx.send(ok);
+            }
+        });
+    }
+
+    /// Whether `channel` is subscribed on the link after this call.
+    async fn sync(self: &Arc<Self>, channel: &str) -> bool {
+        // A link still in its first connection attempt subscribes when it connects; wait
+        // for it no longer than that attempt can take.
+        let bound = Instant::now() + self.connect_timeout + self.response_timeout;
+        let Some(mut conn) = self.up(Some(bound)).await else {
+            return false;
+        };
+        let _one_at_a_time = self.commands.lock().await;
+        let want = self.wanted().contains(channel);
+        let sent = if want {
+            within(self.response_timeout, conn.subscribe(channel)).await
+        } else {
+            within(self.response_timeout, conn.unsubscribe(channel)).await
+        };
+        match sent {
+            Ok(()) => want,
+            Err(e) => {
+                tracing::debug!(error = %e, "changing a pub/sub subscription failed; the reconnection restores it");
+                false
+            }
+        }
+    }
+
+    /// One connection attempt to target `target`: connected and subscribed to every wanted
+    /// channel, with the `dropped` signal wired to its disconnection.
+    async fn connect(
+        &self,
+        target: usize,
+        dropped: &Arc<Notify>,
+    ) -> redis::RedisResult<MultiplexedConnection> {
+        let redis = &self.targets[target % self.targets.len()];
+        let owner = self.owner.clone();
+        let dropped = Arc::clone(dropped);
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.response_timeout))
+            .set_push_sender(move |push: PushInfo| {
+                match push.kind {
+                    PushKind::Disconnection => dropped.notify_one(),
+                    PushKind::Message => {
+                        if let Some(owner) = owner.upgrade() {
+                            owner.message(&push);
+                        }
+                    }
+                    _ => {}
+                }
+                Ok::<(), std::convert::Infallible>(())
+            });
+        let attempt = async {
+            let mut conn = redis
+                .get_multiplexed_async_connection_with_config(&config)
+                .await?;
+            let channels: Vec<String> = self.wanted().iter().cloned().collect();
+            if !channels.is_empty() {
+                conn.subscribe(&channels).await?;
+            }
+            Ok(conn)
+        };
+        match tokio::time::timeout(self.connect_timeout + self.response_timeout, attempt).await {
+            Ok(result) => result,
+            Err(_) => Err(timed_out("connecting for pub/sub timed out")),
+        }
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.closed.notify_one();
+    }
+}
+
+fn timed_out(what: &'static str) -> redis::RedisError {
+    redis::RedisError::from(std::io::Error::new(std::io::ErrorKind::TimedOut, what))
+}
+
+/// `f` bounded by `timeout`; a late reply is a connection error.
+async fn within(
+    timeout: Duration,
+    f: impl Future<Output = redis::RedisResult<()>>,
+) -> redis::RedisResult<()> {
+    tokio::time::timeout(timeout, f)
+        .await
+        .unwrap_or_else(|_| Err(timed_out("no reply in time")))
+}
+
+/// The background task of one link.
+struct Task {
+    link: Weak<Link>,
+    closed: Arc<Notify>,
+    /// Cleared when the task ends by itself; otherwise (its runtime shut down) dropping
+    /// it marks the link idle, so that the next use starts a new task.
+    running: bool,
+}
+
+impl Task {
+    async fn run(mut self) {
+        let mut failures = 0u32;
+        let mut flaps = 0u32;
+        let mut target = 0usize;
+        loop {
+            let Some(link) = self.link.upgrade() else {
+                self.running = false;
+                return;
+            };
+            if failures > 0 && self.idle_if_unneeded(&link) {
+                return;
+            }
+            let dropped = Arc::new(Notify::new());
+            match link.connect(target, &dropped).await {
+                Ok(conn) => {
+                    failures = 0;
+                    let up_since = Instant::now();
+                    link.state.send_replace(State::Up(conn.clone()));
+                    tracing::debug!("pub/sub link up");
+                    if let Some(owner) = link.owner.upgrade() {
+                        owner.changed(true);
+                    }
+                    drop(link);
+                    if !self.hold(conn, &dropped).await {
+                        self.running = false;
+                        return;
+                    }
+                    let Some(link) = self.link.upgrade() else {
+                        self.running = false;
+                        return;
+                    };
+                    link.state.send_replace(State::Connecting { failed: false });
+                    tracing::debug!("pub/sub link dropped; reconnecting");
+                    if let Some(owner) = link.owner.upgrade() {
+                        owner.changed(false);
+                    }
+                    drop(link);
+                    // A connection dropped right after it was made (clients killed in a
+                    // loop): back off before the next one rather than hammer the server.
+                    flaps = if up_since.elapsed() < RECONNECT_MAX {
+                        flaps.saturating_add(1)
+                    } else {
+                        0
+                    };
+                    if flaps > 0 && !self.pause(flaps).await {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    failures = failures.saturating_add(1);
+                    target = target.wrapping_add(1);
+                    tracing::debug!(error = %e, failures, "pub/sub connection failed; retrying with back-off");
+                    link.state.send_replace(State::Connecting { failed: true });
+                    if failures == 1
+                        && let Some(owner) = link.owner.upgrade()
+                    {
+                        // Waiters blocked on the first attempt learn that it failed.
+                        owner.changed(false);
+                    }
+                    drop(link);
+                    if !self.pause(failures).await {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sleeps the `n`-th back-off delay (jittered, between half and all of its bound);
+    /// false when the link went away meanwhile (the task ends).
+    async fn pause(&mut self, n: u32) -> bool {
+        let bound = RECONNECT_MIN
+            .saturating_mul(1u32 << n.min(16))
+            .min(RECONNECT_MAX);
+        let delay = bound / 2 + jitter(bound / 2);
+        tokio::select! {
+            () = tokio::time::sleep(delay) => true,
+            () = self.closed.notified() => {
+                self.running = false;
+                false
+            }
+        }
+    }
+
+    /// Marks the link idle if its owner no longer needs it; whether it did.
+    fn idle_if_unneeded(&mut self, link: &Link) -> bool {
+        let idle = link.state.send_if_modified(|state| {
+            let needed = link.owner.upgrade().is_some_and(|o| o.needed());
+            if needed {
+                false
+            } else {
+                *state = State::Idle;
+                true
+            }
+        });
+        if idle {
+            tracing::debug!("pub/sub link down and unused; idle until the next use");
+            self.running = false;
+        }
+        idle
+    }
+
+    /// Keeps `conn` until it drops or stops answering; false when the link itself went
+    /// away (the task ends).
+    async fn hold(&self, mut conn: MultiplexedConnection, dropped: &Notify) -> bool {
+        let response_timeout = match self.link.upgrade() {
+            Some(link) => link.response_timeout,
+            None => return false,
+        };
+        loop {
+            tokio::select! {
+                () = dropped.notified() => return true,
+                () = self.closed.notified() => return false,
+                () = tokio::time::sleep(HEALTH_EVERY) => {
+                    let cmd = redis::cmd("PING");
+                    let ping = cmd.query_async::<redis::Value>(&mut conn);
+                    match tokio::time::timeout(response_timeout, ping).await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %e, "pub/sub connection failed its health check");
+                            return true;
+                        }
+                        Err(_) => {
+                            tracing::debug!("pub/sub connection did not answer its health check");
+                            return true;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        if self.running
+            && let Some(link) = self.link.upgrade()
+        {
+            link.state.send_replace(State::Idle);
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! Subscriptions come back after an outage of any length: the grant channel of a single
+//! Redis (FIFO hand-offs) and the release channels of a quorum's nodes.
+#![allow(
+    clippy::unwrap_used,
+    clippy::panic,
+    clippy::unchecked_time_subtraction,
+    reason = "tests fail loudly"
+)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{bounded, client, eventually, llen, no_polling, server, subscribers};
+use redlease::{Client, Error};
+use redlease_local::{Nodes, RedisServer, Reply};
+use tokio::sync::mpsc;
+
+/// Longer than the few quick reconnection tries a connection manager makes by itself.
+const OUTAGE: Duration = Duration::from_millis(600);
+
+/// Kills `server`, keeps it down for [`OUTAGE`], and starts it again on the same port.
+async fn outage(server: &mut RedisServer) {
+    server.kill();
+    tokio::time::sleep(OUTAGE).await;
+    server.restart().unwrap();
+}
+
+/// The grant channels subscribed on `server` (one per client whose waiters queued).
+fn grant_channels(server: &RedisServer) -> Vec<String> {
+    let reply = server
+        .query(&["PUBSUB", "CHANNELS", "redlease:grant:*"])
+        .unwrap();
+    reply
+        .array()
+        .unwrap_or_else(|| panic!("unexpected PUBSUB CHANNELS reply {reply:?}"))
+        .iter()
+        .map(|r| r.text().unwrap().into_owned())
+        .collect()
+}
+
+/// Until a command goes through `client` again (its own connection reconnects on use).
+async fn usable(client: &Client) {
+    eventually("the client to reach Redis again", || async {
+        client.lock("probe").try_acquire().await.is_ok()
+    })
+    .await;
+}
+
+async fn queue_len(server: &RedisServer, client: &Client, name: &str) -> i64 {
+    let keys = client.lock(name).keys().unwrap();
+    let mut conn = common::raw(server).await;
+    llen(&mut conn, keys.queue()).await
+}
+
+/// Queues `n` waiters of `waiters` on `name` (held by someone else) one after another,
+/// then returns their tasks; each reports its index on `tx` once it holds the lock.
+async fn queue_waiters(
+    server: &RedisServer,
+    waiters: &Client,
+    name: &str,
+    n: i64,
+    tx: &mpsc::UnboundedSender<i64>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let lock = waiters
+            .lock(name)
+            .ttl(Duration::from_secs(60))
+            .wait(Duration::from_secs(25))
+            .retry(no_polling());
+        let tx = tx.clone();
+        tasks.push(tokio::spawn(async move {
+            let guard = lock.acquire().await.unwrap();
+            tx.send(i).unwrap();
+            guard.release().await.unwrap();
+        }));
+        eventually("the waiter to queue up", || async {
+            queue_len(server, waiters, name).await == i + 1
+        })
+        .await;
+    }
+    tasks
+}
+
+/// After Redis was down for longer than a few quick reconnection tries, the client's
+/// grant channel is subscribed again, and released locks are handed to its waiters in
+/// arrival order (without the subscription, each release would skip them: they would
+/// wait for their 60 s back-off instead).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_grant_subscription_comes_back_after_a_long_outage() {
+    let mut server = server();
+    let holders = client(&server).await;
+    let waiters = client(&server).await;
+
+    // One hand-off before the outage: the waiters' client subscribed.
+    let holder = holders
+        .lock("fifo")
+        .ttl(Duration::from_secs(60))
+        .acquire()
+        .await
+        .unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let tasks = queue_waiters(&server, &waiters, "fifo", 1, &tx).await;
+    let channels = grant_channels(&server);
+    assert_eq!(channels.len(), 1, "{channels:?}");
+    let channel = channels[0].clone();
+    holder.release().await.unwrap();
+    for t in tasks {
+        bounded("the first hand-off", t).await.unwrap();
+    }
+    assert_eq!(rx.recv().await, Some(0));
+
+    outage(&mut server).await;
+    eventually("the grant channel to be subscribed again", || async {
+        subscribers(&server, &channel) == 1
+    })
+    .await;
+
+    usable(&holders).await;
+    usable(&waiters).await;
+    let holder = holders
+        .lock("fifo")
+        .ttl(Duration::from_secs(60))
+        .acquire()
+        .await
+        .unwrap();
+    let tasks = queue_waiters(&server, &waiters, "fifo", 3, &tx).await;
+    holder.release().await.unwrap();
+    for t in tasks {
+        bounded("hand-offs after the outage", t).await.unwrap();
+    }
+    drop(tx);
+    let mut order = Vec::new();
+    while let Some(i) = rx.recv().await {
+        order.push(i);
+    }
+    assert_eq!(order, vec![0, 1, 2]);
+}
+
+async fn quorum(urls: &[String]) -> Client {
+    Client::quorum_builder(urls)
+        .response_timeout(Duration::from_millis(300))
+        .connect_timeout(Duration::from_millis(500))
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// Each quorum node restarted in turn, each down longer than a few quick reconnection
+/// tries: a waiter's release-notice subscription is back on every node, and the release
+/// wakes it (its back-off and the holder's lease are far longer than the test).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_release_subscriptions_come_back_on_every_node() {
+    let mut nodes = Nodes::start(5).unwrap_or_else(|e| panic!("cannot start 5 redis-servers: {e}"));
+    let urls = nodes.urls();
+    let holders = quorum(&urls).await;
+    let waiters = quorum(&urls).await;
+    let channel = holders.lock("q-resub").keys().unwrap().channel().to_owned();
+    let holder = bounded(
+        "acquire",
+        holders
+            .lock("q-resub")
+            .ttl(Duration::from_secs(60))
+            .acquire(),
+    )
+    .await
+    .unwrap();
+    let waiter = {
+        let lock = waiters
+            .lock("q-resub")
+            .wait(Duration::from_secs(60))
+            .retry(no_polling());
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    eventually("the waiter to listen on every node", || async {
+        nodes
+            .servers()
+            .iter()
+            .all(|s| subscribers(s, &channel) == 1)
+    })
+    .await;
+
+    let keys = holders.lock("q-resub").keys().unwrap();
+    let (key, fence) = (keys.key().to_owned(), keys.fence().to_owned());
+    let mut waiter = waiter;
+    for i in 0..nodes.len() {
+        // The node comes back with the lock and its fencing counter, as a node that
+        // persists its data would.
+        let text = |reply: Reply| reply.text().unwrap().into_owned();
+        let held = text(nodes[i].query(&["GET", &key]).unwrap());
+        let counter = text(nodes[i].query(&["GET", &fence]).unwrap());
+        outage(&mut nodes[i]).await;
+        for restore in [
+            ["SET", key.as_str(), held.as_str(), "PX", "60000"],
+            ["SET", fence.as_str(), counter.as_str(), "PX", "600000"],
+        ] {
+            let restored = nodes[i].query(&restore).unwrap();
+            assert_eq!(restored, Reply::Status("OK".into()));
+        }
+        let node = &nodes[i];
+        eventually(
+            "the restarted node to carry the subscription again",
+            || async { subscribers(node, &channel) == 1 || waiter.is_finished() },
+        )
+        .await;
+        if waiter.is_finished() {
+            let outcome = (&mut waiter).await.unwrap().map(|_| ());
+            panic!("the waiter stopped waiting after node {i} restarted: {outcome:?}");
+        }
+    }
+    assert!(
+        nodes
+            .servers()
+            .iter()
+            .all(|s| subscribers(s, &channel) == 1)
+    );
+
+    // The holder's own connections broke at each restart; they reconnect when used. Use
+    // them until a lock reaches every node, so that the release below does too.
+    let probe = holders.lock("probe").keys().unwrap().key().to_owned();
+    eventually("the holder's client to reach every node again", || async {
+        let Ok(Some(guard)) = holders.lock("probe").try_acquire().await else {
+            return false;
+        };
+        let everywhere = nodes
+            .servers()
+            .iter()
+            .all(|s| s.query(&["EXISTS", &probe]).unwrap() == Reply::Integer(1));
+        let _ = guard.release().await;
+        everywhere
+    })
+    .await;
+
+    let released = holder.fencing_token();
+    bounded("release", holder.release()).await.unwrap();
+    let guard = bounded("the woken waiter", waiter)
+        .await
+        .unwrap()
+        .unwrap_or_else(|e: Error| panic!("the waiter failed: {e}"));
+    assert!(guard.fencing_token() > released);
+    bounded("release", guard.release()).await.unwrap();
+}
