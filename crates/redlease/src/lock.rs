@@ -494,10 +494,11 @@ impl Lock {
             give_back.arm();
             let cut_at = deadline.filter(|_| attempts > 0);
             attempts += 1;
-            let Some(outcome) = self
-                .attempt_until(keys, &token, registration.is_some(), cut_at)
-                .await
-            else {
+            // Queue only while hand-offs can reach us: a release skips (and drops) a
+            // queued waiter whose client's grant subscription is down. The epoch changes
+            // when it comes back, and the next attempt queues again.
+            let queue = registration.is_some() && notifier.subscribed();
+            let Some(outcome) = self.attempt_until(keys, &token, queue, cut_at).await else {
                 return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
             };
             let delay = match outcome {

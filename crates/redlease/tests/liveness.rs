@@ -12,7 +12,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{bounded, client, eventually, get, raw, server};
+use common::{bounded, client, eventually, get, no_polling, raw, server};
 use redlease::{Client, Error, Notifications, Owner, Renewal};
 use std::sync::Arc;
 
@@ -413,4 +413,85 @@ fn a_dropped_blocking_guard_is_released_before_the_drop_returns() {
     drop(guard);
     drop(client);
     assert!(!exists(&server, &key), "`{key}` still held");
+}
+
+/// Item 2 over a quorum, with default settings: a waiter aborted while the replies to its
+/// attempt are on their way leaves no token on the nodes that granted it (tokens of
+/// abandoned attempts, one here and one there, keep everyone from a majority until their
+/// ttl).
+#[tokio::test]
+async fn a_cancelled_quorum_acquire_gives_back_its_grants() {
+    let nodes = redlease_local::Nodes::start(5).unwrap();
+    let proxies: Vec<Arc<Proxy>> = nodes
+        .servers()
+        .iter()
+        .map(|server| Arc::new(Proxy::start(server.port()).unwrap()))
+        .collect();
+    let holder_client = Client::quorum(nodes.urls()).await.unwrap();
+    let waiter_client = Client::quorum(proxies.iter().map(|p| p.url()))
+        .await
+        .unwrap();
+    let key = holder_client
+        .lock("q-orphan")
+        .keys()
+        .unwrap()
+        .key()
+        .to_owned();
+    let holder = holder_client
+        .lock("q-orphan")
+        .ttl(LONG)
+        .acquire()
+        .await
+        .unwrap();
+    let waiter = {
+        let client = waiter_client.clone();
+        tokio::spawn(async move {
+            client
+                .lock("q-orphan")
+                .ttl(LONG)
+                .wait(Duration::from_secs(30))
+                .retry(no_polling())
+                .acquire()
+                .await
+        })
+    };
+    eventually("the waiter to listen for the release", || async {
+        waiter_client.waiting() == 1
+    })
+    .await;
+    for proxy in &proxies {
+        proxy.delay_replies(Duration::from_millis(500));
+    }
+    holder.release().await.unwrap();
+    // The release notice woke the waiter (500 ms late): its attempt took the lock on the
+    // nodes, and their replies are 500 ms away. Cancel it there.
+    eventually("the waiter's attempt to take a majority", || async {
+        nodes
+            .servers()
+            .iter()
+            .filter(|server| exists(server, &key))
+            .count()
+            >= 3
+    })
+    .await;
+    waiter.abort();
+    assert!(waiter.await.unwrap_err().is_cancelled());
+    for proxy in &proxies {
+        proxy.delay_replies(Duration::ZERO);
+    }
+    let gone = tokio::time::timeout(GIVE_BACK, async {
+        while nodes.servers().iter().any(|server| exists(server, &key)) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(
+        gone.is_ok(),
+        "the cancelled waiter's token stayed on nodes {:?} until its ttl",
+        nodes
+            .servers()
+            .iter()
+            .map(|server| exists(server, &key))
+            .collect::<Vec<_>>()
+    );
 }
