@@ -26,7 +26,7 @@ fn the_demo_oversells_without_a_lock_and_not_with_one() {
     for needle in [
         "1. without a lock",
         "2. with redlease 30 0",
-        "exactly 30; fencing tokens 1..30 strictly increasing",
+        "exactly 30; 30 fencing tokens, strictly increasing",
         "3. holder SIGKILLed 1 0",
         "lock freed by its TTL",
         "4. holder paused 1 0",

@@ -85,7 +85,7 @@ pub const REDLEASE_ACL_RULES: &[&str] = &[
     "+get",
     "+set",
     "+del",
-    "+incr",
+    "+time",
     "+pexpire",
     "+pttl",
     "+lpop",

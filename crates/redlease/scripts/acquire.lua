@@ -1,7 +1,7 @@
 -- acquire: one attempt to take the lock.
 -- KEYS, those of one lock, all in one cluster slot:
 --   KEYS[1] lock key: the owner token alone, with a PX expiry (a plain SET NX PX lock)
---   KEYS[2] fencing counter: an integer, INCR on every fresh grant, never expires
+--   KEYS[2] fencing counter: the last token granted (see fence.lua, prepended to this script)
 --   KEYS[3] holder details for operators (free text), same expiry as KEYS[1]
 --   KEYS[4] FIFO queue of waiting tokens (list)
 --   KEYS[5] waiter table: token -> cjson {ttl_ms, grant channel, holder details}
@@ -14,7 +14,7 @@
 --   {0, 0, pttl}      held by someone else; pttl is the holder's remaining time in ms
 --                     (-1: the holder set no expiry)
 local token = ARGV[1]
--- Fast path: the lock is free (3 calls). Releases hand the lock straight to the oldest
+-- Fast path: the lock is free (5 calls). Releases hand the lock straight to the oldest
 -- queued waiter, so a lock is free with waiters queued only after its holder crashed or a
 -- hand-off found no one listening; whoever asks first then takes it, and a queued waiter
 -- that does leaves the queue (else a release would hand the lock to its stale place).
@@ -22,7 +22,7 @@ if redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
   if ARGV[4] == '1' and redis.call('HDEL', KEYS[5], token) == 1 then
     redis.call('LREM', KEYS[4], 1, token)
   end
-  local fence = redis.call('INCR', KEYS[2])
+  local fence = grant_fence(KEYS[2])
   redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[2])
   return {1, fence, 0}
 end

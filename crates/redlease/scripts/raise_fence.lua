@@ -12,6 +12,7 @@ if redis.call('GET', KEYS[2]) ~= ARGV[2] then
 end
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if current < tonumber(ARGV[1]) then
-  redis.call('SET', KEYS[1], ARGV[1])
+  -- Kept as long as a grant keeps it (FENCE_KEEP in fence.lua: 7 days).
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', 604800)
 end
 return 1

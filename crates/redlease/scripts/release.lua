@@ -9,9 +9,9 @@
 -- Hand-off: pop queued waiters oldest first until one's client still listens on its grant
 -- channel (PUBLISH reaches at least one subscriber); that waiter gets the lock without a
 -- round trip of its own. A waiter whose client is gone only burns a fencing number, which
--- keeps tokens strictly increasing (they need not be consecutive). A hand-off costs 8 calls
--- (GET, LPOP, HGET, HDEL, INCR, PUBLISH, SET, SET); a release with no one queued costs 3
--- (4 with ARGV[2]).
+-- keeps tokens strictly increasing (they need not be consecutive). A hand-off costs 10 calls
+-- (GET, LPOP, HGET, HDEL, TIME, GET, SET, PUBLISH, SET, SET); a release with no one
+-- queued costs 3 (4 with ARGV[2]).
 local token = ARGV[1]
 if redis.call('GET', KEYS[1]) == token then
   while true do
@@ -23,9 +23,9 @@ if redis.call('GET', KEYS[1]) == token then
     if entry then
       redis.call('HDEL', KEYS[5], head)
       local w = cjson.decode(entry)
-      local fence = redis.call('INCR', KEYS[2])
+      local fence = grant_fence(KEYS[2])
       -- message: "<fence> <token> <lock key>"
-      if redis.call('PUBLISH', w[2], fence .. ' ' .. head .. ' ' .. KEYS[1]) > 0 then
+      if redis.call('PUBLISH', w[2], string.format('%d', fence) .. ' ' .. head .. ' ' .. KEYS[1]) > 0 then
         redis.call('SET', KEYS[1], head, 'PX', w[1])
         redis.call('SET', KEYS[3], w[3], 'PX', w[1])
         return 1

@@ -25,7 +25,9 @@
 //! set with `SET NX PX` semantics inside one script that also bumps a *fencing counter*.
 //! Only the owner's token can release or extend it (atomic compare-and-delete scripts), a
 //! crashed owner's lock frees itself after its TTL, and every acquisition gets a fencing
-//! token larger than all earlier ones.
+//! token larger than all earlier ones: `max(last + 1, Redis' clock in µs)`, which keeps
+//! growing when Redis loses its data, under the clock assumptions that
+//! [`FencingToken`] states.
 //!
 //! # Leases, renewal and loss
 //! A lock is a *lease*: it is ours for its TTL (default 30 s) unless renewed. While a

@@ -21,15 +21,16 @@
 //!   answered `PING`; the other nodes connect as they are used.
 //!
 //! # Fencing tokens over a quorum
-//! Each node keeps its own counter and increments it on every grant. The holder's token
+//! Each node keeps its own counter, and every grant there takes `max(counter + 1, the
+//! node's time in µs)` (the hybrid clock of `scripts/fence.lua`). The holder's token
 //! is the **largest** counter among the granting majority, and before `acquire` returns
 //! at least a majority of nodes hold a counter at or above it: granting nodes whose
 //! counter is lower get it written back (`raise_fence.lua`: raise, never lower), a second
 //! round trip that the steady state (all counters equal) skips. The write-back goes only
 //! to nodes that granted this attempt and counts only where the lock key still holds our
 //! owner token; the lease must still be valid once it is done. Any later majority shares
-//! at least one node with ours, whose counter is then at least our token, and increments
-//! it: the later token is strictly larger. Tokens therefore stay strictly monotonic even
+//! at least one node with ours, whose counter is then at least our token, and grants
+//! above it: the later token is strictly larger. Tokens therefore stay strictly monotonic even
 //! when two successive majorities overlap in a single node.
 //!
 //! The model in `crates/redlease-model` (stateright) checks this under clock drift,
@@ -43,8 +44,12 @@
 //! Limits: the argument assumes a node keeps what it acknowledged. A node that restarts
 //! **empty** (no persistence, or `appendfsync` other than `always`) forgets both the lock
 //! and its counter. Redlock's rule for the lock itself is to keep such a node down for
-//! at least the longest TTL before it rejoins (the *delayed restart*); the counter needs
-//! persistence, or a restarted node's counter raised by hand above every token issued.
+//! at least the longest TTL before it rejoins (the *delayed restart*). The counter is
+//! covered by the clock: the first grant of a node that forgot its counter is its time in
+//! µs, above every earlier token as long as its clock is not behind the time at which
+//! the latest token was granted (by any node) by more than the time since then, so
+//! nodes must keep their clocks synchronised (NTP: milliseconds) and never step them back
+//! by more than an outage lasts.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};

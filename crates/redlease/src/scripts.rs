@@ -6,13 +6,23 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// One attempt to take a lock (or join its FIFO queue).
-pub(crate) static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/acquire.lua")));
+/// One attempt to take a lock (or join its FIFO queue), with the hybrid-clock fencing
+/// rule of `fence.lua` in front.
+pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../scripts/fence.lua"),
+        include_str!("../scripts/acquire.lua")
+    ))
+});
 
-/// Compare-and-delete, then hand-off to the oldest live waiter; also withdraws a waiter.
-pub(crate) static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/release.lua")));
+/// Compare-and-delete, then hand-off to the oldest live waiter (fenced by `fence.lua`);
+/// also withdraws a waiter.
+pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../scripts/fence.lua"),
+        include_str!("../scripts/release.lua")
+    ))
+});
 
 /// Compare-and-PEXPIRE.
 pub(crate) static EXTEND: LazyLock<Script> =

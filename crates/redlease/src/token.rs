@@ -56,6 +56,21 @@ impl fmt::Display for OwnerToken {
 /// Pass it to the resource you protect and have the resource refuse any write carrying a
 /// token lower than the highest it has seen: a holder that was paused past its lease (a
 /// GC pause, a SIGSTOP, a slow network) then cannot overwrite the newer holder's work.
+///
+/// # A hybrid clock
+/// Every grant takes `max(last token + 1, Redis' TIME in microseconds)`, so a token is
+/// roughly the time of its grant (about 1.8e15 today, below 2^53 until the year 2255, so
+/// exact in JSON, doubles and JavaScript) and still grows when Redis loses the counter:
+/// - after a restart without persistence, as long as the server's clock did not step
+///   back by more than the outage lasted;
+/// - after an asynchronous failover, as long as the new primary's clock does not trail
+///   the old one's by more than the failover took (NTP-synchronised hosts: milliseconds
+///   against seconds);
+/// - after the counter key expired (7 days after the lock's last grant, so that counters
+///   of names no longer used do not pile up), as long as the clock did not go back 7 days.
+///
+/// Counters written by earlier versions (small integers) keep working: the first new
+/// token jumps ahead to the clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FencingToken(u64);
 

@@ -361,9 +361,9 @@ async fn a_missing_command_is_a_clear_noperm_error() {
 
 #[tokio::test]
 async fn a_command_the_scripts_need_is_a_clear_noperm_error() {
-    let server = acl_server(&without("+incr"));
+    let server = acl_server(&without("+time"));
     let c = connect(&server).await;
-    let err = bounded("acquire without INCR", c.lock("x").acquire())
+    let err = bounded("acquire without TIME", c.lock("x").acquire())
         .await
         .unwrap_err();
     // Redis 7.0 does not name the command a script may not run: the error names the script.

@@ -37,9 +37,8 @@ pub(super) fn render(
             locked.took,
             if locked_ok {
                 format!(
-                    "exactly {coupons}; fencing tokens {}..{} strictly increasing",
-                    locked.tokens.first().copied().unwrap_or(0),
-                    locked.tokens.last().copied().unwrap_or(0)
+                    "exactly {coupons}; {} fencing tokens, strictly increasing",
+                    locked.tokens.len()
                 )
             } else {
                 format!(

@@ -1,0 +1,25 @@
+-- fence: the hybrid-clock fencing rule, prepended to the scripts that grant a lock
+-- (acquire.lua, release.lua's hand-off). Not a script of its own.
+--
+-- A grant takes fence = max(stored + 1, the server's time in microseconds), stores it in
+-- the lock's fencing counter and keeps the counter for FENCE_KEEP seconds after the last
+-- grant. So tokens grow across grants as a counter would, and also across a restart that
+-- lost the counter (no persistence, an asynchronous failover) or the counter's expiry, as
+-- long as the server's clock did not step back by more than the time since the last
+-- grant. Microseconds since 1970 stay below 2^53 (exact in JSON and doubles) until the
+-- year 2255; a counter set that high by hand is refused rather than rounded.
+local FENCE_KEEP = 7 * 24 * 3600
+local FENCE_LIMIT = 9007199254740992
+
+local function grant_fence(counter)
+  local now = redis.call('TIME')
+  local micros = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  local fence = math.max(tonumber(redis.call('GET', counter) or '0') + 1, micros)
+  if fence >= FENCE_LIMIT then
+    error('redlease: the fencing counter ' .. counter .. ' is at or above 2^53; delete it')
+  end
+  -- '%d', not Lua's own number formatting, which would round to 14 digits.
+  redis.call('SET', counter, string.format('%d', fence), 'EX', FENCE_KEEP)
+  return fence
+end
+
