@@ -52,6 +52,9 @@ pub(crate) enum Fault {
     CancelStorm,
     /// `CLIENT KILL TYPE pubsub` every 50-100 ms for 2 s.
     KillPubsub,
+    /// The lock's fencing counter deleted every 20-50 ms for 2 s, as if it had expired
+    /// between two holders (it expires a week after the last grant).
+    CounterExpired,
     /// `CLIENT KILL TYPE normal` every 50-100 ms for 2 s.
     KillNormal,
     /// Redis (with an fsync-always AOF) killed with SIGKILL, down 200 ms, restarted with its data.
@@ -231,6 +234,13 @@ pub(crate) fn matrix() -> Vec<Scenario> {
             Single,
             Exclusive,
             "scripts reloaded, nothing else",
+        )),
+        live(row(
+            "fencing counter expired (deleted) every 20-50 ms",
+            Fault::CounterExpired,
+            Single,
+            Exclusive,
+            "tokens keep growing: the next grant takes Redis' clock in µs",
         )),
         row(
             "BUSY script > TTL, SCRIPT KILL",
@@ -601,6 +611,19 @@ async fn inject(
                 blocking(|| server.query(&["SCRIPT", "FLUSH"]))?;
                 n += 1;
                 tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Ok(n)
+        }
+        (Fault::CounterExpired, Target::Single(server, _)) => {
+            let keys = redlease::LockKeys::new(redlease::DEFAULT_PREFIX, crate::worker::LOCK)?;
+            let mut rng = crate::worker::Jitter(0x2545_f491_4f6c_dd1d ^ round as u64);
+            let mut n = 0;
+            let until = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < until {
+                runner.record(Kind::Fault, 0);
+                blocking(|| server.query(&["DEL", keys.fence()]))?;
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(20 + rng.below(31))).await;
             }
             Ok(n)
         }
