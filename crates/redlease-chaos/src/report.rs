@@ -33,8 +33,10 @@ fn safety_verdict(o: &Outcome) -> &'static str {
             "fenced safety held; overlaps as expected"
         }
         Promise::Exclusive | Promise::Fenced => "held",
-        Promise::Admitted if !f.is_safe() => "violations, as expected",
-        Promise::Admitted => "no violation this time",
+        Promise::DataLoss if !f.is_safe() => {
+            "fenced safety held; exclusion broken by the data loss, as admitted"
+        }
+        Promise::DataLoss => "held (no exclusion broken this time)",
     }
 }
 
@@ -42,7 +44,7 @@ fn promise(o: &Outcome) -> String {
     let safety = match o.promise {
         Promise::Exclusive => "exclusive + fenced",
         Promise::Fenced => "fenced only",
-        Promise::Admitted => "none (data loss)",
+        Promise::DataLoss => "fenced (data loss)",
     };
     if o.live {
         format!("{safety} + live")
@@ -156,23 +158,24 @@ and after).
 {notes}
 ## What redlease promises
 
-- **Fenced safety everywhere it keeps its data**: a resource that checks the fencing token
-  never accepts a write from a holder older than one it has seen, whatever happens to the
-  clients (crash, pause, slow or lossy network) or to a Redis that keeps its data
-  (pause, busy script, script cache flushed). That is the guarantee to build on.
+- **Fenced safety everywhere**: a resource that checks the fencing token never accepts a
+  write from a holder older than one it has seen, whatever happens to the clients (crash,
+  pause, slow or lossy network) or to Redis (pause, busy script, script cache flushed,
+  and data loss: see below). That is the guarantee to build on.
 - **Unfenced mutual exclusion only while the timing assumptions hold**: no process pause
   or clock jump longer than the lease's remaining validity. A holder paused past its
   lease (GC pause, SIGSTOP, swapped-out VM) wakes up believing it holds the lock for an
   instant; redlease reports the loss (`guard.lost()`, `Err(Lost)` on release, `run`
   drops the work) but cannot recall a write already in flight; only fencing does.
-- **Redis losing its data is outside the model**: a single Redis restarted without
-  persistence forgets both the lock and the fencing counter; tokens restart at 1, stale
-  holders' tokens compare as newer, and a fenced resource refuses every new holder until
-  the counter catches up (or accepts one equal token from a different holder). Redlock
-  itself admits this for nodes restarted at once without persistence; its remedy is to
-  delay the restart by the max TTL, which restores exclusion but not the counter. Use
-  `appendonly yes` + `appendfsync always` (or a counter kept by the resource) if fencing
-  must survive a restart.
+- **Redis losing its data** (rows *fenced (data loss)*: a restart without persistence,
+  an asynchronous failover, a quorum majority restarted empty, a counter that expired)
+  can break exclusion: the lock itself is forgotten, and Redlock admits it for nodes
+  restarted at once without persistence (its remedy, delaying the restart by the max TTL,
+  restores exclusion). Fencing tokens survive it: every grant takes
+  `max(last token + 1, Redis TIME in µs)`, a hybrid clock, so tokens keep growing as long
+  as a server's clock does not step back by more than the outage lasted and a promoted
+  replica's clock does not trail its old primary's by more than the failover took
+  (NTP-synchronised hosts: milliseconds against seconds). Tokens stay below 2^53.
 - **Liveness** (rows marked *live*): no stall longer than 100 ms, unless the holder really
   died (SIGKILL), and then no longer than its ttl (+ 100 ms); no wait ending more than
   100 ms past its bound. A lock is never left held by nobody: whatever an attempt, a
@@ -180,8 +183,8 @@ and after).
   breaks, and an outage shorter than the wait is ridden out. A row that misses it says
   *liveness target missed* and `make chaos` fails.
 - **Sentinel failover** replicates asynchronously: a lock granted just before a failover
-  can be lost, and the fencing counter can go backwards by the writes that had not
-  reached the replica; `min_replicas` narrows the window, it does not close it.
+  can be lost (`min_replicas` narrows the window, it does not close it); the hybrid clock
+  keeps the tokens growing across it.
 
 ## Reproduce
 

@@ -82,9 +82,9 @@ fn reduced_run(
     Ok((serde_json::from_slice(&std::fs::read(&json)?)?, stderr))
 }
 
-/// A few faults, few sections, 500 ms leases: no stale write accepted where redlease
-/// promises fenced safety, no overlap where it promises exclusion, and the counter reset
-/// of a Redis restarted empty is seen (tokens go backwards): a real violation detected.
+/// A few faults, few sections, 500 ms leases: no stale write accepted and no token going
+/// backwards where redlease promises fenced safety, also across a Redis restarted empty
+/// (the hybrid clock), and no overlap where it promises exclusion.
 /// (Safety only: the liveness of these rows is judged by `make chaos`.)
 #[test]
 fn a_reduced_matrix_keeps_the_promises() -> Result<(), Box<dyn std::error::Error>> {
@@ -106,8 +106,13 @@ fn a_reduced_matrix_keeps_the_promises() -> Result<(), Box<dyn std::error::Error
                 assert_eq!(count("overlaps"), 0, "{o}");
                 assert_eq!(count("tokens_backwards"), 0, "{o}");
             }
-            Some("Fenced") => assert_eq!(count("stale_accepted"), 0, "{o}"),
-            _ => assert!(count("tokens_backwards") > 0, "counter reset not seen: {o}"),
+            // A Redis restarted empty forgets the counter: the hybrid clock keeps tokens
+            // growing all the same.
+            Some("Fenced" | "DataLoss") => {
+                assert_eq!(count("stale_accepted"), 0, "{o}");
+                assert_eq!(count("tokens_backwards"), 0, "{o}");
+            }
+            other => panic!("unknown promise {other:?}: {o}"),
         }
     }
     let pause = outcomes
