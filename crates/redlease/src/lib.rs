@@ -108,6 +108,7 @@ mod owner;
 mod pubsub;
 pub mod quorum;
 mod renew;
+pub mod resource;
 mod scripts;
 mod token;
 pub mod wait;

@@ -36,6 +36,10 @@ pub(crate) static RENEW: LazyLock<Script> =
 pub(crate) static RAISE_FENCE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/raise_fence.lua")));
 
+/// Write a resource's value only for a fencing token not older than the last accepted.
+pub(crate) static FENCED_SET: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/fenced_set.lua")));
+
 /// The file name of the script whose SHA1 `text` (a Redis error message) mentions.
 pub(crate) fn named_in(text: &str) -> Option<&'static str> {
     [
@@ -44,6 +48,7 @@ pub(crate) fn named_in(text: &str) -> Option<&'static str> {
         (&EXTEND, "extend.lua"),
         (&RENEW, "renew.lua"),
         (&RAISE_FENCE, "raise_fence.lua"),
+        (&FENCED_SET, "fenced_set.lua"),
     ]
     .into_iter()
     .find(|(script, _)| text.contains(script.get_hash()))
