@@ -106,6 +106,7 @@ mod owner;
 mod pubsub;
 pub mod quorum;
 mod renew;
+mod replies;
 mod scripts;
 mod token;
 pub mod wait;

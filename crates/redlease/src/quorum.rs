@@ -365,13 +365,7 @@ impl OwnedAttempt {
             .arg(self.ttl_ms)
             .arg(&self.holder)
             .arg("0");
-        let (status, fence, pttl): (i64, i64, i64) = invocation.invoke_async(&mut conn).await?;
-        let fence = u64::try_from(fence).unwrap_or(0);
-        Ok(match status {
-            1 => Reply::Fresh(fence),
-            2 => Reply::Ours(fence),
-            _ => Reply::Busy(pttl),
-        })
+        crate::replies::acquire(&invocation.invoke_async(&mut conn).await?)
     }
 
     /// The release script over one node's connection.
@@ -381,8 +375,7 @@ impl OwnedAttempt {
         if self.announce {
             invocation.arg(&self.keys.channel);
         }
-        let released: i64 = invocation.invoke_async(&mut conn).await?;
-        Ok(released == 1)
+        crate::replies::flag("release.lua", &invocation.invoke_async(&mut conn).await?)
     }
 }
 
