@@ -187,6 +187,7 @@ impl Lock {
 
     fn guard(&self, guard: crate::Guard) -> Guard {
         Guard {
+            name: guard.name().into(),
             inner: Some(guard),
             runtime: Arc::clone(&self.runtime),
         }
@@ -244,6 +245,8 @@ impl Lock {
 /// drop returns (bounded by the response timeout), so a program may simply end.
 #[must_use = "dropping a Guard releases the lock at once"]
 pub struct Guard {
+    /// The lock's name, also once released.
+    name: Arc<str>,
     inner: Option<crate::Guard>,
     runtime: Arc<Runtime>,
 }
@@ -256,14 +259,18 @@ impl fmt::Debug for Guard {
 
 impl Guard {
     fn inner(&self) -> Result<&crate::Guard> {
-        self.inner.as_ref().ok_or_else(|| Error::Runtime {
-            reason: "the guard was already released".into(),
-        })
+        self.inner.as_ref().ok_or_else(|| self.released())
+    }
+
+    fn released(&self) -> Error {
+        Error::Released {
+            name: self.name.to_string(),
+        }
     }
 
     /// The lock's name.
     pub fn name(&self) -> &str {
-        self.inner.as_ref().map_or("", crate::Guard::name)
+        &self.name
     }
 
     /// See [`crate::Guard::fencing_token`].
@@ -307,9 +314,9 @@ impl Guard {
     /// As [`crate::Guard::extend`], and [`Error::Runtime`] inside an async runtime.
     pub fn extend(&mut self, ttl: Duration) -> Result<()> {
         let runtime = Arc::clone(&self.runtime);
-        let inner = self.inner.as_mut().ok_or_else(|| Error::Runtime {
-            reason: "the guard was already released".into(),
-        })?;
+        let Some(inner) = self.inner.as_mut() else {
+            return Err(self.released());
+        };
         block_on(&runtime, inner.extend(ttl))?
     }
 
@@ -319,9 +326,9 @@ impl Guard {
     /// As [`crate::Guard::release`], and [`Error::Runtime`] inside an async runtime (the
     /// lock is then released in the background).
     pub fn release(mut self) -> Result<()> {
-        let inner = self.inner.take().ok_or_else(|| Error::Runtime {
-            reason: "the guard was already released".into(),
-        })?;
+        let Some(inner) = self.inner.take() else {
+            return Err(self.released());
+        };
         if tokio::runtime::Handle::try_current().is_ok() {
             let _entered = self.runtime.enter();
             drop(inner);
@@ -349,5 +356,40 @@ impl Drop for Guard {
         if let Err(e) = self.runtime.block_on(inner.release()) {
             tracing::warn!(error = %e, "release on drop failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A guard whose hold is over (the state its `release` and `Drop` leave behind).
+    fn released_guard() -> std::io::Result<Guard> {
+        let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+        Ok(Guard {
+            name: "job".into(),
+            inner: None,
+            runtime: Arc::new(runtime),
+        })
+    }
+
+    #[test]
+    fn a_released_guard_says_so_with_its_own_error() -> std::io::Result<()> {
+        let mut guard = released_guard()?;
+        assert_eq!(guard.name(), "job");
+        for result in [guard.wait_lost(), guard.extend(Duration::from_secs(1))] {
+            assert!(
+                matches!(&result, Err(Error::Released { name }) if name == "job"),
+                "{result:?}"
+            );
+        }
+        let result = guard.release();
+        assert!(matches!(&result, Err(Error::Released { .. })), "{result:?}");
+        let text = result.map_or_else(|e| e.to_string(), |()| String::new());
+        assert_eq!(
+            text,
+            "the guard of lock `job` was already released; acquire the lock again for another hold"
+        );
+        Ok(())
     }
 }

@@ -87,6 +87,29 @@ pub enum Error {
         /// What happened.
         reason: String,
     },
+    /// The operating system's random source failed, so no owner token could be made
+    /// (tokens are never derived from anything weaker).
+    #[error(
+        "the operating system's random source failed ({reason}); check that this process may use it (getrandom(2) or /dev/urandom, e.g. allowed by its seccomp or sandbox profile)"
+    )]
+    Randomness {
+        /// What the random source reported.
+        reason: String,
+    },
+    /// A default client was set a second time; the first one stays.
+    #[error("a default client is already set; call `{setter}` once, at start-up")]
+    DefaultClientSet {
+        /// The function that was called twice.
+        setter: &'static str,
+    },
+    /// The [`blocking::Guard`](crate::blocking::Guard) was already released (or dropped).
+    #[error(
+        "the guard of lock `{name}` was already released; acquire the lock again for another hold"
+    )]
+    Released {
+        /// The lock's name.
+        name: String,
+    },
     /// A `#[locked]` function has no `client = ...` and no default client was set.
     #[error(
         "no redlease client: call `{setter}` once at start-up, or pass `client = ...` to `#[redlease::locked]`"
