@@ -37,15 +37,20 @@ pub enum Error {
         /// The lock's name.
         name: String,
     },
-    /// Too few independent nodes granted the lock.
+    /// Too few independent nodes granted the lock (or answered a quorum client's `PING`
+    /// when it connected).
     #[error(
-        "only {acquired} of the {needed} nodes needed for a majority granted the lock; check that most nodes are reachable"
+        "only {acquired} of the {needed} nodes needed for a majority granted the lock{}; check that most nodes are reachable",
+        node_errors(errors)
     )]
     NoQuorum {
         /// Nodes that granted it.
         acquired: usize,
         /// The majority needed.
         needed: usize,
+        /// Why each failed node failed: its error, or a timeout when it did not answer in
+        /// time. Nodes that answered that another owner holds the lock are not listed.
+        errors: Vec<NodeError>,
     },
     /// Fewer replicas than asked acknowledged the lock's write.
     #[error(
@@ -130,6 +135,26 @@ pub enum Error {
         #[source]
         source: redis::RedisError,
     },
+}
+
+/// One node's failure in a quorum operation (see [`Error::NoQuorum`]).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{node}: {error}")]
+pub struct NodeError {
+    /// The node's address, password redacted.
+    pub node: String,
+    /// What went wrong there.
+    #[source]
+    pub error: redis::RedisError,
+}
+
+/// ` (node a: error; node b: error)`, or nothing when no node failed.
+fn node_errors(errors: &[NodeError]) -> String {
+    if errors.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    format!(" (failed: {})", list.join("; "))
 }
 
 fn holder_hint(ttl: Option<Duration>) -> String {

@@ -60,7 +60,7 @@ use tokio::time::Instant;
 use crate::backend::{
     AcquireArgs, Conn, Deployment, RenewItem, Reply, extend_on, fan_out, renew_on,
 };
-use crate::error::{Error, Result};
+use crate::error::{Error, NodeError, Result};
 use crate::guard::drift;
 use crate::keys::LockKeys;
 use crate::scripts;
@@ -156,9 +156,31 @@ pub(crate) async fn acquire(
         return Err(Error::NoQuorum {
             acquired: granted,
             needed,
+            errors: node_errors(deployment, &replies),
         });
     }
     Ok(Reply::Busy(holder_pttl))
+}
+
+/// The failed nodes of an attempt, each with its error (a timeout when it did not
+/// answer before the outcome was decided).
+fn node_errors(deployment: &Deployment, replies: &[Option<RedisResult<Reply>>]) -> Vec<NodeError> {
+    deployment
+        .nodes
+        .iter()
+        .zip(replies)
+        .filter_map(|(node, reply)| {
+            let error = match reply {
+                Some(Ok(_)) => return None,
+                Some(Err(e)) => e.clone(),
+                None => late(),
+            };
+            Some(NodeError {
+                node: node.label.clone(),
+                error,
+            })
+        })
+        .collect()
 }
 
 /// What the nodes said to one attempt, as far as it listened.
