@@ -219,6 +219,9 @@ impl Lock {
     /// [`Error::Lost`] even when `work` succeeded. `work` runs in an [`Owner`] scope, so
     /// nested blocking acquisitions of the same lock in it re-enter.
     ///
+    /// Re-entering a lease the owner already holds works as for [`crate::Lock::run`],
+    /// which see: the outer lease's options apply, and a fixed one is refused.
+    ///
     /// # Errors
     /// `work`'s own error, unchanged; otherwise as [`crate::Lock::run`].
     pub fn run<T, E, F>(&self, work: F) -> std::result::Result<T, E>
@@ -226,10 +229,21 @@ impl Lock {
         F: FnOnce(&Guard) -> std::result::Result<T, E>,
         E: From<Error>,
     {
-        let owner = Owner::current().unwrap_or_default();
+        // The lock's own owner (`Lock::owner`), else the current scope's, else a new one.
+        let owner = self.inner.effective_owner().unwrap_or_default();
         let lock = self.clone().renewal(Renewal::Auto).owner(&owner);
         owner.sync_scope(|| {
             let guard = lock.acquire()?;
+            // As the async `run`: never re-enter a lease that nobody renews.
+            if guard
+                .inner
+                .as_ref()
+                .is_some_and(|g| !g.lease().is_renewed())
+            {
+                let name = guard.name().to_owned();
+                let _ = guard.release();
+                return Err(E::from(Error::FixedLeaseReentered { name }));
+            }
             let outcome = work(&guard);
             let released = guard.release();
             match (outcome, released) {

@@ -115,6 +115,16 @@ pub enum Error {
         /// The lock's name.
         name: String,
     },
+    /// [`Lock::run`](crate::Lock::run) would have re-entered a lease of its owner that is
+    /// not renewed (acquired with [`Renewal::Fixed`](crate::Renewal::Fixed)), while `run`
+    /// promises a renewed lease. Nothing was run.
+    #[error(
+        "`run` of lock `{name}` would re-enter a lease its owner holds without renewal (Renewal::Fixed); acquire the outer lock with Renewal::Auto, or do the work under the outer guard instead of a nested `run`"
+    )]
+    FixedLeaseReentered {
+        /// The lock's name.
+        name: String,
+    },
     /// A `#[locked]` function has no `client = ...` and no default client was set.
     #[error(
         "no redlease client: call `{setter}` once at start-up, or pass `client = ...` to `#[redlease::locked]`"
