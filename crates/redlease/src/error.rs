@@ -136,7 +136,9 @@ pub enum Error {
     /// A Redis connection, protocol or server error.
     ///
     /// A permission the Redis ACL user lacks (`NOPERM`, or a command a script may not
-    /// call) says so, and names the script.
+    /// call) says so, and names the script. A script reply that the library does not
+    /// expect (a short array, an unknown status, a negative fencing token) is one too,
+    /// of kind `UnexpectedReturnType`: never taken for a busy lock or a zero token.
     #[error("redis error while {action}; {}", redis_hint(source))]
     Redis {
         /// What we were doing.
@@ -185,6 +187,8 @@ fn redis_hint(source: &redis::RedisError) -> String {
         format!(
             "the Redis ACL user lacks a permission that redlease needs{script}; grant it the least-privilege ACL line of redlease's docs/SECURITY.md"
         )
+    } else if source.kind() == redis::ErrorKind::UnexpectedReturnType {
+        "a redlease script answered something it never sends; check that no proxy rewrites replies and that the server runs redlease's own scripts".into()
     } else {
         match source.code() {
             Some("BUSY") => {

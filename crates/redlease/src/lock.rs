@@ -238,7 +238,8 @@ impl Lock {
     /// # Errors
     /// [`Error::InvalidName`], [`Error::InvalidOption`], [`Error::WrongType`] when the key
     /// holds something else, [`Error::Redis`] when Redis cannot be asked (a lock the
-    /// attempt may have taken is then given back in the background).
+    /// attempt may have taken is then given back in the background),
+    /// [`Error::Randomness`] when the operating system could not supply an owner token.
     ///
     /// # Cancel safety
     /// Cancel safe: a lock taken by a dropped attempt is given back in the background.

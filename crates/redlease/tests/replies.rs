@@ -106,13 +106,22 @@ async fn client(url: &str) -> Client {
 
 fn assert_unexpected_reply(result: redlease::Result<Option<redlease::Guard>>, what: &str) {
     match result {
-        Err(Error::Redis { source, .. }) => {
+        Err(err @ Error::Redis { .. }) => {
+            let Error::Redis { source, .. } = &err else {
+                unreachable!()
+            };
             assert_eq!(
                 source.kind(),
                 redis::ErrorKind::UnexpectedReturnType,
                 "{what}: {source}"
             );
             assert!(source.to_string().contains("acquire.lua"), "{source}");
+            assert!(!err.is_connection() && !err.is_transient(), "{what}: {err}");
+            let text = err.to_string();
+            assert!(
+                text.contains("a redlease script answered something it never sends"),
+                "{text}"
+            );
         }
         other => panic!("{what}: expected an unexpected-reply error, got {other:?}"),
     }
