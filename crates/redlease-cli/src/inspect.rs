@@ -21,7 +21,7 @@ mod quorum;
 pub(crate) const STATUS_ABOUT: &str = "\
 Show who holds a lock and for how long.
 
-Reads the lock's keys in one atomic transaction and prints: whether it is held, the first
+Reads the lock's keys in one round trip and prints: whether it is held, the first
 hex digits of the holder's owner token (never the whole token: it is the holder's secret),
 the time left on its lease, the lock's fencing counter (the fencing token of the latest
 acquisition; the next one gets a larger number), the holder's details (host, pid and, for
@@ -56,8 +56,9 @@ Examples:
 pub(crate) const RELEASE_ABOUT: &str = "\
 Remove a lock that its holder cannot release (operators only).
 
-Deletes the lock key and its holder details in one atomic transaction and says what it
-removed: the holder's token prefix, the time its lease had left, its details. The fencing
+Deletes the lock key and its holder details and says what it removed (read in the same
+round trip, just before): the holder's token prefix, the time its lease had left, its
+details. The fencing
 counter stays, so the next holder still gets a larger fencing token. The old holder is not
 told: it finds the lock lost at its next renewal (a redlease run then terminates its
 command). Waiters queued for the lock notice within a fraction of a second.
@@ -188,31 +189,53 @@ fn keys_of(redis: &RedisArgs, name: &str) -> anyhow::Result<LockKeys> {
     Ok(LockKeys::new(&redis.prefix, name)?)
 }
 
-/// Reads the state of the lock whose keys are `keys`, atomically.
+/// How many times [`read`] reads again when the lock changed hands during a read.
+const READ_TRIES: u32 = 5;
+
+/// Reads the state of the lock whose keys are `keys`.
+///
+/// The keys are read in one pipeline, not in a `MULTI` transaction: an operator's ACL
+/// user needs no `+multi +exec` (and redis-rs miscounts the replies of a `MULTI` that the
+/// ACL refuses, failing with only "broken pipe"). Scripts run atomically, so the lock
+/// changed hands between the pipeline's commands only if its key changed: the key is read
+/// again last, and the whole read repeated (a few times) when it did.
 pub(crate) async fn read(
     conn: &mut MultiplexedConnection,
     name: &str,
     keys: &LockKeys,
 ) -> anyhow::Result<LockState> {
-    let (token, pttl, fence, holder, waiters): Reply = redis::pipe()
-        .atomic()
-        .get(keys.key())
-        .pttl(keys.key())
-        .get(keys.fence())
-        .get(keys.holder())
-        .llen(keys.queue())
-        .query_async(conn)
-        .await
-        .with_context(|| format!("reading lock `{name}` (key {})", keys.key()))?;
-    Ok(LockState::new(
-        name,
-        keys,
-        (token, pttl, fence, holder, waiters),
-    ))
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let (token, pttl, fence, holder, waiters, token_after): (
+            Option<String>,
+            i64,
+            Option<String>,
+            Option<String>,
+            u64,
+            Option<String>,
+        ) = redis::pipe()
+            .get(keys.key())
+            .pttl(keys.key())
+            .get(keys.fence())
+            .get(keys.holder())
+            .llen(keys.queue())
+            .get(keys.key())
+            .query_async(conn)
+            .await
+            .with_context(|| format!("reading lock `{name}` (key {})", keys.key()))?;
+        if token == token_after || tries >= READ_TRIES {
+            return Ok(LockState::new(
+                name,
+                keys,
+                (token, pttl, fence, holder, waiters),
+            ));
+        }
+    }
 }
 
 /// The lock's token, PTTL, fencing counter, holder details and one more integer (queue
-/// length, or keys deleted), as one transaction returns them.
+/// length, or keys deleted), as one pipeline returns them.
 type Reply = (Option<String>, i64, Option<String>, Option<String>, u64);
 
 impl LockState {
@@ -463,15 +486,17 @@ pub(crate) async fn release(args: ReleaseArgs) -> anyhow::Result<ExitCode> {
     Ok(exit::code(if released { 0 } else { exit::NEGATIVE }))
 }
 
-/// Deletes the lock key and its holder details on one node, atomically; returns what was
-/// there.
+/// Deletes the lock key and its holder details on one node; returns what was there.
+///
+/// One pipeline without `MULTI` (see [`read`]): what it reports was read just before the
+/// delete, in the same round trip. Only a lock taken in the microseconds between the two
+/// (by a new holder of a free or just expired lock) is removed unreported.
 async fn remove(
     conn: &mut MultiplexedConnection,
     name: &str,
     keys: &LockKeys,
 ) -> anyhow::Result<LockState> {
     let reply: Reply = redis::pipe()
-        .atomic()
         .get(keys.key())
         .pttl(keys.key())
         .get(keys.fence())

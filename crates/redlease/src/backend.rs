@@ -18,7 +18,8 @@ use redis::{
 use crate::error::{Error, Result, is_connection_error};
 use crate::keys::LockKeys;
 use crate::renew::BATCH;
-use crate::scripts;
+pub(crate) use crate::replies::Reply;
+use crate::{replies, scripts};
 
 /// How a client reaches its deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,17 +280,6 @@ where
 /// (doubling up to 32 times this), leaving the connection time to reconnect.
 const RECONNECT_PAUSE: std::time::Duration = std::time::Duration::from_millis(2);
 
-/// What one acquisition attempt found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reply {
-    /// Acquired fresh by this attempt, with this fencing token.
-    Fresh(u64),
-    /// Already held with our token (an earlier attempt of ours, or a hand-off).
-    Ours(u64),
-    /// Held by another owner; its remaining lease in ms (-1: none).
-    Busy(i64),
-}
-
 /// The arguments of one acquisition attempt.
 pub(crate) struct AcquireArgs<'a> {
     pub(crate) token: &'a str,
@@ -443,13 +433,15 @@ impl Deployment {
                 .cmd("WAIT")
                 .arg(replicas)
                 .arg(round_ms);
-            let (extended, acked): (i64, usize) = self
+            let (extended, acked): (Value, usize) = self
                 .primary()
                 .pipeline(&pipe, &scripts::EXTEND)
                 .await
                 .map_err(|e| Error::redis("waiting for replicas", &keys.key, e))?;
-            if extended != 1 || acked >= replicas || left <= round {
-                return Ok((extended == 1, acked));
+            let extended = replies::flag("extend.lua", &extended)
+                .map_err(|e| Error::redis("waiting for replicas", &keys.key, e))?;
+            if !extended || acked >= replicas || left <= round {
+                return Ok((extended, acked));
             }
             tracing::trace!(key = %keys.key, acked, wanted = replicas, "waiting for replicas, another round");
         }
@@ -468,13 +460,7 @@ pub(crate) async fn acquire_on(
         Some((channel, linger_ms)) => invocation.arg("1").arg(channel).arg(linger_ms),
         None => invocation.arg("0"),
     };
-    let (status, fence, pttl): (i64, i64, i64) = node.invoke(&invocation).await?;
-    let fence = u64::try_from(fence).unwrap_or(0);
-    Ok(match status {
-        1 => Reply::Fresh(fence),
-        2 => Reply::Ours(fence),
-        _ => Reply::Busy(pttl),
-    })
+    replies::acquire(&node.invoke(&invocation).await?)
 }
 
 /// The release script on one node.
@@ -489,8 +475,7 @@ pub(crate) async fn release_on(
     if announce {
         invocation.arg(&keys.channel);
     }
-    let released: i64 = node.invoke(&invocation).await?;
-    Ok(released == 1)
+    replies::flag("release.lua", &node.invoke(&invocation).await?)
 }
 
 /// The extend script on one node.
@@ -502,8 +487,7 @@ pub(crate) async fn extend_on(
 ) -> RedisResult<bool> {
     let mut invocation = scripts::EXTEND.key(&keys.key);
     invocation.key(&keys.holder).arg(token).arg(ttl_ms);
-    let extended: i64 = node.invoke(&invocation).await?;
-    Ok(extended == 1)
+    replies::flag("extend.lua", &node.invoke(&invocation).await?)
 }
 
 /// One pipeline of `renew.lua` calls (batches of [`BATCH`] leases) on one node.
@@ -521,8 +505,20 @@ pub(crate) async fn renew_on(node: &Node, batch: &[RenewItem<'_>]) -> RedisResul
             cmd.arg(item.token).arg(item.ttl_ms);
         }
     }
-    let replies: Vec<Vec<i64>> = node.pipeline(&pipe, &scripts::RENEW).await?;
-    Ok(replies.into_iter().flatten().map(|r| r == 1).collect())
+    let answers: Vec<Value> = node.pipeline(&pipe, &scripts::RENEW).await?;
+    let chunks = batch.chunks(BATCH);
+    if answers.len() != chunks.len() {
+        return Err(redis::RedisError::from((
+            redis::ErrorKind::UnexpectedReturnType,
+            "a renewal pipeline answered another number of calls than it sent",
+            format!("{} answers for {} calls", answers.len(), chunks.len()),
+        )));
+    }
+    let mut renewed = Vec::with_capacity(batch.len());
+    for (answer, chunk) in answers.iter().zip(chunks) {
+        renewed.extend(replies::renew(answer, chunk.len())?);
+    }
+    Ok(renewed)
 }
 
 /// Cluster renewal: a script call may only touch one slot, so the batch is split by slot

@@ -187,6 +187,7 @@ impl Lock {
 
     fn guard(&self, guard: crate::Guard) -> Guard {
         Guard {
+            name: guard.name().into(),
             inner: Some(guard),
             runtime: Arc::clone(&self.runtime),
         }
@@ -218,6 +219,9 @@ impl Lock {
     /// [`Error::Lost`] even when `work` succeeded. `work` runs in an [`Owner`] scope, so
     /// nested blocking acquisitions of the same lock in it re-enter.
     ///
+    /// Re-entering a lease the owner already holds works as for [`crate::Lock::run`],
+    /// which see: the outer lease's options apply, and a fixed one is refused.
+    ///
     /// # Errors
     /// `work`'s own error, unchanged; otherwise as [`crate::Lock::run`].
     pub fn run<T, E, F>(&self, work: F) -> std::result::Result<T, E>
@@ -225,10 +229,21 @@ impl Lock {
         F: FnOnce(&Guard) -> std::result::Result<T, E>,
         E: From<Error>,
     {
-        let owner = Owner::current().unwrap_or_default();
+        // The lock's own owner (`Lock::owner`), else the current scope's, else a new one.
+        let owner = self.inner.effective_owner().unwrap_or_default();
         let lock = self.clone().renewal(Renewal::Auto).owner(&owner);
         owner.sync_scope(|| {
             let guard = lock.acquire()?;
+            // As the async `run`: never re-enter a lease that nobody renews.
+            if guard
+                .inner
+                .as_ref()
+                .is_some_and(|g| !g.lease().is_renewed())
+            {
+                let name = guard.name().to_owned();
+                let _ = guard.release();
+                return Err(E::from(Error::FixedLeaseReentered { name }));
+            }
             let outcome = work(&guard);
             let released = guard.release();
             match (outcome, released) {
@@ -244,6 +259,8 @@ impl Lock {
 /// drop returns (bounded by the response timeout), so a program may simply end.
 #[must_use = "dropping a Guard releases the lock at once"]
 pub struct Guard {
+    /// The lock's name, also once released.
+    name: Arc<str>,
     inner: Option<crate::Guard>,
     runtime: Arc<Runtime>,
 }
@@ -256,14 +273,18 @@ impl fmt::Debug for Guard {
 
 impl Guard {
     fn inner(&self) -> Result<&crate::Guard> {
-        self.inner.as_ref().ok_or_else(|| Error::Runtime {
-            reason: "the guard was already released".into(),
-        })
+        self.inner.as_ref().ok_or_else(|| self.released())
+    }
+
+    fn released(&self) -> Error {
+        Error::Released {
+            name: self.name.to_string(),
+        }
     }
 
     /// The lock's name.
     pub fn name(&self) -> &str {
-        self.inner.as_ref().map_or("", crate::Guard::name)
+        &self.name
     }
 
     /// See [`crate::Guard::fencing_token`].
@@ -307,9 +328,9 @@ impl Guard {
     /// As [`crate::Guard::extend`], and [`Error::Runtime`] inside an async runtime.
     pub fn extend(&mut self, ttl: Duration) -> Result<()> {
         let runtime = Arc::clone(&self.runtime);
-        let inner = self.inner.as_mut().ok_or_else(|| Error::Runtime {
-            reason: "the guard was already released".into(),
-        })?;
+        let Some(inner) = self.inner.as_mut() else {
+            return Err(self.released());
+        };
         block_on(&runtime, inner.extend(ttl))?
     }
 
@@ -319,9 +340,9 @@ impl Guard {
     /// As [`crate::Guard::release`], and [`Error::Runtime`] inside an async runtime (the
     /// lock is then released in the background).
     pub fn release(mut self) -> Result<()> {
-        let inner = self.inner.take().ok_or_else(|| Error::Runtime {
-            reason: "the guard was already released".into(),
-        })?;
+        let Some(inner) = self.inner.take() else {
+            return Err(self.released());
+        };
         if tokio::runtime::Handle::try_current().is_ok() {
             let _entered = self.runtime.enter();
             drop(inner);
@@ -349,5 +370,40 @@ impl Drop for Guard {
         if let Err(e) = self.runtime.block_on(inner.release()) {
             tracing::warn!(error = %e, "release on drop failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A guard whose hold is over (the state its `release` and `Drop` leave behind).
+    fn released_guard() -> std::io::Result<Guard> {
+        let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+        Ok(Guard {
+            name: "job".into(),
+            inner: None,
+            runtime: Arc::new(runtime),
+        })
+    }
+
+    #[test]
+    fn a_released_guard_says_so_with_its_own_error() -> std::io::Result<()> {
+        let mut guard = released_guard()?;
+        assert_eq!(guard.name(), "job");
+        for result in [guard.wait_lost(), guard.extend(Duration::from_secs(1))] {
+            assert!(
+                matches!(&result, Err(Error::Released { name }) if name == "job"),
+                "{result:?}"
+            );
+        }
+        let result = guard.release();
+        assert!(matches!(&result, Err(Error::Released { .. })), "{result:?}");
+        let text = result.map_or_else(|e| e.to_string(), |()| String::new());
+        assert_eq!(
+            text,
+            "the guard of lock `job` was already released; acquire the lock again for another hold"
+        );
+        Ok(())
     }
 }

@@ -13,7 +13,7 @@ use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServer
 use tokio_util::task::TaskTracker;
 
 use crate::backend::{Conn, Deployment, ErasedConn, Node, Topology};
-use crate::error::{Error, Result};
+use crate::error::{Error, NodeError, Result};
 use crate::guard::{Leases, release_token};
 use crate::lock::Lock;
 use crate::renew::Renewer;
@@ -301,28 +301,39 @@ impl ClientBuilder {
             })
             .collect();
         let mut answered = 0;
-        let mut failed = 0;
-        while answered < needed && deployment.nodes.len() - failed >= needed {
+        let mut errors = Vec::new();
+        while answered < needed && deployment.nodes.len() - errors.len() >= needed {
             let Some((node, result)) = pings.next().await else {
                 break;
             };
-            match result {
-                Ok(Ok(_)) => answered += 1,
+            let error = match result {
+                Ok(Ok(_)) => {
+                    answered += 1;
+                    continue;
+                }
                 Ok(Err(e)) => {
-                    failed += 1;
                     tracing::warn!(node = %node.label, error = %e, "quorum node unreachable at start");
+                    e
                 }
                 Err(_) => {
-                    failed += 1;
                     tracing::warn!(node = %node.label, "quorum node did not answer PING at start");
+                    redis::RedisError::from(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "node did not answer PING within the connect timeout",
+                    ))
                 }
-            }
+            };
+            errors.push(NodeError {
+                node: node.label.clone(),
+                error,
+            });
         }
         drop(pings);
         if answered < needed {
             return Err(Error::NoQuorum {
                 acquired: answered,
                 needed,
+                errors,
             });
         }
         Ok(deployment)

@@ -15,7 +15,8 @@ static DEFAULT: OnceLock<Client> = OnceLock::new();
 /// Makes `client` the default of `#[locked]` functions without `client = ...`.
 ///
 /// # Errors
-/// [`Error::InvalidOption`] when a default client was already set (the first one stays).
+/// [`Error::DefaultClientSet`] when a default client was already set (the first one
+/// stays).
 ///
 /// # Examples
 /// ```no_run
@@ -24,7 +25,9 @@ static DEFAULT: OnceLock<Client> = OnceLock::new();
 /// # Ok(()) }
 /// ```
 pub fn set_default_client(client: Client) -> Result<()> {
-    DEFAULT.set(client).map_err(|_| already_set())
+    DEFAULT.set(client).map_err(|_| Error::DefaultClientSet {
+        setter: "redlease::set_default_client",
+    })
 }
 
 /// The client set by [`set_default_client`].
@@ -35,13 +38,6 @@ pub fn default_client() -> Result<&'static Client> {
     DEFAULT.get().ok_or(Error::NoDefaultClient {
         setter: "redlease::set_default_client",
     })
-}
-
-fn already_set() -> Error {
-    Error::InvalidOption {
-        option: "default client",
-        reason: "a default client is already set; set it once, at start-up".into(),
-    }
 }
 
 /// The same for the [`blocking`](crate::blocking) API, re-exported there.
@@ -57,10 +53,12 @@ pub(crate) mod blocking {
     /// `client = ...`.
     ///
     /// # Errors
-    /// [`Error::InvalidOption`] when a default blocking client was already set (the first
-    /// one stays).
+    /// [`Error::DefaultClientSet`] when a default blocking client was already set (the
+    /// first one stays).
     pub fn set_default_client(client: Client) -> Result<()> {
-        DEFAULT.set(client).map_err(|_| super::already_set())
+        DEFAULT.set(client).map_err(|_| Error::DefaultClientSet {
+            setter: "redlease::blocking::set_default_client",
+        })
     }
 
     /// The client set by [`set_default_client`].

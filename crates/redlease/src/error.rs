@@ -37,15 +37,20 @@ pub enum Error {
         /// The lock's name.
         name: String,
     },
-    /// Too few independent nodes granted the lock.
+    /// Too few independent nodes granted the lock (or answered a quorum client's `PING`
+    /// when it connected).
     #[error(
-        "only {acquired} of the {needed} nodes needed for a majority granted the lock; check that most nodes are reachable"
+        "only {acquired} of the {needed} nodes needed for a majority granted the lock{}; check that most nodes are reachable",
+        node_errors(errors)
     )]
     NoQuorum {
         /// Nodes that granted it.
         acquired: usize,
         /// The majority needed.
         needed: usize,
+        /// Why each failed node failed: its error, or a timeout when it did not answer in
+        /// time. Nodes that answered that another owner holds the lock are not listed.
+        errors: Vec<NodeError>,
     },
     /// Fewer replicas than asked acknowledged the lock's write.
     #[error(
@@ -87,6 +92,39 @@ pub enum Error {
         /// What happened.
         reason: String,
     },
+    /// The operating system's random source failed, so no owner token could be made
+    /// (tokens are never derived from anything weaker).
+    #[error(
+        "the operating system's random source failed ({reason}); check that this process may use it (getrandom(2) or /dev/urandom, e.g. allowed by its seccomp or sandbox profile)"
+    )]
+    Randomness {
+        /// What the random source reported.
+        reason: String,
+    },
+    /// A default client was set a second time; the first one stays.
+    #[error("a default client is already set; call `{setter}` once, at start-up")]
+    DefaultClientSet {
+        /// The function that was called twice.
+        setter: &'static str,
+    },
+    /// The [`blocking::Guard`](crate::blocking::Guard) was already released (or dropped).
+    #[error(
+        "the guard of lock `{name}` was already released; acquire the lock again for another hold"
+    )]
+    Released {
+        /// The lock's name.
+        name: String,
+    },
+    /// [`Lock::run`](crate::Lock::run) would have re-entered a lease of its owner that is
+    /// not renewed (acquired with [`Renewal::Fixed`](crate::Renewal::Fixed)), while `run`
+    /// promises a renewed lease. Nothing was run.
+    #[error(
+        "`run` of lock `{name}` would re-enter a lease its owner holds without renewal (Renewal::Fixed); acquire the outer lock with Renewal::Auto, or do the work under the outer guard instead of a nested `run`"
+    )]
+    FixedLeaseReentered {
+        /// The lock's name.
+        name: String,
+    },
     /// A `#[locked]` function has no `client = ...` and no default client was set.
     #[error(
         "no redlease client: call `{setter}` once at start-up, or pass `client = ...` to `#[redlease::locked]`"
@@ -98,7 +136,9 @@ pub enum Error {
     /// A Redis connection, protocol or server error.
     ///
     /// A permission the Redis ACL user lacks (`NOPERM`, or a command a script may not
-    /// call) says so, and names the script.
+    /// call) says so, and names the script. A script reply that the library does not
+    /// expect (a short array, an unknown status, a negative fencing token) is one too,
+    /// of kind `UnexpectedReturnType`: never taken for a busy lock or a zero token.
     #[error("redis error while {action}; {}", redis_hint(source))]
     Redis {
         /// What we were doing.
@@ -107,6 +147,26 @@ pub enum Error {
         #[source]
         source: redis::RedisError,
     },
+}
+
+/// One node's failure in a quorum operation (see [`Error::NoQuorum`]).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{node}: {error}")]
+pub struct NodeError {
+    /// The node's address, password redacted.
+    pub node: String,
+    /// What went wrong there.
+    #[source]
+    pub error: redis::RedisError,
+}
+
+/// ` (node a: error; node b: error)`, or nothing when no node failed.
+fn node_errors(errors: &[NodeError]) -> String {
+    if errors.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    format!(" (failed: {})", list.join("; "))
 }
 
 fn holder_hint(ttl: Option<Duration>) -> String {
@@ -127,6 +187,8 @@ fn redis_hint(source: &redis::RedisError) -> String {
         format!(
             "the Redis ACL user lacks a permission that redlease needs{script}; grant it the least-privilege ACL line of redlease's docs/SECURITY.md"
         )
+    } else if source.kind() == redis::ErrorKind::UnexpectedReturnType {
+        "a redlease script answered something it never sends; check that no proxy rewrites replies and that the server runs redlease's own scripts".into()
     } else {
         match source.code() {
             Some("BUSY") => {

@@ -90,6 +90,11 @@ impl Lease {
         let _ = self.renewal.set(entry);
     }
 
+    /// Whether the renewal scheduler renews this lease ([`Renewal::Auto`](crate::Renewal)).
+    pub(crate) fn is_renewed(&self) -> bool {
+        self.renewal.get().is_some()
+    }
+
     fn stop_renewal(&self) {
         if let Some(&entry) = self.renewal.get() {
             self.client.inner.renewer.remove(entry);

@@ -108,6 +108,7 @@ mod owner;
 mod pubsub;
 pub mod quorum;
 mod renew;
+mod replies;
 pub mod resource;
 mod scripts;
 mod token;
@@ -124,7 +125,7 @@ pub use client::{
     Notifications, redact_url,
 };
 pub use default_client::{default_client, set_default_client};
-pub use error::{Error, Result, is_connection_error};
+pub use error::{Error, NodeError, Result, is_connection_error};
 pub use guard::{Guard, drift};
 pub use keys::LockKeys;
 pub use lock::{DEFAULT_PREFIX, DEFAULT_TTL, DEFAULT_WAIT, Lock, MAX_TTL, MIN_TTL};

@@ -144,7 +144,7 @@ impl Lock {
 
     /// Whether the lease is renewed while held (default [`Renewal::Auto`]);
     /// [`Renewal::Fixed`] for a lease that simply expires after its TTL.
-    /// [`run`](Lock::run) always renews.
+    /// [`run`](Lock::run) always renews (and refuses to re-enter a fixed lease).
     pub fn renewal(mut self, renewal: Renewal) -> Self {
         self.renewal = renewal;
         self
@@ -225,7 +225,8 @@ impl Lock {
         Ok(Arc::clone(self.keys.get_or_init(|| keys)))
     }
 
-    fn effective_owner(&self) -> Option<Owner> {
+    /// The owner acquisitions act for: the lock's own, else that of the current scope.
+    pub(crate) fn effective_owner(&self) -> Option<Owner> {
         self.owner.clone().or_else(Owner::current)
     }
 
@@ -237,7 +238,8 @@ impl Lock {
     /// # Errors
     /// [`Error::InvalidName`], [`Error::InvalidOption`], [`Error::WrongType`] when the key
     /// holds something else, [`Error::Redis`] when Redis cannot be asked (a lock the
-    /// attempt may have taken is then given back in the background).
+    /// attempt may have taken is then given back in the background),
+    /// [`Error::Randomness`] when the operating system could not supply an owner token.
     ///
     /// # Cancel safety
     /// Cancel safe: a lock taken by a dropped attempt is given back in the background.
@@ -350,9 +352,20 @@ impl Lock {
     /// `work` runs in an [`Owner`] scope (the current one, or a new one), so a nested
     /// `run` or `acquire` of the same lock inside it re-enters without a round trip.
     ///
+    /// # Re-entering a lease the owner already holds
+    /// When the owner already holds the lock (an outer `run` or `acquire` of the same
+    /// owner), `run` re-enters that lease as it is: its fencing token, TTL,
+    /// [`max_hold`](Lock::max_hold) and [`min_replicas`](Lock::min_replicas) are the outer
+    /// acquisition's, and this `Lock`'s own `ttl`, `max_hold` and `min_replicas` are not
+    /// applied. One thing is refused: re-entering a lease acquired with
+    /// [`Renewal::Fixed`], which nobody renews, fails with
+    /// [`Error::FixedLeaseReentered`] before `work` starts (it would be cut off when that
+    /// lease runs out, however long its own `ttl`).
+    ///
     /// # Errors
     /// `work`'s own error, unchanged. Otherwise, converted with `From<Error>`: anything
-    /// [`acquire`](Lock::acquire) returns; [`Error::Lost`] when the lease was lost during
+    /// [`acquire`](Lock::acquire) returns; [`Error::FixedLeaseReentered`] as above;
+    /// [`Error::Lost`] when the lease was lost during
     /// `work` or found lost at the release after it; [`Error::Redis`] when the release
     /// could not reach Redis (the lease then expires by itself).
     ///
@@ -381,6 +394,14 @@ impl Lock {
         owner
             .scope(async move {
                 let guard = Box::pin(lock.acquire()).await?;
+                // `lock` renews every lease it acquires: one that is not renewed was
+                // re-entered, acquired earlier by this owner with `Renewal::Fixed`.
+                if !guard.lease().is_renewed() {
+                    let name = guard.name().to_owned();
+                    // A nested hold: giving it back only counts down, the outer holds on.
+                    let _ = guard.release().await;
+                    return Err(E::from(Error::FixedLeaseReentered { name }));
+                }
                 let outcome = {
                     let work = work(&guard);
                     tokio::select! {

@@ -13,8 +13,10 @@
 //! do not cross `spawn`. Hand it the handle (`Owner::current()`) to make it one.
 //!
 //! A nested acquisition by the same owner succeeds at once, without a round trip; it
-//! shares the outer lease (its fencing token, TTL and renewal), and the lock is given back
-//! when the last guard of that lease is released or dropped.
+//! shares the outer lease (its fencing token, TTL, renewal, `max_hold` and `min_replicas`:
+//! the nested `Lock`'s own options are not applied), and the lock is given back when the
+//! last guard of that lease is released or dropped. A nested
+//! [`Lock::run`](crate::Lock::run) refuses to re-enter a lease that is not renewed.
 
 use std::collections::HashMap;
 use std::fmt;

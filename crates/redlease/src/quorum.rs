@@ -65,7 +65,7 @@ use tokio::time::Instant;
 use crate::backend::{
     AcquireArgs, Conn, Deployment, RenewItem, Reply, extend_on, fan_out, renew_on,
 };
-use crate::error::{Error, Result};
+use crate::error::{Error, NodeError, Result};
 use crate::guard::drift;
 use crate::keys::LockKeys;
 use crate::scripts;
@@ -161,9 +161,31 @@ pub(crate) async fn acquire(
         return Err(Error::NoQuorum {
             acquired: granted,
             needed,
+            errors: node_errors(deployment, &replies),
         });
     }
     Ok(Reply::Busy(holder_pttl))
+}
+
+/// The failed nodes of an attempt, each with its error (a timeout when it did not
+/// answer before the outcome was decided).
+fn node_errors(deployment: &Deployment, replies: &[Option<RedisResult<Reply>>]) -> Vec<NodeError> {
+    deployment
+        .nodes
+        .iter()
+        .zip(replies)
+        .filter_map(|(node, reply)| {
+            let error = match reply {
+                Some(Ok(_)) => return None,
+                Some(Err(e)) => e.clone(),
+                None => late(),
+            };
+            Some(NodeError {
+                node: node.label.clone(),
+                error,
+            })
+        })
+        .collect()
 }
 
 /// What the nodes said to one attempt, as far as it listened.
@@ -370,13 +392,7 @@ impl OwnedAttempt {
             .arg(self.ttl_ms)
             .arg(&self.holder)
             .arg("0");
-        let (status, fence, pttl): (i64, i64, i64) = invocation.invoke_async(&mut conn).await?;
-        let fence = u64::try_from(fence).unwrap_or(0);
-        Ok(match status {
-            1 => Reply::Fresh(fence),
-            2 => Reply::Ours(fence),
-            _ => Reply::Busy(pttl),
-        })
+        crate::replies::acquire(&invocation.invoke_async(&mut conn).await?)
     }
 
     /// The release script over one node's connection.
@@ -386,8 +402,7 @@ impl OwnedAttempt {
         if self.announce {
             invocation.arg(&self.keys.channel);
         }
-        let released: i64 = invocation.invoke_async(&mut conn).await?;
-        Ok(released == 1)
+        crate::replies::flag("release.lua", &invocation.invoke_async(&mut conn).await?)
     }
 }
 

@@ -14,9 +14,14 @@ pub(crate) struct OwnerToken(String);
 impl OwnerToken {
     pub(crate) fn generate() -> Result<Self> {
         let mut bytes = [0u8; 16];
-        getrandom::fill(&mut bytes).map_err(|e| Error::InvalidOption {
-            option: "token",
-            reason: format!("the operating system's random source failed: {e}"),
+        let filled = getrandom::fill(&mut bytes);
+        Self::from_random(filled.map(|()| bytes))
+    }
+
+    /// The token of 16 random bytes, or the error of a random source that failed.
+    fn from_random(bytes: Result<[u8; 16], getrandom::Error>) -> Result<Self> {
+        let bytes = bytes.map_err(|e| Error::Randomness {
+            reason: e.to_string(),
         })?;
         let mut hex = String::with_capacity(32);
         for b in bytes {
@@ -105,5 +110,19 @@ mod tests {
         assert!(!format!("{a:?}").contains(a.secret()));
         assert!(!a.to_string().contains(a.secret()));
         Ok(())
+    }
+
+    #[test]
+    fn a_failed_random_source_has_its_own_error() {
+        let failed = OwnerToken::from_random(Err(getrandom::Error::UNSUPPORTED));
+        assert!(
+            matches!(&failed, Err(Error::Randomness { reason }) if !reason.is_empty()),
+            "{failed:?}"
+        );
+        let text = failed.map_or_else(|e| e.to_string(), |_| String::new());
+        assert!(
+            text.starts_with("the operating system's random source failed"),
+            "{text}"
+        );
     }
 }

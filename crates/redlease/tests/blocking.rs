@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use redlease::blocking::Client;
-use redlease::{Error, Owner};
+use redlease::{Error, Owner, Renewal, Wait};
 use redlease_local::RedisServer;
 
 /// GET and SET over a plain socket, so that the counter is read and written
@@ -115,6 +115,64 @@ fn run_renews_re_enters_and_passes_errors_through() {
     assert!(nested);
     assert!(client.lock("owned").try_acquire().unwrap().is_none());
     held.release().unwrap();
+}
+
+/// As the async `run`: a nested blocking `run` refuses to re-enter an outer fixed lease.
+#[test]
+fn nested_run_refuses_to_re_enter_a_fixed_lease() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::connect(&server.url()).unwrap();
+    let owner = Owner::new();
+    let outer = client
+        .lock("blocking-fixed")
+        .owner(&owner)
+        .renewal(Renewal::Fixed)
+        .ttl(Duration::from_secs(20))
+        .acquire()
+        .unwrap();
+    let mut ran = false;
+    let nested = owner.clone().sync_scope(|| {
+        client.lock("blocking-fixed").wait(Wait::No).run(|_| {
+            ran = true;
+            Ok::<_, Error>(())
+        })
+    });
+    assert!(
+        matches!(&nested, Err(Error::FixedLeaseReentered { name }) if name == "blocking-fixed"),
+        "{nested:?}"
+    );
+    assert!(!ran);
+    assert!(outer.is_held());
+    assert!(
+        client
+            .lock("blocking-fixed")
+            .try_acquire()
+            .unwrap()
+            .is_none()
+    );
+    outer.release().unwrap();
+}
+
+/// A blocking `run` acts for the owner given with `Lock::owner`, as the async one does
+/// (it used to open a scope of a new owner instead, and waited behind its own lock).
+#[test]
+fn run_acts_for_the_lock_s_own_owner() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::connect(&server.url()).unwrap();
+    let owner = Owner::new();
+    let outer = client
+        .lock("blocking-owned")
+        .owner(&owner)
+        .acquire()
+        .unwrap();
+    let token = client
+        .lock("blocking-owned")
+        .owner(&owner)
+        .wait(Wait::No)
+        .run(|g| Ok::<_, Error>(g.fencing_token()))
+        .unwrap();
+    assert_eq!(token, outer.fencing_token());
+    outer.release().unwrap();
 }
 
 #[derive(Debug)]

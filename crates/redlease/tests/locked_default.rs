@@ -31,7 +31,14 @@ async fn async_functions_use_the_default_client_once_it_is_set() {
     assert_eq!(name, "locked_default::nightly_report");
 
     let again = redlease::set_default_client(client(&server).await).unwrap_err();
-    assert!(matches!(again, Error::InvalidOption { .. }), "{again:?}");
+    assert!(
+        matches!(again, Error::DefaultClientSet { setter } if setter == "redlease::set_default_client"),
+        "{again:?}"
+    );
+    assert_eq!(
+        again.to_string(),
+        "a default client is already set; call `redlease::set_default_client` once, at start-up"
+    );
 }
 
 #[redlease::locked(key = "sync:{n}")]
@@ -48,6 +55,11 @@ fn sync_functions_use_the_default_blocking_client() {
     );
     let server = server();
     let c = redlease::blocking::Client::connect(&server.url()).unwrap();
-    redlease::blocking::set_default_client(c).unwrap();
+    redlease::blocking::set_default_client(c.clone()).unwrap();
     assert_eq!(sync_report(2).unwrap(), 2);
+    let again = redlease::blocking::set_default_client(c).unwrap_err();
+    assert!(
+        matches!(again, Error::DefaultClientSet { setter } if setter == "redlease::blocking::set_default_client"),
+        "{again:?}"
+    );
 }

@@ -146,12 +146,87 @@ async fn two_of_five_down_still_works_three_down_is_no_quorum() {
     nodes[2].kill();
     let outcome = bounded("acquire with 2 of 5", lock.acquire()).await;
     match outcome {
-        Err(Error::NoQuorum { acquired, needed }) => {
-            assert_eq!(needed, 3);
-            assert!(acquired <= 2, "{acquired} of 2 live nodes");
+        Err(err @ Error::NoQuorum { .. }) => {
+            let Error::NoQuorum {
+                acquired,
+                needed,
+                errors,
+            } = &err
+            else {
+                unreachable!()
+            };
+            assert_eq!(*needed, 3);
+            assert!(*acquired <= 2, "{acquired} of 2 live nodes");
+            // Each dead node is named with its own error; the live ones granted or were
+            // busy, which is no failure.
+            let dead: Vec<String> = nodes.urls()[..3]
+                .iter()
+                .map(|u| redlease::redact_url(u))
+                .collect();
+            let failed: Vec<&str> = errors.iter().map(|e| e.node.as_str()).collect();
+            for url in &dead {
+                assert!(failed.contains(&url.as_str()), "{url} not in {failed:?}");
+            }
+            assert_eq!(errors.len(), 3, "{errors:?}");
+            assert!(
+                errors
+                    .iter()
+                    .all(|e| e.error.is_connection_refusal()
+                        || redlease::is_connection_error(&e.error)),
+                "{errors:?}"
+            );
+            let text = err.to_string();
+            assert!(
+                text.contains("(failed: ") && text.contains(&dead[0]),
+                "{text}"
+            );
         }
         other => panic!("expected NoQuorum, got {other:?}"),
     }
+}
+
+/// A quorum client that cannot reach a majority when it connects names each node that
+/// failed, with that node's own error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connecting_without_a_majority_names_each_failed_node() {
+    let mut nodes = nodes(3);
+    nodes[0].kill();
+    nodes[2].kill();
+    let urls = nodes.urls();
+    let outcome = bounded(
+        "connect with 1 of 3",
+        Client::quorum_builder(&urls)
+            .connect_timeout(Duration::from_millis(500))
+            .connect(),
+    )
+    .await;
+    let Err(err) = outcome else {
+        panic!("connected without a majority");
+    };
+    let Error::NoQuorum { needed, errors, .. } = &err else {
+        panic!("expected NoQuorum, got {err:?}");
+    };
+    assert_eq!(*needed, 2);
+    let failed: Vec<&str> = errors.iter().map(|e| e.node.as_str()).collect();
+    assert_eq!(
+        failed.len(),
+        2,
+        "both dead nodes, not the live one: {failed:?}"
+    );
+    for url in [&urls[0], &urls[2]] {
+        assert!(
+            failed.contains(&redlease::redact_url(url).as_str()),
+            "{url} not in {failed:?}"
+        );
+    }
+    assert!(
+        errors
+            .iter()
+            .all(|e| redlease::is_connection_error(&e.error)),
+        "{errors:?}"
+    );
+    let text = err.to_string();
+    assert!(text.contains("(failed: "), "{text}");
 }
 
 /// Majorities {A,B,C} then {C,D,E} share only C, and D, E have lower counters than A, B:

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{client, evalsha_calls, get, raw, server};
-use redlease::{Error, Owner, Wait};
+use redlease::{Error, Owner, Renewal, Wait};
 
 #[tokio::test]
 async fn depth_three_across_awaits_releases_with_the_outermost_hold() {
@@ -121,6 +121,77 @@ async fn nested_run_re_enters_and_a_different_lock_does_not() {
     assert_eq!(other.get(), 1);
     // Everything was given back.
     assert!(c.lock("run-nested").try_acquire().await.unwrap().is_some());
+}
+
+/// `run` promises a renewed lease: inside an outer fixed lease of the same owner it
+/// refuses to start rather than re-enter a lease that nobody renews (its work would be cut
+/// off when that lease runs out, whatever its own TTL). The outer hold is left as it was.
+#[tokio::test]
+async fn nested_run_refuses_to_re_enter_a_fixed_lease() {
+    let server = server();
+    let c = client(&server).await;
+    let mut conn = raw(&server).await;
+    let key = c.lock("fixed-outer").keys().unwrap().key().to_owned();
+    Owner::new()
+        .scope(async {
+            let outer = c
+                .lock("fixed-outer")
+                .renewal(Renewal::Fixed)
+                .ttl(Duration::from_secs(20))
+                .acquire()
+                .await
+                .unwrap();
+            let mut ran = false;
+            let nested = c
+                .lock("fixed-outer")
+                .ttl(Duration::from_secs(60))
+                .run(async |_| {
+                    ran = true;
+                    Ok::<_, Error>(())
+                })
+                .await;
+            assert!(
+                matches!(&nested, Err(Error::FixedLeaseReentered { name }) if name == "fixed-outer"),
+                "{nested:?}"
+            );
+            assert!(!ran, "work ran under a lease nobody renews");
+            assert!(outer.is_held(), "the refused run gave back the outer hold");
+            assert!(get(&mut conn, &key).await.is_some());
+            outer.release().await.unwrap();
+            assert_eq!(get(&mut conn, &key).await, None);
+        })
+        .await;
+}
+
+/// A nested `run` in a renewed outer lease re-enters it as it is: the outer's token and
+/// TTL (its own `ttl` is not applied, as documented on `Lock::run`).
+#[tokio::test]
+async fn nested_run_shares_the_outer_lease_and_its_ttl() {
+    let server = server();
+    let c = client(&server).await;
+    let mut conn = raw(&server).await;
+    let key = c.lock("shared-ttl").keys().unwrap().key().to_owned();
+    let outer_ttl = Duration::from_secs(20);
+    c.lock("shared-ttl")
+        .ttl(outer_ttl)
+        .run(async |outer| {
+            let (token, remaining) = c
+                .lock("shared-ttl")
+                .ttl(Duration::from_secs(600))
+                .run(async |inner| Ok::<_, Error>((inner.fencing_token(), inner.remaining())))
+                .await?;
+            assert_eq!(token, outer.fencing_token());
+            assert!(remaining <= outer_ttl, "{remaining:?}");
+            let pttl: i64 = redis::cmd("PTTL")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert!(pttl > 0 && pttl <= 20_000, "the outer TTL stays: {pttl} ms");
+            Ok::<_, Error>(())
+        })
+        .await
+        .unwrap();
 }
 
 #[tokio::test]

@@ -1,0 +1,174 @@
+//! The replies of the Lua scripts, parsed in one place each.
+//!
+//! Every function here accepts exactly what its script's header (`scripts/*.lua`) says it
+//! returns and rejects anything else with a redis-rs `UnexpectedReturnType` error: a short
+//! array, an unknown status or a negative fencing token means that the script on the
+//! server is not the one this library sent (or a proxy mangled the reply), and guessing a
+//! default there (busy, fence 0, not renewed) would hide it.
+
+use redis::{ErrorKind, RedisError, RedisResult, Value};
+
+/// What one acquisition attempt found (`acquire.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reply {
+    /// Acquired fresh by this attempt, with this fencing token.
+    Fresh(u64),
+    /// Already held with our token (an earlier attempt of ours, or a hand-off).
+    Ours(u64),
+    /// Held by another owner; its remaining lease in ms (-1: none).
+    Busy(i64),
+}
+
+/// `acquire.lua`: `{1, fence, 0}` fresh, `{2, fence, 0}` ours, `{0, 0, pttl}` busy, with
+/// `fence >= 1` and `pttl >= -1`.
+pub(crate) fn acquire(value: &Value) -> RedisResult<Reply> {
+    let unexpected = || unexpected("acquire.lua", "{status, fence, pttl}", value);
+    let [status, fence, pttl] = ints::<3>(value).ok_or_else(unexpected)?;
+    let fence_of = |fence: i64| u64::try_from(fence).ok().filter(|f| *f >= 1);
+    match status {
+        1 => fence_of(fence).map(Reply::Fresh),
+        2 => fence_of(fence).map(Reply::Ours),
+        0 if pttl >= -1 => Some(Reply::Busy(pttl)),
+        _ => None,
+    }
+    .ok_or_else(unexpected)
+}
+
+/// `release.lua` and `extend.lua`: 1 (the lock held our token) or 0 (it did not).
+pub(crate) fn flag(script: &'static str, value: &Value) -> RedisResult<bool> {
+    match value {
+        Value::Int(1) => Ok(true),
+        Value::Int(0) => Ok(false),
+        _ => Err(unexpected(script, "1 or 0", value)),
+    }
+}
+
+/// `renew.lua` for a batch of `leases`: one 1 (renewed) or 0 (lost) per lease, in order.
+pub(crate) fn renew(value: &Value, leases: usize) -> RedisResult<Vec<bool>> {
+    let unexpected = || unexpected("renew.lua", "one 1 or 0 per lease", value);
+    let Value::Array(items) = value else {
+        return Err(unexpected());
+    };
+    if items.len() != leases {
+        return Err(RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "renew.lua answered for another number of leases than it was given",
+            format!("{} answers for {leases} leases", items.len()),
+        )));
+    }
+    items
+        .iter()
+        .map(|item| match item {
+            Value::Int(1) => Ok(true),
+            Value::Int(0) => Ok(false),
+            _ => Err(unexpected()),
+        })
+        .collect()
+}
+
+/// The `N` integers of an array of exactly `N` integers.
+fn ints<const N: usize>(value: &Value) -> Option<[i64; N]> {
+    let Value::Array(items) = value else {
+        return None;
+    };
+    let items: [&Value; N] = items.iter().collect::<Vec<_>>().try_into().ok()?;
+    let mut out = [0; N];
+    for (slot, item) in out.iter_mut().zip(items) {
+        let Value::Int(i) = item else {
+            return None;
+        };
+        *slot = *i;
+    }
+    Some(out)
+}
+
+fn unexpected(script: &'static str, expected: &str, value: &Value) -> RedisError {
+    RedisError::from((
+        ErrorKind::UnexpectedReturnType,
+        "unexpected reply from a redlease script; is another version of the script loaded under its SHA1?",
+        format!("{script} answered {value:?}, expected {expected}"),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn array(items: &[i64]) -> Value {
+        Value::Array(items.iter().map(|&i| Value::Int(i)).collect())
+    }
+
+    #[test]
+    fn acquire_replies_are_parsed() {
+        assert_eq!(acquire(&array(&[1, 7, 0])).ok(), Some(Reply::Fresh(7)));
+        assert_eq!(acquire(&array(&[2, 7, 0])).ok(), Some(Reply::Ours(7)));
+        assert_eq!(acquire(&array(&[0, 0, 1500])).ok(), Some(Reply::Busy(1500)));
+        assert_eq!(acquire(&array(&[0, 0, -1])).ok(), Some(Reply::Busy(-1)));
+    }
+
+    #[test]
+    fn an_unknown_acquire_status_is_an_error_not_busy() {
+        for bad in [[3, 7, 0], [-1, 0, 0], [0, 0, -2]] {
+            let result = acquire(&array(&bad));
+            assert!(
+                result
+                    .as_ref()
+                    .is_err_and(|e| e.kind() == ErrorKind::UnexpectedReturnType
+                        && !crate::error::is_connection_error(e)),
+                "{bad:?}: {result:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_negative_or_zero_fence_is_an_error_not_zero() {
+        for bad in [[1, -5, 0], [2, -1, 0], [1, 0, 0]] {
+            assert!(acquire(&array(&bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_short_or_odd_acquire_reply_is_an_error() {
+        for bad in [
+            array(&[1, 7]),
+            array(&[]),
+            array(&[1, 7, 0, 0]),
+            Value::Int(1),
+            Value::Nil,
+            Value::Array(vec![
+                Value::Int(1),
+                Value::BulkString(b"7".to_vec()),
+                Value::Int(0),
+            ]),
+        ] {
+            assert!(acquire(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn flags_are_one_or_zero() {
+        assert!(flag("release.lua", &Value::Int(1)).is_ok_and(|f| f));
+        assert!(flag("release.lua", &Value::Int(0)).is_ok_and(|f| !f));
+        for bad in [Value::Int(2), Value::Int(-1), Value::Nil, array(&[1])] {
+            let result = flag("extend.lua", &bad);
+            assert!(
+                result
+                    .as_ref()
+                    .is_err_and(|e| e.to_string().contains("extend.lua")),
+                "{bad:?}: {result:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_short_renewal_reply_is_an_error() {
+        assert_eq!(
+            renew(&array(&[1, 0, 1]), 3).ok(),
+            Some(vec![true, false, true])
+        );
+        assert!(renew(&array(&[1, 0]), 3).is_err());
+        assert!(renew(&array(&[1, 0, 1, 1]), 3).is_err());
+        assert!(renew(&array(&[1, 2, 1]), 3).is_err());
+        assert!(renew(&Value::Nil, 1).is_err());
+    }
+}
