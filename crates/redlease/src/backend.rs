@@ -4,13 +4,12 @@
 //! Every lock operation is one script call on one [`Node`]; the quorum layer
 //! ([`crate::quorum`]) fans the same calls out to all of its nodes.
 
-use std::sync::{PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::sentinel::SentinelClient;
 use redis::{
     Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Script, ScriptInvocation, Value,
 };
@@ -19,6 +18,7 @@ use crate::error::{Error, Result, is_connection_error};
 use crate::keys::LockKeys;
 use crate::renew::BATCH;
 use crate::scripts;
+use crate::sentinel::Follower;
 
 /// How a client reaches its deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,14 +108,17 @@ pub(crate) struct Node {
 }
 
 struct SentinelLink {
-    client: tokio::sync::Mutex<SentinelClient>,
+    /// Hears the sentinels and names the primary a majority of them elect. While it says
+    /// the primary may have moved (`adrift`), the old connection is not used: it would
+    /// reconnect by itself to the old address, where a crashed primary restarted with an
+    /// empty dataset, or an old primary a planned failover has not demoted yet, may answer
+    /// as a primary for seconds (two primaries granting the same lock).
+    follower: Arc<Follower>,
     config: ConnectionManagerConfig,
-    /// Set from the moment the primary looked moved until the sentinels named one we
-    /// connected to. Meanwhile the old connection is not used: it would reconnect by
-    /// itself to the old address, where a crashed primary restarted with an empty
-    /// dataset may answer as a primary until the sentinels demote it (two primaries
-    /// granting the same lock).
-    adrift: std::sync::atomic::AtomicBool,
+    /// Serialises look-ups: one task asks the sentinels, the others use its answer.
+    lookup: tokio::sync::Mutex<()>,
+    /// Bound on one look-up (the client's response timeout).
+    timeout: std::time::Duration,
 }
 
 impl Node {
@@ -127,22 +130,29 @@ impl Node {
         }
     }
 
-    /// A node whose primary `sentinel` names; `conn` is connected to the current one.
+    /// A node whose primary `follower` names; `conn` is connected to the current one.
     pub(crate) fn with_sentinel(
         conn: ConnectionManager,
-        sentinel: SentinelClient,
+        follower: Arc<Follower>,
         config: ConnectionManagerConfig,
+        timeout: std::time::Duration,
         label: String,
     ) -> Self {
         Self {
             conn: RwLock::new(Conn::Single(conn)),
             sentinel: Some(SentinelLink {
-                client: tokio::sync::Mutex::new(sentinel),
+                follower,
                 config,
-                adrift: std::sync::atomic::AtomicBool::new(false),
+                lookup: tokio::sync::Mutex::new(()),
+                timeout,
             }),
             label,
         }
+    }
+
+    /// The sentinels' follower of a Sentinel-managed node.
+    pub(crate) fn follower(&self) -> Option<&Arc<Follower>> {
+        self.sentinel.as_ref().map(|link| &link.follower)
     }
 
     /// The current connection (a clone of a multiplexed handle).
@@ -160,14 +170,16 @@ impl Node {
         &self,
         invocation: &ScriptInvocation<'_>,
     ) -> RedisResult<T> {
+        let events = self.events();
         let mut conn = self.current().await?;
-        match invocation.invoke_async(&mut conn).await {
+        let result = match invocation.invoke_async(&mut conn).await {
             Err(e) if self.must_follow(&e) => {
                 let mut conn = self.follow(Some(e)).await?;
                 invocation.invoke_async(&mut conn).await
             }
             other => other,
-        }
+        };
+        self.unless_failed_over(events, result)
     }
 
     /// Sends a pipeline of `EVALSHA`s of `script`, loading it on `NOSCRIPT`; follows a
@@ -177,6 +189,7 @@ impl Node {
         pipe: &Pipeline,
         script: &Script,
     ) -> RedisResult<T> {
+        let events = self.events();
         let mut conn = self.current().await?;
         let result = match pipe.query_async(&mut conn).await {
             Err(e) if e.code() == Some("NOSCRIPT") => {
@@ -185,14 +198,15 @@ impl Node {
             }
             other => other,
         };
-        match result {
+        let result = match result {
             Err(e) if self.must_follow(&e) => {
                 let mut conn = self.follow(Some(e)).await?;
                 script.prepare_invoke().load_async(&mut conn).await?;
                 pipe.query_async(&mut conn).await
             }
             other => other,
-        }
+        };
+        self.unless_failed_over(events, result)
     }
 
     /// Sends one plain command.
@@ -205,20 +219,40 @@ impl Node {
         self.sentinel.is_some() && primary_moved(e)
     }
 
+    /// The sentinels' failover events seen so far (0 for other nodes).
+    fn events(&self) -> u64 {
+        self.follower().map_or(0, |f| f.events())
+    }
+
+    /// `result`, unless the sentinels started moving the primary while the call ran: then
+    /// nobody can tell whether the old primary ran it after its replica was promoted (a
+    /// write the new primary never sees), so its outcome is unknown, a connection error
+    /// (an acquisition gives back whatever it may have taken, and tries again).
+    fn unless_failed_over<T>(&self, before: u64, result: RedisResult<T>) -> RedisResult<T> {
+        match result {
+            Ok(_) if self.events() != before => {
+                tracing::debug!(node = %self.label, "the primary changed during the call; its outcome is unknown");
+                Err(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionAborted,
+                    "the sentinels failed the primary over during the call; try again",
+                )))
+            }
+            other => other,
+        }
+    }
+
     /// The connection to use now: for a Sentinel-managed node whose primary moved and
     /// was not found again yet, a fresh one to the primary the sentinels name.
     async fn current(&self) -> RedisResult<Conn> {
         match &self.sentinel {
-            Some(link) if link.adrift.load(std::sync::atomic::Ordering::Acquire) => {
-                self.follow(None).await
-            }
+            Some(link) if link.follower.adrift() => self.follow(None).await,
             _ => Ok(self.conn()),
         }
     }
 
     /// Asks the sentinels for the current primary and connects to it. The future is
-    /// type-erased: the Sentinel client's own futures are deep enough to overflow the
-    /// compiler's recursion limit in every caller's `Send` check otherwise.
+    /// type-erased: the connection's futures are deep enough to overflow the compiler's
+    /// recursion limit in every caller's `Send` check otherwise.
     fn follow(&self, cause: Option<redis::RedisError>) -> BoxFuture<'_, RedisResult<Conn>> {
         Box::pin(async move {
             let Some(link) = &self.sentinel else {
@@ -228,21 +262,29 @@ impl Node {
                 };
             };
             if let Some(cause) = &cause {
-                link.adrift
-                    .store(true, std::sync::atomic::Ordering::Release);
+                link.follower.set_adrift();
                 tracing::info!(node = %self.label, error = %cause, "primary unreachable or demoted; asking the sentinels");
             }
-            let mut sentinel = link.client.lock().await;
-            if cause.is_none() && !link.adrift.load(std::sync::atomic::Ordering::Acquire) {
+            let deadline = tokio::time::Instant::now() + link.timeout;
+            let Ok(_one_at_a_time) = tokio::time::timeout_at(deadline, link.lookup.lock()).await
+            else {
+                return Err(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "still looking for the primary the sentinels elected; try again",
+                )));
+            };
+            if !link.follower.adrift() {
                 // Another task found the primary while we queued for the sentinels.
                 return Ok(self.conn());
             }
-            let client = sentinel.async_get_client().await?;
-            let manager = ConnectionManager::new_with_config(client, link.config.clone()).await?;
+            // A restarted runtime (a client shared by several) listens again.
+            link.follower.listen();
+            let (client, addr) = link.follower.elect(deadline).await?;
+            let manager =
+                ConnectionManager::new_with_config(client.clone(), link.config.clone()).await?;
             let conn = Conn::Single(manager);
             *self.conn.write().unwrap_or_else(PoisonError::into_inner) = conn.clone();
-            link.adrift
-                .store(false, std::sync::atomic::Ordering::Release);
+            link.follower.connected(&addr, &client);
             Ok(conn)
         })
     }

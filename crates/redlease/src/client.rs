@@ -8,7 +8,6 @@ use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 
 use tokio_util::task::TaskTracker;
 
@@ -17,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::guard::{Leases, release_token};
 use crate::lock::Lock;
 use crate::renew::Renewer;
+use crate::sentinel::Follower;
 use crate::wait::Notifier;
 use crate::wake::{Reach, Wakeups};
 
@@ -198,15 +198,19 @@ impl ClientBuilder {
                 master,
                 data,
             } => {
-                let mut sentinel = self.sentinel_client(sentinels, master, data.as_deref())?;
-                let redis = Box::pin(sentinel.async_get_client())
+                let follower = self.follower(sentinels, master, data.as_deref())?;
+                follower.listen();
+                let deadline = tokio::time::Instant::now() + self.connect_timeout;
+                let (redis, addr) = Box::pin(follower.elect(deadline))
                     .await
                     .map_err(connecting)?;
                 let conn = ConnectionManager::new_with_config(redis.clone(), config.clone())
                     .await
                     .map_err(connecting)?;
+                follower.connected(&addr, &redis);
                 let label = format!("sentinel master `{master}`");
-                let node = Node::with_sentinel(conn, sentinel, config, label);
+                let node =
+                    Node::with_sentinel(conn, follower, config, self.response_timeout, label);
                 (self.deployment(Topology::Sentinel, vec![node]), Some(redis))
             }
             Endpoints::Cluster(urls) => {
@@ -231,6 +235,15 @@ impl ClientBuilder {
             self.connect_timeout,
             self.response_timeout,
         )?;
+        if let Some(follower) = deployment.primary().follower() {
+            // The grant subscription follows the primary the sentinels elect.
+            let notifier = Arc::downgrade(&notifier);
+            follower.on_switch(move |primary| {
+                if let Some(notifier) = notifier.upgrade() {
+                    notifier.follow(primary);
+                }
+            });
+        }
         let deployment = Arc::new(deployment);
         Ok(Client {
             inner: Arc::new(Inner {
@@ -343,23 +356,30 @@ impl ClientBuilder {
         client.get_async_connection().await.map_err(connecting)
     }
 
-    fn sentinel_client(
+    /// The sentinels' follower of `master`; `data` carries the primary's credentials.
+    fn follower(
         &self,
         sentinels: &[String],
         master: &str,
         data: Option<&str>,
-    ) -> Result<SentinelClient> {
-        let mut node_info = SentinelNodeConnectionInfo::default();
-        if let Some(url) = data {
-            let info = redis::IntoConnectionInfo::into_connection_info(url)
-                .map_err(|e| self.bad_url(&e))?;
-            node_info = node_info.set_redis_connection_info(info.redis_settings().clone());
-        }
-        SentinelClient::build(
-            sentinels.iter().map(String::as_str).collect(),
-            master,
-            Some(node_info),
-            SentinelServerType::Master,
+    ) -> Result<Arc<Follower>> {
+        let data = match data {
+            Some(url) => redis::IntoConnectionInfo::into_connection_info(url)
+                .map_err(|e| self.bad_url(&e))?
+                .redis_settings()
+                .clone(),
+            None => redis::RedisConnectionInfo::default(),
+        };
+        let sentinels = sentinels
+            .iter()
+            .map(|url| self.redis_client(url))
+            .collect::<Result<Vec<_>>>()?;
+        Follower::new(
+            sentinels,
+            master.to_owned(),
+            data,
+            self.connect_timeout,
+            self.response_timeout,
         )
         .map_err(|e| self.bad_url(&e))
     }

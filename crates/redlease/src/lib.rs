@@ -107,6 +107,7 @@ mod pubsub;
 pub mod quorum;
 mod renew;
 mod scripts;
+mod sentinel;
 mod token;
 pub mod wait;
 mod wake;

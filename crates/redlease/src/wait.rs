@@ -172,6 +172,16 @@ impl Notifier {
         }))
     }
 
+    /// Moves the grant subscription to `primary` (a Sentinel primary the sentinels
+    /// elected): the current connection is dropped and the next one goes there.
+    pub(crate) fn follow(&self, primary: &redis::Client) {
+        if let Some(link) = &self.link
+            && let Err(e) = link.retarget(std::slice::from_ref(primary))
+        {
+            tracing::warn!(error = %e, "the grant subscription cannot follow the new primary; waiters poll");
+        }
+    }
+
     /// The channel on which this client receives hand-offs.
     pub(crate) fn channel(&self) -> &str {
         &self.channel

@@ -1,0 +1,161 @@
+//! A planned `SENTINEL FAILOVER` on a healthy deployment: the clients follow the primary
+//! the sentinels elect at once, so two clients contending for one lock (one created
+//! after the failover) never hold it together and never see a fencing token fall.
+#![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::bounded;
+use redis::AsyncCommands as _;
+use redlease::{Client, FencingToken, Wait};
+use redlease_local::Sentinel;
+
+async fn exists(port: u16, key: &str) -> bool {
+    let mut conn = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    conn.exists(key).await.unwrap()
+}
+
+/// What the contenders saw.
+#[derive(Default)]
+struct Seen {
+    /// Tasks inside the critical section right now (more than one is an overlap).
+    inside: AtomicUsize,
+    overlaps: AtomicUsize,
+    grants: AtomicUsize,
+    /// The last token granted, and every fall below it.
+    tokens: std::sync::Mutex<(Option<FencingToken>, Vec<String>)>,
+}
+
+/// Takes the lock over and over until `stop`, checking exclusion and token order.
+async fn contend(client: Client, seen: Arc<Seen>, stop: Arc<AtomicBool>) -> usize {
+    let lock = client
+        .lock("planned-failover")
+        .ttl(Duration::from_secs(3))
+        .wait(Wait::For(Duration::from_secs(1)));
+    let mut errors = 0;
+    while !stop.load(Ordering::Acquire) {
+        let guard = match lock.acquire().await {
+            Ok(g) => g,
+            Err(e) => {
+                errors += 1;
+                tracing::debug!(error = %e, "acquire failed");
+                continue;
+            }
+        };
+        if seen.inside.fetch_add(1, Ordering::AcqRel) != 0 {
+            seen.overlaps.fetch_add(1, Ordering::AcqRel);
+        }
+        seen.grants.fetch_add(1, Ordering::AcqRel);
+        {
+            let token = guard.fencing_token();
+            let mut tokens = seen.tokens.lock().unwrap();
+            if let Some(last) = tokens.0
+                && token <= last
+            {
+                tokens.1.push(format!("{last:?} then {token:?}"));
+            }
+            tokens.0 = Some(token);
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        seen.inside.fetch_sub(1, Ordering::AcqRel);
+        if guard.release().await.is_err() {
+            errors += 1;
+        }
+    }
+    errors
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_follow_a_planned_failover_at_once() {
+    let mut deployment =
+        Sentinel::start().unwrap_or_else(|e| panic!("cannot start a sentinel deployment: {e}"));
+    let old = deployment.primary().unwrap().port();
+    let first = bounded(
+        "connect through sentinels",
+        Client::connect(&deployment.sentinel_url()),
+    )
+    .await
+    .unwrap();
+    let seen = Arc::new(Seen::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        tasks.push(tokio::spawn(contend(
+            first.clone(),
+            Arc::clone(&seen),
+            Arc::clone(&stop),
+        )));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (deployment, new) = tokio::task::spawn_blocking(move || {
+        let new = deployment.failover().unwrap();
+        (deployment, new)
+    })
+    .await
+    .unwrap();
+    assert_ne!(old, new);
+
+    // Created after the failover: it must connect to the primary the sentinels elected,
+    // not to the old one, which still answers as a primary for a while.
+    let second = bounded(
+        "connect after the failover",
+        Client::connect(&deployment.sentinel_url()),
+    )
+    .await
+    .unwrap();
+    let probe = second.lock("probe");
+    let key = probe.keys().unwrap().key().to_owned();
+    let guard = bounded("acquire the probe", probe.acquire()).await.unwrap();
+    assert!(
+        exists(new, &key).await,
+        "the client created after the failover is not on the new primary"
+    );
+    assert!(
+        !exists(old, &key).await,
+        "the client created after the failover took its lock on the old primary"
+    );
+    guard.release().await.unwrap();
+    for _ in 0..4 {
+        tasks.push(tokio::spawn(contend(
+            second.clone(),
+            Arc::clone(&seen),
+            Arc::clone(&stop),
+        )));
+    }
+
+    // Contend until the sentinels have demoted the old primary (where today's clients
+    // notice the failover, and tokens fall), and a little beyond.
+    let deployment = tokio::task::spawn_blocking(move || {
+        deployment.wait_in_sync(Duration::from_secs(60)).unwrap();
+        deployment
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, Ordering::Release);
+    for task in tasks {
+        bounded("a contender stops", task).await.unwrap();
+    }
+    let grants_before_stop = seen.grants.load(Ordering::Acquire);
+    let tokens = seen.tokens.lock().unwrap();
+    assert!(
+        tokens.1.is_empty(),
+        "fencing tokens fell across the failover: {:?}",
+        tokens.1
+    );
+    assert_eq!(
+        seen.overlaps.load(Ordering::Acquire),
+        0,
+        "two holders at once across the failover ({grants_before_stop} grants)"
+    );
+    assert!(grants_before_stop > 10, "too few grants to tell");
+    drop(deployment);
+}
