@@ -39,3 +39,18 @@ pub(crate) fn named_in(text: &str) -> Option<&'static str> {
     .find(|(script, _)| text.contains(script.get_hash()))
     .map(|(_, name)| name)
 }
+
+/// The text of the script whose SHA1 is `sha`, to send with `EVAL` where a node lacks it
+/// (a cluster loads a script on the one node that needs it, never on every node).
+pub(crate) fn source(sha: &str) -> Option<&'static str> {
+    [
+        (&ACQUIRE, include_str!("../scripts/acquire.lua")),
+        (&RELEASE, include_str!("../scripts/release.lua")),
+        (&EXTEND, include_str!("../scripts/extend.lua")),
+        (&RENEW, include_str!("../scripts/renew.lua")),
+        (&RAISE_FENCE, include_str!("../scripts/raise_fence.lua")),
+    ]
+    .into_iter()
+    .find(|(script, _)| script.get_hash() == sha)
+    .map(|(_, source)| source)
+}

@@ -193,3 +193,64 @@ async fn a_cluster_waiter_is_woken_by_the_release() {
     eventually("the subscription to go", listening(0)).await;
     bounded("release", holder.release()).await.unwrap();
 }
+
+/// A script missing on a healthy primary is loaded there only: a silent primary elsewhere
+/// does not stall the locks of the others (redis-rs alone loads it on every primary and
+/// waits for all of them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_primary_does_not_stall_the_others_when_scripts_are_not_cached() {
+    let cluster = cluster();
+    let response_timeout = Duration::from_secs(2);
+    let client = bounded(
+        "connect",
+        Client::cluster_builder(cluster.urls())
+            .response_timeout(response_timeout)
+            .connect(),
+    )
+    .await
+    .unwrap();
+    let lock = client.lock("healthy-primary");
+    let key = lock.keys().unwrap().key().to_owned();
+    let home = cluster
+        .primary_for_slot(cluster.slot(&key).unwrap())
+        .unwrap();
+    let silent = (home + 1) % cluster.primaries().len();
+    let primaries = cluster.primaries();
+    for (i, primary) in primaries.iter().enumerate() {
+        if i != silent {
+            assert_eq!(
+                primary.query(&["SCRIPT", "FLUSH"]).unwrap(),
+                redlease_local::Reply::Status("OK".into())
+            );
+        }
+    }
+    primaries[silent].pause().unwrap();
+    let started = tokio::time::Instant::now();
+    let taken = bounded("try_acquire with a primary silent", lock.try_acquire()).await;
+    let acquired_in = started.elapsed();
+    let released = match taken {
+        Ok(Some(guard)) => bounded("release with a primary silent", guard.release()).await,
+        other => {
+            primaries[silent].resume().unwrap();
+            panic!("expected the lock, got {other:?}");
+        }
+    };
+    let took = started.elapsed();
+    eprintln!("acquired in {acquired_in:?}, released by {took:?}");
+    let left = primaries[home].query(&["EXISTS", &key]);
+    primaries[silent].resume().unwrap();
+    released.unwrap();
+    assert!(
+        acquired_in < response_timeout,
+        "acquiring on a healthy primary took {acquired_in:?}, waiting for the silent one"
+    );
+    assert!(
+        took < response_timeout,
+        "acquiring and releasing on a healthy primary took {took:?}"
+    );
+    assert_eq!(
+        left.unwrap(),
+        redlease_local::Reply::Integer(0),
+        "the release left the lock behind"
+    );
+}
