@@ -450,6 +450,9 @@ pub(crate) struct Deployment {
     pub(crate) nodes: Vec<Node>,
     /// The client's bound on one reply (also the per-node bound of a quorum fan-out).
     pub(crate) response_timeout: std::time::Duration,
+    /// Set once the response timeout was found too long for a lease's renewal (warned
+    /// about once).
+    pub(crate) clamped: std::sync::atomic::AtomicBool,
 }
 
 impl Deployment {
@@ -526,12 +529,21 @@ impl Deployment {
         }
     }
 
-    /// Renews `batch`: for each lease, `Some(true)` renewed, `Some(false)` lost (another
-    /// token or none), `None` unknown (no answer; retry).
-    pub(crate) async fn renew(&self, batch: &[RenewItem<'_>]) -> Vec<Option<bool>> {
-        match self.topology {
+    /// Renews `batch`, telling `credit` each lease's outcome as soon as it is known (the
+    /// lease's index in `batch`): `Some(true)` renewed, `Some(false)` lost (another token
+    /// or none), `None` unknown (no answer; retry). In a cluster each primary's group of
+    /// leases is credited when that primary answers, however slow the others are.
+    pub(crate) async fn renew(
+        &self,
+        batch: &[RenewItem<'_>],
+        credit: &(dyn Fn(usize, Option<bool>) + Sync),
+    ) {
+        let outcomes = match self.topology {
             Topology::Quorum => Box::pin(crate::quorum::renew(self, batch)).await,
-            Topology::Cluster => Box::pin(renew_by_slot(self.primary(), batch)).await,
+            Topology::Cluster => {
+                let bound = self.renewal_bound(batch);
+                return Box::pin(renew_by_slot(self.primary(), batch, bound, credit)).await;
+            }
             Topology::Single | Topology::Sentinel => {
                 match Box::pin(renew_on(self.primary(), batch)).await {
                     Ok(renewed) => renewed.into_iter().map(Some).collect(),
@@ -541,7 +553,38 @@ impl Deployment {
                     }
                 }
             }
+        };
+        for (i, outcome) in outcomes.into_iter().enumerate() {
+            credit(i, outcome);
         }
+    }
+
+    /// How long a cluster renewal waits for one primary: the response timeout, but no
+    /// more than a third of the shortest lease in `batch`. A renewal is due a third of
+    /// the lease in; one that waited longer would leave no time to try again before the
+    /// lease runs out, and a slow primary would take the healthy ones' leases with it.
+    fn renewal_bound(&self, batch: &[RenewItem<'_>]) -> std::time::Duration {
+        let shortest = batch
+            .iter()
+            .map(|item| item.ttl_ms)
+            .min()
+            .unwrap_or(u64::MAX);
+        let third =
+            std::time::Duration::from_millis(shortest / 3).max(std::time::Duration::from_millis(1));
+        if third < self.response_timeout
+            && !self
+                .clamped
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            tracing::warn!(
+                response_timeout = ?self.response_timeout,
+                ttl = ?std::time::Duration::from_millis(shortest),
+                "the response timeout is longer than a third of a lock's ttl: cluster renewals \
+                 wait at most a third of the ttl for each primary; lower the response timeout \
+                 or lengthen the ttl"
+            );
+        }
+        self.response_timeout.min(third)
     }
 
     /// Re-sets the lease (a write) and runs `WAIT replicas round` right behind it in one
@@ -665,8 +708,14 @@ pub(crate) async fn renew_on(node: &Node, batch: &[RenewItem<'_>]) -> RedisResul
 
 /// Cluster renewal: a script call may only touch one slot, so the batch is split by slot
 /// and the calls are sent concurrently (the cluster connection pipelines those that go to
-/// the same primary).
-async fn renew_by_slot(node: &Node, batch: &[RenewItem<'_>]) -> Vec<Option<bool>> {
+/// the same primary). Each group waits at most `bound` and is credited as soon as it is
+/// answered.
+async fn renew_by_slot(
+    node: &Node,
+    batch: &[RenewItem<'_>],
+    bound: std::time::Duration,
+    credit: &(dyn Fn(usize, Option<bool>) + Sync),
+) {
     let mut by_slot = std::collections::BTreeMap::<u16, Vec<usize>>::new();
     for (i, item) in batch.iter().enumerate() {
         by_slot
@@ -675,7 +724,7 @@ async fn renew_by_slot(node: &Node, batch: &[RenewItem<'_>]) -> Vec<Option<bool>
             .push(i);
     }
     let groups: Vec<Vec<usize>> = by_slot.into_values().collect();
-    let replies = futures_util::future::join_all(groups.iter().map(|group| async move {
+    futures_util::future::join_all(groups.iter().map(|group| async move {
         let items: Vec<RenewItem<'_>> = group
             .iter()
             .map(|&i| RenewItem {
@@ -684,19 +733,35 @@ async fn renew_by_slot(node: &Node, batch: &[RenewItem<'_>]) -> Vec<Option<bool>
                 ttl_ms: batch[i].ttl_ms,
             })
             .collect();
-        renew_on(node, &items).await
-    }))
-    .await;
-    let mut out = vec![None; batch.len()];
-    for (group, reply) in groups.iter().zip(replies) {
-        match reply {
-            Ok(renewed) => {
+        match tokio::time::timeout(bound, renew_on(node, &items)).await {
+            Ok(Ok(renewed)) if renewed.len() == group.len() => {
                 for (&i, ok) in group.iter().zip(renewed) {
-                    out[i] = Some(ok);
+                    credit(i, Some(ok));
                 }
             }
-            Err(e) => tracing::debug!(error = %e, leases = group.len(), "renewal failed"),
+            Ok(Ok(renewed)) => {
+                tracing::debug!(
+                    leases = group.len(),
+                    replies = renewed.len(),
+                    "renewal reply of the wrong length"
+                );
+                for &i in group {
+                    credit(i, None);
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, leases = group.len(), "renewal failed");
+                for &i in group {
+                    credit(i, None);
+                }
+            }
+            Err(_) => {
+                tracing::debug!(leases = group.len(), ?bound, "renewal not answered in time");
+                for &i in group {
+                    credit(i, None);
+                }
+            }
         }
-    }
-    out
+    }))
+    .await;
 }

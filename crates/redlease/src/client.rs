@@ -273,6 +273,7 @@ impl ClientBuilder {
             topology,
             nodes,
             response_timeout: self.response_timeout,
+            clamped: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
