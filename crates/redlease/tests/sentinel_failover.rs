@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::bounded;
+use common::{bounded, eventually};
 use redis::AsyncCommands as _;
-use redlease::{Client, FencingToken, Wait};
+use redlease::{Client, FencingToken, Retry, Wait};
 use redlease_local::Sentinel;
 
 async fn exists(port: u16, key: &str) -> bool {
@@ -157,5 +157,87 @@ async fn clients_follow_a_planned_failover_at_once() {
         "two holders at once across the failover ({grants_before_stop} grants)"
     );
     assert!(grants_before_stop > 10, "too few grants to tell");
+    drop(deployment);
+}
+
+/// The grant subscription follows the primary too: a client created before a planned
+/// failover is still handed a released lock over pub/sub once the old primary is gone
+/// (a subscription left there could not come back, and the waiter would only poll).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_offs_reach_a_client_created_before_the_failover() {
+    let mut deployment =
+        Sentinel::start().unwrap_or_else(|e| panic!("cannot start a sentinel deployment: {e}"));
+    let before = bounded(
+        "connect through sentinels",
+        Client::connect(&deployment.sentinel_url()),
+    )
+    .await
+    .unwrap();
+    // A first wait brings this client's grant subscription up on the first primary.
+    let warm = before.lock("warm");
+    let held = bounded("acquire", warm.acquire()).await.unwrap();
+    let early = before
+        .lock("warm")
+        .wait(Wait::For(Duration::from_millis(50)));
+    assert!(bounded("wait briefly", early.acquire()).await.is_err());
+    held.release().await.unwrap();
+
+    let old = deployment.primary().unwrap().port();
+    let (deployment, new) = tokio::task::spawn_blocking(move || {
+        let new = deployment.failover().unwrap();
+        deployment.wait_in_sync(Duration::from_secs(60)).unwrap();
+        let gone = deployment
+            .servers()
+            .iter()
+            .position(|s| s.port() == old)
+            .unwrap();
+        deployment.servers_mut()[gone].kill();
+        (deployment, new)
+    })
+    .await
+    .unwrap();
+    let after = bounded(
+        "connect after the failover",
+        Client::connect(&deployment.sentinel_url()),
+    )
+    .await
+    .unwrap();
+    let lock = after.lock("handed-off").ttl(Duration::from_secs(30));
+    let queue = lock.keys().unwrap().queue().to_owned();
+    let held = bounded("acquire on the new primary", lock.acquire())
+        .await
+        .unwrap();
+    // Polling alone would find the lock free only after 20 s.
+    let waiting = before
+        .lock("handed-off")
+        .retry(Retry::new(
+            Duration::from_millis(1),
+            Duration::from_secs(20),
+        ))
+        .wait(Wait::For(Duration::from_secs(60)));
+    let waiter = tokio::spawn(async move { waiting.acquire().await });
+    let mut primary = redis::Client::open(format!("redis://127.0.0.1:{new}"))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    eventually("the waiter queued on the new primary", || {
+        let mut primary = primary.clone();
+        let queue = queue.clone();
+        async move { primary.llen::<_, i64>(&queue).await.unwrap() == 1 }
+    })
+    .await;
+    let released = tokio::time::Instant::now();
+    held.release().await.unwrap();
+    let guard = bounded("the waiter is handed the lock", waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    let took = released.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "the waiter got the lock {took:?} after its release: no hand-off reached it"
+    );
+    guard.release().await.unwrap();
     drop(deployment);
 }
