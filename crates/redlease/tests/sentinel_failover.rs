@@ -216,7 +216,7 @@ async fn hand_offs_reach_a_client_created_before_the_failover() {
         ))
         .wait(Wait::For(Duration::from_secs(60)));
     let waiter = tokio::spawn(async move { waiting.acquire().await });
-    let mut primary = redis::Client::open(format!("redis://127.0.0.1:{new}"))
+    let primary = redis::Client::open(format!("redis://127.0.0.1:{new}"))
         .unwrap()
         .get_multiplexed_async_connection()
         .await
