@@ -107,7 +107,9 @@ impl ClientBuilder {
     /// Per-command reply timeout (default [`DEFAULT_RESPONSE_TIMEOUT`]). Keep it well below
     /// the locks' TTL: a reply that comes later than this is treated as lost, and the
     /// attempt's outcome as unknown. In a quorum it also bounds each node's answer (at
-    /// most a tenth of the lease).
+    /// most a tenth of the lease). In a cluster, renewals wait at most a third of the
+    /// lease for each primary (a longer response timeout is clamped there, with a
+    /// warning), and each primary's leases are credited as soon as it answers.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
@@ -236,11 +238,16 @@ impl ClientBuilder {
             self.response_timeout,
         )?;
         if let Some(follower) = deployment.primary().follower() {
-            // The grant subscription follows the primary the sentinels elect.
+            // The grant subscription follows the primary the sentinels elect, and queued
+            // waiters try again as soon as a failover starts (their attempt finds the new
+            // primary and queues there).
             let notifier = Arc::downgrade(&notifier);
             follower.on_switch(move |primary| {
                 if let Some(notifier) = notifier.upgrade() {
-                    notifier.follow(primary);
+                    match primary {
+                        Some(primary) => notifier.follow(primary),
+                        None => notifier.recheck(),
+                    }
                 }
             });
         }
@@ -576,6 +583,15 @@ impl Client {
 
     /// Starts building a client for the primary named `master` that the sentinels at
     /// `sentinels` (`redis://host:port` each) watch; it follows failovers.
+    ///
+    /// The primary is the address a majority of the listed sentinels name
+    /// (`SENTINEL GET-MASTER-ADDR-BY-NAME`), so list them all: with fewer than a majority
+    /// up, connecting fails. The client listens to every sentinel's failover events
+    /// (`+failover-state-send-slaveof-noone`, `+switch-master`): from the moment a
+    /// failover starts, nothing more is sent to the old primary (which may answer as a
+    /// primary for seconds more), calls then in flight report their outcome unknown, and
+    /// the next ones wait (within the response timeout) for a majority naming the new
+    /// primary. The grant subscription of waiters follows it too.
     pub fn sentinel_builder<S: AsRef<str>>(
         sentinels: impl IntoIterator<Item = S>,
         master: &str,

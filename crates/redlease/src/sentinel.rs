@@ -41,8 +41,9 @@ const ASK_EVERY: Duration = Duration::from_millis(25);
 /// A host and port.
 pub(crate) type Addr = (String, u16);
 
-/// Called with the new primary.
-type SwitchHook = Box<dyn Fn(&redis::Client) + Send + Sync>;
+/// Called with the new primary once connected to it, and with `None` when a failover
+/// starts moving away from the primary in use.
+type SwitchHook = Box<dyn Fn(Option<&redis::Client>) + Send + Sync>;
 
 /// Hears the sentinels and finds the primary a majority of them name.
 pub(crate) struct Follower {
@@ -64,7 +65,8 @@ pub(crate) struct Follower {
     /// Bumped by every event about the primary in use: a call that saw it change cannot
     /// tell which primary ran it.
     events: AtomicU64,
-    /// Told the new primary whenever it changes (the grant subscription follows it).
+    /// Told when a failover starts and the new primary once connected (the grant
+    /// subscription follows it, and waiters re-check at once).
     on_switch: Mutex<Option<SwitchHook>>,
 }
 
@@ -129,8 +131,9 @@ impl Follower {
         }
     }
 
-    /// Calls `hook` with the new primary whenever the primary in use changes.
-    pub(crate) fn on_switch(&self, hook: impl Fn(&redis::Client) + Send + Sync + 'static) {
+    /// Calls `hook` with `None` when a failover starts moving away from the primary in
+    /// use, and with the new primary whenever the primary in use changes.
+    pub(crate) fn on_switch(&self, hook: impl Fn(Option<&redis::Client>) + Send + Sync + 'static) {
         *self
             .on_switch
             .lock()
@@ -219,7 +222,7 @@ impl Follower {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
         {
-            hook(client);
+            hook(Some(client));
         }
     }
 
@@ -321,6 +324,13 @@ impl Follower {
         drop(leaving);
         self.adrift.store(true, Ordering::Release);
         tracing::info!(master = %self.master, "the sentinels are failing the primary over; following them");
+        if let Some(hook) = &*self
+            .on_switch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            hook(None);
+        }
     }
 }
 

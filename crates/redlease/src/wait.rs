@@ -182,6 +182,11 @@ impl Notifier {
         }
     }
 
+    /// Makes every waiter re-check the lock now (a failover moves the queues elsewhere).
+    pub(crate) fn recheck(&self) {
+        self.epoch.send_modify(|e| *e += 1);
+    }
+
     /// The channel on which this client receives hand-offs.
     pub(crate) fn channel(&self) -> &str {
         &self.channel
