@@ -765,3 +765,40 @@ async fn renew_by_slot(
     }))
     .await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(cmd: &Cmd) -> Vec<Vec<u8>> {
+        cmd.args_iter()
+            .filter_map(|arg| match arg {
+                redis::Arg::Simple(bytes) => Some(bytes.to_vec()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_missing_script_is_sent_again_with_its_text_and_the_same_keys() {
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha
+            .arg(scripts::EXTEND.get_hash())
+            .arg(2)
+            .arg("{k}")
+            .arg("{k}:holder")
+            .arg("token")
+            .arg(1000);
+        let eval = as_eval(&evalsha).unwrap_or_else(|| redis::cmd("NONE"));
+        let eval = words(&eval);
+        assert_eq!(eval[0], b"EVAL");
+        assert_eq!(
+            eval[1],
+            include_str!("../scripts/extend.lua").as_bytes().to_vec()
+        );
+        assert_eq!(words(&evalsha)[2..], eval[2..]);
+        // Not ours, or not a script call: left alone.
+        assert!(as_eval(redis::cmd("EVALSHA").arg("0".repeat(40)).arg(0)).is_none());
+        assert!(as_eval(redis::cmd("GET").arg("k")).is_none());
+    }
+}

@@ -377,3 +377,59 @@ impl LinkOwner for Follower {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn push(channel: &str, payload: &str) -> PushInfo {
+        PushInfo {
+            kind: redis::PushKind::Message,
+            data: vec![
+                Value::BulkString(channel.as_bytes().to_vec()),
+                Value::BulkString(payload.as_bytes().to_vec()),
+            ],
+        }
+    }
+
+    #[test]
+    fn failover_events_about_the_primary_in_use_set_it_aside() -> RedisResult<()> {
+        let follower = Follower::new(
+            vec![redis::Client::open("redis://127.0.0.1:1")?],
+            "redlease".to_owned(),
+            redis::RedisConnectionInfo::default(),
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+        )?;
+        let primary = redis::Client::open("redis://127.0.0.1:1000")?;
+        follower.connected(&("127.0.0.1".to_owned(), 1000), &primary);
+        assert!(!follower.adrift());
+
+        // Another master's failover, or one away from a primary not in use: ignored.
+        follower.message(&push(SWITCHED, "other 127.0.0.1 1000 127.0.0.1 2000"));
+        follower.message(&push(SWITCHED, "redlease 127.0.0.1 3000 127.0.0.1 2000"));
+        assert!(!follower.adrift());
+        assert_eq!(follower.events(), 0);
+
+        // The leader is about to promote a replica of the primary in use.
+        follower.message(&push(
+            FAILOVER_STARTS,
+            "slave 127.0.0.1:2000 127.0.0.1 2000 @ redlease 127.0.0.1 1000",
+        ));
+        assert!(follower.adrift());
+        assert_eq!(follower.events(), 1);
+        let leaving = follower.leaving.lock().map(|l| l.clone()).ok().flatten();
+        assert_eq!(
+            leaving.map(|(a, _)| a),
+            Some(("127.0.0.1".to_owned(), 1000))
+        );
+
+        // Connected to the new primary: a late +switch-master changes nothing.
+        let new = redis::Client::open("redis://127.0.0.1:2000")?;
+        follower.connected(&("127.0.0.1".to_owned(), 2000), &new);
+        follower.message(&push(SWITCHED, "redlease 127.0.0.1 1000 127.0.0.1 2000"));
+        assert!(!follower.adrift());
+        assert_eq!(follower.events(), 1);
+        Ok(())
+    }
+}
