@@ -289,7 +289,9 @@ impl Follower {
                 Ok(None) => answers.push("unknown master".to_owned()),
                 Err(e) => answers.push(e.to_string()),
             }
-            if named.iter().all(|(_, count)| count + left < needed) {
+            let best = named.iter().map(|(_, count)| *count).max().unwrap_or(0);
+            if best + left < needed {
+                // No address can reach a majority any more.
                 break;
             }
         }

@@ -241,3 +241,37 @@ async fn hand_offs_reach_a_client_created_before_the_failover() {
     guard.release().await.unwrap();
     drop(deployment);
 }
+
+/// The primary is the one a majority of the sentinels name: one sentinel down of three
+/// still leaves a majority, two down leave none and connecting says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_majority_of_the_sentinels_names_the_primary() {
+    let mut deployment =
+        Sentinel::start().unwrap_or_else(|e| panic!("cannot start a sentinel deployment: {e}"));
+    let primary = deployment.primary().unwrap().port();
+    deployment.sentinels_mut()[0].kill();
+    let client = bounded(
+        "connect with one sentinel down",
+        Client::connect(&deployment.sentinel_url()),
+    )
+    .await
+    .unwrap();
+    let lock = client.lock("majority");
+    let key = lock.keys().unwrap().key().to_owned();
+    let guard = bounded("acquire", lock.acquire()).await.unwrap();
+    assert!(exists(primary, &key).await);
+    guard.release().await.unwrap();
+
+    deployment.sentinels_mut()[1].kill();
+    let err = bounded(
+        "connect with two sentinels down",
+        Client::builder(&deployment.sentinel_url())
+            .connect_timeout(Duration::from_secs(1))
+            .connect(),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.is_connection(), "{err:?}");
+    let text = format!("{err}: {:?}", std::error::Error::source(&err));
+    assert!(text.contains("no majority"), "{text}");
+}
