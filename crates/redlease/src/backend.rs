@@ -4,13 +4,12 @@
 //! Every lock operation is one script call on one [`Node`]; the quorum layer
 //! ([`crate::quorum`]) fans the same calls out to all of its nodes.
 
-use std::sync::{PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::sentinel::SentinelClient;
 use redis::{
     Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Script, ScriptInvocation, Value,
 };
@@ -19,6 +18,7 @@ use crate::error::{Error, Result, is_connection_error};
 use crate::keys::LockKeys;
 use crate::renew::BATCH;
 pub(crate) use crate::replies::Reply;
+use crate::sentinel::Follower;
 use crate::{replies, scripts};
 
 /// How a client reaches its deployment.
@@ -67,8 +67,104 @@ impl Clone for ErasedConn {
 
 impl ErasedConn {
     pub(crate) fn cluster(conn: ClusterConnection) -> Self {
-        Self(Box::new(conn))
+        Self(Box::new(ScriptsWhereNeeded(conn)))
     }
+}
+
+/// A cluster connection that loads a missing script on the one node that needs it.
+///
+/// redis-rs answers `NOSCRIPT` with a `SCRIPT LOAD` that has no key, so the cluster
+/// connection sends it to every primary and waits for all of them: one silent primary
+/// then stalls every call on the healthy ones until the response timeout (a fresh
+/// cluster, a promoted replica, a restarted node: whenever a script is not cached).
+/// Here an `EVALSHA` refused with `NOSCRIPT` is sent again as `EVAL` with the script's
+/// text and the same keys: routed by the key's slot like the `EVALSHA`, it runs the
+/// script and caches it on that node only. The caller never sees the `NOSCRIPT`, so
+/// redis-rs never loads anything itself.
+#[derive(Clone)]
+struct ScriptsWhereNeeded<C>(C);
+
+impl<C: ConnectionLike + Send> ConnectionLike for ScriptsWhereNeeded<C> {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let reply = self.0.req_packed_command(cmd).await;
+            if !noscript(&reply) {
+                return reply;
+            }
+            match as_eval(cmd) {
+                Some(eval) => self.0.req_packed_command(&eval).await,
+                None => reply,
+            }
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipe: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let values = self.0.req_packed_commands(pipe, offset, count).await;
+            let noscript = match &values {
+                Err(e) => e.code() == Some("NOSCRIPT"),
+                Ok(values) => values.iter().any(is_noscript),
+            };
+            if !noscript {
+                return values;
+            }
+            // Every script call of ours is idempotent: the calls that ran run again.
+            let mut evals = redis::pipe();
+            for cmd in pipe.cmd_iter() {
+                match as_eval(cmd) {
+                    Some(eval) => evals.add_command(eval),
+                    None => return values,
+                };
+            }
+            self.0.req_packed_commands(&evals, offset, count).await
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.0.get_db()
+    }
+}
+
+/// Whether a reply (or the error for it) is `NOSCRIPT`: the connection hands error
+/// replies over as values, and the caller's conversion turns them into errors.
+fn noscript(reply: &RedisResult<Value>) -> bool {
+    match reply {
+        Err(e) => e.code() == Some("NOSCRIPT"),
+        Ok(value) => is_noscript(value),
+    }
+}
+
+fn is_noscript(value: &Value) -> bool {
+    matches!(value, Value::ServerError(e) if e.code() == "NOSCRIPT")
+}
+
+/// `EVALSHA <sha> <numkeys> ...` of one of our scripts as `EVAL <text> <numkeys> ...`.
+fn as_eval(cmd: &Cmd) -> Option<Cmd> {
+    let mut args = cmd.args_iter();
+    let redis::Arg::Simple(name) = args.next()? else {
+        return None;
+    };
+    if !name.eq_ignore_ascii_case(b"EVALSHA") {
+        return None;
+    }
+    let redis::Arg::Simple(sha) = args.next()? else {
+        return None;
+    };
+    let source = scripts::source(std::str::from_utf8(sha).ok()?)?;
+    let mut eval = redis::cmd("EVAL");
+    eval.arg(source);
+    for arg in args {
+        let redis::Arg::Simple(arg) = arg else {
+            return None;
+        };
+        eval.arg(arg);
+    }
+    Some(eval)
 }
 
 impl ConnectionLike for Conn {
@@ -109,14 +205,17 @@ pub(crate) struct Node {
 }
 
 struct SentinelLink {
-    client: tokio::sync::Mutex<SentinelClient>,
+    /// Hears the sentinels and names the primary a majority of them elect. While it says
+    /// the primary may have moved (`adrift`), the old connection is not used: it would
+    /// reconnect by itself to the old address, where a crashed primary restarted with an
+    /// empty dataset, or an old primary a planned failover has not demoted yet, may answer
+    /// as a primary for seconds (two primaries granting the same lock).
+    follower: Arc<Follower>,
     config: ConnectionManagerConfig,
-    /// Set from the moment the primary looked moved until the sentinels named one we
-    /// connected to. Meanwhile the old connection is not used: it would reconnect by
-    /// itself to the old address, where a crashed primary restarted with an empty
-    /// dataset may answer as a primary until the sentinels demote it (two primaries
-    /// granting the same lock).
-    adrift: std::sync::atomic::AtomicBool,
+    /// Serialises look-ups: one task asks the sentinels, the others use its answer.
+    lookup: tokio::sync::Mutex<()>,
+    /// Bound on one look-up (the client's response timeout).
+    timeout: std::time::Duration,
 }
 
 impl Node {
@@ -128,22 +227,29 @@ impl Node {
         }
     }
 
-    /// A node whose primary `sentinel` names; `conn` is connected to the current one.
+    /// A node whose primary `follower` names; `conn` is connected to the current one.
     pub(crate) fn with_sentinel(
         conn: ConnectionManager,
-        sentinel: SentinelClient,
+        follower: Arc<Follower>,
         config: ConnectionManagerConfig,
+        timeout: std::time::Duration,
         label: String,
     ) -> Self {
         Self {
             conn: RwLock::new(Conn::Single(conn)),
             sentinel: Some(SentinelLink {
-                client: tokio::sync::Mutex::new(sentinel),
+                follower,
                 config,
-                adrift: std::sync::atomic::AtomicBool::new(false),
+                lookup: tokio::sync::Mutex::new(()),
+                timeout,
             }),
             label,
         }
+    }
+
+    /// The sentinels' follower of a Sentinel-managed node.
+    pub(crate) fn follower(&self) -> Option<&Arc<Follower>> {
+        self.sentinel.as_ref().map(|link| &link.follower)
     }
 
     /// The current connection (a clone of a multiplexed handle).
@@ -161,14 +267,16 @@ impl Node {
         &self,
         invocation: &ScriptInvocation<'_>,
     ) -> RedisResult<T> {
+        let events = self.events();
         let mut conn = self.current().await?;
-        match invocation.invoke_async(&mut conn).await {
+        let result = match invocation.invoke_async(&mut conn).await {
             Err(e) if self.must_follow(&e) => {
                 let mut conn = self.follow(Some(e)).await?;
                 invocation.invoke_async(&mut conn).await
             }
             other => other,
-        }
+        };
+        self.unless_failed_over(events, result)
     }
 
     /// Sends a pipeline of `EVALSHA`s of `script`, loading it on `NOSCRIPT`; follows a
@@ -178,6 +286,7 @@ impl Node {
         pipe: &Pipeline,
         script: &Script,
     ) -> RedisResult<T> {
+        let events = self.events();
         let mut conn = self.current().await?;
         let result = match pipe.query_async(&mut conn).await {
             Err(e) if e.code() == Some("NOSCRIPT") => {
@@ -186,14 +295,15 @@ impl Node {
             }
             other => other,
         };
-        match result {
+        let result = match result {
             Err(e) if self.must_follow(&e) => {
                 let mut conn = self.follow(Some(e)).await?;
                 script.prepare_invoke().load_async(&mut conn).await?;
                 pipe.query_async(&mut conn).await
             }
             other => other,
-        }
+        };
+        self.unless_failed_over(events, result)
     }
 
     /// Sends one plain command.
@@ -206,20 +316,40 @@ impl Node {
         self.sentinel.is_some() && primary_moved(e)
     }
 
+    /// The sentinels' failover events seen so far (0 for other nodes).
+    fn events(&self) -> u64 {
+        self.follower().map_or(0, |f| f.events())
+    }
+
+    /// `result`, unless the sentinels started moving the primary while the call ran: then
+    /// nobody can tell whether the old primary ran it after its replica was promoted (a
+    /// write the new primary never sees), so its outcome is unknown, a connection error
+    /// (an acquisition gives back whatever it may have taken, and tries again).
+    fn unless_failed_over<T>(&self, before: u64, result: RedisResult<T>) -> RedisResult<T> {
+        match result {
+            Ok(_) if self.events() != before => {
+                tracing::debug!(node = %self.label, "the primary changed during the call; its outcome is unknown");
+                Err(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionAborted,
+                    "the sentinels failed the primary over during the call; try again",
+                )))
+            }
+            other => other,
+        }
+    }
+
     /// The connection to use now: for a Sentinel-managed node whose primary moved and
     /// was not found again yet, a fresh one to the primary the sentinels name.
     async fn current(&self) -> RedisResult<Conn> {
         match &self.sentinel {
-            Some(link) if link.adrift.load(std::sync::atomic::Ordering::Acquire) => {
-                self.follow(None).await
-            }
+            Some(link) if link.follower.adrift() => self.follow(None).await,
             _ => Ok(self.conn()),
         }
     }
 
     /// Asks the sentinels for the current primary and connects to it. The future is
-    /// type-erased: the Sentinel client's own futures are deep enough to overflow the
-    /// compiler's recursion limit in every caller's `Send` check otherwise.
+    /// type-erased: the connection's futures are deep enough to overflow the compiler's
+    /// recursion limit in every caller's `Send` check otherwise.
     fn follow(&self, cause: Option<redis::RedisError>) -> BoxFuture<'_, RedisResult<Conn>> {
         Box::pin(async move {
             let Some(link) = &self.sentinel else {
@@ -229,21 +359,29 @@ impl Node {
                 };
             };
             if let Some(cause) = &cause {
-                link.adrift
-                    .store(true, std::sync::atomic::Ordering::Release);
+                link.follower.set_adrift();
                 tracing::info!(node = %self.label, error = %cause, "primary unreachable or demoted; asking the sentinels");
             }
-            let mut sentinel = link.client.lock().await;
-            if cause.is_none() && !link.adrift.load(std::sync::atomic::Ordering::Acquire) {
+            let deadline = tokio::time::Instant::now() + link.timeout;
+            let Ok(_one_at_a_time) = tokio::time::timeout_at(deadline, link.lookup.lock()).await
+            else {
+                return Err(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "still looking for the primary the sentinels elected; try again",
+                )));
+            };
+            if !link.follower.adrift() {
                 // Another task found the primary while we queued for the sentinels.
                 return Ok(self.conn());
             }
-            let client = sentinel.async_get_client().await?;
-            let manager = ConnectionManager::new_with_config(client, link.config.clone()).await?;
+            // A restarted runtime (a client shared by several) listens again.
+            link.follower.listen();
+            let (client, addr) = link.follower.elect(deadline).await?;
+            let manager =
+                ConnectionManager::new_with_config(client.clone(), link.config.clone()).await?;
             let conn = Conn::Single(manager);
             *self.conn.write().unwrap_or_else(PoisonError::into_inner) = conn.clone();
-            link.adrift
-                .store(false, std::sync::atomic::Ordering::Release);
+            link.follower.connected(&addr, &client);
             Ok(conn)
         })
     }
@@ -302,6 +440,9 @@ pub(crate) struct Deployment {
     pub(crate) nodes: Vec<Node>,
     /// The client's bound on one reply (also the per-node bound of a quorum fan-out).
     pub(crate) response_timeout: std::time::Duration,
+    /// Set once the response timeout was found too long for a lease's renewal (warned
+    /// about once).
+    pub(crate) clamped: std::sync::atomic::AtomicBool,
 }
 
 impl Deployment {
@@ -378,12 +519,21 @@ impl Deployment {
         }
     }
 
-    /// Renews `batch`: for each lease, `Some(true)` renewed, `Some(false)` lost (another
-    /// token or none), `None` unknown (no answer; retry).
-    pub(crate) async fn renew(&self, batch: &[RenewItem<'_>]) -> Vec<Option<bool>> {
-        match self.topology {
+    /// Renews `batch`, telling `credit` each lease's outcome as soon as it is known (the
+    /// lease's index in `batch`): `Some(true)` renewed, `Some(false)` lost (another token
+    /// or none), `None` unknown (no answer; retry). In a cluster each primary's group of
+    /// leases is credited when that primary answers, however slow the others are.
+    pub(crate) async fn renew(
+        &self,
+        batch: &[RenewItem<'_>],
+        credit: &(dyn Fn(usize, Option<bool>) + Sync),
+    ) {
+        let outcomes = match self.topology {
             Topology::Quorum => Box::pin(crate::quorum::renew(self, batch)).await,
-            Topology::Cluster => Box::pin(renew_by_slot(self.primary(), batch)).await,
+            Topology::Cluster => {
+                let bound = self.renewal_bound(batch);
+                return Box::pin(renew_by_slot(self.primary(), batch, bound, credit)).await;
+            }
             Topology::Single | Topology::Sentinel => {
                 match Box::pin(renew_on(self.primary(), batch)).await {
                     Ok(renewed) => renewed.into_iter().map(Some).collect(),
@@ -393,7 +543,38 @@ impl Deployment {
                     }
                 }
             }
+        };
+        for (i, outcome) in outcomes.into_iter().enumerate() {
+            credit(i, outcome);
         }
+    }
+
+    /// How long a cluster renewal waits for one primary: the response timeout, but no
+    /// more than a third of the shortest lease in `batch`. A renewal is due a third of
+    /// the lease in; one that waited longer would leave no time to try again before the
+    /// lease runs out, and a slow primary would take the healthy ones' leases with it.
+    fn renewal_bound(&self, batch: &[RenewItem<'_>]) -> std::time::Duration {
+        let shortest = batch
+            .iter()
+            .map(|item| item.ttl_ms)
+            .min()
+            .unwrap_or(u64::MAX);
+        let third =
+            std::time::Duration::from_millis(shortest / 3).max(std::time::Duration::from_millis(1));
+        if third < self.response_timeout
+            && !self
+                .clamped
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            tracing::warn!(
+                response_timeout = ?self.response_timeout,
+                ttl = ?std::time::Duration::from_millis(shortest),
+                "the response timeout is longer than a third of a lock's ttl: cluster renewals \
+                 wait at most a third of the ttl for each primary; lower the response timeout \
+                 or lengthen the ttl"
+            );
+        }
+        self.response_timeout.min(third)
     }
 
     /// Re-sets the lease (a write) and runs `WAIT replicas round` right behind it in one
@@ -523,8 +704,14 @@ pub(crate) async fn renew_on(node: &Node, batch: &[RenewItem<'_>]) -> RedisResul
 
 /// Cluster renewal: a script call may only touch one slot, so the batch is split by slot
 /// and the calls are sent concurrently (the cluster connection pipelines those that go to
-/// the same primary).
-async fn renew_by_slot(node: &Node, batch: &[RenewItem<'_>]) -> Vec<Option<bool>> {
+/// the same primary). Each group waits at most `bound` and is credited as soon as it is
+/// answered.
+async fn renew_by_slot(
+    node: &Node,
+    batch: &[RenewItem<'_>],
+    bound: std::time::Duration,
+    credit: &(dyn Fn(usize, Option<bool>) + Sync),
+) {
     let mut by_slot = std::collections::BTreeMap::<u16, Vec<usize>>::new();
     for (i, item) in batch.iter().enumerate() {
         by_slot
@@ -533,7 +720,7 @@ async fn renew_by_slot(node: &Node, batch: &[RenewItem<'_>]) -> Vec<Option<bool>
             .push(i);
     }
     let groups: Vec<Vec<usize>> = by_slot.into_values().collect();
-    let replies = futures_util::future::join_all(groups.iter().map(|group| async move {
+    futures_util::future::join_all(groups.iter().map(|group| async move {
         let items: Vec<RenewItem<'_>> = group
             .iter()
             .map(|&i| RenewItem {
@@ -542,19 +729,72 @@ async fn renew_by_slot(node: &Node, batch: &[RenewItem<'_>]) -> Vec<Option<bool>
                 ttl_ms: batch[i].ttl_ms,
             })
             .collect();
-        renew_on(node, &items).await
-    }))
-    .await;
-    let mut out = vec![None; batch.len()];
-    for (group, reply) in groups.iter().zip(replies) {
-        match reply {
-            Ok(renewed) => {
+        match tokio::time::timeout(bound, renew_on(node, &items)).await {
+            Ok(Ok(renewed)) if renewed.len() == group.len() => {
                 for (&i, ok) in group.iter().zip(renewed) {
-                    out[i] = Some(ok);
+                    credit(i, Some(ok));
                 }
             }
-            Err(e) => tracing::debug!(error = %e, leases = group.len(), "renewal failed"),
+            Ok(Ok(renewed)) => {
+                tracing::debug!(
+                    leases = group.len(),
+                    replies = renewed.len(),
+                    "renewal reply of the wrong length"
+                );
+                for &i in group {
+                    credit(i, None);
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, leases = group.len(), "renewal failed");
+                for &i in group {
+                    credit(i, None);
+                }
+            }
+            Err(_) => {
+                tracing::debug!(leases = group.len(), ?bound, "renewal not answered in time");
+                for &i in group {
+                    credit(i, None);
+                }
+            }
         }
+    }))
+    .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(cmd: &Cmd) -> Vec<Vec<u8>> {
+        cmd.args_iter()
+            .filter_map(|arg| match arg {
+                redis::Arg::Simple(bytes) => Some(bytes.to_vec()),
+                _ => None,
+            })
+            .collect()
     }
-    out
+
+    #[test]
+    fn a_missing_script_is_sent_again_with_its_text_and_the_same_keys() {
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha
+            .arg(scripts::EXTEND.get_hash())
+            .arg(2)
+            .arg("{k}")
+            .arg("{k}:holder")
+            .arg("token")
+            .arg(1000);
+        let eval = as_eval(&evalsha).unwrap_or_else(|| redis::cmd("NONE"));
+        let eval = words(&eval);
+        assert_eq!(eval[0], b"EVAL");
+        assert_eq!(
+            eval[1],
+            include_str!("../scripts/extend.lua").as_bytes().to_vec()
+        );
+        assert_eq!(words(&evalsha)[2..], eval[2..]);
+        // Not ours, or not a script call: left alone.
+        assert!(as_eval(redis::cmd("EVALSHA").arg("0".repeat(40)).arg(0)).is_none());
+        assert!(as_eval(redis::cmd("GET").arg("k")).is_none());
+    }
 }

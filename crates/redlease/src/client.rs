@@ -8,7 +8,6 @@ use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 
 use tokio_util::task::TaskTracker;
 
@@ -17,6 +16,7 @@ use crate::error::{Error, NodeError, Result};
 use crate::guard::{Leases, release_token};
 use crate::lock::Lock;
 use crate::renew::Renewer;
+use crate::sentinel::Follower;
 use crate::wait::Notifier;
 use crate::wake::{Reach, Wakeups};
 
@@ -107,7 +107,9 @@ impl ClientBuilder {
     /// Per-command reply timeout (default [`DEFAULT_RESPONSE_TIMEOUT`]). Keep it well below
     /// the locks' TTL: a reply that comes later than this is treated as lost, and the
     /// attempt's outcome as unknown. In a quorum it also bounds each node's answer (at
-    /// most a tenth of the lease).
+    /// most a tenth of the lease). In a cluster, renewals wait at most a third of the
+    /// lease for each primary (a longer response timeout is clamped there, with a
+    /// warning), and each primary's leases are credited as soon as it answers.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
@@ -198,15 +200,19 @@ impl ClientBuilder {
                 master,
                 data,
             } => {
-                let mut sentinel = self.sentinel_client(sentinels, master, data.as_deref())?;
-                let redis = Box::pin(sentinel.async_get_client())
+                let follower = self.follower(sentinels, master, data.as_deref())?;
+                follower.listen();
+                let deadline = tokio::time::Instant::now() + self.connect_timeout;
+                let (redis, addr) = Box::pin(follower.elect(deadline))
                     .await
                     .map_err(connecting)?;
                 let conn = ConnectionManager::new_with_config(redis.clone(), config.clone())
                     .await
                     .map_err(connecting)?;
+                follower.connected(&addr, &redis);
                 let label = format!("sentinel master `{master}`");
-                let node = Node::with_sentinel(conn, sentinel, config, label);
+                let node =
+                    Node::with_sentinel(conn, follower, config, self.response_timeout, label);
                 (self.deployment(Topology::Sentinel, vec![node]), Some(redis))
             }
             Endpoints::Cluster(urls) => {
@@ -231,6 +237,20 @@ impl ClientBuilder {
             self.connect_timeout,
             self.response_timeout,
         )?;
+        if let Some(follower) = deployment.primary().follower() {
+            // The grant subscription follows the primary the sentinels elect, and queued
+            // waiters try again as soon as a failover starts (their attempt finds the new
+            // primary and queues there).
+            let notifier = Arc::downgrade(&notifier);
+            follower.on_switch(move |primary| {
+                if let Some(notifier) = notifier.upgrade() {
+                    match primary {
+                        Some(primary) => notifier.follow(primary),
+                        None => notifier.recheck(),
+                    }
+                }
+            });
+        }
         let deployment = Arc::new(deployment);
         Ok(Client {
             inner: Arc::new(Inner {
@@ -260,6 +280,7 @@ impl ClientBuilder {
             topology,
             nodes,
             response_timeout: self.response_timeout,
+            clamped: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -354,23 +375,30 @@ impl ClientBuilder {
         client.get_async_connection().await.map_err(connecting)
     }
 
-    fn sentinel_client(
+    /// The sentinels' follower of `master`; `data` carries the primary's credentials.
+    fn follower(
         &self,
         sentinels: &[String],
         master: &str,
         data: Option<&str>,
-    ) -> Result<SentinelClient> {
-        let mut node_info = SentinelNodeConnectionInfo::default();
-        if let Some(url) = data {
-            let info = redis::IntoConnectionInfo::into_connection_info(url)
-                .map_err(|e| self.bad_url(&e))?;
-            node_info = node_info.set_redis_connection_info(info.redis_settings().clone());
-        }
-        SentinelClient::build(
-            sentinels.iter().map(String::as_str).collect(),
-            master,
-            Some(node_info),
-            SentinelServerType::Master,
+    ) -> Result<Arc<Follower>> {
+        let data = match data {
+            Some(url) => redis::IntoConnectionInfo::into_connection_info(url)
+                .map_err(|e| self.bad_url(&e))?
+                .redis_settings()
+                .clone(),
+            None => redis::RedisConnectionInfo::default(),
+        };
+        let sentinels = sentinels
+            .iter()
+            .map(|url| self.redis_client(url))
+            .collect::<Result<Vec<_>>>()?;
+        Follower::new(
+            sentinels,
+            master.to_owned(),
+            data,
+            self.connect_timeout,
+            self.response_timeout,
         )
         .map_err(|e| self.bad_url(&e))
     }
@@ -566,6 +594,15 @@ impl Client {
 
     /// Starts building a client for the primary named `master` that the sentinels at
     /// `sentinels` (`redis://host:port` each) watch; it follows failovers.
+    ///
+    /// The primary is the address a majority of the listed sentinels name
+    /// (`SENTINEL GET-MASTER-ADDR-BY-NAME`), so list them all: with fewer than a majority
+    /// up, connecting fails. The client listens to every sentinel's failover events
+    /// (`+failover-state-send-slaveof-noone`, `+switch-master`): from the moment a
+    /// failover starts, nothing more is sent to the old primary (which may answer as a
+    /// primary for seconds more), calls then in flight report their outcome unknown, and
+    /// the next ones wait (within the response timeout) for a majority naming the new
+    /// primary. The grant subscription of waiters follows it too.
     pub fn sentinel_builder<S: AsRef<str>>(
         sentinels: impl IntoIterator<Item = S>,
         master: &str,

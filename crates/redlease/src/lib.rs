@@ -111,6 +111,7 @@ mod renew;
 mod replies;
 pub mod resource;
 mod scripts;
+mod sentinel;
 mod token;
 pub mod wait;
 mod wake;

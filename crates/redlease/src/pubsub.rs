@@ -54,8 +54,10 @@ pub(crate) trait Owner: Send + Sync + 'static {
 
 /// One self-healing subscription connection.
 pub(crate) struct Link {
-    /// Tried in turn, one per connection attempt.
-    targets: Vec<redis::Client>,
+    /// Tried in turn, one per connection attempt; replaced by [`Link::retarget`].
+    targets: Mutex<Vec<redis::Client>>,
+    /// Fires the `dropped` signal of the connection up now (to move it elsewhere).
+    current: Mutex<Option<Arc<Notify>>>,
     connect_timeout: Duration,
     response_timeout: Duration,
     owner: Weak<dyn Owner>,
@@ -75,19 +77,9 @@ impl Link {
         response_timeout: Duration,
         owner: Weak<dyn Owner>,
     ) -> redis::RedisResult<Arc<Self>> {
-        let targets = targets
-            .iter()
-            .map(|redis| {
-                let info = redis.get_connection_info().clone();
-                let settings = info
-                    .redis_settings()
-                    .clone()
-                    .set_protocol(redis::ProtocolVersion::RESP3);
-                redis::Client::open(info.set_redis_settings(settings))
-            })
-            .collect::<redis::RedisResult<Vec<_>>>()?;
         Ok(Arc::new(Self {
-            targets,
+            targets: Mutex::new(resp3(targets)?),
+            current: Mutex::new(None),
             connect_timeout,
             response_timeout,
             owner,
@@ -96,6 +88,22 @@ impl Link {
             commands: tokio::sync::Mutex::new(()),
             closed: Arc::new(Notify::new()),
         }))
+    }
+
+    /// Points the link at `targets` from now on: the connection up now (if any) is
+    /// dropped, and the link reconnects there, subscribed to every wanted channel.
+    pub(crate) fn retarget(&self, targets: &[redis::Client]) -> redis::RedisResult<()> {
+        let targets = resp3(targets)?;
+        *self.targets.lock().unwrap_or_else(PoisonError::into_inner) = targets;
+        if let Some(dropped) = self
+            .current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            dropped.notify_one();
+        }
+        Ok(())
     }
 
     fn wanted(&self) -> MutexGuard<'_, BTreeSet<String>> {
@@ -232,7 +240,14 @@ impl Link {
         target: usize,
         dropped: &Arc<Notify>,
     ) -> redis::RedisResult<MultiplexedConnection> {
-        let redis = &self.targets[target % self.targets.len()];
+        let redis = {
+            let targets = self.targets.lock().unwrap_or_else(PoisonError::into_inner);
+            if targets.is_empty() {
+                return Err(timed_out("no pub/sub target"));
+            }
+            targets[target % targets.len()].clone()
+        };
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(dropped));
         let owner = self.owner.clone();
         let dropped = Arc::clone(dropped);
         let config = AsyncConnectionConfig::new()
@@ -271,6 +286,21 @@ impl Drop for Link {
     fn drop(&mut self) {
         self.closed.notify_one();
     }
+}
+
+/// `targets` with RESP3 switched on (pub/sub messages arrive as pushes).
+fn resp3(targets: &[redis::Client]) -> redis::RedisResult<Vec<redis::Client>> {
+    targets
+        .iter()
+        .map(|redis| {
+            let info = redis.get_connection_info().clone();
+            let settings = info
+                .redis_settings()
+                .clone()
+                .set_protocol(redis::ProtocolVersion::RESP3);
+            redis::Client::open(info.set_redis_settings(settings))
+        })
+        .collect()
 }
 
 fn timed_out(what: &'static str) -> redis::RedisError {

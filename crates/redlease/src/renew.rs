@@ -231,46 +231,61 @@ impl Renewer {
             })
             .min()
             .unwrap_or(next);
-        let outcome = tokio::time::timeout_at(deadline, self.send(&batch)).await;
+        // Each lease is credited as soon as its outcome is known (in a cluster, when its
+        // primary answers), not when the whole batch is: a slow or silent primary costs
+        // the others nothing.
+        let answered: Vec<std::sync::atomic::AtomicBool> = batch
+            .iter()
+            .map(|_| std::sync::atomic::AtomicBool::new(false))
+            .collect();
+        let credit = |i: usize, outcome: Option<bool>| {
+            let (Some(due), Some(answered)) = (batch.get(i), answered.get(i)) else {
+                return;
+            };
+            if outcome.is_none() || answered.swap(true, Ordering::AcqRel) {
+                return;
+            }
+            let mut book = self.book();
+            if outcome == Some(true) {
+                due.lease.renewed(sent, due.ttl);
+                if let Some(entry) = book.entries.get_mut(&due.id) {
+                    entry.due = sent + due.ttl / 3;
+                    entry.retrying = false;
+                }
+            } else {
+                due.lease
+                    .lose("a renewal found another token (or none) at the key");
+                book.entries.remove(&due.id);
+            }
+        };
+        let outcome = tokio::time::timeout_at(deadline, self.send(&batch, &credit)).await;
         self.round_trips.fetch_add(1, Ordering::Relaxed);
-        let mut book = self.book();
-        let Ok(renewed) = outcome else {
+        let failed: Vec<&Due> = batch
+            .iter()
+            .zip(&answered)
+            .filter(|(_, answered)| !answered.load(Ordering::Acquire))
+            .map(|(due, _)| due)
+            .collect();
+        if failed.is_empty() {
+            return;
+        }
+        if outcome.is_err() {
             tracing::debug!(
-                leases = batch.len(),
+                leases = failed.len(),
                 "renewal timed out; retrying until the leases run out"
             );
-            retry_later(&mut book, &batch);
-            return;
-        };
-        let mut failed = Vec::new();
-        for (due, outcome) in batch.into_iter().zip(renewed) {
-            match outcome {
-                Some(true) => {
-                    due.lease.renewed(sent, due.ttl);
-                    if let Some(entry) = book.entries.get_mut(&due.id) {
-                        entry.due = sent + due.ttl / 3;
-                        entry.retrying = false;
-                    }
-                }
-                Some(false) => {
-                    due.lease
-                        .lose("a renewal found another token (or none) at the key");
-                    book.entries.remove(&due.id);
-                }
-                None => failed.push(due),
-            }
-        }
-        if !failed.is_empty() {
+        } else {
             tracing::debug!(
                 leases = failed.len(),
                 "renewal failed; retrying until the leases run out"
             );
-            retry_later(&mut book, &failed);
         }
+        retry_later(&mut self.book(), &failed);
     }
 
-    /// Renews `batch` in one round trip per node; per lease: renewed, lost, or unknown.
-    async fn send(&self, batch: &[Due]) -> Vec<Option<bool>> {
+    /// Renews `batch` in one round trip per node, telling `credit` each lease's outcome
+    /// (renewed, lost, or unknown) as soon as it is known.
+    async fn send(&self, batch: &[Due], credit: &(dyn Fn(usize, Option<bool>) + Sync)) {
         let items: Vec<RenewItem<'_>> = batch
             .iter()
             .map(|due| RenewItem {
@@ -279,7 +294,7 @@ impl Renewer {
                 ttl_ms: ttl_millis(due.ttl),
             })
             .collect();
-        self.deployment.renew(&items).await
+        self.deployment.renew(&items, credit).await;
     }
 }
 
@@ -297,7 +312,7 @@ impl Drop for Running {
     }
 }
 
-fn retry_later(book: &mut Book, batch: &[Due]) {
+fn retry_later(book: &mut Book, batch: &[&Due]) {
     let now = Instant::now();
     for due in batch {
         if let Some(entry) = book.entries.get_mut(&due.id) {

@@ -172,6 +172,21 @@ impl Notifier {
         }))
     }
 
+    /// Moves the grant subscription to `primary` (a Sentinel primary the sentinels
+    /// elected): the current connection is dropped and the next one goes there.
+    pub(crate) fn follow(&self, primary: &redis::Client) {
+        if let Some(link) = &self.link
+            && let Err(e) = link.retarget(std::slice::from_ref(primary))
+        {
+            tracing::warn!(error = %e, "the grant subscription cannot follow the new primary; waiters poll");
+        }
+    }
+
+    /// Makes every waiter re-check the lock now (a failover moves the queues elsewhere).
+    pub(crate) fn recheck(&self) {
+        self.epoch.send_modify(|e| *e += 1);
+    }
+
     /// The channel on which this client receives hand-offs.
     pub(crate) fn channel(&self) -> &str {
         &self.channel

@@ -193,3 +193,124 @@ async fn a_cluster_waiter_is_woken_by_the_release() {
     eventually("the subscription to go", listening(0)).await;
     bounded("release", holder.release()).await.unwrap();
 }
+
+/// A script missing on a healthy primary is loaded there only: a silent primary elsewhere
+/// does not stall the locks of the others (redis-rs alone loads it on every primary and
+/// waits for all of them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_primary_does_not_stall_the_others_when_scripts_are_not_cached() {
+    let cluster = cluster();
+    let response_timeout = Duration::from_secs(2);
+    let client = bounded(
+        "connect",
+        Client::cluster_builder(cluster.urls())
+            .response_timeout(response_timeout)
+            .connect(),
+    )
+    .await
+    .unwrap();
+    let lock = client.lock("healthy-primary");
+    let key = lock.keys().unwrap().key().to_owned();
+    let home = cluster
+        .primary_for_slot(cluster.slot(&key).unwrap())
+        .unwrap();
+    let silent = (home + 1) % cluster.primaries().len();
+    let primaries = cluster.primaries();
+    for (i, primary) in primaries.iter().enumerate() {
+        if i != silent {
+            assert_eq!(
+                primary.query(&["SCRIPT", "FLUSH"]).unwrap(),
+                redlease_local::Reply::Status("OK".into())
+            );
+        }
+    }
+    primaries[silent].pause().unwrap();
+    let started = tokio::time::Instant::now();
+    let taken = bounded("try_acquire with a primary silent", lock.try_acquire()).await;
+    let acquired_in = started.elapsed();
+    let released = match taken {
+        Ok(Some(guard)) => bounded("release with a primary silent", guard.release()).await,
+        other => {
+            primaries[silent].resume().unwrap();
+            panic!("expected the lock, got {other:?}");
+        }
+    };
+    let took = started.elapsed();
+    eprintln!("acquired in {acquired_in:?}, released by {took:?}");
+    let left = primaries[home].query(&["EXISTS", &key]);
+    primaries[silent].resume().unwrap();
+    released.unwrap();
+    assert!(
+        acquired_in < response_timeout,
+        "acquiring on a healthy primary took {acquired_in:?}, waiting for the silent one"
+    );
+    assert!(
+        took < response_timeout,
+        "acquiring and releasing on a healthy primary took {took:?}"
+    );
+    assert_eq!(
+        left.unwrap(),
+        redlease_local::Reply::Integer(0),
+        "the release left the lock behind"
+    );
+}
+
+/// Each primary's leases are renewed on their own: a silent primary neither delays the
+/// renewal of leases on the healthy ones nor takes them down with its own, even with a
+/// response timeout two thirds of the ttl (clamped for renewals to a third of it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_primary_does_not_cost_the_healthy_ones_their_leases() {
+    let cluster = Cluster::start_with(3, 0)
+        .unwrap_or_else(|e| panic!("cannot start a cluster without replicas: {e}"));
+    for node in cluster.nodes() {
+        // The healthy primaries keep serving their slots while one is silent.
+        assert_eq!(
+            node.query(&["CONFIG", "SET", "cluster-require-full-coverage", "no"])
+                .unwrap(),
+            redlease_local::Reply::Status("OK".into())
+        );
+    }
+    let client = bounded(
+        "connect",
+        Client::cluster_builder(cluster.urls())
+            .response_timeout(Duration::from_secs(2))
+            .connect(),
+    )
+    .await
+    .unwrap();
+    let ttl = Duration::from_secs(3);
+    let on_primary = |wanted: usize| {
+        (0..10_000)
+            .map(|i| format!("lease-{i}"))
+            .find(|name| {
+                let key = client.lock(name).keys().unwrap().key().to_owned();
+                cluster
+                    .primary_for_slot(cluster.slot(&key).unwrap())
+                    .unwrap()
+                    == wanted
+            })
+            .unwrap()
+    };
+    let (healthy, doomed) = (on_primary(0), on_primary(1));
+    let healthy = bounded("acquire", client.lock(&healthy).ttl(ttl).acquire())
+        .await
+        .unwrap();
+    let doomed = bounded("acquire", client.lock(&doomed).ttl(ttl).acquire())
+        .await
+        .unwrap();
+    let silent = &cluster.primaries()[1];
+    silent.pause().unwrap();
+    let kept = tokio::time::timeout(ttl * 3, healthy.lost()).await.is_err();
+    let doomed_held = doomed.is_held();
+    silent.resume().unwrap();
+    assert!(
+        kept,
+        "a lease on a healthy primary was lost while another primary was silent"
+    );
+    assert!(healthy.is_held());
+    assert!(
+        !doomed_held,
+        "a lease on the silent primary was still believed held after 3 ttls"
+    );
+    bounded("release", healthy.release()).await.unwrap();
+}
