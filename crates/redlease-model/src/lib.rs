@@ -35,16 +35,16 @@ mod timeline;
 
 pub use check::{Discovery, Outcome, Report, STATE_LIMIT, check, check_limited, check_until};
 pub use config::{
-    BeforeWrite, Config, Drift, PauseClock, Persistence, Restart, TokenRule, WriteBack,
+    BeforeWrite, Config, Drift, Fencing, PauseClock, Persistence, Restart, TokenRule, WriteBack,
 };
 pub use model::{
     Action, BOTH_WRITE, ClockId, FENCED_SAFETY, MUTUAL_EXCLUSION, QuorumModel, SOME_REJECT,
     SOME_WRITE,
 };
-pub use properties::{fenced_violation, holders, overlapping_holders};
+pub use properties::{fenced_violation, fenced_violation_shown, holders, overlapping_holders};
 pub use slots::Slots;
 pub use state::{
-    Accepted, Backlog, Before, Budget, Client, LockKey, MAX_CLIENTS, MAX_NODES, Node, Phase, Reply,
-    Request, Resource, State,
+    ABSENT, Accepted, Backlog, Before, Budget, Client, Fence, LockKey, MAX_CLIENTS, MAX_NODES,
+    Node, Phase, Reply, Request, Resource, State,
 };
-pub use timeline::{client_name, node_name, timeline, verdict};
+pub use timeline::{client_name, node_name, timeline, verdict, verdict_of};
