@@ -78,6 +78,7 @@ fn main() -> ExitCode {
         all.retain(|s| !s.slow);
     } else {
         all.extend(scenarios::combined());
+        all.extend(scenarios::hybrid_others());
     }
     if let Some(only) = only {
         all.retain(|s| s.config.name.contains(only.as_str()));
@@ -93,6 +94,11 @@ fn main() -> ExitCode {
             Err(why) => {
                 unexpected += 1;
                 println!("  UNEXPECTED: {why}\n");
+                for outcome in report.outcomes.iter().filter(|o| o.always) {
+                    if let Some(found) = &outcome.discovery {
+                        println!("-- {}:\n{found}", outcome.property);
+                    }
+                }
             }
         }
     }

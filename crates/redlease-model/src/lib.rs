@@ -1,6 +1,9 @@
 //! A [`stateright`] model of redlease's Redlock quorum (`crates/redlease/src/quorum.rs`
-//! with `acquire.lua`, `raise_fence.lua` and `release.lua`) and of its fencing tokens,
-//! checked under clock drift, process pauses, node crashes and lost messages.
+//! with `acquire.lua`, `fence.lua`, `raise_fence.lua` and `release.lua`) and of its
+//! fencing tokens, checked under clock drift, process pauses, node crashes, lost messages,
+//! node clocks stepping back and fencing counters expiring. A node grants with a plain
+//! counter or with `fence.lua`'s hybrid clock, `max(counter + 1, the node's clock)`
+//! ([`Fencing`]).
 //!
 //! - [`Config`] says what one run explores: the deployment, the fault budgets and the
 //!   protocol variant ([`Config::code`] is the code as written, with no fault).

@@ -206,7 +206,10 @@ fn every_scenario_has_a_test() {
 #[ignore = "slow (minutes in a debug build): cargo test -p redlease-model -- --ignored"]
 fn slow_scenarios() {
     let slow = scenarios::all().into_iter().filter(|s| s.slow);
-    for scenario in slow.chain(scenarios::combined()) {
+    let more = scenarios::combined()
+        .into_iter()
+        .chain(scenarios::hybrid_others());
+    for scenario in slow.chain(more) {
         verify(&scenario);
     }
 }
