@@ -289,6 +289,7 @@ impl QuorumModel {
             }
         }
     }
+
     /// The state after `action`, before it is put in canonical form (the `explore`
     /// timeline replays paths with it to show every value as it is); `None` when the
     /// action turns out not to be possible.
