@@ -5,6 +5,7 @@
 //! ```text
 //! cargo run --release -p redlease-model --example explore            # full bounds
 //! cargo run --release -p redlease-model --example explore -- --quick  # what the tests run
+//! cargo run --release -p redlease-model --example explore -- --only hybrid  # names containing "hybrid"
 //! ```
 //! The full run takes about two minutes on one core; `--quick` (the tests' bounds, no slow
 //! scenario) a quarter of that.
@@ -28,10 +29,7 @@ fn counterexample(title: &str, scenario: &Scenario, property: &'static str) {
     }
 }
 
-fn main() -> ExitCode {
-    let quick = std::env::args().any(|a| a == "--quick");
-    let bounds = |s: Scenario| if quick { s.for_tests() } else { s };
-
+fn timelines(quick: bool, bounds: &dyn Fn(Scenario) -> Scenario) {
     counterexample(
         "Unfenced overlap: two clients both believe they hold the lock",
         &bounds(scenarios::pause()),
@@ -54,12 +52,36 @@ fn main() -> ExitCode {
         &bounds(scenarios::no_check()),
         FENCED_SAFETY,
     );
+    counterexample(
+        "Plain counter: a restart without persistence, delayed by a lease, reuses a token",
+        &bounds(scenarios::fixed_delayed_restart_tokens()),
+        FENCED_SAFETY,
+    );
+    counterexample(
+        "Hybrid clock, single node: its clock steps back by more than its outage",
+        &bounds(scenarios::hybrid_single_step_back()),
+        FENCED_SAFETY,
+    );
+}
 
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let only = (args.iter().position(|a| a == "--only")).and_then(|i| args.get(i + 1));
+    let bounds = |s: Scenario| if quick { s.for_tests() } else { s };
+
+    if only.is_none() {
+        timelines(quick, &bounds);
+    }
     let mut all = scenarios::all();
     if quick {
         all.retain(|s| !s.slow);
     } else {
         all.extend(scenarios::combined());
+        all.extend(scenarios::hybrid_others());
+    }
+    if let Some(only) = only {
+        all.retain(|s| s.config.name.contains(only.as_str()));
     }
     let mut unexpected = 0;
     println!("== Every scenario\n");
@@ -72,6 +94,11 @@ fn main() -> ExitCode {
             Err(why) => {
                 unexpected += 1;
                 println!("  UNEXPECTED: {why}\n");
+                for outcome in report.outcomes.iter().filter(|o| o.always) {
+                    if let Some(found) = &outcome.discovery {
+                        println!("-- {}:\n{found}", outcome.property);
+                    }
+                }
             }
         }
     }

@@ -8,7 +8,7 @@ use stateright::{Checker, Expectation, HasDiscoveries, Model};
 
 use crate::config::Config;
 use crate::model::QuorumModel;
-use crate::timeline::{timeline, verdict};
+use crate::timeline::{timeline, verdict_of};
 
 /// A path the checker found for one property: a counterexample for an `always` property,
 /// an example for a `sometimes` one.
@@ -90,10 +90,7 @@ pub fn check_limited(config: Config, stop_at: &[&'static str], state_limit: usiz
                 let steps = path.into_vec();
                 Discovery {
                     steps: timeline(&config, &steps),
-                    verdict: steps
-                        .last()
-                        .map(|(s, _)| verdict(p.name, s))
-                        .unwrap_or_default(),
+                    verdict: verdict_of(&config, p.name, &steps),
                 }
             }),
         })

@@ -74,6 +74,41 @@ pub enum WriteBack {
     Off,
 }
 
+/// How a node grants a fencing token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fencing {
+    /// The earlier scripts: `INCR` of the node's counter (`stored + 1`). A counter that
+    /// is lost (a restart without persistence, an expiry) starts again at 1.
+    Counter,
+    /// `fence.lua`: `max(stored + 1, the node's clock)` (Redis `TIME` in µs), stored back.
+    /// A node's clock is modelled in *fence units*, `per_tick` of them to a tick of the
+    /// global clock: it never stops (not even while the node is down), advances with
+    /// model time, drifts with the node's clock and may step back
+    /// ([`Config::clock_step_back`]). `per_tick` stands for the µs resolution: it must be
+    /// larger than the grants one node can make within one tick (so that a clock that
+    /// moved on by a tick is past every token that node handed out), as a real clock moves
+    /// on by more than a µs between two scripts.
+    HybridClock {
+        /// Fence units per tick.
+        per_tick: u8,
+    },
+}
+
+impl Fencing {
+    /// The hybrid clock with 4 fence units per tick: more than the 2 grants (one per
+    /// client and attempt) a node can make within a tick in one-attempt scenarios, and
+    /// enough for two-attempt ones, whose extra grants need a give-back in between.
+    pub const HYBRID: Fencing = Fencing::HybridClock { per_tick: 4 };
+
+    /// Fence units per tick of a node's clock (0 for a plain counter: no clock).
+    pub fn per_tick(self) -> i8 {
+        match self {
+            Fencing::Counter => 0,
+            Fencing::HybridClock { per_tick } => i8::try_from(per_tick).unwrap_or(i8::MAX),
+        }
+    }
+}
+
 /// What a client does between getting the guard and writing to the resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BeforeWrite {
@@ -129,7 +164,10 @@ pub struct Config {
     /// before the run: grants some node missed while it was down or unreachable). Nodes
     /// are interchangeable, so only one order of each set of counters is explored, and
     /// only sets whose lowest counter is 0 (adding the same number to every counter adds
-    /// it to every token and changes nothing else).
+    /// it to every token and changes nothing else). Under [`Fencing::HybridClock`], a
+    /// spread of 0 starts every node without a counter (never used, expired, or one its
+    /// clock has passed: all three grant alike), and 1 or more lets each node start
+    /// either so or with a grant at this very instant (counter = its clock).
     pub counter_spread: u8,
     /// How the token is chosen.
     pub token_rule: TokenRule,
@@ -137,6 +175,20 @@ pub struct Config {
     pub write_back: WriteBack,
     /// The client's behaviour before its write.
     pub before_write: BeforeWrite,
+    /// How a node grants a fencing token.
+    pub fencing: Fencing,
+    /// How far (in ticks) a node's clock steps back when it does (an NTP correction, a VM
+    /// restored on a host whose clock is behind). Redis keys expire on the wall clock, so
+    /// a key present on that node lives that much longer.
+    pub clock_step_back: u8,
+    /// How many node clocks may step back in one run, each once, at any moment (0: clocks
+    /// never step back).
+    pub clocks_stepping_back: u8,
+    /// Fencing counters that may expire in one run (`fence.lua` keeps a counter 7 days
+    /// after the last grant). A counter expires only on a node holding no lock key and,
+    /// under [`Fencing::HybridClock`], only once the node's clock is past it: a stronger
+    /// fault than 7 days without a grant.
+    pub counter_expiries: u8,
 }
 
 impl Config {
@@ -169,6 +221,10 @@ impl Config {
             token_rule: TokenRule::MajorityMax,
             write_back: WriteBack::Unconditional,
             before_write: BeforeWrite::CheckIsHeld,
+            fencing: Fencing::Counter,
+            clock_step_back: 0,
+            clocks_stepping_back: 0,
+            counter_expiries: 0,
         }
     }
 

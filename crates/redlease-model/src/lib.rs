@@ -1,6 +1,9 @@
 //! A [`stateright`] model of redlease's Redlock quorum (`crates/redlease/src/quorum.rs`
-//! with `acquire.lua`, `raise_fence.lua` and `release.lua`) and of its fencing tokens,
-//! checked under clock drift, process pauses, node crashes and lost messages.
+//! with `acquire.lua`, `fence.lua`, `raise_fence.lua` and `release.lua`) and of its
+//! fencing tokens, checked under clock drift, process pauses, node crashes, lost messages,
+//! node clocks stepping back and fencing counters expiring. A node grants with a plain
+//! counter or with `fence.lua`'s hybrid clock, `max(counter + 1, the node's clock)`
+//! ([`Fencing`]).
 //!
 //! - [`Config`] says what one run explores: the deployment, the fault budgets and the
 //!   protocol variant ([`Config::code`] is the code as written, with no fault).
@@ -35,16 +38,16 @@ mod timeline;
 
 pub use check::{Discovery, Outcome, Report, STATE_LIMIT, check, check_limited, check_until};
 pub use config::{
-    BeforeWrite, Config, Drift, PauseClock, Persistence, Restart, TokenRule, WriteBack,
+    BeforeWrite, Config, Drift, Fencing, PauseClock, Persistence, Restart, TokenRule, WriteBack,
 };
 pub use model::{
     Action, BOTH_WRITE, ClockId, FENCED_SAFETY, MUTUAL_EXCLUSION, QuorumModel, SOME_REJECT,
     SOME_WRITE,
 };
-pub use properties::{fenced_violation, holders, overlapping_holders};
+pub use properties::{fenced_violation, fenced_violation_shown, holders, overlapping_holders};
 pub use slots::Slots;
 pub use state::{
-    Accepted, Backlog, Before, Budget, Client, LockKey, MAX_CLIENTS, MAX_NODES, Node, Phase, Reply,
-    Request, Resource, State,
+    ABSENT, Accepted, Backlog, Before, Budget, Client, Fence, LockKey, MAX_CLIENTS, MAX_NODES,
+    Node, Phase, Reply, Request, Resource, State,
 };
-pub use timeline::{client_name, node_name, timeline, verdict};
+pub use timeline::{client_name, node_name, timeline, verdict, verdict_of};

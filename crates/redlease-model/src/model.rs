@@ -3,10 +3,10 @@
 
 use stateright::{Model, Property};
 
-use crate::config::{Config, Drift, TokenRule};
+use crate::config::{Config, Drift, Fencing, TokenRule};
 use crate::properties::{fenced_violation, holders};
 use crate::slots::Slots;
-use crate::state::{Backlog, Budget, Client, Node, Phase, Reply, Resource, State};
+use crate::state::{ABSENT, Backlog, Budget, Client, Fence, Node, Phase, Reply, Resource, State};
 
 /// A clock that can drift.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -80,6 +80,10 @@ pub enum Action {
     Crash(usize),
     /// A crashed node rejoins.
     Restart(usize),
+    /// A node's clock steps back by [`Config::clock_step_back`] ticks.
+    StepBack(usize),
+    /// A node's fencing counter expires.
+    ExpireCounter(usize),
 }
 
 /// The model of `redlease`'s quorum protocol for one [`Config`].
@@ -107,19 +111,28 @@ impl QuorumModel {
         QuorumModel { config }
     }
 
-    /// Every nondecreasing vector of counters in `0..=counter_spread` starting at 0.
-    fn initial_counters(&self) -> Vec<Vec<u8>> {
-        let mut all: Vec<Vec<u8>> = vec![Vec::new()];
+    /// Every nondecreasing vector of counters in `0..=counter_spread` starting at 0; under
+    /// the hybrid clock, of counters absent or at the clock (absent only, for a spread of
+    /// 0).
+    fn initial_counters(&self) -> Vec<Vec<Fence>> {
+        if let Fencing::HybridClock { .. } = self.config.fencing {
+            let at_clock = usize::from(self.config.counter_spread.min(1));
+            return (0..=self.config.nodes * at_clock)
+                .map(|k| {
+                    let mut v = vec![ABSENT; self.config.nodes - k];
+                    v.resize(self.config.nodes, 0);
+                    v
+                })
+                .collect();
+        }
+        let spread = i8::try_from(self.config.counter_spread).unwrap_or(i8::MAX);
+        let mut all: Vec<Vec<Fence>> = vec![Vec::new()];
         for _ in 0..self.config.nodes {
             all = all
                 .into_iter()
                 .flat_map(|prefix| {
                     let low = prefix.last().copied().unwrap_or(0);
-                    let high = if prefix.is_empty() {
-                        0
-                    } else {
-                        self.config.counter_spread
-                    };
+                    let high = if prefix.is_empty() { 0 } else { spread };
                     (low..=high).map(move |c| {
                         let mut v = prefix.clone();
                         v.push(c);
@@ -166,8 +179,10 @@ impl QuorumModel {
         let clients = (state.clients.iter().enumerate())
             .filter(|(_, c)| !c.drifted && c.measures())
             .map(|(i, _)| ClockId::Client(i));
+        // Under the hybrid clock a node's clock also sets its grants, so any node may drift.
+        let hybrid = self.config.fencing != Fencing::Counter;
         let nodes = (state.nodes.iter().enumerate())
-            .filter(|(_, n)| !n.drifted && n.lock.is_some())
+            .filter(|(_, n)| !n.drifted && (hybrid || n.lock.is_some()))
             .map(|(i, _)| ClockId::Node(i));
         for clock in clients.chain(nodes) {
             let (slow, fast) = match (self.config.drift, clock) {
@@ -266,64 +281,19 @@ impl QuorumModel {
             if !n.up && n.down_for >= self.config.restart.min_down {
                 actions.push(Action::Restart(i));
             }
+            if state.budget.steps_back > 0 && !n.stepped_back {
+                actions.push(Action::StepBack(i));
+            }
+            if state.budget.expiries > 0 && self.may_expire(n) {
+                actions.push(Action::ExpireCounter(i));
+            }
         }
     }
-}
 
-impl Model for QuorumModel {
-    type State = State;
-    type Action = Action;
-
-    fn init_states(&self) -> Vec<State> {
-        let cfg = &self.config;
-        (self.initial_counters().into_iter())
-            .map(|counters| State {
-                nodes: (counters.into_iter())
-                    .map(|counter| Node {
-                        up: true,
-                        down_for: 0,
-                        lock: None,
-                        counter,
-                        drifted: false,
-                    })
-                    .collect(),
-                clients: (0..cfg.clients)
-                    .map(|_| Client {
-                        phase: Phase::Idle,
-                        drifted: false,
-                        paused: false,
-                        attempts_left: cfg.attempts,
-                        acquired: false,
-                        replies: Slots::filled(cfg.nodes, Reply::Unsent),
-                        backlog: Slots::filled(cfg.nodes, Backlog::Empty),
-                    })
-                    .collect(),
-                resource: Resource {
-                    highest: 0,
-                    accepted: Slots::empty(),
-                    rejected: 0,
-                },
-                budget: Budget {
-                    drifts: cfg.drifting_clocks,
-                    pauses: cfg.pauses,
-                    crashes: cfg.crashes,
-                    losses: cfg.lost_messages,
-                },
-            })
-            .collect()
-    }
-
-    fn actions(&self, state: &State, actions: &mut Vec<Action>) {
-        if state.clients.iter().all(|c| c.phase == Phase::Done) {
-            return;
-        }
-        self.clock_actions(state, actions);
-        self.client_actions(state, actions);
-        Self::network_actions(state, actions);
-        self.node_actions(state, actions);
-    }
-
-    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+    /// The state after `action`, before it is put in canonical form (the `explore`
+    /// timeline replays paths with it to show every value as it is); `None` when the
+    /// action turns out not to be possible.
+    pub fn apply(&self, last: &State, action: Action) -> Option<State> {
         let mut s = *last;
         match action {
             Action::Tick => self.tick(&mut s, None),
@@ -356,7 +326,77 @@ impl Model for QuorumModel {
             Action::Resume(i) => s.clients[i].paused = false,
             Action::Crash(i) => self.crash(&mut s, i),
             Action::Restart(i) => s.nodes[i].up = true,
+            Action::StepBack(i) => self.step_back(&mut s, i),
+            Action::ExpireCounter(i) => self.expire_counter(&mut s, i),
         }
+        Some(s)
+    }
+}
+
+impl Model for QuorumModel {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        let cfg = &self.config;
+        (self.initial_counters().into_iter())
+            .map(|counters| State {
+                nodes: (counters.into_iter())
+                    .map(|counter| Node {
+                        up: true,
+                        down_for: 0,
+                        lock: None,
+                        counter,
+                        clock: 0,
+                        drifted: false,
+                        stepped_back: false,
+                    })
+                    .collect(),
+                clients: (0..cfg.clients)
+                    .map(|_| Client {
+                        phase: Phase::Idle,
+                        drifted: false,
+                        paused: false,
+                        attempts_left: cfg.attempts,
+                        acquired: false,
+                        replies: Slots::filled(cfg.nodes, Reply::Unsent),
+                        backlog: Slots::filled(cfg.nodes, Backlog::Empty),
+                    })
+                    .collect(),
+                resource: Resource {
+                    highest: self.lost_counter(),
+                    accepted: Slots::empty(),
+                    rejected: 0,
+                },
+                budget: Budget {
+                    drifts: cfg.drifting_clocks,
+                    pauses: cfg.pauses,
+                    crashes: cfg.crashes,
+                    losses: cfg.lost_messages,
+                    steps_back: cfg.clocks_stepping_back,
+                    expiries: cfg.counter_expiries,
+                },
+            })
+            .map(|mut s| {
+                self.canonical(&mut s);
+                s
+            })
+            .collect()
+    }
+
+    fn actions(&self, state: &State, actions: &mut Vec<Action>) {
+        if state.clients.iter().all(|c| c.phase == Phase::Done) {
+            return;
+        }
+        self.clock_actions(state, actions);
+        self.client_actions(state, actions);
+        Self::network_actions(state, actions);
+        self.node_actions(state, actions);
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut s = self.apply(last, action)?;
+        self.canonical(&mut s);
         // A step that changes nothing (time passing over an idle system) is no new state.
         (s != *last).then_some(s)
     }

@@ -1,6 +1,6 @@
 //! The properties checked, as plain functions of a state.
 
-use crate::state::State;
+use crate::state::{Fence, State};
 use crate::timeline::client_name;
 
 /// The clients that believe they hold the lock in `state` (see
@@ -24,6 +24,12 @@ pub fn holders(state: &State) -> usize {
 /// - it accepted a write of a holder after a write of a *newer* holder, one whose
 ///   acquisition began only after the older holder's `acquire` had returned.
 pub fn fenced_violation(state: &State) -> Option<String> {
+    fenced_violation_shown(state, &|v| v.to_string())
+}
+
+/// As [`fenced_violation`], with tokens written by `show` (the timeline gives hybrid-clock
+/// tokens, kept relative to global time, their absolute value).
+pub fn fenced_violation_shown(state: &State, show: &dyn Fn(Fence) -> String) -> Option<String> {
     let log = &state.resource.accepted;
     for (j, later) in log.iter().enumerate() {
         for earlier in &log[..j] {
@@ -31,20 +37,22 @@ pub fn fenced_violation(state: &State) -> Option<String> {
             if later.token < earlier.token {
                 return Some(format!(
                     "the resource accepted token {} after token {}",
-                    later.token, earlier.token
+                    show(later.token),
+                    show(earlier.token)
                 ));
             }
             if later.token == earlier.token && later.client != earlier.client {
                 return Some(format!(
                     "the resource accepted token {} from two holders, {new} and {old}",
-                    later.token
+                    show(later.token)
                 ));
             }
             if earlier.after & (1 << later.client) != 0 {
                 return Some(format!(
                     "the resource accepted {old}'s write (token {}) after {new}'s (token {}), \
                      though {new} began to acquire only after {old}'s acquire had returned",
-                    later.token, earlier.token
+                    show(later.token),
+                    show(earlier.token)
                 ));
             }
         }

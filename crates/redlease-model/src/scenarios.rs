@@ -3,7 +3,7 @@
 
 use crate::check::{Report, check_limited};
 use crate::config::{
-    BeforeWrite, Config, Drift, PauseClock, Persistence, Restart, TokenRule, WriteBack,
+    BeforeWrite, Config, Drift, Fencing, PauseClock, Persistence, Restart, TokenRule, WriteBack,
 };
 use crate::model::{FENCED_SAFETY, MUTUAL_EXCLUSION};
 
@@ -300,6 +300,148 @@ pub fn fixed_counter_only() -> Scenario {
     Scenario::new(config, Expect::Holds, Expect::Violated)
 }
 
+/// The fix with a plain counter; a counter expires between two holders (a node holding
+/// no key loses it, as `fence.lua`'s 7-day expiry would): it starts again at 1, and a
+/// later holder can be handed a token already used.
+pub fn fixed_counter_expires() -> Scenario {
+    let config = with("fix: counter expires", |c| {
+        fixed(c);
+        c.counter_expiries = 1;
+    });
+    Scenario::new(config, Expect::Violated, Expect::Unchecked)
+}
+
+/// `fence.lua`'s hybrid clock on top of the fix, as the code now runs.
+fn hybrid(config: &mut Config) {
+    fixed(config);
+    config.fencing = Fencing::HYBRID;
+}
+
+/// The hybrid clock, no fault: both properties hold.
+pub fn hybrid_no_fault() -> Scenario {
+    let config = with("hybrid: no fault", hybrid);
+    Scenario::new(config, Expect::Holds, Expect::Holds)
+}
+
+/// The hybrid clock; a node without persistence crashes and stays down for a whole lease
+/// (Redlock's delayed restart, the row [`fixed_delayed_restart_tokens`] breaks): its
+/// counter is gone, but its clock went on, and every grant after the restart is past
+/// every token it handed out before. Both properties hold.
+pub fn hybrid_delayed_restart() -> Scenario {
+    let config = with("hybrid: crash, no persistence, delayed restart", |c| {
+        hybrid(c);
+        c.crashes = 1;
+        c.restart = restart(Persistence::Nothing, c.ttl);
+    });
+    let mut scenario = Scenario::new(config, Expect::Holds, Expect::Holds);
+    // Some nodes may start with a grant at this instant: the tokens a plain counter
+    // would reuse.
+    scenario.test_spread = 1;
+    scenario
+}
+
+/// The hybrid clock; a node without persistence crashes and restarts a tick later, while
+/// the key it lost may still be live: the lock breaks, the tokens hold.
+pub fn hybrid_quick_restart() -> Scenario {
+    let config = with("hybrid: crash, no persistence, restart after a tick", |c| {
+        hybrid(c);
+        c.crashes = 1;
+        c.restart = restart(Persistence::Nothing, 1);
+    });
+    let mut scenario = Scenario::new(config, Expect::Holds, Expect::Violated);
+    // Some nodes may start with a grant at this instant: the tokens a plain counter
+    // would reuse.
+    scenario.test_spread = 1;
+    scenario
+}
+
+/// The hybrid clock; a counter expires between two holders, as in
+/// [`fixed_counter_expires`]: fencing holds.
+pub fn hybrid_counter_expires() -> Scenario {
+    let config = with("hybrid: counter expires", |c| {
+        hybrid(c);
+        c.counter_expiries = 1;
+    });
+    let mut scenario = Scenario::new(config, Expect::Holds, Expect::Holds);
+    // Some nodes may start with a grant at this instant: the tokens a plain counter
+    // would reuse.
+    scenario.test_spread = 1;
+    scenario
+}
+
+/// The hybrid clock; a node's clock steps back two ticks, no crash: the stored counter
+/// keeps that node's grants rising. Fencing holds (the lock may not: the key on that
+/// node lives two ticks longer).
+pub fn hybrid_step_back() -> Scenario {
+    let config = with("hybrid: a clock steps back 2 ticks, no crash", |c| {
+        hybrid(c);
+        c.clock_step_back = 2;
+        c.clocks_stepping_back = 1;
+    });
+    Scenario::new(config, Expect::Holds, Expect::Unchecked)
+}
+
+/// A single Redis server (majority 1) with a plain counter: a crash without persistence,
+/// restart a tick later. The counter starts again at 1: tokens go back.
+pub fn single_restart() -> Scenario {
+    let config = with(
+        "single node: crash, no persistence, restart after a tick",
+        |c| {
+            fixed(c);
+            c.nodes = 1;
+            c.crashes = 1;
+            c.restart = restart(Persistence::Nothing, 1);
+        },
+    );
+    Scenario::new(config, Expect::Violated, Expect::Unchecked)
+}
+
+/// As [`single_restart`] with the hybrid clock: the server's clock went on while it was
+/// down, so its first grant after the restart is past every token before. Fencing holds.
+pub fn hybrid_single_restart() -> Scenario {
+    let mut scenario = single_restart();
+    scenario.config.name = "hybrid, single node: crash, no persistence, restart after a tick";
+    scenario.config.fencing = Fencing::HYBRID;
+    scenario.fenced = Expect::Holds;
+    scenario.test_spread = 0;
+    scenario
+}
+
+/// Mutation of the clock assumption, single server: down a tick, and its clock steps back
+/// two, more than the outage and as much as the time since its last grant: after the
+/// restart it grants a token it already handed out. Fencing breaks.
+pub fn hybrid_single_step_back() -> Scenario {
+    let mut scenario = hybrid_single_restart();
+    scenario.config.name =
+        "hybrid, single node: crash, no persistence, down 1 tick, clock steps back 2";
+    scenario.config.clock_step_back = 2;
+    scenario.config.clocks_stepping_back = 1;
+    scenario.fenced = Expect::Violated;
+    scenario.mutual_exclusion = Expect::Unchecked;
+    scenario.test_spread = 1;
+    scenario
+}
+
+/// The hybrid clock, 3 nodes: a node without persistence is down a tick and its clock
+/// steps back two, more than the outage. Its own grants fall behind, but every majority
+/// includes another node whose clock (or counter) is past the old tokens, and the token is
+/// the majority's largest: fencing holds. The lock does not (the key lost in the crash).
+/// Every node starts without a counter, to stay within [`STATE_LIMIT`](crate::STATE_LIMIT).
+pub fn hybrid_one_clock_back() -> Scenario {
+    let config = with(
+        "hybrid: crash, no persistence, down 1 tick, one clock steps back 2",
+        |c| {
+            hybrid(c);
+            c.crashes = 1;
+            c.restart = restart(Persistence::Nothing, 1);
+            c.clock_step_back = 2;
+            c.clocks_stepping_back = 1;
+            c.counter_spread = 0;
+        },
+    );
+    Scenario::new(config, Expect::Holds, Expect::Violated).slow()
+}
+
 /// Every scenario the tests check, in the order the `explore` example prints them.
 pub fn all() -> Vec<Scenario> {
     vec![
@@ -323,6 +465,16 @@ pub fn all() -> Vec<Scenario> {
         fixed_delayed_restart(),
         fixed_delayed_restart_tokens(),
         fixed_counter_only(),
+        fixed_counter_expires(),
+        hybrid_no_fault(),
+        hybrid_delayed_restart(),
+        hybrid_quick_restart(),
+        hybrid_counter_expires(),
+        hybrid_step_back(),
+        single_restart(),
+        hybrid_single_restart(),
+        hybrid_single_step_back(),
+        hybrid_one_clock_back(),
     ]
 }
 
@@ -353,4 +505,81 @@ pub fn combined() -> Vec<Scenario> {
             c.lost_messages = 1;
         }),
     ]
+}
+
+/// The fix's other rows with the hybrid clock, for the `explore` example and the ignored
+/// test: the clock does not weaken what the counter guaranteed. Every counter starts
+/// absent (as the tests' bounds).
+pub fn hybrid_others() -> Vec<Scenario> {
+    let run = |name, change: fn(&mut Config), lock| {
+        let mut config = with(name, change);
+        hybrid(&mut config);
+        config.counter_spread = 0;
+        Scenario::new(config, Expect::Holds, lock).slow()
+    };
+    vec![
+        run(
+            "hybrid: pause (clock runs)",
+            |c| c.pauses = 1,
+            Expect::Violated,
+        ),
+        run(
+            "hybrid: drift within the allowance",
+            |c| c.drifting_clocks = 1,
+            Expect::Holds,
+        ),
+        run(
+            "hybrid: drift beyond the allowance",
+            |c| {
+                c.drifting_clocks = 2;
+                c.drift = Drift::Adversarial;
+            },
+            Expect::Violated,
+        ),
+        run(
+            "hybrid: crash (node persists everything)",
+            |c| c.crashes = 1,
+            Expect::Holds,
+        ),
+        run(
+            "hybrid: lost message",
+            |c| c.lost_messages = 1,
+            Expect::Holds,
+        ),
+        run(
+            "hybrid: client skips is_held()",
+            |c| c.before_write = BeforeWrite::JustWrite,
+            Expect::Unchecked,
+        ),
+        run(
+            "hybrid: crash, no persistence, down 2 ticks, one clock drifting a tick",
+            |c| {
+                c.crashes = 1;
+                c.restart = restart(Persistence::Nothing, 2);
+                c.drifting_clocks = 1;
+            },
+            Expect::Unchecked,
+        ),
+        hybrid_restart_within_skew(),
+    ]
+}
+
+/// The hybrid clock, 3 nodes: one node's clock runs a tick ahead of the others, and a
+/// node without persistence is down only a tick. A token taken from the fast clock and
+/// written back to the node that then crashes is remembered by no node of the next
+/// majority, whose clocks have just caught up with it: two holders get the same token.
+/// The outage (the time a lost counter is not needed) must exceed the skew between node
+/// clocks.
+pub fn hybrid_restart_within_skew() -> Scenario {
+    let config = with(
+        "hybrid: crash, no persistence, down 1 tick, one clock drifting a tick",
+        |c| {
+            hybrid(c);
+            c.crashes = 1;
+            c.restart = restart(Persistence::Nothing, 1);
+            c.drifting_clocks = 1;
+            c.counter_spread = 0;
+        },
+    );
+    Scenario::new(config, Expect::Violated, Expect::Unchecked).slow()
 }

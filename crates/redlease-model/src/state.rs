@@ -7,6 +7,19 @@ pub const MAX_NODES: usize = 5;
 /// The most clients a model may have.
 pub const MAX_CLIENTS: usize = 3;
 
+/// A fencing token or counter value.
+///
+/// Under [`Fencing::Counter`](crate::Fencing::Counter) it is the counter itself. Under
+/// [`Fencing::HybridClock`](crate::Fencing::HybridClock) it is kept *relative to global
+/// time* (the value minus the global clock, in fence units), so that states hold no
+/// absolute time: every value drops by `per_tick` on each tick, and values that every
+/// clock has left behind for good are renumbered by rank (see
+/// `QuorumModel::canonical`), since only their order still matters.
+pub type Fence = i8;
+
+/// No counter (and, for the resource, no token accepted yet): below every value.
+pub const ABSENT: Fence = Fence::MIN;
+
 /// A node's lock key: whose owner token it holds and how long it has left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LockKey {
@@ -26,10 +39,16 @@ pub struct Node {
     pub down_for: u8,
     /// The lock key, when present and not expired.
     pub lock: Option<LockKey>,
-    /// The fencing counter (`INCR` on every fresh grant, raised by `raise_fence.lua`).
-    pub counter: u8,
+    /// The fencing counter (the last grant, raised by `raise_fence.lua`), or [`ABSENT`].
+    pub counter: Fence,
+    /// Under the hybrid clock, the node's clock (`TIME`) minus the global clock, in fence
+    /// units: changed by drift and by a step back, never by a crash. Always 0 under a
+    /// plain counter.
+    pub clock: Fence,
     /// Whether this node's clock has used its one drift step.
     pub drifted: bool,
+    /// Whether this node's clock has stepped back (once at most).
+    pub stepped_back: bool,
 }
 
 /// The reply a client holds for one node during a fan-out.
@@ -44,7 +63,7 @@ pub enum Reply {
     /// in time, was down, or the reply was lost (the client acts the same on all of them).
     Failed,
     /// `acquire.lua` granted (fresh, or already ours) with this counter value.
-    Granted(u8),
+    Granted(Fence),
     /// Write-back: done.
     Yes,
     /// Write-back (only while held): the key is not ours.
@@ -57,7 +76,7 @@ pub enum Request {
     /// `acquire.lua`.
     Acquire,
     /// `raise_fence.lua` with this token.
-    Raise(u8),
+    Raise(Fence),
 }
 
 /// Requests a client stopped waiting for (its timeout fired) that are still on their way:
@@ -71,9 +90,9 @@ pub enum Backlog {
     /// A timed-out acquire.
     Acquire,
     /// A timed-out write-back.
-    Raise(u8),
+    Raise(Fence),
     /// A timed-out acquire, then a timed-out write-back to the same node.
-    AcquireRaise(u8),
+    AcquireRaise(Fence),
 }
 
 impl Backlog {
@@ -138,7 +157,7 @@ pub enum Phase {
         /// Client-clock ticks left of the lease's validity.
         valid_left: u8,
         /// The chosen token.
-        token: u8,
+        token: Fence,
         /// Granting nodes whose counter already equals the token.
         at_fence: u8,
         /// Acquisitions that had returned before this attempt was sent.
@@ -147,7 +166,7 @@ pub enum Phase {
     /// `acquire` returned a guard.
     Holding {
         /// The fencing token.
-        token: u8,
+        token: Fence,
         /// Client-clock ticks left before `valid_until` (0: `is_held()` is false).
         valid_left: u8,
         /// Acquisitions that had returned before this attempt was sent.
@@ -156,7 +175,7 @@ pub enum Phase {
     /// Decided to write (checked `is_held()`, or does not check); the write is next.
     Writing {
         /// The fencing token.
-        token: u8,
+        token: Fence,
         /// Acquisitions that had returned before this attempt was sent.
         after: Before,
     },
@@ -189,7 +208,7 @@ pub struct Accepted {
     /// The writer.
     pub client: u8,
     /// Its fencing token.
-    pub token: u8,
+    pub token: Fence,
     /// The acquisitions that had returned before the writer's own acquisition began.
     pub after: Before,
 }
@@ -198,8 +217,9 @@ pub struct Accepted {
 /// highest it has accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Resource {
-    /// The highest token accepted so far (0: none).
-    pub highest: u8,
+    /// The highest token accepted so far (0 under a plain counter, [`ABSENT`] under the
+    /// hybrid clock: none).
+    pub highest: Fence,
     /// The writes accepted, in order.
     pub accepted: Slots<Accepted, MAX_CLIENTS>,
     /// Writes rejected for carrying an older token.
@@ -217,6 +237,10 @@ pub struct Budget {
     pub crashes: u8,
     /// Messages the network may still lose.
     pub losses: u8,
+    /// Clock steps back left.
+    pub steps_back: u8,
+    /// Counter expiries left.
+    pub expiries: u8,
 }
 
 /// The whole system at one instant. There is no absolute time in it: every deadline is
@@ -258,6 +282,43 @@ impl Client {
             Phase::Holding { valid_left, .. } => valid_left > 0,
             Phase::Writing { .. } => true,
             _ => false,
+        }
+    }
+}
+
+impl State {
+    /// Calls `f` on every fencing value in the state that is not [`ABSENT`]: the nodes'
+    /// counters, the tokens the clients hold, send or received, and the resource's.
+    pub fn for_each_fence(&mut self, mut f: impl FnMut(&mut Fence)) {
+        let mut visit = |v: &mut Fence| {
+            if *v != ABSENT {
+                f(v);
+            }
+        };
+        for n in &mut self.nodes {
+            visit(&mut n.counter);
+        }
+        for c in &mut self.clients {
+            match &mut c.phase {
+                Phase::Raising { token, .. }
+                | Phase::Holding { token, .. }
+                | Phase::Writing { token, .. } => visit(token),
+                Phase::Idle | Phase::Acquiring { .. } | Phase::Done => {}
+            }
+            for r in &mut c.replies {
+                if let Reply::Granted(f) = r {
+                    visit(f);
+                }
+            }
+            for b in &mut c.backlog {
+                if let Backlog::Raise(t) | Backlog::AcquireRaise(t) = b {
+                    visit(t);
+                }
+            }
+        }
+        visit(&mut self.resource.highest);
+        for a in &mut self.resource.accepted {
+            visit(&mut a.token);
         }
     }
 }

@@ -1,11 +1,12 @@
 //! The steps themselves: what each action does to the state, following `quorum.rs` and
 //! the Lua scripts.
 
-use crate::config::{BeforeWrite, PauseClock, Persistence, WriteBack};
+use crate::config::{BeforeWrite, Drift, Fencing, PauseClock, Persistence, WriteBack};
 use crate::model::{ClockId, QuorumModel};
 use crate::slots::Slots;
 use crate::state::{
-    Accepted, Backlog, Before, Client, LockKey, MAX_NODES, Node, Phase, Reply, Request, State,
+    ABSENT, Accepted, Backlog, Before, Client, Fence, LockKey, MAX_NODES, Node, Phase, Reply,
+    Request, State,
 };
 
 impl QuorumModel {
@@ -52,14 +53,18 @@ impl QuorumModel {
         let n = &mut state.nodes[node];
         let ours = n.lock.is_some_and(|l| usize::from(l.owner) == client);
         match request {
-            // acquire.lua: SET NX PX, INCR on a fresh grant; our own key: GET the counter.
+            // acquire.lua: SET NX PX and a grant (INCR, or fence.lua's max(stored + 1,
+            // TIME)); our own key: GET the counter.
             Request::Acquire => match n.lock {
                 None => {
                     n.lock = Some(LockKey {
                         owner: u8::try_from(client).unwrap_or(u8::MAX),
                         ttl_left: self.config.ttl,
                     });
-                    n.counter = n.counter.saturating_add(1);
+                    n.counter = match self.config.fencing {
+                        Fencing::Counter => n.counter.saturating_add(1),
+                        Fencing::HybridClock { .. } => n.counter.saturating_add(1).max(n.clock),
+                    };
                     Reply::Granted(n.counter)
                 }
                 Some(_) if ours => Reply::Granted(n.counter),
@@ -132,7 +137,7 @@ impl QuorumModel {
         c.replies.fill(Reply::Unsent);
     }
 
-    pub(crate) fn hold(state: &mut State, i: usize, token: u8, valid_left: u8, after: Before) {
+    pub(crate) fn hold(state: &mut State, i: usize, token: Fence, valid_left: u8, after: Before) {
         let c = &mut state.clients[i];
         c.phase = Phase::Holding {
             token,
@@ -153,7 +158,7 @@ impl QuorumModel {
         lost: Option<usize>,
     ) {
         let c = &state.clients[i];
-        let fences: Vec<Option<u8>> = (c.replies.iter())
+        let fences: Vec<Option<Fence>> = (c.replies.iter())
             .map(|r| match r {
                 Reply::Granted(f) => Some(*f),
                 _ => None,
@@ -309,8 +314,16 @@ impl QuorumModel {
     }
 
     pub(crate) fn tick(&self, state: &mut State, slow: Option<ClockId>) {
+        // Under the hybrid clock, values are kept relative to global time, which moves on
+        // by a tick; a slow node's clock falls behind it by as much.
+        let per_tick = self.config.fencing.per_tick();
+        if per_tick > 0 {
+            state.for_each_fence(|v| *v = v.saturating_sub(per_tick).max(ABSENT + 1));
+        }
         for (i, n) in state.nodes.iter_mut().enumerate() {
-            if slow != Some(ClockId::Node(i)) {
+            if slow == Some(ClockId::Node(i)) {
+                n.clock = n.clock.saturating_sub(per_tick);
+            } else {
                 Self::node_clock_tick(n);
             }
             if !n.up {
@@ -342,13 +355,106 @@ impl QuorumModel {
     pub(crate) fn fast(&self, state: &mut State, clock: ClockId) {
         match clock {
             ClockId::Client(i) => self.client_clock_tick(&mut state.clients[i]),
-            ClockId::Node(i) => Self::node_clock_tick(&mut state.nodes[i]),
+            ClockId::Node(i) => {
+                let n = &mut state.nodes[i];
+                Self::node_clock_tick(n);
+                n.clock = n.clock.saturating_add(self.config.fencing.per_tick());
+            }
         }
         Self::mark_drifted(state, clock);
     }
 
+    /// A node's clock steps back by [`Config::clock_step_back`](crate::Config) ticks:
+    /// `TIME` reads that much less, and a key present lives that much longer (Redis
+    /// expires keys on the wall clock).
+    pub(crate) fn step_back(&self, state: &mut State, i: usize) {
+        state.budget.steps_back = state.budget.steps_back.saturating_sub(1);
+        let back = self.config.clock_step_back;
+        let n = &mut state.nodes[i];
+        let units = i8::try_from(back)
+            .unwrap_or(i8::MAX)
+            .saturating_mul(self.config.fencing.per_tick());
+        n.clock = n.clock.saturating_sub(units);
+        n.stepped_back = true;
+        if let Some(l) = &mut n.lock {
+            l.ttl_left = l.ttl_left.saturating_add(back);
+        }
+    }
+
+    /// A node's fencing counter expires (`EX` of `fence.lua`): it is gone, as after a
+    /// restart without persistence.
+    pub(crate) fn expire_counter(&self, state: &mut State, i: usize) {
+        state.budget.expiries = state.budget.expiries.saturating_sub(1);
+        state.nodes[i].counter = self.lost_counter();
+    }
+
+    /// A counter that is gone: `GET` answers nil, read as 0.
+    pub(crate) fn lost_counter(&self) -> Fence {
+        match self.config.fencing {
+            Fencing::Counter => 0,
+            Fencing::HybridClock { .. } => ABSENT,
+        }
+    }
+
+    /// Whether a node's counter may expire now: the node holds no lock key (the counter
+    /// outlives every key by days) and, under the hybrid clock, its clock is past the
+    /// counter.
+    pub(crate) fn may_expire(&self, n: &Node) -> bool {
+        let counted = match self.config.fencing {
+            Fencing::Counter => n.counter > 0,
+            Fencing::HybridClock { .. } => n.counter != ABSENT && n.counter < n.clock,
+        };
+        n.up && n.lock.is_none() && counted
+    }
+
+    /// The lowest value any node's clock can read from now on, relative to global time:
+    /// a value below it only ever meets other values in comparisons, never a clock.
+    fn clock_floor(&self, state: &State) -> i16 {
+        let per_tick = i16::from(self.config.fencing.per_tick());
+        let step = i16::from(self.config.clock_step_back) * per_tick;
+        let may_step = state.budget.steps_back > 0;
+        let may_slow = state.budget.drifts > 0 && self.config.drift == Drift::Any;
+        (state.nodes.iter())
+            .map(|n| {
+                let slow = if may_slow && !n.drifted { per_tick } else { 0 };
+                let back = if may_step && !n.stepped_back { step } else { 0 };
+                i16::from(n.clock) - slow - back
+            })
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// The canonical form of a hybrid-clock state: the values below every clock's floor
+    /// (see [`clock_floor`](Self::clock_floor)) are renumbered just below it by rank,
+    /// keeping their order and equalities, which is all that can still matter about them.
+    /// This keeps the states finite though values keep falling as time passes.
+    pub(crate) fn canonical(&self, state: &mut State) {
+        if self.config.fencing == Fencing::Counter {
+            return;
+        }
+        let floor = self.clock_floor(state);
+        let mut old: Vec<Fence> = Vec::new();
+        state.for_each_fence(|v| {
+            if i16::from(*v) < floor {
+                old.push(*v);
+            }
+        });
+        if old.is_empty() {
+            return;
+        }
+        old.sort_unstable_by(|a, b| b.cmp(a));
+        old.dedup();
+        state.for_each_fence(|v| {
+            if let Some(rank) = old.iter().position(|o| o == v) {
+                let rank = i16::try_from(rank).unwrap_or(i16::MAX);
+                *v = i8::try_from(floor - 1 - rank).unwrap_or(ABSENT + 1);
+            }
+        });
+    }
+
     pub(crate) fn crash(&self, state: &mut State, i: usize) {
         state.budget.crashes = state.budget.crashes.saturating_sub(1);
+        let lost = self.lost_counter();
         let n = &mut state.nodes[i];
         n.up = false;
         n.down_for = 0;
@@ -357,7 +463,7 @@ impl QuorumModel {
             Persistence::CounterOnly => n.lock = None,
             Persistence::Nothing => {
                 n.lock = None;
-                n.counter = 0;
+                n.counter = lost;
             }
         }
         // The connections break: requests on their way to the node are lost.

@@ -2,14 +2,17 @@
 //!
 //! States hold no absolute time (only what is left or elapsed on each clock), so the
 //! timeline replays the path to give each step its global time `t` and each clock its
-//! reading, all starting at 0.
+//! reading, all starting at 0. Under the hybrid clock, the path is replayed without the
+//! canonical renumbering (`QuorumModel::apply`) and every fencing value is shown as an
+//! absolute one: the value plus the global time in fence units, so `TIME` reads 0 on every
+//! node at the start.
 
 use std::fmt::Write as _;
 
-use crate::config::{Config, PauseClock, Persistence};
-use crate::model::{Action, ClockId, MUTUAL_EXCLUSION};
-use crate::properties::{fenced_violation, overlapping_holders};
-use crate::state::{Phase, Reply, Request, State};
+use crate::config::{Config, Fencing, PauseClock, Persistence};
+use crate::model::{Action, ClockId, MUTUAL_EXCLUSION, QuorumModel};
+use crate::properties::{fenced_violation, fenced_violation_shown, overlapping_holders};
+use crate::state::{ABSENT, Fence, Phase, Reply, Request, State};
 
 /// `A`, `B`, ... for client 0, 1, ...
 pub fn client_name(i: impl Into<usize>) -> String {
@@ -29,9 +32,11 @@ pub fn node_name(i: usize) -> String {
 /// Global time and every clock's reading, replayed along a path.
 #[derive(Debug, Clone)]
 struct Clocks {
-    now: u32,
-    clients: Vec<u32>,
-    nodes: Vec<u32>,
+    now: i32,
+    clients: Vec<i32>,
+    nodes: Vec<i32>,
+    /// Fence units per tick (0: a plain counter).
+    per_tick: i32,
 }
 
 impl Clocks {
@@ -45,6 +50,10 @@ impl Clocks {
             }
             Action::Fast(ClockId::Node(i)) => {
                 self.nodes[i] += 1;
+                return;
+            }
+            Action::StepBack(i) => {
+                self.nodes[i] -= i32::from(config.clock_step_back);
                 return;
             }
             _ => return,
@@ -63,7 +72,16 @@ impl Clocks {
         }
     }
 
-    fn reading(&self, clock: ClockId) -> u32 {
+    /// A fencing value as the timeline shows it: absolute, or `none`.
+    fn fence(&self, v: Fence) -> String {
+        if v == ABSENT {
+            "none".to_owned()
+        } else {
+            (i32::from(v) + self.per_tick * self.now).to_string()
+        }
+    }
+
+    fn reading(&self, clock: ClockId) -> i32 {
         match clock {
             ClockId::Client(i) => self.clients[i],
             ClockId::Node(i) => self.nodes[i],
@@ -81,25 +99,28 @@ impl Clocks {
 /// The steps of a path (`(state, action taken from it)`, the last with no action) as
 /// numbered lines; runs of plain ticks are folded into one line.
 pub fn timeline(config: &Config, steps: &[(State, Option<Action>)]) -> Vec<String> {
+    let steps = replay(config, steps);
     let Some((first, _)) = steps.first() else {
         return Vec::new();
     };
-    let mut clocks = Clocks {
-        now: 0,
-        clients: vec![0; first.clients.len()],
-        nodes: vec![0; first.nodes.len()],
-    };
+    let mut clocks = start_clocks(config, first);
     let counters: Vec<String> = (first.nodes.iter().enumerate())
-        .map(|(i, n)| format!("{} {}", node_name(i), n.counter))
+        .map(|(i, n)| format!("{} {}", node_name(i), clocks.fence(n.counter)))
         .collect();
+    let time = match config.fencing {
+        Fencing::Counter => String::new(),
+        Fencing::HybridClock { per_tick } => {
+            format!(" (a node's TIME reads {per_tick} units a tick of its clock)")
+        }
+    };
     let mut lines = vec![(
         0,
         format!(
-            "start: fence counters {}; every clock reads 0",
+            "start: fence counters {}; every clock reads 0{time}",
             counters.join(", ")
         ),
     )];
-    let mut ticks_from: Option<u32> = None;
+    let mut ticks_from: Option<i32> = None;
     for pair in steps.windows(2) {
         let [(prev, Some(action)), (next, _)] = pair else {
             continue;
@@ -124,7 +145,55 @@ pub fn timeline(config: &Config, steps: &[(State, Option<Action>)]) -> Vec<Strin
         .collect()
 }
 
-fn time_passes(from: u32, clocks: &Clocks, state: &State) -> String {
+fn start_clocks(config: &Config, first: &State) -> Clocks {
+    Clocks {
+        now: 0,
+        clients: vec![0; first.clients.len()],
+        nodes: vec![0; first.nodes.len()],
+        per_tick: i32::from(config.fencing.per_tick()),
+    }
+}
+
+/// The path with every state as `QuorumModel::apply` leaves it (no canonical
+/// renumbering of values every clock has left behind), so that values can be shown as
+/// they are.
+fn replay(config: &Config, steps: &[(State, Option<Action>)]) -> Vec<(State, Option<Action>)> {
+    let model = QuorumModel::new(config.clone());
+    let mut raw: Vec<(State, Option<Action>)> = Vec::with_capacity(steps.len());
+    for (state, action) in steps {
+        let state = match raw.last() {
+            Some((prev, Some(a))) => model.apply(prev, *a).unwrap_or(*state),
+            _ => *state,
+        };
+        raw.push((state, *action));
+    }
+    raw
+}
+
+/// What the last state of a discovery shows, with values as the timeline shows them.
+pub fn verdict_of(config: &Config, property: &str, steps: &[(State, Option<Action>)]) -> String {
+    let steps = replay(config, steps);
+    let Some((first, _)) = steps.first() else {
+        return String::new();
+    };
+    let mut clocks = start_clocks(config, first);
+    for pair in steps.windows(2) {
+        if let [(prev, Some(action)), _] = pair {
+            clocks.advance(config, prev, *action);
+        }
+    }
+    let Some((last, _)) = steps.last() else {
+        return String::new();
+    };
+    if property != MUTUAL_EXCLUSION
+        && let Some(found) = fenced_violation_shown(last, &|v| clocks.fence(v))
+    {
+        return found;
+    }
+    verdict(property, last)
+}
+
+fn time_passes(from: i32, clocks: &Clocks, state: &State) -> String {
     let mut text = format!("time passes (t={from} -> t={})", clocks.now);
     let paused: Vec<String> = (state.clients.iter().enumerate())
         .filter(|(_, c)| c.paused)
@@ -161,12 +230,16 @@ fn describe(
             clocks.reading(clock)
         ),
         Action::Start(i) => format!(
-            "{} sends acquire (SET NX PX {} + INCR) to every node at its clock {}; \
+            "{} sends acquire (SET NX PX {} + {}) to every node at its clock {}; \
              a guard from this attempt is valid while its clock < {}",
             client_name(i),
             config.ttl,
+            match config.fencing {
+                Fencing::Counter => "INCR",
+                Fencing::HybridClock { .. } => "max(counter + 1, TIME)",
+            },
             clocks.clients[i],
-            clocks.clients[i] + u32::from(config.ttl.saturating_sub(config.drift_allowance))
+            clocks.clients[i] + i32::from(config.ttl.saturating_sub(config.drift_allowance))
         ),
         Action::Deliver { client, node } => delivered(clocks, prev, next, client, node),
         Action::DeliverNoReply { client, node } => format!(
@@ -188,7 +261,7 @@ fn describe(
             node_name(node)
         ),
         Action::Check(i) => checked(clocks, prev, next, i),
-        Action::Write(i) => wrote(prev, next, i),
+        Action::Write(i) => wrote(clocks, prev, next, i),
         Action::Pause(i) => match config.pause_clock {
             PauseClock::Runs => format!(
                 "{} is paused (GC pause / SIGSTOP: its monotonic clock keeps running)",
@@ -219,9 +292,38 @@ fn describe(
             next.nodes[i]
                 .lock
                 .map_or_else(|| "none".to_owned(), |l| client_name(l.owner)),
-            next.nodes[i].counter
+            clocks.fence(next.nodes[i].counter)
+        ),
+        Action::StepBack(i) => format!(
+            "{}'s clock steps back {} tick(s) (reads {}{}){}",
+            node_name(i),
+            config.clock_step_back,
+            clocks.nodes[i],
+            time_reading(clocks, next, i),
+            if next.nodes[i].lock.is_some() {
+                "; its key lives that much longer"
+            } else {
+                ""
+            }
+        ),
+        Action::ExpireCounter(i) => format!(
+            "{}'s fencing counter expires ({} -> none){}",
+            node_name(i),
+            clocks.fence(prev.nodes[i].counter),
+            time_reading(clocks, next, i)
         ),
     }
+}
+
+/// `, TIME t` under the hybrid clock: what `TIME` reads on the node, in fence units.
+fn time_reading(clocks: &Clocks, state: &State, node: usize) -> String {
+    if clocks.per_tick == 0 {
+        return String::new();
+    }
+    format!(
+        ", TIME {}",
+        clocks.per_tick * clocks.now + i32::from(state.nodes[node].clock)
+    )
 }
 
 fn delivered(clocks: &Clocks, prev: &State, next: &State, client: usize, node: usize) -> String {
@@ -241,14 +343,15 @@ fn delivered(clocks: &Clocks, prev: &State, next: &State, client: usize, node: u
         Some(Request::Acquire) => match before.lock {
             None => format!(
                 "{n} runs {name}'s acquire{late}: grants, key set until {n}'s clock reads {}; \
-                 counter {} -> {}",
-                clocks.nodes[node] + u32::from(after.lock.map_or(0, |l| l.ttl_left)),
-                before.counter,
-                after.counter
+                 counter {} -> {}{}",
+                clocks.nodes[node] + i32::from(after.lock.map_or(0, |l| l.ttl_left)),
+                clocks.fence(before.counter),
+                clocks.fence(after.counter),
+                time_reading(clocks, prev, node)
             ),
             Some(l) if usize::from(l.owner) == client => format!(
                 "{n} runs {name}'s acquire{late}: its own key, granted again with counter {}",
-                after.counter
+                clocks.fence(after.counter)
             ),
             Some(l) => format!(
                 "{n} runs {name}'s acquire{late}: refused, the key holds {}'s token",
@@ -256,12 +359,14 @@ fn delivered(clocks: &Clocks, prev: &State, next: &State, client: usize, node: u
             ),
         },
         Some(Request::Raise(token)) if reply == Reply::No && late.is_empty() => {
+            let token = clocks.fence(token);
             format!("{n} refuses {name}'s raise_fence({token}): the key is not {name}'s")
         }
         Some(Request::Raise(token)) => format!(
-            "{n} runs {name}'s raise_fence({token}){late}: counter {} -> {}{}",
-            before.counter,
-            after.counter,
+            "{n} runs {name}'s raise_fence({}){late}: counter {} -> {}{}",
+            clocks.fence(token),
+            clocks.fence(before.counter),
+            clocks.fence(after.counter),
             match before.lock {
                 Some(l) if usize::from(l.owner) == client => String::new(),
                 Some(l) => format!(" (though the key is {}'s now)", client_name(l.owner)),
@@ -277,7 +382,7 @@ fn decided(clocks: &Clocks, prev: &State, next: &State, i: usize) -> String {
     let (before, after) = (&prev.clients[i], &next.clients[i]);
     let replies: Vec<String> = (before.replies.iter().enumerate())
         .filter(|(_, r)| **r != Reply::Unsent)
-        .map(|(n, r)| format!("{} {}", node_name(n), reply_text(*r)))
+        .map(|(n, r)| format!("{} {}", node_name(n), reply_text(clocks, *r)))
         .collect();
     let replies = replies.join(", ");
     let clock = clocks.clients[i];
@@ -294,15 +399,19 @@ fn decided(clocks: &Clocks, prev: &State, next: &State, i: usize) -> String {
             "one node's counter, not the largest"
         }
     };
+    let show = |token| clocks.fence(token);
     match (before.phase, after.phase) {
         (Phase::Acquiring { .. }, Phase::Raising { token, .. }) => format!(
-            "{name} counts the replies ({replies}): a majority, in time; token {token} \
-             ({}); sends raise_fence({token}) to the nodes behind",
-            which(token)
+            "{name} counts the replies ({replies}): a majority, in time; token {} \
+             ({}); sends raise_fence({}) to the nodes behind",
+            show(token),
+            which(token),
+            show(token)
         ),
         (Phase::Acquiring { .. }, Phase::Holding { token, .. }) => format!(
             "{name} counts the replies ({replies}): a majority, in time; \
-             acquire returns a guard with fencing token {token} ({})",
+             acquire returns a guard with fencing token {} ({})",
+            show(token),
             which(token)
         ),
         (
@@ -311,9 +420,11 @@ fn decided(clocks: &Clocks, prev: &State, next: &State, i: usize) -> String {
                 token, valid_left, ..
             },
         ) => format!(
-            "{name} counts the write-back replies ({replies}): token {token} is on a \
-             majority; acquire returns a guard with fencing token {token} \
+            "{name} counts the write-back replies ({replies}): token {} is on a \
+             majority; acquire returns a guard with fencing token {} \
              (is_held() {} at its clock {clock})",
+            show(token),
+            show(token),
             if valid_left > 0 {
                 "true"
             } else {
@@ -327,12 +438,12 @@ fn decided(clocks: &Clocks, prev: &State, next: &State, i: usize) -> String {
     }
 }
 
-fn reply_text(reply: Reply) -> String {
+fn reply_text(clocks: &Clocks, reply: Reply) -> String {
     match reply {
         Reply::Unsent => "-".to_owned(),
         Reply::Pending => "timed out".to_owned(),
         Reply::Failed => "no".to_owned(),
-        Reply::Granted(f) => format!("granted/{f}"),
+        Reply::Granted(f) => format!("granted/{}", clocks.fence(f)),
         Reply::Yes => "ok".to_owned(),
         Reply::No => "not ours".to_owned(),
     }
@@ -356,7 +467,7 @@ fn checked(clocks: &Clocks, prev: &State, next: &State, i: usize) -> String {
     }
 }
 
-fn wrote(prev: &State, next: &State, i: usize) -> String {
+fn wrote(clocks: &Clocks, prev: &State, next: &State, i: usize) -> String {
     let name = client_name(i);
     let token = match prev.clients[i].phase {
         Phase::Writing { token, .. } => token,
@@ -368,9 +479,10 @@ fn wrote(prev: &State, next: &State, i: usize) -> String {
         "REJECTS"
     };
     format!(
-        "the resource {verdict} {name}'s write with token {token} (highest so far {}); \
+        "the resource {verdict} {name}'s write with token {} (highest so far {}); \
          {name} releases on every node",
-        prev.resource.highest
+        clocks.fence(token),
+        clocks.fence(prev.resource.highest)
     )
 }
 

@@ -143,19 +143,73 @@ fn fix_needs_only_the_counter_to_survive() {
 }
 
 #[test]
+fn a_counter_that_expires_breaks_the_plain_counter() {
+    verify(&scenarios::fixed_counter_expires());
+}
+
+#[test]
+fn hybrid_clock_without_a_fault_keeps_both() {
+    verify(&scenarios::hybrid_no_fault());
+}
+
+#[test]
+fn hybrid_clock_keeps_the_tokens_across_a_delayed_restart_without_persistence() {
+    // The plain counter's row, `delayed_restart_without_persistence_breaks_the_tokens`,
+    // with fence.lua's rule: the lock and the tokens both hold.
+    verify(&scenarios::hybrid_delayed_restart());
+}
+
+#[test]
+fn hybrid_clock_keeps_the_tokens_across_a_quick_restart_without_persistence() {
+    verify(&scenarios::hybrid_quick_restart());
+}
+
+#[test]
+fn hybrid_clock_keeps_the_tokens_when_a_counter_expires() {
+    verify(&scenarios::hybrid_counter_expires());
+}
+
+#[test]
+fn hybrid_clock_keeps_the_tokens_when_a_clock_steps_back_without_a_crash() {
+    verify(&scenarios::hybrid_step_back());
+}
+
+#[test]
+fn plain_counter_single_node_restart_without_persistence_reuses_a_token() {
+    verify(&scenarios::single_restart());
+}
+
+#[test]
+fn hybrid_clock_single_node_restart_without_persistence_keeps_the_tokens() {
+    verify(&scenarios::hybrid_single_restart());
+}
+
+#[test]
+fn mutation_a_clock_stepping_back_past_the_outage_breaks_the_tokens() {
+    let report = verify(&scenarios::hybrid_single_step_back());
+    let found = report.discovery(FENCED_SAFETY).unwrap();
+    let text = found.to_string();
+    assert!(text.contains("steps back 2 tick(s)"), "{text}");
+    assert!(text.contains("counter none -> "), "{text}");
+}
+
+#[test]
 fn every_scenario_has_a_test() {
     // One test per scenario above (so they run in parallel and fail by name); the slow
     // ones run in `slow_scenarios`.
     let fast = scenarios::all().iter().filter(|s| !s.slow).count();
-    assert_eq!(scenarios::all().len(), fast + 2);
-    assert_eq!(fast, 18);
+    assert_eq!(scenarios::all().len(), fast + 3);
+    assert_eq!(fast, 27);
 }
 
 #[test]
 #[ignore = "slow (minutes in a debug build): cargo test -p redlease-model -- --ignored"]
 fn slow_scenarios() {
     let slow = scenarios::all().into_iter().filter(|s| s.slow);
-    for scenario in slow.chain(scenarios::combined()) {
+    let more = scenarios::combined()
+        .into_iter()
+        .chain(scenarios::hybrid_others());
+    for scenario in slow.chain(more) {
         verify(&scenario);
     }
 }
