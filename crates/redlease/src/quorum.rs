@@ -49,7 +49,10 @@
 //! µs, above every earlier token as long as its clock is not behind the time at which
 //! the latest token was granted (by any node) by more than the time since then, so
 //! nodes must keep their clocks synchronised (NTP: milliseconds) and never step them back
-//! by more than an outage lasts.
+//! by more than an outage lasts; and a node that lost its counter must stay down longer
+//! than the skew between the nodes' clocks (the model found two holders sharing a token
+//! when a node restarted within the skew: a token taken from a fast clock, written back
+//! to the node that then crashed, is remembered by no node of the next majority).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
