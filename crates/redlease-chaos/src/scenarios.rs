@@ -284,11 +284,11 @@ pub(crate) fn matrix() -> Vec<Scenario> {
     rows.extend([delay, lose]);
     rows.extend(crate::partition::rows());
     rows.push(row(
-        "sentinel failover (async replication)",
+        "sentinel planned failover (SENTINEL FAILOVER)",
         Fault::SentinelFailover,
         Sent,
-        DataLoss,
-        "writes not yet replicated are lost: a lock can be lost; tokens keep growing",
+        Exclusive,
+        "clients leave the old primary when the sentinels start the failover: no overlap, tokens keep growing",
     ));
     let mut with = row(
         "sentinel failover, min_replicas 1",
