@@ -241,17 +241,17 @@ async fn fencing_is_monotonic_when_majorities_share_one_node() {
     // A and B have issued tokens far above everyone's clock (tokens take the server's
     // time in µs when it is higher); C, D and E have not: only the write-back to C can
     // carry the first token into the second majority.
-    const AHEAD: u64 = 4_000_000_000_000_000;
+    let ahead: u64 = 4_000_000_000_000_000;
     for i in [0, 1] {
         let mut conn = raw(&nodes[i]).await;
-        let () = conn.set(&fence_key, AHEAD).await.unwrap();
+        let () = conn.set(&fence_key, ahead).await.unwrap();
     }
     nodes[3].kill();
     nodes[4].kill();
     let first = bounded("acquire on A, B, C", lock.acquire()).await.unwrap();
     let first_token = first.fencing_token().get();
     assert!(
-        first_token > AHEAD,
+        first_token > ahead,
         "token {first_token} is not above A's and B's counters"
     );
     bounded("release", first.release()).await.unwrap();
