@@ -16,7 +16,6 @@ use redis::{
 
 use crate::error::{Error, Result, is_connection_error};
 use crate::keys::LockKeys;
-use crate::renew::BATCH;
 pub(crate) use crate::replies::Reply;
 use crate::sentinel::Follower;
 use crate::{replies, scripts};
@@ -670,6 +669,9 @@ pub(crate) async fn extend_on(
     invocation.key(&keys.holder).arg(token).arg(ttl_ms);
     replies::flag("extend.lua", &node.invoke(&invocation).await?)
 }
+
+/// Leases per `renew.lua` call in a renewal round trip (each touches 2 keys).
+pub(crate) const BATCH: usize = 500;
 
 /// One pipeline of `renew.lua` calls (batches of [`BATCH`] leases) on one node.
 pub(crate) async fn renew_on(node: &Node, batch: &[RenewItem<'_>]) -> RedisResult<Vec<bool>> {

@@ -13,14 +13,8 @@ use tracing::Instrument;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
-use crate::lock::{ttl_millis, validate_ttl};
 use crate::token::{FencingToken, OwnerToken};
-
-/// The safety margin subtracted from every lease: `ttl / 100 + 2 ms`, the Redlock rule for
-/// clock drift between this process and Redis.
-pub fn drift(ttl: Duration) -> Duration {
-    ttl / 100 + Duration::from_millis(2)
-}
+use crate::ttl::{drift, ttl_millis, validate_ttl};
 
 /// Where a lease stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

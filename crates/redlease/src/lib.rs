@@ -113,6 +113,7 @@ pub mod resource;
 mod scripts;
 mod sentinel;
 mod token;
+mod ttl;
 pub mod wait;
 mod wake;
 
@@ -127,12 +128,13 @@ pub use client::{
 };
 pub use default_client::{default_client, set_default_client};
 pub use error::{Error, NodeError, Result, is_connection_error};
-pub use guard::{Guard, drift};
+pub use guard::Guard;
 pub use keys::LockKeys;
-pub use lock::{DEFAULT_PREFIX, DEFAULT_TTL, DEFAULT_WAIT, Lock, MAX_TTL, MIN_TTL};
+pub use lock::{DEFAULT_PREFIX, DEFAULT_TTL, DEFAULT_WAIT, Lock};
 pub use owner::Owner;
 pub use renew::Renewal;
 pub use token::FencingToken;
+pub use ttl::{MAX_TTL, MIN_TTL, drift};
 pub use wait::{Retry, Wait};
 
 #[cfg(feature = "macros")]

@@ -17,6 +17,7 @@ use crate::keys::LockKeys;
 use crate::owner::Owner;
 use crate::renew::Renewal;
 use crate::token::{FencingToken, OwnerToken};
+use crate::ttl::{MAX_TTL, ttl_millis, validate_ttl};
 use crate::wait::{Registration, Retry, Wait, jitter};
 use crate::wake::Watch;
 
@@ -26,10 +27,6 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 pub const DEFAULT_WAIT: Wait = Wait::For(Duration::from_secs(10));
 /// Key prefix when none is set.
 pub const DEFAULT_PREFIX: &str = "redlease:";
-/// The shortest lease accepted: shorter ones would be eaten by the drift margin.
-pub const MIN_TTL: Duration = Duration::from_millis(10);
-/// The longest lease accepted (30 days).
-pub const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// The longest pause between attempts while Redis cannot be reached or refuses for now
 /// (the lock's [`Retry`] may cap it lower).
@@ -115,7 +112,8 @@ impl Lock {
         LockKeys::new(&self.prefix, &self.name)
     }
 
-    /// Lease length (default [`DEFAULT_TTL`], between [`MIN_TTL`] and [`MAX_TTL`]).
+    /// Lease length (default [`DEFAULT_TTL`], between [`MIN_TTL`](crate::MIN_TTL) and
+    /// [`MAX_TTL`]).
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self
@@ -757,20 +755,4 @@ async fn wait_for_news(
         () = tokio::time::sleep_until(wake) => None,
         _ = epochs.changed() => None,
     }
-}
-
-/// Checks a lease length.
-pub(crate) fn validate_ttl(ttl: Duration) -> Result<()> {
-    if ttl < MIN_TTL || ttl > MAX_TTL {
-        return Err(Error::InvalidOption {
-            option: "ttl",
-            reason: format!("{ttl:?} is outside the accepted range {MIN_TTL:?} ..= 30 days"),
-        });
-    }
-    Ok(())
-}
-
-/// Whole milliseconds of a validated duration.
-pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
-    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
 }

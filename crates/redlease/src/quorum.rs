@@ -69,9 +69,9 @@ use crate::backend::{
     AcquireArgs, Conn, Deployment, RenewItem, Reply, extend_on, fan_out, renew_on,
 };
 use crate::error::{Error, NodeError, Result};
-use crate::guard::drift;
 use crate::keys::LockKeys;
 use crate::scripts;
+use crate::ttl::drift;
 
 /// One attempt on every node.
 ///

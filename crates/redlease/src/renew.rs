@@ -4,7 +4,7 @@
 //! A lease of length `ttl` falls due for renewal `ttl/3` after it was last set. When the
 //! scheduler wakes for the earliest due lease, it also takes every lease that falls due
 //! within the next `ttl/6` of its own (renewing a little early costs nothing), and renews
-//! them all in **one pipelined round trip**: batches of up to [`BATCH`] leases per
+//! them all in **one pipelined round trip**: batches of up to `BATCH` (in `backend`) leases per
 //! `EVALSHA` of `scripts/renew.lua`. Ten thousand locks acquired within a few seconds of
 //! each other therefore cost one round trip (and a few dozen script calls) per interval,
 //! not ten thousand.
@@ -24,10 +24,7 @@ use tokio::time::Instant;
 
 use crate::backend::{Deployment, RenewItem};
 use crate::guard::{Lease, State};
-use crate::lock::ttl_millis;
-
-/// Leases per script call in a renewal round trip (each touches 2 keys).
-pub(crate) const BATCH: usize = 500;
+use crate::ttl::ttl_millis;
 
 /// Renews every auto-renewed lease of one client.
 pub(crate) struct Renewer {
