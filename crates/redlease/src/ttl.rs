@@ -1,0 +1,32 @@
+//! Lease lengths: the accepted range, the drift margin, and the wire form (leaf module).
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// The shortest lease accepted: shorter ones would be eaten by the drift margin.
+pub const MIN_TTL: Duration = Duration::from_millis(10);
+/// The longest lease accepted (30 days).
+pub const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// The safety margin subtracted from every lease: `ttl / 100 + 2 ms`, the Redlock rule for
+/// clock drift between this process and Redis.
+pub fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// Checks a lease length.
+pub(crate) fn validate_ttl(ttl: Duration) -> Result<()> {
+    if ttl < MIN_TTL || ttl > MAX_TTL {
+        return Err(Error::InvalidOption {
+            option: "ttl",
+            reason: format!("{ttl:?} is outside the accepted range {MIN_TTL:?} ..= 30 days"),
+        });
+    }
+    Ok(())
+}
+
+/// Whole milliseconds of a validated duration.
+pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
+}
