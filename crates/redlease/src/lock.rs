@@ -714,7 +714,7 @@ impl Lock {
         queue: bool,
         cut_at: Option<Instant>,
     ) -> Option<Result<Attempt>> {
-        let attempt = Box::pin(self.attempt(keys, token, queue));
+        let attempt = self.attempt(keys, token, queue);
         match cut_at {
             Some(at) => tokio::time::timeout_at(at, attempt).await.ok(),
             None => Some(attempt.await),
