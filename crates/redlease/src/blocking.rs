@@ -19,13 +19,12 @@
 //! ```
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::runtime::Runtime;
 use tokio::time::Instant;
 
-pub use crate::default_client::blocking::{default_client, set_default_client};
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::owner::Owner;
@@ -238,7 +237,7 @@ impl Lock {
             if guard
                 .inner
                 .as_ref()
-                .is_some_and(|g| !g.lease().is_renewed())
+                .is_some_and(|g| !g.holding().is_renewed())
             {
                 let name = guard.name().to_owned();
                 let _ = guard.release();
@@ -371,6 +370,30 @@ impl Drop for Guard {
             tracing::warn!(error = %e, "release on drop failed");
         }
     }
+}
+
+static DEFAULT: OnceLock<Client> = OnceLock::new();
+
+/// Makes `client` the default of synchronous `#[locked]` functions without
+/// `client = ...`.
+///
+/// # Errors
+/// [`Error::DefaultClientSet`] when a default blocking client was already set (the
+/// first one stays).
+pub fn set_default_client(client: Client) -> Result<()> {
+    DEFAULT.set(client).map_err(|_| Error::DefaultClientSet {
+        setter: "redlease::blocking::set_default_client",
+    })
+}
+
+/// The client set by [`set_default_client`].
+///
+/// # Errors
+/// [`Error::NoDefaultClient`] when none was set.
+pub fn default_client() -> Result<&'static Client> {
+    DEFAULT.get().ok_or(Error::NoDefaultClient {
+        setter: "redlease::blocking::set_default_client",
+    })
 }
 
 #[cfg(test)]

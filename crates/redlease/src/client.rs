@@ -4,21 +4,12 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt as _;
-use futures_util::stream::FuturesUnordered;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster_async::ClusterConnection;
-
-use tokio_util::task::TaskTracker;
-
-use crate::backend::{Conn, Deployment, ErasedConn, Node, Topology};
-use crate::error::{Error, NodeError, Result};
-use crate::guard::{Leases, release_token};
+use crate::backend;
+use crate::conn::{Endpoints, Settings};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
 use crate::lock::Lock;
-use crate::renew::Renewer;
-use crate::sentinel::Follower;
-use crate::wait::Notifier;
-use crate::wake::{Reach, Wakeups};
+use crate::notify::{Notifier, Reach, Wakeups};
 
 /// How long connecting to Redis may take before it fails, by default.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -40,24 +31,6 @@ pub enum Notifications {
     Polling,
 }
 
-/// Which Redis deployment a [`ClientBuilder`] connects to.
-#[derive(Clone)]
-enum Endpoints {
-    /// One Redis: `redis://` or `rediss://`.
-    Single(String),
-    /// Sentinels (`redis://host:port` each) and the name of the primary they watch; the
-    /// credentials of `data` (a `redis://` URL without host meaning) are the primary's.
-    Sentinel {
-        sentinels: Vec<String>,
-        master: String,
-        data: Option<String>,
-    },
-    /// Seed nodes of a Redis Cluster.
-    Cluster(Vec<String>),
-    /// Independent primaries of a quorum.
-    Quorum(Vec<String>),
-}
-
 /// Builds a [`Client`]; start with [`Client::builder`], [`Client::cluster_builder`],
 /// [`Client::sentinel_builder`] or [`Client::quorum_builder`].
 #[must_use]
@@ -76,7 +49,7 @@ pub struct ClientBuilder {
 impl fmt::Debug for ClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientBuilder")
-            .field("urls", &self.labels())
+            .field("urls", &self.endpoints.labels())
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
             .field("notifications", &self.notifications)
@@ -185,50 +158,21 @@ impl ClientBuilder {
                 });
             }
         }
-        let config = manager_config(self.connect_timeout, self.response_timeout);
-        let (deployment, pubsub) = match &self.endpoints {
-            Endpoints::Single(url) => {
-                let redis = self.redis_client(url)?;
-                let conn = ConnectionManager::new_with_config(redis.clone(), config)
-                    .await
-                    .map_err(connecting)?;
-                let node = Node::new(Conn::Single(conn), redact_url(url));
-                (self.deployment(Topology::Single, vec![node]), Some(redis))
-            }
-            Endpoints::Sentinel {
-                sentinels,
-                master,
-                data,
-            } => {
-                let follower = self.follower(sentinels, master, data.as_deref())?;
-                follower.listen();
-                let deadline = tokio::time::Instant::now() + self.connect_timeout;
-                let (redis, addr) = Box::pin(follower.elect(deadline))
-                    .await
-                    .map_err(connecting)?;
-                let conn = ConnectionManager::new_with_config(redis.clone(), config.clone())
-                    .await
-                    .map_err(connecting)?;
-                follower.connected(&addr, &redis);
-                let label = format!("sentinel master `{master}`");
-                let node =
-                    Node::with_sentinel(conn, follower, config, self.response_timeout, label);
-                (self.deployment(Topology::Sentinel, vec![node]), Some(redis))
-            }
-            Endpoints::Cluster(urls) => {
-                let conn = Box::pin(self.cluster_connection(urls)).await?;
-                let node = Node::new(
-                    Conn::Cluster(ErasedConn::cluster(conn)),
-                    self.labels().join(","),
-                );
-                (self.deployment(Topology::Cluster, vec![node]), None)
-            }
-            Endpoints::Quorum(urls) => (Box::pin(self.quorum(urls, &config)).await?, None),
+        let settings = Settings {
+            endpoints: self.endpoints.clone(),
+            connect_timeout: self.connect_timeout,
+            response_timeout: self.response_timeout,
+            tls_root: self.tls_root.clone(),
         };
+        let (deployment, pubsub) = Box::pin(backend::connect(&settings)).await?;
         let notifications = self.notifications == Notifications::PubSub;
         let wakeups = match &self.endpoints {
-            Endpoints::Cluster(urls) if notifications => Some(self.wakeups(Reach::AnyNode, urls)?),
-            Endpoints::Quorum(urls) if notifications => Some(self.wakeups(Reach::EveryNode, urls)?),
+            Endpoints::Cluster(urls) if notifications => {
+                Some(wakeups(&settings, Reach::AnyNode, urls)?)
+            }
+            Endpoints::Quorum(urls) if notifications => {
+                Some(wakeups(&settings, Reach::EveryNode, urls)?)
+            }
             _ => None,
         };
         let notifier = Notifier::new(
@@ -237,7 +181,7 @@ impl ClientBuilder {
             self.connect_timeout,
             self.response_timeout,
         )?;
-        if let Some(follower) = deployment.primary().follower() {
+        if let Some(follower) = deployment.follower() {
             // The grant subscription follows the primary the sentinels elect, and queued
             // waiters try again as soon as a failover starts (their attempt finds the new
             // primary and queues there).
@@ -251,263 +195,30 @@ impl ClientBuilder {
                 }
             });
         }
-        let deployment = Arc::new(deployment);
         Ok(Client {
-            inner: Arc::new(Inner {
-                leases: Leases::default(),
-                background: TaskTracker::new(),
-                renewer: Renewer::new(Arc::clone(&deployment)),
-                deployment,
+            engine: Arc::new(Engine::new(
+                Arc::new(deployment),
                 notifier,
                 wakeups,
-                holder: holder_details(self.holder_note.as_deref()),
-            }),
+                holder_details(self.holder_note.as_deref()),
+            )),
         })
     }
-
-    /// Release notifications over `urls` (cluster seeds or quorum nodes).
-    fn wakeups(&self, reach: Reach, urls: &[String]) -> Result<Arc<Wakeups>> {
-        let nodes = urls
-            .iter()
-            .map(|url| self.redis_client(url))
-            .collect::<Result<Vec<_>>>()?;
-        Wakeups::new(reach, &nodes, self.connect_timeout, self.response_timeout)
-            .map_err(|e| self.bad_url(&e))
-    }
-
-    fn deployment(&self, topology: Topology, nodes: Vec<Node>) -> Deployment {
-        Deployment {
-            topology,
-            nodes,
-            response_timeout: self.response_timeout,
-            clamped: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-
-    async fn quorum(
-        &self,
-        urls: &[String],
-        config: &ConnectionManagerConfig,
-    ) -> Result<Deployment> {
-        if urls.is_empty() {
-            return Err(Error::InvalidOption {
-                option: "urls",
-                reason: "a quorum needs at least one node (three or five in practice)".into(),
-            });
-        }
-        let mut nodes = Vec::with_capacity(urls.len());
-        for url in urls {
-            let redis = self.redis_client(url)?;
-            let conn = ConnectionManager::new_lazy_with_config(redis, config.clone())
-                .map_err(connecting)?;
-            nodes.push(Node::new(Conn::Single(conn), redact_url(url)));
-        }
-        let deployment = self.deployment(Topology::Quorum, nodes);
-        // Done once a majority answered (the others keep connecting lazily), or once so
-        // many failed or the connect timeout passed that no majority can: a slow or silent
-        // node costs nothing here while a majority is fast.
-        let needed = deployment.majority();
-        let ping = redis::cmd("PING");
-        let mut pings: FuturesUnordered<_> = deployment
-            .nodes
-            .iter()
-            .map(|node| {
-                let ping = &ping;
-                async move {
-                    let result =
-                        tokio::time::timeout(self.connect_timeout, node.query::<String>(ping))
-                            .await;
-                    (node, result)
-                }
-            })
-            .collect();
-        let mut answered = 0;
-        let mut errors = Vec::new();
-        while answered < needed && deployment.nodes.len() - errors.len() >= needed {
-            let Some((node, result)) = pings.next().await else {
-                break;
-            };
-            let error = match result {
-                Ok(Ok(_)) => {
-                    answered += 1;
-                    continue;
-                }
-                Ok(Err(e)) => {
-                    tracing::warn!(node = %node.label, error = %e, "quorum node unreachable at start");
-                    e
-                }
-                Err(_) => {
-                    tracing::warn!(node = %node.label, "quorum node did not answer PING at start");
-                    redis::RedisError::from(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "node did not answer PING within the connect timeout",
-                    ))
-                }
-            };
-            errors.push(NodeError {
-                node: node.label.clone(),
-                error,
-            });
-        }
-        drop(pings);
-        if answered < needed {
-            return Err(Error::NoQuorum {
-                acquired: answered,
-                needed,
-                errors,
-            });
-        }
-        Ok(deployment)
-    }
-
-    async fn cluster_connection(&self, urls: &[String]) -> Result<ClusterConnection> {
-        let mut builder =
-            redis::cluster::ClusterClientBuilder::new(urls.iter().map(String::as_str))
-                .connection_timeout(self.connect_timeout)
-                .response_timeout(self.response_timeout);
-        if let Some(pem) = &self.tls_root {
-            builder = builder.certs(redis::TlsCertificates {
-                client_tls: None,
-                root_cert: Some(pem.clone()),
-            });
-        }
-        let client = builder.build().map_err(|e| self.bad_url(&e))?;
-        client.get_async_connection().await.map_err(connecting)
-    }
-
-    /// The sentinels' follower of `master`; `data` carries the primary's credentials.
-    fn follower(
-        &self,
-        sentinels: &[String],
-        master: &str,
-        data: Option<&str>,
-    ) -> Result<Arc<Follower>> {
-        let data = match data {
-            Some(url) => redis::IntoConnectionInfo::into_connection_info(url)
-                .map_err(|e| self.bad_url(&e))?
-                .redis_settings()
-                .clone(),
-            None => redis::RedisConnectionInfo::default(),
-        };
-        let sentinels = sentinels
-            .iter()
-            .map(|url| self.redis_client(url))
-            .collect::<Result<Vec<_>>>()?;
-        Follower::new(
-            sentinels,
-            master.to_owned(),
-            data,
-            self.connect_timeout,
-            self.response_timeout,
-        )
-        .map_err(|e| self.bad_url(&e))
-    }
-
-    fn labels(&self) -> Vec<String> {
-        match &self.endpoints {
-            Endpoints::Single(url) => vec![redact_url(url)],
-            Endpoints::Sentinel {
-                sentinels, master, ..
-            } => sentinels
-                .iter()
-                .map(|s| format!("{}/{master}", redact_url(s)))
-                .collect(),
-            Endpoints::Cluster(urls) | Endpoints::Quorum(urls) => {
-                urls.iter().map(|u| redact_url(u)).collect()
-            }
-        }
-    }
-
-    fn bad_url(&self, e: &redis::RedisError) -> Error {
-        Error::InvalidOption {
-            option: "url",
-            reason: format!(
-                "`{}` is not a usable Redis URL ({}); expected redis://[user:password@]host:port[/db], rediss://... for TLS, or redis+sentinel://host:port[,host:port...]/master-name",
-                self.labels().join(","),
-                e.kind_description()
-            ),
-        }
-    }
-
-    fn redis_client(&self, url: &str) -> Result<redis::Client> {
-        let client = match &self.tls_root {
-            #[cfg(feature = "tls")]
-            Some(pem) => redis::Client::build_with_tls(
-                url,
-                redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(pem.clone()),
-                },
-            ),
-            #[cfg(not(feature = "tls"))]
-            Some(_) => Err(redis::RedisError::from((
-                redis::ErrorKind::InvalidClientConfig,
-                "TLS support is not compiled in (enable the `tls` feature)",
-            ))),
-            None => redis::Client::open(url),
-        };
-        client.map_err(|e| self.bad_url(&e))
-    }
 }
 
-fn connecting(source: redis::RedisError) -> Error {
-    Error::Redis {
-        action: "connecting",
-        source,
-    }
-}
-
-/// `redis+sentinel://[user:password@]host:port[,host:port...]/master-name[/db]` ->
-/// the sentinels' URLs, the master name, and a URL carrying the primary's credentials and
-/// database.
-fn parse_sentinel_url(url: &str) -> Option<Endpoints> {
-    let rest = url.strip_prefix("redis+sentinel://")?;
-    let (creds, rest) = match rest.rfind('@') {
-        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
-        None => (None, rest),
-    };
-    let (hosts, path) = rest.split_once('/')?;
-    let mut path = path.split('/');
-    let master = path.next().filter(|m| !m.is_empty())?.to_owned();
-    let db = path.next().filter(|d| !d.is_empty());
-    let sentinels: Vec<String> = hosts
-        .split(',')
-        .filter(|h| !h.is_empty())
-        .map(|h| format!("redis://{h}"))
-        .collect();
-    if sentinels.is_empty() {
-        return None;
-    }
-    let data = (creds.is_some() || db.is_some()).then(|| {
-        let creds = creds.map(|c| format!("{c}@")).unwrap_or_default();
-        let db = db.map(|d| format!("/{d}")).unwrap_or_default();
-        format!("redis://{creds}localhost{db}")
-    });
-    Some(Endpoints::Sentinel {
-        sentinels,
-        master,
-        data,
-    })
-}
-
-pub(crate) fn manager_config(connect: Duration, response: Duration) -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(connect))
-        .set_response_timeout(Some(response))
-        .set_min_delay(Duration::from_millis(10))
-        .set_max_delay(Duration::from_secs(1))
-        .set_number_of_retries(3)
-}
-
-trait KindDescription {
-    fn kind_description(&self) -> String;
-}
-
-impl KindDescription for redis::RedisError {
-    fn kind_description(&self) -> String {
-        // The error's Display may echo the URL with its password; keep only the kind.
-        format!("{:?}", self.kind())
-    }
+/// Release notifications over `urls` (cluster seeds or quorum nodes).
+fn wakeups(settings: &Settings, reach: Reach, urls: &[String]) -> Result<Arc<Wakeups>> {
+    let nodes = urls
+        .iter()
+        .map(|url| settings.redis_client(url))
+        .collect::<Result<Vec<_>>>()?;
+    Wakeups::new(
+        reach,
+        &nodes,
+        settings.connect_timeout,
+        settings.response_timeout,
+    )
+    .map_err(|e| settings.bad_url(&e))
 }
 
 /// A handle to one Redis deployment, shared by every lock and task that uses it.
@@ -529,21 +240,7 @@ impl KindDescription for redis::RedisError {
 /// that shuts down would otherwise drop (leaving locks held until their TTL).
 #[derive(Clone)]
 pub struct Client {
-    pub(crate) inner: Arc<Inner>,
-}
-
-pub(crate) struct Inner {
-    pub(crate) deployment: Arc<Deployment>,
-    pub(crate) notifier: Arc<Notifier>,
-    /// Release notifications for cluster and quorum waiters (none for a single Redis or
-    /// Sentinel, which hand off through `notifier`, or with notifications turned off).
-    pub(crate) wakeups: Option<Arc<Wakeups>>,
-    pub(crate) renewer: Arc<Renewer>,
-    pub(crate) holder: String,
-    /// Every lease handed out and not yet dropped, for `shutdown`.
-    pub(crate) leases: Leases,
-    /// Background give-backs (dropped guards, abandoned attempts), for `shutdown`.
-    pub(crate) background: TaskTracker,
+    pub(crate) engine: Arc<Engine>,
 }
 
 impl fmt::Debug for Client {
@@ -578,9 +275,7 @@ impl Client {
     /// `redis+sentinel://[user:password@]host:port[,host:port...]/master-name[/db]` for a
     /// primary found through Sentinel (the credentials and database are the primary's).
     pub fn builder(url: &str) -> ClientBuilder {
-        ClientBuilder::new(
-            parse_sentinel_url(url).unwrap_or_else(|| Endpoints::Single(url.to_owned())),
-        )
+        ClientBuilder::new(Endpoints::parse(url))
     }
 
     /// Starts building a client for the Redis Cluster reachable through `seeds` (any of
@@ -678,19 +373,19 @@ impl Client {
     /// A lock named `name` on this deployment, with default options; set others with the
     /// [`Lock`] builder methods. Nothing is sent to Redis until it is acquired.
     pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(self.clone(), name.into())
+        Lock::new(Arc::clone(&self.engine), name.into())
     }
 
     /// How many tasks of this client are waiting for a busy lock right now, queued for a
     /// hand-off or listening for a release (diagnostics).
     pub fn waiting(&self) -> usize {
-        self.inner.notifier.waiting() + self.inner.wakeups.as_ref().map_or(0, |w| w.watched())
+        self.engine.waiting()
     }
 
     /// Renewal round trips this client has sent so far (diagnostics): one per sweep of the
     /// renewal scheduler, however many leases it renewed.
     pub fn renewal_round_trips(&self) -> u64 {
-        self.inner.renewer.round_trips()
+        self.engine.renewer.round_trips()
     }
 
     /// Gives back every lease this client (and its clones) still holds and waits until
@@ -723,79 +418,11 @@ impl Client {
     /// [`Guard::is_held`]: crate::Guard::is_held
     /// [`Guard::release`]: crate::Guard::release
     pub async fn shutdown(&self) -> Result<()> {
-        let leases: Vec<_> = self
-            .inner
-            .leases
-            .all()
-            .into_iter()
-            .filter(|lease| lease.close())
-            .collect();
-        let given_back = futures_util::future::join_all(
-            leases
-                .iter()
-                .map(|lease| release_token(self, &lease.keys, &lease.token)),
-        )
-        .await;
-        let tracker = &self.inner.background;
-        tracker.close();
-        tracker.wait().await;
-        tracker.reopen();
-        tracing::debug!(leases = leases.len(), "client shut down");
-        given_back
-            .into_iter()
-            .find_map(std::result::Result::err)
-            .map_or(Ok(()), Err)
-    }
-
-    /// Runs `task` in the background as a task of this client (which [`Client::shutdown`]
-    /// waits for); false when no runtime is there to run it.
-    pub(crate) fn background(&self, task: impl Future<Output = ()> + Send + 'static) -> bool {
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                self.inner.background.spawn_on(task, &runtime);
-                true
-            }
-            Err(_) => false,
-        }
-    }
-
-    /// Identifies this client (and its clones) among others in one process.
-    pub(crate) fn id(&self) -> usize {
-        Arc::as_ptr(&self.inner).addr()
-    }
-
-    pub(crate) fn deployment(&self) -> &Deployment {
-        &self.inner.deployment
+        self.engine.shutdown().await
     }
 }
 
-/// `url` with its password replaced by `***` (`redis://user:secret@host` ->
-/// `redis://user:***@host`), fit for logs and error messages. A string without `://`
-/// becomes `***` altogether.
-///
-/// # Examples
-/// ```
-/// assert_eq!(
-///     redlease::redact_url("rediss://app:s3cret@db:6380/0"),
-///     "rediss://app:***@db:6380/0"
-/// );
-/// ```
-pub fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return "***".into();
-    };
-    let rest = &url[scheme_end + 3..];
-    match rest.rfind('@') {
-        Some(at) => {
-            let creds = &rest[..at];
-            let user = creds.split(':').next().unwrap_or("");
-            format!("{}{user}:***@{}", &url[..scheme_end + 3], &rest[at + 1..])
-        }
-        None => url.to_owned(),
-    }
-}
-
-/// "host=... pid=... [note]" for operators who ask who holds a lock.
+/// "host=... pid=... \[note\]" for operators who ask who holds a lock.
 fn holder_details(note: Option<&str>) -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
@@ -813,15 +440,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_are_redacted() {
-        assert_eq!(
-            redact_url("redis://app:s3cret@127.0.0.1:6379/0"),
-            "redis://app:***@127.0.0.1:6379/0"
-        );
-        assert_eq!(
-            redact_url("redis://127.0.0.1:6379"),
-            "redis://127.0.0.1:6379"
-        );
+    fn builders_do_not_show_passwords() {
         let b = Client::builder("redis://u:hunter2@h:1");
         assert!(!format!("{b:?}").contains("hunter2"));
     }

@@ -39,35 +39,3 @@ pub fn default_client() -> Result<&'static Client> {
         setter: "redlease::set_default_client",
     })
 }
-
-/// The same for the [`blocking`](crate::blocking) API, re-exported there.
-pub(crate) mod blocking {
-    use std::sync::OnceLock;
-
-    use crate::blocking::Client;
-    use crate::error::{Error, Result};
-
-    static DEFAULT: OnceLock<Client> = OnceLock::new();
-
-    /// Makes `client` the default of synchronous `#[locked]` functions without
-    /// `client = ...`.
-    ///
-    /// # Errors
-    /// [`Error::DefaultClientSet`] when a default blocking client was already set (the
-    /// first one stays).
-    pub fn set_default_client(client: Client) -> Result<()> {
-        DEFAULT.set(client).map_err(|_| Error::DefaultClientSet {
-            setter: "redlease::blocking::set_default_client",
-        })
-    }
-
-    /// The client set by [`set_default_client`].
-    ///
-    /// # Errors
-    /// [`Error::NoDefaultClient`] when none was set.
-    pub fn default_client() -> Result<&'static Client> {
-        DEFAULT.get().ok_or(Error::NoDefaultClient {
-            setter: "redlease::blocking::set_default_client",
-        })
-    }
-}

@@ -181,7 +181,7 @@ fn redis_hint(source: &redis::RedisError) -> String {
     let text = source.to_string();
     let in_script = text.contains("user executing the script can't run");
     if source.code() == Some("NOPERM") || in_script {
-        let script = crate::scripts::named_in(&text)
+        let script = crate::lua::named_in(&text)
             .map(|name| format!(" (in {name})"))
             .unwrap_or_default();
         format!(

@@ -96,36 +96,47 @@
 //! Every failure is one [`Error`]. A release or extend that finds another token (or none)
 //! is [`Error::Lost`]: the caller learns that mutual exclusion may have been broken.
 
-mod backend;
-pub mod blocking;
-mod client;
-mod default_client;
+// Layers, each importing only from those listed before it (see `tests/layers.rs`):
+// leaves; where commands go; notifications; a lease and its renewal; the engine; the API.
 mod error;
-mod guard;
 pub mod keys;
-mod lock;
-mod owner;
-mod pubsub;
-pub mod quorum;
-mod renew;
+mod lua;
 mod replies;
-pub mod resource;
 mod scripts;
-mod sentinel;
 mod token;
 mod ttl;
 pub mod wait;
-mod wake;
+
+mod conn;
+
+mod backend;
+
+mod notify;
+
+mod lease;
+mod renew;
+
+mod engine;
+
+pub mod blocking;
+mod client;
+mod default_client;
+mod guard;
+mod lock;
+mod owner;
+pub mod resource;
 
 #[cfg(feature = "macros")]
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
 
+pub use backend::quorum;
 pub use client::{
     Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, MAX_HOLDER_NOTE,
-    Notifications, redact_url,
+    Notifications,
 };
+pub use conn::redact_url;
 pub use default_client::{default_client, set_default_client};
 pub use error::{Error, NodeError, Result, is_connection_error};
 pub use guard::Guard;

@@ -9,17 +9,19 @@ use tokio::sync::futures::Notified;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::backend::{AcquireArgs, Reply, Topology};
-use crate::client::Client;
+use crate::engine::{Engine, GiveBack, Holding};
 use crate::error::{Error, Result};
-use crate::guard::{GiveBack, Guard, Lease, lost};
+use crate::guard::Guard;
 use crate::keys::LockKeys;
+use crate::lease::{Lease, lost};
+use crate::notify::{Registration, Watch};
 use crate::owner::Owner;
 use crate::renew::Renewal;
+use crate::replies::Reply;
+use crate::scripts::AcquireArgs;
 use crate::token::{FencingToken, OwnerToken};
 use crate::ttl::{MAX_TTL, ttl_millis, validate_ttl};
-use crate::wait::{Registration, Retry, Wait, jitter};
-use crate::wake::Watch;
+use crate::wait::{Retry, Wait, jitter};
 
 /// Lease length when none is set.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
@@ -34,7 +36,7 @@ const OUTAGE_POLL: Duration = Duration::from_millis(50);
 /// How long the queue keys outlive their last waiter's arrival, beyond its wait.
 const QUEUE_LINGER: Duration = Duration::from_secs(60);
 
-/// A distributed lock: a name on a [`Client`]'s deployment plus options.
+/// A distributed lock: a name on a [`Client`](crate::Client)'s deployment plus options.
 ///
 /// Building a `Lock` sends nothing; [`acquire`](Lock::acquire) and
 /// [`try_acquire`](Lock::try_acquire) do. Options are checked when the lock is used, and a
@@ -42,7 +44,7 @@ const QUEUE_LINGER: Duration = Duration::from_secs(60);
 #[must_use]
 #[derive(Clone)]
 pub struct Lock {
-    client: Client,
+    engine: Arc<Engine>,
     name: Arc<str>,
     prefix: String,
     ttl: Duration,
@@ -83,9 +85,9 @@ enum Attempt {
 }
 
 impl Lock {
-    pub(crate) fn new(client: Client, name: String) -> Self {
+    pub(crate) fn new(engine: Arc<Engine>, name: String) -> Self {
         Self {
-            client,
+            engine,
             name: name.into(),
             prefix: DEFAULT_PREFIX.to_owned(),
             ttl: DEFAULT_TTL,
@@ -193,10 +195,10 @@ impl Lock {
                     reason: "needs at least one replica and a timeout above zero".into(),
                 });
             }
-            if self.client.deployment().topology == Topology::Quorum {
+            if let Some(reason) = self.engine.deployment().without_replicas() {
                 return Err(Error::InvalidOption {
                     option: "min_replicas",
-                    reason: "quorum nodes are independent primaries without replicas; drop min_replicas or use a Sentinel or Cluster client".into(),
+                    reason: reason.into(),
                 });
             }
         }
@@ -249,7 +251,7 @@ impl Lock {
                 // busy for this attempt: no waiting behind it.
                 owner
                     .hold(
-                        &self.client,
+                        &self.engine,
                         &keys,
                         Some(Instant::now()),
                         self.try_acquire_fresh(&keys),
@@ -271,7 +273,7 @@ impl Lock {
 
     async fn try_acquire_unreplicated(&self, keys: &Arc<LockKeys>) -> Result<Option<Guard>> {
         let token = OwnerToken::generate()?;
-        let mut give_back = GiveBack::new(&self.client, keys, &token);
+        let mut give_back = GiveBack::new(&self.engine, keys, &token);
         let sent = Instant::now();
         match self.attempt(keys, &token, false).await? {
             Attempt::Fresh(fence) | Attempt::Ours(fence) => {
@@ -330,7 +332,7 @@ impl Lock {
             // The owner's own bookkeeping (another of its tasks acquiring the same lock)
             // counts against the same wait.
             Some(owner) => owner
-                .hold(&self.client, &keys, deadline, async {
+                .hold(&self.engine, &keys, deadline, async {
                     self.acquire_fresh(&keys, started, deadline).await.map(Some)
                 })
                 .await?
@@ -394,7 +396,7 @@ impl Lock {
                 let guard = Box::pin(lock.acquire()).await?;
                 // `lock` renews every lease it acquires: one that is not renewed was
                 // re-entered, acquired earlier by this owner with `Renewal::Fixed`.
-                if !guard.lease().is_renewed() {
+                if !guard.holding().is_renewed() {
                     let name = guard.name().to_owned();
                     // A nested hold: giving it back only counts down, the outer holds on.
                     let _ = guard.release().await;
@@ -404,7 +406,7 @@ impl Lock {
                     let work = work(&guard);
                     tokio::select! {
                         biased;
-                        () = guard.lost() => Err(guard.lease().ended_error()),
+                        () = guard.lost() => Err(guard.holding().lease.ended_error()),
                         out = work => Ok(out),
                     }
                 };
@@ -437,9 +439,9 @@ impl Lock {
         let Some((replicas, timeout)) = self.min_replicas else {
             return Ok(guard);
         };
-        let lease = guard.lease();
+        let lease = &guard.holding().lease;
         let outcome = self
-            .client
+            .engine
             .deployment()
             .replicate(
                 &lease.keys,
@@ -476,11 +478,11 @@ impl Lock {
         deadline: Option<Instant>,
     ) -> Result<Guard> {
         let token = OwnerToken::generate()?;
-        let notifier = &self.client.inner.notifier;
+        let notifier = &self.engine.notifier;
         let mut epochs = notifier.epochs();
         // Armed before every attempt, disarmed only by a reply that proves nothing of ours
         // is left in Redis: a dropped or failed acquisition gives back whatever it took.
-        let mut give_back = GiveBack::new(&self.client, keys, &token);
+        let mut give_back = GiveBack::new(&self.engine, keys, &token);
         // With the client's notifications already up, queue up with the very first attempt
         // (one round trip fewer under contention; a free lock is simply taken).
         let mut registration: Option<Registration> =
@@ -498,7 +500,7 @@ impl Lock {
         // waits below, in every acquire future.
         let mut failure: Option<Box<Error>> = None;
         // Cluster and quorum waiters listen for releases on the lock's channel instead.
-        let wakeups = self.client.inner.wakeups.as_ref();
+        let wakeups = self.engine.wakeups.as_ref();
         let mut watch: Option<Watch> = None;
         loop {
             // Armed before the attempt is sent, so that a release landing between the
@@ -576,7 +578,7 @@ impl Lock {
             if let Some(fence) =
                 wait_for_news(registration.as_mut(), released.as_mut(), wake, &mut epochs).await
             {
-                if !self.trusts_grants() {
+                if !self.engine.deployment().trusts_grants() {
                     // Confirm the grant with an attempt (it finds our token: `Ours`). The
                     // old registration goes first: its drop removes our token's entry.
                     drop(registration.take());
@@ -607,16 +609,6 @@ impl Lock {
         // Polled often enough to notice a recovered Redis within a few tens of ms: an
         // attempt against a refused connection costs the server nothing.
         Some(self.retry.delay_within(*failures, OUTAGE_POLL))
-    }
-
-    /// Whether a hand-off message proves the lock is ours. Behind Sentinel it does not: a
-    /// `PUBLISH` on the primary also reaches subscribers connected to its replicas (a
-    /// client whose pub/sub connection still points at a demoted primary), whom the
-    /// release script's subscriber count does not see, so it may announce a grant it then
-    /// takes back. There the message only wakes the waiter, which confirms with one
-    /// attempt.
-    fn trusts_grants(&self) -> bool {
-        self.client.deployment().topology != Topology::Sentinel
     }
 
     /// How long a waiter that found the lock busy sleeps at most before trying again.
@@ -668,7 +660,6 @@ impl Lock {
         lease_start: Instant,
     ) -> Guard {
         let lease = Lease::new(
-            self.client.clone(),
             Arc::clone(&self.name),
             keys,
             token,
@@ -677,15 +668,8 @@ impl Lock {
             lease_start,
         );
         tracing::debug!(lock = %lease.name, token = %lease.token, fence = %lease.fence, "acquired");
-        if self.renewal == Renewal::Auto {
-            let entry = self
-                .client
-                .inner
-                .renewer
-                .add(&lease, lease_start, self.max_hold);
-            lease.renewed_by(entry);
-        }
-        Guard::new(lease)
+        let renew = (self.renewal == Renewal::Auto).then_some((lease_start, self.max_hold));
+        Guard::new(Holding::new(&self.engine, lease, renew))
     }
 
     async fn attempt(&self, keys: &LockKeys, token: &OwnerToken, queue: bool) -> Result<Attempt> {
@@ -693,10 +677,10 @@ impl Lock {
         let args = AcquireArgs {
             token: token.secret(),
             ttl_ms: ttl_millis(self.ttl),
-            holder: &self.client.inner.holder,
-            queue: queue.then(|| (self.client.inner.notifier.channel(), linger)),
+            holder: &self.engine.holder,
+            queue: queue.then(|| (self.engine.notifier.channel(), linger)),
         };
-        Ok(match self.client.deployment().acquire(keys, &args).await? {
+        Ok(match self.engine.deployment().acquire(keys, &args).await? {
             Reply::Fresh(fence) => Attempt::Fresh(FencingToken::new(fence)),
             Reply::Ours(fence) => Attempt::Ours(FencingToken::new(fence)),
             Reply::Busy(pttl) => Attempt::Busy(pttl),

@@ -23,9 +23,9 @@ use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
-use crate::client::Client;
+use crate::engine::{Engine, Holding};
 use crate::error::Result;
-use crate::guard::{Guard, Lease};
+use crate::guard::Guard;
 use crate::keys::LockKeys;
 
 tokio::task_local! {
@@ -60,7 +60,7 @@ pub struct Owner {
 struct Inner {
     /// One slot per (deployment, lock key). The async mutex serialises fresh acquisitions
     /// of one lock by this owner, so two of its tasks never race for it with two tokens.
-    slots: Mutex<HashMap<SlotKey, Arc<tokio::sync::Mutex<Weak<Lease>>>>>,
+    slots: Mutex<HashMap<SlotKey, Arc<tokio::sync::Mutex<Weak<Holding>>>>>,
 }
 
 /// (the client's identity, the lock key).
@@ -107,14 +107,14 @@ impl Owner {
         CURRENT.sync_scope(self, f)
     }
 
-    fn slots(&self) -> MutexGuard<'_, HashMap<SlotKey, Arc<tokio::sync::Mutex<Weak<Lease>>>>> {
+    fn slots(&self) -> MutexGuard<'_, HashMap<SlotKey, Arc<tokio::sync::Mutex<Weak<Holding>>>>> {
         self.inner
             .slots
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn slot(&self, key: &SlotKey) -> Arc<tokio::sync::Mutex<Weak<Lease>>> {
+    fn slot(&self, key: &SlotKey) -> Arc<tokio::sync::Mutex<Weak<Holding>>> {
         let mut slots = self.slots();
         if slots.len() >= 64 {
             // Forget locks no longer held and not being acquired.
@@ -134,7 +134,7 @@ impl Owner {
     /// then the lock counts as busy (`Ok(None)`). `None` waits as long as it takes.
     pub(crate) async fn hold<F>(
         &self,
-        client: &Client,
+        engine: &Engine,
         keys: &LockKeys,
         deadline: Option<tokio::time::Instant>,
         fresh: F,
@@ -142,7 +142,7 @@ impl Owner {
     where
         F: Future<Output = Result<Option<Guard>>>,
     {
-        let key = (client.id(), keys.key.clone());
+        let key = (engine.id(), keys.key.clone());
         let slot = self.slot(&key);
         let mut held = match deadline {
             Some(deadline) => {
@@ -154,15 +154,15 @@ impl Owner {
             }
             None => slot.lock().await,
         };
-        if let Some(lease) = held.upgrade()
-            && lease.enter()
+        if let Some(holding) = held.upgrade()
+            && holding.enter()
         {
-            tracing::trace!(lock = %lease.name, "re-entered");
-            return Ok(Some(Guard::new(lease)));
+            tracing::trace!(lock = %holding.lease.name, "re-entered");
+            return Ok(Some(Guard::new(holding)));
         }
         let guard = fresh.await?;
         if let Some(guard) = &guard {
-            *held = Arc::downgrade(guard.lease());
+            *held = Arc::downgrade(guard.holding());
         }
         Ok(guard)
     }

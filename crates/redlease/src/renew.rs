@@ -4,7 +4,7 @@
 //! A lease of length `ttl` falls due for renewal `ttl/3` after it was last set. When the
 //! scheduler wakes for the earliest due lease, it also takes every lease that falls due
 //! within the next `ttl/6` of its own (renewing a little early costs nothing), and renews
-//! them all in **one pipelined round trip**: batches of up to `BATCH` (in `backend`) leases per
+//! them all in **one pipelined round trip**: batches of up to `BATCH` (in `scripts`) leases per
 //! `EVALSHA` of `scripts/renew.lua`. Ten thousand locks acquired within a few seconds of
 //! each other therefore cost one round trip (and a few dozen script calls) per interval,
 //! not ten thousand.
@@ -22,8 +22,9 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::backend::{Deployment, RenewItem};
-use crate::guard::{Lease, State};
+use crate::backend::Deployment;
+use crate::lease::{Lease, State};
+use crate::scripts::RenewItem;
 use crate::ttl::ttl_millis;
 
 /// Renews every auto-renewed lease of one client.

@@ -113,8 +113,7 @@ where
     V: redis::ToRedisArgs + Send + Sync,
 {
     let fence = fence_key(key)?;
-    let mut invocation = scripts::FENCED_SET.key(key);
-    invocation.key(&fence).arg(token.get()).arg(value);
+    let invocation = scripts::fenced_set(key, &fence, token.get(), value);
     let (written, highest): (i64, i64) = invocation
         .invoke_async(conn)
         .await

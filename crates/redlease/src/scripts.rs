@@ -1,86 +1,108 @@
-//! The Lua scripts, loaded once and sent with EVALSHA (redis-rs reloads them on NOSCRIPT).
-//!
-//! Each script's header in `scripts/*.lua` states its KEYS, ARGV and reply.
+//! One typed call per Lua script: the one place that lays out each script's KEYS and
+//! ARGV (the scripts themselves are in `crate::lua`, their replies are parsed in
+//! `crate::replies`).
 
-use std::sync::LazyLock;
+use redis::{Cmd, Pipeline, ScriptInvocation};
 
-use redis::Script;
+use crate::keys::LockKeys;
+use crate::lua::{ACQUIRE, FENCED_SET, RAISE_FENCE, RELEASE};
+pub(crate) use crate::lua::{EXTEND, RENEW};
 
-/// `acquire.lua` with the hybrid-clock fencing rule of `fence.lua` in front.
-const ACQUIRE_LUA: &str = concat!(
-    include_str!("../scripts/fence.lua"),
-    include_str!("../scripts/acquire.lua")
-);
-/// `release.lua` (whose hand-off grants) with `fence.lua` in front.
-const RELEASE_LUA: &str = concat!(
-    include_str!("../scripts/fence.lua"),
-    include_str!("../scripts/release.lua")
-);
-const EXTEND_LUA: &str = include_str!("../scripts/extend.lua");
-const RENEW_LUA: &str = include_str!("../scripts/renew.lua");
-const RAISE_FENCE_LUA: &str = include_str!("../scripts/raise_fence.lua");
-const FENCED_SET_LUA: &str = include_str!("../scripts/fenced_set.lua");
-
-/// One attempt to take a lock (or join its FIFO queue).
-pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_LUA));
-
-/// Compare-and-delete, then hand-off to the oldest live waiter; also withdraws a waiter.
-pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
-
-/// Compare-and-PEXPIRE.
-pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
-
-/// Compare-and-PEXPIRE of many leases in one call, for the renewal scheduler.
-pub(crate) static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW_LUA));
-
-/// Raise a quorum node's fencing counter to the token handed out (never lower it).
-pub(crate) static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(RAISE_FENCE_LUA));
-
-/// Write a resource's value only for a fencing token not older than the last accepted.
-pub(crate) static FENCED_SET: LazyLock<Script> = LazyLock::new(|| Script::new(FENCED_SET_LUA));
-
-/// Every script: the loaded script, its file name, and the exact text it was made from.
-fn all() -> [(&'static Script, &'static str, &'static str); 6] {
-    [
-        (&*ACQUIRE, "acquire.lua", ACQUIRE_LUA),
-        (&*RELEASE, "release.lua", RELEASE_LUA),
-        (&*EXTEND, "extend.lua", EXTEND_LUA),
-        (&*RENEW, "renew.lua", RENEW_LUA),
-        (&*RAISE_FENCE, "raise_fence.lua", RAISE_FENCE_LUA),
-        (&*FENCED_SET, "fenced_set.lua", FENCED_SET_LUA),
-    ]
+/// The arguments of one acquisition attempt.
+pub(crate) struct AcquireArgs<'a> {
+    pub(crate) token: &'a str,
+    pub(crate) ttl_ms: u64,
+    pub(crate) holder: &'a str,
+    /// Join the FIFO queue when busy: the grant channel and the queue keys' expiry in ms.
+    pub(crate) queue: Option<(&'a str, u64)>,
 }
 
-/// The file name of the script whose SHA1 `text` (a Redis error message) mentions.
-pub(crate) fn named_in(text: &str) -> Option<&'static str> {
-    all()
-        .into_iter()
-        .find(|(script, _, _)| text.contains(script.get_hash()))
-        .map(|(_, name, _)| name)
+/// One lease for the renewal scheduler.
+pub(crate) struct RenewItem<'a> {
+    pub(crate) keys: &'a LockKeys,
+    pub(crate) token: &'a str,
+    pub(crate) ttl_ms: u64,
 }
 
-/// The text of the script whose SHA1 is `sha`, to send with `EVAL` where a node lacks it
-/// (a cluster loads a script on the one node that needs it, never on every node).
-pub(crate) fn source(sha: &str) -> Option<&'static str> {
-    all()
-        .into_iter()
-        .find(|(script, _, _)| script.get_hash() == sha)
-        .map(|(_, _, source)| source)
+/// Leases per `renew.lua` call in a renewal round trip (each touches 2 keys).
+pub(crate) const BATCH: usize = 500;
+
+/// `acquire.lua`: one attempt, joining the queue when `args.queue` says so.
+pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> ScriptInvocation<'static> {
+    let mut invocation = ACQUIRE.key(&keys.script_keys()[..]);
+    invocation.arg(args.token).arg(args.ttl_ms).arg(args.holder);
+    match args.queue {
+        Some((channel, linger_ms)) => invocation.arg("1").arg(channel).arg(linger_ms),
+        None => invocation.arg("0"),
+    };
+    invocation
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The text sent with `EVAL` is the very script whose SHA1 `EVALSHA` sent (the
-    /// `fence.lua` prelude included).
-    #[test]
-    fn every_source_hashes_to_its_script() {
-        for (script, name, _) in all() {
-            let text = source(script.get_hash());
-            assert!(text.is_some(), "{name}");
-            let again = Script::new(text.unwrap_or_default());
-            assert_eq!(again.get_hash(), script.get_hash(), "{name}");
-        }
+/// `release.lua` for `token`; with `announce`, a lock freed (not handed on) is announced
+/// on its release channel.
+pub(crate) fn release(keys: &LockKeys, token: &str, announce: bool) -> ScriptInvocation<'static> {
+    let mut invocation = RELEASE.key(&keys.script_keys()[..]);
+    invocation.arg(token);
+    if announce {
+        invocation.arg(&keys.channel);
     }
+    invocation
+}
+
+/// `extend.lua`: the lease of `token` reset to `ttl_ms`.
+pub(crate) fn extend(keys: &LockKeys, token: &str, ttl_ms: u64) -> ScriptInvocation<'static> {
+    let mut invocation = EXTEND.key(&keys.key);
+    invocation.key(&keys.holder).arg(token).arg(ttl_ms);
+    invocation
+}
+
+/// `extend.lua` as an `EVALSHA` in `pipe` (for a pipeline that follows it with `WAIT`).
+pub(crate) fn push_extend(pipe: &mut Pipeline, keys: &LockKeys, token: &str, ttl_ms: u64) {
+    pipe.cmd("EVALSHA")
+        .arg(EXTEND.get_hash())
+        .arg(2)
+        .arg(&keys.key)
+        .arg(&keys.holder)
+        .arg(token)
+        .arg(ttl_ms);
+}
+
+/// `renew.lua` for `batch`: one `EVALSHA` per [`BATCH`] leases, in one pipeline.
+pub(crate) fn renew(batch: &[RenewItem<'_>]) -> Pipeline {
+    let mut pipe = redis::pipe();
+    for chunk in batch.chunks(BATCH) {
+        let mut cmd = Cmd::new();
+        cmd.arg("EVALSHA")
+            .arg(RENEW.get_hash())
+            .arg(chunk.len() * 2);
+        for item in chunk {
+            cmd.arg(&item.keys.key).arg(&item.keys.holder);
+        }
+        for item in chunk {
+            cmd.arg(item.token).arg(item.ttl_ms);
+        }
+        pipe.add_command(cmd);
+    }
+    pipe
+}
+
+/// `raise_fence.lua`: a quorum node's counter raised to `fence` while the lock holds
+/// `token`.
+pub(crate) fn raise_fence(keys: &LockKeys, fence: u64, token: &str) -> ScriptInvocation<'static> {
+    let mut invocation = RAISE_FENCE.key(&keys.fence);
+    invocation.key(&keys.key).arg(fence).arg(token);
+    invocation
+}
+
+/// `fenced_set.lua`: `value` written at `key` for fencing token `token`, the last
+/// accepted token kept at `fence`.
+pub(crate) fn fenced_set(
+    key: &str,
+    fence: &str,
+    token: u64,
+    value: impl redis::ToRedisArgs,
+) -> ScriptInvocation<'static> {
+    let mut invocation = FENCED_SET.key(key);
+    invocation.key(fence).arg(token).arg(value);
+    invocation
 }

@@ -65,12 +65,12 @@ use redis::RedisResult;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use crate::backend::{
-    AcquireArgs, Conn, Deployment, RenewItem, Reply, extend_on, fan_out, renew_on,
-};
+use super::deployment::Deployment;
+use super::node::{Conn, extend_on, fan_out, renew_on};
 use crate::error::{Error, NodeError, Result};
 use crate::keys::LockKeys;
-use crate::scripts;
+use crate::replies::{self, Reply};
+use crate::scripts::{self, AcquireArgs, RenewItem};
 use crate::ttl::drift;
 
 /// One attempt on every node.
@@ -308,7 +308,7 @@ async fn ask(
     let conns: Vec<Conn> = deployment
         .nodes
         .iter()
-        .map(crate::backend::Node::conn)
+        .map(super::node::Node::conn)
         .collect();
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
         runtime.spawn(finish(pending, told, conns, shared, (timeout, background)));
@@ -389,23 +389,20 @@ struct OwnedAttempt {
 impl OwnedAttempt {
     /// The acquire script (without queueing) over one node's connection.
     async fn acquire(&self, mut conn: Conn) -> RedisResult<Reply> {
-        let mut invocation = scripts::ACQUIRE.key(&self.keys.script_keys()[..]);
-        invocation
-            .arg(&self.token)
-            .arg(self.ttl_ms)
-            .arg(&self.holder)
-            .arg("0");
-        crate::replies::acquire(&invocation.invoke_async(&mut conn).await?)
+        let args = AcquireArgs {
+            token: &self.token,
+            ttl_ms: self.ttl_ms,
+            holder: &self.holder,
+            queue: None,
+        };
+        let invocation = scripts::acquire(&self.keys, &args);
+        replies::acquire(&invocation.invoke_async(&mut conn).await?)
     }
 
     /// The release script over one node's connection.
     async fn release(&self, mut conn: Conn) -> RedisResult<bool> {
-        let mut invocation = scripts::RELEASE.key(&self.keys.script_keys()[..]);
-        invocation.arg(&self.token);
-        if self.announce {
-            invocation.arg(&self.keys.channel);
-        }
-        crate::replies::flag("release.lua", &invocation.invoke_async(&mut conn).await?)
+        let invocation = scripts::release(&self.keys, &self.token, self.announce);
+        replies::flag("release.lua", &invocation.invoke_async(&mut conn).await?)
     }
 }
 
@@ -633,9 +630,8 @@ async fn raise_fence(
             .iter()
             .map(|&i| &deployment.nodes[i])
             .map(|node| async move {
-                let mut invocation = scripts::RAISE_FENCE.key(&keys.fence);
-                invocation.key(&keys.key).arg(fence).arg(token);
-                node.invoke::<u64>(&invocation).await
+                node.invoke::<u64>(&scripts::raise_fence(keys, fence, token))
+                    .await
             }),
         timeout,
     )

@@ -18,7 +18,7 @@
 //! attempt, so a release that lands between an attempt and the wait is not missed. The
 //! last waiter of a lock to leave unsubscribes. Each subscription connection is restored
 //! in the background after an outage of any length, with every channel still watched
-//! (see `crate::pubsub`). Waiters still re-check when the holder's lease should have run
+//! (see `crate::conn::pubsub`). Waiters still re-check when the holder's lease should have run
 //! out (it may have crashed without releasing) and when a subscription connection drops
 //! or comes back, so a lost message costs time, never correctness.
 
@@ -30,7 +30,7 @@ use redis::{PushInfo, Value};
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
-use crate::pubsub::{Link, Owner as LinkOwner};
+use crate::conn::pubsub::{Link, Owner as LinkOwner};
 
 /// Where the subscriptions go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +45,7 @@ pub(crate) enum Reach {
 pub(crate) struct Wakeups {
     reach: Reach,
     /// One link per quorum node, or one link cycling through the cluster's seeds. Each
-    /// restores its subscriptions after an outage by itself (see `crate::pubsub`).
+    /// restores its subscriptions after an outage by itself (see `crate::conn::pubsub`).
     links: Vec<Arc<Link>>,
     /// Channel -> its waiters' wake-up and how many waiters share it.
     channels: Mutex<HashMap<String, Channel>>,

@@ -1,0 +1,144 @@
+//! A client's deployment: its nodes, and the questions upper layers ask about it instead
+//! of matching on its topology.
+
+use redis::RedisResult;
+
+use super::node::Node;
+use crate::error::is_connection_error;
+use crate::scripts::RenewItem;
+
+/// How a client reaches its deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Topology {
+    /// One Redis primary at a fixed address.
+    Single,
+    /// The primary that a set of sentinels names, followed across failovers.
+    Sentinel,
+    /// A Redis Cluster: each lock lives on the primary that owns its slot.
+    Cluster,
+    /// N independent primaries; a lock needs a majority of them (Redlock).
+    Quorum,
+}
+
+/// The first pause before an idempotent call is tried again after a connection error
+/// (doubling up to 32 times this), leaving the connection time to reconnect.
+const RECONNECT_PAUSE: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// Every node of a client's deployment, and how to use them.
+pub(crate) struct Deployment {
+    pub(crate) topology: Topology,
+    pub(crate) nodes: Vec<Node>,
+    /// The client's bound on one reply (also the per-node bound of a quorum fan-out).
+    pub(crate) response_timeout: std::time::Duration,
+    /// Set once the response timeout was found too long for a lease's renewal (warned
+    /// about once).
+    pub(crate) clamped: std::sync::atomic::AtomicBool,
+}
+
+impl Deployment {
+    pub(crate) fn new(
+        topology: Topology,
+        nodes: Vec<Node>,
+        response_timeout: std::time::Duration,
+    ) -> Self {
+        Self {
+            topology,
+            nodes,
+            response_timeout,
+            clamped: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The sentinels' follower, for a Sentinel-managed primary.
+    pub(crate) fn follower(&self) -> Option<&std::sync::Arc<super::sentinel::Follower>> {
+        self.primary().follower()
+    }
+
+    /// The one node of a single-endpoint deployment (the first of a quorum).
+    pub(crate) fn primary(&self) -> &Node {
+        &self.nodes[0]
+    }
+
+    /// Whether a release publishes on the lock's channel: where waiters do not queue for a
+    /// hand-off but listen for releases (see `crate::wake`).
+    pub(crate) fn announces(&self) -> bool {
+        matches!(self.topology, Topology::Cluster | Topology::Quorum)
+    }
+
+    /// Whether a hand-off message proves the lock is ours. Behind Sentinel it does not: a
+    /// `PUBLISH` on the primary also reaches subscribers connected to its replicas (a
+    /// client whose pub/sub connection still points at a demoted primary), whom the
+    /// release script's subscriber count does not see, so it may announce a grant it then
+    /// takes back. There the message only wakes the waiter, which confirms with one
+    /// attempt.
+    pub(crate) fn trusts_grants(&self) -> bool {
+        self.topology != Topology::Sentinel
+    }
+
+    /// Why waiting for replicas (`WAIT`) is refused here, or `None` where the primary may
+    /// have replicas.
+    pub(crate) fn without_replicas(&self) -> Option<&'static str> {
+        (self.topology == Topology::Quorum).then_some(
+            "quorum nodes are independent primaries without replicas; drop min_replicas or use a Sentinel or Cluster client",
+        )
+    }
+
+    /// Nodes that must agree: all of one endpoint, or a majority of a quorum.
+    pub(crate) fn majority(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    /// Runs an idempotent script call, again after a connection error (a connection
+    /// killed under it, a server restarting) for as long as the response timeout lasts
+    /// since the first try: the connection reconnects by itself meanwhile. Without this,
+    /// a release that meets a dropped connection would leave the lock held by nobody
+    /// until its TTL.
+    pub(crate) async fn across_reconnects<T, F, Fut>(&self, mut call: F) -> RedisResult<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let until = tokio::time::Instant::now() + self.response_timeout;
+        let mut tries = 0u32;
+        loop {
+            match Box::pin(call()).await {
+                Err(e) if is_connection_error(&e) && tokio::time::Instant::now() < until => {
+                    tries += 1;
+                    tracing::debug!(error = %e, tries, "connection error; trying again after the reconnect");
+                    let pause = RECONNECT_PAUSE.saturating_mul(1 << tries.min(5));
+                    let wake = (tokio::time::Instant::now() + pause).min(until);
+                    tokio::time::sleep_until(wake).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// How long a cluster renewal waits for one primary: the response timeout, but no
+    /// more than a third of the shortest lease in `batch`. A renewal is due a third of
+    /// the lease in; one that waited longer would leave no time to try again before the
+    /// lease runs out, and a slow primary would take the healthy ones' leases with it.
+    pub(crate) fn renewal_bound(&self, batch: &[RenewItem<'_>]) -> std::time::Duration {
+        let shortest = batch
+            .iter()
+            .map(|item| item.ttl_ms)
+            .min()
+            .unwrap_or(u64::MAX);
+        let third =
+            std::time::Duration::from_millis(shortest / 3).max(std::time::Duration::from_millis(1));
+        if third < self.response_timeout
+            && !self
+                .clamped
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            tracing::warn!(
+                response_timeout = ?self.response_timeout,
+                ttl = ?std::time::Duration::from_millis(shortest),
+                "the response timeout is longer than a third of a lock's ttl: cluster renewals \
+                 wait at most a third of the ttl for each primary; lower the response timeout \
+                 or lengthen the ttl"
+            );
+        }
+        self.response_timeout.min(third)
+    }
+}

@@ -1,0 +1,139 @@
+//! Where a [`Client`](crate::Client)'s commands go: one Redis (addressed directly or found
+//! through Sentinel), a Redis Cluster, or several independent nodes (a quorum).
+//!
+//! - `node`: one endpoint and its connection (a Sentinel-managed one follows its primary
+//!   with `sentinel`), and the script calls of one operation on one node;
+//! - `cluster`: scripts loaded where missing, renewals split by slot;
+//! - `quorum`: the same calls fanned out to independent nodes (Redlock);
+//! - `deployment`: the nodes of a client, and what upper layers may ask of them;
+//! - `connect`: making a deployment from the client's endpoints;
+//! - here: each operation, sent where the deployment's topology says.
+//!
+//! Every lock operation is one script call on one [`Node`](node::Node); the quorum layer
+//! ([`crate::quorum`]) fans the same calls out to all of its nodes.
+
+mod cluster;
+mod connect;
+mod deployment;
+mod node;
+pub mod quorum;
+mod sentinel;
+
+use redis::Value;
+
+use crate::error::{Error, Result};
+use crate::keys::LockKeys;
+use crate::replies;
+pub(crate) use crate::replies::Reply;
+use crate::scripts::{self, AcquireArgs, RenewItem};
+pub(crate) use connect::connect;
+pub(crate) use deployment::Deployment;
+use deployment::Topology;
+use node::{acquire_on, extend_on, release_on, renew_on};
+
+impl Deployment {
+    /// One acquisition attempt.
+    pub(crate) async fn acquire(&self, keys: &LockKeys, args: &AcquireArgs<'_>) -> Result<Reply> {
+        if self.topology == Topology::Quorum {
+            return Box::pin(quorum::acquire(self, keys, args)).await;
+        }
+        Box::pin(acquire_on(self.primary(), keys, args))
+            .await
+            .map_err(|e| Error::redis("acquiring a lock", &keys.key, e))
+    }
+
+    /// Runs the release script; whether the lock held our token.
+    pub(crate) async fn release(&self, keys: &LockKeys, token: &str) -> Result<bool> {
+        if self.topology == Topology::Quorum {
+            return Box::pin(quorum::release(self, keys, token)).await;
+        }
+        let announce = self.announces();
+        self.across_reconnects(|| release_on(self.primary(), keys, token, announce))
+            .await
+            .map_err(|e| Error::redis("releasing a lock", &keys.key, e))
+    }
+
+    /// Runs the extend script; whether the lock held our token.
+    pub(crate) async fn extend(&self, keys: &LockKeys, token: &str, ttl_ms: u64) -> Result<bool> {
+        if self.topology == Topology::Quorum {
+            return Box::pin(quorum::extend(self, keys, token, ttl_ms)).await;
+        }
+        self.across_reconnects(|| extend_on(self.primary(), keys, token, ttl_ms))
+            .await
+            .map_err(|e| Error::redis("extending a lock", &keys.key, e))
+    }
+
+    /// Renews `batch`, telling `credit` each lease's outcome as soon as it is known (the
+    /// lease's index in `batch`): `Some(true)` renewed, `Some(false)` lost (another token
+    /// or none), `None` unknown (no answer; retry). In a cluster each primary's group of
+    /// leases is credited when that primary answers, however slow the others are.
+    pub(crate) async fn renew(
+        &self,
+        batch: &[RenewItem<'_>],
+        credit: &(dyn Fn(usize, Option<bool>) + Sync),
+    ) {
+        let outcomes = match self.topology {
+            Topology::Quorum => Box::pin(quorum::renew(self, batch)).await,
+            Topology::Cluster => {
+                let bound = self.renewal_bound(batch);
+                return Box::pin(cluster::renew_by_slot(self.primary(), batch, bound, credit))
+                    .await;
+            }
+            Topology::Single | Topology::Sentinel => {
+                match Box::pin(renew_on(self.primary(), batch)).await {
+                    Ok(renewed) => renewed.into_iter().map(Some).collect(),
+                    Err(e) => {
+                        tracing::debug!(error = %e, leases = batch.len(), "renewal failed");
+                        vec![None; batch.len()]
+                    }
+                }
+            }
+        };
+        for (i, outcome) in outcomes.into_iter().enumerate() {
+            credit(i, outcome);
+        }
+    }
+
+    /// Re-sets the lease (a write) and runs `WAIT replicas round` right behind it in one
+    /// pipeline, so that both go over the same connection and `WAIT` covers the lock's
+    /// current value whichever connection first wrote it. Returns whether the lock still
+    /// held our token, and how many replicas acknowledged.
+    ///
+    /// `WAIT` holds its reply back for up to its timeout, while every reply is bounded by
+    /// the response timeout: a `timeout` longer than that is waited in rounds of half the
+    /// response timeout, each one re-setting the lease and waiting again, until enough
+    /// replicas acknowledge or `timeout` has passed.
+    pub(crate) async fn replicate(
+        &self,
+        keys: &LockKeys,
+        token: &str,
+        ttl_ms: u64,
+        replicas: usize,
+        timeout: std::time::Duration,
+    ) -> Result<(bool, usize)> {
+        let round = (self.response_timeout / 2).max(std::time::Duration::from_millis(1));
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let this_round = left.min(round);
+            // `WAIT n 0` would block forever: never send a zero timeout.
+            let round_ms = u64::try_from(this_round.as_millis())
+                .unwrap_or(u64::MAX)
+                .max(1);
+            let mut pipe = redis::pipe();
+            scripts::push_extend(&mut pipe, keys, token, ttl_ms);
+            pipe.cmd("WAIT").arg(replicas).arg(round_ms);
+            let (extended, acked): (Value, usize) = self
+                .primary()
+                .pipeline(&pipe, &scripts::EXTEND)
+                .await
+                .map_err(|e| Error::redis("waiting for replicas", &keys.key, e))?;
+            let extended = replies::flag("extend.lua", &extended)
+                .map_err(|e| Error::redis("waiting for replicas", &keys.key, e))?;
+            if !extended || acked >= replicas || left <= round {
+                return Ok((extended, acked));
+            }
+            tracing::trace!(key = %keys.key, acked, wanted = replicas, "waiting for replicas, another round");
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! One endpoint and its connection: a Redis, a cluster (one routing connection), or a
+//! Sentinel-managed primary that is looked up again when it moves; and the script calls
+//! every operation makes on one node.
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+use futures_util::FutureExt as _;
+use futures_util::future::BoxFuture;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::{
+    Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Script, ScriptInvocation, Value,
+};
+
+use super::sentinel::Follower;
+use crate::error::is_connection_error;
+use crate::keys::LockKeys;
+use crate::replies::{self, Reply};
+use crate::scripts::{self, AcquireArgs, BATCH, RenewItem};
+
+/// One connection to one deployment or node, cheap to clone, multiplexed.
+#[derive(Clone)]
+pub(crate) enum Conn {
+    /// A single Redis, reconnecting by itself.
+    Single(ConnectionManager),
+    /// A cluster, routing each command by its first key's slot (MOVED/ASK followed).
+    /// Type-erased: the cluster connection's type is so deep that every future holding
+    /// it would overflow the compiler's recursion limit when checked for `Send`, in the
+    /// callers' crates too.
+    Cluster(ErasedConn),
+}
+
+/// A cloneable, type-erased connection.
+pub(crate) struct ErasedConn(Box<dyn DynConn>);
+
+trait DynConn: ConnectionLike + Send + Sync {
+    fn boxed_clone(&self) -> Box<dyn DynConn>;
+}
+
+impl<T: ConnectionLike + Clone + Send + Sync + 'static> DynConn for T {
+    fn boxed_clone(&self) -> Box<dyn DynConn> {
+        Box::new(self.clone())
+    }
+}
+
+impl Clone for ErasedConn {
+    fn clone(&self) -> Self {
+        Self(self.0.boxed_clone())
+    }
+}
+
+impl ErasedConn {
+    /// `conn`, type-erased.
+    pub(crate) fn new<C: ConnectionLike + Clone + Send + Sync + 'static>(conn: C) -> Self {
+        Self(Box::new(conn))
+    }
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Single(c) => c.req_packed_command(cmd),
+            Self::Cluster(c) => c.0.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Self::Cluster(c) => c.0.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(c) => c.get_db(),
+            Self::Cluster(c) => c.0.get_db(),
+        }
+    }
+}
+
+/// One endpoint: a Redis, a cluster, or a Sentinel-managed primary.
+pub(crate) struct Node {
+    conn: RwLock<Conn>,
+    /// Set when the primary is found through Sentinel: asked again after a failover.
+    sentinel: Option<SentinelLink>,
+    /// The address, password redacted, for messages.
+    pub(crate) label: String,
+}
+
+struct SentinelLink {
+    /// Hears the sentinels and names the primary a majority of them elect. While it says
+    /// the primary may have moved (`adrift`), the old connection is not used: it would
+    /// reconnect by itself to the old address, where a crashed primary restarted with an
+    /// empty dataset, or an old primary a planned failover has not demoted yet, may answer
+    /// as a primary for seconds (two primaries granting the same lock).
+    follower: Arc<Follower>,
+    config: ConnectionManagerConfig,
+    /// Serialises look-ups: one task asks the sentinels, the others use its answer.
+    lookup: tokio::sync::Mutex<()>,
+    /// Bound on one look-up (the client's response timeout).
+    timeout: std::time::Duration,
+}
+
+impl Node {
+    pub(crate) fn new(conn: Conn, label: String) -> Self {
+        Self {
+            conn: RwLock::new(conn),
+            sentinel: None,
+            label,
+        }
+    }
+
+    /// A node whose primary `follower` names; `conn` is connected to the current one.
+    pub(crate) fn with_sentinel(
+        conn: ConnectionManager,
+        follower: Arc<Follower>,
+        config: ConnectionManagerConfig,
+        timeout: std::time::Duration,
+        label: String,
+    ) -> Self {
+        Self {
+            conn: RwLock::new(Conn::Single(conn)),
+            sentinel: Some(SentinelLink {
+                follower,
+                config,
+                lookup: tokio::sync::Mutex::new(()),
+                timeout,
+            }),
+            label,
+        }
+    }
+
+    /// The sentinels' follower of a Sentinel-managed node.
+    pub(crate) fn follower(&self) -> Option<&Arc<Follower>> {
+        self.sentinel.as_ref().map(|link| &link.follower)
+    }
+
+    /// The current connection (a clone of a multiplexed handle).
+    pub(crate) fn conn(&self) -> Conn {
+        self.conn
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Runs a script on the node. For a Sentinel-managed node, an error that says the
+    /// primary moved (connection lost, `READONLY` from a demoted primary) makes it ask the
+    /// sentinels for the current primary and try once more there.
+    pub(crate) async fn invoke<T: FromRedisValue>(
+        &self,
+        invocation: &ScriptInvocation<'_>,
+    ) -> RedisResult<T> {
+        let events = self.events();
+        let mut conn = self.current().await?;
+        let result = match invocation.invoke_async(&mut conn).await {
+            Err(e) if self.must_follow(&e) => {
+                let mut conn = self.follow(Some(e)).await?;
+                invocation.invoke_async(&mut conn).await
+            }
+            other => other,
+        };
+        self.unless_failed_over(events, result)
+    }
+
+    /// Sends a pipeline of `EVALSHA`s of `script`, loading it on `NOSCRIPT`; follows a
+    /// moved primary as [`Node::invoke`] does.
+    pub(crate) async fn pipeline<T: FromRedisValue>(
+        &self,
+        pipe: &Pipeline,
+        script: &Script,
+    ) -> RedisResult<T> {
+        let events = self.events();
+        let mut conn = self.current().await?;
+        let result = match pipe.query_async(&mut conn).await {
+            Err(e) if e.code() == Some("NOSCRIPT") => {
+                script.prepare_invoke().load_async(&mut conn).await?;
+                pipe.query_async(&mut conn).await
+            }
+            other => other,
+        };
+        let result = match result {
+            Err(e) if self.must_follow(&e) => {
+                let mut conn = self.follow(Some(e)).await?;
+                script.prepare_invoke().load_async(&mut conn).await?;
+                pipe.query_async(&mut conn).await
+            }
+            other => other,
+        };
+        self.unless_failed_over(events, result)
+    }
+
+    /// Sends one plain command.
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> RedisResult<T> {
+        let mut conn = self.current().await?;
+        cmd.query_async(&mut conn).await
+    }
+
+    fn must_follow(&self, e: &redis::RedisError) -> bool {
+        self.sentinel.is_some() && primary_moved(e)
+    }
+
+    /// The sentinels' failover events seen so far (0 for other nodes).
+    fn events(&self) -> u64 {
+        self.follower().map_or(0, |f| f.events())
+    }
+
+    /// `result`, unless the sentinels started moving the primary while the call ran: then
+    /// nobody can tell whether the old primary ran it after its replica was promoted (a
+    /// write the new primary never sees), so its outcome is unknown, a connection error
+    /// (an acquisition gives back whatever it may have taken, and tries again).
+    fn unless_failed_over<T>(&self, before: u64, result: RedisResult<T>) -> RedisResult<T> {
+        match result {
+            Ok(_) if self.events() != before => {
+                tracing::debug!(node = %self.label, "the primary changed during the call; its outcome is unknown");
+                Err(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionAborted,
+                    "the sentinels failed the primary over during the call; try again",
+                )))
+            }
+            other => other,
+        }
+    }
+
+    /// The connection to use now: for a Sentinel-managed node whose primary moved and
+    /// was not found again yet, a fresh one to the primary the sentinels name.
+    async fn current(&self) -> RedisResult<Conn> {
+        match &self.sentinel {
+            Some(link) if link.follower.adrift() => self.follow(None).await,
+            _ => Ok(self.conn()),
+        }
+    }
+
+    /// Asks the sentinels for the current primary and connects to it. The future is
+    /// type-erased: the connection's futures are deep enough to overflow the compiler's
+    /// recursion limit in every caller's `Send` check otherwise.
+    fn follow(&self, cause: Option<redis::RedisError>) -> BoxFuture<'_, RedisResult<Conn>> {
+        Box::pin(async move {
+            let Some(link) = &self.sentinel else {
+                return match cause {
+                    Some(e) => Err(e),
+                    None => Ok(self.conn()),
+                };
+            };
+            if let Some(cause) = &cause {
+                link.follower.set_adrift();
+                tracing::info!(node = %self.label, error = %cause, "primary unreachable or demoted; asking the sentinels");
+            }
+            let deadline = tokio::time::Instant::now() + link.timeout;
+            let Ok(_one_at_a_time) = tokio::time::timeout_at(deadline, link.lookup.lock()).await
+            else {
+                return Err(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "still looking for the primary the sentinels elected; try again",
+                )));
+            };
+            if !link.follower.adrift() {
+                // Another task found the primary while we queued for the sentinels.
+                return Ok(self.conn());
+            }
+            // A restarted runtime (a client shared by several) listens again.
+            link.follower.listen();
+            let (client, addr) = link.follower.elect(deadline).await?;
+            let manager =
+                ConnectionManager::new_with_config(client.clone(), link.config.clone()).await?;
+            let conn = Conn::Single(manager);
+            *self.conn.write().unwrap_or_else(PoisonError::into_inner) = conn.clone();
+            link.follower.connected(&addr, &client);
+            Ok(conn)
+        })
+    }
+}
+
+/// True for errors after which a Sentinel-managed primary should be looked up again.
+fn primary_moved(e: &redis::RedisError) -> bool {
+    is_connection_error(e) || e.code() == Some("READONLY") || e.code() == Some("MASTERDOWN")
+}
+
+/// Runs `futures` concurrently, each bounded by `timeout`; a late one counts as a
+/// connection error.
+pub(crate) async fn fan_out<T, F>(
+    futures: impl IntoIterator<Item = F>,
+    timeout: std::time::Duration,
+) -> Vec<RedisResult<T>>
+where
+    F: Future<Output = RedisResult<T>>,
+{
+    futures_util::future::join_all(futures.into_iter().map(|f| {
+        tokio::time::timeout(timeout, f).map(|r| {
+            r.unwrap_or_else(|_| {
+                Err(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "node did not answer in time",
+                )))
+            })
+        })
+    }))
+    .await
+}
+
+/// One acquisition attempt on one node.
+pub(crate) async fn acquire_on(
+    node: &Node,
+    keys: &LockKeys,
+    args: &AcquireArgs<'_>,
+) -> RedisResult<Reply> {
+    replies::acquire(&node.invoke(&scripts::acquire(keys, args)).await?)
+}
+
+/// The release script on one node.
+pub(crate) async fn release_on(
+    node: &Node,
+    keys: &LockKeys,
+    token: &str,
+    announce: bool,
+) -> RedisResult<bool> {
+    let invocation = scripts::release(keys, token, announce);
+    replies::flag("release.lua", &node.invoke(&invocation).await?)
+}
+
+/// The extend script on one node.
+pub(crate) async fn extend_on(
+    node: &Node,
+    keys: &LockKeys,
+    token: &str,
+    ttl_ms: u64,
+) -> RedisResult<bool> {
+    let invocation = scripts::extend(keys, token, ttl_ms);
+    replies::flag("extend.lua", &node.invoke(&invocation).await?)
+}
+
+/// One pipeline of `renew.lua` calls (batches of [`BATCH`] leases) on one node.
+pub(crate) async fn renew_on(node: &Node, batch: &[RenewItem<'_>]) -> RedisResult<Vec<bool>> {
+    let answers: Vec<Value> = node
+        .pipeline(&scripts::renew(batch), &scripts::RENEW)
+        .await?;
+    let chunks = batch.chunks(BATCH);
+    if answers.len() != chunks.len() {
+        return Err(redis::RedisError::from((
+            redis::ErrorKind::UnexpectedReturnType,
+            "a renewal pipeline answered another number of calls than it sent",
+            format!("{} answers for {} calls", answers.len(), chunks.len()),
+        )));
+    }
+    let mut renewed = Vec::with_capacity(batch.len());
+    for (answer, chunk) in answers.iter().zip(chunks) {
+        renewed.extend(replies::renew(answer, chunk.len())?);
+    }
+    Ok(renewed)
+}

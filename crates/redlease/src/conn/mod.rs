@@ -1,0 +1,193 @@
+//! How a client reaches Redis: its endpoints, the settings every connection it opens
+//! shares (data connections, one per node; pub/sub connections for grants, release
+//! notices and sentinel events), and the pub/sub [`pubsub::Link`] that comes back after
+//! an outage.
+
+pub(crate) mod pubsub;
+
+use std::time::Duration;
+
+use redis::aio::ConnectionManagerConfig;
+
+use crate::error::{Error, Result};
+
+/// Which Redis deployment a client connects to.
+#[derive(Clone)]
+pub(crate) enum Endpoints {
+    /// One Redis: `redis://` or `rediss://`.
+    Single(String),
+    /// Sentinels (`redis://host:port` each) and the name of the primary they watch; the
+    /// credentials of `data` (a `redis://` URL without host meaning) are the primary's.
+    Sentinel {
+        sentinels: Vec<String>,
+        master: String,
+        data: Option<String>,
+    },
+    /// Seed nodes of a Redis Cluster.
+    Cluster(Vec<String>),
+    /// Independent primaries of a quorum.
+    Quorum(Vec<String>),
+}
+
+impl Endpoints {
+    /// `url` as endpoints: a `redis+sentinel://` URL, or else one Redis.
+    pub(crate) fn parse(url: &str) -> Self {
+        parse_sentinel_url(url).unwrap_or_else(|| Self::Single(url.to_owned()))
+    }
+
+    /// The endpoints' addresses, passwords redacted, for messages.
+    pub(crate) fn labels(&self) -> Vec<String> {
+        match self {
+            Self::Single(url) => vec![redact_url(url)],
+            Self::Sentinel {
+                sentinels, master, ..
+            } => sentinels
+                .iter()
+                .map(|s| format!("{}/{master}", redact_url(s)))
+                .collect(),
+            Self::Cluster(urls) | Self::Quorum(urls) => {
+                urls.iter().map(|u| redact_url(u)).collect()
+            }
+        }
+    }
+}
+
+/// What every connection of one client shares.
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub(crate) endpoints: Endpoints,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) response_timeout: Duration,
+    /// PEM of the CA(s) that sign the server's certificate, instead of the system's roots.
+    pub(crate) tls_root: Option<Vec<u8>>,
+}
+
+impl Settings {
+    /// The reconnecting data connections' configuration.
+    pub(crate) fn manager_config(&self) -> ConnectionManagerConfig {
+        ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.response_timeout))
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_secs(1))
+            .set_number_of_retries(3)
+    }
+
+    /// A redis-rs client for `url`, with the TLS roots when set.
+    pub(crate) fn redis_client(&self, url: &str) -> Result<redis::Client> {
+        let client = match &self.tls_root {
+            #[cfg(feature = "tls")]
+            Some(pem) => redis::Client::build_with_tls(
+                url,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.clone()),
+                },
+            ),
+            #[cfg(not(feature = "tls"))]
+            Some(_) => Err(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "TLS support is not compiled in (enable the `tls` feature)",
+            ))),
+            None => redis::Client::open(url),
+        };
+        client.map_err(|e| self.bad_url(&e))
+    }
+
+    /// The error for endpoints redis-rs refused (`e`), without echoing a password.
+    pub(crate) fn bad_url(&self, e: &redis::RedisError) -> Error {
+        Error::InvalidOption {
+            option: "url",
+            reason: format!(
+                "`{}` is not a usable Redis URL ({}); expected redis://[user:password@]host:port[/db], rediss://... for TLS, or redis+sentinel://host:port[,host:port...]/master-name",
+                self.endpoints.labels().join(","),
+                // The error's Display may echo the URL with its password; keep the kind.
+                format_args!("{:?}", e.kind())
+            ),
+        }
+    }
+}
+
+/// The error for a connection that could not be made.
+pub(crate) fn connecting(source: redis::RedisError) -> Error {
+    Error::Redis {
+        action: "connecting",
+        source,
+    }
+}
+
+/// `redis+sentinel://[user:password@]host:port[,host:port...]/master-name[/db]` ->
+/// the sentinels' URLs, the master name, and a URL carrying the primary's credentials and
+/// database.
+fn parse_sentinel_url(url: &str) -> Option<Endpoints> {
+    let rest = url.strip_prefix("redis+sentinel://")?;
+    let (creds, rest) = match rest.rfind('@') {
+        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+        None => (None, rest),
+    };
+    let (hosts, path) = rest.split_once('/')?;
+    let mut path = path.split('/');
+    let master = path.next().filter(|m| !m.is_empty())?.to_owned();
+    let db = path.next().filter(|d| !d.is_empty());
+    let sentinels: Vec<String> = hosts
+        .split(',')
+        .filter(|h| !h.is_empty())
+        .map(|h| format!("redis://{h}"))
+        .collect();
+    if sentinels.is_empty() {
+        return None;
+    }
+    let data = (creds.is_some() || db.is_some()).then(|| {
+        let creds = creds.map(|c| format!("{c}@")).unwrap_or_default();
+        let db = db.map(|d| format!("/{d}")).unwrap_or_default();
+        format!("redis://{creds}localhost{db}")
+    });
+    Some(Endpoints::Sentinel {
+        sentinels,
+        master,
+        data,
+    })
+}
+
+/// `url` with its password replaced by `***` (`redis://user:secret@host` ->
+/// `redis://user:***@host`), fit for logs and error messages. A string without `://`
+/// becomes `***` altogether.
+///
+/// # Examples
+/// ```
+/// assert_eq!(
+///     redlease::redact_url("rediss://app:s3cret@db:6380/0"),
+///     "rediss://app:***@db:6380/0"
+/// );
+/// ```
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return "***".into();
+    };
+    let rest = &url[scheme_end + 3..];
+    match rest.rfind('@') {
+        Some(at) => {
+            let creds = &rest[..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}{user}:***@{}", &url[..scheme_end + 3], &rest[at + 1..])
+        }
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_redacted() {
+        assert_eq!(
+            redact_url("redis://app:s3cret@127.0.0.1:6379/0"),
+            "redis://app:***@127.0.0.1:6379/0"
+        );
+        assert_eq!(
+            redact_url("redis://127.0.0.1:6379"),
+            "redis://127.0.0.1:6379"
+        );
+    }
+}

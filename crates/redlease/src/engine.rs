@@ -1,0 +1,326 @@
+//! The lease engine of one [`Client`](crate::Client): what every primitive built on it
+//! shares (the deployment, the grant and release notifications, the renewal scheduler, the
+//! holder details), the leases it holds ([`Holding`]), and giving leases back, also from
+//! operations that were dropped half-way ([`GiveBack`]) and at shutdown.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
+
+use crate::backend::Deployment;
+use crate::error::Result;
+use crate::keys::LockKeys;
+use crate::lease::{Lease, State, lost};
+use crate::notify::{Notifier, Wakeups};
+use crate::renew::Renewer;
+use crate::token::OwnerToken;
+
+/// What a client's primitives share; a [`Client`](crate::Client) is an `Arc` of it.
+pub(crate) struct Engine {
+    pub(crate) deployment: Arc<Deployment>,
+    pub(crate) notifier: Arc<Notifier>,
+    /// Release notifications for cluster and quorum waiters (none for a single Redis or
+    /// Sentinel, which hand off through `notifier`, or with notifications turned off).
+    pub(crate) wakeups: Option<Arc<Wakeups>>,
+    pub(crate) renewer: Arc<Renewer>,
+    /// Holder details recorded beside each lock, for operators.
+    pub(crate) holder: String,
+    /// Every lease handed out and not yet dropped, for `shutdown`.
+    leases: Registry,
+    /// Background give-backs (dropped guards, abandoned attempts), for `shutdown`.
+    background: TaskTracker,
+}
+
+impl Engine {
+    pub(crate) fn new(
+        deployment: Arc<Deployment>,
+        notifier: Arc<Notifier>,
+        wakeups: Option<Arc<Wakeups>>,
+        holder: String,
+    ) -> Self {
+        Self {
+            renewer: Renewer::new(Arc::clone(&deployment)),
+            deployment,
+            notifier,
+            wakeups,
+            holder,
+            leases: Registry::default(),
+            background: TaskTracker::new(),
+        }
+    }
+
+    pub(crate) fn deployment(&self) -> &Deployment {
+        &self.deployment
+    }
+
+    /// Identifies this engine (its client and the client's clones) among others in one
+    /// process.
+    pub(crate) fn id(&self) -> usize {
+        std::ptr::from_ref(self).addr()
+    }
+
+    /// Tasks waiting for a busy lock right now.
+    pub(crate) fn waiting(&self) -> usize {
+        self.notifier.waiting() + self.wakeups.as_ref().map_or(0, |w| w.watched())
+    }
+
+    /// Runs `task` in the background as a task of this engine (which
+    /// [`Engine::shutdown`] waits for); false when no runtime is there to run it.
+    pub(crate) fn background(&self, task: impl Future<Output = ()> + Send + 'static) -> bool {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                self.background.spawn_on(task, &runtime);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Gives back every live lease and waits for the background give-backs; the first
+    /// error of a give-back that could not reach Redis.
+    pub(crate) async fn shutdown(&self) -> Result<()> {
+        let leases: Vec<_> = self
+            .leases
+            .all()
+            .into_iter()
+            .filter(|holding| holding.close())
+            .collect();
+        let given_back = futures_util::future::join_all(
+            leases
+                .iter()
+                .map(|holding| release_token(self, &holding.lease.keys, &holding.lease.token)),
+        )
+        .await;
+        let tracker = &self.background;
+        tracker.close();
+        tracker.wait().await;
+        tracker.reopen();
+        tracing::debug!(leases = leases.len(), "client shut down");
+        given_back
+            .into_iter()
+            .find_map(std::result::Result::err)
+            .map_or(Ok(()), Err)
+    }
+}
+
+/// A lease this client holds, shared by its guard, nested (reentrant) guards of the same
+/// owner, and the owner's slot; given back when the last guard lets go.
+pub(crate) struct Holding {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) lease: Arc<Lease>,
+    /// Guards alive on this lease: 1, plus one per nested acquisition.
+    holds: AtomicUsize,
+    /// The lease's entry in the renewal scheduler, when renewed.
+    renewal: OnceLock<u64>,
+    /// The holding's entry in its engine's registry.
+    id: u64,
+}
+
+impl Holding {
+    /// Holds `lease`, renewed (until `max_hold` after `acquired`) when `renew` says so.
+    pub(crate) fn new(
+        engine: &Arc<Engine>,
+        lease: Lease,
+        renew: Option<(Instant, Option<Duration>)>,
+    ) -> Arc<Self> {
+        let lease = Arc::new(lease);
+        let renewal = OnceLock::new();
+        if let Some((acquired, max_hold)) = renew {
+            let _ = renewal.set(engine.renewer.add(&lease, acquired, max_hold));
+        }
+        let id = engine.leases.next_id();
+        let holding = Arc::new(Self {
+            engine: Arc::clone(engine),
+            lease,
+            holds: AtomicUsize::new(1),
+            renewal,
+            id,
+        });
+        engine.leases.add(id, &holding);
+        holding
+    }
+
+    /// Whether the renewal scheduler renews this lease ([`Renewal::Auto`](crate::Renewal)).
+    pub(crate) fn is_renewed(&self) -> bool {
+        self.renewal.get().is_some()
+    }
+
+    pub(crate) fn stop_renewal(&self) {
+        if let Some(&entry) = self.renewal.get() {
+            self.engine.renewer.remove(entry);
+        }
+    }
+
+    /// Tells the renewal scheduler (when it renews this lease) that the lease was just set
+    /// for `ttl` by a request sent at `sent`, so that the next renewal falls due a third of
+    /// that `ttl` later, also when an extension shortened the lease.
+    pub(crate) fn reschedule(&self, sent: Instant, ttl: Duration) {
+        if let Some(&entry) = self.renewal.get() {
+            self.engine.renewer.reschedule(entry, sent + ttl / 3);
+        }
+    }
+
+    /// Adds a nested hold if the lease is still held; false once it ended.
+    pub(crate) fn enter(&self) -> bool {
+        if !self.lease.is_held() {
+            return false;
+        }
+        self.holds.fetch_add(1, Ordering::AcqRel);
+        true
+    }
+
+    /// Drops one hold; true when it was the last, so the lock must be given back.
+    pub(crate) fn exit(&self) -> bool {
+        self.holds.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+
+    /// Gives the lock back: stops renewal, then runs the release script.
+    /// `Err(Lost)` when the token was no longer there or the lease had been declared lost.
+    ///
+    /// Until Redis confirmed the release, a background give-back stands armed: a caller
+    /// that drops this future (a `select!`, a `timeout`) still frees the lock at once.
+    pub(crate) async fn release(&self) -> Result<()> {
+        let lease = &self.lease;
+        let before = lease.end(State::Released);
+        self.stop_renewal();
+        if before == State::Closed {
+            // `Client::shutdown` gave it back already.
+            return Ok(());
+        }
+        let mut give_back = GiveBack::new(&self.engine, &lease.keys, &lease.token);
+        let released = release_token(&self.engine, &lease.keys, &lease.token).await;
+        if released.is_ok() {
+            give_back.disarm();
+        }
+        match (before, released?) {
+            (State::Held(_), true) => {
+                tracing::debug!(lock = %lease.name, "released");
+                Ok(())
+            }
+            (State::Held(_), false) => {
+                tracing::warn!(lock = %lease.name, token = %lease.token, "lock lost before release");
+                Err(lost(&lease.name))
+            }
+            _ => Err(lost(&lease.name)),
+        }
+    }
+
+    /// Ends the lease for [`Client::shutdown`](crate::Client::shutdown): true when it was
+    /// held, so that the caller gives the lock back.
+    fn close(&self) -> bool {
+        let closed = self.lease.close();
+        if closed {
+            self.stop_renewal();
+        }
+        closed
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        self.engine.leases.remove(self.id);
+    }
+}
+
+/// Every lease an engine has handed out and not yet dropped, so that
+/// [`Engine::shutdown`] can give them back.
+#[derive(Default)]
+struct Registry {
+    next: AtomicU64,
+    live: Mutex<HashMap<u64, Weak<Holding>>>,
+}
+
+impl Registry {
+    fn next_id(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Weak<Holding>>> {
+        // Single inserts and removes: a panic cannot leave the map inconsistent.
+        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn add(&self, id: u64, holding: &Arc<Holding>) {
+        self.live().insert(id, Arc::downgrade(holding));
+    }
+
+    fn remove(&self, id: u64) {
+        self.live().remove(&id);
+    }
+
+    /// The leases still alive.
+    fn all(&self) -> Vec<Arc<Holding>> {
+        self.live().values().filter_map(Weak::upgrade).collect()
+    }
+}
+
+/// Gives back, in the background, whatever an operation that may have taken something
+/// leaves in Redis when it is dropped or fails before Redis confirmed the outcome: a lock
+/// taken by an attempt whose reply never came, a place in the waiter queue (and a lock
+/// handed to that place), or a release in flight. The release script does all of these,
+/// atomically and idempotently.
+///
+/// Armed from the start. The give-back is a task of the engine's, which
+/// [`Client::shutdown`](crate::Client::shutdown) waits for.
+pub(crate) struct GiveBack {
+    engine: Arc<Engine>,
+    keys: Arc<LockKeys>,
+    token: OwnerToken,
+    armed: bool,
+}
+
+impl GiveBack {
+    pub(crate) fn new(engine: &Arc<Engine>, keys: &Arc<LockKeys>, token: &OwnerToken) -> Self {
+        Self {
+            engine: Arc::clone(engine),
+            keys: Arc::clone(keys),
+            token: token.clone(),
+            armed: true,
+        }
+    }
+
+    /// Something may be left in Redis from now on.
+    pub(crate) fn arm(&mut self) {
+        self.armed = true;
+    }
+
+    /// Redis confirmed that nothing is left (or the lease passed to a guard).
+    pub(crate) fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for GiveBack {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let engine = Arc::clone(&self.engine);
+        let keys = Arc::clone(&self.keys);
+        let token = self.token.clone();
+        let spawned = self.engine.background(async move {
+            match release_token(&engine, &keys, &token).await {
+                Ok(true) => tracing::debug!(key = %keys.key, "gave back a lock left by an abandoned operation"),
+                Ok(false) => {}
+                Err(e) => tracing::warn!(key = %keys.key, error = %e, "could not give back a lock left by an abandoned operation; it expires by itself"),
+            }
+        });
+        if !spawned {
+            tracing::debug!(key = %self.keys.key, "no runtime to give back an abandoned operation's lock; it expires by itself");
+        }
+    }
+}
+
+/// Runs the release script for `token` (also withdraws it from the waiter queue).
+/// Returns whether the lock held the token.
+pub(crate) async fn release_token(
+    engine: &Engine,
+    keys: &LockKeys,
+    token: &OwnerToken,
+) -> Result<bool> {
+    engine.deployment().release(keys, token.secret()).await
+}
