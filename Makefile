@@ -2,13 +2,15 @@
 # make demo   the coupon race of the seed articles against a private redis-server
 # make bench  the benchmark scenarios of BENCHMARKS.md
 # make chaos  the fault matrix (worker processes, real faults, a fencing judge): RELIABILITY.md
+# make layers the library's module graph bottom-up and its layering problems (cycles, upward
+#             imports); the check itself runs in make test (tests/layers.rs)
 # Each installs Redis from Debian's packages first when redis-server is not on the PATH.
 
 CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 REDIS_PACKAGES := redis-server redis-tools redis-sentinel openssl
 
-.PHONY: test demo bench chaos redis fmt lint
+.PHONY: test demo bench chaos layers redis fmt lint
 
 redis:
 	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
@@ -28,6 +30,9 @@ lint:
 test: redis fmt lint
 	RUSTDOCFLAGS="-D warnings" $(CARGO) test --workspace --all-targets
 	RUSTDOCFLAGS="-D warnings" $(CARGO) test --workspace --doc
+
+layers:
+	$(CARGO) test -p redlease --test layers -- --nocapture
 
 demo: redis
 	$(CARGO) run --release -q -p redlease-cli -- demo
