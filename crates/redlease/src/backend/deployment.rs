@@ -60,7 +60,7 @@ impl Deployment {
     }
 
     /// Whether a release publishes on the lock's channel: where waiters do not queue for a
-    /// hand-off but listen for releases (see `crate::wake`).
+    /// hand-off but listen for releases (see `crate::notify::releases`).
     pub(crate) fn announces(&self) -> bool {
         matches!(self.topology, Topology::Cluster | Topology::Quorum)
     }

@@ -94,7 +94,7 @@ pub(crate) async fn acquire(
     let ttl = Duration::from_millis(args.ttl_ms);
     let node_timeout = node_timeout(deployment, args.ttl_ms);
     // Queues are per node and could hand the lock to different waiters: quorum waiters
-    // listen for release notices instead (see `crate::wake`).
+    // listen for release notices instead (see `crate::notify::releases`).
     let args = AcquireArgs {
         queue: None,
         ..*args
