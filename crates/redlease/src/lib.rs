@@ -116,6 +116,7 @@ mod notify;
 mod lease;
 mod renew;
 
+mod acquire;
 mod engine;
 
 pub mod blocking;

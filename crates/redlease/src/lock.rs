@@ -1,27 +1,20 @@
 //! [`Lock`]: a name and its options; acquiring it yields a [`Guard`].
 
 use std::fmt;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::futures::Notified;
-use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::engine::{Engine, GiveBack, Holding};
+use crate::acquire::Request;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::guard::Guard;
 use crate::keys::LockKeys;
-use crate::lease::{Lease, lost};
-use crate::notify::{Registration, Watch};
 use crate::owner::Owner;
 use crate::renew::Renewal;
-use crate::replies::Reply;
-use crate::scripts::AcquireArgs;
-use crate::token::{FencingToken, OwnerToken};
-use crate::ttl::{MAX_TTL, ttl_millis, validate_ttl};
-use crate::wait::{Retry, Wait, jitter};
+use crate::ttl::{MAX_TTL, validate_ttl};
+use crate::wait::{Retry, Wait};
 
 /// Lease length when none is set.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
@@ -29,12 +22,6 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 pub const DEFAULT_WAIT: Wait = Wait::For(Duration::from_secs(10));
 /// Key prefix when none is set.
 pub const DEFAULT_PREFIX: &str = "redlease:";
-
-/// The longest pause between attempts while Redis cannot be reached or refuses for now
-/// (the lock's [`Retry`] may cap it lower).
-const OUTAGE_POLL: Duration = Duration::from_millis(50);
-/// How long the queue keys outlive their last waiter's arrival, beyond its wait.
-const QUEUE_LINGER: Duration = Duration::from_secs(60);
 
 /// A distributed lock: a name on a [`Client`](crate::Client)'s deployment plus options.
 ///
@@ -72,16 +59,6 @@ impl fmt::Debug for Lock {
             .field("min_replicas", &self.min_replicas)
             .finish_non_exhaustive()
     }
-}
-
-/// What one attempt found.
-enum Attempt {
-    /// Acquired fresh by this very attempt.
-    Fresh(FencingToken),
-    /// Already held with our token: an earlier attempt of ours, or a hand-off.
-    Ours(FencingToken),
-    /// Held by another owner; the holder's remaining lease in ms (-1: none).
-    Busy(i64),
 }
 
 impl Lock {
@@ -225,6 +202,21 @@ impl Lock {
         Ok(Arc::clone(self.keys.get_or_init(|| keys)))
     }
 
+    /// An acquisition of this lock at `keys`.
+    fn request<'a>(&'a self, keys: &'a Arc<LockKeys>) -> Request<'a> {
+        Request {
+            engine: &self.engine,
+            name: &self.name,
+            keys,
+            ttl: self.ttl,
+            wait: self.wait,
+            retry: self.retry,
+            renewal: self.renewal,
+            max_hold: self.max_hold,
+            min_replicas: self.min_replicas,
+        }
+    }
+
     /// The owner acquisitions act for: the lock's own, else that of the current scope.
     pub(crate) fn effective_owner(&self) -> Option<Owner> {
         self.owner.clone().or_else(Owner::current)
@@ -245,7 +237,8 @@ impl Lock {
     /// Cancel safe: a lock taken by a dropped attempt is given back in the background.
     pub async fn try_acquire(&self) -> Result<Option<Guard>> {
         let keys = self.plan()?;
-        match self.effective_owner() {
+        let request = self.request(&keys);
+        let holding = match self.effective_owner() {
             Some(owner) => {
                 // Another task of this owner acquiring the same lock right now makes it
                 // busy for this attempt: no waiting behind it.
@@ -254,42 +247,13 @@ impl Lock {
                         &self.engine,
                         &keys,
                         Some(Instant::now()),
-                        self.try_acquire_fresh(&keys),
+                        request.try_once(),
                     )
-                    .await
+                    .await?
             }
-            None => self.try_acquire_fresh(&keys).await,
-        }
-    }
-
-    async fn try_acquire_fresh(&self, keys: &Arc<LockKeys>) -> Result<Option<Guard>> {
-        match self.try_acquire_unreplicated(keys).await? {
-            Some(guard) if self.min_replicas.is_some() => {
-                Box::pin(self.replicated(guard)).await.map(Some)
-            }
-            guard => Ok(guard),
-        }
-    }
-
-    async fn try_acquire_unreplicated(&self, keys: &Arc<LockKeys>) -> Result<Option<Guard>> {
-        let token = OwnerToken::generate()?;
-        let mut give_back = GiveBack::new(&self.engine, keys, &token);
-        let sent = Instant::now();
-        match self.attempt(keys, &token, false).await? {
-            Attempt::Fresh(fence) | Attempt::Ours(fence) => {
-                give_back.disarm();
-                Ok(Some(self.guard(
-                    Arc::clone(keys),
-                    token.clone(),
-                    fence,
-                    sent,
-                )))
-            }
-            Attempt::Busy(_) => {
-                give_back.disarm();
-                Ok(None)
-            }
-        }
+            None => request.try_once().await?,
+        };
+        Ok(holding.map(Guard::new))
     }
 
     /// Acquires the lock, waiting up to the lock's [`wait`](Lock::wait).
@@ -322,23 +286,21 @@ impl Lock {
     #[tracing::instrument(skip_all, fields(lock = %self.name))]
     pub async fn acquire(&self) -> Result<Guard> {
         let keys = self.plan()?;
+        let request = self.request(&keys);
         let started = Instant::now();
-        let deadline = match self.wait {
-            Wait::No => Some(started),
-            Wait::For(d) => Some(started + d),
-            Wait::Forever => None,
-        };
-        match self.effective_owner() {
+        let deadline = request.deadline(started);
+        let holding = match self.effective_owner() {
             // The owner's own bookkeeping (another of its tasks acquiring the same lock)
             // counts against the same wait.
             Some(owner) => owner
                 .hold(&self.engine, &keys, deadline, async {
-                    self.acquire_fresh(&keys, started, deadline).await.map(Some)
+                    request.wait(started, deadline).await.map(Some)
                 })
                 .await?
-                .ok_or_else(|| self.timeout(started, None)),
-            None => self.acquire_fresh(&keys, started, deadline).await,
-        }
+                .ok_or_else(|| request.timeout(started, None))?,
+            None => request.wait(started, deadline).await?,
+        };
+        Ok(Guard::new(holding))
     }
 
     /// Acquires the lock, runs `work` while the lease is kept renewed, and releases it.
@@ -419,324 +381,5 @@ impl Lock {
                 }
             })
             .await
-    }
-
-    async fn acquire_fresh(
-        &self,
-        keys: &Arc<LockKeys>,
-        started: Instant,
-        deadline: Option<Instant>,
-    ) -> Result<Guard> {
-        let guard = self.acquire_unreplicated(keys, started, deadline).await?;
-        if self.min_replicas.is_none() {
-            return Ok(guard);
-        }
-        Box::pin(self.replicated(guard)).await
-    }
-
-    /// Applies [`min_replicas`](Lock::min_replicas) to a new guard.
-    async fn replicated(&self, guard: Guard) -> Result<Guard> {
-        let Some((replicas, timeout)) = self.min_replicas else {
-            return Ok(guard);
-        };
-        let lease = &guard.holding().lease;
-        let outcome = self
-            .engine
-            .deployment()
-            .replicate(
-                &lease.keys,
-                lease.token.secret(),
-                ttl_millis(self.ttl),
-                replicas,
-                timeout,
-            )
-            .await;
-        match outcome {
-            Ok((true, acked)) if acked >= replicas => Ok(guard),
-            Ok((true, acked)) => {
-                let _ = guard.release().await;
-                Err(Error::Replication {
-                    acked,
-                    wanted: replicas,
-                })
-            }
-            Ok((false, _)) => {
-                let _ = guard.release().await;
-                Err(lost(&self.name))
-            }
-            Err(e) => {
-                let _ = guard.release().await;
-                Err(e)
-            }
-        }
-    }
-
-    async fn acquire_unreplicated(
-        &self,
-        keys: &Arc<LockKeys>,
-        started: Instant,
-        deadline: Option<Instant>,
-    ) -> Result<Guard> {
-        let token = OwnerToken::generate()?;
-        let notifier = &self.engine.notifier;
-        let mut epochs = notifier.epochs();
-        // Armed before every attempt, disarmed only by a reply that proves nothing of ours
-        // is left in Redis: a dropped or failed acquisition gives back whatever it took.
-        let mut give_back = GiveBack::new(&self.engine, keys, &token);
-        // With the client's notifications already up, queue up with the very first attempt
-        // (one round trip fewer under contention; a free lock is simply taken).
-        let mut registration: Option<Registration> =
-            (self.wait != Wait::No && notifier.subscribed()).then(|| notifier.register(&token));
-        // A lower bound on when the lease we may end up holding began: the send time of the
-        // latest attempt that found the lock busy (a hand-off happens after it), or of the
-        // first attempt when none did.
-        let mut floor: Option<Instant> = None;
-        let mut holder_ttl = None;
-        let mut polls = 0u32;
-        let mut failures = 0u32;
-        let mut attempts = 0u32;
-        // The error of the latest attempt, if it failed: what the caller gets, rather than
-        // a timeout, when the wait runs out right after it. Boxed: it lives across the
-        // waits below, in every acquire future.
-        let mut failure: Option<Box<Error>> = None;
-        // Cluster and quorum waiters listen for releases on the lock's channel instead.
-        let wakeups = self.engine.wakeups.as_ref();
-        let mut watch: Option<Watch> = None;
-        loop {
-            // Armed before the attempt is sent, so that a release landing between the
-            // attempt's reply and the wait below still wakes us.
-            let notify = watch.as_ref().map(Watch::notify);
-            let mut released = notify.as_deref().map(|n| Box::pin(n.notified()));
-            if let Some(n) = released.as_mut() {
-                n.as_mut().enable();
-            }
-            let sent = Instant::now();
-            let lease_floor = *floor.get_or_insert(sent);
-            give_back.arm();
-            let cut_at = deadline.filter(|_| attempts > 0);
-            attempts += 1;
-            // Queue only while hand-offs can reach us: a release skips (and drops) a
-            // queued waiter whose client's grant subscription is down. The epoch changes
-            // when it comes back, and the next attempt queues again.
-            let queue = registration.is_some() && notifier.subscribed();
-            let Some(outcome) = self.attempt_until(keys, &token, queue, cut_at).await else {
-                return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
-            };
-            let delay = match outcome {
-                Ok(Attempt::Fresh(fence)) => {
-                    return Ok(self.taken(give_back, keys, token, fence, sent));
-                }
-                Ok(Attempt::Ours(fence)) => {
-                    return Ok(self.taken(give_back, keys, token, fence, lease_floor));
-                }
-                Ok(Attempt::Busy(pttl)) => {
-                    failure = None;
-                    floor = Some(sent);
-                    if registration.is_none() {
-                        // Definitely not ours and not queued: nothing to clean up.
-                        give_back.disarm();
-                    }
-                    holder_ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
-                    if registration.is_none()
-                        && deadline.is_none_or(|d| Instant::now() < d)
-                        && notifier.ready(deadline).await
-                    {
-                        // Subscribed: register, then queue up at once.
-                        registration = Some(notifier.register(&token));
-                        continue;
-                    }
-                    if let Some(wakeups) = wakeups
-                        && watch.is_none()
-                        && deadline.is_none_or(|d| Instant::now() < d)
-                    {
-                        watch = wakeups.watch(&keys.channel, deadline).await;
-                        if watch.is_some() {
-                            // Listening now: try again at once, a release may have come
-                            // while we subscribed.
-                            continue;
-                        }
-                    }
-                    self.busy_delay(
-                        registration.is_some() || watch.is_some(),
-                        holder_ttl,
-                        &mut polls,
-                    )
-                }
-                Err(e) => match self.retry_after(&e, &mut failures) {
-                    Some(delay) => {
-                        failure = Some(Box::new(e));
-                        delay
-                    }
-                    None => return Err(e),
-                },
-            };
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
-            }
-            let wake = deadline.map_or(now + delay, |d| d.min(now + delay));
-            if let Some(fence) =
-                wait_for_news(registration.as_mut(), released.as_mut(), wake, &mut epochs).await
-            {
-                if !self.engine.deployment().trusts_grants() {
-                    // Confirm the grant with an attempt (it finds our token: `Ours`). The
-                    // old registration goes first: its drop removes our token's entry.
-                    drop(registration.take());
-                    registration = Some(notifier.register(&token));
-                    continue;
-                }
-                let fence = FencingToken::new(fence);
-                return Ok(self.taken(give_back, keys, token, fence, sent));
-            }
-        }
-    }
-
-    /// How long to wait before retrying an attempt that failed with `e`, or `None` when
-    /// the error is final. Connection errors (the outcome is unknown: the give-back guard
-    /// settles it), a quorum that did not answer, and passing refusals (`BUSY`, `LOADING`:
-    /// nothing ran) are retried with jittered back-off for as long as the wait lasts, so
-    /// an outage shorter than the wait is ridden out; the caller stops at the deadline and
-    /// returns the last error.
-    fn retry_after(&self, e: &Error, failures: &mut u32) -> Option<Duration> {
-        if e.is_transient() {
-            tracing::debug!(error = %e, "attempt refused for now, retrying");
-        } else if e.is_connection() || matches!(e, Error::NoQuorum { .. }) {
-            tracing::debug!(error = %e, "attempt failed; outcome unknown, retrying");
-        } else {
-            return None;
-        }
-        *failures += 1;
-        // Polled often enough to notice a recovered Redis within a few tens of ms: an
-        // attempt against a refused connection costs the server nothing.
-        Some(self.retry.delay_within(*failures, OUTAGE_POLL))
-    }
-
-    /// How long a waiter that found the lock busy sleeps at most before trying again.
-    fn busy_delay(
-        &self,
-        listening: bool,
-        holder_ttl: Option<Duration>,
-        polls: &mut u32,
-    ) -> Duration {
-        match (listening, holder_ttl) {
-            // Queued (or listening): the hand-off (or the release notice) wakes us; re-check
-            // when the holder's lease should have run out (it may have crashed), at most
-            // every `max`.
-            (true, Some(left)) => left.min(self.retry.max()) + jitter(self.retry.min()),
-            (true, None) => self.retry.max(),
-            (false, _) => {
-                *polls += 1;
-                self.retry.delay(*polls)
-            }
-        }
-    }
-
-    fn timeout(&self, started: Instant, holder_ttl: Option<Duration>) -> Error {
-        Error::Timeout {
-            name: self.name.to_string(),
-            waited: started.elapsed(),
-            holder_ttl,
-        }
-    }
-
-    /// The guard of a lock an acquisition took: nothing is left to give back.
-    fn taken(
-        &self,
-        mut give_back: GiveBack,
-        keys: &Arc<LockKeys>,
-        token: OwnerToken,
-        fence: FencingToken,
-        lease_start: Instant,
-    ) -> Guard {
-        give_back.disarm();
-        self.guard(Arc::clone(keys), token, fence, lease_start)
-    }
-
-    fn guard(
-        &self,
-        keys: Arc<LockKeys>,
-        token: OwnerToken,
-        fence: FencingToken,
-        lease_start: Instant,
-    ) -> Guard {
-        let lease = Lease::new(
-            Arc::clone(&self.name),
-            keys,
-            token,
-            fence,
-            self.ttl,
-            lease_start,
-        );
-        tracing::debug!(lock = %lease.name, token = %lease.token, fence = %lease.fence, "acquired");
-        let renew = (self.renewal == Renewal::Auto).then_some((lease_start, self.max_hold));
-        Guard::new(Holding::new(&self.engine, lease, renew))
-    }
-
-    async fn attempt(&self, keys: &LockKeys, token: &OwnerToken, queue: bool) -> Result<Attempt> {
-        let linger = ttl_millis(self.queue_linger());
-        let args = AcquireArgs {
-            token: token.secret(),
-            ttl_ms: ttl_millis(self.ttl),
-            holder: &self.engine.holder,
-            queue: queue.then(|| (self.engine.notifier.channel(), linger)),
-        };
-        Ok(match self.engine.deployment().acquire(keys, &args).await? {
-            Reply::Fresh(fence) => Attempt::Fresh(FencingToken::new(fence)),
-            Reply::Ours(fence) => Attempt::Ours(FencingToken::new(fence)),
-            Reply::Busy(pttl) => Attempt::Busy(pttl),
-        })
-    }
-
-    /// An attempt that stops at `cut_at` (`None` when cut off: its outcome is unknown,
-    /// and the caller's give-back settles it). The first attempt of an acquisition is
-    /// never cut (it always gets its answer, as `try_acquire` does); later ones stop at
-    /// the end of the wait.
-    async fn attempt_until(
-        &self,
-        keys: &LockKeys,
-        token: &OwnerToken,
-        queue: bool,
-        cut_at: Option<Instant>,
-    ) -> Option<Result<Attempt>> {
-        let attempt = self.attempt(keys, token, queue);
-        match cut_at {
-            Some(at) => tokio::time::timeout_at(at, attempt).await.ok(),
-            None => Some(attempt.await),
-        }
-    }
-
-    fn queue_linger(&self) -> Duration {
-        match self.wait {
-            Wait::For(d) => d + QUEUE_LINGER,
-            Wait::No | Wait::Forever => QUEUE_LINGER,
-        }
-    }
-}
-
-/// Sleeps until `wake`, a hand-off to `registration`, a `released` notice or a dropped
-/// pub/sub connection, whichever comes first; the fencing token when handed the lock.
-async fn wait_for_news(
-    registration: Option<&mut Registration>,
-    released: Option<&mut Pin<Box<Notified<'_>>>>,
-    wake: Instant,
-    epochs: &mut watch::Receiver<u64>,
-) -> Option<u64> {
-    let granted = async {
-        match registration {
-            Some(r) => r.granted().await,
-            None => std::future::pending().await,
-        }
-    };
-    let released = async {
-        match released {
-            Some(n) => n.await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        fence = granted => Some(fence),
-        () = released => None,
-        () = tokio::time::sleep_until(wake) => None,
-        _ = epochs.changed() => None,
     }
 }

@@ -25,7 +25,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use crate::engine::{Engine, Holding};
 use crate::error::Result;
-use crate::guard::Guard;
 use crate::keys::LockKeys;
 
 tokio::task_local! {
@@ -138,9 +137,9 @@ impl Owner {
         keys: &LockKeys,
         deadline: Option<tokio::time::Instant>,
         fresh: F,
-    ) -> Result<Option<Guard>>
+    ) -> Result<Option<Arc<Holding>>>
     where
-        F: Future<Output = Result<Option<Guard>>>,
+        F: Future<Output = Result<Option<Arc<Holding>>>>,
     {
         let key = (engine.id(), keys.key.clone());
         let slot = self.slot(&key);
@@ -158,12 +157,12 @@ impl Owner {
             && holding.enter()
         {
             tracing::trace!(lock = %holding.lease.name, "re-entered");
-            return Ok(Some(Guard::new(holding)));
+            return Ok(Some(holding));
         }
-        let guard = fresh.await?;
-        if let Some(guard) = &guard {
-            *held = Arc::downgrade(guard.holding());
+        let holding = fresh.await?;
+        if let Some(holding) = &holding {
+            *held = Arc::downgrade(holding);
         }
-        Ok(guard)
+        Ok(holding)
     }
 }

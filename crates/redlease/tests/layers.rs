@@ -53,7 +53,7 @@ const LAYERS: &[&[&str]] = &[
     // A held lease and the batched renewal scheduler.
     &["renew", "lease"],
     // A client's lease engine: shared state, holdings, give-backs.
-    &["engine"],
+    &["engine", "acquire"],
     // The API.
     &[
         "client",

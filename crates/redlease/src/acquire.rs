@@ -1,0 +1,415 @@
+//! Taking a lease: one attempt, or waiting for a busy one (FIFO hand-off, release notices,
+//! polling as the fallback), for every primitive of the engine. An acquisition gives its
+//! caller an [`Arc<Holding>`]; the API wraps it in its own guard type.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::futures::Notified;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::engine::{Engine, GiveBack, Holding};
+use crate::error::{Error, Result};
+use crate::keys::LockKeys;
+use crate::lease::{Lease, lost};
+use crate::notify::{Registration, Watch};
+use crate::renew::Renewal;
+use crate::replies::Reply;
+use crate::scripts::AcquireArgs;
+use crate::token::{FencingToken, OwnerToken};
+use crate::ttl::ttl_millis;
+use crate::wait::{Retry, Wait, jitter};
+
+/// The longest pause between attempts while Redis cannot be reached or refuses for now
+/// (the lease's [`Retry`] may cap it lower).
+const OUTAGE_POLL: Duration = Duration::from_millis(50);
+/// How long the queue keys outlive their last waiter's arrival, beyond its wait.
+const QUEUE_LINGER: Duration = Duration::from_secs(60);
+
+/// One acquisition: what to take and how (the options of the primitive's builder, already
+/// checked).
+pub(crate) struct Request<'a> {
+    pub(crate) engine: &'a Arc<Engine>,
+    pub(crate) name: &'a Arc<str>,
+    pub(crate) keys: &'a Arc<LockKeys>,
+    pub(crate) ttl: Duration,
+    pub(crate) wait: Wait,
+    pub(crate) retry: Retry,
+    pub(crate) renewal: Renewal,
+    pub(crate) max_hold: Option<Duration>,
+    pub(crate) min_replicas: Option<(usize, Duration)>,
+}
+
+/// What one attempt found.
+enum Attempt {
+    /// Acquired fresh by this very attempt.
+    Fresh(FencingToken),
+    /// Already held with our token: an earlier attempt of ours, or a hand-off.
+    Ours(FencingToken),
+    /// Held by another owner; the holder's remaining lease in ms (-1: none).
+    Busy(i64),
+}
+
+impl Request<'_> {
+    /// When a wait that starts at `started` ends (`None`: never).
+    pub(crate) fn deadline(&self, started: Instant) -> Option<Instant> {
+        match self.wait {
+            Wait::No => Some(started),
+            Wait::For(d) => Some(started + d),
+            Wait::Forever => None,
+        }
+    }
+
+    /// One attempt: `Ok(None)` when another owner holds the lease.
+    pub(crate) async fn try_once(&self) -> Result<Option<Arc<Holding>>> {
+        let keys = self.keys;
+        match self.try_acquire_unreplicated(keys).await? {
+            Some(guard) if self.min_replicas.is_some() => {
+                Box::pin(self.replicated(guard)).await.map(Some)
+            }
+            guard => Ok(guard),
+        }
+    }
+
+    async fn try_acquire_unreplicated(&self, keys: &Arc<LockKeys>) -> Result<Option<Arc<Holding>>> {
+        let token = OwnerToken::generate()?;
+        let mut give_back = GiveBack::new(self.engine, keys, &token);
+        let sent = Instant::now();
+        match self.attempt(keys, &token, false).await? {
+            Attempt::Fresh(fence) | Attempt::Ours(fence) => {
+                give_back.disarm();
+                Ok(Some(self.guard(
+                    Arc::clone(keys),
+                    token.clone(),
+                    fence,
+                    sent,
+                )))
+            }
+            Attempt::Busy(_) => {
+                give_back.disarm();
+                Ok(None)
+            }
+        }
+    }
+
+    /// Waits for the lease until `deadline` (`None`: as long as it takes).
+    pub(crate) async fn wait(
+        &self,
+        started: Instant,
+        deadline: Option<Instant>,
+    ) -> Result<Arc<Holding>> {
+        let keys = self.keys;
+        let guard = self.acquire_unreplicated(keys, started, deadline).await?;
+        if self.min_replicas.is_none() {
+            return Ok(guard);
+        }
+        Box::pin(self.replicated(guard)).await
+    }
+
+    /// Applies [`min_replicas`](crate::Lock::min_replicas) to a new guard.
+    async fn replicated(&self, guard: Arc<Holding>) -> Result<Arc<Holding>> {
+        let Some((replicas, timeout)) = self.min_replicas else {
+            return Ok(guard);
+        };
+        let lease = &guard.lease;
+        let outcome = self
+            .engine
+            .deployment()
+            .replicate(
+                &lease.keys,
+                lease.token.secret(),
+                ttl_millis(self.ttl),
+                replicas,
+                timeout,
+            )
+            .await;
+        match outcome {
+            Ok((true, acked)) if acked >= replicas => Ok(guard),
+            Ok((true, acked)) => {
+                let _ = guard.release().await;
+                Err(Error::Replication {
+                    acked,
+                    wanted: replicas,
+                })
+            }
+            Ok((false, _)) => {
+                let _ = guard.release().await;
+                Err(lost(self.name))
+            }
+            Err(e) => {
+                let _ = guard.release().await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn acquire_unreplicated(
+        &self,
+        keys: &Arc<LockKeys>,
+        started: Instant,
+        deadline: Option<Instant>,
+    ) -> Result<Arc<Holding>> {
+        let token = OwnerToken::generate()?;
+        let notifier = &self.engine.notifier;
+        let mut epochs = notifier.epochs();
+        // Armed before every attempt, disarmed only by a reply that proves nothing of ours
+        // is left in Redis: a dropped or failed acquisition gives back whatever it took.
+        let mut give_back = GiveBack::new(self.engine, keys, &token);
+        // With the client's notifications already up, queue up with the very first attempt
+        // (one round trip fewer under contention; a free lock is simply taken).
+        let mut registration: Option<Registration> =
+            (self.wait != Wait::No && notifier.subscribed()).then(|| notifier.register(&token));
+        // A lower bound on when the lease we may end up holding began: the send time of the
+        // latest attempt that found the lease busy (a hand-off happens after it), or of the
+        // first attempt when none did.
+        let mut floor: Option<Instant> = None;
+        let mut holder_ttl = None;
+        let mut polls = 0u32;
+        let mut failures = 0u32;
+        let mut attempts = 0u32;
+        // The error of the latest attempt, if it failed: what the caller gets, rather than
+        // a timeout, when the wait runs out right after it. Boxed: it lives across the
+        // waits below, in every acquire future.
+        let mut failure: Option<Box<Error>> = None;
+        // Cluster and quorum waiters listen for releases on the lease's channel instead.
+        let wakeups = self.engine.wakeups.as_ref();
+        let mut watch: Option<Watch> = None;
+        loop {
+            // Armed before the attempt is sent, so that a release landing between the
+            // attempt's reply and the wait below still wakes us.
+            let notify = watch.as_ref().map(Watch::notify);
+            let mut released = notify.as_deref().map(|n| Box::pin(n.notified()));
+            if let Some(n) = released.as_mut() {
+                n.as_mut().enable();
+            }
+            let sent = Instant::now();
+            let lease_floor = *floor.get_or_insert(sent);
+            give_back.arm();
+            let cut_at = deadline.filter(|_| attempts > 0);
+            attempts += 1;
+            // Queue only while hand-offs can reach us: a release skips (and drops) a
+            // queued waiter whose client's grant subscription is down. The epoch changes
+            // when it comes back, and the next attempt queues again.
+            let queue = registration.is_some() && notifier.subscribed();
+            let Some(outcome) = self.attempt_until(keys, &token, queue, cut_at).await else {
+                return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
+            };
+            let delay = match outcome {
+                Ok(Attempt::Fresh(fence)) => {
+                    return Ok(self.taken(give_back, keys, token, fence, sent));
+                }
+                Ok(Attempt::Ours(fence)) => {
+                    return Ok(self.taken(give_back, keys, token, fence, lease_floor));
+                }
+                Ok(Attempt::Busy(pttl)) => {
+                    failure = None;
+                    floor = Some(sent);
+                    if registration.is_none() {
+                        // Definitely not ours and not queued: nothing to clean up.
+                        give_back.disarm();
+                    }
+                    holder_ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
+                    if registration.is_none()
+                        && deadline.is_none_or(|d| Instant::now() < d)
+                        && notifier.ready(deadline).await
+                    {
+                        // Subscribed: register, then queue up at once.
+                        registration = Some(notifier.register(&token));
+                        continue;
+                    }
+                    if let Some(wakeups) = wakeups
+                        && watch.is_none()
+                        && deadline.is_none_or(|d| Instant::now() < d)
+                    {
+                        watch = wakeups.watch(&keys.channel, deadline).await;
+                        if watch.is_some() {
+                            // Listening now: try again at once, a release may have come
+                            // while we subscribed.
+                            continue;
+                        }
+                    }
+                    self.busy_delay(
+                        registration.is_some() || watch.is_some(),
+                        holder_ttl,
+                        &mut polls,
+                    )
+                }
+                Err(e) => match self.retry_after(&e, &mut failures) {
+                    Some(delay) => {
+                        failure = Some(Box::new(e));
+                        delay
+                    }
+                    None => return Err(e),
+                },
+            };
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
+            }
+            let wake = deadline.map_or(now + delay, |d| d.min(now + delay));
+            if let Some(fence) =
+                wait_for_news(registration.as_mut(), released.as_mut(), wake, &mut epochs).await
+            {
+                if !self.engine.deployment().trusts_grants() {
+                    // Confirm the grant with an attempt (it finds our token: `Ours`). The
+                    // old registration goes first: its drop removes our token's entry.
+                    drop(registration.take());
+                    registration = Some(notifier.register(&token));
+                    continue;
+                }
+                let fence = FencingToken::new(fence);
+                return Ok(self.taken(give_back, keys, token, fence, sent));
+            }
+        }
+    }
+
+    /// How long to wait before retrying an attempt that failed with `e`, or `None` when
+    /// the error is final. Connection errors (the outcome is unknown: the give-back guard
+    /// settles it), a quorum that did not answer, and passing refusals (`BUSY`, `LOADING`:
+    /// nothing ran) are retried with jittered back-off for as long as the wait lasts, so
+    /// an outage shorter than the wait is ridden out; the caller stops at the deadline and
+    /// returns the last error.
+    fn retry_after(&self, e: &Error, failures: &mut u32) -> Option<Duration> {
+        if e.is_transient() {
+            tracing::debug!(error = %e, "attempt refused for now, retrying");
+        } else if e.is_connection() || matches!(e, Error::NoQuorum { .. }) {
+            tracing::debug!(error = %e, "attempt failed; outcome unknown, retrying");
+        } else {
+            return None;
+        }
+        *failures += 1;
+        // Polled often enough to notice a recovered Redis within a few tens of ms: an
+        // attempt against a refused connection costs the server nothing.
+        Some(self.retry.delay_within(*failures, OUTAGE_POLL))
+    }
+
+    /// How long a waiter that found the lease busy sleeps at most before trying again.
+    fn busy_delay(
+        &self,
+        listening: bool,
+        holder_ttl: Option<Duration>,
+        polls: &mut u32,
+    ) -> Duration {
+        match (listening, holder_ttl) {
+            // Queued (or listening): the hand-off (or the release notice) wakes us; re-check
+            // when the holder's lease should have run out (it may have crashed), at most
+            // every `max`.
+            (true, Some(left)) => left.min(self.retry.max()) + jitter(self.retry.min()),
+            (true, None) => self.retry.max(),
+            (false, _) => {
+                *polls += 1;
+                self.retry.delay(*polls)
+            }
+        }
+    }
+
+    pub(crate) fn timeout(&self, started: Instant, holder_ttl: Option<Duration>) -> Error {
+        Error::Timeout {
+            name: self.name.to_string(),
+            waited: started.elapsed(),
+            holder_ttl,
+        }
+    }
+
+    /// The guard of a lock an acquisition took: nothing is left to give back.
+    fn taken(
+        &self,
+        mut give_back: GiveBack,
+        keys: &Arc<LockKeys>,
+        token: OwnerToken,
+        fence: FencingToken,
+        lease_start: Instant,
+    ) -> Arc<Holding> {
+        give_back.disarm();
+        self.guard(Arc::clone(keys), token, fence, lease_start)
+    }
+
+    fn guard(
+        &self,
+        keys: Arc<LockKeys>,
+        token: OwnerToken,
+        fence: FencingToken,
+        lease_start: Instant,
+    ) -> Arc<Holding> {
+        let lease = Lease::new(
+            Arc::clone(self.name),
+            keys,
+            token,
+            fence,
+            self.ttl,
+            lease_start,
+        );
+        tracing::debug!(lock = %lease.name, token = %lease.token, fence = %lease.fence, "acquired");
+        let renew = (self.renewal == Renewal::Auto).then_some((lease_start, self.max_hold));
+        Holding::new(self.engine, lease, renew)
+    }
+
+    async fn attempt(&self, keys: &LockKeys, token: &OwnerToken, queue: bool) -> Result<Attempt> {
+        let linger = ttl_millis(self.queue_linger());
+        let args = AcquireArgs {
+            token: token.secret(),
+            ttl_ms: ttl_millis(self.ttl),
+            holder: &self.engine.holder,
+            queue: queue.then(|| (self.engine.notifier.channel(), linger)),
+        };
+        Ok(match self.engine.deployment().acquire(keys, &args).await? {
+            Reply::Fresh(fence) => Attempt::Fresh(FencingToken::new(fence)),
+            Reply::Ours(fence) => Attempt::Ours(FencingToken::new(fence)),
+            Reply::Busy(pttl) => Attempt::Busy(pttl),
+        })
+    }
+
+    /// An attempt that stops at `cut_at` (`None` when cut off: its outcome is unknown,
+    /// and the caller's give-back settles it). The first attempt of an acquisition is
+    /// never cut (it always gets its answer, as `try_acquire` does); later ones stop at
+    /// the end of the wait.
+    async fn attempt_until(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+        queue: bool,
+        cut_at: Option<Instant>,
+    ) -> Option<Result<Attempt>> {
+        let attempt = self.attempt(keys, token, queue);
+        match cut_at {
+            Some(at) => tokio::time::timeout_at(at, attempt).await.ok(),
+            None => Some(attempt.await),
+        }
+    }
+
+    fn queue_linger(&self) -> Duration {
+        match self.wait {
+            Wait::For(d) => d + QUEUE_LINGER,
+            Wait::No | Wait::Forever => QUEUE_LINGER,
+        }
+    }
+}
+/// Sleeps until `wake`, a hand-off to `registration`, a `released` notice or a dropped
+/// pub/sub connection, whichever comes first; the fencing token when handed the lease.
+async fn wait_for_news(
+    registration: Option<&mut Registration>,
+    released: Option<&mut Pin<Box<Notified<'_>>>>,
+    wake: Instant,
+    epochs: &mut watch::Receiver<u64>,
+) -> Option<u64> {
+    let granted = async {
+        match registration {
+            Some(r) => r.granted().await,
+            None => std::future::pending().await,
+        }
+    };
+    let released = async {
+        match released {
+            Some(n) => n.await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        fence = granted => Some(fence),
+        () = released => None,
+        () = tokio::time::sleep_until(wake) => None,
+        _ = epochs.changed() => None,
+    }
+}
