@@ -1,13 +1,20 @@
 -- raise_fence: on a quorum node that granted the lock to this attempt, make the fencing
 -- counter at least the token just handed out, so that the next majority (which shares at
 -- least one node with this one) counts past it.
---   KEYS[1] fencing counter   KEYS[2] lock key
+--   KEYS[1] fencing counter   KEYS[2] lock key (a read-write lock: its ZSET of holds)
 --   ARGV[1] the fencing token chosen for the new holder   ARGV[2] owner token
+--   ARGV[3] (optional) "zset" when KEYS[2] is a ZSET of holds rather than a lock key
 -- Reply: 1 when the lock key still holds our owner token and the counter is now at least
 -- the chosen token; 0 when the key is no longer ours (expired, or another owner's): that
 -- node must not count towards the majority, or two holders could share a token (found by
 -- the model in crates/redlease-model).
-if redis.call('GET', KEYS[2]) ~= ARGV[2] then
+local held
+if ARGV[3] == 'zset' then
+  held = redis.call('ZSCORE', KEYS[2], ARGV[2]) ~= false
+else
+  held = redis.call('GET', KEYS[2]) == ARGV[2]
+end
+if not held then
   return 0
 end
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')

@@ -17,7 +17,7 @@ use crate::lease::{Lease, lost};
 use crate::notify::{Registration, Watch};
 use crate::renew::Renewal;
 use crate::replies::Reply;
-use crate::scripts::AcquireArgs;
+use crate::scripts::{AcquireArgs, Kind};
 use crate::token::{FencingToken, OwnerToken};
 use crate::ttl::ttl_millis;
 use crate::wait::{Retry, Wait, jitter};
@@ -34,6 +34,7 @@ pub(crate) struct Request<'a> {
     pub(crate) engine: &'a Arc<Engine>,
     pub(crate) name: &'a Arc<str>,
     pub(crate) keys: &'a Arc<LockKeys>,
+    pub(crate) kind: Kind,
     pub(crate) ttl: Duration,
     pub(crate) wait: Wait,
     pub(crate) retry: Retry,
@@ -75,7 +76,7 @@ impl Request<'_> {
 
     async fn try_acquire_unreplicated(&self, keys: &Arc<LockKeys>) -> Result<Option<Arc<Holding>>> {
         let token = OwnerToken::generate()?;
-        let mut give_back = GiveBack::new(self.engine, keys, &token);
+        let mut give_back = GiveBack::new(self.engine, keys, self.kind, &token);
         let sent = Instant::now();
         match self.attempt(keys, &token, false).await? {
             Attempt::Fresh(fence) | Attempt::Ours(fence) => {
@@ -156,7 +157,7 @@ impl Request<'_> {
         let mut epochs = notifier.epochs();
         // Armed before every attempt, disarmed only by a reply that proves nothing of ours
         // is left in Redis: a dropped or failed acquisition gives back whatever it took.
-        let mut give_back = GiveBack::new(self.engine, keys, &token);
+        let mut give_back = GiveBack::new(self.engine, keys, self.kind, &token);
         // With the client's notifications already up, queue up with the very first attempt
         // (one round trip fewer under contention; a free lock is simply taken).
         let mut registration: Option<Registration> =
@@ -336,6 +337,7 @@ impl Request<'_> {
         let lease = Lease::new(
             Arc::clone(self.name),
             keys,
+            self.kind,
             token,
             fence,
             self.ttl,
@@ -349,6 +351,7 @@ impl Request<'_> {
     async fn attempt(&self, keys: &LockKeys, token: &OwnerToken, queue: bool) -> Result<Attempt> {
         let linger = ttl_millis(self.queue_linger());
         let args = AcquireArgs {
+            kind: self.kind,
             token: token.secret(),
             ttl_ms: ttl_millis(self.ttl),
             holder: &self.engine.holder,

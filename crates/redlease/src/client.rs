@@ -10,6 +10,8 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::notify::{Notifier, Reach, Wakeups};
+use crate::rwlock::RwLock;
+use crate::semaphore::Semaphore;
 
 /// How long connecting to Redis may take before it fails, by default.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -374,6 +376,20 @@ impl Client {
     /// [`Lock`] builder methods. Nothing is sent to Redis until it is acquired.
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         Lock::new(Arc::clone(&self.engine), name.into())
+    }
+
+    /// A semaphore named `name` admitting `permits` holders at once, with default options;
+    /// set others with the [`Semaphore`] builder methods. Nothing is sent to Redis until a
+    /// permit is acquired.
+    pub fn semaphore(&self, name: impl Into<String>, permits: u32) -> Semaphore {
+        Semaphore::new(Arc::clone(&self.engine), name.into(), permits)
+    }
+
+    /// A read-write lock named `name`, with default options; take it with
+    /// [`RwLock::read`] or [`RwLock::write`]. Nothing is sent to Redis until it is
+    /// acquired.
+    pub fn rwlock(&self, name: impl Into<String>) -> RwLock {
+        RwLock::new(Arc::clone(&self.engine), name.into())
     }
 
     /// How many tasks of this client are waiting for a busy lock right now, queued for a

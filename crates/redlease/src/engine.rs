@@ -17,6 +17,7 @@ use crate::keys::LockKeys;
 use crate::lease::{Lease, State, lost};
 use crate::notify::{Notifier, Wakeups};
 use crate::renew::Renewer;
+use crate::scripts::Kind;
 use crate::token::OwnerToken;
 
 /// What a client's primitives share; a [`Client`](crate::Client) is an `Arc` of it.
@@ -92,7 +93,7 @@ impl Engine {
         let given_back = futures_util::future::join_all(
             leases
                 .iter()
-                .map(|holding| release_token(self, &holding.lease.keys, &holding.lease.token)),
+                .map(|holding| release_token(self, &holding.lease)),
         )
         .await;
         let tracker = &self.background;
@@ -191,8 +192,8 @@ impl Holding {
             // `Client::shutdown` gave it back already.
             return Ok(());
         }
-        let mut give_back = GiveBack::new(&self.engine, &lease.keys, &lease.token);
-        let released = release_token(&self.engine, &lease.keys, &lease.token).await;
+        let mut give_back = GiveBack::new(&self.engine, &lease.keys, lease.kind(), &lease.token);
+        let released = release_token(&self.engine, lease).await;
         if released.is_ok() {
             give_back.disarm();
         }
@@ -269,15 +270,22 @@ impl Registry {
 pub(crate) struct GiveBack {
     engine: Arc<Engine>,
     keys: Arc<LockKeys>,
+    kind: Kind,
     token: OwnerToken,
     armed: bool,
 }
 
 impl GiveBack {
-    pub(crate) fn new(engine: &Arc<Engine>, keys: &Arc<LockKeys>, token: &OwnerToken) -> Self {
+    pub(crate) fn new(
+        engine: &Arc<Engine>,
+        keys: &Arc<LockKeys>,
+        kind: Kind,
+        token: &OwnerToken,
+    ) -> Self {
         Self {
             engine: Arc::clone(engine),
             keys: Arc::clone(keys),
+            kind,
             token: token.clone(),
             armed: true,
         }
@@ -301,9 +309,9 @@ impl Drop for GiveBack {
         }
         let engine = Arc::clone(&self.engine);
         let keys = Arc::clone(&self.keys);
-        let token = self.token.clone();
+        let (kind, token) = (self.kind, self.token.clone());
         let spawned = self.engine.background(async move {
-            match release_token(&engine, &keys, &token).await {
+            match engine.deployment().release(&keys, kind, token.secret()).await {
                 Ok(true) => tracing::debug!(key = %keys.key, "gave back a lock left by an abandoned operation"),
                 Ok(false) => {}
                 Err(e) => tracing::warn!(key = %keys.key, error = %e, "could not give back a lock left by an abandoned operation; it expires by itself"),
@@ -315,12 +323,11 @@ impl Drop for GiveBack {
     }
 }
 
-/// Runs the release script for `token` (also withdraws it from the waiter queue).
-/// Returns whether the lock held the token.
-pub(crate) async fn release_token(
-    engine: &Engine,
-    keys: &LockKeys,
-    token: &OwnerToken,
-) -> Result<bool> {
-    engine.deployment().release(keys, token.secret()).await
+/// Runs the release script of `lease` (also withdraws its token from the waiter queue).
+/// Returns whether the lease was still held.
+async fn release_token(engine: &Engine, lease: &Lease) -> Result<bool> {
+    engine
+        .deployment()
+        .release(&lease.keys, lease.kind(), lease.token.secret())
+        .await
 }

@@ -76,14 +76,41 @@ pub enum Error {
         /// Why.
         reason: String,
     },
-    /// The key holds a value of another type, so it is not a lock (nor another library's
-    /// `SET NX` lock).
+    /// The key holds a value of another type: another primitive of the same name (a lock,
+    /// a semaphore and a read-write lock of one name exclude each other), or something
+    /// that is no lock at all.
     #[error(
-        "key `{key}` holds a value that is not a lock (WRONGTYPE); choose another lock name or key prefix"
+        "key `{key}` holds a value of another type (WRONGTYPE): another primitive (lock, semaphore or read-write lock) of the same name, or no lock at all; choose another name or key prefix"
     )]
     WrongType {
         /// The Redis key.
         key: String,
+    },
+    /// A semaphore was asked for with another permit count than the one in use.
+    #[error(
+        "semaphore `{key}` is in use with {in_use} permits, not the number asked for; ask with the same count, or change it once nothing holds or waits for it"
+    )]
+    PermitsMismatch {
+        /// The semaphore's key.
+        key: String,
+        /// The permit count in use.
+        in_use: u32,
+    },
+    /// An owner holding a read lock asked for the write lock of the same read-write lock.
+    #[error(
+        "read-write lock `{name}` is held for reading by this owner, and a read lock cannot be upgraded to write (two upgrading readers would wait for each other forever); release the read lock, then acquire the write lock"
+    )]
+    Upgrade {
+        /// The read-write lock's name.
+        name: String,
+    },
+    /// The primitive cannot be made sound on this deployment.
+    #[error("{what} is not available here: {reason}")]
+    Unsupported {
+        /// What was asked for.
+        what: &'static str,
+        /// Why it is refused, and what to use instead.
+        reason: &'static str,
     },
     /// The blocking API could not drive its runtime: it was called from inside an async
     /// runtime, or the runtime could not start.
@@ -211,6 +238,16 @@ impl Error {
         if source.code() == Some("WRONGTYPE") {
             Self::WrongType {
                 key: key.to_owned(),
+            }
+        } else if source.code() == Some("REDLEASE_PERMITS")
+            && let Some(in_use) = source
+                .detail()
+                .and_then(|d| d.split_whitespace().next())
+                .and_then(|n| n.parse().ok())
+        {
+            Self::PermitsMismatch {
+                key: key.to_owned(),
+                in_use,
             }
         } else {
             Self::Redis { action, source }

@@ -139,7 +139,12 @@ impl Guard {
             .holding
             .engine
             .deployment()
-            .extend(&lease.keys, lease.token.secret(), ttl_millis(ttl))
+            .extend(
+                &lease.keys,
+                lease.kind(),
+                lease.token.secret(),
+                ttl_millis(ttl),
+            )
             .await?;
         if !extended {
             lease.lose("extend found another token");

@@ -14,6 +14,19 @@ use crate::error::{Error, Result};
 /// The longest lock name accepted, in bytes.
 pub const MAX_NAME_LEN: usize = 1024;
 
+/// Which primitive's side keys a name gets. Each keeps its own holder details, queue and
+/// waiter table beside the shared key `K` (whose type, a string, a ZSET or a hash, makes
+/// two primitives of one name refuse each other) and the shared fencing counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// A lock: `K` holds the owner token.
+    Mutex,
+    /// A semaphore: `K` is the ZSET of permits; `B:sem:permits` keeps the permit count.
+    Semaphore,
+    /// A read-write lock: `K` is a hash with the mode; `B:rw:owners` the ZSET of holds.
+    RwLock,
+}
+
 /// All the Redis names one lock uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockKeys {
@@ -29,6 +42,8 @@ pub struct LockKeys {
     pub(crate) waiters: String,
     /// A pub/sub channel in the lock's slot.
     pub(crate) channel: String,
+    /// The semaphore's permit count, the read-write lock's holds (empty for a lock).
+    pub(crate) extra: String,
 }
 
 impl LockKeys {
@@ -38,6 +53,11 @@ impl LockKeys {
     /// [`Error::InvalidName`] for an empty or oversized name, or one whose side keys could
     /// not share its cluster slot.
     pub fn new(prefix: &str, name: &str) -> Result<Self> {
+        Self::with_layout(prefix, name, Layout::Mutex)
+    }
+
+    /// As [`LockKeys::new`], with the side keys of the primitive `layout` says.
+    pub(crate) fn with_layout(prefix: &str, name: &str, layout: Layout) -> Result<Self> {
         if name.is_empty() {
             return Err(invalid(
                 "the name is empty; give every lock a non-empty name",
@@ -49,7 +69,7 @@ impl LockKeys {
                 name.len()
             )));
         }
-        Self::from_key(format!("{prefix}{name}"))
+        Self::derive(format!("{prefix}{name}"), layout)
     }
 
     /// Derives the side keys from the full lock key.
@@ -57,6 +77,10 @@ impl LockKeys {
     /// # Errors
     /// As [`LockKeys::new`].
     pub fn from_key(key: String) -> Result<Self> {
+        Self::derive(key, Layout::Mutex)
+    }
+
+    fn derive(key: String, layout: Layout) -> Result<Self> {
         let base = if hash_tag(key.as_bytes()).is_some() {
             key.clone()
         } else if key.contains('}') {
@@ -67,12 +91,22 @@ impl LockKeys {
         } else {
             format!("{{{key}}}")
         };
+        let (side, extra) = match layout {
+            Layout::Mutex => ("", String::new()),
+            Layout::Semaphore => (":sem", format!("{base}:sem:permits")),
+            Layout::RwLock => (":rw", format!("{base}:rw:owners")),
+        };
         Ok(Self {
             fence: format!("{base}:fence"),
-            holder: format!("{base}:holder"),
-            queue: format!("{base}:queue"),
-            waiters: format!("{base}:waiters"),
+            holder: if side.is_empty() {
+                format!("{base}:holder")
+            } else {
+                format!("{base}{side}:holders")
+            },
+            queue: format!("{base}{side}:queue"),
+            waiters: format!("{base}{side}:waiters"),
             channel: format!("{base}:released"),
+            extra,
             key,
         })
     }
@@ -108,7 +142,7 @@ impl LockKeys {
         &self.channel
     }
 
-    /// The keys in the order the scripts declare them.
+    /// The keys in the order the mutex scripts declare them.
     pub(crate) fn script_keys(&self) -> [&str; 5] {
         [
             &self.key,
@@ -116,6 +150,18 @@ impl LockKeys {
             &self.holder,
             &self.queue,
             &self.waiters,
+        ]
+    }
+
+    /// The keys in the order the semaphore and read-write lock scripts declare them.
+    pub(crate) fn shared_lease_keys(&self) -> [&str; 6] {
+        [
+            &self.key,
+            &self.fence,
+            &self.holder,
+            &self.queue,
+            &self.waiters,
+            &self.extra,
         ]
     }
 }
@@ -165,8 +211,10 @@ mod tests {
             &keys.queue,
             &keys.waiters,
             &keys.channel,
+            &keys.extra,
         ]
         .iter()
+        .filter(|k| !k.is_empty())
         .map(|k| hash_slot(k.as_bytes()))
         .collect()
     }
@@ -206,7 +254,8 @@ mod tests {
     proptest! {
         #[test]
         fn every_key_of_a_lock_shares_one_slot(prefix in "[a-z:{}]{0,6}", name in "[a-z{}:]{1,12}") {
-            match LockKeys::new(&prefix, &name) {
+            for layout in [Layout::Mutex, Layout::Semaphore, Layout::RwLock] {
+            match LockKeys::with_layout(&prefix, &name, layout) {
                 Ok(keys) => {
                     let slots = all_slots(&keys);
                     prop_assert!(slots.iter().all(|s| *s == slots[0]), "{keys:?} -> {slots:?}");
@@ -218,6 +267,7 @@ mod tests {
                     prop_assert!(untaggable, "refused a taggable key {}", key);
                 }
                 Err(e) => prop_assert!(false, "unexpected {e}"),
+            }
             }
         }
     }

@@ -5,7 +5,7 @@
 //! moves its validity on or declares it lost, and the engine (`crate::engine`) gives it
 //! back.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::keys::LockKeys;
+use crate::scripts::Kind;
 use crate::token::{FencingToken, OwnerToken};
 use crate::ttl::{drift, ttl_millis};
 
@@ -34,6 +35,10 @@ pub(crate) enum State {
 pub(crate) struct Lease {
     pub(crate) name: Arc<str>,
     pub(crate) keys: Arc<LockKeys>,
+    /// What it is a lease on (a lock, a permit, a read or write hold).
+    kind: Kind,
+    /// A write hold that was downgraded to a read hold.
+    downgraded: AtomicBool,
     pub(crate) token: OwnerToken,
     pub(crate) fence: FencingToken,
     /// The lease length renewals restore, in ms (changed by `extend`).
@@ -49,6 +54,7 @@ impl Lease {
     pub(crate) fn new(
         name: Arc<str>,
         keys: Arc<LockKeys>,
+        kind: Kind,
         token: OwnerToken,
         fence: FencingToken,
         ttl: Duration,
@@ -57,12 +63,28 @@ impl Lease {
         Self {
             name,
             keys,
+            kind,
+            downgraded: AtomicBool::new(false),
             token,
             fence,
             ttl_ms: AtomicU64::new(ttl_millis(ttl)),
             state: watch::Sender::new(State::Held(lease_start + ttl - drift(ttl))),
             set_at: std::sync::Mutex::new(lease_start),
         }
+    }
+
+    /// What it is a lease on now (a downgraded write hold is a read hold).
+    pub(crate) fn kind(&self) -> Kind {
+        if self.kind == Kind::Write && self.downgraded.load(Ordering::Acquire) {
+            Kind::Read
+        } else {
+            self.kind
+        }
+    }
+
+    /// Records that Redis turned this write hold into a read hold.
+    pub(crate) fn downgrade(&self) {
+        self.downgraded.store(true, Ordering::Release);
     }
 
     pub(crate) fn ttl(&self) -> Duration {

@@ -118,6 +118,7 @@ mod renew;
 
 mod acquire;
 mod engine;
+mod spec;
 
 pub mod blocking;
 mod client;
@@ -126,6 +127,8 @@ mod guard;
 mod lock;
 mod owner;
 pub mod resource;
+mod rwlock;
+mod semaphore;
 
 #[cfg(feature = "macros")]
 #[doc(hidden)]
@@ -142,9 +145,12 @@ pub use default_client::{default_client, set_default_client};
 pub use error::{Error, NodeError, Result, is_connection_error};
 pub use guard::Guard;
 pub use keys::LockKeys;
-pub use lock::{DEFAULT_PREFIX, DEFAULT_TTL, DEFAULT_WAIT, Lock};
+pub use lock::Lock;
 pub use owner::Owner;
 pub use renew::Renewal;
+pub use rwlock::{ReadGuard, ReadLock, RwLock, WriteGuard, WriteLock};
+pub use semaphore::{Permit, Semaphore};
+pub use spec::{DEFAULT_PREFIX, DEFAULT_TTL, DEFAULT_WAIT};
 pub use token::FencingToken;
 pub use ttl::{MAX_TTL, MIN_TTL, drift};
 pub use wait::{Retry, Wait};

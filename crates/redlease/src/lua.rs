@@ -19,6 +19,33 @@ const RELEASE_LUA: &str = concat!(
     include_str!("../scripts/fence.lua"),
     include_str!("../scripts/release.lua")
 );
+/// The semaphore scripts, each with `fence.lua` and `semaphore.lua` in front.
+macro_rules! semaphore_script {
+    ($file:literal) => {
+        concat!(
+            include_str!("../scripts/fence.lua"),
+            include_str!("../scripts/semaphore.lua"),
+            include_str!($file)
+        )
+    };
+}
+/// The read-write lock scripts, each with `fence.lua` and `rwlock.lua` in front.
+macro_rules! rwlock_script {
+    ($file:literal) => {
+        concat!(
+            include_str!("../scripts/fence.lua"),
+            include_str!("../scripts/rwlock.lua"),
+            include_str!($file)
+        )
+    };
+}
+const SEM_ACQUIRE_LUA: &str = semaphore_script!("../scripts/sem_acquire.lua");
+const SEM_RELEASE_LUA: &str = semaphore_script!("../scripts/sem_release.lua");
+const RW_ACQUIRE_LUA: &str = rwlock_script!("../scripts/rw_acquire.lua");
+const RW_RELEASE_LUA: &str = rwlock_script!("../scripts/rw_release.lua");
+const RW_DOWNGRADE_LUA: &str = rwlock_script!("../scripts/rw_downgrade.lua");
+const LEASE_EXTEND_LUA: &str = include_str!("../scripts/lease_extend.lua");
+const LEASE_RENEW_LUA: &str = include_str!("../scripts/lease_renew.lua");
 const EXTEND_LUA: &str = include_str!("../scripts/extend.lua");
 const RENEW_LUA: &str = include_str!("../scripts/renew.lua");
 const RAISE_FENCE_LUA: &str = include_str!("../scripts/raise_fence.lua");
@@ -42,9 +69,37 @@ pub(crate) static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(R
 /// Write a resource's value only for a fencing token not older than the last accepted.
 pub(crate) static FENCED_SET: LazyLock<Script> = LazyLock::new(|| Script::new(FENCED_SET_LUA));
 
+/// One attempt to take a semaphore's permit (or join its FIFO queue).
+pub(crate) static SEM_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(SEM_ACQUIRE_LUA));
+
+/// Gives a permit back, handing it to the oldest live waiter; also withdraws a waiter.
+pub(crate) static SEM_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(SEM_RELEASE_LUA));
+
+/// One attempt to take a read-write lock for reading or writing (or join its queue).
+pub(crate) static RW_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(RW_ACQUIRE_LUA));
+
+/// Gives a read or write hold back, granting the queue's head as far as it fits.
+pub(crate) static RW_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RW_RELEASE_LUA));
+
+/// Turns a write hold into a read hold, atomically, and lets queued readers in.
+pub(crate) static RW_DOWNGRADE: LazyLock<Script> = LazyLock::new(|| Script::new(RW_DOWNGRADE_LUA));
+
+/// Extends one lease kept as a ZSET score (a permit, a read or write hold).
+pub(crate) static LEASE_EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(LEASE_EXTEND_LUA));
+
+/// Extends many leases kept as ZSET scores in one call, for the renewal scheduler.
+pub(crate) static LEASE_RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(LEASE_RENEW_LUA));
+
 /// Every script: the loaded script, its file name, and the exact text it was made from.
-fn all() -> [(&'static Script, &'static str, &'static str); 6] {
+fn all() -> [(&'static Script, &'static str, &'static str); 13] {
     [
+        (&*SEM_ACQUIRE, "sem_acquire.lua", SEM_ACQUIRE_LUA),
+        (&*SEM_RELEASE, "sem_release.lua", SEM_RELEASE_LUA),
+        (&*RW_ACQUIRE, "rw_acquire.lua", RW_ACQUIRE_LUA),
+        (&*RW_RELEASE, "rw_release.lua", RW_RELEASE_LUA),
+        (&*RW_DOWNGRADE, "rw_downgrade.lua", RW_DOWNGRADE_LUA),
+        (&*LEASE_EXTEND, "lease_extend.lua", LEASE_EXTEND_LUA),
+        (&*LEASE_RENEW, "lease_renew.lua", LEASE_RENEW_LUA),
         (&*ACQUIRE, "acquire.lua", ACQUIRE_LUA),
         (&*RELEASE, "release.lua", RELEASE_LUA),
         (&*EXTEND, "extend.lua", EXTEND_LUA),

@@ -24,8 +24,9 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use crate::engine::{Engine, Holding};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::keys::LockKeys;
+use crate::scripts::Kind;
 
 tokio::task_local! {
     static CURRENT: Owner;
@@ -135,6 +136,7 @@ impl Owner {
         &self,
         engine: &Engine,
         keys: &LockKeys,
+        kind: Kind,
         deadline: Option<tokio::time::Instant>,
         fresh: F,
     ) -> Result<Option<Arc<Holding>>>
@@ -153,11 +155,20 @@ impl Owner {
             }
             None => slot.lock().await,
         };
-        if let Some(holding) = held.upgrade()
-            && holding.enter()
-        {
-            tracing::trace!(lock = %holding.lease.name, "re-entered");
-            return Ok(Some(holding));
+        if let Some(holding) = held.upgrade() {
+            let holds = holding.lease.kind();
+            if holds == Kind::Read && kind == Kind::Write && holding.lease.is_held() {
+                return Err(Error::Upgrade {
+                    name: holding.lease.name.to_string(),
+                });
+            }
+            // The same kind re-enters; so does a read inside the owner's write hold (the
+            // write covers reading). Another primitive of the same name does not: its own
+            // acquisition reports the conflict.
+            if (holds == kind || (holds == Kind::Write && kind == Kind::Read)) && holding.enter() {
+                tracing::trace!(lock = %holding.lease.name, "re-entered");
+                return Ok(Some(holding));
+            }
         }
         let holding = fresh.await?;
         if let Some(holding) = &holding {

@@ -288,6 +288,7 @@ impl Renewer {
             .iter()
             .map(|due| RenewItem {
                 keys: &due.lease.keys,
+                kind: due.lease.kind(),
                 token: due.lease.token.secret(),
                 ttl_ms: ttl_millis(due.ttl),
             })

@@ -1,15 +1,46 @@
 //! One typed call per Lua script: the one place that lays out each script's KEYS and
 //! ARGV (the scripts themselves are in `crate::lua`, their replies are parsed in
-//! `crate::replies`).
+//! `crate::replies`). A lease's [`Kind`] picks the scripts of its primitive.
 
-use redis::{Cmd, Pipeline, ScriptInvocation};
+use redis::{Cmd, Pipeline, Script, ScriptInvocation};
 
-use crate::keys::LockKeys;
-use crate::lua::{ACQUIRE, FENCED_SET, RAISE_FENCE, RELEASE};
-pub(crate) use crate::lua::{EXTEND, RENEW};
+use crate::keys::{Layout, LockKeys};
+pub(crate) use crate::lua::EXTEND;
+use crate::lua::{
+    ACQUIRE, FENCED_SET, LEASE_EXTEND, LEASE_RENEW, RAISE_FENCE, RELEASE, RENEW, RW_ACQUIRE,
+    RW_DOWNGRADE, RW_RELEASE, SEM_ACQUIRE, SEM_RELEASE,
+};
+
+/// What a lease is a lease on: which scripts take, give back and renew it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A lock (mutual exclusion).
+    Mutex,
+    /// One permit of a semaphore of `permits`.
+    Permit {
+        /// The semaphore's permit count.
+        permits: u32,
+    },
+    /// A read hold of a read-write lock.
+    Read,
+    /// A write hold of a read-write lock.
+    Write,
+}
+
+impl Kind {
+    /// The side keys of this kind's primitive.
+    pub(crate) fn layout(self) -> Layout {
+        match self {
+            Self::Mutex => Layout::Mutex,
+            Self::Permit { .. } => Layout::Semaphore,
+            Self::Read | Self::Write => Layout::RwLock,
+        }
+    }
+}
 
 /// The arguments of one acquisition attempt.
 pub(crate) struct AcquireArgs<'a> {
+    pub(crate) kind: Kind,
     pub(crate) token: &'a str,
     pub(crate) ttl_ms: u64,
     pub(crate) holder: &'a str,
@@ -20,17 +51,44 @@ pub(crate) struct AcquireArgs<'a> {
 /// One lease for the renewal scheduler.
 pub(crate) struct RenewItem<'a> {
     pub(crate) keys: &'a LockKeys,
+    pub(crate) kind: Kind,
     pub(crate) token: &'a str,
     pub(crate) ttl_ms: u64,
 }
 
-/// Leases per `renew.lua` call in a renewal round trip (each touches 2 keys).
+/// Leases per renewal script call in a renewal round trip (each touches 2 or 3 keys).
 pub(crate) const BATCH: usize = 500;
 
-/// `acquire.lua`: one attempt, joining the queue when `args.queue` says so.
+/// `script` with the keys of `keys`' primitive, in its scripts' order.
+fn with_keys(script: &'static Script, keys: &LockKeys, kind: Kind) -> ScriptInvocation<'static> {
+    match kind {
+        Kind::Mutex => script.key(&keys.script_keys()[..]),
+        Kind::Permit { .. } | Kind::Read | Kind::Write => script.key(&keys.shared_lease_keys()[..]),
+    }
+}
+
+/// One acquisition attempt (`acquire.lua`, `sem_acquire.lua`, `rw_acquire.lua`), joining
+/// the queue when `args.queue` says so.
 pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> ScriptInvocation<'static> {
-    let mut invocation = ACQUIRE.key(&keys.script_keys()[..]);
+    let script = match args.kind {
+        Kind::Mutex => &*ACQUIRE,
+        Kind::Permit { .. } => &*SEM_ACQUIRE,
+        Kind::Read | Kind::Write => &*RW_ACQUIRE,
+    };
+    let mut invocation = with_keys(script, keys, args.kind);
     invocation.arg(args.token).arg(args.ttl_ms).arg(args.holder);
+    match args.kind {
+        Kind::Mutex => {}
+        Kind::Permit { permits } => {
+            invocation.arg(permits);
+        }
+        Kind::Read => {
+            invocation.arg("read");
+        }
+        Kind::Write => {
+            invocation.arg("write");
+        }
+    }
     match args.queue {
         Some((channel, linger_ms)) => invocation.arg("1").arg(channel).arg(linger_ms),
         None => invocation.arg("0"),
@@ -38,10 +96,20 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> ScriptInvocati
     invocation
 }
 
-/// `release.lua` for `token`; with `announce`, a lock freed (not handed on) is announced
-/// on its release channel.
-pub(crate) fn release(keys: &LockKeys, token: &str, announce: bool) -> ScriptInvocation<'static> {
-    let mut invocation = RELEASE.key(&keys.script_keys()[..]);
+/// The release script of `kind` for `token` (also withdraws it from the queue); with
+/// `announce`, a lease freed (not handed on) is announced on the release channel.
+pub(crate) fn release(
+    keys: &LockKeys,
+    kind: Kind,
+    token: &str,
+    announce: bool,
+) -> ScriptInvocation<'static> {
+    let script = match kind {
+        Kind::Mutex => &*RELEASE,
+        Kind::Permit { .. } => &*SEM_RELEASE,
+        Kind::Read | Kind::Write => &*RW_RELEASE,
+    };
+    let mut invocation = with_keys(script, keys, kind);
     invocation.arg(token);
     if announce {
         invocation.arg(&keys.channel);
@@ -49,11 +117,60 @@ pub(crate) fn release(keys: &LockKeys, token: &str, announce: bool) -> ScriptInv
     invocation
 }
 
-/// `extend.lua`: the lease of `token` reset to `ttl_ms`.
-pub(crate) fn extend(keys: &LockKeys, token: &str, ttl_ms: u64) -> ScriptInvocation<'static> {
-    let mut invocation = EXTEND.key(&keys.key);
-    invocation.key(&keys.holder).arg(token).arg(ttl_ms);
+/// The file name of `kind`'s release script, for messages.
+pub(crate) fn release_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Mutex => "release.lua",
+        Kind::Permit { .. } => "sem_release.lua",
+        Kind::Read | Kind::Write => "rw_release.lua",
+    }
+}
+
+/// `rw_downgrade.lua`: `token`'s write hold turned into a read hold.
+pub(crate) fn downgrade(keys: &LockKeys, token: &str, announce: bool) -> ScriptInvocation<'static> {
+    let mut invocation = with_keys(&RW_DOWNGRADE, keys, Kind::Read);
+    invocation.arg(token);
+    if announce {
+        invocation.arg(&keys.channel);
+    }
     invocation
+}
+
+/// The three keys `lease_extend.lua` and `lease_renew.lua` take for a lease of `kind`.
+fn lease_keys(keys: &LockKeys, kind: Kind) -> [&str; 3] {
+    match kind {
+        Kind::Read | Kind::Write => [&keys.extra, &keys.holder, &keys.key],
+        Kind::Mutex | Kind::Permit { .. } => [&keys.key, &keys.holder, &keys.extra],
+    }
+}
+
+/// The extend script of `kind`: the lease of `token` reset to `ttl_ms`.
+pub(crate) fn extend(
+    keys: &LockKeys,
+    kind: Kind,
+    token: &str,
+    ttl_ms: u64,
+) -> ScriptInvocation<'static> {
+    let mut invocation = match kind {
+        Kind::Mutex => {
+            let mut invocation = EXTEND.key(&keys.key);
+            invocation.key(&keys.holder);
+            invocation
+        }
+        Kind::Permit { .. } | Kind::Read | Kind::Write => {
+            LEASE_EXTEND.key(&lease_keys(keys, kind)[..])
+        }
+    };
+    invocation.arg(token).arg(ttl_ms);
+    invocation
+}
+
+/// The file name of `kind`'s extend script, for messages.
+pub(crate) fn extend_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Mutex => "extend.lua",
+        Kind::Permit { .. } | Kind::Read | Kind::Write => "lease_extend.lua",
+    }
 }
 
 /// `extend.lua` as an `EVALSHA` in `pipe` (for a pipeline that follows it with `WAIT`).
@@ -67,30 +184,69 @@ pub(crate) fn push_extend(pipe: &mut Pipeline, keys: &LockKeys, token: &str, ttl
         .arg(ttl_ms);
 }
 
-/// `renew.lua` for `batch`: one `EVALSHA` per [`BATCH`] leases, in one pipeline.
-pub(crate) fn renew(batch: &[RenewItem<'_>]) -> Pipeline {
+/// The renewal calls for `batch`: one `EVALSHA` per [`BATCH`] leases of one script
+/// (`renew.lua` for locks, `lease_renew.lua` for the others), in one pipeline; and, for
+/// each call in order, the indexes in `batch` of the leases it renews.
+pub(crate) fn renew(batch: &[RenewItem<'_>]) -> (Pipeline, Vec<Vec<usize>>) {
+    let (locks, others): (Vec<usize>, Vec<usize>) =
+        (0..batch.len()).partition(|&i| batch[i].kind == Kind::Mutex);
     let mut pipe = redis::pipe();
-    for chunk in batch.chunks(BATCH) {
-        let mut cmd = Cmd::new();
-        cmd.arg("EVALSHA")
-            .arg(RENEW.get_hash())
-            .arg(chunk.len() * 2);
-        for item in chunk {
-            cmd.arg(&item.keys.key).arg(&item.keys.holder);
+    let mut calls = Vec::new();
+    for (script, indexes) in [(&*RENEW, locks), (&*LEASE_RENEW, others)] {
+        for chunk in indexes.chunks(BATCH) {
+            let mut cmd = Cmd::new();
+            let per_lease = if script.get_hash() == RENEW.get_hash() {
+                2
+            } else {
+                3
+            };
+            cmd.arg("EVALSHA")
+                .arg(script.get_hash())
+                .arg(chunk.len() * per_lease);
+            for &i in chunk {
+                let item = &batch[i];
+                if item.kind == Kind::Mutex {
+                    cmd.arg(&item.keys.key).arg(&item.keys.holder);
+                } else {
+                    cmd.arg(&lease_keys(item.keys, item.kind)[..]);
+                }
+            }
+            for &i in chunk {
+                cmd.arg(batch[i].token).arg(batch[i].ttl_ms);
+            }
+            pipe.add_command(cmd);
+            calls.push(chunk.to_vec());
         }
-        for item in chunk {
-            cmd.arg(item.token).arg(item.ttl_ms);
-        }
-        pipe.add_command(cmd);
     }
-    pipe
+    (pipe, calls)
 }
 
-/// `raise_fence.lua`: a quorum node's counter raised to `fence` while the lock holds
-/// `token`.
-pub(crate) fn raise_fence(keys: &LockKeys, fence: u64, token: &str) -> ScriptInvocation<'static> {
+/// The scripts a renewal pipeline may call, to load on `NOSCRIPT`.
+pub(crate) fn renew_scripts() -> [&'static Script; 2] {
+    [&RENEW, &LEASE_RENEW]
+}
+
+/// `raise_fence.lua`: a quorum node's counter raised to `fence` while the lease of `kind`
+/// holds `token`.
+pub(crate) fn raise_fence(
+    keys: &LockKeys,
+    kind: Kind,
+    fence: u64,
+    token: &str,
+) -> ScriptInvocation<'static> {
     let mut invocation = RAISE_FENCE.key(&keys.fence);
-    invocation.key(&keys.key).arg(fence).arg(token);
+    match kind {
+        Kind::Read | Kind::Write => {
+            invocation
+                .key(&keys.extra)
+                .arg(fence)
+                .arg(token)
+                .arg("zset");
+        }
+        Kind::Mutex | Kind::Permit { .. } => {
+            invocation.key(&keys.key).arg(fence).arg(token);
+        }
+    }
     invocation
 }
 

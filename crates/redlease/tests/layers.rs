@@ -63,6 +63,9 @@ const LAYERS: &[&[&str]] = &[
         "blocking",
         "default_client",
         "resource",
+        "semaphore",
+        "rwlock",
+        "spec",
         "__private",
     ],
 ];

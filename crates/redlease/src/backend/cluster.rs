@@ -132,6 +132,7 @@ pub(crate) async fn renew_by_slot(
             .iter()
             .map(|&i| RenewItem {
                 keys: batch[i].keys,
+                kind: batch[i].kind,
                 token: batch[i].token,
                 ttl_ms: batch[i].ttl_ms,
             })

@@ -83,6 +83,14 @@ impl Deployment {
         )
     }
 
+    /// Why a count of holders (a semaphore's permits) cannot be kept soundly here, or
+    /// `None` where one node decides.
+    pub(crate) fn cannot_count(&self) -> Option<&'static str> {
+        (self.topology == Topology::Quorum).then_some(
+            "permits granted by a majority of independent nodes are not sound (3 nodes, 2 permits: holders granted by nodes {1,2}, {2,3} and {1,3} fit every node's count, yet 3 hold); use a semaphore on a single Redis, Sentinel or Cluster client, or several quorum locks",
+        )
+    }
+
     /// Nodes that must agree: all of one endpoint, or a majority of a quorum.
     pub(crate) fn majority(&self) -> usize {
         self.nodes.len() / 2 + 1

@@ -25,11 +25,11 @@ use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::replies;
 pub(crate) use crate::replies::Reply;
-use crate::scripts::{self, AcquireArgs, RenewItem};
+use crate::scripts::{self, AcquireArgs, Kind, RenewItem};
 pub(crate) use connect::connect;
 pub(crate) use deployment::Deployment;
 use deployment::Topology;
-use node::{acquire_on, extend_on, release_on, renew_on};
+use node::{acquire_on, downgrade_on, extend_on, release_on, renew_on};
 
 impl Deployment {
     /// One acquisition attempt.
@@ -42,25 +42,42 @@ impl Deployment {
             .map_err(|e| Error::redis("acquiring a lock", &keys.key, e))
     }
 
-    /// Runs the release script; whether the lock held our token.
-    pub(crate) async fn release(&self, keys: &LockKeys, token: &str) -> Result<bool> {
+    /// Runs the release script of `kind`; whether the lease held our token.
+    pub(crate) async fn release(&self, keys: &LockKeys, kind: Kind, token: &str) -> Result<bool> {
         if self.topology == Topology::Quorum {
-            return Box::pin(quorum::release(self, keys, token)).await;
+            return Box::pin(quorum::release(self, keys, kind, token)).await;
         }
         let announce = self.announces();
-        self.across_reconnects(|| release_on(self.primary(), keys, token, announce))
+        self.across_reconnects(|| release_on(self.primary(), keys, kind, token, announce))
             .await
             .map_err(|e| Error::redis("releasing a lock", &keys.key, e))
     }
 
-    /// Runs the extend script; whether the lock held our token.
-    pub(crate) async fn extend(&self, keys: &LockKeys, token: &str, ttl_ms: u64) -> Result<bool> {
+    /// Runs the extend script of `kind`; whether the lease held our token.
+    pub(crate) async fn extend(
+        &self,
+        keys: &LockKeys,
+        kind: Kind,
+        token: &str,
+        ttl_ms: u64,
+    ) -> Result<bool> {
         if self.topology == Topology::Quorum {
-            return Box::pin(quorum::extend(self, keys, token, ttl_ms)).await;
+            return Box::pin(quorum::extend(self, keys, kind, token, ttl_ms)).await;
         }
-        self.across_reconnects(|| extend_on(self.primary(), keys, token, ttl_ms))
+        self.across_reconnects(|| extend_on(self.primary(), keys, kind, token, ttl_ms))
             .await
             .map_err(|e| Error::redis("extending a lock", &keys.key, e))
+    }
+
+    /// Turns the write hold of `token` into a read hold; whether it still held the lock.
+    pub(crate) async fn downgrade(&self, keys: &LockKeys, token: &str) -> Result<bool> {
+        if self.topology == Topology::Quorum {
+            return Box::pin(quorum::downgrade(self, keys, token)).await;
+        }
+        let announce = self.announces();
+        self.across_reconnects(|| downgrade_on(self.primary(), keys, token, announce))
+            .await
+            .map_err(|e| Error::redis("downgrading a write lock", &keys.key, e))
     }
 
     /// Renews `batch`, telling `credit` each lease's outcome as soon as it is known (the
@@ -125,7 +142,7 @@ impl Deployment {
             pipe.cmd("WAIT").arg(replicas).arg(round_ms);
             let (extended, acked): (Value, usize) = self
                 .primary()
-                .pipeline(&pipe, &scripts::EXTEND)
+                .pipeline(&pipe, &[&scripts::EXTEND])
                 .await
                 .map_err(|e| Error::redis("waiting for replicas", &keys.key, e))?;
             let extended = replies::flag("extend.lua", &extended)

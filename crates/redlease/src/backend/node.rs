@@ -15,7 +15,7 @@ use super::sentinel::Follower;
 use crate::error::is_connection_error;
 use crate::keys::LockKeys;
 use crate::replies::{self, Reply};
-use crate::scripts::{self, AcquireArgs, BATCH, RenewItem};
+use crate::scripts::{self, AcquireArgs, Kind, RenewItem};
 
 /// One connection to one deployment or node, cheap to clone, multiplexed.
 #[derive(Clone)]
@@ -167,18 +167,18 @@ impl Node {
         self.unless_failed_over(events, result)
     }
 
-    /// Sends a pipeline of `EVALSHA`s of `script`, loading it on `NOSCRIPT`; follows a
+    /// Sends a pipeline of `EVALSHA`s of `scripts`, loading them on `NOSCRIPT`; follows a
     /// moved primary as [`Node::invoke`] does.
     pub(crate) async fn pipeline<T: FromRedisValue>(
         &self,
         pipe: &Pipeline,
-        script: &Script,
+        scripts: &[&Script],
     ) -> RedisResult<T> {
         let events = self.events();
         let mut conn = self.current().await?;
         let result = match pipe.query_async(&mut conn).await {
             Err(e) if e.code() == Some("NOSCRIPT") => {
-                script.prepare_invoke().load_async(&mut conn).await?;
+                load(&mut conn, scripts).await?;
                 pipe.query_async(&mut conn).await
             }
             other => other,
@@ -186,7 +186,7 @@ impl Node {
         let result = match result {
             Err(e) if self.must_follow(&e) => {
                 let mut conn = self.follow(Some(e)).await?;
-                script.prepare_invoke().load_async(&mut conn).await?;
+                load(&mut conn, scripts).await?;
                 pipe.query_async(&mut conn).await
             }
             other => other,
@@ -302,6 +302,14 @@ where
     .await
 }
 
+/// Loads `scripts` on the node behind `conn`.
+async fn load(conn: &mut Conn, scripts: &[&Script]) -> RedisResult<()> {
+    for script in scripts {
+        script.prepare_invoke().load_async(conn).await?;
+    }
+    Ok(())
+}
+
 /// One acquisition attempt on one node.
 pub(crate) async fn acquire_on(
     node: &Node,
@@ -315,40 +323,57 @@ pub(crate) async fn acquire_on(
 pub(crate) async fn release_on(
     node: &Node,
     keys: &LockKeys,
+    kind: Kind,
     token: &str,
     announce: bool,
 ) -> RedisResult<bool> {
-    let invocation = scripts::release(keys, token, announce);
-    replies::flag("release.lua", &node.invoke(&invocation).await?)
+    let invocation = scripts::release(keys, kind, token, announce);
+    replies::flag(
+        scripts::release_name(kind),
+        &node.invoke(&invocation).await?,
+    )
+}
+
+/// `rw_downgrade.lua` on one node.
+pub(crate) async fn downgrade_on(
+    node: &Node,
+    keys: &LockKeys,
+    token: &str,
+    announce: bool,
+) -> RedisResult<bool> {
+    let invocation = scripts::downgrade(keys, token, announce);
+    replies::flag("rw_downgrade.lua", &node.invoke(&invocation).await?)
 }
 
 /// The extend script on one node.
 pub(crate) async fn extend_on(
     node: &Node,
     keys: &LockKeys,
+    kind: Kind,
     token: &str,
     ttl_ms: u64,
 ) -> RedisResult<bool> {
-    let invocation = scripts::extend(keys, token, ttl_ms);
-    replies::flag("extend.lua", &node.invoke(&invocation).await?)
+    let invocation = scripts::extend(keys, kind, token, ttl_ms);
+    replies::flag(scripts::extend_name(kind), &node.invoke(&invocation).await?)
 }
 
-/// One pipeline of `renew.lua` calls (batches of [`BATCH`] leases) on one node.
+/// One pipeline of renewal script calls (batches of [`BATCH`](scripts::BATCH) leases) on
+/// one node; whether each lease of `batch` was renewed, in order.
 pub(crate) async fn renew_on(node: &Node, batch: &[RenewItem<'_>]) -> RedisResult<Vec<bool>> {
-    let answers: Vec<Value> = node
-        .pipeline(&scripts::renew(batch), &scripts::RENEW)
-        .await?;
-    let chunks = batch.chunks(BATCH);
-    if answers.len() != chunks.len() {
+    let (pipe, calls) = scripts::renew(batch);
+    let answers: Vec<Value> = node.pipeline(&pipe, &scripts::renew_scripts()).await?;
+    if answers.len() != calls.len() {
         return Err(redis::RedisError::from((
             redis::ErrorKind::UnexpectedReturnType,
             "a renewal pipeline answered another number of calls than it sent",
-            format!("{} answers for {} calls", answers.len(), chunks.len()),
+            format!("{} answers for {} calls", answers.len(), calls.len()),
         )));
     }
-    let mut renewed = Vec::with_capacity(batch.len());
-    for (answer, chunk) in answers.iter().zip(chunks) {
-        renewed.extend(replies::renew(answer, chunk.len())?);
+    let mut renewed = vec![false; batch.len()];
+    for (answer, call) in answers.iter().zip(&calls) {
+        for (&i, ok) in call.iter().zip(replies::renew(answer, call.len())?) {
+            renewed[i] = ok;
+        }
     }
     Ok(renewed)
 }

@@ -66,11 +66,11 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use super::deployment::Deployment;
-use super::node::{Conn, extend_on, fan_out, renew_on};
+use super::node::{Conn, downgrade_on, extend_on, fan_out, renew_on};
 use crate::error::{Error, NodeError, Result};
 use crate::keys::LockKeys;
 use crate::replies::{self, Reply};
-use crate::scripts::{self, AcquireArgs, RenewItem};
+use crate::scripts::{self, AcquireArgs, Kind, RenewItem};
 use crate::ttl::drift;
 
 /// One attempt on every node.
@@ -139,7 +139,16 @@ pub(crate) async fn acquire(
             .collect();
         let recorded = at_fence >= needed
             || at_fence
-                + raise_fence(deployment, keys, fence, args.token, &behind, node_timeout).await
+                + raise_fence(
+                    deployment,
+                    keys,
+                    args.kind,
+                    fence,
+                    args.token,
+                    &behind,
+                    node_timeout,
+                )
+                .await
                 >= needed;
         // The write-back took time: the lease must still be valid after it.
         if recorded && valid() {
@@ -159,7 +168,16 @@ pub(crate) async fn acquire(
     let unknown: Vec<usize> = (0..nodes)
         .filter(|&i| matches!(&replies[i], Some(Err(e)) if may_have_run(e)))
         .collect();
-    give_back_attempt(deployment, keys, args.token, &took, &unknown, node_timeout).await;
+    give_back_attempt(
+        deployment,
+        keys,
+        args.kind,
+        args.token,
+        &took,
+        &unknown,
+        node_timeout,
+    )
+    .await;
     if answered < needed {
         return Err(Error::NoQuorum {
             acquired: granted,
@@ -237,6 +255,7 @@ async fn ask(
     };
     let shared = Arc::new(OwnedAttempt {
         keys: keys.clone(),
+        kind: args.kind,
         token: args.token.to_owned(),
         ttl_ms: args.ttl_ms,
         holder: args.holder.to_owned(),
@@ -380,6 +399,7 @@ fn may_have_run(e: &redis::RedisError) -> bool {
 /// An attempt's arguments, owned.
 struct OwnedAttempt {
     keys: LockKeys,
+    kind: Kind,
     token: String,
     ttl_ms: u64,
     holder: String,
@@ -390,6 +410,7 @@ impl OwnedAttempt {
     /// The acquire script (without queueing) over one node's connection.
     async fn acquire(&self, mut conn: Conn) -> RedisResult<Reply> {
         let args = AcquireArgs {
+            kind: self.kind,
             token: &self.token,
             ttl_ms: self.ttl_ms,
             holder: &self.holder,
@@ -401,8 +422,11 @@ impl OwnedAttempt {
 
     /// The release script over one node's connection.
     async fn release(&self, mut conn: Conn) -> RedisResult<bool> {
-        let invocation = scripts::release(&self.keys, &self.token, self.announce);
-        replies::flag("release.lua", &invocation.invoke_async(&mut conn).await?)
+        let invocation = scripts::release(&self.keys, self.kind, &self.token, self.announce);
+        replies::flag(
+            scripts::release_name(self.kind),
+            &invocation.invoke_async(&mut conn).await?,
+        )
     }
 }
 
@@ -411,6 +435,7 @@ impl OwnedAttempt {
 async fn give_back_attempt(
     deployment: &Deployment,
     keys: &LockKeys,
+    kind: Kind,
     token: &str,
     took: &[usize],
     unknown: &[usize],
@@ -420,7 +445,7 @@ async fn give_back_attempt(
         return;
     }
     let all: Vec<usize> = took.iter().chain(unknown).copied().collect();
-    let mut results = give_back(deployment, keys, token, &all);
+    let mut results = give_back(deployment, keys, kind, token, &all);
     let mut left = took.len();
     let bound = Instant::now() + bound;
     while left > 0 {
@@ -556,6 +581,7 @@ impl Drop for Turn {
 fn give_back(
     deployment: &Deployment,
     keys: &LockKeys,
+    kind: Kind,
     token: &str,
     indexes: &[usize],
 ) -> mpsc::UnboundedReceiver<(usize, RedisResult<bool>)> {
@@ -563,6 +589,7 @@ fn give_back(
     let timeout = deployment.response_timeout;
     let shared = Arc::new(OwnedAttempt {
         keys: keys.clone(),
+        kind,
         token: token.to_owned(),
         ttl_ms: 0,
         holder: String::new(),
@@ -620,6 +647,7 @@ fn node_timeout(deployment: &Deployment, ttl_ms: u64) -> Duration {
 async fn raise_fence(
     deployment: &Deployment,
     keys: &LockKeys,
+    kind: Kind,
     fence: u64,
     token: &str,
     indexes: &[usize],
@@ -630,7 +658,7 @@ async fn raise_fence(
             .iter()
             .map(|&i| &deployment.nodes[i])
             .map(|node| async move {
-                node.invoke::<u64>(&scripts::raise_fence(keys, fence, token))
+                node.invoke::<u64>(&scripts::raise_fence(keys, kind, fence, token))
                     .await
             }),
         timeout,
@@ -644,10 +672,15 @@ async fn raise_fence(
 /// Returns as soon as a majority settled it either way, or once the per-node bound (the
 /// response timeout) passed; the release goes on in the background on the nodes that
 /// did not answer yet, so that it reaches a slow node too.
-pub(crate) async fn release(deployment: &Deployment, keys: &LockKeys, token: &str) -> Result<bool> {
+pub(crate) async fn release(
+    deployment: &Deployment,
+    keys: &LockKeys,
+    kind: Kind,
+    token: &str,
+) -> Result<bool> {
     let nodes = deployment.nodes.len();
     let all: Vec<usize> = (0..nodes).collect();
-    let mut results = give_back(deployment, keys, token, &all);
+    let mut results = give_back(deployment, keys, kind, token, &all);
     let needed = deployment.majority();
     let bound = Instant::now() + deployment.response_timeout;
     let mut replies: Vec<Option<RedisResult<bool>>> = (0..nodes).map(|_| None).collect();
@@ -679,6 +712,7 @@ pub(crate) async fn release(deployment: &Deployment, keys: &LockKeys, token: &st
 pub(crate) async fn extend(
     deployment: &Deployment,
     keys: &LockKeys,
+    kind: Kind,
     token: &str,
     ttl_ms: u64,
 ) -> Result<bool> {
@@ -686,11 +720,32 @@ pub(crate) async fn extend(
         deployment
             .nodes
             .iter()
-            .map(|node| extend_on(node, keys, token, ttl_ms)),
+            .map(|node| extend_on(node, keys, kind, token, ttl_ms)),
         node_timeout(deployment, ttl_ms),
     )
     .await;
     settle(deployment, keys, "extending a lock", replies)
+}
+
+/// Downgrade on every node: `Ok(true)` when a majority still held our write hold (now a
+/// read hold there). A node that missed it still counts our hold as a write, which only
+/// keeps other readers out there: the read hold a majority records is what the next
+/// writer must wait for.
+pub(crate) async fn downgrade(
+    deployment: &Deployment,
+    keys: &LockKeys,
+    token: &str,
+) -> Result<bool> {
+    let announce = deployment.announces();
+    let replies = fan_out(
+        deployment
+            .nodes
+            .iter()
+            .map(|node| downgrade_on(node, keys, token, announce)),
+        deployment.response_timeout,
+    )
+    .await;
+    settle(deployment, keys, "downgrading a write lock", replies)
 }
 
 /// A majority confirmed: true; so many said "not yours" that no majority can: false;

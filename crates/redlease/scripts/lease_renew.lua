@@ -1,0 +1,25 @@
+-- lease_renew: extend many ZSET-kept leases at once (semaphore permits and read-write lock
+-- holds, mixed freely in one call: one call per batch, one round trip per sweep). Needs no
+-- prelude; each lease is handled as lease_extend.lua handles one.
+--   KEYS[3i-2] the ZSET of lease i   KEYS[3i-1] its holders HASH   KEYS[3i] its other key
+--   (semaphore: K, B:sem:holders, B:sem:permits; rwlock: B:rw:owners, B:rw:holders, K)
+--   ARGV[2i-1] owner token of lease i   ARGV[2i] its ttl in ms
+-- Reply: an array with, for each lease in order, 1 renewed or 0 lost (no live lease).
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local out = {}
+for i = 1, #KEYS / 3 do
+  local leases, token = KEYS[3 * i - 2], ARGV[2 * i - 1]
+  local score = redis.call('ZSCORE', leases, token)
+  if score and tonumber(score) > now then
+    local at = string.format('%d', now + tonumber(ARGV[2 * i]))
+    redis.call('ZADD', leases, 'XX', at, token)
+    redis.call('PEXPIREAT', leases, at, 'GT')
+    redis.call('PEXPIREAT', KEYS[3 * i - 1], at, 'GT')
+    redis.call('PEXPIREAT', KEYS[3 * i], at, 'GT')
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out

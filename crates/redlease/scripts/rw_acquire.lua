@@ -1,0 +1,67 @@
+-- rw_acquire: one attempt to take a read-write lock for reading or writing (or join its
+-- FIFO queue). Sent as fence.lua .. rwlock.lua .. rw_acquire.lua. KEYS as in rwlock.lua:
+--   KEYS[1] K (HASH {mode})   KEYS[2] fencing counter   KEYS[3] holders (HASH)
+--   KEYS[4] queue (LIST)   KEYS[5] waiter table (HASH)   KEYS[6] owners (ZSET)
+--   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
+--   ARGV[4] "read" or "write"
+--   ARGV[5] "1" to join the FIFO queue when the lock is not granted, "0" (or absent) to only
+--           try; with "1" also: ARGV[6] the caller's grant channel   ARGV[7] queue linger in ms
+-- Reply {status, fence, pttl}, as acquire.lua:
+--   {1, fence, 0}     granted now, with a fresh fencing token
+--   {2, fence, 0}     this token already holds the lock (a retried attempt, or a hand-off);
+--                     fence is that hold's token. A token holding write that asks for read
+--                     gets this too: its write hold covers reading (rw_downgrade.lua lets
+--                     other readers in)
+--   {0, 0, pttl}      not granted; pttl is the time in ms until every current hold has run
+--                     out (-1: none held, which a correct caller never sees)
+-- Error replies (nothing changed when they are sent):
+--   "REDLEASE_UPGRADE ..."  ARGV[1] holds the lock for reading and asked for writing: an
+--                     upgrade is refused, never waited for (two upgrading readers would wait
+--                     for each other forever)
+--   "ERR redlease: ..."     ARGV[4] is neither "read" nor "write"
+--   "WRONGTYPE ..."         K is another primitive (a mutex's string, a semaphore's ZSET)
+--
+-- Grants: a reader when no writer holds and the queue is empty; a writer when no one
+-- holds and the queue is empty. A caller already queued is granted when it reaches the
+-- head and fits (see serve in rwlock.lua), never earlier: so a queued writer stops every
+-- reader that comes after it, and readers queued together are granted together.
+local token, ttl, details, want = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+if want ~= 'read' and want ~= 'write' then
+  return redis.error_reply('ERR redlease: the mode must be "read" or "write"')
+end
+local now = now_ms()
+local state = load(now)
+if redis.call('ZSCORE', KEYS[6], token) then
+  if want == 'write' and state.mode == 'read' then
+    return redis.error_reply('REDLEASE_UPGRADE ' .. KEYS[1] .. ' is held for reading by this owner; '
+      .. 'a read lock cannot be upgraded to write (it would deadlock with another upgrading reader): '
+      .. 'release the read lock, then acquire the write lock')
+  end
+  return {2, fence_of(token), 0}
+end
+local mine, empty = serve(state, now, token, ttl, details)
+if not mine and empty and fits(state, want) then
+  -- The queue is empty, so the caller is not in it; clear a stale table entry.
+  if ARGV[5] == '1' then
+    redis.call('HDEL', KEYS[5], token)
+  end
+  mine = grant_fence(KEYS[2])
+  hold(state, token, want, ttl, details, mine, now)
+end
+if mine then
+  settle()
+  return {1, mine, 0}
+end
+if ARGV[5] == '1' then
+  local entry = cjson.encode({ARGV[2], ARGV[6], details, want})
+  if redis.call('HSETNX', KEYS[5], token, entry) == 1 then
+    redis.call('RPUSH', KEYS[4], token)
+  end
+  redis.call('PEXPIRE', KEYS[4], ARGV[7])
+  redis.call('PEXPIRE', KEYS[5], ARGV[7])
+end
+local last = settle()
+if last then
+  return {0, 0, last - now}
+end
+return {0, 0, -1}

@@ -1,0 +1,30 @@
+-- rw_downgrade: turn our write hold of a read-write lock into a read hold, atomically (no
+-- moment where another writer could come in), then let in the readers queued at the head.
+-- Sent as fence.lua .. rwlock.lua .. rw_downgrade.lua (granting the queued readers).
+-- KEYS as in rwlock.lua (rw_acquire.lua's six).
+--   ARGV[1] owner token
+--   ARGV[2] (optional) a release channel: PUBLISH K there once the queue is empty, so that
+--           readers waiting without a queue place (Cluster, quorum) may come in
+-- Reply: 1 the token now holds the lock for reading (also when it already did: a retried
+-- downgrade); 0 the token holds nothing (its lease ran out: lost).
+-- Error reply "WRONGTYPE ..." when K is another primitive.
+--
+-- The hold keeps its fencing token, lease expiry and holder details: the holder has held
+-- without a gap since its write was granted, and the next writer (which must wait for it
+-- to leave) gets a larger token from grant_fence anyway.
+local token = ARGV[1]
+local now = now_ms()
+local state = load(now)
+if not redis.call('ZSCORE', KEYS[6], token) then
+  return 0
+end
+if state.mode == 'write' then
+  redis.call('HSET', KEYS[1], 'mode', 'read')
+  state.mode = 'read'
+end
+local _, empty = serve(state, now, nil, 0, '')
+if empty and ARGV[2] then
+  redis.call('PUBLISH', ARGV[2], KEYS[1])
+end
+settle()
+return 1

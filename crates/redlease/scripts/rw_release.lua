@@ -1,0 +1,38 @@
+-- rw_release: give back our hold (read or write) of a read-write lock and grant the lock
+-- to the queue's head as far as it fits; also withdraws our token from the queue, so a
+-- waiter that gives up calls this too. Sent as fence.lua .. rwlock.lua .. rw_release.lua.
+-- KEYS as in rwlock.lua (rw_acquire.lua's six).
+--   ARGV[1] owner token
+--   ARGV[2] (optional) a release channel: when the release leaves the lock held by no one
+--           (nothing handed on), PUBLISH K there (Cluster and quorum waiters, which do not
+--           queue)
+-- Reply: 1 released; 0 the token held nothing (its lease ran out, or it never had one).
+-- Error reply "WRONGTYPE ..." when K is another primitive.
+--
+-- Any run also drops expired holds and serves the queue: when the last reader leaves, a
+-- writer at the head gets the lock; a run of readers at the head is granted together (one
+-- PUBLISH each) as soon as no writer holds. So a withdrawal, or a release of a lost hold,
+-- serves the queue as well (a writer at the head giving up lets the readers behind it in).
+local token = ARGV[1]
+local now = now_ms()
+local state = load(now)
+local held = redis.call('ZREM', KEYS[6], token) == 1
+if held then
+  redis.call('HDEL', KEYS[3], token)
+  state.count = state.count - 1
+  if state.count == 0 then
+    redis.call('DEL', KEYS[1])
+    state.mode = nil
+  end
+elseif redis.call('HDEL', KEYS[5], token) == 1 then
+  redis.call('LREM', KEYS[4], 1, token)
+end
+serve(state, now, nil, 0, '')
+if held and state.count == 0 and ARGV[2] then
+  redis.call('PUBLISH', ARGV[2], KEYS[1])
+end
+settle()
+if held then
+  return 1
+end
+return 0

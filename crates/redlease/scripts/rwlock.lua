@@ -1,0 +1,137 @@
+-- rwlock: what rw_acquire.lua, rw_release.lua and rw_downgrade.lua share. Not a script of
+-- its own: it is prepended to them, after fence.lua (whose grant_fence every grant uses).
+--
+-- KEYS of every read-write lock script, all of one lock and in one cluster slot (B is K
+-- when K has a {hash tag}, else "{K}", as for the mutex's side keys):
+--   KEYS[1] K: a HASH {mode = "read" | "write"}, present while anyone holds the lock. A
+--           HASH, so that a mutex (a string at K) or a semaphore (a ZSET) of the same name
+--           and this lock refuse each other with WRONGTYPE.
+--   KEYS[2] B:fence, the fencing counter (shared with a mutex or semaphore of that name)
+--   KEYS[3] B:rw:holders, holder details: HASH token -> cjson [fence, details]
+--   KEYS[4] B:rw:queue, the FIFO queue of waiting tokens (LIST)
+--   KEYS[5] B:rw:waiters, the waiter table: HASH token -> cjson [ttl_ms, grant channel,
+--           details, "read" | "write"]
+--   KEYS[6] B:rw:owners, the holders' leases: ZSET token -> expiry (ms since 1970 by the
+--           server's TIME); many readers, or one writer
+--
+-- Every script drops the holds whose lease ran out before it looks (a crashed reader or
+-- writer costs at most its ttl). K, the holders hash and the owners expire at the latest
+-- lease's expiry, the queue keys a linger after the last join: an idle lock leaves no key
+-- behind but its fencing counter (kept 7 days, see fence.lua).
+
+-- The server's time in ms since 1970.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A whole number of ms as Redis expects it (Lua would write 1.7e+12).
+local function ms(n)
+  return string.format('%d', n)
+end
+
+-- HDEL many fields, in chunks that stay under Lua's stack limit for unpack.
+local function hdel_all(key, fields)
+  for i = 1, #fields, 1000 do
+    redis.call('HDEL', key, unpack(fields, i, math.min(i + 999, #fields)))
+  end
+end
+
+-- The lock's state after dropping expired holds: {mode = "read" | "write" | nil, count =
+-- holders}. Its first call reads K before any write, so a key of another type at K fails
+-- there (WRONGTYPE) and the script changes nothing.
+local function load(now)
+  local mode = redis.call('HGET', KEYS[1], 'mode')
+  local expired = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', ms(now))
+  if #expired > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', ms(now))
+    hdel_all(KEYS[3], expired)
+  end
+  local count = redis.call('ZCARD', KEYS[6])
+  if count == 0 then
+    if mode then
+      redis.call('DEL', KEYS[1])
+    end
+    mode = nil
+  end
+  return {mode = mode, count = count}
+end
+
+-- Records a hold of `token` in `mode` for `ttl` ms with fencing token `fence`.
+local function hold(state, token, mode, ttl, details, fence, now)
+  redis.call('ZADD', KEYS[6], ms(now + ttl), token)
+  redis.call('HSET', KEYS[3], token, cjson.encode({string.format('%d', fence), details}))
+  if state.mode ~= mode then
+    redis.call('HSET', KEYS[1], 'mode', mode)
+    state.mode = mode
+  end
+  state.count = state.count + 1
+end
+
+-- Whether a hold in `mode` fits beside the current holders.
+local function fits(state, mode)
+  if mode == 'write' then
+    return state.count == 0
+  end
+  return state.mode ~= 'write'
+end
+
+-- The fencing token `token`'s hold was granted.
+local function fence_of(token)
+  local entry = redis.call('HGET', KEYS[3], token)
+  if entry then
+    return tonumber(cjson.decode(entry)[1])
+  end
+  return tonumber(redis.call('GET', KEYS[2]) or '0')
+end
+
+-- Grants the lock to the queue's head for as long as it fits: a writer when no one holds,
+-- then every reader of a run of readers (stopping at the next writer, which waits for
+-- them), one grant and one PUBLISH "<fence> <token> <K>" on the waiter's grant channel
+-- each (the mutex's hand-off message). A waiter whose client no longer listens (PUBLISH
+-- reached no one) is dropped and only burns a fencing number. `caller` (or nil), when it
+-- reaches the head, is granted without a message, with `ttl` and `details`. Returns the
+-- caller's fencing token (or nil) and whether the queue is now empty.
+local function serve(state, now, caller, ttl, details)
+  local mine = nil
+  while true do
+    local head = redis.call('LINDEX', KEYS[4], 0)
+    if not head then
+      return mine, true
+    end
+    local entry = redis.call('HGET', KEYS[5], head)
+    if not entry then
+      redis.call('LPOP', KEYS[4])
+    else
+      local w = cjson.decode(entry)
+      if not fits(state, w[4]) then
+        return mine, false
+      end
+      redis.call('LPOP', KEYS[4])
+      redis.call('HDEL', KEYS[5], head)
+      local fence = grant_fence(KEYS[2])
+      if head == caller then
+        hold(state, head, w[4], ttl, details, fence, now)
+        mine = fence
+      else
+        local message = string.format('%d', fence) .. ' ' .. head .. ' ' .. KEYS[1]
+        if redis.call('PUBLISH', w[2], message) > 0 then
+          hold(state, head, w[4], tonumber(w[1]), w[3], fence, now)
+        end
+      end
+    end
+  end
+end
+
+-- Sets each held key's expiry to the latest lease's; returns that expiry (ms since 1970),
+-- or nil when no one holds.
+local function settle()
+  local last = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
+  if last[2] then
+    redis.call('PEXPIREAT', KEYS[1], last[2])
+    redis.call('PEXPIREAT', KEYS[3], last[2])
+    redis.call('PEXPIREAT', KEYS[6], last[2])
+    return tonumber(last[2])
+  end
+  return nil
+end

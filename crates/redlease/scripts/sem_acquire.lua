@@ -1,0 +1,70 @@
+-- sem_acquire: one attempt to take a permit of a semaphore (or join its FIFO queue).
+-- Sent as fence.lua .. semaphore.lua .. sem_acquire.lua. KEYS as in semaphore.lua:
+--   KEYS[1] K (ZSET of permits)   KEYS[2] fencing counter   KEYS[3] holders (HASH)
+--   KEYS[4] queue (LIST)   KEYS[5] waiter table (HASH)   KEYS[6] permit count
+--   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
+--   ARGV[4] the permit count N (a whole number >= 1)
+--   ARGV[5] "1" to join the FIFO queue when no permit is free, "0" (or absent) to only try;
+--           with "1" also: ARGV[6] the caller's grant channel   ARGV[7] queue linger in ms
+-- Reply {status, fence, pttl}, as acquire.lua:
+--   {1, fence, 0}     a permit freshly granted
+--   {2, fence, 0}     this token already holds a permit (a retried attempt, or a hand-off);
+--                     fence is that permit's fencing token
+--   {0, 0, pttl}      no permit for us now; pttl is the time in ms until the earliest
+--                     held permit runs out (-1: none held, which a correct caller never sees)
+-- Error replies (nothing changed when they are sent):
+--   "REDLEASE_PERMITS <n> ..."  the semaphore is in use with n permits, not ARGV[4]; the
+--                     count may change only once nothing is held or queued
+--   "ERR redlease: ..."         ARGV[4] is not a whole number >= 1
+--   "WRONGTYPE ..."             K is another primitive (a mutex's string, an rwlock's hash)
+--
+-- FIFO: permits freed by a release are handed to the queue head by sem_release.lua; those
+-- freed by expiry are given, by the next semaphore script that runs (this one included), to
+-- the queue head before anyone else: a caller not queued gets a permit only when none is
+-- queued, and a queued caller only when it reaches the head.
+local token, ttl, details = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local permits = tonumber(ARGV[4])
+if not permits or permits < 1 or permits ~= math.floor(permits) then
+  return redis.error_reply('ERR redlease: the permit count must be a whole number >= 1')
+end
+local now = now_ms()
+local expired = expired_permits(now)
+local stored = redis.call('GET', KEYS[6])
+if stored and tonumber(stored) ~= permits then
+  return redis.error_reply('REDLEASE_PERMITS ' .. stored .. ' permits are in use for ' .. KEYS[1]
+    .. ', not ' .. ARGV[4] .. '; ask with the same count, or change it once nothing holds or waits for it')
+end
+if not stored then
+  redis.call('SET', KEYS[6], ARGV[4])
+end
+reclaim(expired, now)
+if redis.call('ZSCORE', KEYS[1], token) then
+  return {2, fence_of(token), 0}
+end
+local mine, free = serve(permits, now, token, ttl, details)
+if not mine and free > 0 then
+  -- The queue is empty (serve ran it dry), so the caller is not in it: a stale table
+  -- entry can be left by an entry whose list place expired, so clear it.
+  if ARGV[5] == '1' then
+    redis.call('HDEL', KEYS[5], token)
+  end
+  mine = grant(token, ttl, details, now)
+end
+if mine then
+  settle()
+  return {1, mine, 0}
+end
+if ARGV[5] == '1' then
+  local entry = cjson.encode({ARGV[2], ARGV[6], details})
+  if redis.call('HSETNX', KEYS[5], token, entry) == 1 then
+    redis.call('RPUSH', KEYS[4], token)
+  end
+  redis.call('PEXPIRE', KEYS[4], ARGV[7])
+  redis.call('PEXPIRE', KEYS[5], ARGV[7])
+end
+settle()
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if first[2] then
+  return {0, 0, tonumber(first[2]) - now}
+end
+return {0, 0, -1}

@@ -1,0 +1,35 @@
+-- sem_release: give back our permit, handing it to the oldest queued waiter whose client
+-- still listens; also withdraws our token from the queue, so a waiter that gives up calls
+-- this too. Sent as fence.lua .. semaphore.lua .. sem_release.lua (hand-offs grant).
+-- KEYS as in semaphore.lua (sem_acquire.lua's six).
+--   ARGV[1] owner token
+--   ARGV[2] (optional) a release channel: when the release leaves a permit free rather than
+--           handing it on, PUBLISH K there (Cluster and quorum waiters, which do not queue)
+-- Reply: 1 released; 0 the token held no permit (its lease ran out, or it never had one).
+-- Error reply "WRONGTYPE ..." when K is another primitive.
+--
+-- Any run also reclaims expired permits and hands every free permit to the queue head
+-- (one grant + PUBLISH each), so a withdrawal or a release of a lost permit serves the
+-- queue as well.
+local token = ARGV[1]
+local now = now_ms()
+local expired = expired_permits(now)
+reclaim(expired, now)
+local held = redis.call('ZREM', KEYS[1], token) == 1
+if held then
+  redis.call('HDEL', KEYS[3], token)
+elseif redis.call('HDEL', KEYS[5], token) == 1 then
+  redis.call('LREM', KEYS[4], 1, token)
+end
+local stored = redis.call('GET', KEYS[6])
+if stored then
+  local _, free = serve(tonumber(stored), now, nil, 0, '')
+  if held and free > 0 and ARGV[2] then
+    redis.call('PUBLISH', ARGV[2], KEYS[1])
+  end
+end
+settle()
+if held then
+  return 1
+end
+return 0

@@ -1,0 +1,161 @@
+//! [`Semaphore`]: at most N holders of one name at a time, each holding a permit that is a
+//! lease of its own.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::guard::Guard;
+use crate::keys::{Layout, LockKeys};
+use crate::scripts::Kind;
+use crate::spec::{Spec, option_setters};
+
+/// A permit of a [`Semaphore`]: a [`Guard`] on one of its permits, with the same surface
+/// (fencing token, validity, loss signal, `extend`, `release`, released in the background
+/// when dropped).
+pub type Permit = Guard;
+
+/// A distributed counting semaphore: at most `permits` holders of one name at once.
+///
+/// Each [`Permit`] is a lease of its own: renewed by the client's one renewal scheduler
+/// while held, and given back when released or dropped. A holder that crashes loses its
+/// permit after its TTL: expired permits are reclaimed inside the scripts (by the server's
+/// clock) before anything is counted, so no permit ever leaks. Waiters queue FIFO and are
+/// handed a freed permit by the release that frees it (on a single Redis or Sentinel; on a
+/// Cluster waiters are woken by a release notice and try again). Every permit gets a
+/// fencing token, larger than every earlier one of the name.
+///
+/// The permit count is stored with the semaphore while it is in use: asking for the same
+/// name with another count fails with [`Error::PermitsMismatch`]; a lock or read-write lock
+/// of the same name fails with [`Error::WrongType`], and the reverse.
+///
+/// Not available over a quorum ([`Client::quorum`](crate::Client::quorum)): permits
+/// granted by a majority of independent nodes are not sound (3 nodes, 2 permits: holders
+/// granted by nodes {1,2}, {2,3} and {1,3} fit every node's count, yet 3 hold), so the
+/// acquisition fails with [`Error::Unsupported`].
+///
+/// # Examples
+/// ```no_run
+/// # async fn example(client: redlease::Client) -> redlease::Result<()> {
+/// // At most 3 backups at once, across every machine.
+/// client
+///     .semaphore("backups", 3)
+///     .run(async |permit| {
+///         // ... the backup, stamped with permit.fencing_token() ...
+///         Ok::<_, redlease::Error>(())
+///     })
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[must_use]
+#[derive(Clone)]
+pub struct Semaphore {
+    spec: Spec,
+    permits: u32,
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("permits", &self.permits)
+            .field("spec", &self.spec)
+            .finish()
+    }
+}
+
+option_setters!(Semaphore);
+
+impl Semaphore {
+    pub(crate) fn new(engine: Arc<Engine>, name: String, permits: u32) -> Self {
+        Self {
+            spec: Spec::new(engine, name),
+            permits,
+        }
+    }
+
+    /// The semaphore's name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// How many holders it admits at once.
+    pub fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// The Redis keys and channel of the semaphore.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] when the name cannot be used.
+    pub fn keys(&self) -> Result<LockKeys> {
+        LockKeys::with_layout(&self.spec.prefix, &self.spec.name, Layout::Semaphore)
+    }
+
+    fn kind(&self) -> Result<Kind> {
+        if self.permits == 0 {
+            return Err(Error::InvalidOption {
+                option: "permits",
+                reason: "a semaphore needs at least one permit".into(),
+            });
+        }
+        if let Some(reason) = self.spec.engine.deployment().cannot_count() {
+            return Err(Error::Unsupported {
+                what: "a semaphore over a quorum",
+                reason,
+            });
+        }
+        Ok(Kind::Permit {
+            permits: self.permits,
+        })
+    }
+
+    /// Makes one attempt: `Ok(None)` when every permit is held (or others queue for one).
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] for zero permits or a bad option, [`Error::InvalidName`],
+    /// [`Error::PermitsMismatch`], [`Error::WrongType`] when the name is another
+    /// primitive's, [`Error::Unsupported`] over a quorum, [`Error::Redis`] when Redis cannot
+    /// be asked (a permit the attempt may have taken is then given back in the background).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a permit taken by a dropped attempt is given back in the background.
+    pub async fn try_acquire(&self) -> Result<Option<Permit>> {
+        self.spec.try_acquire(self.kind()?).await
+    }
+
+    /// Takes a permit, waiting up to the semaphore's [`wait`](Semaphore::wait) in the FIFO
+    /// queue.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when the wait ran out; otherwise as
+    /// [`try_acquire`](Semaphore::try_acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future withdraws it from the queue, and gives back a
+    /// permit that was handed to it meanwhile, in the background.
+    #[tracing::instrument(skip_all, fields(semaphore = %self.spec.name))]
+    pub async fn acquire(&self) -> Result<Permit> {
+        self.spec.acquire(self.kind()?).await
+    }
+
+    /// Takes a permit, runs `work` while it is kept renewed, and gives it back; `work` is
+    /// dropped where it stands the moment the permit is lost, as with
+    /// [`Lock::run`](crate::Lock::run). A nested `run` or `acquire` of the same semaphore by
+    /// the same owner re-enters the owner's permit.
+    ///
+    /// # Errors
+    /// `work`'s own error, unchanged; otherwise, converted with `From<Error>`, as
+    /// [`Lock::run`](crate::Lock::run).
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops `work` and gives the permit back in the background.
+    pub async fn run<T, E, F>(&self, work: F) -> std::result::Result<T, E>
+    where
+        F: AsyncFnOnce(&Permit) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        let kind = self.kind().map_err(E::from)?;
+        self.spec.run(kind, work).await
+    }
+}

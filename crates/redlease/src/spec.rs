@@ -1,0 +1,289 @@
+//! What every primitive's builder holds (a name on a client's engine, and the options a
+//! [`Lock`](crate::Lock) has), checked in one place, and the acquisition flows they share:
+//! one attempt, a wait, and `run`, each through the owner's reentrancy slots.
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::acquire::Request;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::guard::Guard;
+use crate::keys::{Layout, LockKeys};
+use crate::owner::Owner;
+use crate::renew::Renewal;
+use crate::scripts::Kind;
+use crate::ttl::{MAX_TTL, validate_ttl};
+use crate::wait::{Retry, Wait};
+
+/// Lease length when none is set.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+/// How long an acquisition waits for a busy lock when no wait is set.
+pub const DEFAULT_WAIT: Wait = Wait::For(Duration::from_secs(10));
+/// Key prefix when none is set.
+pub const DEFAULT_PREFIX: &str = "redlease:";
+
+/// A name on an engine, with the options of its builder.
+#[derive(Clone)]
+pub(crate) struct Spec {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) name: Arc<str>,
+    pub(crate) prefix: String,
+    pub(crate) ttl: Duration,
+    pub(crate) wait: Wait,
+    pub(crate) retry: Retry,
+    pub(crate) renewal: Renewal,
+    pub(crate) max_hold: Option<Duration>,
+    pub(crate) owner: Option<Owner>,
+    pub(crate) min_replicas: Option<(usize, Duration)>,
+    /// The keys, derived once per name and prefix.
+    keys: Arc<OnceLock<Arc<LockKeys>>>,
+}
+
+impl fmt::Debug for Spec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Spec")
+            .field("name", &self.name)
+            .field("prefix", &self.prefix)
+            .field("ttl", &self.ttl)
+            .field("wait", &self.wait)
+            .field("retry", &self.retry)
+            .field("renewal", &self.renewal)
+            .field("max_hold", &self.max_hold)
+            .field("owner", &self.owner)
+            .field("min_replicas", &self.min_replicas)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Spec {
+    pub(crate) fn new(engine: Arc<Engine>, name: String) -> Self {
+        Self {
+            engine,
+            name: name.into(),
+            prefix: DEFAULT_PREFIX.to_owned(),
+            ttl: DEFAULT_TTL,
+            wait: DEFAULT_WAIT,
+            retry: Retry::default(),
+            renewal: Renewal::default(),
+            max_hold: None,
+            owner: None,
+            min_replicas: None,
+            keys: Arc::default(),
+        }
+    }
+
+    pub(crate) fn set_prefix(&mut self, prefix: String) {
+        self.prefix = prefix;
+        self.keys = Arc::default();
+    }
+
+    /// Checks the options and derives (once) the keys of `layout`.
+    pub(crate) fn plan(&self, layout: Layout) -> Result<Arc<LockKeys>> {
+        if let Some((replicas, timeout)) = self.min_replicas {
+            if replicas == 0 || timeout.is_zero() {
+                return Err(Error::InvalidOption {
+                    option: "min_replicas",
+                    reason: "needs at least one replica and a timeout above zero".into(),
+                });
+            }
+            if let Some(reason) = self.engine.deployment().without_replicas() {
+                return Err(Error::InvalidOption {
+                    option: "min_replicas",
+                    reason: reason.into(),
+                });
+            }
+        }
+        validate_ttl(self.ttl)?;
+        self.retry.validate()?;
+        if let Wait::For(d) = self.wait
+            && d > MAX_TTL
+        {
+            return Err(Error::InvalidOption {
+                option: "wait",
+                reason: format!("{d:?} is longer than 30 days; use Wait::Forever"),
+            });
+        }
+        if self.max_hold.is_some_and(|m| m.is_zero()) {
+            return Err(Error::InvalidOption {
+                option: "max_hold",
+                reason: "must be greater than zero".into(),
+            });
+        }
+        if let Some(keys) = self.keys.get() {
+            return Ok(Arc::clone(keys));
+        }
+        let keys = Arc::new(LockKeys::with_layout(&self.prefix, &self.name, layout)?);
+        Ok(Arc::clone(self.keys.get_or_init(|| keys)))
+    }
+
+    /// An acquisition of a lease of `kind` at `keys`.
+    fn request<'a>(&'a self, keys: &'a Arc<LockKeys>, kind: Kind) -> Request<'a> {
+        Request {
+            engine: &self.engine,
+            name: &self.name,
+            keys,
+            kind,
+            ttl: self.ttl,
+            wait: self.wait,
+            retry: self.retry,
+            renewal: self.renewal,
+            max_hold: self.max_hold,
+            min_replicas: self.min_replicas,
+        }
+    }
+
+    /// The owner acquisitions act for: the builder's own, else that of the current scope.
+    pub(crate) fn effective_owner(&self) -> Option<Owner> {
+        self.owner.clone().or_else(Owner::current)
+    }
+
+    /// One attempt at a lease of `kind`: `Ok(None)` when busy.
+    pub(crate) async fn try_acquire(&self, kind: Kind) -> Result<Option<Guard>> {
+        let keys = self.plan(kind.layout())?;
+        let request = self.request(&keys, kind);
+        let holding = match self.effective_owner() {
+            Some(owner) => {
+                // Another task of this owner acquiring the same name right now makes it
+                // busy for this attempt: no waiting behind it.
+                owner
+                    .hold(
+                        &self.engine,
+                        &keys,
+                        kind,
+                        Some(Instant::now()),
+                        request.try_once(),
+                    )
+                    .await?
+            }
+            None => request.try_once().await?,
+        };
+        Ok(holding.map(Guard::new))
+    }
+
+    /// A lease of `kind`, waiting up to the builder's `wait`.
+    pub(crate) async fn acquire(&self, kind: Kind) -> Result<Guard> {
+        let keys = self.plan(kind.layout())?;
+        let request = self.request(&keys, kind);
+        let started = Instant::now();
+        let deadline = request.deadline(started);
+        let holding = match self.effective_owner() {
+            // The owner's own bookkeeping (another of its tasks acquiring the same name)
+            // counts against the same wait.
+            Some(owner) => owner
+                .hold(&self.engine, &keys, kind, deadline, async {
+                    request.wait(started, deadline).await.map(Some)
+                })
+                .await?
+                .ok_or_else(|| request.timeout(started, None))?,
+            None => request.wait(started, deadline).await?,
+        };
+        Ok(Guard::new(holding))
+    }
+
+    /// Acquires a lease of `kind`, runs `work` while it is kept renewed (cancelled when it
+    /// is lost), and releases it; as [`Lock::run`](crate::Lock::run) documents.
+    pub(crate) async fn run<T, E, F>(&self, kind: Kind, work: F) -> std::result::Result<T, E>
+    where
+        F: AsyncFnOnce(&Guard) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        let owner = self.effective_owner().unwrap_or_default();
+        let mut spec = self.clone();
+        spec.renewal = Renewal::Auto;
+        spec.owner = Some(owner.clone());
+        owner
+            .scope(async move {
+                let guard = Box::pin(spec.acquire(kind)).await?;
+                // `spec` renews every lease it acquires: one that is not renewed was
+                // re-entered, acquired earlier by this owner with `Renewal::Fixed`.
+                if !guard.holding().is_renewed() {
+                    let name = guard.name().to_owned();
+                    // A nested hold: giving it back only counts down, the outer holds on.
+                    let _ = guard.release().await;
+                    return Err(E::from(Error::FixedLeaseReentered { name }));
+                }
+                let outcome = {
+                    let work = work(&guard);
+                    tokio::select! {
+                        biased;
+                        () = guard.lost() => Err(guard.holding().lease.ended_error()),
+                        out = work => Ok(out),
+                    }
+                };
+                let released = guard.release().await;
+                match (outcome, released) {
+                    (Err(ended), _) => Err(E::from(ended)),
+                    (Ok(Err(e)), _) => Err(e),
+                    (Ok(Ok(_)), Err(e)) => Err(E::from(e)),
+                    (Ok(Ok(value)), Ok(())) => Ok(value),
+                }
+            })
+            .await
+    }
+}
+
+/// The option setters every primitive's builder has, on a type with a `spec: Spec` field.
+macro_rules! option_setters {
+    ($builder:ident) => {
+        impl $builder {
+            /// Lease length (default [`DEFAULT_TTL`](crate::DEFAULT_TTL), between
+            /// [`MIN_TTL`](crate::MIN_TTL) and [`MAX_TTL`](crate::MAX_TTL)).
+            pub fn ttl(mut self, ttl: std::time::Duration) -> Self {
+                self.spec.ttl = ttl;
+                self
+            }
+
+            /// How long an acquisition waits while the name is busy (default
+            /// [`DEFAULT_WAIT`](crate::DEFAULT_WAIT)).
+            pub fn wait(mut self, wait: impl Into<crate::Wait>) -> Self {
+                self.spec.wait = wait.into();
+                self
+            }
+
+            /// Key prefix (default [`DEFAULT_PREFIX`](crate::DEFAULT_PREFIX)). An empty
+            /// prefix makes the key the bare name.
+            pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+                self.spec.set_prefix(prefix.into());
+                self
+            }
+
+            /// Back-off bounds for polling (default [`Retry::default`](crate::Retry)).
+            pub fn retry(mut self, retry: crate::Retry) -> Self {
+                self.spec.retry = retry;
+                self
+            }
+
+            /// Whether the lease is renewed while held (default
+            /// [`Renewal::Auto`](crate::Renewal::Auto)); [`Renewal::Fixed`](crate::Renewal::Fixed)
+            /// for a lease that simply expires after its TTL. `run` always renews (and
+            /// refuses to re-enter a fixed lease).
+            pub fn renewal(mut self, renewal: crate::Renewal) -> Self {
+                self.spec.renewal = renewal;
+                self
+            }
+
+            /// A budget for the whole hold: renewal stops once this much time has passed
+            /// since the acquisition, and the lease then expires (default: no budget).
+            /// Keeps a stuck holder from holding forever.
+            pub fn max_hold(mut self, budget: std::time::Duration) -> Self {
+                self.spec.max_hold = Some(budget);
+                self
+            }
+
+            /// Acquire for this owner, so that a nested acquisition of the same name by
+            /// the same owner re-enters (see [`Owner`](crate::Owner)). Without it, the
+            /// owner is that of the task-local scope the acquisition runs in
+            /// ([`Owner::scope`](crate::Owner::scope)), if any; with neither, every
+            /// acquisition is a fresh one.
+            pub fn owner(mut self, owner: &crate::Owner) -> Self {
+                self.spec.owner = Some(owner.clone());
+                self
+            }
+        }
+    };
+}
+pub(crate) use option_setters;

@@ -1,0 +1,415 @@
+//! Shared by the script-level tests of the semaphore and the read-write lock
+//! (`semaphore_scripts.rs`, `rwlock_scripts.rs`): the scripts as the engine will send them
+//! (preludes in front), their keys, and calls through plain redis-rs.
+#![allow(
+    dead_code,
+    unreachable_pub,
+    clippy::unwrap_used,
+    clippy::panic,
+    clippy::missing_panics_doc
+)]
+
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use redis::aio::MultiplexedConnection;
+use redis::{RedisResult, Script, Value};
+use redlease::LockKeys;
+
+pub const SEM_ACQUIRE: &str = concat!(
+    include_str!("../../scripts/fence.lua"),
+    include_str!("../../scripts/semaphore.lua"),
+    include_str!("../../scripts/sem_acquire.lua")
+);
+pub const SEM_RELEASE: &str = concat!(
+    include_str!("../../scripts/fence.lua"),
+    include_str!("../../scripts/semaphore.lua"),
+    include_str!("../../scripts/sem_release.lua")
+);
+pub const RW_ACQUIRE: &str = concat!(
+    include_str!("../../scripts/fence.lua"),
+    include_str!("../../scripts/rwlock.lua"),
+    include_str!("../../scripts/rw_acquire.lua")
+);
+pub const RW_RELEASE: &str = concat!(
+    include_str!("../../scripts/fence.lua"),
+    include_str!("../../scripts/rwlock.lua"),
+    include_str!("../../scripts/rw_release.lua")
+);
+pub const RW_DOWNGRADE: &str = concat!(
+    include_str!("../../scripts/fence.lua"),
+    include_str!("../../scripts/rwlock.lua"),
+    include_str!("../../scripts/rw_downgrade.lua")
+);
+pub const LEASE_EXTEND: &str = include_str!("../../scripts/lease_extend.lua");
+pub const LEASE_RENEW: &str = include_str!("../../scripts/lease_renew.lua");
+/// The mutex's own scripts, for the conflict tests.
+pub const MUTEX_ACQUIRE: &str = concat!(
+    include_str!("../../scripts/fence.lua"),
+    include_str!("../../scripts/acquire.lua")
+);
+pub const MUTEX_RELEASE: &str = concat!(
+    include_str!("../../scripts/fence.lua"),
+    include_str!("../../scripts/release.lua")
+);
+
+/// A pause for steps that wait on Redis' clock (a lease running out).
+const POLL: Duration = Duration::from_millis(5);
+
+/// The keys of a semaphore, a read-write lock and a mutex of one name: the proposed
+/// derivation (the mutex's `LockKeys` base, with `:sem:*` / `:rw:*` side keys).
+#[derive(Debug, Clone)]
+pub struct Keys {
+    pub key: String,
+    pub base: String,
+    pub mutex: LockKeys,
+}
+
+impl Keys {
+    pub fn new(name: &str) -> Self {
+        let mutex = LockKeys::new("", name).unwrap();
+        let base = mutex.fence().strip_suffix(":fence").unwrap().to_owned();
+        Self {
+            key: name.to_owned(),
+            base,
+            mutex,
+        }
+    }
+
+    pub fn fence(&self) -> String {
+        format!("{}:fence", self.base)
+    }
+
+    pub fn channel(&self) -> String {
+        format!("{}:released", self.base)
+    }
+
+    /// KEYS of every semaphore script.
+    pub fn sem(&self) -> [String; 6] {
+        let b = &self.base;
+        [
+            self.key.clone(),
+            self.fence(),
+            format!("{b}:sem:holders"),
+            format!("{b}:sem:queue"),
+            format!("{b}:sem:waiters"),
+            format!("{b}:sem:permits"),
+        ]
+    }
+
+    /// KEYS of every read-write lock script.
+    pub fn rw(&self) -> [String; 6] {
+        let b = &self.base;
+        [
+            self.key.clone(),
+            self.fence(),
+            format!("{b}:rw:holders"),
+            format!("{b}:rw:queue"),
+            format!("{b}:rw:waiters"),
+            format!("{b}:rw:owners"),
+        ]
+    }
+
+    /// The three keys of a permit for `lease_extend.lua` / `lease_renew.lua`.
+    pub fn sem_lease(&self) -> [String; 3] {
+        let k = self.sem();
+        [k[0].clone(), k[2].clone(), k[5].clone()]
+    }
+
+    /// The three keys of a read-write hold for `lease_extend.lua` / `lease_renew.lua`.
+    pub fn rw_lease(&self) -> [String; 3] {
+        let k = self.rw();
+        [k[5].clone(), k[2].clone(), k[0].clone()]
+    }
+}
+
+/// Queue arguments: the grant channel and the queue linger in ms.
+pub type Join<'a> = Option<(&'a str, u64)>;
+
+fn join_args(invocation: &mut redis::ScriptInvocation<'_>, join: Join<'_>) {
+    match join {
+        Some((channel, linger)) => invocation.arg("1").arg(channel).arg(linger),
+        None => invocation.arg("0"),
+    };
+}
+
+/// `{status, fence, pttl}`.
+pub type Reply = (i64, i64, i64);
+
+pub async fn sem_acquire(
+    conn: &mut MultiplexedConnection,
+    keys: &Keys,
+    token: &str,
+    ttl_ms: u64,
+    permits: u64,
+    join: Join<'_>,
+) -> RedisResult<Reply> {
+    let script = Script::new(SEM_ACQUIRE);
+    let mut invocation = script.key(&keys.sem()[..]);
+    invocation
+        .arg(token)
+        .arg(ttl_ms)
+        .arg(format!("host of {token}"))
+        .arg(permits);
+    join_args(&mut invocation, join);
+    invocation.invoke_async(conn).await
+}
+
+pub async fn sem_release(
+    conn: &mut MultiplexedConnection,
+    keys: &Keys,
+    token: &str,
+    announce: bool,
+) -> RedisResult<i64> {
+    let script = Script::new(SEM_RELEASE);
+    let mut invocation = script.key(&keys.sem()[..]);
+    invocation.arg(token);
+    if announce {
+        invocation.arg(keys.channel());
+    }
+    invocation.invoke_async(conn).await
+}
+
+pub async fn rw_acquire(
+    conn: &mut MultiplexedConnection,
+    keys: &Keys,
+    token: &str,
+    ttl_ms: u64,
+    mode: &str,
+    join: Join<'_>,
+) -> RedisResult<Reply> {
+    let script = Script::new(RW_ACQUIRE);
+    let mut invocation = script.key(&keys.rw()[..]);
+    invocation
+        .arg(token)
+        .arg(ttl_ms)
+        .arg(format!("host of {token}"))
+        .arg(mode);
+    join_args(&mut invocation, join);
+    invocation.invoke_async(conn).await
+}
+
+pub async fn rw_release(
+    conn: &mut MultiplexedConnection,
+    keys: &Keys,
+    token: &str,
+    announce: bool,
+) -> RedisResult<i64> {
+    let script = Script::new(RW_RELEASE);
+    let mut invocation = script.key(&keys.rw()[..]);
+    invocation.arg(token);
+    if announce {
+        invocation.arg(keys.channel());
+    }
+    invocation.invoke_async(conn).await
+}
+
+pub async fn rw_downgrade(
+    conn: &mut MultiplexedConnection,
+    keys: &Keys,
+    token: &str,
+) -> RedisResult<i64> {
+    Script::new(RW_DOWNGRADE)
+        .key(&keys.rw()[..])
+        .arg(token)
+        .invoke_async(conn)
+        .await
+}
+
+pub async fn extend(
+    conn: &mut MultiplexedConnection,
+    lease: &[String; 3],
+    token: &str,
+    ttl_ms: u64,
+) -> RedisResult<i64> {
+    Script::new(LEASE_EXTEND)
+        .key(&lease[..])
+        .arg(token)
+        .arg(ttl_ms)
+        .invoke_async(conn)
+        .await
+}
+
+pub async fn renew(
+    conn: &mut MultiplexedConnection,
+    leases: &[(&[String; 3], &str, u64)],
+) -> RedisResult<Vec<i64>> {
+    let script = Script::new(LEASE_RENEW);
+    let mut invocation = script.prepare_invoke();
+    for (keys, _, _) in leases {
+        invocation.key(&keys[..]);
+    }
+    for (_, token, ttl) in leases {
+        invocation.arg(*token).arg(*ttl);
+    }
+    invocation.invoke_async(conn).await
+}
+
+/// The server's time in ms since 1970.
+pub async fn now_ms(conn: &mut MultiplexedConnection) -> i64 {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    secs * 1000 + micros / 1000
+}
+
+/// The lease expiry (ms since 1970) of `token` in `zset`, if it has one.
+pub async fn score(conn: &mut MultiplexedConnection, zset: &str, token: &str) -> Option<i64> {
+    let score: Option<f64> = redis::cmd("ZSCORE")
+        .arg(zset)
+        .arg(token)
+        .query_async(conn)
+        .await
+        .unwrap();
+    #[allow(clippy::cast_possible_truncation)]
+    score.map(|s| s as i64)
+}
+
+/// Waits until the server's clock has passed `token`'s lease expiry in `zset` (the lease
+/// ran out), without touching the keys.
+pub async fn until_expired(conn: &MultiplexedConnection, zset: &str, token: &str) {
+    let mut conn = conn.clone();
+    let expiry = score(&mut conn, zset, token)
+        .await
+        .unwrap_or_else(|| panic!("{token} holds no lease in {zset}"));
+    crate::common::bounded("a lease to run out", async {
+        while now_ms(&mut conn).await <= expiry {
+            tokio::time::sleep(POLL).await;
+        }
+    })
+    .await;
+}
+
+pub async fn exists(conn: &mut MultiplexedConnection, key: &str) -> bool {
+    let n: i64 = redis::cmd("EXISTS")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .unwrap();
+    n == 1
+}
+
+pub async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
+}
+
+pub async fn zcard(conn: &mut MultiplexedConnection, key: &str) -> i64 {
+    redis::cmd("ZCARD")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+pub async fn lrange(conn: &mut MultiplexedConnection, key: &str) -> Vec<String> {
+    redis::cmd("LRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// A waiter's client listening on its grant channel, as the library's Notifier does.
+pub struct Listener {
+    stream: redis::aio::PubSubStream,
+    pub channel: String,
+}
+
+impl Listener {
+    pub async fn new(server: &redlease_local::RedisServer, channel: &str) -> Self {
+        let client = redis::Client::open(server.admin_url()).unwrap();
+        let mut pubsub = client.get_async_pubsub().await.unwrap();
+        pubsub.subscribe(channel).await.unwrap();
+        Self {
+            stream: pubsub.into_on_message(),
+            channel: channel.to_owned(),
+        }
+    }
+
+    /// The next message, as (fence, token, key) of a hand-off "<fence> <token> <key>".
+    pub async fn grant(&mut self) -> (i64, String, String) {
+        let msg = crate::common::bounded("a grant message", self.stream.next())
+            .await
+            .unwrap();
+        let text: String = msg.get_payload().unwrap();
+        let mut parts = text.splitn(3, ' ');
+        let fence = parts.next().unwrap().parse().unwrap();
+        let token = parts.next().unwrap().to_owned();
+        let key = parts.next().unwrap().to_owned();
+        (fence, token, key)
+    }
+
+    /// The next raw message payload.
+    pub async fn payload(&mut self) -> String {
+        let msg = crate::common::bounded("a message", self.stream.next())
+            .await
+            .unwrap();
+        msg.get_payload().unwrap()
+    }
+}
+
+/// The server error `result` carries: its code and its full text.
+pub fn server_error<T: std::fmt::Debug>(result: RedisResult<T>) -> (String, String) {
+    match result {
+        Ok(v) => panic!("expected an error reply, got {v:?}"),
+        Err(e) => (e.code().unwrap_or_default().to_owned(), e.to_string()),
+    }
+}
+
+/// `EVAL` of `source` (what a cluster node that lacks the script is sent).
+pub async fn eval(
+    conn: &mut MultiplexedConnection,
+    source: &str,
+    keys: &[String],
+    args: &[String],
+) -> RedisResult<Value> {
+    redis::cmd("EVAL")
+        .arg(source)
+        .arg(keys.len())
+        .arg(keys)
+        .arg(args)
+        .query_async(conn)
+        .await
+}
+
+pub async fn script_flush(conn: &mut MultiplexedConnection) {
+    let () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
+fn mutex_keys(keys: &Keys) -> [&str; 5] {
+    let m = &keys.mutex;
+    [m.key(), m.fence(), m.holder(), m.queue(), m.waiters()]
+}
+
+/// The mutex's `acquire.lua` on the same name, only trying.
+pub async fn mutex_acquire(
+    conn: &mut MultiplexedConnection,
+    keys: &Keys,
+    token: &str,
+) -> RedisResult<Reply> {
+    Script::new(MUTEX_ACQUIRE)
+        .key(&mutex_keys(keys)[..])
+        .arg(token)
+        .arg(60_000)
+        .arg("mutex holder")
+        .arg("0")
+        .invoke_async(conn)
+        .await
+}
+
+/// The mutex's `release.lua` on the same name.
+pub async fn mutex_release(
+    conn: &mut MultiplexedConnection,
+    keys: &Keys,
+    token: &str,
+) -> RedisResult<i64> {
+    Script::new(MUTEX_RELEASE)
+        .key(&mutex_keys(keys)[..])
+        .arg(token)
+        .invoke_async(conn)
+        .await
+}
