@@ -146,7 +146,7 @@ async fn semaphore_child_holder() {
     let permit = client
         .semaphore("killed", 1)
         .ttl(Duration::from_secs(2))
-        .acquire()
+    let _held = permit;
         .await
         .unwrap();
     println!("holding {}", permit.fencing_token());
