@@ -146,10 +146,10 @@ async fn semaphore_child_holder() {
     let permit = client
         .semaphore("killed", 1)
         .ttl(Duration::from_secs(2))
-    let _held = permit;
+        .acquire()
         .await
         .unwrap();
-    println!("holding {}", permit.fencing_token());
+    let _held = permit;
     std::future::pending::<()>().await;
 }
 
