@@ -95,6 +95,17 @@ pub const REDLEASE_ACL_RULES: &[&str] = &[
     "+hdel",
     "+hsetnx",
     "+publish",
+    "+hset",
+    "+lindex",
+    "+pexpireat",
+    "+pexpiretime",
+    "+zadd",
+    "+zcard",
+    "+zrange",
+    "+zrangebyscore",
+    "+zrem",
+    "+zremrangebyscore",
+    "+zscore",
 ];
 
 /// Whether [`TEST_ACL_ENV`] asks for the least-privilege user.

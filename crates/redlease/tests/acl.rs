@@ -195,6 +195,56 @@ async fn every_single_redis_path_works_as_the_acl_user() {
 }
 
 #[tokio::test]
+async fn semaphores_and_read_write_locks_work_as_the_acl_user() {
+    let server = acl_server(RULES);
+    let c = connect(&server).await;
+    let rival = connect(&server).await;
+    let mut adm = admin(&server).await;
+    script_flush(&mut adm).await;
+
+    // Semaphore: acquire, busy, hand-off to a queued waiter, renewal, extend, release.
+    let semaphore = c
+        .semaphore("acl-sem", 1)
+        .ttl(Duration::from_millis(300))
+        .wait(Duration::from_secs(10))
+        .retry(no_polling());
+    let mut permit = semaphore.acquire().await.unwrap();
+    assert!(
+        rival
+            .semaphore("acl-sem", 1)
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let waiter = tokio::spawn({
+        let semaphore = rival.semaphore("acl-sem", 1).wait(Duration::from_secs(10));
+        async move { semaphore.acquire().await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(permit.is_held(), "renewed as the ACL user");
+    permit.extend(Duration::from_secs(5)).await.unwrap();
+    permit.release().await.unwrap();
+    bounded("the handed-off permit", waiter)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+
+    // Read-write lock: readers share, a writer waits, downgrade.
+    let lock = c.rwlock("acl-rw").wait(Duration::from_secs(10));
+    let read = lock.read().acquire().await.unwrap();
+    let other = rival.rwlock("acl-rw").read().acquire().await.unwrap();
+    assert!(lock.write().try_acquire().await.unwrap().is_none());
+    read.release().await.unwrap();
+    other.release().await.unwrap();
+    let write = lock.write().acquire().await.unwrap();
+    let read = write.downgrade().await.unwrap();
+    read.release().await.unwrap();
+}
+
+#[tokio::test]
 async fn min_replicas_waits_for_a_replica_as_the_acl_user() {
     let primary = acl_server(RULES);
     // The replica authenticates to its primary as the admin (replication is not redlease's
