@@ -6,6 +6,10 @@
 --   ARGV[4] "read" or "write"
 --   ARGV[5] "1" to join the FIFO queue when the lock is not granted, "0" (or absent) to only
 --           try; with "1" also: ARGV[6] the caller's grant channel   ARGV[7] queue linger in ms
+--           "2" to join silently (Cluster: no hand-off, the waiter is woken by a release
+--           notice and comes back for the lock itself): ARGV[6] "" ARGV[7] queue linger in
+--           ms, ARGV[8] how long the place is kept without the waiter coming back, in ms
+--           (each attempt renews it)
 -- Reply {status, fence, pttl}, as acquire.lua:
 --   {1, fence, 0}     granted now, with a fresh fencing token
 --   {2, fence, 0}     this token already holds the lock (a retried attempt, or a hand-off);
@@ -42,7 +46,7 @@ end
 local mine, empty = serve(state, now, token, ttl, details)
 if not mine and empty and fits(state, want) then
   -- The queue is empty, so the caller is not in it; clear a stale table entry.
-  if ARGV[5] == '1' then
+  if ARGV[5] == '1' or ARGV[5] == '2' then
     redis.call('HDEL', KEYS[5], token)
   end
   mine = grant_fence(KEYS[2])
@@ -57,6 +61,13 @@ if ARGV[5] == '1' then
   if redis.call('HSETNX', KEYS[5], token, entry) == 1 then
     redis.call('RPUSH', KEYS[4], token)
   end
+elseif ARGV[5] == '2' then
+  local entry = cjson.encode({ARGV[2], '', details, want, now + tonumber(ARGV[8])})
+  if redis.call('HSET', KEYS[5], token, entry) == 1 then
+    redis.call('RPUSH', KEYS[4], token)
+  end
+end
+if ARGV[5] == '1' or ARGV[5] == '2' then
   redis.call('PEXPIRE', KEYS[4], ARGV[7])
   redis.call('PEXPIRE', KEYS[5], ARGV[7])
 end

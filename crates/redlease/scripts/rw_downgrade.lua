@@ -22,8 +22,8 @@ if state.mode == 'write' then
   redis.call('HSET', KEYS[1], 'mode', 'read')
   state.mode = 'read'
 end
-local _, empty = serve(state, now, nil, 0, '')
-if empty and ARGV[2] then
+local _, empty, wake = serve(state, now, nil, 0, '')
+if (empty or wake) and ARGV[2] then
   redis.call('PUBLISH', ARGV[2], KEYS[1])
 end
 settle()

@@ -27,8 +27,8 @@ if held then
 elseif redis.call('HDEL', KEYS[5], token) == 1 then
   redis.call('LREM', KEYS[4], 1, token)
 end
-serve(state, now, nil, 0, '')
-if held and state.count == 0 and ARGV[2] then
+local _, _, wake = serve(state, now, nil, 0, '')
+if ARGV[2] and ((held and state.count == 0) or wake) then
   redis.call('PUBLISH', ARGV[2], KEYS[1])
 end
 settle()

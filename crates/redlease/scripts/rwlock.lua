@@ -90,33 +90,46 @@ end
 -- them), one grant and one PUBLISH "<fence> <token> <K>" on the waiter's grant channel
 -- each (the mutex's hand-off message). A waiter whose client no longer listens (PUBLISH
 -- reached no one) is dropped and only burns a fencing number. `caller` (or nil), when it
--- reaches the head, is granted without a message, with `ttl` and `details`. Returns the
--- caller's fencing token (or nil) and whether the queue is now empty.
+-- reaches the head, is granted without a message, with `ttl` and `details`.
+-- A silent entry (no grant channel: a Cluster waiter, see rw_acquire.lua) is never granted
+-- by someone else's call: it stays at the head, keeping later waiters and newcomers out,
+-- until its own waiter comes back for it, or is dropped once its `until` (w[5]) passed
+-- (the waiter is gone). Returns the caller's fencing token (or nil), whether the queue is
+-- now empty, and whether a silent head now fits (so that its waiter should be woken).
 local function serve(state, now, caller, ttl, details)
   local mine = nil
   while true do
     local head = redis.call('LINDEX', KEYS[4], 0)
     if not head then
-      return mine, true
+      return mine, true, false
     end
     local entry = redis.call('HGET', KEYS[5], head)
     if not entry then
       redis.call('LPOP', KEYS[4])
     else
       local w = cjson.decode(entry)
-      if not fits(state, w[4]) then
-        return mine, false
+      if w[2] == '' and head ~= caller and tonumber(w[5]) < now then
+        -- A silent waiter that stopped coming back: drop it.
+        redis.call('LPOP', KEYS[4])
+        redis.call('HDEL', KEYS[5], head)
+        w = nil
+      elseif not fits(state, w[4]) then
+        return mine, false, false
+      elseif w[2] == '' and head ~= caller then
+        return mine, false, true
       end
-      redis.call('LPOP', KEYS[4])
-      redis.call('HDEL', KEYS[5], head)
-      local fence = grant_fence(KEYS[2])
-      if head == caller then
-        hold(state, head, w[4], ttl, details, fence, now)
-        mine = fence
-      else
-        local message = string.format('%d', fence) .. ' ' .. head .. ' ' .. KEYS[1]
-        if redis.call('PUBLISH', w[2], message) > 0 then
-          hold(state, head, w[4], tonumber(w[1]), w[3], fence, now)
+      if w then
+        redis.call('LPOP', KEYS[4])
+        redis.call('HDEL', KEYS[5], head)
+        local fence = grant_fence(KEYS[2])
+        if head == caller then
+          hold(state, head, w[4], ttl, details, fence, now)
+          mine = fence
+        else
+          local message = string.format('%d', fence) .. ' ' .. head .. ' ' .. KEYS[1]
+          if redis.call('PUBLISH', w[2], message) > 0 then
+            hold(state, head, w[4], tonumber(w[1]), w[3], fence, now)
+          end
         end
       end
     end

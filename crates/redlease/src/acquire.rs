@@ -17,7 +17,7 @@ use crate::lease::{Lease, lost};
 use crate::notify::{Registration, Watch};
 use crate::renew::Renewal;
 use crate::replies::Reply;
-use crate::scripts::{AcquireArgs, Kind};
+use crate::scripts::{AcquireArgs, Join, Kind};
 use crate::token::{FencingToken, OwnerToken};
 use crate::ttl::ttl_millis;
 use crate::wait::{Retry, Wait, jitter};
@@ -78,7 +78,7 @@ impl Request<'_> {
         let token = OwnerToken::generate()?;
         let mut give_back = GiveBack::new(self.engine, keys, self.kind, &token);
         let sent = Instant::now();
-        match self.attempt(keys, &token, false).await? {
+        match self.attempt(keys, &token, Queue::No).await? {
             Attempt::Fresh(fence) | Attempt::Ours(fence) => {
                 give_back.disarm();
                 Ok(Some(self.guard(
@@ -162,6 +162,11 @@ impl Request<'_> {
         // (one round trip fewer under contention; a free lock is simply taken).
         let mut registration: Option<Registration> =
             (self.wait != Wait::No && notifier.subscribed()).then(|| notifier.register(&token));
+        // Read-write locks on a Cluster keep a place in the queue without a hand-off, so
+        // that a waiting writer stops the readers that come after it there too.
+        let silent = self.wait != Wait::No
+            && matches!(self.kind, Kind::Read | Kind::Write)
+            && self.engine.deployment().keeps_silent_places();
         // A lower bound on when the lease we may end up holding began: the send time of the
         // latest attempt that found the lease busy (a hand-off happens after it), or of the
         // first attempt when none did.
@@ -193,7 +198,7 @@ impl Request<'_> {
             // Queue only while hand-offs can reach us: a release skips (and drops) a
             // queued waiter whose client's grant subscription is down. The epoch changes
             // when it comes back, and the next attempt queues again.
-            let queue = registration.is_some() && notifier.subscribed();
+            let queue = Queue::pick(registration.is_some() && notifier.subscribed(), silent);
             let Some(outcome) = self.attempt_until(keys, &token, queue, cut_at).await else {
                 return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
             };
@@ -207,7 +212,7 @@ impl Request<'_> {
                 Ok(Attempt::Busy(pttl)) => {
                     failure = None;
                     floor = Some(sent);
-                    if registration.is_none() {
+                    if registration.is_none() && !silent {
                         // Definitely not ours and not queued: nothing to clean up.
                         give_back.disarm();
                     }
@@ -348,14 +353,25 @@ impl Request<'_> {
         Holding::new(self.engine, lease, renew)
     }
 
-    async fn attempt(&self, keys: &LockKeys, token: &OwnerToken, queue: bool) -> Result<Attempt> {
-        let linger = ttl_millis(self.queue_linger());
+    async fn attempt(&self, keys: &LockKeys, token: &OwnerToken, queue: Queue) -> Result<Attempt> {
+        let linger_ms = ttl_millis(self.queue_linger());
+        let join = match queue {
+            Queue::No => Join::No,
+            Queue::Grants => Join::Grants {
+                channel: self.engine.notifier.channel(),
+                linger_ms,
+            },
+            Queue::Silent => Join::Silent {
+                linger_ms,
+                stale_ms: ttl_millis(self.silent_place_kept()),
+            },
+        };
         let args = AcquireArgs {
             kind: self.kind,
             token: token.secret(),
             ttl_ms: ttl_millis(self.ttl),
             holder: &self.engine.holder,
-            queue: queue.then(|| (self.engine.notifier.channel(), linger)),
+            join,
         };
         Ok(match self.engine.deployment().acquire(keys, &args).await? {
             Reply::Fresh(fence) => Attempt::Fresh(FencingToken::new(fence)),
@@ -372,7 +388,7 @@ impl Request<'_> {
         &self,
         keys: &LockKeys,
         token: &OwnerToken,
-        queue: bool,
+        queue: Queue,
         cut_at: Option<Instant>,
     ) -> Option<Result<Attempt>> {
         let attempt = self.attempt(keys, token, queue);
@@ -382,6 +398,14 @@ impl Request<'_> {
         }
     }
 
+    /// How long a silent queue place is kept without its waiter coming back: a waiter
+    /// that listens for release notices tries again at least every `retry.max()` (plus
+    /// jitter) and each attempt may take a response timeout; twice that, so that a slow
+    /// attempt never loses a live waiter its place.
+    fn silent_place_kept(&self) -> Duration {
+        (self.retry.max() + self.retry.min()) * 2 + self.engine.deployment().response_timeout
+    }
+
     fn queue_linger(&self) -> Duration {
         match self.wait {
             Wait::For(d) => d + QUEUE_LINGER,
@@ -389,6 +413,25 @@ impl Request<'_> {
         }
     }
 }
+/// How an attempt joins the queue when the name is busy (see [`Join`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Queue {
+    No,
+    Grants,
+    Silent,
+}
+
+impl Queue {
+    /// For hand-offs while they can reach us, else silently where places are kept so.
+    fn pick(grants: bool, silent: bool) -> Self {
+        match (grants, silent) {
+            (true, _) => Self::Grants,
+            (false, true) => Self::Silent,
+            (false, false) => Self::No,
+        }
+    }
+}
+
 /// Sleeps until `wake`, a hand-off to `registration`, a `released` notice or a dropped
 /// pub/sub connection, whichever comes first; the fencing token when handed the lease.
 async fn wait_for_news(

@@ -44,8 +44,22 @@ pub(crate) struct AcquireArgs<'a> {
     pub(crate) token: &'a str,
     pub(crate) ttl_ms: u64,
     pub(crate) holder: &'a str,
-    /// Join the FIFO queue when busy: the grant channel and the queue keys' expiry in ms.
-    pub(crate) queue: Option<(&'a str, u64)>,
+    /// Whether to join the FIFO queue when busy.
+    pub(crate) join: Join<'a>,
+}
+
+/// Whether and how an attempt that finds its name busy joins the FIFO queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Join<'a> {
+    /// Only try.
+    No,
+    /// Queue for a hand-off on this client's grant `channel`; the queue keys live
+    /// `linger_ms` past the last arrival.
+    Grants { channel: &'a str, linger_ms: u64 },
+    /// Keep a place without a grant channel (read-write locks on a Cluster): the waiter,
+    /// woken by release notices, comes back for the lock itself; the place is dropped when
+    /// it has not come back for `stale_ms`.
+    Silent { linger_ms: u64, stale_ms: u64 },
 }
 
 /// One lease for the renewal scheduler.
@@ -89,9 +103,13 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> ScriptInvocati
             invocation.arg("write");
         }
     }
-    match args.queue {
-        Some((channel, linger_ms)) => invocation.arg("1").arg(channel).arg(linger_ms),
-        None => invocation.arg("0"),
+    match args.join {
+        Join::Grants { channel, linger_ms } => invocation.arg("1").arg(channel).arg(linger_ms),
+        Join::Silent {
+            linger_ms,
+            stale_ms,
+        } => invocation.arg("2").arg("").arg(linger_ms).arg(stale_ms),
+        Join::No => invocation.arg("0"),
     };
     invocation
 }

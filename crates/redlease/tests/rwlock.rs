@@ -75,7 +75,7 @@ async fn worker(client: Client, resource: String, sections: u32, seed: u32) {
     let lock = client.rwlock(NAME).wait(Duration::from_secs(60));
     let mut last = 0;
     for i in 0..sections {
-        let write = (i + seed) % 3 == 0;
+        let write = (i + seed).is_multiple_of(3);
         let fence = if write {
             let guard = lock.write().acquire().await.unwrap();
             section(&mut conn, true).await;
@@ -266,7 +266,7 @@ async fn upgrade_is_refused_at_once_and_downgrade_lets_readers_in() {
         .try_acquire()
         .await
         .unwrap()
-        .expect("a reader comes in after the downgrade");
+        .unwrap_or_else(|| panic!("a reader comes in after the downgrade"));
     assert!(
         lock.write().try_acquire().await.unwrap().is_none(),
         "a writer came in beside the downgraded reader"
@@ -310,6 +310,45 @@ async fn cluster_writers_exclude_and_readers_share() {
     )
     .await;
     check(&mut conn).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_cluster_writer_stops_new_readers() {
+    let cluster = redlease_local::Cluster::start().unwrap();
+    let client = bounded("connect", Client::cluster(cluster.urls()))
+        .await
+        .unwrap();
+    let lock = client.rwlock("cluster-fair").wait(Duration::from_secs(30));
+    let first_reader = lock.read().acquire().await.unwrap();
+    let writer = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.write().acquire().await.unwrap() }
+    });
+    // Once the writer keeps its place, new readers stay out.
+    eventually("the writer to keep a place", || {
+        let lock = lock.clone();
+        async move {
+            match lock.read().try_acquire().await.unwrap() {
+                Some(reader) => {
+                    reader.release().await.unwrap();
+                    false
+                }
+                None => true,
+            }
+        }
+    })
+    .await;
+    for _ in 0..5 {
+        assert!(
+            lock.read().try_acquire().await.unwrap().is_none(),
+            "a new reader overtook the waiting writer"
+        );
+    }
+    first_reader.release().await.unwrap();
+    let writer = bounded("the writer", writer).await.unwrap();
+    writer.release().await.unwrap();
+    let reader = lock.read().try_acquire().await.unwrap();
+    assert!(reader.is_some(), "readers come in again after the writer");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -658,3 +658,77 @@ async fn every_script_runs_after_script_flush_and_with_eval() {
         .unwrap();
     assert_eq!(reply, redis::Value::Int(1));
 }
+
+/// A silent join (`ARGV[5] = "2"`, Cluster waiters): the place keeps later readers out
+/// without a hand-off, its waiter takes the lock on its own attempt, and a place whose
+/// waiter stops coming back is dropped after its `stale` time.
+async fn rw_join_silently(
+    conn: &mut redis::aio::MultiplexedConnection,
+    keys: &Keys,
+    token: &str,
+    mode: &str,
+    stale_ms: u64,
+) -> prims::Reply {
+    let script = redis::Script::new(prims::RW_ACQUIRE);
+    let mut invocation = script.key(&keys.rw()[..]);
+    invocation
+        .arg(token)
+        .arg(LONG)
+        .arg(format!("host of {token}"))
+        .arg(mode)
+        .arg("2")
+        .arg("")
+        .arg(LINGER)
+        .arg(stale_ms);
+    invocation.invoke_async(conn).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_silent_place_keeps_readers_out_until_its_waiter_takes_it_or_stops_coming() {
+    let server = common::server();
+    let mut conn = common::raw(&server).await;
+    let keys = Keys::new("rw:silent");
+    rw_acquire(&mut conn, &keys, "r1", LONG, "read", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        rw_join_silently(&mut conn, &keys, "w", "write", 60_000)
+            .await
+            .0,
+        0
+    );
+    // A newcomer reader stays out behind the silent writer.
+    let (status, _, _) = rw_acquire(&mut conn, &keys, "r2", LONG, "read", None)
+        .await
+        .unwrap();
+    assert_eq!(status, 0, "a reader overtook the silent writer");
+    // The last reader leaves: nobody is handed the lock, the writer takes it itself.
+    let mut notices = Listener::new(&server, &keys.channel()).await;
+    assert_eq!(rw_release(&mut conn, &keys, "r1", true).await.unwrap(), 1);
+    notices.payload().await;
+    assert_eq!(zcard(&mut conn, &owners(&keys)).await, 0);
+    let (status, fence, _) = rw_join_silently(&mut conn, &keys, "w", "write", 60_000).await;
+    assert_eq!(status, 1);
+    assert!(fence > 0);
+    assert_eq!(rw_release(&mut conn, &keys, "w", true).await.unwrap(), 1);
+
+    // A silent place whose waiter never comes back is dropped once stale.
+    rw_acquire(&mut conn, &keys, "r3", LONG, "read", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        rw_join_silently(&mut conn, &keys, "gone", "write", 50)
+            .await
+            .0,
+        0
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(120)).await;
+    let (status, _, _) = rw_acquire(&mut conn, &keys, "r4", LONG, "read", None)
+        .await
+        .unwrap();
+    assert_eq!(status, 1, "a stale silent place still kept readers out");
+    assert!(
+        !exists(&mut conn, &keys.rw()[3]).await,
+        "the stale place is gone"
+    );
+}

@@ -83,6 +83,15 @@ impl Deployment {
         )
     }
 
+    /// Whether waiters keep a place in the queue without a hand-off (read-write locks on a
+    /// Cluster, where a release cannot tell whether a waiter listens): one node decides
+    /// each lock there, so one queue orders its waiters. Not over a quorum: each node's
+    /// queue could put another waiter first, and waiters heading different nodes' queues
+    /// would keep each other from a majority.
+    pub(crate) fn keeps_silent_places(&self) -> bool {
+        self.topology == Topology::Cluster
+    }
+
     /// Why a count of holders (a semaphore's permits) cannot be kept soundly here, or
     /// `None` where one node decides.
     pub(crate) fn cannot_count(&self) -> Option<&'static str> {

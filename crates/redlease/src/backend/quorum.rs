@@ -70,7 +70,7 @@ use super::node::{Conn, downgrade_on, extend_on, fan_out, renew_on};
 use crate::error::{Error, NodeError, Result};
 use crate::keys::LockKeys;
 use crate::replies::{self, Reply};
-use crate::scripts::{self, AcquireArgs, Kind, RenewItem};
+use crate::scripts::{self, AcquireArgs, Join, Kind, RenewItem};
 use crate::ttl::drift;
 
 /// One attempt on every node.
@@ -96,7 +96,7 @@ pub(crate) async fn acquire(
     // Queues are per node and could hand the lock to different waiters: quorum waiters
     // listen for release notices instead (see `crate::notify::releases`).
     let args = AcquireArgs {
-        queue: None,
+        join: Join::No,
         ..*args
     };
     let nodes = deployment.nodes.len();
@@ -414,7 +414,7 @@ impl OwnedAttempt {
             token: &self.token,
             ttl_ms: self.ttl_ms,
             holder: &self.holder,
-            queue: None,
+            join: Join::No,
         };
         let invocation = scripts::acquire(&self.keys, &args);
         replies::acquire(&invocation.invoke_async(&mut conn).await?)
