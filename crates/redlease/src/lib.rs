@@ -63,6 +63,33 @@
 //! handed the handle. Without an owner, every acquisition is a fresh one, and a second
 //! acquisition of a held lock waits like anyone else.
 //!
+//! # Which primitive
+//! Every primitive is built on the same lease engine and has every guarantee above: owner
+//! tokens, leases renewed while held and reported when lost (`run` cancels the work),
+//! fencing tokens on every grant, FIFO waiting with hand-off, reentrancy per [`Owner`],
+//! give-back on every path, async and [`blocking`] APIs.
+//!
+//! | you need | use | deployments |
+//! |---|---|---|
+//! | one holder at a time | [`Client::lock`] | all |
+//! | at most N holders at a time (3 backups, 10 calls to a partner) | [`Client::semaphore`] | single, Sentinel, Cluster (refused over a quorum: a majority count is not sound for N >= 2) |
+//! | many readers or one writer (config reload, cache rebuild) | [`Client::rwlock`] | all (over a quorum a majority rule is sound: a reader and a writer conflict on every node, and two majorities share one) |
+//!
+//! ```no_run
+//! # async fn example(client: redlease::Client) -> redlease::Result<()> {
+//! // At most 3 at once; a crashed holder's permit comes back after its ttl.
+//! let permit = client.semaphore("nightly-backup", 3).acquire().await?;
+//! permit.release().await?;
+//!
+//! // Readers share, a writer is alone; a queued writer stops later readers.
+//! let config = client.rwlock("config");
+//! config.read().run(async |_| Ok::<_, redlease::Error>(())).await?;
+//! let write = config.write().acquire().await?;
+//! let read = write.downgrade().await?; // atomically, no writer in between
+//! read.release().await?;
+//! # Ok(()) }
+//! ```
+//!
 //! # Declarative locking
 //! With the `macros` feature (on by default), [`#[locked]`](locked) runs a function under a
 //! lock named from its arguments, the way [`Lock::run`] runs a closure:

@@ -23,10 +23,15 @@ pub type ReadGuard = Guard;
 /// renewed while held and given back when released or dropped; a crashed holder's hold
 /// runs out after its TTL, reclaimed inside the scripts.
 ///
-/// **Fair.** On a single Redis or Sentinel, waiters queue FIFO: a queued writer stops every
-/// reader that comes after it (no writer starvation), and the readers queued together
-/// behind a writer are granted together when it leaves. On a Cluster or a quorum, waiters
-/// do not queue (they are woken by release notices), so that order is not kept there.
+/// **Fair.** Waiters queue FIFO: a queued writer stops every reader that comes after it (no
+/// writer starvation). On a single Redis or Sentinel the readers queued together behind a
+/// writer are handed the lock together when it leaves. On a Cluster a waiter keeps a
+/// silent place in the queue (a release there cannot tell whether a waiter listens): it
+/// is woken by the release notice and takes the lock itself when its turn comes; a place
+/// whose waiter stops coming back is dropped after about twice the retry bound plus the
+/// response timeout. Over a quorum waiters do not queue (each node's queue could put
+/// another waiter first, and waiters heading different nodes' queues would keep each
+/// other from a majority): there a stream of overlapping readers can keep a writer out.
 ///
 /// **No upgrade, atomic downgrade.** An owner holding the read lock that asks for the write
 /// lock gets [`Error::Upgrade`] at once, never a deadlock (two upgrading readers would wait
