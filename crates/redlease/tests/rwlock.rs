@@ -136,34 +136,15 @@ async fn writers_exclude_everyone_and_readers_share_across_processes() {
     let server = server();
     let mut conn = raw(&server).await;
     reset(&mut conn).await;
-    let exe = std::env::current_exe().unwrap();
-    let children: Vec<_> = (0..PROCESSES)
-        .map(|_| {
-            tokio::process::Command::new(&exe)
-                .args([
-                    "--ignored",
-                    "--exact",
-                    "rwlock_child_workers",
-                    "--nocapture",
-                ])
-                .env(CHILD_URL, server.url())
-                .env(CHILD_RESOURCE, server.admin_url())
-                .kill_on_drop(true)
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let statuses = bounded("workers", async {
-        let mut statuses = Vec::new();
-        for mut c in children {
-            statuses.push(c.wait().await.unwrap());
-        }
-        statuses
-    })
-    .await;
-    for s in statuses {
-        assert!(s.success(), "a child process failed: {s}");
-    }
+    let children = common::children(
+        "rwlock_child_workers",
+        PROCESSES,
+        &[
+            (CHILD_URL, &server.url()),
+            (CHILD_RESOURCE, &server.admin_url()),
+        ],
+    );
+    common::all_succeed(children).await;
     check(&mut conn).await;
 }
 

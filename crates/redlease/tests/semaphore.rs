@@ -80,35 +80,13 @@ async fn at_most_n_hold_across_tasks_and_processes() {
     let server = server();
     let url = server.url();
     let resource = server.admin_url();
-    let exe = std::env::current_exe().unwrap();
     // 4 processes x 4 tasks: 16 contenders for 3 permits.
-    let children: Vec<_> = (0..PROCESSES)
-        .map(|_| {
-            tokio::process::Command::new(&exe)
-                .args([
-                    "--ignored",
-                    "--exact",
-                    "semaphore_child_workers",
-                    "--nocapture",
-                ])
-                .env(CHILD_URL, &url)
-                .env(CHILD_RESOURCE, &resource)
-                .kill_on_drop(true)
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let statuses = bounded("workers", async {
-        let mut statuses = Vec::new();
-        for mut c in children {
-            statuses.push(c.wait().await.unwrap());
-        }
-        statuses
-    })
-    .await;
-    for s in statuses {
-        assert!(s.success(), "a child process failed: {s}");
-    }
+    let children = common::children(
+        "semaphore_child_workers",
+        PROCESSES,
+        &[(CHILD_URL, &url), (CHILD_RESOURCE, &resource)],
+    );
+    common::all_succeed(children).await;
     let mut conn = raw(&server).await;
     let seen: Vec<i64> = conn.lrange(SEEN, 0, -1).await.unwrap();
     assert_eq!(seen.len(), PROCESSES * 4 * 15, "every section ran");
@@ -156,19 +134,12 @@ async fn semaphore_child_holder() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_holders_permit_comes_back_after_its_ttl() {
     let server = server();
-    let exe = std::env::current_exe().unwrap();
-    let mut child = tokio::process::Command::new(&exe)
-        .args([
-            "--ignored",
-            "--exact",
-            "semaphore_child_holder",
-            "--nocapture",
-        ])
-        .env(CHILD_URL, server.url())
-        .env(CHILD_HOLD, "1")
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = common::children(
+        "semaphore_child_holder",
+        1,
+        &[(CHILD_URL, &server.url()), (CHILD_HOLD, "1")],
+    )
+    .remove(0);
     let conn = raw(&server).await;
     eventually("the child to hold the permit", || {
         let mut conn = conn.clone();

@@ -109,3 +109,34 @@ pub fn subscribers(server: &RedisServer, channel: &str) -> i64 {
         .and_then(Reply::integer)
         .unwrap_or_else(|| panic!("unexpected PUBSUB NUMSUB reply {reply:?}"))
 }
+
+/// `n` copies of this test binary, each running only the ignored test `test` (a child
+/// process's part of a test), with `env` set; killed if dropped.
+pub fn children(test: &str, n: usize, env: &[(&str, &str)]) -> Vec<tokio::process::Child> {
+    let exe = std::env::current_exe().unwrap();
+    (0..n)
+        .map(|_| {
+            tokio::process::Command::new(&exe)
+                .args(["--ignored", "--exact", test, "--nocapture"])
+                .envs(env.iter().copied())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// Waits (bounded by [`STEP`]) for every child and fails the test if one failed.
+pub async fn all_succeed(children: Vec<tokio::process::Child>) {
+    let statuses = bounded("child processes", async {
+        let mut statuses = Vec::new();
+        for mut c in children {
+            statuses.push(c.wait().await.unwrap());
+        }
+        statuses
+    })
+    .await;
+    for s in statuses {
+        assert!(s.success(), "a child process failed: {s}");
+    }
+}
