@@ -336,24 +336,31 @@ fn status_list_and_release_show_semaphore_and_read_write_holders() -> TestResult
 }
 
 #[test]
-fn a_semaphore_passes_exit_codes_through() -> TestResult {
+fn a_semaphore_and_a_read_write_lock_pass_exit_codes_through() -> TestResult {
     let server = server();
-    let out = output(redlease_on(
-        &server,
-        &[
-            "run",
-            "--key",
-            "codes",
-            "--permits",
-            "3",
-            "--",
-            "sh",
-            "-c",
-            "exit 42",
-        ],
-    ));
-    assert_eq!(out.status.code(), Some(42), "{}", text(&out.stderr));
-    assert_eq!(server.command(&["EXISTS", "redlease:codes"])?, ":0");
+    // The command sees the kind of what it holds (the type of the key) and exits 42.
+    let body = format!(
+        "redis-cli -p {} type redlease:codes; exit 42",
+        server.port()
+    );
+    for (flags, kind) in [
+        (&["--permits", "3"][..], "zset"),
+        (&["--read"], "hash"),
+        (&["--write"], "hash"),
+    ] {
+        let mut args = vec!["run", "--key", "codes"];
+        args.extend(flags);
+        args.extend(["--", "sh", "-c", &body]);
+        let out = output(redlease_on(&server, &args));
+        assert_eq!(
+            out.status.code(),
+            Some(42),
+            "{flags:?}: {}",
+            text(&out.stderr)
+        );
+        assert_eq!(text(&out.stdout).trim(), kind, "{flags:?}");
+        assert_eq!(server.command(&["EXISTS", "redlease:codes"])?, ":0");
+    }
     Ok(())
 }
 
