@@ -1,7 +1,7 @@
 //! `redlease status`, `redlease list` and `redlease release --force`: what operators see of
 //! a lock, read straight from its keys (see `redlease::LockKeys`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -119,24 +119,71 @@ pub(crate) struct ReleaseArgs {
     redis: RedisArgs,
 }
 
-/// What the keys of one lock say.
+/// What a name is: the type of its key `K` tells (a string, a ZSET, a hash).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Kind {
+    /// A lock (mutex): `K` is a string, the owner token.
+    Lock,
+    /// A semaphore: `K` is a ZSET of permits, token -> lease expiry.
+    Semaphore,
+    /// A read-write lock: `K` is a hash with the mode.
+    Rwlock,
+}
+
+/// One holder of a lock, a semaphore's permit or a read-write lock's hold.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Holder {
+    /// The first hex digits of its token (never all of it).
+    pub(crate) token_prefix: String,
+    /// The fencing token of its acquisition.
+    pub(crate) fencing_token: Option<u64>,
+    /// Its lease left, in ms; `None` without expiry.
+    pub(crate) ttl_ms: Option<u64>,
+    /// Its details (host, pid, command).
+    pub(crate) details: Option<String>,
+}
+
+impl Holder {
+    /// `holder 1a2b3c4d… (host=... pid=...), 12s left`.
+    fn summary(&self) -> String {
+        let mut out = format!("holder {}", self.token_prefix);
+        if let Some(details) = &self.details {
+            let _ = write!(out, " ({details})");
+        }
+        let _ = write!(out, ", {}", time_left(self.ttl_ms));
+        out
+    }
+}
+
+/// What the keys of one lock, semaphore or read-write lock say.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct LockState {
-    /// The lock's name.
+    /// The name.
     pub(crate) name: String,
     /// Its Redis key.
     pub(crate) key: String,
+    /// A lock, a semaphore or a read-write lock.
+    pub(crate) kind: Kind,
+    /// A semaphore's permit count (while it is in use).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) permits: Option<u32>,
+    /// A read-write lock's mode while held: `read` or `write`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) mode: Option<String>,
     /// Whether someone holds it.
     pub(crate) held: bool,
-    /// The first hex digits of the holder's token (never all of it).
+    /// A lock's holder: the first hex digits of its token (never all of it).
     pub(crate) token_prefix: Option<String>,
-    /// The holder's lease left, in ms; `None` when free or without expiry.
+    /// A lock holder's lease left, in ms; `None` when free or without expiry.
     pub(crate) ttl_ms: Option<u64>,
     /// The fencing counter: the token of the latest acquisition.
     pub(crate) fencing_counter: Option<u64>,
-    /// Holder details (host, pid, command).
+    /// A lock holder's details (host, pid, command).
     pub(crate) holder: Option<String>,
-    /// Waiters in the lock's queue.
+    /// Every holder (one for a lock; each permit or hold for the others).
+    pub(crate) holders: Vec<Holder>,
+    /// Waiters in the queue.
     pub(crate) waiters: u64,
     /// The node this was read from, when the locks live on a quorum of nodes.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -144,17 +191,55 @@ pub(crate) struct LockState {
 }
 
 impl LockState {
-    /// One line for messages: `holder 1a2b3c4d… (host=... pid=...), 12s left`.
+    /// One line for messages: `holder 1a2b3c4d… (host=... pid=...), 12s left`, and for a
+    /// semaphore or read-write lock what holds it and each holder.
     pub(crate) fn holder_summary(&self) -> String {
-        let mut out = format!(
-            "holder {}",
-            self.token_prefix.as_deref().unwrap_or("(unknown)")
-        );
-        if let Some(holder) = &self.holder {
-            let _ = write!(out, " ({holder})");
+        let holders = || {
+            self.holders
+                .iter()
+                .map(Holder::summary)
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        match self.kind {
+            Kind::Lock => match self.holders.first() {
+                Some(holder) => holder.summary(),
+                None => format!("holder (unknown), {}", time_left(self.ttl_ms)),
+            },
+            Kind::Semaphore => format!(
+                "{} of {} permits held: {}",
+                self.holders.len(),
+                self.permits
+                    .map_or_else(|| "?".to_owned(), |n| n.to_string()),
+                holders()
+            ),
+            Kind::Rwlock => match self.mode.as_deref() {
+                Some("read") => {
+                    format!("held for reading by {}: {}", self.holders.len(), holders())
+                }
+                _ => format!("held for writing: {}", holders()),
+            },
         }
-        let _ = write!(out, ", {}", time_left(self.ttl_ms));
-        out
+    }
+
+    /// `lock`, `semaphore 3`, `rwlock read`.
+    pub(crate) fn kind_label(&self) -> String {
+        match (self.kind, self.permits, self.mode.as_deref()) {
+            (Kind::Lock, ..) => "lock".into(),
+            (Kind::Semaphore, Some(n), _) => format!("semaphore {n}"),
+            (Kind::Semaphore, None, _) => "semaphore".into(),
+            (Kind::Rwlock, _, Some(mode)) => format!("rwlock {mode}"),
+            (Kind::Rwlock, _, None) => "rwlock".into(),
+        }
+    }
+
+    /// `lock`, `semaphore`, `read-write lock`: the heading of `status`.
+    fn noun(&self) -> &'static str {
+        match self.kind {
+            Kind::Lock => "lock",
+            Kind::Semaphore => "semaphore",
+            Kind::Rwlock => "read-write lock",
+        }
     }
 }
 
@@ -192,13 +277,96 @@ fn keys_of(redis: &RedisArgs, name: &str) -> anyhow::Result<LockKeys> {
 /// How many times [`read`] reads again when the lock changed hands during a read.
 const READ_TRIES: u32 = 5;
 
-/// Reads the state of the lock whose keys are `keys`.
+/// The side key `suffix` of the name whose keys are `keys`: the base its side keys share
+/// (`{K}`, or `K` itself when it has a hash tag, as [`LockKeys`] derives it) plus `suffix`,
+/// e.g. `:sem:holders`.
+fn side_key(keys: &LockKeys, suffix: &str) -> String {
+    let base = keys.fence().strip_suffix(":fence").unwrap_or(keys.fence());
+    format!("{base}{suffix}")
+}
+
+/// The side keys of a semaphore or read-write lock that `status` reads and `release
+/// --force` removes, beside `K` (whose type tells the kind).
+struct LeaseKeys {
+    /// The ZSET token -> lease expiry (ms): `K` for a semaphore, `B:rw:owners` for a
+    /// read-write lock.
+    expiries: String,
+    /// The hash token -> `["<fence>", details]`.
+    holders: String,
+    /// The queue of waiting tokens.
+    queue: String,
+    /// `B:sem:permits` (the count) for a semaphore.
+    permits: Option<String>,
+}
+
+impl LeaseKeys {
+    fn of(kind: Kind, keys: &LockKeys) -> Self {
+        match kind {
+            Kind::Semaphore => Self {
+                expiries: keys.key().to_owned(),
+                holders: side_key(keys, ":sem:holders"),
+                queue: side_key(keys, ":sem:queue"),
+                permits: Some(side_key(keys, ":sem:permits")),
+            },
+            Kind::Lock | Kind::Rwlock => Self {
+                expiries: side_key(keys, ":rw:owners"),
+                holders: side_key(keys, ":rw:holders"),
+                queue: side_key(keys, ":rw:queue"),
+                permits: None,
+            },
+        }
+    }
+
+    /// What `release --force` deletes: the holds, not the queue, the fencing counter or
+    /// the permit count (waiters keep their place and are served next).
+    fn holds(&self, keys: &LockKeys) -> Vec<String> {
+        let mut out = vec![keys.key().to_owned(), self.holders.clone()];
+        if self.expiries != keys.key() {
+            out.push(self.expiries.clone());
+        }
+        out
+    }
+}
+
+/// The kind of name `keys` is, by the type of its key; `None` when nothing holds it (a
+/// free lock, semaphore or read-write lock leave no key).
+async fn kind_of(
+    conn: &mut MultiplexedConnection,
+    name: &str,
+    keys: &LockKeys,
+) -> anyhow::Result<Option<Kind>> {
+    let kind: String = redis::cmd("TYPE")
+        .arg(keys.key())
+        .query_async(conn)
+        .await
+        .with_context(|| format!("reading the type of `{name}` (key {})", keys.key()))?;
+    match kind.as_str() {
+        "none" => Ok(None),
+        "string" => Ok(Some(Kind::Lock)),
+        "zset" => Ok(Some(Kind::Semaphore)),
+        "hash" => Ok(Some(Kind::Rwlock)),
+        other => anyhow::bail!(
+            "key {} is a Redis {other}, not a redlease lock (string), semaphore (zset) or read-write lock (hash); check the name and --prefix",
+            keys.key()
+        ),
+    }
+}
+
+/// Whether `err` is Redis' `WRONGTYPE`: the key changed kind between its `TYPE` and the
+/// read (released, and taken as another primitive, in between).
+fn wrong_type(err: &redis::RedisError) -> bool {
+    err.code() == Some("WRONGTYPE")
+}
+
+/// Reads the state of the lock, semaphore or read-write lock whose (lock) keys are `keys`;
+/// the type of its key tells which.
 ///
 /// The keys are read in one pipeline, not in a `MULTI` transaction: an operator's ACL
 /// user needs no `+multi +exec` (and redis-rs miscounts the replies of a `MULTI` that the
 /// ACL refuses, failing with only "broken pipe"). Scripts run atomically, so the lock
-/// changed hands between the pipeline's commands only if its key changed: the key is read
-/// again last, and the whole read repeated (a few times) when it did.
+/// changed hands between the pipeline's commands only if its key (for a semaphore or a
+/// read-write lock, its set of holds) changed: that is read again last, and the whole read
+/// repeated (a few times) when it did.
 pub(crate) async fn read(
     conn: &mut MultiplexedConnection,
     name: &str,
@@ -207,31 +375,159 @@ pub(crate) async fn read(
     let mut tries = 0;
     loop {
         tries += 1;
-        let (token, pttl, fence, holder, waiters, token_after): (
-            Option<String>,
-            i64,
-            Option<String>,
-            Option<String>,
-            u64,
-            Option<String>,
-        ) = redis::pipe()
-            .get(keys.key())
-            .pttl(keys.key())
-            .get(keys.fence())
-            .get(keys.holder())
-            .llen(keys.queue())
-            .get(keys.key())
-            .query_async(conn)
-            .await
-            .with_context(|| format!("reading lock `{name}` (key {})", keys.key()))?;
-        if token == token_after || tries >= READ_TRIES {
-            return Ok(LockState::new(
-                name,
-                keys,
-                (token, pttl, fence, holder, waiters),
-            ));
+        let kind = kind_of(conn, name, keys).await?;
+        let read = match kind {
+            None | Some(Kind::Lock) => read_lock(conn, keys).await,
+            Some(kind) => read_leases(conn, kind, keys, None).await,
+        };
+        match read {
+            Ok((state, settled)) if settled || tries >= READ_TRIES => {
+                return Ok(state.named(name));
+            }
+            Ok(_) => {}
+            Err(e) if wrong_type(&e) && tries < READ_TRIES => {}
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("reading lock `{name}` (key {})", keys.key()));
+            }
         }
     }
+}
+
+/// A lock's state, and whether its key stayed the same during the read.
+async fn read_lock(
+    conn: &mut MultiplexedConnection,
+    keys: &LockKeys,
+) -> redis::RedisResult<(LockState, bool)> {
+    let (token, pttl, fence, holder, waiters, token_after): (
+        Option<String>,
+        i64,
+        Option<String>,
+        Option<String>,
+        u64,
+        Option<String>,
+    ) = redis::pipe()
+        .get(keys.key())
+        .pttl(keys.key())
+        .get(keys.fence())
+        .get(keys.holder())
+        .llen(keys.queue())
+        .get(keys.key())
+        .query_async(conn)
+        .await?;
+    let settled = token == token_after;
+    Ok((
+        LockState::new("", keys, (token, pttl, fence, holder, waiters)),
+        settled,
+    ))
+}
+
+/// The reply of [`read_leases`]' pipeline: the holds (token, expiry ms), their holder
+/// table, the permit count or the mode, the fencing counter, the queue's length, the
+/// server's `TIME`, and the holds' tokens read again.
+type LeaseReply = (
+    Vec<(String, f64)>,
+    HashMap<String, String>,
+    Option<String>,
+    Option<String>,
+    u64,
+    (u64, u64),
+    Vec<String>,
+);
+
+/// A semaphore's or read-write lock's state, and whether its holds stayed the same during
+/// the read. With `remove`, the holds are then deleted in the same pipeline (`release
+/// --force`).
+async fn read_leases(
+    conn: &mut MultiplexedConnection,
+    kind: Kind,
+    keys: &LockKeys,
+    remove: Option<&[String]>,
+) -> redis::RedisResult<(LockState, bool)> {
+    let lease = LeaseKeys::of(kind, keys);
+    let mut pipe = redis::pipe();
+    pipe.zrange_withscores(&lease.expiries, 0, -1)
+        .hgetall(&lease.holders);
+    match &lease.permits {
+        Some(permits) => pipe.get(permits),
+        None => pipe.hget(keys.key(), "mode"),
+    };
+    pipe.get(keys.fence())
+        .llen(&lease.queue)
+        .cmd("TIME")
+        .zrange(&lease.expiries, 0, -1);
+    if let Some(remove) = remove {
+        pipe.del(remove).ignore();
+    }
+    let reply: LeaseReply = pipe.query_async(conn).await?;
+    let (expiries, details, extra, fence, waiters, (secs, micros), after) = reply;
+    let now_ms = secs.saturating_mul(1000).saturating_add(micros / 1000);
+    let settled = expiries.iter().map(|(t, _)| t).eq(after.iter());
+    let holders: Vec<Holder> = expiries
+        .iter()
+        .filter_map(|(token, expiry)| {
+            // Whole milliseconds since the epoch, stored as a ZSET score.
+            #[allow(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "a ms timestamp, far below 2^53"
+            )]
+            let expiry = expiry.max(0.0) as u64;
+            // A hold whose lease has run out is reclaimed by the next script: not held.
+            let left = expiry.checked_sub(now_ms).filter(|&ms| ms > 0)?;
+            let (fencing_token, details) = parse_holder(details.get(token));
+            Some(Holder {
+                token_prefix: token_prefix(token),
+                fencing_token,
+                ttl_ms: Some(left),
+                details,
+            })
+        })
+        .collect();
+    let (permits, mode) = match kind {
+        Kind::Semaphore => (extra.and_then(|n| n.parse().ok()), None),
+        _ => (None, extra),
+    };
+    // A semaphore is in use while its permit count is stored, a read-write lock while its
+    // mode is: a ZSET or hash under the prefix without them is someone else's key.
+    let held = !holders.is_empty() && (permits.is_some() || mode.is_some());
+    Ok((
+        LockState {
+            name: String::new(),
+            key: keys.key().to_owned(),
+            kind,
+            permits,
+            mode: mode.filter(|_| held),
+            held,
+            token_prefix: None,
+            ttl_ms: None,
+            fencing_counter: fence.and_then(|f| f.parse().ok()),
+            holder: None,
+            holders,
+            waiters,
+            node: None,
+        },
+        settled,
+    ))
+}
+
+/// A holder table entry, `["<fence>", details]` (cjson): its fencing token and details.
+fn parse_holder(entry: Option<&String>) -> (Option<u64>, Option<String>) {
+    let Some(Ok(serde_json::Value::Array(parts))) =
+        entry.map(|e| serde_json::from_str::<serde_json::Value>(e))
+    else {
+        return (None, None);
+    };
+    let fence = parts.first().and_then(|f| match f {
+        serde_json::Value::String(s) => s.parse().ok(),
+        other => other.as_u64(),
+    });
+    let details = parts
+        .get(1)
+        .and_then(serde_json::Value::as_str)
+        .filter(|d| !d.is_empty())
+        .map(str::to_owned);
+    (fence, details)
 }
 
 /// The lock's token, PTTL, fencing counter, holder details and one more integer (queue
@@ -241,17 +537,38 @@ type Reply = (Option<String>, i64, Option<String>, Option<String>, u64);
 impl LockState {
     fn new(name: &str, keys: &LockKeys, reply: Reply) -> Self {
         let (token, pttl, fence, holder, waiters) = reply;
+        let fencing_counter = fence.and_then(|f| f.parse().ok());
+        let ttl_ms = token.as_ref().and(u64::try_from(pttl).ok());
+        let holder = token.as_ref().and(holder);
         Self {
             name: name.to_owned(),
             key: keys.key().to_owned(),
+            kind: Kind::Lock,
+            permits: None,
+            mode: None,
             held: token.is_some(),
             token_prefix: token.as_deref().map(token_prefix),
-            ttl_ms: token.as_ref().and(u64::try_from(pttl).ok()),
-            fencing_counter: fence.and_then(|f| f.parse().ok()),
-            holder: token.as_ref().and(holder),
+            ttl_ms,
+            fencing_counter,
+            holders: token
+                .as_deref()
+                .map(|token| Holder {
+                    token_prefix: token_prefix(token),
+                    fencing_token: fencing_counter,
+                    ttl_ms,
+                    details: holder.clone(),
+                })
+                .into_iter()
+                .collect(),
+            holder,
             waiters,
             node: None,
         }
+    }
+
+    fn named(mut self, name: &str) -> Self {
+        name.clone_into(&mut self.name);
+        self
     }
 }
 
@@ -277,25 +594,78 @@ fn render_status(state: &LockState) -> String {
     let fence = state
         .fencing_counter
         .map_or_else(|| "none yet".to_owned(), |f| f.to_string());
+    let noun = state.noun();
     if !state.held {
+        let permits = match state.permits {
+            Some(n) => format!(", {n} permits"),
+            None => String::new(),
+        };
+        let waiters = match state.waiters {
+            0 => String::new(),
+            n => format!("; {n} queued waiters"),
+        };
         return format!(
-            "lock `{}` (key {}): free; fencing counter {fence}",
+            "{noun} `{}` (key {}): free{permits}; fencing counter {fence}{waiters}",
             state.name, state.key
         );
     }
-    let mut out = format!("lock `{}` (key {}): held\n", state.name, state.key);
-    let rows = [
-        (
-            "holder token",
-            state.token_prefix.clone().unwrap_or_default(),
+    if state.kind == Kind::Lock {
+        let mut out = format!("lock `{}` (key {}): held\n", state.name, state.key);
+        let rows = [
+            (
+                "holder token",
+                state.token_prefix.clone().unwrap_or_default(),
+            ),
+            ("time left", time_left(state.ttl_ms).replace(" left", "")),
+            ("fencing token", fence),
+            ("holder", state.holder.clone().unwrap_or_else(|| "-".into())),
+            ("queued waiters", state.waiters.to_string()),
+        ];
+        for (label, value) in rows {
+            let _ = writeln!(out, "  {label:<15} {value}");
+        }
+        out.truncate(out.trim_end().len());
+        return out;
+    }
+    let held = match (state.kind, state.mode.as_deref()) {
+        (Kind::Semaphore, _) => format!(
+            "{} of {} permits held",
+            state.holders.len(),
+            state
+                .permits
+                .map_or_else(|| "?".to_owned(), |n| n.to_string())
         ),
-        ("time left", time_left(state.ttl_ms).replace(" left", "")),
-        ("fencing token", fence),
-        ("holder", state.holder.clone().unwrap_or_else(|| "-".into())),
+        (_, Some("read")) => format!("held for reading by {}", state.holders.len()),
+        _ => "held for writing".into(),
+    };
+    let mut out = format!("{noun} `{}` (key {}): {held}\n", state.name, state.key);
+    let rows = [
+        ("kind", state.kind_label()),
+        ("fencing counter", fence),
         ("queued waiters", state.waiters.to_string()),
     ];
     for (label, value) in rows {
         let _ = writeln!(out, "  {label:<15} {value}");
+    }
+    let fence_width = fence_width(std::slice::from_ref(state));
+    let _ = writeln!(
+        out,
+        "  holders         {:<9}  {:>10}  {:>fence_width$}  DETAILS",
+        "TOKEN", "TIME LEFT", "FENCING"
+    );
+    for holder in &state.holders {
+        let _ = writeln!(
+            out,
+            "                  {:<9}  {:>10}  {:>fence_width$}  {}",
+            holder.token_prefix,
+            holder
+                .ttl_ms
+                .map_or_else(|| "-".into(), |ms| human(Duration::from_millis(ms))),
+            holder
+                .fencing_token
+                .map_or_else(|| "-".into(), |f| f.to_string()),
+            holder.details.as_deref().unwrap_or("-"),
+        );
     }
     out.truncate(out.trim_end().len());
     out
@@ -339,23 +709,26 @@ async fn held_locks(
 ) -> anyhow::Result<Vec<LockState>> {
     let pattern = format!("{}{pattern}", glob_escape(prefix));
     let mut found = BTreeSet::new();
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(&pattern)
-            .arg("COUNT")
-            .arg(1000)
-            .arg("TYPE")
-            .arg("string")
-            .query_async(conn)
-            .await
-            .context("scanning for locks")?;
-        found.extend(batch.into_iter().filter(|k| !is_side_key(k)));
-        cursor = next;
-        if cursor == 0 {
-            break;
+    // The type of a name's key is its kind: lock, semaphore, read-write lock.
+    for kind in ["string", "zset", "hash"] {
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .arg("TYPE")
+                .arg(kind)
+                .query_async(conn)
+                .await
+                .context("scanning for locks")?;
+            found.extend(batch.into_iter().filter(|k| !is_side_key(k)));
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
         }
     }
     let mut states = Vec::new();
@@ -385,39 +758,81 @@ fn render_list(states: &[LockState]) -> String {
         .max()
         .unwrap_or(0)
         .max(4);
+    let kind_width = states
+        .iter()
+        .map(|s| s.kind_label().chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(4);
     let node_width = states
         .iter()
         .filter_map(|s| s.node.as_ref().map(|n| n.chars().count() + 2))
         .max()
         .unwrap_or(0);
     let node_header = if node_width > 0 { "NODE" } else { "" };
+    let fence_width = fence_width(states);
     let mut out = format!(
-        "{node_header:<node_width$}{:<name_width$}  {:<9}  {:>10}  {:>8}  {:>7}  HOLDER\n",
-        "NAME", "TOKEN", "TIME LEFT", "FENCING", "WAITERS"
+        "{node_header:<node_width$}{:<name_width$}  {:<kind_width$}  {:<9}  {:>10}  {:>fence_width$}  {:>7}  HOLDER\n",
+        "NAME", "KIND", "TOKEN", "TIME LEFT", "FENCING", "WAITERS"
     );
+    // One line per holder: a semaphore's permits and a read-write lock's readers each
+    // get theirs.
     for s in states {
-        let left = s
-            .ttl_ms
-            .map_or_else(|| "-".into(), |ms| human(Duration::from_millis(ms)));
-        let fence = s
-            .fencing_counter
-            .map_or_else(|| "-".into(), |f| f.to_string());
-        let _ = writeln!(
-            out,
-            "{:<node_width$}{:<name_width$}  {:<9}  {left:>10}  {fence:>8}  {:>7}  {}",
-            s.node.as_deref().unwrap_or(""),
-            s.name,
-            s.token_prefix.as_deref().unwrap_or("-"),
-            s.waiters,
-            s.holder.as_deref().unwrap_or("-"),
-        );
+        let kind = s.kind_label();
+        for h in &s.holders {
+            let left = h
+                .ttl_ms
+                .map_or_else(|| "-".into(), |ms| human(Duration::from_millis(ms)));
+            let fence = h
+                .fencing_token
+                .map_or_else(|| "-".into(), |f| f.to_string());
+            let _ = writeln!(
+                out,
+                "{:<node_width$}{:<name_width$}  {kind:<kind_width$}  {:<9}  {left:>10}  {fence:>fence_width$}  {:>7}  {}",
+                s.node.as_deref().unwrap_or(""),
+                s.name,
+                h.token_prefix,
+                s.waiters,
+                h.details.as_deref().unwrap_or("-"),
+            );
+        }
     }
     out.truncate(out.trim_end().len());
     out
 }
 
-/// Whether `key` is a side key of some lock (its fencing counter, holder details, queue or
-/// waiter table) rather than a lock key.
+/// The width of a FENCING column: its header, or its longest token.
+fn fence_width(states: &[LockState]) -> usize {
+    states
+        .iter()
+        .flat_map(|s| &s.holders)
+        .filter_map(|h| h.fencing_token)
+        .map(|f| f.to_string().len())
+        .max()
+        .unwrap_or(0)
+        .max("FENCING".len())
+}
+
+/// The suffixes of the side keys of every kind (after the base `{K}`, or `K` when it has
+/// a hash tag): fencing counter, holder details, queues, waiter tables, a semaphore's
+/// permit count, a read-write lock's holds.
+const SIDE_SUFFIXES: [&str; 12] = [
+    ":fence",
+    ":holder",
+    ":queue",
+    ":waiters",
+    ":sem:holders",
+    ":sem:queue",
+    ":sem:waiters",
+    ":sem:permits",
+    ":rw:holders",
+    ":rw:queue",
+    ":rw:waiters",
+    ":rw:owners",
+];
+
+/// Whether `key` is a side key of some lock, semaphore or read-write lock (its fencing
+/// counter, holder details, queue, waiter table...) rather than a main key.
 fn is_side_key(key: &str) -> bool {
     let candidates = |base: &str| {
         let untagged = base
@@ -426,12 +841,13 @@ fn is_side_key(key: &str) -> bool {
             .map(str::to_owned);
         [Some(base.to_owned()), untagged].into_iter().flatten()
     };
-    [":fence", ":holder", ":queue", ":waiters"]
-        .iter()
-        .filter_map(|suffix| key.strip_suffix(suffix))
-        .flat_map(candidates)
-        .filter_map(|lock_key| LockKeys::from_key(lock_key).ok())
-        .any(|keys| [keys.fence(), keys.holder(), keys.queue(), keys.waiters()].contains(&key))
+    SIDE_SUFFIXES.iter().any(|suffix| {
+        key.strip_suffix(suffix).is_some_and(|base| {
+            candidates(base)
+                .filter_map(|lock_key| LockKeys::from_key(lock_key).ok())
+                .any(|keys| side_key(&keys, suffix) == key)
+        })
+    })
 }
 
 /// `text` with Redis glob characters escaped, to match literally.
@@ -468,7 +884,8 @@ pub(crate) async fn release(args: ReleaseArgs) -> anyhow::Result<ExitCode> {
         serde_json::to_string_pretty(&Removed { released, before })?
     } else if released {
         format!(
-            "removed lock `{}` (key {}): {}; the fencing counter stays at {}",
+            "removed {} `{}` (key {}): {}; the fencing counter stays at {}",
+            before.noun(),
             before.name,
             before.key,
             before.holder_summary(),
@@ -478,24 +895,40 @@ pub(crate) async fn release(args: ReleaseArgs) -> anyhow::Result<ExitCode> {
         )
     } else {
         format!(
-            "lock `{}` (key {}) is not held; nothing removed",
-            before.name, before.key
+            "{} `{}` (key {}) is not held; nothing removed",
+            before.noun(),
+            before.name,
+            before.key
         )
     };
     print(&text)?;
     Ok(exit::code(if released { 0 } else { exit::NEGATIVE }))
 }
 
-/// Deletes the lock key and its holder details on one node; returns what was there.
+/// Deletes the lock key and its holder details on one node (for a semaphore or read-write
+/// lock, every permit or hold: `K`, its holder table and its expiries); returns what was
+/// there.
 ///
-/// One pipeline without `MULTI` (see [`read`]): what it reports was read just before the
-/// delete, in the same round trip. Only a lock taken in the microseconds between the two
-/// (by a new holder of a free or just expired lock) is removed unreported.
+/// One pipeline without `MULTI` (see [`read`]) after the `TYPE` of the key: what it
+/// reports was read just before the delete, in the same round trip. Only a lock taken in
+/// the microseconds between the two (by a new holder of a free or just expired lock) is
+/// removed unreported. The fencing counter stays; so do a semaphore's or read-write lock's
+/// queue (its waiters are served next) and a semaphore's permit count.
 async fn remove(
     conn: &mut MultiplexedConnection,
     name: &str,
     keys: &LockKeys,
 ) -> anyhow::Result<LockState> {
+    if let Some(kind @ (Kind::Semaphore | Kind::Rwlock)) = kind_of(conn, name, keys).await? {
+        let holds = LeaseKeys::of(kind, keys).holds(keys);
+        let (before, _) = read_leases(conn, kind, keys, Some(&holds))
+            .await
+            .with_context(|| format!("removing `{name}` (key {})", keys.key()))?;
+        for holder in &before.holders {
+            tracing::info!(name = %name, token = %holder.token_prefix, "hold removed by force");
+        }
+        return Ok(before.named(name));
+    }
     let reply: Reply = redis::pipe()
         .get(keys.key())
         .pttl(keys.key())
@@ -548,6 +981,17 @@ mod tests {
         assert!(is_side_key("redlease:{job}:fence"));
         assert!(!is_side_key("redlease:job"));
         assert!(!is_side_key("redlease:job:fence"));
+        for suffix in [":sem:holders", ":sem:permits", ":rw:owners", ":rw:holders"] {
+            assert!(
+                is_side_key(&format!("{{redlease:pool}}{suffix}")),
+                "{suffix}"
+            );
+            assert!(
+                is_side_key(&format!("redlease:{{pool}}{suffix}")),
+                "{suffix}"
+            );
+            assert!(!is_side_key(&format!("redlease:pool{suffix}")), "{suffix}");
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use redlease::{Guard, Wait};
+use redlease::{Guard, Wait, WriteGuard};
 use tokio::process::Child;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -26,6 +26,16 @@ redlease takes the lock NAME (Redis key PREFIX+NAME) with a lease of --ttl, wait
 is renewed every ttl/3, so CMD may run for longer than the TTL, while a crashed machine
 frees the lock within one TTL. When CMD exits, however it exits, the lock is released and
 redlease exits with CMD's exit code.
+
+Instead of the lock, --permits N holds one of N permits of the semaphore NAME: at most N
+commands run at once (say, 3 concurrent backups), the others wait in line (FIFO) for a
+permit. --read and --write take the read-write lock NAME: any number of --read runs share
+it, a --write run holds it alone, and a waiting --write run stops later --read runs until
+it has had its turn. Everything else (waiting, renewal, environment, signals, loss,
+supervisor, exit codes) is the same for all three. A name is one kind at a time: a lock, a
+semaphore or a read-write lock; every run of a semaphore must give the same N. Semaphores
+are refused over a quorum (several --redis): a permit counted on a majority of nodes
+would not be sound.
 
 CMD's environment gets:
   REDLEASE_FENCING_TOKEN  a number larger than that of every earlier holder of the lock:
@@ -64,15 +74,38 @@ Examples:
   # pass the fencing token on to the protected resource
   redlease run --key ledger -- sh -c 'ledger-write --fence \"$REDLEASE_FENCING_TOKEN\"'
 
+  # at most 3 backups at once across the fleet; the 4th waits for a permit
+  redlease run --key backups --permits 3 --wait forever -- ./backup.sh
+
+  # readers of a cache run side by side; its rebuild runs alone
+  redlease run --key cache --read -- ./copy-cache.sh
+  redlease run --key cache --write --wait 10m -- ./rebuild-cache.sh
+
   # TLS and ACL credentials come with the URL
   REDIS_URL='rediss://locker:secret@redis.internal:6380' redlease run --key job -- ./job";
 
 /// Arguments of `redlease run`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunArgs {
-    /// Name of the lock to hold while CMD runs
+    /// Name of the lock to hold while CMD runs (of the semaphore with --permits, of the
+    /// read-write lock with --read or --write)
     #[arg(long, short = 'k', value_name = "NAME")]
     key: String,
+
+    /// Hold one of N permits of semaphore NAME instead of the lock: at most N commands run
+    /// at once across all machines. Every run of NAME must give the same N (1 or more)
+    #[arg(long, value_name = "N", value_parser = parse_permits, conflicts_with_all = ["read", "write"])]
+    permits: Option<u32>,
+
+    /// Take read-write lock NAME for reading: runs with --read share it with each other,
+    /// never with a run with --write
+    #[arg(long, conflicts_with = "write")]
+    read: bool,
+
+    /// Take read-write lock NAME for writing: alone, no --read or --write run beside it; a
+    /// waiting writer stops later readers
+    #[arg(long)]
+    write: bool,
 
     /// Lease length: how soon the lock frees itself if this machine dies (renewed every
     /// ttl/3 while CMD runs), 10ms..30days
@@ -121,12 +154,126 @@ fn parse_wait(text: &str) -> Result<WaitArg, String> {
     Ok(WaitArg(Wait::For(d)))
 }
 
+fn parse_permits(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(0) => Err("0 permits would let no command run; give 1 or more".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e}; give a whole number of permits, 1 or more")),
+    }
+}
+
 fn parse_ttl(text: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
     if d < redlease::MIN_TTL || d > redlease::MAX_TTL {
         return Err("out of range; use 10ms to 30days".into());
     }
     Ok(d)
+}
+
+/// What `run` holds while CMD runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Primitive {
+    /// The lock (the default).
+    Lock,
+    /// One of N permits of a semaphore (`--permits N`).
+    Semaphore(u32),
+    /// A read-write lock for reading (`--read`).
+    Read,
+    /// A read-write lock for writing (`--write`).
+    Write,
+}
+
+impl RunArgs {
+    fn primitive(&self) -> Primitive {
+        match (self.permits, self.read, self.write) {
+            (Some(n), _, _) => Primitive::Semaphore(n),
+            (None, true, _) => Primitive::Read,
+            (None, false, true) => Primitive::Write,
+            (None, false, false) => Primitive::Lock,
+        }
+    }
+
+    /// How messages name what is held: ``lock `job` ``, ``semaphore `pool` (3 permits)``,
+    /// ``read-write lock `cfg` (write)``.
+    fn what(&self) -> String {
+        self.named(None)
+    }
+
+    /// As [`RunArgs::what`], with `key` in the parentheses: ``lock `job` (key
+    /// redlease:job)``, ``semaphore `pool` (key redlease:pool, 3 permits)``.
+    fn named(&self, key: Option<&str>) -> String {
+        let name = &self.key;
+        let (noun, detail) = match self.primitive() {
+            Primitive::Lock => ("lock", None),
+            Primitive::Semaphore(1) => ("semaphore", Some("1 permit".to_owned())),
+            Primitive::Semaphore(n) => ("semaphore", Some(format!("{n} permits"))),
+            Primitive::Read => ("read-write lock", Some("read".to_owned())),
+            Primitive::Write => ("read-write lock", Some("write".to_owned())),
+        };
+        let key = key.map(|k| format!("key {k}"));
+        let inner: Vec<String> = key.into_iter().chain(detail).collect();
+        if inner.is_empty() {
+            format!("{noun} `{name}`")
+        } else {
+            format!("{noun} `{name}` ({})", inner.join(", "))
+        }
+    }
+}
+
+/// A hold of any primitive: every one is a [`Guard`] underneath (a [`WriteGuard`] derefs
+/// to one), so the rest of `run` is the same for all.
+#[derive(Debug)]
+enum Hold {
+    Guard(Guard),
+    Write(WriteGuard),
+}
+
+impl std::ops::Deref for Hold {
+    type Target = Guard;
+
+    fn deref(&self) -> &Guard {
+        match self {
+            Self::Guard(guard) => guard,
+            Self::Write(guard) => guard,
+        }
+    }
+}
+
+impl Hold {
+    async fn release(self) -> redlease::Result<()> {
+        match self {
+            Self::Guard(guard) => guard.release().await,
+            Self::Write(guard) => guard.release().await,
+        }
+    }
+}
+
+/// Acquires what `args` asks for, with its options.
+async fn acquire(client: &redlease::Client, args: &RunArgs, wait: Wait) -> redlease::Result<Hold> {
+    macro_rules! options {
+        ($builder:expr) => {
+            $builder
+                .prefix(args.redis.prefix.as_str())
+                .ttl(args.ttl)
+                .wait(wait)
+        };
+    }
+    let key = args.key.as_str();
+    match args.primitive() {
+        Primitive::Lock => options!(client.lock(key)).acquire().await.map(Hold::Guard),
+        Primitive::Semaphore(n) => options!(client.semaphore(key, n))
+            .acquire()
+            .await
+            .map(Hold::Guard),
+        Primitive::Read => options!(client.rwlock(key).read())
+            .acquire()
+            .await
+            .map(Hold::Guard),
+        Primitive::Write => options!(client.rwlock(key).write())
+            .acquire()
+            .await
+            .map(Hold::Write),
+    }
 }
 
 /// SIGINT, SIGTERM and SIGHUP, as one stream.
@@ -164,13 +311,9 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         sig = signals.recv() => return Ok(exit::code(exit::of_signal(sig as i32))),
     };
     let wait = if args.no_wait { Wait::No } else { args.wait.0 };
-    let lock = client
-        .lock(args.key.as_str())
-        .prefix(args.redis.prefix.as_str())
-        .ttl(args.ttl)
-        .wait(wait);
+    let what = args.what();
     let acquired = tokio::select! {
-        acquired = lock.acquire() => acquired,
+        acquired = acquire(&client, &args, wait) => acquired,
         sig = signals.recv() => return Ok(exit::code(exit::of_signal(sig as i32))),
     };
     let guard = match acquired {
@@ -182,15 +325,15 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(exit::code(exit::BUSY));
         }
         Err(e) => {
-            return Err(e).with_context(|| format!("acquiring lock `{}`", args.key));
+            return Err(e).with_context(|| format!("acquiring {what}"));
         }
     };
-    tracing::debug!(lock = %args.key, fence = %guard.fencing_token(), "acquired; starting the command");
+    tracing::debug!(%what, fence = %guard.fencing_token(), "acquired; starting the command");
 
     let mut child = match spawn(&args, &guard) {
         Ok(child) => child,
         Err(e) => {
-            give_back(guard, &args.key).await;
+            give_back(guard, &what).await;
             eprintln!(
                 "redlease: cannot start the supervisor of `{program}` (this redlease binary, run again): {e}"
             );
@@ -208,13 +351,12 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             status = child.wait() => break status.context("waiting for the command")?,
             () = guard.lost() => {
                 eprintln!(
-                    "redlease: lock `{}` was lost while `{program}` ran (its lease expired or the key was removed; another holder may be running); terminating `{program}` and its process group: SIGTERM now, SIGKILL in {}",
-                    args.key,
+                    "redlease: {what} was lost while `{program}` ran (its lease expired or the key was removed; another holder may be running); terminating `{program}` and its process group: SIGTERM now, SIGKILL in {}",
                     human(args.kill_after)
                 );
                 let status = terminate(&mut child, group, args.kill_after).await?;
                 tracing::debug!(%status, "the command ended after the lease was lost");
-                give_back(guard, &args.key).await;
+                give_back(guard, &what).await;
                 return Ok(exit::code(exit::LOST));
             }
             sig = signals.recv() => forward(group, sig),
@@ -225,16 +367,14 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Ok(()) => Ok(exit::code(code)),
         Err(redlease::Error::Lost { .. }) => {
             eprintln!(
-                "redlease: lock `{}` was found lost when `{program}` ended ({}); its work may have overlapped with another holder's",
-                args.key,
+                "redlease: {what} was found lost when `{program}` ended ({}); its work may have overlapped with another holder's",
                 describe(status)
             );
             Ok(exit::code(exit::LOST))
         }
         Err(e) => {
             eprintln!(
-                "redlease: warning: could not release lock `{}` ({e:#}); it frees itself within {}",
-                args.key,
+                "redlease: warning: could not release {what} ({e:#}); it frees itself within {}",
                 human(args.ttl)
             );
             Ok(exit::code(code))
@@ -306,10 +446,10 @@ async fn terminate(
     child.wait().await.context("waiting for the command")
 }
 
-/// Releases a guard whose outcome no longer changes the exit code; logs failures.
-async fn give_back(guard: Guard, key: &str) {
-    if let Err(e) = guard.release().await {
-        tracing::debug!(lock = %key, error = %e, "release after the command");
+/// Releases a hold whose outcome no longer changes the exit code; logs failures.
+async fn give_back(hold: Hold, what: &str) {
+    if let Err(e) = hold.release().await {
+        tracing::debug!(%what, error = %e, "release after the command");
     }
 }
 
@@ -356,7 +496,7 @@ async fn busy(args: &RunArgs, wait: Wait, waited: Duration, holder_ttl: Option<D
         _ => format!("gave up after waiting {}", human(waited)),
     };
     eprintln!(
-        "redlease: lock `{}` (key {key}) is busy: {who}; {gave_up}",
-        args.key
+        "redlease: {} is busy: {who}; {gave_up}",
+        args.named(Some(&key))
     );
 }

@@ -1,5 +1,6 @@
 //! `redlease status`, `list` and `release --force` as a least-privilege Redis user: the
-//! library's ACL line of docs/SECURITY.md plus `+llen +scan`, no `+multi +exec`.
+//! library's ACL line of docs/SECURITY.md plus the operator rules
+//! `+llen +scan +type +zrange +hgetall`, no `+multi +exec`.
 #![allow(clippy::panic, reason = "tests fail loudly")]
 
 mod common;
@@ -9,6 +10,9 @@ use redlease_local::{REDLEASE_ACL_RULES, RedisServer, ServerOptions};
 
 const PASSWORD: &str = "inspect-pw-52e1";
 const ADMIN_PASSWORD: &str = "inspect-admin-pw-93d7";
+
+/// What docs/SECURITY.md tells operators to add for `status`, `list` and `release --force`.
+const OPERATOR_RULES: [&str; 5] = ["+llen", "+scan", "+type", "+zrange", "+hgetall"];
 
 /// A server whose `default` user is off, with an `admin` (for the test's own writes) and a
 /// `redlease` user with the documented line plus `extra`.
@@ -65,6 +69,35 @@ fn hold_job(server: &RedisServer, token: &str) -> TestResult {
     Ok(())
 }
 
+/// Writes, as `admin`, the keys of semaphore `pool` (2 permits) with one permit held by
+/// `token`, as `sem_acquire.lua` leaves them, with fencing counter 7.
+fn hold_pool(server: &RedisServer, token: &str) -> TestResult {
+    let mut conn = redis::Client::open(format!(
+        "redis://admin:{ADMIN_PASSWORD}@127.0.0.1:{}",
+        server.port()
+    ))?
+    .get_connection()?;
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut conn)?;
+    let expiry = secs * 1000 + micros / 1000 + 60_000;
+    redis::pipe()
+        .cmd("ZADD")
+        .arg("redlease:pool")
+        .arg(expiry)
+        .arg(token)
+        .cmd("HSET")
+        .arg("{redlease:pool}:sem:holders")
+        .arg(token)
+        .arg(r#"["7","host=h2 pid=7"]"#)
+        .cmd("SET")
+        .arg("{redlease:pool}:sem:permits")
+        .arg(2)
+        .cmd("SET")
+        .arg("{redlease:pool}:fence")
+        .arg(7)
+        .exec(&mut conn)?;
+    Ok(())
+}
+
 fn run_as_user(server: &RedisServer, args: &[&str]) -> std::process::Output {
     let mut cmd = redlease();
     cmd.args(args).arg("--redis").arg(url(server));
@@ -72,10 +105,18 @@ fn run_as_user(server: &RedisServer, args: &[&str]) -> std::process::Output {
 }
 
 #[test]
-fn status_list_and_forced_release_work_with_the_documented_acl_plus_llen_and_scan() -> TestResult {
-    let server = acl_server(&["+llen", "+scan"]);
+fn status_list_and_forced_release_work_with_the_documented_acl_plus_the_operator_rules()
+-> TestResult {
+    let server = acl_server(&OPERATOR_RULES);
     let token = "0123456789abcdef0123456789abcdef";
     hold_job(&server, token)?;
+    hold_pool(&server, "fedcba9876543210fedcba9876543210")?;
+
+    let out = run_as_user(&server, &["status", "pool"]);
+    let status = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{status}{}", text(&out.stderr));
+    assert!(status.contains("1 of 2 permits held"), "{status}");
+    assert!(status.contains("host=h2 pid=7"), "{status}");
 
     let out = run_as_user(&server, &["status", "job"]);
     let status = text(&out.stdout);
@@ -93,6 +134,14 @@ fn status_list_and_forced_release_work_with_the_documented_acl_plus_llen_and_sca
     let out = run_as_user(&server, &["list"]);
     assert_eq!(out.status.code(), Some(0), "list: {}", text(&out.stderr));
     assert!(text(&out.stdout).contains("job"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("semaphore 2"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let out = run_as_user(&server, &["release", "--force", "pool"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 
     let out = run_as_user(&server, &["release", "--force", "job"]);
     let removed = text(&out.stdout);
@@ -123,7 +172,11 @@ fn status_list_and_forced_release_work_with_the_documented_acl_plus_llen_and_sca
 /// while it read in a `MULTI` that the user may not send).
 #[test]
 fn status_names_a_missing_permission() -> TestResult {
-    let server = acl_server(&["+scan"]);
+    let rules: Vec<&str> = OPERATOR_RULES
+        .into_iter()
+        .filter(|r| *r != "+llen")
+        .collect();
+    let server = acl_server(&rules);
     hold_job(&server, "0123456789abcdef0123456789abcdef")?;
     let out = run_as_user(&server, &["status", "job"]);
     let stderr = text(&out.stderr);

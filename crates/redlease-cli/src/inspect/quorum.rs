@@ -131,8 +131,9 @@ pub(super) async fn status(
     let majority = need_majority(&reports)?;
     let mut owners: HashMap<&str, usize> = HashMap::new();
     for state in reports.iter().filter_map(|r| r.state.as_ref()) {
-        if let Some(token) = &state.token_prefix {
-            *owners.entry(token.as_str()).or_default() += 1;
+        // A read-write lock's readers each count on their own.
+        for holder in &state.holders {
+            *owners.entry(holder.token_prefix.as_str()).or_default() += 1;
         }
     }
     let held_on = owners.values().copied().max().unwrap_or(0);
@@ -147,8 +148,13 @@ pub(super) async fn status(
             nodes: reports,
         })?
     } else {
+        let noun = reports
+            .iter()
+            .filter_map(|r| r.state.as_ref())
+            .find(|s| s.held)
+            .map_or("lock", LockState::noun);
         let mut out = format!(
-            "lock `{name}` (key {}) on a quorum of {} nodes: {} (one owner on {held_on}, a majority is {majority})",
+            "{noun} `{name}` (key {}) on a quorum of {} nodes: {} (one owner on {held_on}, a majority is {majority})",
             keys.key(),
             nodes.len(),
             if held { "held" } else { "free" },
