@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use redis::aio::MultiplexedConnection;
-use redlease::LockKeys;
+use redlease::{LockKeys, Primitive};
 use serde::Serialize;
 
 use crate::connect::{Node, RedisArgs};
@@ -277,14 +277,6 @@ fn keys_of(redis: &RedisArgs, name: &str) -> anyhow::Result<LockKeys> {
 /// How many times [`read`] reads again when the lock changed hands during a read.
 const READ_TRIES: u32 = 5;
 
-/// The side key `suffix` of the name whose keys are `keys`: the base its side keys share
-/// (`{K}`, or `K` itself when it has a hash tag, as [`LockKeys`] derives it) plus `suffix`,
-/// e.g. `:sem:holders`.
-fn side_key(keys: &LockKeys, suffix: &str) -> String {
-    let base = keys.fence().strip_suffix(":fence").unwrap_or(keys.fence());
-    format!("{base}{suffix}")
-}
-
 /// The side keys of a semaphore or read-write lock that `status` reads and `release
 /// --force` removes, beside `K` (whose type tells the kind).
 struct LeaseKeys {
@@ -300,21 +292,18 @@ struct LeaseKeys {
 }
 
 impl LeaseKeys {
-    fn of(kind: Kind, keys: &LockKeys) -> Self {
-        match kind {
-            Kind::Semaphore => Self {
-                expiries: keys.key().to_owned(),
-                holders: side_key(keys, ":sem:holders"),
-                queue: side_key(keys, ":sem:queue"),
-                permits: Some(side_key(keys, ":sem:permits")),
-            },
-            Kind::Lock | Kind::Rwlock => Self {
-                expiries: side_key(keys, ":rw:owners"),
-                holders: side_key(keys, ":rw:holders"),
-                queue: side_key(keys, ":rw:queue"),
-                permits: None,
-            },
-        }
+    fn of(kind: Kind, keys: &LockKeys) -> anyhow::Result<Self> {
+        let primitive = match kind {
+            Kind::Semaphore => Primitive::Semaphore,
+            Kind::Lock | Kind::Rwlock => Primitive::RwLock,
+        };
+        let keys = LockKeys::from_key_of(keys.key().to_owned(), primitive)?;
+        Ok(Self {
+            expiries: keys.holds().unwrap_or_else(|| keys.key()).to_owned(),
+            holders: keys.holder().to_owned(),
+            queue: keys.queue().to_owned(),
+            permits: keys.permits().map(str::to_owned),
+        })
     }
 
     /// What `release --force` deletes: the holds, not the queue, the fencing counter or
@@ -444,7 +433,14 @@ async fn read_leases(
     keys: &LockKeys,
     remove: Option<&[String]>,
 ) -> redis::RedisResult<(LockState, bool)> {
-    let lease = LeaseKeys::of(kind, keys);
+    // The name was checked when `keys` were derived: its other keys derive as well.
+    let lease = LeaseKeys::of(kind, keys).map_err(|e| {
+        redis::RedisError::from((
+            redis::ErrorKind::Client,
+            "cannot derive the keys",
+            e.to_string(),
+        ))
+    })?;
     let mut pipe = redis::pipe();
     pipe.zrange_withscores(&lease.expiries, 0, -1)
         .hgetall(&lease.holders);
@@ -843,9 +839,18 @@ fn is_side_key(key: &str) -> bool {
     };
     SIDE_SUFFIXES.iter().any(|suffix| {
         key.strip_suffix(suffix).is_some_and(|base| {
-            candidates(base)
-                .filter_map(|lock_key| LockKeys::from_key(lock_key).ok())
-                .any(|keys| side_key(&keys, suffix) == key)
+            candidates(base).any(|main| {
+                [Primitive::Lock, Primitive::Semaphore, Primitive::RwLock]
+                    .into_iter()
+                    .filter_map(|primitive| LockKeys::from_key_of(main.clone(), primitive).ok())
+                    .any(|keys| {
+                        [keys.fence(), keys.holder(), keys.queue(), keys.waiters()]
+                            .into_iter()
+                            .chain(keys.permits())
+                            .chain(keys.holds())
+                            .any(|side| side == key)
+                    })
+            })
         })
     })
 }
@@ -920,7 +925,7 @@ async fn remove(
     keys: &LockKeys,
 ) -> anyhow::Result<LockState> {
     if let Some(kind @ (Kind::Semaphore | Kind::Rwlock)) = kind_of(conn, name, keys).await? {
-        let holds = LeaseKeys::of(kind, keys).holds(keys);
+        let holds = LeaseKeys::of(kind, keys)?.holds(keys);
         let (before, _) = read_leases(conn, kind, keys, Some(&holds))
             .await
             .with_context(|| format!("removing `{name}` (key {})", keys.key()))?;

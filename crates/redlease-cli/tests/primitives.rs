@@ -212,6 +212,8 @@ fn status_list_and_release_show_semaphore_and_read_write_holders() -> TestResult
     ];
     let mut first = start_run(&server, dir.path(), &sem, hold);
     let mut second = start_run(&server, dir.path(), &sem, hold);
+    // The third starts once the first two hold, so that it is the one that queues.
+    status_until(&server, "pool", |j| holders(j) == 2);
     let mut third = start_run(&server, dir.path(), &sem, hold);
     let json = status_until(&server, "pool", |j| holders(j) == 2 && j["waiters"] == 1);
     let deadline = Instant::now() + STEP;

@@ -14,16 +14,19 @@ use crate::error::{Error, Result};
 /// The longest lock name accepted, in bytes.
 pub const MAX_NAME_LEN: usize = 1024;
 
-/// Which primitive's side keys a name gets. Each keeps its own holder details, queue and
+/// Which primitive a name's keys belong to. Each keeps its own holder details, queue and
 /// waiter table beside the shared key `K` (whose type, a string, a ZSET or a hash, makes
 /// two primitives of one name refuse each other) and the shared fencing counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Layout {
-    /// A lock: `K` holds the owner token.
-    Mutex,
-    /// A semaphore: `K` is the ZSET of permits; `B:sem:permits` keeps the permit count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Primitive {
+    /// A lock: `K` holds the owner token (a plain `SET NX PX` lock).
+    Lock,
+    /// A semaphore: `K` is a ZSET owner token -> lease expiry (ms since 1970, by the
+    /// server's clock); [`LockKeys::permits`] keeps the permit count.
     Semaphore,
-    /// A read-write lock: `K` is a hash with the mode; `B:rw:owners` the ZSET of holds.
+    /// A read-write lock: `K` is a hash with the `mode` (`read` or `write`) while held;
+    /// [`LockKeys::holds`] is the ZSET owner token -> lease expiry.
     RwLock,
 }
 
@@ -44,6 +47,8 @@ pub struct LockKeys {
     pub(crate) channel: String,
     /// The semaphore's permit count, the read-write lock's holds (empty for a lock).
     pub(crate) extra: String,
+    /// Whose keys these are.
+    primitive: Primitive,
 }
 
 impl LockKeys {
@@ -53,11 +58,14 @@ impl LockKeys {
     /// [`Error::InvalidName`] for an empty or oversized name, or one whose side keys could
     /// not share its cluster slot.
     pub fn new(prefix: &str, name: &str) -> Result<Self> {
-        Self::with_layout(prefix, name, Layout::Mutex)
+        Self::of(prefix, name, Primitive::Lock)
     }
 
-    /// As [`LockKeys::new`], with the side keys of the primitive `layout` says.
-    pub(crate) fn with_layout(prefix: &str, name: &str, layout: Layout) -> Result<Self> {
+    /// As [`LockKeys::new`], for the `primitive` named `name`.
+    ///
+    /// # Errors
+    /// As [`LockKeys::new`].
+    pub fn of(prefix: &str, name: &str, primitive: Primitive) -> Result<Self> {
         if name.is_empty() {
             return Err(invalid(
                 "the name is empty; give every lock a non-empty name",
@@ -69,7 +77,7 @@ impl LockKeys {
                 name.len()
             )));
         }
-        Self::derive(format!("{prefix}{name}"), layout)
+        Self::from_key_of(format!("{prefix}{name}"), primitive)
     }
 
     /// Derives the side keys from the full lock key.
@@ -77,10 +85,14 @@ impl LockKeys {
     /// # Errors
     /// As [`LockKeys::new`].
     pub fn from_key(key: String) -> Result<Self> {
-        Self::derive(key, Layout::Mutex)
+        Self::from_key_of(key, Primitive::Lock)
     }
 
-    fn derive(key: String, layout: Layout) -> Result<Self> {
+    /// As [`LockKeys::from_key`], for the `primitive` whose key is `key`.
+    ///
+    /// # Errors
+    /// As [`LockKeys::new`].
+    pub fn from_key_of(key: String, primitive: Primitive) -> Result<Self> {
         let base = if hash_tag(key.as_bytes()).is_some() {
             key.clone()
         } else if key.contains('}') {
@@ -91,10 +103,10 @@ impl LockKeys {
         } else {
             format!("{{{key}}}")
         };
-        let (side, extra) = match layout {
-            Layout::Mutex => ("", String::new()),
-            Layout::Semaphore => (":sem", format!("{base}:sem:permits")),
-            Layout::RwLock => (":rw", format!("{base}:rw:owners")),
+        let (side, extra) = match primitive {
+            Primitive::Lock => ("", String::new()),
+            Primitive::Semaphore => (":sem", format!("{base}:sem:permits")),
+            Primitive::RwLock => (":rw", format!("{base}:rw:owners")),
         };
         Ok(Self {
             fence: format!("{base}:fence"),
@@ -107,13 +119,31 @@ impl LockKeys {
             waiters: format!("{base}{side}:waiters"),
             channel: format!("{base}:released"),
             extra,
+            primitive,
             key,
         })
     }
 
-    /// The lock key: the owner token, with a PX expiry.
+    /// The key `K`: a lock's owner token with a PX expiry; a semaphore's permits (ZSET);
+    /// a read-write lock's mode (hash). See [`Primitive`].
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    /// Whose keys these are.
+    pub fn primitive(&self) -> Primitive {
+        self.primitive
+    }
+
+    /// A semaphore's permit count (a string), or `None` for another primitive.
+    pub fn permits(&self) -> Option<&str> {
+        (self.primitive == Primitive::Semaphore).then_some(self.extra.as_str())
+    }
+
+    /// A read-write lock's holds (a ZSET owner token -> lease expiry in ms since 1970), or
+    /// `None` for another primitive.
+    pub fn holds(&self) -> Option<&str> {
+        (self.primitive == Primitive::RwLock).then_some(self.extra.as_str())
     }
 
     /// The fencing counter (an integer that never expires).
@@ -121,7 +151,8 @@ impl LockKeys {
         &self.fence
     }
 
-    /// Holder details for operators (host, pid), with the lock's expiry.
+    /// Holder details for operators (host, pid): a lock's string with the lock's expiry; a
+    /// semaphore's or read-write lock's hash owner token -> `["<fence>", details]`.
     pub fn holder(&self) -> &str {
         &self.holder
     }
@@ -254,8 +285,8 @@ mod tests {
     proptest! {
         #[test]
         fn every_key_of_a_lock_shares_one_slot(prefix in "[a-z:{}]{0,6}", name in "[a-z{}:]{1,12}") {
-            for layout in [Layout::Mutex, Layout::Semaphore, Layout::RwLock] {
-            match LockKeys::with_layout(&prefix, &name, layout) {
+            for primitive in [Primitive::Lock, Primitive::Semaphore, Primitive::RwLock] {
+            match LockKeys::of(&prefix, &name, primitive) {
                 Ok(keys) => {
                     let slots = all_slots(&keys);
                     prop_assert!(slots.iter().all(|s| *s == slots[0]), "{keys:?} -> {slots:?}");

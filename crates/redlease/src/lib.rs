@@ -171,7 +171,7 @@ pub use conn::redact_url;
 pub use default_client::{default_client, set_default_client};
 pub use error::{Error, NodeError, Result, is_connection_error};
 pub use guard::Guard;
-pub use keys::LockKeys;
+pub use keys::{LockKeys, Primitive};
 pub use lock::Lock;
 pub use owner::Owner;
 pub use renew::Renewal;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::guard::Guard;
-use crate::keys::{Layout, LockKeys};
+use crate::keys::{LockKeys, Primitive};
 use crate::lease::{State, lost};
 use crate::scripts::Kind;
 use crate::spec::{Spec, option_setters};
@@ -121,7 +121,7 @@ impl RwLock {
     /// # Errors
     /// [`Error::InvalidName`] when the name cannot be used.
     pub fn keys(&self) -> Result<LockKeys> {
-        LockKeys::with_layout(&self.spec.prefix, &self.spec.name, Layout::RwLock)
+        LockKeys::of(&self.spec.prefix, &self.spec.name, Primitive::RwLock)
     }
 
     /// The read side, with the options set so far.

@@ -4,7 +4,7 @@
 
 use redis::{Cmd, Pipeline, Script, ScriptInvocation};
 
-use crate::keys::{Layout, LockKeys};
+use crate::keys::{LockKeys, Primitive};
 pub(crate) use crate::lua::EXTEND;
 use crate::lua::{
     ACQUIRE, FENCED_SET, LEASE_EXTEND, LEASE_RENEW, RAISE_FENCE, RELEASE, RENEW, RW_ACQUIRE,
@@ -28,12 +28,12 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    /// The side keys of this kind's primitive.
-    pub(crate) fn layout(self) -> Layout {
+    /// The primitive whose lease this is (its keys).
+    pub(crate) fn primitive(self) -> Primitive {
         match self {
-            Self::Mutex => Layout::Mutex,
-            Self::Permit { .. } => Layout::Semaphore,
-            Self::Read | Self::Write => Layout::RwLock,
+            Self::Mutex => Primitive::Lock,
+            Self::Permit { .. } => Primitive::Semaphore,
+            Self::Read | Self::Write => Primitive::RwLock,
         }
     }
 }

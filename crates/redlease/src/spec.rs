@@ -12,7 +12,7 @@ use crate::acquire::Request;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::guard::Guard;
-use crate::keys::{Layout, LockKeys};
+use crate::keys::{LockKeys, Primitive};
 use crate::owner::Owner;
 use crate::renew::Renewal;
 use crate::scripts::Kind;
@@ -81,8 +81,8 @@ impl Spec {
         self.keys = Arc::default();
     }
 
-    /// Checks the options and derives (once) the keys of `layout`.
-    pub(crate) fn plan(&self, layout: Layout) -> Result<Arc<LockKeys>> {
+    /// Checks the options and derives (once) the keys of `primitive`.
+    pub(crate) fn plan(&self, primitive: Primitive) -> Result<Arc<LockKeys>> {
         if let Some((replicas, timeout)) = self.min_replicas {
             if replicas == 0 || timeout.is_zero() {
                 return Err(Error::InvalidOption {
@@ -116,7 +116,7 @@ impl Spec {
         if let Some(keys) = self.keys.get() {
             return Ok(Arc::clone(keys));
         }
-        let keys = Arc::new(LockKeys::with_layout(&self.prefix, &self.name, layout)?);
+        let keys = Arc::new(LockKeys::of(&self.prefix, &self.name, primitive)?);
         Ok(Arc::clone(self.keys.get_or_init(|| keys)))
     }
 
@@ -143,7 +143,7 @@ impl Spec {
 
     /// One attempt at a lease of `kind`: `Ok(None)` when busy.
     pub(crate) async fn try_acquire(&self, kind: Kind) -> Result<Option<Guard>> {
-        let keys = self.plan(kind.layout())?;
+        let keys = self.plan(kind.primitive())?;
         let request = self.request(&keys, kind);
         let holding = match self.effective_owner() {
             Some(owner) => {
@@ -166,7 +166,7 @@ impl Spec {
 
     /// A lease of `kind`, waiting up to the builder's `wait`.
     pub(crate) async fn acquire(&self, kind: Kind) -> Result<Guard> {
-        let keys = self.plan(kind.layout())?;
+        let keys = self.plan(kind.primitive())?;
         let request = self.request(&keys, kind);
         let started = Instant::now();
         let deadline = request.deadline(started);
