@@ -173,6 +173,18 @@ mod send_sync {
         send_sync::<crate::blocking::Client>();
         send_sync::<crate::blocking::Lock>();
         send_sync::<crate::blocking::Guard>();
+        send_sync::<crate::Semaphore>();
+        send_sync::<crate::RwLock>();
+        send_sync::<crate::ReadLock>();
+        send_sync::<crate::WriteLock>();
+        send_sync::<crate::WriteGuard>();
+        send_sync::<crate::blocking::Semaphore>();
+        send_sync::<crate::blocking::Permit>();
+        send_sync::<crate::blocking::RwLock>();
+        send_sync::<crate::blocking::ReadLock>();
+        send_sync::<crate::blocking::WriteLock>();
+        send_sync::<crate::blocking::ReadGuard>();
+        send_sync::<crate::blocking::WriteGuard>();
     }
 
     /// The futures of the async API can be spawned.
