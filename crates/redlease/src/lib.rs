@@ -77,6 +77,22 @@
 //! }
 //! ```
 //! The client is `client = expr` or the process-wide default of [`set_default_client`].
+//! With `permits = N` the function holds one of the `N` permits of a [`Semaphore`] instead,
+//! and with `read` or `write` a side of an [`RwLock`]:
+//!
+//! ```
+//! # #[derive(Debug)] struct AppError;
+//! # impl From<redlease::Error> for AppError { fn from(_: redlease::Error) -> Self { AppError } }
+//! #[redlease::locked(key = "backups", permits = 3)]
+//! async fn back_up() -> Result<(), AppError> {
+//!     Ok(()) // at most 3 at once, across every machine
+//! }
+//!
+//! #[redlease::locked(key = "config", write, client = client)]
+//! fn reload(client: &redlease::blocking::Client) -> Result<(), AppError> {
+//!     Ok(()) // alone: no reader and no other writer; synchronous, so through `blocking`
+//! }
+//! ```
 //!
 //! # Waiting
 //! [`Lock::acquire`] waits in a FIFO queue kept in Redis; a release hands the lock straight

@@ -3,6 +3,7 @@
 //! guessing at timing.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -18,6 +19,9 @@ pub struct Gauge {
     counts: Mutex<(usize, usize)>,
     changed: Condvar,
     notify: Notify,
+    /// Set once a wait ran out: later ones return at once, so that a test that cannot
+    /// reach its count fails after one [`TOGETHER`], not one per holder.
+    gave_up: AtomicBool,
 }
 
 impl Gauge {
@@ -47,16 +51,26 @@ impl Gauge {
 
     /// Blocks until `n` were inside at once, or [`TOGETHER`] has passed.
     pub fn reached(&self, n: usize) {
+        if self.gave_up.load(Ordering::SeqCst) {
+            return;
+        }
         let counts = self.counts.lock().unwrap();
-        let _ = self
+        let (counts, waited) = self
             .changed
             .wait_timeout_while(counts, TOGETHER, |c| c.1 < n)
             .unwrap();
+        drop(counts);
+        if waited.timed_out() {
+            self.gave_up.store(true, Ordering::SeqCst);
+        }
     }
 
     /// As [`Gauge::reached`], for a task.
     pub async fn reached_async(&self, n: usize) {
-        let _ = tokio::time::timeout(TOGETHER, async {
+        if self.gave_up.load(Ordering::SeqCst) {
+            return;
+        }
+        let waited = tokio::time::timeout(TOGETHER, async {
             loop {
                 let notified = self.notify.notified();
                 if self.max() >= n {
@@ -66,5 +80,8 @@ impl Gauge {
             }
         })
         .await;
+        if waited.is_err() {
+            self.gave_up.store(true, Ordering::SeqCst);
+        }
     }
 }
