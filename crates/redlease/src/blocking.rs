@@ -8,6 +8,15 @@
 //! Do not call these methods from inside an async runtime: they block the thread. They
 //! return an error saying so instead of panicking.
 //!
+//! All three primitives are here: [`Client::lock`], [`Client::semaphore`] (a [`Permit`] is
+//! a [`Guard`]) and [`Client::rwlock`] (a [`ReadGuard`] is a [`Guard`]; a [`WriteGuard`]
+//! adds [`downgrade`](WriteGuard::downgrade)). Every guard is released before its `Drop`
+//! returns. Reentrancy is per [`Owner`], as in the async API: a `run` opens an owner scope
+//! for its work (so does [`Owner::sync_scope`]); within it a lock or a permit re-enters, a
+//! read re-entered by its owner is free, a read asked for by the writer re-enters the write
+//! hold, and a write asked for by a reader fails with [`Error::Upgrade`] (never a
+//! deadlock).
+//!
 //! ```no_run
 //! # fn main() -> redlease::Result<()> {
 //! let client = redlease::blocking::Client::connect("redis://127.0.0.1:6379")?;
