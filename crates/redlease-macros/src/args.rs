@@ -24,6 +24,18 @@ pub(crate) struct Args {
     pub(crate) client: Option<Expr>,
     pub(crate) on_busy: Option<Path>,
     pub(crate) guard: Option<Ident>,
+    /// `permits = N`, `read` or `write`, with the option's name; a lock without.
+    pub(crate) primitive: Option<(Primitive, String)>,
+}
+
+/// What the function holds, when not a lock.
+pub(crate) enum Primitive {
+    /// One of the permits of a semaphore.
+    Permits(u32),
+    /// The read side of a read-write lock.
+    Read,
+    /// The write side of a read-write lock.
+    Write,
 }
 
 /// `wait = "..."`.
@@ -87,11 +99,59 @@ impl Args {
                 let budget = positive(&lit, "max_hold")?;
                 set(&mut self.max_hold, budget).ok_or_else(duplicate)
             }
+            "permits" => {
+                let permits = permits(&meta.value()?.parse()?)?;
+                self.set_primitive(meta, Primitive::Permits(permits), name)
+            }
+            "read" | "write" => {
+                if !(meta.input.is_empty() || meta.input.peek(syn::Token![,])) {
+                    return Err(meta.error(format!(
+                        "`{name}` takes no value: write `#[redlease::locked(key = \"...\", {name})]`"
+                    )));
+                }
+                let side = if name == "read" {
+                    Primitive::Read
+                } else {
+                    Primitive::Write
+                };
+                self.set_primitive(meta, side, name)
+            }
             _ => Err(meta.error(UNKNOWN)),
         }
     }
 
-    /// The `Lock` builder calls for the options given.
+    /// Sets what the function holds, refusing a second one.
+    fn set_primitive(
+        &mut self,
+        meta: &ParseNestedMeta<'_>,
+        primitive: Primitive,
+        name: String,
+    ) -> syn::Result<()> {
+        if let Some((_, first)) = &self.primitive {
+            return Err(meta.error(if *first == name {
+                format!("`{name}` is given twice")
+            } else {
+                format!(
+                    "`{first}` and `{name}` cannot be combined: `permits = N` holds one of N permits of a semaphore, `read` and `write` one side of a read-write lock; choose one"
+                )
+            }));
+        }
+        self.primitive = Some((primitive, name));
+        Ok(())
+    }
+
+    /// The builder the options apply to: `client.lock(key)`, `client.semaphore(key, N)`,
+    /// `client.rwlock(key).read()` or `.write()`.
+    pub(crate) fn builder(&self, client: &Ident, key: &Ident) -> TokenStream {
+        match self.primitive.as_ref().map(|(p, _)| p) {
+            None => quote!(#client.lock(#key)),
+            Some(Primitive::Permits(n)) => quote!(#client.semaphore(#key, #n)),
+            Some(Primitive::Read) => quote!(#client.rwlock(#key).read()),
+            Some(Primitive::Write) => quote!(#client.rwlock(#key).write()),
+        }
+    }
+
+    /// The builder calls for the options given.
     pub(crate) fn builder_calls(&self) -> TokenStream {
         let mut calls = TokenStream::new();
         if let Some(prefix) = &self.prefix {
@@ -125,7 +185,7 @@ impl Args {
     }
 }
 
-const UNKNOWN: &str = "unknown option of `#[redlease::locked]`; expected `key`, `ttl`, `wait`, `retry`, `max_hold`, `prefix`, `client`, `on_busy` or `guard`";
+const UNKNOWN: &str = "unknown option of `#[redlease::locked]`; expected `key`, `permits`, `read`, `write`, `ttl`, `wait`, `retry`, `max_hold`, `prefix`, `client`, `on_busy` or `guard`";
 
 /// Sets `slot` unless it is set already (`None` then).
 fn set<T>(slot: &mut Option<T>, value: T) -> Option<()> {
@@ -158,6 +218,34 @@ fn positive(lit: &LitStr, option: &str) -> syn::Result<Duration> {
         ));
     }
     Ok(d)
+}
+
+/// `permits = N`: a whole number from 1.
+fn permits(value: &Expr) -> syn::Result<u32> {
+    let shape = || {
+        syn::Error::new_spanned(
+            value,
+            "`permits` must be a whole number of at least 1, like `permits = 3`",
+        )
+    };
+    let Expr::Lit(syn::ExprLit {
+        lit: syn::Lit::Int(int),
+        ..
+    }) = value
+    else {
+        return Err(shape());
+    };
+    match int.base10_parse::<u32>() {
+        Ok(0) => Err(syn::Error::new(
+            int.span(),
+            "`permits = 0` admits nobody: a semaphore needs at least 1 permit",
+        )),
+        Ok(n) => Ok(n),
+        Err(_) => Err(syn::Error::new(
+            int.span(),
+            format!("`permits` must be between 1 and {}", u32::MAX),
+        )),
+    }
 }
 
 fn duration_tokens(d: Duration) -> TokenStream {

@@ -61,11 +61,11 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> syn::Result<TokenStream> 
     // Spanned at the return type, so that a wrong one is reported there, once.
     let call = if blocking {
         quote_spanned! {ret.span()=>
-            ::redlease::__private::run_blocking::<#ret, _>(#lock, |#guard| #block)
+            ::redlease::__private::run_blocking::<_, #ret, _>(#lock, |#guard| #block)
         }
     } else {
         quote_spanned! {ret.span()=>
-            ::redlease::__private::run::<#ret, _>(#lock, async |#guard| #block).await
+            ::redlease::__private::run::<_, #ret, _>(#lock, async |#guard| #block).await
         }
     };
     let finish = if let Some(fallback) = &args.on_busy {
@@ -115,12 +115,14 @@ fn return_type(sig: &Signature) -> syn::Result<&Type> {
     Ok(ret)
 }
 
-/// `let lock: Result<Lock> = ...;` from `client = ...` or the default client.
+/// `let lock: Result<Lock> = ...;` (or a semaphore, or a side of a read-write lock) from
+/// `client = ...` or the default client.
 fn lock_code(args: &Args, blocking: bool, names: &Names) -> TokenStream {
     let Names {
         key, lock, client, ..
     } = names;
-    let builder = args.builder_calls();
+    let builder = args.builder(client, key);
+    let calls = args.builder_calls();
     if let Some(expr) = &args.client {
         // Spanned at the expression, so that a wrong type is reported there.
         let span = expr.span();
@@ -132,7 +134,7 @@ fn lock_code(args: &Args, blocking: bool, names: &Names) -> TokenStream {
         let annotated = quote_spanned!(span=> let #client: &#client_type = &(#expr););
         quote! {
             #annotated
-            let #lock = ::redlease::Result::Ok(#client.lock(#key) #builder);
+            let #lock = ::redlease::Result::Ok(#builder #calls);
         }
     } else {
         let default_client = if blocking {
@@ -141,7 +143,7 @@ fn lock_code(args: &Args, blocking: bool, names: &Names) -> TokenStream {
             quote!(::redlease::default_client)
         };
         quote! {
-            let #lock = #default_client().map(|#client| #client.lock(#key) #builder);
+            let #lock = #default_client().map(|#client| #builder #calls);
         }
     }
 }

@@ -32,6 +32,8 @@ use proc_macro::TokenStream;
 /// | option | value | default |
 /// |---|---|---|
 /// | `key` | a template, `"coupon:{user.id}"` | the module path and the function name, `"shop::orders::grab_coupon"` |
+/// | `permits` | hold one of this many permits of the [`Semaphore`] named by the key instead of a lock: a whole number from 1, `permits = 3` | a lock |
+/// | `read` / `write` | hold the read or the write side of the [`RwLock`] named by the key instead of a lock (no value) | a lock |
 /// | `ttl` | the lease, a duration (`"10s"`, `"1500ms"`, `"2m 30s"`) from 10ms to 30days | 30s ([`DEFAULT_TTL`]) |
 /// | `wait` | how long to wait for a busy lock: a duration, `"0s"` for one attempt, or `"forever"` | 10s ([`DEFAULT_WAIT`]) |
 /// | `retry` | the ceiling of the polling back-off, a duration ([`Retry`]) | 200ms |
@@ -53,6 +55,43 @@ use proc_macro::TokenStream;
 ///
 /// Without `key`, the lock is named `module_path!()` + `::` + the function's name. Two
 /// methods of the same name on two types in one module then share a lock: give them keys.
+///
+/// ## `permits`, `read` and `write`: a semaphore or a read-write lock
+/// With `permits = N` the body holds one of the `N` permits of the [`Semaphore`] named by
+/// the key (at most `N` bodies at once, across every process); with `read` or `write` it
+/// holds that side of the [`RwLock`] named by the key (many readers at once, or one
+/// writer). Everything else is as for a lock: the wait, the renewal, the loss, `guard`
+/// (a permit and a read or write hold have the [`Guard`]'s surface), `on_busy` (called when
+/// no permit, or the side, was granted within the wait), reentrancy within a task (a
+/// nested `read` inside `write` re-enters the write hold; a nested `write` inside `read`
+/// returns [`Error::Upgrade`] at once, never a deadlock). At most one of the three may be
+/// given, and `permits` must be a whole number from 1: anything else is a compile error.
+/// Asking for a name with another permit count than the one in use returns
+/// [`Error::PermitsMismatch`]; a name used by another kind of lock returns
+/// [`Error::WrongType`]; a semaphore over a quorum returns [`Error::Unsupported`].
+///
+/// ```
+/// # #[derive(Debug)] struct AppError;
+/// # impl From<redlease::Error> for AppError { fn from(_: redlease::Error) -> Self { AppError } }
+/// # struct Config;
+/// #[redlease::locked(key = "backups", permits = 3)]
+/// async fn back_up(site: &str) -> Result<(), AppError> {
+///     // At most 3 backups at once.
+///     # let _ = site;
+///     Ok(())
+/// }
+///
+/// #[redlease::locked(key = "config:{name}", read)]
+/// async fn load(name: &str) -> Result<Config, AppError> {
+///     // Many readers at once, never beside `reload`.
+///     Ok(Config)
+/// }
+///
+/// #[redlease::locked(key = "config:{name}", write)]
+/// async fn reload(name: &str) -> Result<(), AppError> {
+///     Ok(())
+/// }
+/// ```
 ///
 /// ## `ttl`: the lease, always renewed
 /// The body always runs with auto-renewal, as in [`Lock::run`]: every `ttl/3` the lease is
@@ -113,7 +152,8 @@ use proc_macro::TokenStream;
 /// task spawned from the body is another owner (see [`Owner`]).
 ///
 /// ## Synchronous functions
-/// A function without `async` locks through the [`blocking`] API ([`blocking::Lock::run`]):
+/// A function without `async` locks through the [`blocking`] API ([`blocking::Lock::run`],
+/// or the `run` of a blocking semaphore or read-write lock side):
 /// the lease is renewed by the client's own runtime, but a running synchronous body cannot
 /// be stopped from outside, so it runs to its end even when the lease was lost meanwhile;
 /// the call then returns [`Error::Lost`] instead of the body's value. Check
@@ -150,7 +190,7 @@ use proc_macro::TokenStream;
 ///             .ttl(::std::time::Duration::new(10u64, 0u32))
 ///             .wait(::redlease::Wait::For(::std::time::Duration::new(5u64, 0u32)))
 ///     });
-///     ::redlease::__private::run::<Result<Coupon, AppError>, _>(lock, async |_| {
+///     ::redlease::__private::run::<_, Result<Coupon, AppError>, _>(lock, async |_| {
 ///         Ok(Coupon) // the body, unchanged
 ///     })
 ///     .await
@@ -161,7 +201,10 @@ use proc_macro::TokenStream;
 /// `let client: &::redlease::Client = &(self.locks); let lock = Ok(client.lock(key)...);`.
 /// With `on_busy = f`, the last expression is
 /// `match run(..).await { Ran::Done(r) => r, Ran::Busy(_) => f(user, stock).await }`.
-/// `__private::run` is [`Lock::run`] with the body's error kept apart from the lock's, so
+/// With `permits = 3`, `client.lock(key)` is `client.semaphore(key, 3u32)`; with `read`,
+/// `client.rwlock(key).read()`, and with `write`, `.write()`.
+/// `__private::run` is [`Lock::run`] (or the semaphore's, or the side's, `run`) with the
+/// body's error kept apart from the lock's, so
 /// that only the lock's is converted and a busy lock can be told from the rest; its future
 /// is boxed, so that a caller awaiting several locked functions stays small. The local
 /// names are hygienic: the body and the template cannot see them. The generated code
@@ -175,6 +218,12 @@ use proc_macro::TokenStream;
 /// [`Error::Redis`]: https://docs.rs/redlease/latest/redlease/enum.Error.html#variant.Redis
 /// [`Error::Runtime`]: https://docs.rs/redlease/latest/redlease/enum.Error.html#variant.Runtime
 /// [`Error::NoDefaultClient`]: https://docs.rs/redlease/latest/redlease/enum.Error.html#variant.NoDefaultClient
+/// [`Error::Upgrade`]: https://docs.rs/redlease/latest/redlease/enum.Error.html#variant.Upgrade
+/// [`Error::PermitsMismatch`]: https://docs.rs/redlease/latest/redlease/enum.Error.html#variant.PermitsMismatch
+/// [`Error::WrongType`]: https://docs.rs/redlease/latest/redlease/enum.Error.html#variant.WrongType
+/// [`Error::Unsupported`]: https://docs.rs/redlease/latest/redlease/enum.Error.html#variant.Unsupported
+/// [`Semaphore`]: https://docs.rs/redlease/latest/redlease/struct.Semaphore.html
+/// [`RwLock`]: https://docs.rs/redlease/latest/redlease/struct.RwLock.html
 /// [`DEFAULT_TTL`]: https://docs.rs/redlease/latest/redlease/constant.DEFAULT_TTL.html
 /// [`DEFAULT_WAIT`]: https://docs.rs/redlease/latest/redlease/constant.DEFAULT_WAIT.html
 /// [`Retry`]: https://docs.rs/redlease/latest/redlease/struct.Retry.html

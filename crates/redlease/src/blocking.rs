@@ -8,6 +8,15 @@
 //! Do not call these methods from inside an async runtime: they block the thread. They
 //! return an error saying so instead of panicking.
 //!
+//! All three primitives are here: [`Client::lock`], [`Client::semaphore`] (a [`Permit`] is
+//! a [`Guard`]) and [`Client::rwlock`] (a [`ReadGuard`] is a [`Guard`]; a [`WriteGuard`]
+//! adds [`downgrade`](WriteGuard::downgrade)). Every guard is released before its `Drop`
+//! returns. Reentrancy is per [`Owner`], as in the async API: a `run` opens an owner scope
+//! for its work (so does [`Owner::sync_scope`]); within it a lock or a permit re-enters, a
+//! read re-entered by its owner is free, a read asked for by the writer re-enters the write
+//! hold, and a write asked for by a reader fails with [`Error::Upgrade`] (never a
+//! deadlock).
+//!
 //! ```no_run
 //! # fn main() -> redlease::Result<()> {
 //! let client = redlease::blocking::Client::connect("redis://127.0.0.1:6379")?;
@@ -26,6 +35,7 @@ use tokio::runtime::Runtime;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::guard::derefs_to_guard;
 use crate::keys::LockKeys;
 use crate::owner::Owner;
 use crate::renew::Renewal;
@@ -101,150 +111,140 @@ impl Client {
 
     /// A lock named `name`; see [`crate::Client::lock`].
     pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock {
-            inner: self.inner.lock(name),
-            runtime: Arc::clone(&self.runtime),
-        }
+        Lock(self.drive(self.inner.lock(name)))
+    }
+
+    /// A semaphore named `name` admitting `permits` holders at once; see
+    /// [`crate::Client::semaphore`].
+    pub fn semaphore(&self, name: impl Into<String>, permits: u32) -> Semaphore {
+        Semaphore(self.drive(self.inner.semaphore(name, permits)))
+    }
+
+    /// A read-write lock named `name`; see [`crate::Client::rwlock`].
+    pub fn rwlock(&self, name: impl Into<String>) -> RwLock {
+        RwLock(self.drive(self.inner.rwlock(name)))
     }
 
     /// The async client this one drives.
     pub fn as_async(&self) -> &crate::Client {
         &self.inner
     }
-}
 
-/// A blocking lock; see [`crate::Lock`] for the options.
-#[must_use]
-#[derive(Clone)]
-pub struct Lock {
-    inner: crate::Lock,
-    runtime: Arc<Runtime>,
-}
-
-impl fmt::Debug for Lock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("blocking::Lock").field(&self.inner).finish()
+    fn drive<L>(&self, inner: L) -> Driven<L> {
+        Driven {
+            inner,
+            runtime: Arc::clone(&self.runtime),
+        }
     }
 }
 
-impl Lock {
-    fn map(self, f: impl FnOnce(crate::Lock) -> crate::Lock) -> Self {
-        Self {
+/// An async builder and the runtime that drives it: what every blocking builder is.
+#[derive(Clone)]
+struct Driven<L> {
+    inner: L,
+    runtime: Arc<Runtime>,
+}
+
+/// An async builder that a blocking one drives.
+trait Drive: Clone {
+    /// The blocking guard of an acquisition.
+    type Held: Hold;
+
+    /// The owner acquisitions act for: the builder's own, else the current scope's.
+    fn effective_owner(&self) -> Option<Owner>;
+
+    /// The builder as `run` acquires: renewed, for `owner`.
+    #[must_use]
+    fn for_run(self, owner: &Owner) -> Self;
+
+    async fn acquire(&self) -> Result<<Self::Held as Hold>::Async>;
+
+    async fn try_acquire(&self) -> Result<Option<<Self::Held as Hold>::Async>>;
+}
+
+/// A blocking guard, made from its async twin.
+trait Hold: Sized {
+    /// The async guard.
+    type Async;
+
+    fn wrap(guard: Self::Async, runtime: &Arc<Runtime>) -> Self;
+
+    /// What `run` hands to its work.
+    fn guard(&self) -> &Guard;
+
+    fn release(self) -> Result<()>;
+}
+
+/// `Drive` for async builders, each yielding the blocking guard named.
+macro_rules! drive {
+    ($($async:ident => $held:ident),* $(,)?) => {$(
+        impl Drive for crate::$async {
+            type Held = $held;
+
+            fn effective_owner(&self) -> Option<Owner> {
+                crate::$async::effective_owner(self)
+            }
+
+            fn for_run(self, owner: &Owner) -> Self {
+                self.renewal(Renewal::Auto).owner(owner)
+            }
+
+            async fn acquire(&self) -> Result<<$held as Hold>::Async> {
+                crate::$async::acquire(self).await
+            }
+
+            async fn try_acquire(&self) -> Result<Option<<$held as Hold>::Async>> {
+                crate::$async::try_acquire(self).await
+            }
+        }
+    )*};
+}
+
+drive!(Lock => Guard, Semaphore => Guard, ReadLock => Guard, WriteLock => WriteGuard);
+
+impl<L> Driven<L> {
+    fn map<M>(self, f: impl FnOnce(L) -> M) -> Driven<M> {
+        Driven {
             inner: f(self.inner),
             runtime: self.runtime,
         }
     }
+}
 
-    /// The lock's name.
-    pub fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    /// The Redis keys and channel of the lock.
-    ///
-    /// # Errors
-    /// [`Error::InvalidName`] when the name cannot be used.
-    pub fn keys(&self) -> Result<LockKeys> {
-        self.inner.keys()
-    }
-
-    /// See [`crate::Lock::ttl`].
-    pub fn ttl(self, ttl: Duration) -> Self {
-        self.map(|l| l.ttl(ttl))
-    }
-
-    /// See [`crate::Lock::wait`].
-    pub fn wait(self, wait: impl Into<Wait>) -> Self {
-        self.map(|l| l.wait(wait))
-    }
-
-    /// See [`crate::Lock::prefix`].
-    pub fn prefix(self, prefix: impl Into<String>) -> Self {
-        self.map(|l| l.prefix(prefix))
-    }
-
-    /// See [`crate::Lock::retry`].
-    pub fn retry(self, retry: Retry) -> Self {
-        self.map(|l| l.retry(retry))
-    }
-
-    /// See [`crate::Lock::renewal`].
-    pub fn renewal(self, renewal: Renewal) -> Self {
-        self.map(|l| l.renewal(renewal))
-    }
-
-    /// See [`crate::Lock::max_hold`].
-    pub fn max_hold(self, budget: Duration) -> Self {
-        self.map(|l| l.max_hold(budget))
-    }
-
-    /// See [`crate::Lock::owner`]. A thread is not an owner; [`Owner::sync_scope`] makes
-    /// one for the blocking calls inside it.
-    pub fn owner(self, owner: &Owner) -> Self {
-        self.map(|l| l.owner(owner))
-    }
-
-    fn guard(&self, guard: crate::Guard) -> Guard {
-        Guard {
-            name: guard.name().into(),
-            inner: Some(guard),
-            runtime: Arc::clone(&self.runtime),
-        }
-    }
-
-    /// Acquires the lock, waiting up to its wait; see [`crate::Lock::acquire`].
-    ///
-    /// # Errors
-    /// As [`crate::Lock::acquire`], and [`Error::Runtime`] inside an async runtime.
-    pub fn acquire(&self) -> Result<Guard> {
+impl<L: Drive> Driven<L> {
+    fn acquire(&self) -> Result<L::Held> {
         let guard = block_on(&self.runtime, self.inner.acquire())??;
-        Ok(self.guard(guard))
+        Ok(L::Held::wrap(guard, &self.runtime))
     }
 
-    /// One attempt; see [`crate::Lock::try_acquire`].
-    ///
-    /// # Errors
-    /// As [`crate::Lock::try_acquire`], and [`Error::Runtime`] inside an async runtime.
-    pub fn try_acquire(&self) -> Result<Option<Guard>> {
+    fn try_acquire(&self) -> Result<Option<L::Held>> {
         let guard = block_on(&self.runtime, self.inner.try_acquire())??;
-        Ok(guard.map(|g| self.guard(g)))
+        Ok(guard.map(|g| L::Held::wrap(g, &self.runtime)))
     }
 
-    /// Acquires the lock, runs `work` while the lease is kept renewed, and releases it.
-    ///
-    /// Synchronous code cannot be stopped from outside, so unlike [`crate::Lock::run`]
-    /// `work` runs to its end even if the lease is lost meanwhile; check
-    /// [`Guard::is_held`] between steps. If the lease was lost, `run` returns
-    /// [`Error::Lost`] even when `work` succeeded. `work` runs in an [`Owner`] scope, so
-    /// nested blocking acquisitions of the same lock in it re-enter.
-    ///
-    /// Re-entering a lease the owner already holds works as for [`crate::Lock::run`],
-    /// which see: the outer lease's options apply, and a fixed one is refused.
-    ///
-    /// # Errors
-    /// `work`'s own error, unchanged; otherwise as [`crate::Lock::run`].
-    pub fn run<T, E, F>(&self, work: F) -> std::result::Result<T, E>
+    fn run<T, E, F>(&self, work: F) -> std::result::Result<T, E>
     where
         F: FnOnce(&Guard) -> std::result::Result<T, E>,
         E: From<Error>,
     {
-        // The lock's own owner (`Lock::owner`), else the current scope's, else a new one.
+        // The builder's own owner (`owner`), else the current scope's, else a new one.
         let owner = self.inner.effective_owner().unwrap_or_default();
-        let lock = self.clone().renewal(Renewal::Auto).owner(&owner);
+        let driven = self.clone().map(|l| l.for_run(&owner));
         owner.sync_scope(|| {
-            let guard = lock.acquire()?;
+            let held = driven.acquire()?;
             // As the async `run`: never re-enter a lease that nobody renews.
+            let guard = held.guard();
             if guard
                 .inner
                 .as_ref()
                 .is_some_and(|g| !g.holding().is_renewed())
             {
                 let name = guard.name().to_owned();
-                let _ = guard.release();
+                let _ = held.release();
                 return Err(E::from(Error::FixedLeaseReentered { name }));
             }
-            let outcome = work(&guard);
-            let released = guard.release();
+            let outcome = work(held.guard());
+            let released = held.release();
             match (outcome, released) {
                 (Err(e), _) => Err(e),
                 (Ok(_), Err(e)) => Err(E::from(e)),
@@ -253,6 +253,224 @@ impl Lock {
         })
     }
 }
+
+/// A public blocking builder over the async builder `$async`, with its option setters.
+macro_rules! builder {
+    ($(#[$attr:meta])* $name:ident($async:ident)) => {
+        $(#[$attr])*
+        #[must_use]
+        #[derive(Clone)]
+        pub struct $name(Driven<crate::$async>);
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_tuple(concat!("blocking::", stringify!($name)))
+                    .field(&self.0.inner)
+                    .finish()
+            }
+        }
+
+        impl $name {
+            fn map(self, f: impl FnOnce(crate::$async) -> crate::$async) -> Self {
+                Self(self.0.map(f))
+            }
+
+            #[doc = concat!("See [`crate::", stringify!($async), "::ttl`].")]
+            pub fn ttl(self, ttl: Duration) -> Self {
+                self.map(|l| l.ttl(ttl))
+            }
+
+            #[doc = concat!("See [`crate::", stringify!($async), "::wait`].")]
+            pub fn wait(self, wait: impl Into<Wait>) -> Self {
+                self.map(|l| l.wait(wait))
+            }
+
+            #[doc = concat!("See [`crate::", stringify!($async), "::prefix`].")]
+            pub fn prefix(self, prefix: impl Into<String>) -> Self {
+                self.map(|l| l.prefix(prefix))
+            }
+
+            #[doc = concat!("See [`crate::", stringify!($async), "::retry`].")]
+            pub fn retry(self, retry: Retry) -> Self {
+                self.map(|l| l.retry(retry))
+            }
+
+            #[doc = concat!("See [`crate::", stringify!($async), "::renewal`].")]
+            pub fn renewal(self, renewal: Renewal) -> Self {
+                self.map(|l| l.renewal(renewal))
+            }
+
+            #[doc = concat!("See [`crate::", stringify!($async), "::max_hold`].")]
+            pub fn max_hold(self, budget: Duration) -> Self {
+                self.map(|l| l.max_hold(budget))
+            }
+
+            #[doc = concat!("See [`crate::", stringify!($async), "::owner`]. A thread is not an")]
+            /// owner; [`Owner::sync_scope`] makes one for the blocking calls inside it.
+            pub fn owner(self, owner: &Owner) -> Self {
+                self.map(|l| l.owner(owner))
+            }
+        }
+    };
+}
+
+/// `acquire`, `try_acquire` and `run` of a public blocking builder.
+macro_rules! acquisitions {
+    ($name:ident($async:ident) -> $held:ident) => {
+        impl $name {
+            /// Acquires, waiting up to the builder's wait; see
+            #[doc = concat!("[`crate::", stringify!($async), "::acquire`].")]
+            ///
+            /// # Errors
+            #[doc = concat!("As [`crate::", stringify!($async), "::acquire`], and")]
+            /// [`Error::Runtime`] inside an async runtime.
+            pub fn acquire(&self) -> Result<$held> {
+                self.0.acquire()
+            }
+
+            /// One attempt: `Ok(None)` when busy; see
+            #[doc = concat!("[`crate::", stringify!($async), "::try_acquire`].")]
+            ///
+            /// # Errors
+            #[doc = concat!("As [`crate::", stringify!($async), "::try_acquire`], and")]
+            /// [`Error::Runtime`] inside an async runtime.
+            pub fn try_acquire(&self) -> Result<Option<$held>> {
+                self.0.try_acquire()
+            }
+
+            /// Acquires, runs `work` while the lease is kept renewed, and releases it.
+            ///
+            /// Synchronous code cannot be stopped from outside, so unlike
+            #[doc = concat!("[`crate::", stringify!($async), "::run`]")]
+            /// `work` runs to its end even if the lease is lost meanwhile; check
+            /// [`Guard::is_held`] between steps. If the lease was lost, `run` returns
+            /// [`Error::Lost`] even when `work` succeeded. `work` runs in an [`Owner`]
+            /// scope, so nested blocking acquisitions of the same name in it re-enter.
+            ///
+            /// Re-entering a lease the owner already holds works as for
+            /// [`crate::Lock::run`], which see: the outer lease's options apply, and a
+            /// fixed one is refused.
+            ///
+            /// # Errors
+            /// `work`'s own error, unchanged; otherwise as
+            #[doc = concat!("[`crate::", stringify!($async), "::run`].")]
+            pub fn run<T, E, F>(&self, work: F) -> std::result::Result<T, E>
+            where
+                F: FnOnce(&Guard) -> std::result::Result<T, E>,
+                E: From<Error>,
+            {
+                self.0.run(work)
+            }
+        }
+    };
+}
+
+/// The name and keys of a public blocking builder.
+macro_rules! named {
+    ($name:ident) => {
+        impl $name {
+            /// The name.
+            pub fn name(&self) -> &str {
+                self.0.inner.name()
+            }
+
+            /// The Redis keys and channel.
+            ///
+            /// # Errors
+            /// [`Error::InvalidName`] when the name cannot be used.
+            pub fn keys(&self) -> Result<LockKeys> {
+                self.0.inner.keys()
+            }
+        }
+    };
+}
+
+builder!(
+    /// A blocking lock; see [`crate::Lock`] for the options.
+    Lock(Lock)
+);
+named!(Lock);
+acquisitions!(Lock(Lock) -> Guard);
+
+builder!(
+    /// A blocking semaphore: at most `permits` holders at once; see [`crate::Semaphore`].
+    ///
+    /// ```no_run
+    /// # fn main() -> redlease::Result<()> {
+    /// let client = redlease::blocking::Client::connect("redis://127.0.0.1:6379")?;
+    /// // At most 3 backups at once, across every machine.
+    /// client.semaphore("backups", 3).run(|permit| {
+    ///     // ... the backup, stamped with permit.fencing_token() ...
+    ///     Ok::<_, redlease::Error>(())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    Semaphore(Semaphore)
+);
+named!(Semaphore);
+acquisitions!(Semaphore(Semaphore) -> Permit);
+
+impl Semaphore {
+    /// How many holders it admits at once.
+    pub fn permits(&self) -> u32 {
+        self.0.inner.permits()
+    }
+}
+
+builder!(
+    /// A blocking read-write lock: many readers at once, or one writer; see
+    /// [`crate::RwLock`] for its fairness and guarantees. Options set here apply to both
+    /// sides.
+    ///
+    /// Reentrancy, within an [`Owner`] (a `run`'s, or [`Owner::sync_scope`]'s): a read
+    /// re-entered by its owner is free (it shares the outer hold); a read asked for by the
+    /// owner of the write hold re-enters the write hold (use [`WriteGuard::downgrade`] to
+    /// let other readers in); a write asked for by the owner of a read hold fails at once
+    /// with [`Error::Upgrade`], never a deadlock.
+    ///
+    /// ```no_run
+    /// # fn main() -> redlease::Result<()> {
+    /// let client = redlease::blocking::Client::connect("redis://127.0.0.1:6379")?;
+    /// let config = client.rwlock("config");
+    /// let write = config.write().acquire()?; // alone
+    /// let read = write.downgrade()?; // now a reader, without a gap
+    /// read.release()?;
+    /// let version = config.read().run(|guard| Ok::<_, redlease::Error>(guard.fencing_token()))?;
+    /// # Ok(()) }
+    /// ```
+    RwLock(RwLock)
+);
+named!(RwLock);
+
+impl RwLock {
+    /// The read side, with the options set so far.
+    pub fn read(&self) -> ReadLock {
+        ReadLock(self.0.clone().map(|l| l.read()))
+    }
+
+    /// The write side, with the options set so far.
+    pub fn write(&self) -> WriteLock {
+        WriteLock(self.0.clone().map(|l| l.write()))
+    }
+}
+
+builder!(
+    /// The read side of a blocking [`RwLock`]; acquiring it yields a [`ReadGuard`].
+    ReadLock(ReadLock)
+);
+acquisitions!(ReadLock(ReadLock) -> ReadGuard);
+
+builder!(
+    /// The write side of a blocking [`RwLock`]; acquiring it yields a [`WriteGuard`].
+    WriteLock(WriteLock)
+);
+acquisitions!(WriteLock(WriteLock) -> WriteGuard);
+
+/// A permit of a blocking [`Semaphore`]: a [`Guard`], released before its drop returns.
+pub type Permit = Guard;
+
+/// A read hold of a blocking [`RwLock`]: a [`Guard`], released before its drop returns.
+pub type ReadGuard = Guard;
 
 /// A held lock (blocking); see [`crate::Guard`]. Dropping it releases the lock before the
 /// drop returns (bounded by the response timeout), so a program may simply end.
@@ -371,6 +589,81 @@ impl Drop for Guard {
         }
     }
 }
+
+impl Hold for Guard {
+    type Async = crate::Guard;
+
+    fn wrap(guard: crate::Guard, runtime: &Arc<Runtime>) -> Self {
+        Self {
+            name: guard.name().into(),
+            inner: Some(guard),
+            runtime: Arc::clone(runtime),
+        }
+    }
+
+    fn guard(&self) -> &Guard {
+        self
+    }
+
+    fn release(self) -> Result<()> {
+        Guard::release(self)
+    }
+}
+
+/// The write hold of a blocking [`RwLock`]: a [`Guard`] (its whole surface, through
+/// `Deref`), plus [`downgrade`](WriteGuard::downgrade); see [`crate::WriteGuard`]. Dropping
+/// it releases the lock before the drop returns, as a [`Guard`] does.
+#[must_use = "dropping a WriteGuard releases the lock at once"]
+#[derive(Debug)]
+pub struct WriteGuard {
+    guard: Guard,
+}
+
+impl WriteGuard {
+    /// Gives the write hold back (and hands the lock to the queue's head); see
+    /// [`Guard::release`].
+    ///
+    /// # Errors
+    /// As [`Guard::release`].
+    pub fn release(self) -> Result<()> {
+        self.guard.release()
+    }
+
+    /// Turns the write hold into a read hold, atomically: no other writer can come in
+    /// between, and the readers queued at the head are let in; see
+    /// [`crate::WriteGuard::downgrade`].
+    ///
+    /// # Errors
+    /// As [`crate::WriteGuard::downgrade`], and [`Error::Runtime`] inside an async
+    /// runtime. On an error the write hold is given back, as when the guard is dropped.
+    pub fn downgrade(self) -> Result<ReadGuard> {
+        block_on(
+            &self.guard.runtime,
+            crate::rwlock::downgrade(self.guard.inner()?),
+        )??;
+        Ok(self.guard)
+    }
+}
+
+impl Hold for WriteGuard {
+    type Async = crate::WriteGuard;
+
+    fn wrap(guard: crate::WriteGuard, runtime: &Arc<Runtime>) -> Self {
+        Self {
+            guard: Guard::wrap(guard.into_guard(), runtime),
+        }
+    }
+
+    fn guard(&self) -> &Guard {
+        &self.guard
+    }
+
+    fn release(self) -> Result<()> {
+        self.guard.release()
+    }
+}
+
+derefs_to_guard!(WriteGuard);
 
 static DEFAULT: OnceLock<Client> = OnceLock::new();
 

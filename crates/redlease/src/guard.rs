@@ -204,3 +204,24 @@ impl Drop for Guard {
         }
     }
 }
+
+/// `Deref` and `DerefMut` to `Guard` (whichever is in scope) for a guard type with a
+/// `guard: Guard` field: a write guard has the whole surface of a guard.
+macro_rules! derefs_to_guard {
+    ($type:ident) => {
+        impl std::ops::Deref for $type {
+            type Target = Guard;
+
+            fn deref(&self) -> &Guard {
+                &self.guard
+            }
+        }
+
+        impl std::ops::DerefMut for $type {
+            fn deref_mut(&mut self) -> &mut Guard {
+                &mut self.guard
+            }
+        }
+    };
+}
+pub(crate) use derefs_to_guard;

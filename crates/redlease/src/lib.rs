@@ -104,6 +104,22 @@
 //! }
 //! ```
 //! The client is `client = expr` or the process-wide default of [`set_default_client`].
+//! With `permits = N` the function holds one of the `N` permits of a [`Semaphore`] instead,
+//! and with `read` or `write` a side of an [`RwLock`]:
+//!
+//! ```
+//! # #[derive(Debug)] struct AppError;
+//! # impl From<redlease::Error> for AppError { fn from(_: redlease::Error) -> Self { AppError } }
+//! #[redlease::locked(key = "backups", permits = 3)]
+//! async fn back_up() -> Result<(), AppError> {
+//!     Ok(()) // at most 3 at once, across every machine
+//! }
+//!
+//! #[redlease::locked(key = "config", write, client = client)]
+//! fn reload(client: &redlease::blocking::Client) -> Result<(), AppError> {
+//!     Ok(()) // alone: no reader and no other writer; synchronous, so through `blocking`
+//! }
+//! ```
 //!
 //! # Waiting
 //! [`Lock::acquire`] waits in a FIFO queue kept in Redis; a release hands the lock straight
@@ -200,6 +216,18 @@ mod send_sync {
         send_sync::<crate::blocking::Client>();
         send_sync::<crate::blocking::Lock>();
         send_sync::<crate::blocking::Guard>();
+        send_sync::<crate::Semaphore>();
+        send_sync::<crate::RwLock>();
+        send_sync::<crate::ReadLock>();
+        send_sync::<crate::WriteLock>();
+        send_sync::<crate::WriteGuard>();
+        send_sync::<crate::blocking::Semaphore>();
+        send_sync::<crate::blocking::Permit>();
+        send_sync::<crate::blocking::RwLock>();
+        send_sync::<crate::blocking::ReadLock>();
+        send_sync::<crate::blocking::WriteLock>();
+        send_sync::<crate::blocking::ReadGuard>();
+        send_sync::<crate::blocking::WriteGuard>();
     }
 
     /// The futures of the async API can be spawned.

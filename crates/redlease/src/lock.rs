@@ -8,7 +8,6 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::guard::Guard;
 use crate::keys::LockKeys;
-use crate::owner::Owner;
 use crate::scripts::Kind;
 use crate::spec::{Spec, option_setters};
 
@@ -73,11 +72,6 @@ impl Lock {
         self
     }
 
-    /// The owner acquisitions act for: the lock's own, else that of the current scope.
-    pub(crate) fn effective_owner(&self) -> Option<Owner> {
-        self.spec.effective_owner()
-    }
-
     /// Makes one attempt: `Ok(None)` when another owner holds the lock.
     ///
     /// A release hands a busy lock straight to the oldest queued waiter, so a lock is free
@@ -135,7 +129,7 @@ impl Lock {
     /// unprotected never runs. Renewal is always on here, whatever
     /// [`renewal`](Lock::renewal) says; [`max_hold`](Lock::max_hold) still applies.
     ///
-    /// `work` runs in an [`Owner`] scope (the current one, or a new one), so a nested
+    /// `work` runs in an [`Owner`](crate::Owner) scope (the current one, or a new one), so a nested
     /// `run` or `acquire` of the same lock inside it re-enters without a round trip.
     ///
     /// # Re-entering a lease the owner already holds

@@ -82,9 +82,61 @@ fn ran<R: LockedReturn>(outcome: Result<R::Ok, Outcome<R::Err>>) -> Ran<R> {
     }
 }
 
-/// An async locked body: [`Lock::run`], errors kept apart.
-pub async fn run<R, F>(lock: Result<Lock>, work: F) -> Ran<R>
+/// What a locked function can hold, async: a [`Lock`], a [`Semaphore`](crate::Semaphore)
+/// or a side of an [`RwLock`](crate::RwLock), each through its own `run`.
+pub trait Locked {
+    /// The builder's `run`.
+    fn run<T, E, F>(&self, work: F) -> impl Future<Output = Result<T, E>>
+    where
+        F: AsyncFnOnce(&Guard) -> Result<T, E>,
+        E: From<Error>;
+}
+
+/// What a locked synchronous function can hold: the [`blocking`](crate::blocking)
+/// builders, each through its own `run`.
+pub trait LockedBlocking {
+    /// The builder's `run`.
+    fn run<T, E, F>(&self, work: F) -> Result<T, E>
+    where
+        F: FnOnce(&crate::blocking::Guard) -> Result<T, E>,
+        E: From<Error>;
+}
+
+/// `Locked` for async builders, `LockedBlocking` for blocking ones.
+macro_rules! locked {
+    (Locked: $($builder:ty),*; LockedBlocking: $($blocking:ty),*) => {
+        $(impl Locked for $builder {
+            fn run<T, E, F>(&self, work: F) -> impl Future<Output = Result<T, E>>
+            where
+                F: AsyncFnOnce(&Guard) -> Result<T, E>,
+                E: From<Error>,
+            {
+                <$builder>::run(self, work)
+            }
+        })*
+        $(impl LockedBlocking for $blocking {
+            fn run<T, E, F>(&self, work: F) -> Result<T, E>
+            where
+                F: FnOnce(&crate::blocking::Guard) -> Result<T, E>,
+                E: From<Error>,
+            {
+                <$blocking>::run(self, work)
+            }
+        })*
+    };
+}
+
+locked!(
+    Locked: Lock, crate::Semaphore, crate::ReadLock, crate::WriteLock;
+    LockedBlocking: crate::blocking::Lock, crate::blocking::Semaphore,
+        crate::blocking::ReadLock, crate::blocking::WriteLock
+);
+
+/// An async locked body: the builder's `run` ([`Lock::run`] for a lock), errors kept
+/// apart.
+pub async fn run<L, R, F>(lock: Result<L>, work: F) -> Ran<R>
 where
+    L: Locked,
     R: LockedReturn,
     F: AsyncFnOnce(&Guard) -> R,
 {
@@ -100,10 +152,11 @@ where
     ran(run.await)
 }
 
-/// A synchronous locked body: [`blocking::Lock::run`](crate::blocking::Lock::run), errors
-/// kept apart.
-pub fn run_blocking<R, F>(lock: Result<crate::blocking::Lock>, work: F) -> Ran<R>
+/// A synchronous locked body: the blocking builder's `run`
+/// ([`blocking::Lock::run`](crate::blocking::Lock::run) for a lock), errors kept apart.
+pub fn run_blocking<L, R, F>(lock: Result<L>, work: F) -> Ran<R>
 where
+    L: LockedBlocking,
     R: LockedReturn,
     F: FnOnce(&crate::blocking::Guard) -> R,
 {

@@ -1,12 +1,11 @@
 //! [`RwLock`]: many readers or one writer, with fair queueing and an atomic downgrade.
 
 use std::fmt;
-use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::guard::Guard;
+use crate::guard::{Guard, derefs_to_guard};
 use crate::keys::{LockKeys, Primitive};
 use crate::lease::{State, lost};
 use crate::scripts::Kind;
@@ -272,35 +271,35 @@ impl WriteGuard {
     /// Dropping the future drops the write guard, which gives the hold back in the
     /// background, downgraded or not.
     pub async fn downgrade(self) -> Result<ReadGuard> {
-        let holding = self.guard.holding();
-        let lease = &holding.lease;
-        if !matches!(lease.state(), State::Held(_)) {
-            return Err(lost(&lease.name));
-        }
-        let held = holding
-            .engine
-            .deployment()
-            .downgrade(&lease.keys, lease.token.secret())
-            .await?;
-        if !held {
-            lease.lose("a downgrade found the hold gone");
-            return Err(lost(&lease.name));
-        }
-        lease.downgrade();
+        downgrade(&self.guard).await?;
         Ok(self.guard)
     }
-}
 
-impl Deref for WriteGuard {
-    type Target = Guard;
-
-    fn deref(&self) -> &Guard {
-        &self.guard
+    /// The guard of the hold, as [`WriteLock::run`] hands it to its work.
+    pub(crate) fn into_guard(self) -> Guard {
+        self.guard
     }
 }
 
-impl DerefMut for WriteGuard {
-    fn deref_mut(&mut self) -> &mut Guard {
-        &mut self.guard
+/// Turns the write hold of `guard` into a read hold; see [`WriteGuard::downgrade`]. On an
+/// error the caller still has the guard, and gives it back as it does.
+pub(crate) async fn downgrade(guard: &Guard) -> Result<()> {
+    let holding = guard.holding();
+    let lease = &holding.lease;
+    if !matches!(lease.state(), State::Held(_)) {
+        return Err(lost(&lease.name));
     }
+    let held = holding
+        .engine
+        .deployment()
+        .downgrade(&lease.keys, lease.token.secret())
+        .await?;
+    if !held {
+        lease.lose("a downgrade found the hold gone");
+        return Err(lost(&lease.name));
+    }
+    lease.downgrade();
+    Ok(())
 }
+
+derefs_to_guard!(WriteGuard);

@@ -283,6 +283,13 @@ macro_rules! option_setters {
                 self.spec.owner = Some(owner.clone());
                 self
             }
+
+            /// The owner acquisitions act for: the builder's own, else that of the
+            /// current scope.
+            #[allow(dead_code, reason = "used by the blocking builders that drive some")]
+            pub(crate) fn effective_owner(&self) -> Option<crate::Owner> {
+                self.spec.effective_owner()
+            }
         }
     };
 }

@@ -9,6 +9,7 @@
 )]
 
 pub mod acl;
+pub mod gauge;
 
 use std::future::Future;
 use std::time::Duration;
