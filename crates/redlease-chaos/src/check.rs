@@ -1,12 +1,13 @@
 //! The checker: what a history says about safety, exclusion and timing.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::event::{Event, Kind, Verdict};
-use crate::liveness::{Liveness, measure};
+use crate::event::{Event, Kind, Mode, Verdict};
+use crate::liveness::{Liveness, measure_as};
+use crate::primitive::Primitive;
 use crate::stats::Percentiles;
 
 /// What [`check`] found in a history.
@@ -24,16 +25,27 @@ pub struct Findings {
     pub stale_accepted: usize,
     /// Writes the fenced resource refused (fencing caught a stale holder).
     pub stale_rejected: usize,
-    /// `BEGIN`s stamped while another worker was between its `BEGIN` and `END` (and
-    /// alive): unfenced mutual exclusion was broken.
+    /// `BEGIN`s that broke the primitive's exclusion given the workers between their
+    /// `BEGIN` and `END` (and alive): for a mutex, another worker was inside; for a
+    /// semaphore of N permits, N others were (a *capacity violation*: more than N
+    /// holders); for a read-write lock, a writer began with anyone inside or a reader with a
+    /// writer inside (a *writer overlap*). Unfenced exclusion was broken.
     pub overlaps: usize,
-    /// Acquisitions whose token was not greater than every earlier acquisition's.
+    /// Acquisitions whose token was not greater than every earlier acquisition's. For a
+    /// semaphore or read-write lock, whose holders are granted concurrently and may report
+    /// their acquisitions out of grant order: acquisitions whose token was not greater
+    /// than that of every acquisition reported before the worker began to wait, or equal
+    /// to an earlier one.
     pub tokens_backwards: usize,
-    /// Departures from a mutex model of the `ACQ`/`REL`/`LOST`/`KILL` history: an
-    /// acquisition while another worker still held the lock (no release, loss or death
-    /// recorded), or a release by a worker that did not hold it (a release after the
-    /// holder reported its loss is not one).
+    /// Departures from a model of the primitive fed with the `ACQ`/`REL`/`LOST`/`KILL`
+    /// history: an acquisition the rule forbids given the workers still holding (no
+    /// release, loss or death recorded), or a release by a worker that did not hold it (a
+    /// release after the holder reported its loss is not one). For a mutex, the new holder
+    /// replaces the old one in the model.
     pub mutex_violations: usize,
+    /// The most workers seen inside their sections at once (N reached for a semaphore;
+    /// readers sharing a read-write lock).
+    pub most_inside: usize,
     /// Leases reported lost (`LOST` events).
     pub lost: usize,
     /// Failed acquisitions (`ERR` events).
@@ -62,18 +74,33 @@ impl Findings {
     }
 }
 
-/// Checks a history (in the judge's order of receipt).
+/// Checks a history of a mutex (in the judge's order of receipt).
 pub fn check(history: &[Event]) -> Findings {
+    check_as(history, Primitive::Mutex)
+}
+
+/// Checks a history of workers holding `primitive` (in the judge's order of receipt).
+#[expect(
+    clippy::too_many_lines,
+    reason = "one replay of the history, one arm per event"
+)]
+pub fn check_as(history: &[Event], primitive: Primitive) -> Findings {
     let mut f = Findings::default();
-    // Fenced resource: the highest accepted token and who wrote it.
-    let mut highest: Option<(u64, u32)> = None;
+    // Fenced resources (see `Judge`): the highest accepted token and who wrote it, per
+    // resource, and the highest write of a read-write lock.
+    let mut highest: HashMap<u32, (u64, u32)> = HashMap::new();
+    let mut highest_write: Option<(u64, u32)> = None;
     // Workers between BEGIN and END.
-    let mut inside: BTreeSet<u32> = BTreeSet::new();
-    // Mutex model: who holds the lock.
-    let mut holder: Option<u32> = None;
+    let mut inside: BTreeMap<u32, Mode> = BTreeMap::new();
+    // The primitive's model: who holds it.
+    let mut holders: BTreeMap<u32, Mode> = BTreeMap::new();
     // Holds (worker, token) that ended in a reported loss: their release is legitimate.
     let mut lost_holds: BTreeSet<(u32, u64)> = BTreeSet::new();
     let mut last_token: Option<u64> = None;
+    // Concurrent grants: every token seen, and per worker the highest token reported
+    // before its last WAIT (its grant came after theirs).
+    let mut seen: HashSet<u64> = HashSet::new();
+    let mut floor: HashMap<u32, u64> = HashMap::new();
     // Pending measurements: killed holder -> kill time; paused worker -> resume time.
     let mut killed: Vec<(u32, Duration)> = Vec::new();
     let mut resumed: HashMap<u32, Duration> = HashMap::new();
@@ -82,14 +109,25 @@ pub fn check(history: &[Event]) -> Findings {
         match e.kind {
             Kind::Acquire => {
                 f.acquisitions += 1;
-                if last_token.is_some_and(|t| e.token <= t) {
+                let backwards = match primitive {
+                    Primitive::Mutex => last_token.is_some_and(|t| e.token <= t),
+                    Primitive::Semaphore { .. } | Primitive::RwLock => {
+                        floor.get(&e.worker).is_some_and(|&t| e.token <= t)
+                            || seen.contains(&e.token)
+                    }
+                };
+                if backwards {
                     f.tokens_backwards += 1;
                 }
+                seen.insert(e.token);
                 last_token = Some(last_token.map_or(e.token, |t| t.max(e.token)));
-                if holder.is_some_and(|h| h != e.worker) {
+                if primitive.conflicts(e.worker, e.mode, &holders) {
                     f.mutex_violations += 1;
                 }
-                holder = Some(e.worker);
+                if primitive == Primitive::Mutex {
+                    holders.clear();
+                }
+                holders.insert(e.worker, primitive.mode(e.mode));
                 killed.retain(|&(victim, at)| {
                     if victim == e.worker {
                         return true;
@@ -99,20 +137,34 @@ pub fn check(history: &[Event]) -> Findings {
                 });
             }
             Kind::Begin => {
-                if inside.iter().any(|&w| w != e.worker) {
+                if primitive.conflicts(e.worker, e.mode, &inside) {
                     f.overlaps += 1;
                 }
-                inside.insert(e.worker);
+                inside.insert(e.worker, primitive.mode(e.mode));
+                f.most_inside = f.most_inside.max(inside.len());
             }
             Kind::Write => match e.verdict {
                 Some(Verdict::Accepted) => {
-                    if let Some((token, writer)) = highest
+                    let resource = match primitive {
+                        Primitive::Semaphore { .. } => e.worker,
+                        Primitive::Mutex | Primitive::RwLock => 0,
+                    };
+                    let mode = primitive.mode(e.mode);
+                    let against = match mode {
+                        Mode::Write => highest.get(&resource).copied(),
+                        Mode::Read => highest_write,
+                    };
+                    if let Some((token, writer)) = against
                         && (e.token < token || (e.token == token && e.worker != writer))
                     {
                         f.stale_accepted += 1;
                     }
-                    if highest.is_none_or(|(token, _)| e.token >= token) {
-                        highest = Some((e.token, e.worker));
+                    let top = highest.entry(resource).or_insert((e.token, e.worker));
+                    if e.token >= top.0 {
+                        *top = (e.token, e.worker);
+                    }
+                    if mode == Mode::Write && highest_write.is_none_or(|(t, _)| e.token >= t) {
+                        highest_write = Some((e.token, e.worker));
                     }
                 }
                 Some(Verdict::Rejected) => f.stale_rejected += 1,
@@ -123,16 +175,13 @@ pub fn check(history: &[Event]) -> Findings {
                 inside.remove(&e.worker);
             }
             Kind::Release => {
-                if holder == Some(e.worker) {
-                    holder = None;
-                } else if !lost_holds.remove(&(e.worker, e.token)) {
+                if holders.remove(&e.worker).is_none() && !lost_holds.remove(&(e.worker, e.token)) {
                     f.mutex_violations += 1;
                 }
             }
             Kind::Lost => {
                 f.lost += 1;
-                if holder == Some(e.worker) {
-                    holder = None;
+                if holders.remove(&e.worker).is_some() {
                     lost_holds.insert((e.worker, e.token));
                 }
                 if let Some(at) = resumed.remove(&e.worker) {
@@ -143,13 +192,16 @@ pub fn check(history: &[Event]) -> Findings {
             Kind::Kill => {
                 f.faults += 1;
                 inside.remove(&e.worker);
-                if holder == Some(e.worker) {
-                    holder = None;
-                }
+                holders.remove(&e.worker);
                 killed.push((e.worker, e.at));
             }
             Kind::Pause | Kind::Fault => f.faults += 1,
-            Kind::Wait | Kind::Timeout | Kind::Cancel | Kind::Bye | Kind::Down | Kind::Up => {}
+            Kind::Wait => {
+                if let Some(t) = last_token {
+                    floor.insert(e.worker, t);
+                }
+            }
+            Kind::Timeout | Kind::Cancel | Kind::Bye | Kind::Down | Kind::Up => {}
             Kind::Resume => {
                 resumed.insert(e.worker, e.at);
             }
@@ -158,7 +210,7 @@ pub fn check(history: &[Event]) -> Findings {
     f.undetected = resumed.len();
     f.takeover = Percentiles::of(&takeovers);
     f.detect = Percentiles::of(&detections);
-    f.liveness = measure(history);
+    f.liveness = measure_as(history, primitive);
     f
 }
 
@@ -209,5 +261,113 @@ mod tests {
         assert_eq!(f.undetected, 0);
         assert_eq!(f.faults, 2);
         assert_eq!(f.mutex_violations, 1, "3 acquired while 2 was paused");
+    }
+
+    fn rw(ms: u64, kind: Kind, worker: u32, token: u64, mode: Mode) -> Event {
+        Event::new(at(ms), kind, worker, token).mode(mode)
+    }
+
+    /// Two permit holders inside at once are fine; a third is a capacity violation.
+    #[test]
+    fn a_semaphore_admits_n_holders_and_flags_one_more() {
+        let sem = Primitive::Semaphore { permits: 2 };
+        let mut h = vec![
+            Event::new(at(0), Kind::Wait, 1, 0),
+            Event::new(at(0), Kind::Wait, 2, 0),
+            Event::new(at(0), Kind::Wait, 3, 0),
+            // Granted 5 then 6, reported in the other order: concurrent grants.
+            Event::new(at(1), Kind::Acquire, 2, 6),
+            Event::new(at(2), Kind::Acquire, 1, 5),
+            Event::new(at(3), Kind::Begin, 1, 5),
+            Event::new(at(4), Kind::Begin, 2, 6),
+            Event::new(at(5), Kind::Write, 1, 5).verdict(Verdict::Accepted),
+            Event::new(at(6), Kind::Write, 2, 6).verdict(Verdict::Accepted),
+        ];
+        let two = check_as(&h, sem);
+        assert!(two.is_safe(), "{two:?}");
+        assert_eq!(two.most_inside, 2);
+        assert!(!check(&h).is_safe(), "a mutex would have overlapped");
+        h.extend([
+            Event::new(at(7), Kind::Acquire, 3, 7),
+            Event::new(at(8), Kind::Begin, 3, 7),
+        ]);
+        let three = check_as(&h, sem);
+        assert_eq!(
+            (three.overlaps, three.mutex_violations),
+            (1, 1),
+            "{three:?}"
+        );
+        assert_eq!(three.most_inside, 3);
+        assert!(!three.is_safe());
+    }
+
+    /// A token at or below one reported before its holder began to wait, or one seen
+    /// before, goes backwards; out-of-order reports of concurrent grants do not.
+    #[test]
+    fn concurrent_grants_may_be_reported_out_of_order_but_not_reused() {
+        let sem = Primitive::Semaphore { permits: 2 };
+        let h = vec![
+            Event::new(at(0), Kind::Wait, 1, 0),
+            Event::new(at(0), Kind::Wait, 2, 0),
+            Event::new(at(1), Kind::Acquire, 2, 6),
+            Event::new(at(2), Kind::Acquire, 1, 5),
+            Event::new(at(3), Kind::Release, 1, 5),
+            Event::new(at(4), Kind::Wait, 1, 0),
+            // Granted after 6 was reported: must be above it.
+            Event::new(at(5), Kind::Acquire, 1, 6),
+        ];
+        let f = check_as(&h, sem);
+        assert_eq!(f.tokens_backwards, 1, "{f:?}");
+        let mut ok = h.clone();
+        ok[6] = Event::new(at(5), Kind::Acquire, 1, 7);
+        assert_eq!(check_as(&ok, sem).tokens_backwards, 0);
+    }
+
+    /// Readers overlap freely; a writer with a reader inside, or a reader with the writer
+    /// inside, is a writer overlap.
+    #[test]
+    fn a_rwlock_shares_reads_and_flags_writer_overlaps() {
+        let (r, w) = (Mode::Read, Mode::Write);
+        let readers = vec![
+            rw(0, Kind::Acquire, 1, 5, r),
+            rw(1, Kind::Acquire, 2, 6, r),
+            rw(2, Kind::Begin, 1, 5, r),
+            rw(3, Kind::Begin, 2, 6, r),
+            rw(4, Kind::Write, 2, 6, r).verdict(Verdict::Accepted),
+            rw(5, Kind::Write, 1, 5, r).verdict(Verdict::Accepted),
+            rw(6, Kind::End, 1, 5, r),
+            rw(7, Kind::End, 2, 6, r),
+            rw(8, Kind::Release, 1, 5, r),
+            rw(9, Kind::Release, 2, 6, r),
+            rw(10, Kind::Acquire, 3, 7, w),
+            rw(11, Kind::Begin, 3, 7, w),
+            rw(12, Kind::Write, 3, 7, w).verdict(Verdict::Accepted),
+        ];
+        let f = check_as(&readers, Primitive::RwLock);
+        assert!(f.is_safe(), "{f:?}");
+        assert_eq!(f.most_inside, 2, "readers overlapped");
+        // A reader comes in while the writer is inside.
+        let mut reader_in = readers.clone();
+        reader_in.extend([rw(13, Kind::Acquire, 1, 8, r), rw(14, Kind::Begin, 1, 8, r)]);
+        let f = check_as(&reader_in, Primitive::RwLock);
+        assert_eq!((f.overlaps, f.mutex_violations), (1, 1), "{f:?}");
+        // A writer comes in while a reader is inside.
+        let mut writer_in = readers[..4].to_vec();
+        writer_in.extend([rw(5, Kind::Acquire, 3, 7, w), rw(6, Kind::Begin, 3, 7, w)]);
+        let f = check_as(&writer_in, Primitive::RwLock);
+        assert_eq!((f.overlaps, f.mutex_violations), (1, 1), "{f:?}");
+    }
+
+    /// A stale read (a reader older than a write) the resource accepted is counted.
+    #[test]
+    fn a_rwlock_stale_read_accepted_is_counted() {
+        let (r, w) = (Mode::Read, Mode::Write);
+        let h = vec![
+            rw(0, Kind::Write, 3, 7, w).verdict(Verdict::Accepted),
+            rw(1, Kind::Write, 1, 6, r).verdict(Verdict::Accepted),
+            rw(2, Kind::Write, 2, 8, r).verdict(Verdict::Accepted),
+        ];
+        let f = check_as(&h, Primitive::RwLock);
+        assert_eq!(f.stale_accepted, 1, "{f:?}");
     }
 }

@@ -76,6 +76,26 @@ impl Kind {
     }
 }
 
+/// The mode of a read-write lock hold (events of the other primitives carry none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Mode {
+    /// A read hold: shared with other readers. Its `WRITE` event is a read of the fenced
+    /// resource.
+    Read,
+    /// A write hold: alone.
+    Write,
+}
+
+impl Mode {
+    /// The word of the line protocol.
+    pub fn word(self) -> &'static str {
+        match self {
+            Mode::Read => "r",
+            Mode::Write => "w",
+        }
+    }
+}
+
 /// The fenced resource's decision on a `WRITE`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Verdict {
@@ -102,6 +122,9 @@ pub struct Event {
     pub verdict: Option<Verdict>,
     /// For a `WAIT`: the longest the wait may last (the lock's `wait`).
     pub bound: Option<Duration>,
+    /// For a read-write lock: the mode of the hold the event concerns (wanted, for a
+    /// `WAIT`).
+    pub mode: Option<Mode>,
 }
 
 impl Event {
@@ -115,7 +138,15 @@ impl Event {
             seq: 0,
             verdict: None,
             bound: None,
+            mode: None,
         }
+    }
+
+    /// The same event with a read-write lock mode.
+    #[must_use]
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = Some(mode);
+        self
     }
 
     /// The same event with a verdict.
@@ -133,8 +164,9 @@ impl Event {
     }
 }
 
-/// One line a worker sends: `KIND WORKER TOKEN SEQ [BOUND_MS]`, e.g. `WRITE 3 117 42` or
-/// `WAIT 3 0 43 2000` (a `WAIT` carries its bound in milliseconds).
+/// One line a worker sends: `KIND WORKER TOKEN SEQ [BOUND_MS] [r|w]`, e.g. `WRITE 3 117 42`
+/// or `WAIT 3 0 43 2000` (a `WAIT` carries its bound in milliseconds; a worker holding a
+/// read-write lock ends every line with the mode of its hold, `r` or `w`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkerLine {
     /// What happened.
@@ -147,10 +179,12 @@ pub struct WorkerLine {
     pub seq: u64,
     /// For a `WAIT`: its bound (whole milliseconds on the wire).
     pub bound: Option<Duration>,
+    /// For a read-write lock: the mode of the hold.
+    pub mode: Option<Mode>,
 }
 
 impl WorkerLine {
-    /// A line without a bound.
+    /// A line without a bound or mode.
     pub fn new(kind: Kind, worker: u32, token: u64, seq: u64) -> Self {
         Self {
             kind,
@@ -158,6 +192,7 @@ impl WorkerLine {
             token,
             seq,
             bound: None,
+            mode: None,
         }
     }
 }
@@ -172,8 +207,11 @@ impl fmt::Display for WorkerLine {
             self.token,
             self.seq
         )?;
-        match self.bound {
-            Some(bound) => write!(f, " {}", bound.as_millis()),
+        if let Some(bound) = self.bound {
+            write!(f, " {}", bound.as_millis())?;
+        }
+        match self.mode {
+            Some(mode) => write!(f, " {}", mode.word()),
             None => Ok(()),
         }
     }
@@ -182,7 +220,7 @@ impl fmt::Display for WorkerLine {
 /// A worker line that could not be read.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "bad worker line `{line}`: expected `KIND WORKER TOKEN SEQ [BOUND_MS]` with a worker event"
+    "bad worker line `{line}`: expected `KIND WORKER TOKEN SEQ [BOUND_MS] [r|w]` with a worker event"
 )]
 pub struct ParseError {
     line: String,
@@ -219,9 +257,19 @@ impl FromStr for WorkerLine {
         let worker = u32::try_from(number()?).map_err(|_| bad())?;
         let token = number()?;
         let seq = number()?;
-        let bound = match parts.next() {
+        let mut next = parts.next();
+        let bound = match next.map(str::parse::<u64>) {
+            Some(Ok(ms)) => {
+                next = parts.next();
+                Some(Duration::from_millis(ms))
+            }
+            _ => None,
+        };
+        let mode = match next {
             None => None,
-            Some(ms) => Some(Duration::from_millis(ms.parse::<u64>().map_err(|_| bad())?)),
+            Some("r") => Some(Mode::Read),
+            Some("w") => Some(Mode::Write),
+            Some(_) => return Err(bad()),
         };
         if parts.next().is_some() {
             return Err(bad());
@@ -232,6 +280,7 @@ impl FromStr for WorkerLine {
             token,
             seq,
             bound,
+            mode,
         })
     }
 }
@@ -250,6 +299,20 @@ mod tests {
         };
         assert_eq!(wait.to_string(), "WAIT 3 0 43 2000");
         assert_eq!(wait.to_string().parse::<WorkerLine>()?, wait);
+        let read = WorkerLine {
+            mode: Some(Mode::Read),
+            ..wait
+        };
+        assert_eq!(read.to_string(), "WAIT 3 0 43 2000 r");
+        assert_eq!(read.to_string().parse::<WorkerLine>()?, read);
+        let write = WorkerLine {
+            mode: Some(Mode::Write),
+            ..WorkerLine::new(Kind::Write, 3, 117, 44)
+        };
+        assert_eq!(write.to_string(), "WRITE 3 117 44 w");
+        assert_eq!(write.to_string().parse::<WorkerLine>()?, write);
+        assert!("WRITE 3 117 44 x".parse::<WorkerLine>().is_err());
+        assert!("WRITE 3 117 44 w 5".parse::<WorkerLine>().is_err());
         assert!("DOWN 0 0 1".parse::<WorkerLine>().is_err(), "runner-only");
         assert!("WAIT 1 0 3 5 6".parse::<WorkerLine>().is_err());
         assert!("KILL 1 2 3".parse::<WorkerLine>().is_err(), "runner-only");

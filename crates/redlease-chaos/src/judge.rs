@@ -1,8 +1,10 @@
 //! The judge: stamps events with its monotonic clock and plays a fenced resource.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::event::{Event, Kind, Verdict, WorkerLine};
+use crate::event::{Event, Kind, Mode, Verdict, WorkerLine};
+use crate::primitive::Primitive;
 
 /// Receives every event of a run, in one order, stamped by one monotonic clock; decides
 /// each `WRITE` the way a fenced resource would: accepted when its token is no lower than
@@ -12,11 +14,26 @@ use crate::event::{Event, Kind, Verdict, WorkerLine};
 /// a fencing counter is reset (Redis restarted without persistence), a later holder can be
 /// handed a token equal to an older holder's, the judge accepts it, and [`crate::check`]
 /// counts it as a stale write accepted.
+///
+/// The resource depends on the [`Primitive`]:
+/// - a **mutex**'s holders share one resource, fenced as above;
+/// - a **read-write lock**'s too: a writer's `WRITE` is accepted when its token is no lower
+///   than the highest accepted read or write (a writer is alone, so it is newer than every
+///   read before it), a reader's `WRITE` (a read) when it is no lower than the highest
+///   accepted write (readers are concurrent: only writers order them);
+/// - a **semaphore**'s holders are concurrent, so their tokens do not order their writes:
+///   each holder (worker process) writes a resource of its own, fenced as above, as the
+///   jobs a semaphore caps do. (Nothing else writes it, so no write is rejected; that
+///   fencing tokens grow across holders is checked by [`crate::check_as`].)
 #[derive(Debug)]
 pub struct Judge {
     start: Instant,
     events: Vec<Event>,
-    highest: Option<u64>,
+    primitive: Primitive,
+    /// The highest token accepted, per resource.
+    highest: HashMap<u32, u64>,
+    /// The highest token of a write (not a read) accepted.
+    highest_write: Option<u64>,
 }
 
 impl Default for Judge {
@@ -26,12 +43,19 @@ impl Default for Judge {
 }
 
 impl Judge {
-    /// A judge whose clock starts now.
+    /// A judge of a mutex whose clock starts now.
     pub fn new() -> Self {
+        Self::of(Primitive::Mutex)
+    }
+
+    /// A judge of `primitive` whose clock starts now.
+    pub fn of(primitive: Primitive) -> Self {
         Self {
             start: Instant::now(),
             events: Vec::new(),
-            highest: None,
+            primitive,
+            highest: HashMap::new(),
+            highest_write: None,
         }
     }
 
@@ -43,14 +67,7 @@ impl Judge {
     /// Stamps and records a worker's event; for a `WRITE`, decides it and returns the
     /// verdict.
     pub fn receive(&mut self, line: WorkerLine) -> Option<Verdict> {
-        let verdict = (line.kind == Kind::Write).then(|| {
-            if self.highest.is_some_and(|h| line.token < h) {
-                Verdict::Rejected
-            } else {
-                self.highest = Some(line.token);
-                Verdict::Accepted
-            }
-        });
+        let verdict = (line.kind == Kind::Write).then(|| self.decide(&line));
         self.events.push(Event {
             at: self.now(),
             kind: line.kind,
@@ -59,8 +76,31 @@ impl Judge {
             seq: line.seq,
             verdict,
             bound: line.bound,
+            mode: line.mode,
         });
         verdict
+    }
+
+    /// The fenced resource's decision on a `WRITE` (see the type's docs).
+    fn decide(&mut self, line: &WorkerLine) -> Verdict {
+        let resource = match self.primitive {
+            Primitive::Semaphore { .. } => line.worker,
+            Primitive::Mutex | Primitive::RwLock => 0,
+        };
+        let mode = self.primitive.mode(line.mode);
+        let floor = match mode {
+            Mode::Write => self.highest.get(&resource).copied(),
+            Mode::Read => self.highest_write,
+        };
+        if floor.is_some_and(|h| line.token < h) {
+            return Verdict::Rejected;
+        }
+        let highest = self.highest.entry(resource).or_insert(line.token);
+        *highest = (*highest).max(line.token);
+        if mode == Mode::Write {
+            self.highest_write = Some(line.token);
+        }
+        Verdict::Accepted
     }
 
     /// Stamps and records an event of the runner (a fault).
@@ -109,5 +149,32 @@ mod tests {
         assert_eq!(judge.receive(write(3, 6)), Some(Verdict::Accepted));
         assert_eq!(judge.history().len(), 4);
         assert!(judge.history().windows(2).all(|w| w[0].at <= w[1].at));
+    }
+
+    #[test]
+    fn a_rwlock_fences_reads_by_writes_and_writes_by_both() {
+        let mut judge = Judge::of(Primitive::RwLock);
+        let line = |worker, token, mode| WorkerLine {
+            mode: Some(mode),
+            ..write(worker, token)
+        };
+        let (r, w) = (Mode::Read, Mode::Write);
+        assert_eq!(judge.receive(line(1, 5, w)), Some(Verdict::Accepted));
+        // Concurrent readers, in any order.
+        assert_eq!(judge.receive(line(2, 7, r)), Some(Verdict::Accepted));
+        assert_eq!(judge.receive(line(3, 6, r)), Some(Verdict::Accepted));
+        // A writer older than a read: stale.
+        assert_eq!(judge.receive(line(4, 6, w)), Some(Verdict::Rejected));
+        assert_eq!(judge.receive(line(4, 8, w)), Some(Verdict::Accepted));
+        // A reader older than a write: stale.
+        assert_eq!(judge.receive(line(3, 6, r)), Some(Verdict::Rejected));
+    }
+
+    #[test]
+    fn semaphore_holders_write_their_own_resources() {
+        let mut judge = Judge::of(Primitive::Semaphore { permits: 2 });
+        assert_eq!(judge.receive(write(1, 9)), Some(Verdict::Accepted));
+        assert_eq!(judge.receive(write(2, 8)), Some(Verdict::Accepted));
+        assert_eq!(judge.receive(write(2, 7)), Some(Verdict::Rejected));
     }
 }

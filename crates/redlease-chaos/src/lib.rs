@@ -9,7 +9,10 @@
 //! resource*: it accepts a `WRITE` only when its fencing token is no lower than the highest
 //! it has accepted. Meanwhile the runner injects faults (a holder killed or paused, Redis
 //! killed, paused, flushed or busy, replies delayed or lost) and records them in the same
-//! history. [`check`] then reads the history and counts what matters:
+//! history. [`check`] then reads the history and counts what matters. Workers may also
+//! hold a permit of a semaphore or a read or write hold of a read-write lock: the judge
+//! and [`check_as`] then apply that [`Primitive`]'s rule (at most N holders; no writer
+//! with anyone):
 //!
 //! ```
 //! use redlease_chaos::{Event, Kind, Verdict, check};
@@ -32,10 +35,12 @@ mod check;
 mod event;
 mod judge;
 pub mod liveness;
+mod primitive;
 mod stats;
 
-pub use check::{Findings, check};
-pub use event::{Event, Kind, ParseError, Verdict, WorkerLine};
+pub use check::{Findings, check, check_as};
+pub use event::{Event, Kind, Mode, ParseError, Verdict, WorkerLine};
 pub use judge::Judge;
 pub use liveness::{Liveness, Stall};
+pub use primitive::Primitive;
 pub use stats::Percentiles;

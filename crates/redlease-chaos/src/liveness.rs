@@ -18,6 +18,15 @@
 //! - a stall that begins after the last holder was killed with SIGKILL (`KILL` while it held, no
 //!   `ACQ` since) is **after a death**: its lease had to run out, so up to one ttl is
 //!   expected; those are counted apart;
+//! - for a **semaphore** of N permits ([`measure_as`]), "nobody holds" becomes "fewer than N
+//!   hold": a stall is a maximal interval during which fewer than N workers hold and
+//!   somebody wants a permit. A killed holder's permit is *dead* until an acquisition
+//!   shows it came back (more live holders than the permits not dead); a stall that
+//!   begins while dead permits make up the shortfall is after a death;
+//! - for a **read-write lock** a stall stays "nobody holds while someone waits" (a writer
+//!   waiting behind readers, or readers behind a queued writer, is not one); a killed
+//!   holder's hold is dead until an acquisition it would have kept out (any, after a dead
+//!   writer; a write, after a dead reader);
 //! - a **wait overrun** is a wait (`WAIT` → `ACQ`/`TIMEOUT`/`ERR`/`CANCEL` of that worker)
 //!   that lasted more than [`LIMIT`] past the bound its `WAIT` carried.
 
@@ -26,7 +35,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::event::{Event, Kind};
+use crate::event::{Event, Kind, Mode};
+use crate::primitive::Primitive;
 
 /// The liveness target's slack: no stall longer than this (unless a holder died), no wait
 /// ending later than this past its bound.
@@ -96,14 +106,22 @@ struct Open {
     outage: bool,
 }
 
-/// Measures the liveness of a history (in the judge's order of receipt).
+/// Measures the liveness of a history of a mutex (in the judge's order of receipt).
 pub fn measure(history: &[Event]) -> Liveness {
+    measure_as(history, Primitive::Mutex)
+}
+
+/// Measures the liveness of a history of workers holding `primitive` (in the judge's
+/// order of receipt).
+pub fn measure_as(history: &[Event], primitive: Primitive) -> Liveness {
+    let capacity = primitive.capacity();
     let mut l = Liveness::default();
-    let mut holding: BTreeSet<u32> = BTreeSet::new();
+    let mut holding: HashMap<u32, Mode> = HashMap::new();
     let mut wanting: BTreeSet<u32> = BTreeSet::new();
     let mut waits: HashMap<u32, (Duration, Duration)> = HashMap::new();
     let mut down = 0usize;
-    let mut dead = false;
+    // Holds of killed workers not yet shown to be back.
+    let mut dead: Vec<Mode> = Vec::new();
     let mut open: Option<Open> = None;
     for e in history {
         if let Some(stall) = &mut open {
@@ -120,8 +138,18 @@ pub fn measure(history: &[Event]) -> Liveness {
             Kind::Acquire => {
                 end_wait(&mut waits, e, &mut l);
                 wanting.remove(&e.worker);
-                holding.insert(e.worker);
-                dead = false;
+                let mode = primitive.mode(e.mode);
+                holding.insert(e.worker, mode);
+                match primitive {
+                    Primitive::Mutex => dead.clear(),
+                    Primitive::Semaphore { .. } => {
+                        while !dead.is_empty() && holding.len() + dead.len() > capacity {
+                            dead.pop();
+                        }
+                    }
+                    Primitive::RwLock if mode == Mode::Write => dead.clear(),
+                    Primitive::RwLock => dead.retain(|&m| m == Mode::Read),
+                }
             }
             Kind::Timeout => {
                 l.timed_out += 1;
@@ -134,8 +162,8 @@ pub fn measure(history: &[Event]) -> Liveness {
             Kind::Kill => {
                 waits.remove(&e.worker);
                 wanting.remove(&e.worker);
-                if holding.remove(&e.worker) && holding.is_empty() {
-                    dead = true;
+                if let Some(mode) = holding.remove(&e.worker) {
+                    dead.push(mode);
                 }
             }
             Kind::Bye => {
@@ -152,7 +180,7 @@ pub fn measure(history: &[Event]) -> Liveness {
             Kind::Up => down = down.saturating_sub(1),
             Kind::Begin | Kind::Write | Kind::End | Kind::Pause | Kind::Resume | Kind::Fault => {}
         }
-        let stalled = holding.is_empty() && !wanting.is_empty();
+        let stalled = holding.len() < capacity && !wanting.is_empty();
         match (&mut open, stalled) {
             (Some(_), false) => {
                 if let Some(stall) = open.take() {
@@ -164,7 +192,7 @@ pub fn measure(history: &[Event]) -> Liveness {
                     at: e.at,
                     length: Duration::ZERO,
                     counted_to: e.at,
-                    after_death: dead,
+                    after_death: !dead.is_empty() && holding.len() + dead.len() >= capacity,
                     outage: down > 0,
                 });
             }
@@ -346,5 +374,64 @@ mod tests {
         assert_eq!((l.waits, l.overruns, l.timed_out), (3, 1, 1), "{l:?}");
         assert_eq!(l.worst_overrun, Some(at(19_800)));
         assert!(!l.meets_target(at(1000)));
+    }
+
+    /// With 2 permits, one free permit and a waiter is a stall; a killed holder's permit
+    /// keeps the stall "after a death" until 2 hold again, across a hand-off of the other.
+    #[test]
+    fn a_semaphore_stalls_below_capacity() {
+        let sem = Primitive::Semaphore { permits: 2 };
+        let h = vec![
+            ev(0, Kind::Acquire, 1),
+            wait(1, 2, 5000),
+            ev(2, Kind::Acquire, 2),
+            wait(3, 3, 5000),
+            // One permit free and 3 waits 200 ms: a stall.
+            ev(10, Kind::Release, 1),
+            ev(210, Kind::Acquire, 3),
+            // 2 dies holding; 1 wants.
+            wait(211, 1, 5000),
+            ev(212, Kind::Kill, 2),
+            // 3 hands its permit to 1: still one short, the dead permit.
+            ev(300, Kind::Release, 3),
+            ev(301, Kind::Acquire, 1),
+            wait(302, 3, 5000),
+            // The dead permit expired: 2 hold again.
+            ev(1212, Kind::Acquire, 3),
+            wait(1213, 2, 5000),
+        ];
+        let l = measure_as(&h, sem);
+        // 1 ms before 2 first acquired, then 200 ms.
+        assert_eq!((l.stalls, l.over_limit), (2, 1), "{l:?}");
+        assert_eq!(l.longest, Some(at(200)));
+        // 212..301 (nobody waits at 301), then 302..1212 although 1 acquired at 301.
+        assert_eq!(l.after_death, 2);
+        assert_eq!(l.longest_after_death, Some(at(910)));
+        // The permit is back: a wait now with 2 holding is no stall.
+        assert!(l.long.iter().all(|s| s.at < at(1212)));
+    }
+
+    /// A dead reader blocks a writer until its hold runs out: after a death; reads
+    /// granted meanwhile do not end it.
+    #[test]
+    fn a_dead_reader_blocks_writers_until_a_write_is_granted() {
+        let read = |ms, kind, worker| ev(ms, kind, worker).mode(Mode::Read);
+        let h = vec![
+            read(0, Kind::Acquire, 1),
+            read(1, Kind::Acquire, 2),
+            ev(2, Kind::Kill, 1),
+            wait(3, 3, 5000).mode(Mode::Write),
+            ev(10, Kind::Release, 2),
+            read(20, Kind::Acquire, 4),
+            ev(30, Kind::Release, 4),
+            ev(1002, Kind::Acquire, 3).mode(Mode::Write),
+            wait(1003, 4, 5000).mode(Mode::Read),
+            ev(1010, Kind::Release, 3),
+            read(1011, Kind::Acquire, 4),
+        ];
+        let l = measure_as(&h, Primitive::RwLock);
+        assert_eq!(l.after_death, 2, "{l:?}");
+        assert_eq!(l.longest_after_death, Some(at(972)));
+        assert_eq!((l.stalls, l.over_limit), (1, 0), "the last hand-off");
     }
 }

@@ -113,7 +113,7 @@ async fn matrix(cli: Cli) -> anyhow::Result<ExitCode> {
         let f = &outcome.findings;
         let l = &f.liveness;
         eprintln!(
-            "{:>6.1}s sections {:>4} faults {:>3} stale-acc {} stale-rej {} overlaps {} mutex {} backwards {} \
+            "{:>6.1}s sections {:>4} faults {:>3} stale-acc {} stale-rej {} overlaps {} inside {} mutex {} backwards {} \
              stalls {} >100ms {} longest {:?} after-kill {} longest {:?} waits {} timed-out {} overruns {} worst {:?} -> {}",
             outcome.took.as_secs_f64(),
             f.sections,
@@ -121,6 +121,7 @@ async fn matrix(cli: Cli) -> anyhow::Result<ExitCode> {
             f.stale_accepted,
             f.stale_rejected,
             f.overlaps,
+            f.most_inside,
             f.mutex_violations,
             f.tokens_backwards,
             l.stalls,

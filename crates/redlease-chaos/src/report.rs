@@ -64,14 +64,14 @@ fn deaths(l: &redlease_chaos::Liveness) -> String {
 /// The table of a run.
 pub(crate) fn table(outcomes: &[Outcome]) -> String {
     let mut out = String::from(
-        "| fault | promise | expected | sections | faults | stale writes accepted | stale writes rejected | overlaps | mutex violations | tokens backwards | leases lost | acquire errors | takeover p50/p99 ms | detect p50/p99 ms | stalls > 100 ms | longest stall ms | stalls after SIGKILL (longest ms) | waits over bound | verdict |\n\
-         |---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n",
+        "| fault | promise | expected | sections | faults | stale writes accepted | stale writes rejected | overlaps | most inside at once | mutex violations | tokens backwards | leases lost | acquire errors | takeover p50/p99 ms | detect p50/p99 ms | stalls > 100 ms | longest stall ms | stalls after SIGKILL (longest ms) | waits over bound | verdict |\n\
+         |---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n",
     );
     for o in outcomes {
         let f = &o.findings;
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {}/{}{} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {}/{}{} | {} | {} | {} | {} | {} |",
             o.name,
             promise(o),
             o.expected,
@@ -80,6 +80,7 @@ pub(crate) fn table(outcomes: &[Outcome]) -> String {
             f.stale_accepted,
             f.stale_rejected,
             f.overlaps,
+            f.most_inside,
             f.mutex_violations,
             f.tokens_backwards,
             f.lost,
@@ -102,6 +103,28 @@ pub(crate) fn table(outcomes: &[Outcome]) -> String {
     }
     out
 }
+
+/// What the semaphore and read-write lock rows run and count.
+const PRIMITIVES: &str =
+    "The *semaphore 2* rows run workers that each hold one of 2 permits of a semaphore, the
+*rwlock* rows workers that take the write side of a read-write lock in one attempt in
+three (at random) and the read side otherwise. There *overlaps* count the BEGINs that
+broke the primitive's rule: a 3rd holder of the semaphore inside (a capacity violation),
+or a writer beginning with anyone inside or a reader with a writer inside (a writer
+overlap); readers inside together are not one. *Mutex violations* compare the history
+with a model of the primitive the same way. A reader's WRITE is a read of the fenced
+resource: accepted with a token no lower than the last accepted write, while a writer's
+needs a token no lower than the last accepted read or write. The semaphore's holders are
+concurrent, so their tokens cannot order writes to one resource: each holder writes a
+resource of its own (as the jobs a semaphore caps do), and *tokens backwards* checks that
+every token is new and above every token reported before its holder began to wait. A
+semaphore stall is a stretch where fewer than 2 workers held a permit while one wanted
+it; a killed holder's permit counts as *after SIGKILL* until 2 hold again. A read-write
+lock stall is, as for the lock, nobody holding while someone wants it (a writer waiting
+behind readers is not one); a killed holder's hold counts as *after SIGKILL* until a
+grant it would have kept out. In the SIGKILL rows the next round waits for that.
+*Takeover* there is the next acquisition by another worker, of any permit or a read
+beside live readers, not necessarily of the dead holder's hold.";
 
 /// The whole page.
 pub(crate) fn page(outcomes: &[Outcome], budget: Budget, took: Duration, machine: &str) -> String {
@@ -130,7 +153,10 @@ broken); *mutex violations* compare the ACQ/REL/LOST/KILL history with a mutex (
 acquisition while another worker still believed it held the lock); *tokens backwards*
 are acquisitions whose token was not above every earlier one; *takeover* is SIGKILL of
 the holder → next acquisition by another worker; *detect* is SIGCONT of a paused holder →
-it observed `guard.lost()` (or `Err(Lost)` from release).
+it observed `guard.lost()` (or `Err(Lost)` from release); *most inside at once* is the
+most workers seen between BEGIN and END together.
+
+{primitives}
 
 Liveness columns: every worker announces each wait (`WAIT`, with its bound: the lock's
 `wait`, 2 s in the rows marked *live*, 5 s elsewhere) and its end (`ACQ`, `TIMEOUT`, an
@@ -203,6 +229,7 @@ cool-down, every wait bounded.
         workers = budget.workers,
         ttl = humantime::format_duration(budget.ttl),
         table = table(outcomes),
+        primitives = PRIMITIVES,
         rounds = budget.rounds,
         warmup = budget.warmup_sections,
     )

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use redlease_chaos::{Judge, Kind, Verdict, WorkerLine};
+use redlease_chaos::{Judge, Kind, Primitive, Verdict, WorkerLine};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::process::Child;
 use tokio::sync::watch;
@@ -29,6 +29,8 @@ pub(crate) struct WorkerSpec {
     pub(crate) wait: Duration,
     /// Workers run the cancellation storm (`worker --storm`).
     pub(crate) storm: bool,
+    /// What the workers hold (`worker --permits N`, `worker --rwlock`).
+    pub(crate) primitive: Primitive,
 }
 
 /// Worker processes and their judge.
@@ -70,7 +72,7 @@ fn take_hold(hold: &Mutex<Hold>, worker: u32) -> Option<Duration> {
 impl Runner {
     pub(crate) fn new(spec: WorkerSpec) -> Self {
         Self {
-            judge: Arc::new(Mutex::new(Judge::new())),
+            judge: Arc::new(Mutex::new(Judge::of(spec.primitive))),
             changed: watch::Sender::new(0),
             stop: Arc::new(AtomicBool::new(false)),
             workers: HashMap::new(),
@@ -110,6 +112,15 @@ impl Runner {
         .arg(humantime::format_duration(self.spec.wait).to_string());
         if self.spec.storm {
             cmd.arg("--storm");
+        }
+        match self.spec.primitive {
+            Primitive::Mutex => {}
+            Primitive::Semaphore { permits } => {
+                cmd.args(["--permits", &permits.to_string()]);
+            }
+            Primitive::RwLock => {
+                cmd.arg("--rwlock");
+            }
         }
         for url in urls {
             cmd.args(["--url", url]);
@@ -165,6 +176,11 @@ impl Runner {
         });
         self.workers.insert(id, child);
         Ok(id)
+    }
+
+    /// What the workers hold.
+    pub(crate) fn primitive(&self) -> Primitive {
+        self.spec.primitive
     }
 
     /// Records a runner event.

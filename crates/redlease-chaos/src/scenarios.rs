@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use redlease_chaos::{Findings, Kind, check};
+use redlease_chaos::{Findings, Kind, Primitive, check_as};
 use redlease_local::{Cluster, Nodes, Proxy, RedisServer, Sentinel, ServerOptions};
 use serde::Serialize;
 use tokio::time::Instant;
@@ -78,6 +78,8 @@ pub(crate) struct Scenario {
     pub(crate) live: bool,
     /// The lock's wait in every worker.
     pub(crate) wait: Duration,
+    /// What the workers hold.
+    pub(crate) primitive: Primitive,
 }
 
 impl Scenario {
@@ -115,6 +117,7 @@ pub(crate) const fn row(
         expected,
         live: false,
         wait: WAIT,
+        primitive: Primitive::Mutex,
     }
 }
 
@@ -175,6 +178,85 @@ fn liveness_rows() -> Vec<Scenario> {
         )),
         short,
         long,
+    ]
+}
+
+/// The permits of the semaphore rows.
+const PERMITS: usize = 2;
+
+/// The semaphore and read-write lock rows: the holder killed, the holder paused past its
+/// lease, Redis restarted with its data. Each promises what the lock's row under the same
+/// fault promises, with the primitive's own exclusion (at most [`PERMITS`] holders; no
+/// writer with anyone).
+fn primitive_rows() -> Vec<Scenario> {
+    use Deployment::Single;
+    let of = |primitive, mut scenario: Scenario| {
+        scenario.primitive = primitive;
+        scenario
+    };
+    let sem = Primitive::Semaphore { permits: PERMITS };
+    let rw = Primitive::RwLock;
+    vec![
+        of(
+            sem,
+            live(row(
+                "semaphore 2: SIGKILL of a permit holder",
+                Fault::KillHolder,
+                Single,
+                Promise::Exclusive,
+                "never more than 2 holders; the dead holder's permit comes back within one TTL",
+            )),
+        ),
+        of(
+            sem,
+            row(
+                "semaphore 2: SIGSTOP of a permit holder > TTL, SIGCONT",
+                Fault::PauseHolder,
+                Single,
+                Promise::Fenced,
+                "the paused permit is reclaimed: a 3rd holder possible when it wakes; loss reported; tokens keep growing",
+            ),
+        ),
+        of(
+            sem,
+            live(row(
+                "semaphore 2: redis SIGKILL, down 1 s, restarted with data (AOF fsync always)",
+                Fault::RestartKeptLong,
+                Single,
+                Promise::Exclusive,
+                "permits survive the outage: never more than 2 holders; outage ridden out within the wait",
+            )),
+        ),
+        of(
+            rw,
+            live(row(
+                "rwlock (1 write in 3): SIGKILL of a reader or writer",
+                Fault::KillHolder,
+                Single,
+                Promise::Exclusive,
+                "no writer with anyone; readers share; the dead hold runs out within one TTL",
+            )),
+        ),
+        of(
+            rw,
+            row(
+                "rwlock (1 write in 3): SIGSTOP of a reader or writer > TTL, SIGCONT",
+                Fault::PauseHolder,
+                Single,
+                Promise::Fenced,
+                "a writer overlap possible when the paused holder wakes; stale reads and writes rejected; loss reported",
+            ),
+        ),
+        of(
+            rw,
+            live(row(
+                "rwlock (1 write in 3): redis SIGKILL, down 1 s, restarted with data (AOF fsync always)",
+                Fault::RestartKeptLong,
+                Single,
+                Promise::Exclusive,
+                "holds survive the outage: no writer with anyone; outage ridden out within the wait",
+            )),
+        ),
     ]
 }
 
@@ -330,6 +412,7 @@ pub(crate) fn matrix() -> Vec<Scenario> {
         "unreplicated writes lost; the old primary restarts empty as a primary until the sentinels demote it, and clients must not go back to it",
     ));
     rows.extend(liveness_rows());
+    rows.extend(primitive_rows());
     rows
 }
 
@@ -357,6 +440,7 @@ enum Target {
 pub(crate) struct Outcome {
     pub(crate) name: &'static str,
     pub(crate) fault: Fault,
+    pub(crate) primitive: Primitive,
     pub(crate) promise: Promise,
     pub(crate) expected: &'static str,
     pub(crate) findings: Findings,
@@ -441,6 +525,7 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
         min_replicas: scenario.min_replicas,
         wait: scenario.wait,
         storm: scenario.storm(),
+        primitive: scenario.primitive,
     });
     for _ in 0..budget.workers {
         if let Target::Partitioned(p) = &mut target {
@@ -485,7 +570,7 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
             .skip_while(|e| e.at < settled || e.kind != Kind::Acquire)
             .cloned()
             .collect();
-        let t = check(&tail);
+        let t = check_as(&tail, scenario.primitive);
         if !t.is_safe() {
             let _ = write!(
                 note,
@@ -516,9 +601,10 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
     Ok(Outcome {
         name: scenario.name,
         fault: scenario.fault,
+        primitive: scenario.primitive,
         promise: scenario.promise,
         expected: scenario.expected,
-        findings: check(&history),
+        findings: check_as(&history, scenario.primitive),
         injected,
         took: started.elapsed(),
         note,
@@ -547,18 +633,12 @@ async fn inject(
             };
             runner.kill(victim).await?;
             runner.spawn()?;
-            // Until someone else holds the lock.
+            // Until the victim's hold is back (for a lock: someone else holds it), so that
+            // the next round does not kill a second holder while the first one's lease
+            // still runs.
+            let primitive = runner.primitive();
             runner
-                .wait_for(section_wait, |j| {
-                    j.history()
-                        .last()
-                        .is_some_and(|e| e.kind == Kind::Acquire && e.worker != victim)
-                        || j.history()
-                            .iter()
-                            .rev()
-                            .take_while(|e| e.kind != Kind::Kill)
-                            .any(|e| e.kind == Kind::Acquire)
-                })
+                .wait_for(section_wait, |j| back(j.history(), victim, primitive))
                 .await;
             Ok(1)
         }
@@ -813,6 +893,53 @@ async fn inject(
             Ok(1)
         }
         (fault, _) => anyhow::bail!("fault {fault:?} does not fit this deployment"),
+    }
+}
+
+/// Whether the hold of `victim`, killed last, has come back (the history shows it): for a
+/// lock, someone else acquired it since; for a semaphore, as many workers held a permit at
+/// once since as there are permits; for a read-write lock, a write was granted since (any
+/// grant, if the victim was a writer).
+fn back(history: &[redlease_chaos::Event], victim: u32, primitive: Primitive) -> bool {
+    let Some(killed) = history
+        .iter()
+        .rposition(|e| e.kind == Kind::Kill && e.worker == victim)
+    else {
+        return false;
+    };
+    let after = &history[killed + 1..];
+    match primitive {
+        Primitive::Mutex => after
+            .iter()
+            .any(|e| e.kind == Kind::Acquire && e.worker != victim),
+        Primitive::Semaphore { permits } => {
+            let mut holding = std::collections::BTreeSet::new();
+            for (i, e) in history.iter().enumerate() {
+                match e.kind {
+                    Kind::Acquire => {
+                        holding.insert(e.worker);
+                    }
+                    Kind::Release | Kind::Lost | Kind::Kill | Kind::Bye => {
+                        holding.remove(&e.worker);
+                    }
+                    _ => {}
+                }
+                if i > killed && holding.len() >= permits {
+                    return true;
+                }
+            }
+            false
+        }
+        Primitive::RwLock => {
+            let writer = history[..killed]
+                .iter()
+                .rev()
+                .find(|e| e.kind == Kind::Acquire && e.worker == victim)
+                .is_some_and(|e| e.mode != Some(redlease_chaos::Mode::Read));
+            after.iter().any(|e| {
+                e.kind == Kind::Acquire && (writer || e.mode != Some(redlease_chaos::Mode::Read))
+            })
+        }
     }
 }
 

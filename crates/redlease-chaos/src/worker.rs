@@ -7,13 +7,18 @@
 //! Each wait is announced with `WAIT` and its bound, and ends with `ACQ`, `TIMEOUT`, `ERR`
 //! or (in the cancellation storm) `CANCEL`; a worker that stops says `BYE`. With `--storm`
 //! the worker drops its `acquire` and `run` futures at random points (see [`storm`]).
+//!
+//! The worker holds a lock by default, one of `--permits N` permits of a semaphore, or,
+//! with `--rwlock`, the write side of a read-write lock in one attempt in three (at random)
+//! and its read side otherwise; every line it sends about a read-write lock hold carries
+//! the hold's mode.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use redlease_chaos::{Kind, Verdict, WorkerLine};
+use redlease_chaos::{Kind, Mode, Verdict, WorkerLine};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, Stdin, Stdout};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
@@ -64,6 +69,12 @@ pub(crate) struct WorkerArgs {
     /// Cancellation storm: drop `acquire` and `run` futures at random points
     #[arg(long)]
     pub(crate) storm: bool,
+    /// Hold one of this many permits of a semaphore instead of a lock
+    #[arg(long, conflicts_with_all = ["rwlock", "storm"])]
+    pub(crate) permits: Option<u32>,
+    /// Hold a read-write lock instead of a lock: a write one attempt in three, else a read
+    #[arg(long, conflicts_with = "storm")]
+    pub(crate) rwlock: bool,
 }
 
 /// The pipe to the judge.
@@ -76,6 +87,8 @@ pub(crate) struct Link {
     /// The judge asked (`hold=MS` in its answer to `BEGIN`) to keep this section open
     /// this long, or until the lease is lost.
     hold: Option<Duration>,
+    /// The mode of the read-write lock hold wanted or held, sent with every line.
+    mode: Option<Mode>,
     line: String,
 }
 
@@ -102,6 +115,7 @@ impl Link {
         self.seq += 1;
         let line = WorkerLine {
             bound,
+            mode: self.mode,
             ..WorkerLine::new(kind, self.id, token, self.seq)
         };
         self.out.write_all(format!("{line}\n").as_bytes()).await?;
@@ -153,6 +167,83 @@ async fn connect(args: &WorkerArgs) -> redlease::Result<redlease::Client> {
     }
 }
 
+/// What the worker contends for.
+enum Target {
+    Lock(redlease::Lock),
+    Semaphore(redlease::Semaphore),
+    RwLock(redlease::RwLock),
+}
+
+/// A hold of a [`Target`].
+enum Held {
+    Guard(redlease::Guard),
+    Write(redlease::WriteGuard),
+}
+
+impl Held {
+    fn guard(&self) -> &redlease::Guard {
+        match self {
+            Held::Guard(guard) => guard,
+            Held::Write(write) => write,
+        }
+    }
+
+    async fn release(self) -> redlease::Result<()> {
+        match self {
+            Held::Guard(guard) => guard.release().await,
+            Held::Write(write) => write.release().await,
+        }
+    }
+}
+
+impl Target {
+    /// The semaphore or read-write lock with the worker's ttl and wait (a lock has them).
+    fn configured(self, args: &WorkerArgs) -> Self {
+        match self {
+            Target::Semaphore(s) => Target::Semaphore(s.ttl(args.ttl).wait(args.wait)),
+            Target::RwLock(rw) => Target::RwLock(rw.ttl(args.ttl).wait(args.wait)),
+            lock @ Target::Lock(_) => lock,
+        }
+    }
+
+    /// The mode of the next attempt: for a read-write lock, a write one time in three.
+    fn mode(&self, jitter: &mut Jitter) -> Option<Mode> {
+        match self {
+            Target::RwLock(_) if jitter.below(3) == 0 => Some(Mode::Write),
+            Target::RwLock(_) => Some(Mode::Read),
+            Target::Lock(_) | Target::Semaphore(_) => None,
+        }
+    }
+
+    async fn acquire(&self, mode: Option<Mode>) -> redlease::Result<Held> {
+        Ok(match (self, mode) {
+            (Target::Lock(lock), _) => Held::Guard(lock.acquire().await?),
+            (Target::Semaphore(semaphore), _) => Held::Guard(semaphore.acquire().await?),
+            (Target::RwLock(rw), Some(Mode::Read)) => Held::Guard(rw.read().acquire().await?),
+            (Target::RwLock(rw), _) => Held::Write(rw.write().acquire().await?),
+        })
+    }
+}
+
+/// Connects, reporting each failure as an `ERR` and trying again (Redis may be down on
+/// purpose) until `deadline`.
+async fn connect_until(
+    args: &WorkerArgs,
+    link: &Mutex<Link>,
+    deadline: Instant,
+) -> anyhow::Result<redlease::Client> {
+    loop {
+        match connect(args).await {
+            Ok(client) => return Ok(client),
+            Err(e) if Instant::now() > deadline => return Err(e).context("connecting"),
+            Err(_) => {
+                link.lock().await.send(Kind::Error, 0).await?;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+}
+
 /// Runs one worker until the judge says stop, the pipe closes, or `--deadline`.
 pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let deadline = Instant::now() + args.deadline;
@@ -163,19 +254,10 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         seq: 0,
         stop: false,
         hold: None,
+        mode: None,
         line: String::new(),
     }));
-    let client = loop {
-        match connect(&args).await {
-            Ok(client) => break client,
-            Err(e) if Instant::now() > deadline => return Err(e).context("connecting"),
-            Err(_) => {
-                link.lock().await.send(Kind::Error, 0).await?;
-                // Redis may be down on purpose: try again shortly.
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-    };
+    let client = connect_until(&args, &link, deadline).await?;
     let mut lock = client.lock(LOCK).ttl(args.ttl).wait(args.wait);
     if args.min_replicas > 0 {
         lock = lock.min_replicas(args.min_replicas, Duration::from_millis(100));
@@ -187,13 +269,23 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             .into_inner();
         return crate::storm::storm(link, &lock, args.wait, jitter, deadline).await;
     }
+    let target = if let Some(permits) = args.permits {
+        Target::Semaphore(client.semaphore(LOCK, permits))
+    } else if args.rwlock {
+        Target::RwLock(client.rwlock(LOCK))
+    } else {
+        Target::Lock(lock)
+    }
+    .configured(&args);
     while !link.lock().await.stop && Instant::now() < deadline {
-        link.lock()
-            .await
-            .send_bounded(Kind::Wait, 0, Some(args.wait))
-            .await?;
-        let guard = match lock.acquire().await {
-            Ok(guard) => guard,
+        let mode = target.mode(&mut jitter);
+        {
+            let mut link = link.lock().await;
+            link.mode = mode;
+            link.send_bounded(Kind::Wait, 0, Some(args.wait)).await?;
+        }
+        let acquired = match target.acquire(mode).await {
+            Ok(acquired) => acquired,
             Err(redlease::Error::Timeout { .. }) => {
                 link.lock().await.send(Kind::Timeout, 0).await?;
                 continue;
@@ -204,6 +296,7 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
+        let guard = acquired.guard();
         let token = guard.fencing_token().get();
         link.lock().await.send(Kind::Acquire, token).await?;
         let work = jitter.work();
@@ -252,7 +345,7 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             }
         };
         link.lock().await.send(Kind::Release, token).await?;
-        if let Err(redlease::Error::Lost { .. }) = guard.release().await
+        if let Err(redlease::Error::Lost { .. }) = acquired.release().await
             && !lost_reported
         {
             link.lock().await.send(Kind::Lost, token).await?;

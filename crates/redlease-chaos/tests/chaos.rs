@@ -199,6 +199,40 @@ fn a_cancellation_storm_leaves_no_orphaned_lease() -> Result<(), Box<dyn std::er
     Ok(())
 }
 
+/// Holders of a semaphore of 2 permits and of a read-write lock (one write in three),
+/// one of them killed with SIGKILL each round: never a 3rd permit holder, never a writer with
+/// anyone, tokens always new; and the semaphore reaches its 2 holders, readers share.
+#[test]
+fn semaphore_and_rwlock_holders_keep_their_exclusion() -> Result<(), Box<dyn std::error::Error>> {
+    let (outcomes, stderr) = reduced_run(&[
+        "semaphore 2: SIGKILL of a permit holder",
+        "rwlock (1 write in 3): SIGKILL",
+    ])?;
+    assert_eq!(outcomes.len(), 2, "{stderr}");
+    for o in &outcomes {
+        let f = &o["findings"];
+        let count = |k: &str| f[k].as_u64().unwrap_or(u64::MAX);
+        assert_eq!(o["promise"], "Exclusive", "{o}");
+        assert!(o["injected"].as_u64() > Some(0), "nobody was killed: {o}");
+        for k in [
+            "stale_accepted",
+            "overlaps",
+            "mutex_violations",
+            "tokens_backwards",
+        ] {
+            assert_eq!(count(k), 0, "{k}: {o}");
+        }
+        let most = count("most_inside");
+        if o["primitive"]["Semaphore"]["permits"] == 2 {
+            assert_eq!(most, 2, "2 permit holders never worked at once: {o}");
+        } else {
+            assert_eq!(o["primitive"], "RwLock", "{o}");
+            assert!(most >= 2, "readers never shared the lock: {o}");
+        }
+    }
+    Ok(())
+}
+
 /// A serialized `Option<Duration>` (`{"secs": .., "nanos": ..}` or null).
 fn duration(v: &serde_json::Value) -> Option<Duration> {
     let secs = v["secs"].as_u64()?;

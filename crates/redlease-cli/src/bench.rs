@@ -13,6 +13,7 @@ use redis::{Script, Value};
 mod contended;
 mod hot;
 mod report;
+mod shared;
 mod stats;
 mod uncontended;
 
@@ -39,6 +40,11 @@ Every scenario warms up briefly, then runs for --duration:
    tries) until it succeeds, then the same section and the compare-and-delete release;
    once over one shared connection, once with a connection per worker.
 
+5. semaphore: 16 tasks loop acquire -> INCR of a counter -> release on one semaphore of 4
+   permits (one Client shared by all).
+6. read-write lock: 16 tasks loop on one read-write lock; each section is a read (GET of
+   a counter) with probability 0.9, else a write (GET + SET of the counter).
+
 Reported for the contended scenarios: critical sections per second; the hand-off gap
 (from the moment a holder sent its release to the moment the next holder's acquire
 returned), p50 and p99; the time spent in one acquire (p50, p99, max = the longest wait of
@@ -46,12 +52,16 @@ any worker); sections per worker (fewest..most); how often the lock went back to
 worker that had just released it; Redis commands per section from INFO commandstats
 deltas (all commands, scripts' inner calls included) and the lock's client round trips;
 and the final counter, which must equal the number of sections (else sections overlapped
-and the exit code is 1).
+and the exit code is 1). For scenarios 5 and 6: sections per second, the time spent in one
+acquire (max = the longest wait), the most tasks inside at once, sections that began beside
+a hold they must exclude (a 5th permit holder, a writer beside anyone: must be 0), and
+commands per section.
 
 Examples:
   redlease bench                         # 3s per scenario on a private redis-server
   redlease bench --duration 10s --workers 16
   redlease bench --json > bench.json
+  redlease bench --only shared           # scenarios 5 and 6 alone
   redlease bench --hot-cpus 2            # CPUs kept out of idle states (see BENCHMARKS.md)
   redlease bench --redis redis://10.0.0.5:6379   # measure an existing server";
 
@@ -90,6 +100,27 @@ pub(crate) struct BenchArgs {
     /// does not dominate single round trips; 0 (the default) measures the machine as it is
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=1024))]
     hot_cpus: u16,
+
+    /// Run only these groups of scenarios (repeat the option for several; all by default)
+    #[arg(long, value_enum, value_name = "GROUP")]
+    only: Vec<Group>,
+}
+
+/// Groups of scenarios, for `--only`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Group {
+    /// Scenarios 1 and 2
+    Uncontended,
+    /// Scenarios 3 and 4
+    Contended,
+    /// Scenarios 5 and 6: a semaphore, a read-write lock
+    Shared,
+}
+
+impl BenchArgs {
+    fn runs(&self, group: Group) -> bool {
+        self.only.is_empty() || self.only.contains(&group)
+    }
 }
 
 /// Runs every scenario and prints the report.
@@ -141,17 +172,31 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
 
 async fn measure(env: &Env, args: &BenchArgs, server: String) -> anyhow::Result<Report> {
     let redis_version = env.redis_version().await;
-    let uncontended = uncontended::run(env, args.duration).await?;
-    let contended = contended::run(env, usize::from(args.workers), args.duration).await?;
+    let uncontended = if args.runs(Group::Uncontended) {
+        uncontended::run(env, args.duration).await?
+    } else {
+        Vec::new()
+    };
+    let contended = if args.runs(Group::Contended) {
+        contended::run(env, usize::from(args.workers), args.duration).await?
+    } else {
+        Vec::new()
+    };
+    let shared = if args.runs(Group::Shared) {
+        shared::run(env, args.duration).await?
+    } else {
+        Vec::new()
+    };
     Ok(Report {
         redis_version,
         server,
         duration: args.duration,
         workers: usize::from(args.workers),
         hot_cpus: args.hot_cpus,
-        failures: Report::check(&contended),
+        failures: Report::check(&contended, &shared),
         uncontended,
         contended,
+        shared,
     })
 }
 

@@ -29,6 +29,42 @@ fn short_bench_reports_every_scenario_as_json() -> TestResult {
     Ok(())
 }
 
+/// `--only shared`: the semaphore (4 permits) and the 90%-read read-write lock, 16 tasks
+/// each; 4 permit holders at most (and reached), readers together, never a writer beside
+/// anyone, the counters right.
+#[test]
+fn the_semaphore_and_rwlock_scenarios_keep_their_exclusion() -> TestResult {
+    let out = redlease()
+        .args(["bench", "--json", "--only", "shared", "--duration", "300ms"])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(report["uncontended"].as_array().map(Vec::len), Some(0));
+    assert_eq!(report["contended"].as_array().map(Vec::len), Some(0));
+    let shared = report["shared"].as_array().ok_or("no shared")?;
+    assert_eq!(shared.len(), 2);
+    for s in shared {
+        assert_eq!(s["contenders"], 16, "{s}");
+        assert!(s["sections"].as_u64() > Some(0), "{s}");
+        assert_eq!(s["violations"], 0, "{s}");
+        assert_eq!(s["counter"], s["expected_counter"], "{s}");
+    }
+    assert_eq!(shared[0]["permits"], 4);
+    assert_eq!(
+        shared[0]["most_inside"], 4,
+        "4 permits never all held: {}",
+        shared[0]
+    );
+    assert!(
+        shared[1]["most_inside"].as_u64() > Some(1),
+        "readers never shared"
+    );
+    assert!(shared[1]["writes"].as_u64() > Some(0), "{}", shared[1]);
+    assert_eq!(report["failures"].as_array().map(Vec::len), Some(0));
+    Ok(())
+}
+
 #[test]
 fn table_output_and_help_name_the_scenarios() -> TestResult {
     let help = redlease().args(["bench", "--help"]).output()?;

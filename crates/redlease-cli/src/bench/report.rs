@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::contended::Contended;
+use super::shared::Shared;
 use super::stats::CommandCost;
 use super::uncontended::Uncontended;
 
@@ -22,13 +23,15 @@ pub(super) struct Report {
     pub(super) hot_cpus: u16,
     pub(super) uncontended: Vec<Uncontended>,
     pub(super) contended: Vec<Contended>,
+    /// The semaphore and read-write lock scenarios.
+    pub(super) shared: Vec<Shared>,
     /// Failed correctness checks (empty when all passed).
     pub(super) failures: Vec<String>,
 }
 
 impl Report {
-    /// The failed correctness checks of `contended`.
-    pub(super) fn check(contended: &[Contended]) -> Vec<String> {
+    /// The failed correctness checks of `contended` and `shared`.
+    pub(super) fn check(contended: &[Contended], shared: &[Shared]) -> Vec<String> {
         let mut failures = Vec::new();
         for c in contended {
             if c.counter != c.sections {
@@ -39,6 +42,23 @@ impl Report {
             }
             if !c.errors.is_empty() {
                 failures.push(format!("{}: {} worker errors", c.scenario, c.errors.len()));
+            }
+        }
+        for s in shared {
+            if s.violations > 0 {
+                failures.push(format!(
+                    "{}: {} sections began beside a hold they must exclude",
+                    s.scenario, s.violations
+                ));
+            }
+            if s.counter != s.expected_counter {
+                failures.push(format!(
+                    "{}: the counter is {}, expected {}",
+                    s.scenario, s.counter, s.expected_counter
+                ));
+            }
+            if !s.errors.is_empty() {
+                failures.push(format!("{}: {} task errors", s.scenario, s.errors.len()));
             }
         }
         failures
@@ -59,8 +79,15 @@ impl Report {
                 n => format!(", hot CPUs: {n}"),
             }
         )?;
-        self.render_uncontended(&mut out)?;
-        self.render_contended(&mut out)?;
+        if !self.uncontended.is_empty() {
+            self.render_uncontended(&mut out)?;
+        }
+        if !self.contended.is_empty() {
+            self.render_contended(&mut out)?;
+        }
+        if !self.shared.is_empty() {
+            self.render_shared(&mut out)?;
+        }
         if self.failures.is_empty() {
             writeln!(
                 out,
@@ -178,6 +205,69 @@ impl Report {
             )?;
         }
         Ok(())
+    }
+
+    fn render_shared(&self, out: &mut String) -> std::fmt::Result {
+        writeln!(
+            out,
+            "\nShared holds: {} tasks, one name, acquire -> section -> release",
+            super::shared::CONTENDERS
+        )?;
+        let rows: Vec<Vec<String>> = self
+            .shared
+            .iter()
+            .map(|s| {
+                vec![
+                    s.scenario.to_owned(),
+                    format!("{:.0}", s.sections_per_sec),
+                    if s.permits.is_some() {
+                        "-".to_owned()
+                    } else {
+                        format!("{}/{}", s.reads, s.writes)
+                    },
+                    duration(s.wait.p50),
+                    duration(s.wait.p99),
+                    duration(s.wait.max),
+                    s.most_inside.to_string(),
+                    s.violations.to_string(),
+                    cost(s.commands, |k| k.total),
+                    cost(s.commands, |k| k.lock_round_trips),
+                    if s.counter == s.expected_counter {
+                        format!("{} ok", s.counter)
+                    } else {
+                        format!("{} != {} FAIL", s.counter, s.expected_counter)
+                    },
+                ]
+            })
+            .collect();
+        table(
+            out,
+            &[
+                "scenario",
+                "sections/s",
+                "reads/writes",
+                "wait p50",
+                "wait p99",
+                "max wait",
+                "most inside",
+                "exclusion broken",
+                "cmds/section",
+                "lock RT/section",
+                "counter",
+            ],
+            &rows,
+        )?;
+        for s in &self.shared {
+            for e in &s.errors {
+                writeln!(out, "  error ({}): {e}", s.scenario)?;
+            }
+        }
+        writeln!(
+            out,
+            "  semaphore section: INCR; rwlock: a read (GET) with probability 0.9, else a write\n  \
+             (GET + SET); most inside: tasks in their sections at once; exclusion broken: a 5th\n  \
+             permit holder, or a writer beside anyone; counter: every permit section, every write"
+        )
     }
 
     fn render_contended_cost(&self, out: &mut String) -> std::fmt::Result {

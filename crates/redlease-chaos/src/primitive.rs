@@ -1,0 +1,90 @@
+//! Which primitive the workers of a run hold, and the exclusion rule it promises.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::event::Mode;
+
+/// The primitive the workers of a run contend for: it decides which holds may coexist
+/// (for [`check_as`](crate::check_as), its liveness measure, and the [`Judge`](crate::Judge)'s
+/// fenced resource).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub enum Primitive {
+    /// One holder at a time.
+    #[default]
+    Mutex,
+    /// At most `permits` holders at a time.
+    Semaphore {
+        /// The permit count.
+        permits: usize,
+    },
+    /// Many readers or one writer; an event without a [`Mode`] counts as a write.
+    RwLock,
+}
+
+impl Primitive {
+    /// Whether `worker`, holding (or entering its section) in `mode`, breaks the rule given
+    /// `others` (worker → mode; `worker` itself is skipped): a second holder of a mutex,
+    /// one more than `permits` of a semaphore, a writer with anyone or a reader with a
+    /// writer.
+    pub fn conflicts(self, worker: u32, mode: Option<Mode>, others: &BTreeMap<u32, Mode>) -> bool {
+        let mut others = others.iter().filter(|&(&w, _)| w != worker);
+        match self {
+            Primitive::Mutex => others.next().is_some(),
+            Primitive::Semaphore { permits } => others.count() >= permits,
+            Primitive::RwLock => match mode.unwrap_or(Mode::Write) {
+                Mode::Write => others.next().is_some(),
+                Mode::Read => others.any(|(_, &m)| m == Mode::Write),
+            },
+        }
+    }
+
+    /// How many holders leave nobody waiting in a stall: `permits` for a semaphore, 1
+    /// otherwise (for a read-write lock a stall is "nobody holds while someone waits").
+    pub fn capacity(self) -> usize {
+        match self {
+            Primitive::Semaphore { permits } => permits.max(1),
+            Primitive::Mutex | Primitive::RwLock => 1,
+        }
+    }
+
+    /// The mode a hold of this primitive counts as in the models: its own for a
+    /// read-write lock (a write when it has none), a write otherwise.
+    pub(crate) fn mode(self, mode: Option<Mode>) -> Mode {
+        match self {
+            Primitive::RwLock => mode.unwrap_or(Mode::Write),
+            Primitive::Mutex | Primitive::Semaphore { .. } => Mode::Write,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rules() {
+        let holders = |ms: &[(u32, Mode)]| ms.iter().copied().collect::<BTreeMap<_, _>>();
+        let (r, w) = (Mode::Read, Mode::Write);
+        let one = holders(&[(1, w)]);
+        assert!(Primitive::Mutex.conflicts(2, None, &one));
+        assert!(!Primitive::Mutex.conflicts(1, None, &one), "itself");
+        let sem = Primitive::Semaphore { permits: 2 };
+        assert!(!sem.conflicts(3, None, &one));
+        assert!(sem.conflicts(3, None, &holders(&[(1, w), (2, w)])));
+        assert!(
+            !sem.conflicts(2, None, &holders(&[(1, w), (2, w)])),
+            "itself"
+        );
+        let readers = holders(&[(1, r), (2, r)]);
+        assert!(!Primitive::RwLock.conflicts(3, Some(r), &readers));
+        assert!(Primitive::RwLock.conflicts(3, Some(w), &readers));
+        assert!(
+            Primitive::RwLock.conflicts(3, None, &readers),
+            "no mode: a write"
+        );
+        assert!(Primitive::RwLock.conflicts(3, Some(r), &holders(&[(1, w)])));
+        assert!(!Primitive::RwLock.conflicts(1, Some(w), &holders(&[(1, w)])));
+    }
+}
