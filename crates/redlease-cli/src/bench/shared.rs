@@ -250,19 +250,19 @@ async fn race(
 }
 
 /// Remembers every key of a semaphore or read-write lock for removal at the end.
-fn clean_up(env: &Env, keys: &redlease::LockKeys, extra: &str) {
+fn clean_up(env: &Env, keys: &redlease::LockKeys) {
     for key in [
         keys.key(),
         keys.fence(),
         keys.holder(),
         keys.queue(),
         keys.waiters(),
-    ] {
+    ]
+    .into_iter()
+    .chain(keys.permits())
+    .chain(keys.holds())
+    {
         env.clean_up(key);
-    }
-    // The permit count or the holds' expiries, next to the fencing counter.
-    if let Some(base) = keys.fence().strip_suffix(":fence") {
-        env.clean_up(&format!("{base}{extra}"));
     }
 }
 
@@ -277,11 +277,11 @@ async fn scenario(
     let client = env.client().await?;
     let (primitive, permits) = if name.starts_with("semaphore") {
         let semaphore = client.semaphore(env.name(name), PERMITS).wait(LOCK_WAIT);
-        clean_up(env, &semaphore.keys()?, ":sem:permits");
+        clean_up(env, &semaphore.keys()?);
         (Primitive::Semaphore(semaphore), Some(PERMITS))
     } else {
         let rw = client.rwlock(env.name(name)).wait(LOCK_WAIT);
-        clean_up(env, &rw.keys()?, ":rw:owners");
+        clean_up(env, &rw.keys()?);
         (Primitive::RwLock(rw), None)
     };
     let conn = env.connection().await?;
