@@ -1,0 +1,327 @@
+//! The blocking builders: each wraps its async twin and the runtime that drives it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::runtime::Runtime;
+
+use crate::error::{Error, Result};
+use crate::keys::LockKeys;
+use crate::owner::Owner;
+use crate::renew::Renewal;
+use crate::wait::{Retry, Wait};
+
+use super::guards::{Guard, Hold, Permit, ReadGuard, WriteGuard};
+use super::runtime::block_on;
+
+/// An async builder and the runtime that drives it: what every blocking builder is.
+#[derive(Clone)]
+pub(super) struct Driven<L> {
+    pub(super) inner: L,
+    pub(super) runtime: Arc<Runtime>,
+}
+
+/// An async builder that a blocking one drives.
+pub(super) trait Drive: Clone {
+    /// The blocking guard of an acquisition.
+    type Held: Hold;
+
+    /// The owner acquisitions act for: the builder's own, else the current scope's.
+    fn effective_owner(&self) -> Option<Owner>;
+
+    /// The builder as `run` acquires: renewed, for `owner`.
+    #[must_use]
+    fn for_run(self, owner: &Owner) -> Self;
+
+    async fn acquire(&self) -> Result<<Self::Held as Hold>::Async>;
+
+    async fn try_acquire(&self) -> Result<Option<<Self::Held as Hold>::Async>>;
+}
+
+/// `Drive` for async builders, each yielding the blocking guard named.
+macro_rules! drive {
+    ($($async:ident => $held:ident),* $(,)?) => {$(
+        impl Drive for crate::$async {
+            type Held = $held;
+
+            fn effective_owner(&self) -> Option<Owner> {
+                crate::$async::effective_owner(self)
+            }
+
+            fn for_run(self, owner: &Owner) -> Self {
+                self.renewal(Renewal::Auto).owner(owner)
+            }
+
+            async fn acquire(&self) -> Result<<$held as Hold>::Async> {
+                crate::$async::acquire(self).await
+            }
+
+            async fn try_acquire(&self) -> Result<Option<<$held as Hold>::Async>> {
+                crate::$async::try_acquire(self).await
+            }
+        }
+    )*};
+}
+
+drive!(Lock => Guard, Semaphore => Guard, ReadLock => Guard, WriteLock => WriteGuard);
+
+impl<L> Driven<L> {
+    fn map<M>(self, f: impl FnOnce(L) -> M) -> Driven<M> {
+        Driven {
+            inner: f(self.inner),
+            runtime: self.runtime,
+        }
+    }
+}
+
+impl<L: Drive> Driven<L> {
+    fn acquire(&self) -> Result<L::Held> {
+        let guard = block_on(&self.runtime, self.inner.acquire())??;
+        Ok(L::Held::wrap(guard, &self.runtime))
+    }
+
+    fn try_acquire(&self) -> Result<Option<L::Held>> {
+        let guard = block_on(&self.runtime, self.inner.try_acquire())??;
+        Ok(guard.map(|g| L::Held::wrap(g, &self.runtime)))
+    }
+
+    fn run<T, E, F>(&self, work: F) -> std::result::Result<T, E>
+    where
+        F: FnOnce(&Guard) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        // The builder's own owner (`owner`), else the current scope's, else a new one.
+        let owner = self.inner.effective_owner().unwrap_or_default();
+        let driven = self.clone().map(|l| l.for_run(&owner));
+        owner.sync_scope(|| {
+            let held = driven.acquire()?;
+            // As the async `run`: never re-enter a lease that nobody renews.
+            let guard = held.guard();
+            if guard.is_unrenewed() {
+                let name = guard.name().to_owned();
+                let _ = held.release();
+                return Err(E::from(Error::FixedLeaseReentered { name }));
+            }
+            let outcome = work(held.guard());
+            let released = held.release();
+            match (outcome, released) {
+                (Err(e), _) => Err(e),
+                (Ok(_), Err(e)) => Err(E::from(e)),
+                (Ok(value), Ok(())) => Ok(value),
+            }
+        })
+    }
+}
+
+/// A public blocking builder over the async builder `$async`, with its option setters.
+macro_rules! builder {
+    ($(#[$attr:meta])* $name:ident($async:ident)) => {
+        $(#[$attr])*
+        #[must_use]
+        #[derive(Clone)]
+        pub struct $name(pub(super) Driven<crate::$async>);
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_tuple(concat!("blocking::", stringify!($name)))
+                    .field(&self.0.inner)
+                    .finish()
+            }
+        }
+
+        impl $name {
+            fn map(self, f: impl FnOnce(crate::$async) -> crate::$async) -> Self {
+                Self(self.0.map(f))
+            }
+
+            #[doc = concat!("See [`crate::", stringify!($async), "::ttl`].")]
+            pub fn ttl(self, ttl: Duration) -> Self {
+                self.map(|l| l.ttl(ttl))
+            }
+
+            #[doc = concat!("See [`crate::", stringify!($async), "::wait`].")]
+            pub fn wait(self, wait: impl Into<Wait>) -> Self {
+                self.map(|l| l.wait(wait))
+            }
+
+            #[doc = concat!("See [`crate::", stringify!($async), "::prefix`].")]
+            pub fn prefix(self, prefix: impl Into<String>) -> Self {
+                self.map(|l| l.prefix(prefix))
+            }
+
+            #[doc = concat!("See [`crate::", stringify!($async), "::retry`].")]
+            pub fn retry(self, retry: Retry) -> Self {
+                self.map(|l| l.retry(retry))
+            }
+
+            #[doc = concat!("See [`crate::", stringify!($async), "::renewal`].")]
+            pub fn renewal(self, renewal: Renewal) -> Self {
+                self.map(|l| l.renewal(renewal))
+            }
+
+            #[doc = concat!("See [`crate::", stringify!($async), "::max_hold`].")]
+            pub fn max_hold(self, budget: Duration) -> Self {
+                self.map(|l| l.max_hold(budget))
+            }
+
+            #[doc = concat!("See [`crate::", stringify!($async), "::owner`]. A thread is not an")]
+            /// owner; [`Owner::sync_scope`] makes one for the blocking calls inside it.
+            pub fn owner(self, owner: &Owner) -> Self {
+                self.map(|l| l.owner(owner))
+            }
+        }
+    };
+}
+
+/// `acquire`, `try_acquire` and `run` of a public blocking builder.
+macro_rules! acquisitions {
+    ($name:ident($async:ident) -> $held:ident) => {
+        impl $name {
+            /// Acquires, waiting up to the builder's wait; see
+            #[doc = concat!("[`crate::", stringify!($async), "::acquire`].")]
+            ///
+            /// # Errors
+            #[doc = concat!("As [`crate::", stringify!($async), "::acquire`], and")]
+            /// [`Error::Runtime`] inside an async runtime.
+            pub fn acquire(&self) -> Result<$held> {
+                self.0.acquire()
+            }
+
+            /// One attempt: `Ok(None)` when busy; see
+            #[doc = concat!("[`crate::", stringify!($async), "::try_acquire`].")]
+            ///
+            /// # Errors
+            #[doc = concat!("As [`crate::", stringify!($async), "::try_acquire`], and")]
+            /// [`Error::Runtime`] inside an async runtime.
+            pub fn try_acquire(&self) -> Result<Option<$held>> {
+                self.0.try_acquire()
+            }
+
+            /// Acquires, runs `work` while the lease is kept renewed, and releases it.
+            ///
+            /// Synchronous code cannot be stopped from outside, so unlike
+            #[doc = concat!("[`crate::", stringify!($async), "::run`]")]
+            /// `work` runs to its end even if the lease is lost meanwhile; check
+            /// [`Guard::is_held`] between steps. If the lease was lost, `run` returns
+            /// [`Error::Lost`] even when `work` succeeded. `work` runs in an [`Owner`]
+            /// scope, so nested blocking acquisitions of the same name in it re-enter.
+            ///
+            /// Re-entering a lease the owner already holds works as for
+            /// [`crate::Lock::run`], which see: the outer lease's options apply, and a
+            /// fixed one is refused.
+            ///
+            /// # Errors
+            /// `work`'s own error, unchanged; otherwise as
+            #[doc = concat!("[`crate::", stringify!($async), "::run`].")]
+            pub fn run<T, E, F>(&self, work: F) -> std::result::Result<T, E>
+            where
+                F: FnOnce(&Guard) -> std::result::Result<T, E>,
+                E: From<Error>,
+            {
+                self.0.run(work)
+            }
+        }
+    };
+}
+
+/// The name and keys of a public blocking builder.
+macro_rules! named {
+    ($name:ident) => {
+        impl $name {
+            /// The name.
+            pub fn name(&self) -> &str {
+                self.0.inner.name()
+            }
+
+            /// The Redis keys and channel.
+            ///
+            /// # Errors
+            /// [`Error::InvalidName`] when the name cannot be used.
+            pub fn keys(&self) -> Result<LockKeys> {
+                self.0.inner.keys()
+            }
+        }
+    };
+}
+
+builder!(
+    /// A blocking lock; see [`crate::Lock`] for the options.
+    Lock(Lock)
+);
+named!(Lock);
+acquisitions!(Lock(Lock) -> Guard);
+
+builder!(
+    /// A blocking semaphore: at most `permits` holders at once; see [`crate::Semaphore`].
+    ///
+    /// ```no_run
+    /// # fn main() -> redlease::Result<()> {
+    /// let client = redlease::blocking::Client::connect("redis://127.0.0.1:6379")?;
+    /// // At most 3 backups at once, across every machine.
+    /// client.semaphore("backups", 3).run(|permit| {
+    ///     // ... the backup, stamped with permit.fencing_token() ...
+    ///     Ok::<_, redlease::Error>(())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    Semaphore(Semaphore)
+);
+named!(Semaphore);
+acquisitions!(Semaphore(Semaphore) -> Permit);
+
+impl Semaphore {
+    /// How many holders it admits at once.
+    pub fn permits(&self) -> u32 {
+        self.0.inner.permits()
+    }
+}
+
+builder!(
+    /// A blocking read-write lock: many readers at once, or one writer; see
+    /// [`crate::RwLock`] for its fairness and guarantees. Options set here apply to both
+    /// sides.
+    ///
+    /// Reentrancy, within an [`Owner`] (a `run`'s, or [`Owner::sync_scope`]'s): a read
+    /// re-entered by its owner is free (it shares the outer hold); a read asked for by the
+    /// owner of the write hold re-enters the write hold (use [`WriteGuard::downgrade`] to
+    /// let other readers in); a write asked for by the owner of a read hold fails at once
+    /// with [`Error::Upgrade`], never a deadlock.
+    ///
+    /// ```no_run
+    /// # fn main() -> redlease::Result<()> {
+    /// let client = redlease::blocking::Client::connect("redis://127.0.0.1:6379")?;
+    /// let config = client.rwlock("config");
+    /// let write = config.write().acquire()?; // alone
+    /// let read = write.downgrade()?; // now a reader, without a gap
+    /// read.release()?;
+    /// let version = config.read().run(|guard| Ok::<_, redlease::Error>(guard.fencing_token()))?;
+    /// # Ok(()) }
+    /// ```
+    RwLock(RwLock)
+);
+named!(RwLock);
+
+impl RwLock {
+    /// The read side, with the options set so far.
+    pub fn read(&self) -> ReadLock {
+        ReadLock(self.0.clone().map(|l| l.read()))
+    }
+
+    /// The write side, with the options set so far.
+    pub fn write(&self) -> WriteLock {
+        WriteLock(self.0.clone().map(|l| l.write()))
+    }
+}
+
+builder!(
+    /// The read side of a blocking [`RwLock`]; acquiring it yields a [`ReadGuard`].
+    ReadLock(ReadLock)
+);
+acquisitions!(ReadLock(ReadLock) -> ReadGuard);
+
+builder!(
+    /// The write side of a blocking [`RwLock`]; acquiring it yields a [`WriteGuard`].
+    WriteLock(WriteLock)
+);
+acquisitions!(WriteLock(WriteLock) -> WriteGuard);

@@ -1,0 +1,37 @@
+//! The same locks for synchronous code, driven by the same engine.
+//!
+//! Like `reqwest::blocking`, every type here wraps its async twin and drives it on a
+//! small tokio runtime that the [`Client`] owns (one worker thread, which also runs the
+//! renewal scheduler and background releases). Locks taken here and with the async API
+//! exclude each other like any two clients.
+//!
+//! Do not call these methods from inside an async runtime: they block the thread. They
+//! return an error saying so instead of panicking.
+//!
+//! All three primitives are here: [`Client::lock`], [`Client::semaphore`] (a [`Permit`] is
+//! a [`Guard`]) and [`Client::rwlock`] (a [`ReadGuard`] is a [`Guard`]; a [`WriteGuard`]
+//! adds [`downgrade`](WriteGuard::downgrade)). Every guard is released before its `Drop`
+//! returns. Reentrancy is per [`Owner`](crate::Owner), as in the async API: a `run` opens an owner scope
+//! for its work (so does [`Owner::sync_scope`](crate::Owner::sync_scope)); within it a lock or a permit re-enters, a
+//! read re-entered by its owner is free, a read asked for by the writer re-enters the write
+//! hold, and a write asked for by a reader fails with [`Error::Upgrade`](crate::Error::Upgrade) (never a
+//! deadlock).
+//!
+//! ```no_run
+//! # fn main() -> redlease::Result<()> {
+//! let client = redlease::blocking::Client::connect("redis://127.0.0.1:6379")?;
+//! let total = client.lock("ledger").run(|guard| {
+//!     // Exclusive and renewed; check guard.is_held() between long steps.
+//!     Ok::<_, redlease::Error>(guard.fencing_token().get())
+//! })?;
+//! # Ok(()) }
+//! ```
+
+mod builders;
+mod client;
+mod guards;
+mod runtime;
+
+pub use builders::{Lock, ReadLock, RwLock, Semaphore, WriteLock};
+pub use client::{Client, default_client, set_default_client};
+pub use guards::{Guard, Permit, ReadGuard, WriteGuard};
