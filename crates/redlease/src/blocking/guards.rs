@@ -26,10 +26,10 @@ pub(super) trait Hold: Sized {
     fn release(self) -> Result<()>;
 }
 
-/// A permit of a blocking [`Semaphore`]: a [`Guard`], released before its drop returns.
+/// A permit of a blocking [`Semaphore`](super::Semaphore): a [`Guard`], released before its drop returns.
 pub type Permit = Guard;
 
-/// A read hold of a blocking [`RwLock`]: a [`Guard`], released before its drop returns.
+/// A read hold of a blocking [`RwLock`](super::RwLock): a [`Guard`], released before its drop returns.
 pub type ReadGuard = Guard;
 
 /// A held lock (blocking); see [`crate::Guard`]. Dropping it releases the lock before the
@@ -177,7 +177,7 @@ impl Hold for Guard {
     }
 }
 
-/// The write hold of a blocking [`RwLock`]: a [`Guard`] (its whole surface, through
+/// The write hold of a blocking [`RwLock`](super::RwLock): a [`Guard`] (its whole surface, through
 /// `Deref`), plus [`downgrade`](WriteGuard::downgrade); see [`crate::WriteGuard`]. Dropping
 /// it releases the lock before the drop returns, as a [`Guard`] does.
 #[must_use = "dropping a WriteGuard releases the lock at once"]
