@@ -174,6 +174,11 @@ impl Holding {
         true
     }
 
+    /// Whether other guards share this lease (nested acquisitions of the same owner).
+    pub(crate) fn is_nested(&self) -> bool {
+        self.holds.load(Ordering::Acquire) > 1
+    }
+
     /// Drops one hold; true when it was the last, so the lock must be given back.
     pub(crate) fn exit(&self) -> bool {
         self.holds.fetch_sub(1, Ordering::AcqRel) == 1

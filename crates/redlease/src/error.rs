@@ -104,6 +104,14 @@ pub enum Error {
         /// The read-write lock's name.
         name: String,
     },
+    /// A write hold shared by nested acquisitions of its owner was asked to downgrade.
+    #[error(
+        "write lock `{name}` is also held by nested acquisitions of this owner, which still write; release them before downgrading"
+    )]
+    NestedDowngrade {
+        /// The read-write lock's name.
+        name: String,
+    },
     /// The primitive cannot be made sound on this deployment.
     #[error("{what} is not available here: {reason}")]
     Unsupported {

@@ -259,13 +259,14 @@ impl WriteGuard {
 
     /// Turns the write hold into a read hold, atomically: no other writer can come in
     /// between, and the readers queued at the head are let in. The hold keeps its fencing
-    /// token, lease and renewal. Nested holds of the same owner share the lease and become
-    /// read holds with it.
+    /// token, lease and renewal.
     ///
     /// # Errors
-    /// [`Error::Lost`] when the hold was lost before the downgrade (dropping the error
-    /// drops nothing more: the lease is gone); [`Error::Redis`] when Redis could not be
-    /// asked (the write hold is then given back in the background).
+    /// [`Error::NestedDowngrade`] when other guards of the same owner share this write
+    /// hold (a nested acquisition): they still write, so no reader may come in; this guard
+    /// is given back (which only counts the nesting down). [`Error::Lost`] when the hold
+    /// was lost before the downgrade; [`Error::Redis`] when Redis could not be asked (the
+    /// write hold is then given back in the background, downgraded or not).
     ///
     /// # Cancel safety
     /// Dropping the future drops the write guard, which gives the hold back in the
@@ -288,6 +289,11 @@ pub(crate) async fn downgrade(guard: &Guard) -> Result<()> {
     let lease = &holding.lease;
     if !matches!(lease.state(), State::Held(_)) {
         return Err(lost(&lease.name));
+    }
+    if holding.is_nested() {
+        return Err(Error::NestedDowngrade {
+            name: lease.name.to_string(),
+        });
     }
     let held = holding
         .engine

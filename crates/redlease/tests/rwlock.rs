@@ -368,3 +368,64 @@ async fn quorum_writers_exclude_and_readers_share() {
     drop(reader);
     read.release().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_write_hold_is_not_downgraded_under_its_outer_writer() {
+    let server = server();
+    let client = client(&server).await;
+    let lock = client.rwlock("nested-downgrade");
+    Owner::new()
+        .scope(async {
+            let outer = lock.write().acquire().await.unwrap();
+            let inner = lock.write().acquire().await.unwrap();
+            match inner.downgrade().await {
+                Err(e @ Error::NestedDowngrade { .. }) => {
+                    assert!(e.to_string().contains("nested"), "{e}");
+                }
+                other => panic!("expected NestedDowngrade, got {other:?}"),
+            }
+            assert!(
+                lock.read()
+                    .owner(&Owner::new())
+                    .try_acquire()
+                    .await
+                    .unwrap()
+                    .is_none(),
+                "a reader came in beside the outer writer"
+            );
+            // Alone again, the outer hold downgrades.
+            let read = outer.downgrade().await.unwrap();
+            let other = lock
+                .read()
+                .owner(&Owner::new())
+                .try_acquire()
+                .await
+                .unwrap();
+            assert!(other.is_some(), "a reader comes in after the downgrade");
+            read.release().await.unwrap();
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_clash_over_a_quorum_is_a_clear_error_not_an_endless_wait() {
+    let nodes = redlease_local::Nodes::start(3).unwrap();
+    let client = Client::quorum(nodes.urls()).await.unwrap();
+    let lock = client.lock("taken").acquire().await.unwrap();
+    let started = tokio::time::Instant::now();
+    let result = bounded(
+        "the clash",
+        client
+            .rwlock("taken")
+            .wait(redlease::Wait::Forever)
+            .write()
+            .acquire(),
+    )
+    .await;
+    assert!(
+        matches!(result, Err(Error::WrongType { .. })),
+        "expected WrongType, got {result:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    lock.release().await.unwrap();
+}

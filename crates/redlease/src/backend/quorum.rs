@@ -101,7 +101,7 @@ pub(crate) async fn acquire(
     };
     let nodes = deployment.nodes.len();
     let Asked {
-        replies,
+        mut replies,
         granted,
         busy,
         holder_pttl,
@@ -178,6 +178,14 @@ pub(crate) async fn acquire(
         node_timeout,
     )
     .await;
+    // A refusal that no retry changes (the name is another primitive's, a permit count
+    // that differs) is the answer, not a missing node: retrying it would never end.
+    let refused = replies
+        .iter()
+        .position(|r| matches!(r, Some(Err(e)) if is_final(e)));
+    if let Some(Some(Err(e))) = refused.and_then(|i| replies.get_mut(i)).map(Option::take) {
+        return Err(Error::redis("acquiring a lock", &keys.key, e));
+    }
     if answered < needed {
         return Err(Error::NoQuorum {
             acquired: granted,
@@ -186,6 +194,12 @@ pub(crate) async fn acquire(
         });
     }
     Ok(Reply::Busy(holder_pttl))
+}
+
+/// Whether a node's refusal is final: the same call would be refused again.
+fn is_final(e: &redis::RedisError) -> bool {
+    e.code()
+        .is_some_and(|code| code == "WRONGTYPE" || code.starts_with("REDLEASE_"))
 }
 
 /// The failed nodes of an attempt, each with its error (a timeout when it did not
