@@ -10,8 +10,10 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local out = {}
 for i = 1, #KEYS / 3 do
   local leases, token = KEYS[3 * i - 2], ARGV[2 * i - 1]
-  local score = redis.call('ZSCORE', leases, token)
-  if score and tonumber(score) > now then
+  -- pcall: a key another primitive took meanwhile (WRONGTYPE) is this lease lost, not
+  -- an error that would fail every other lease of the batch.
+  local score = redis.pcall('ZSCORE', leases, token)
+  if type(score) == 'string' and tonumber(score) > now then
     local at = string.format('%d', now + tonumber(ARGV[2 * i]))
     redis.call('ZADD', leases, 'XX', at, token)
     redis.call('PEXPIREAT', leases, at, 'GT')

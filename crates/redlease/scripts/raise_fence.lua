@@ -10,7 +10,10 @@
 -- the model in crates/redlease-model).
 local held
 if ARGV[3] == 'zset' then
-  held = redis.call('ZSCORE', KEYS[2], ARGV[2]) ~= false
+  -- A hold counts while its expiry (ms, by the server's clock) is ahead.
+  local score = redis.call('ZSCORE', KEYS[2], ARGV[2])
+  local t = redis.call('TIME')
+  held = score and tonumber(score) > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 else
   held = redis.call('GET', KEYS[2]) == ARGV[2]
 end

@@ -6,10 +6,11 @@
 --   ARGV[4] "read" or "write"
 --   ARGV[5] "1" to join the FIFO queue when the lock is not granted, "0" (or absent) to only
 --           try; with "1" also: ARGV[6] the caller's grant channel   ARGV[7] queue linger in ms
---           "2" to join silently (Cluster: no hand-off, the waiter is woken by a release
---           notice and comes back for the lock itself): ARGV[6] "" ARGV[7] queue linger in
---           ms, ARGV[8] how long the place is kept without the waiter coming back, in ms
---           (each attempt renews it)
+--           "2" to join silently (no hand-off can reach the waiter: a Cluster, polling; it
+--           comes back for the lock itself): ARGV[6] the lock's release channel, on which
+--           K is PUBLISHed when a silent place at the head can now be served (so that its
+--           waiter comes back), ARGV[7] queue linger in ms, ARGV[8] how long the place is
+--           kept without the waiter coming back, in ms (each attempt renews it)
 -- Reply {status, fence, pttl}, as acquire.lua:
 --   {1, fence, 0}     granted now, with a fresh fencing token
 --   {2, fence, 0}     this token already holds the lock (a retried attempt, or a hand-off);
@@ -17,7 +18,8 @@
 --                     gets this too: its write hold covers reading (rw_downgrade.lua lets
 --                     other readers in)
 --   {0, 0, pttl}      not granted; pttl is the time in ms until every current hold has run
---                     out (-1: none held, which a correct caller never sees)
+--                     out (-1: none held, while a silent place at the head waits for its
+--                     waiter to come back)
 -- Error replies (nothing changed when they are sent):
 --   "REDLEASE_UPGRADE ..."  ARGV[1] holds the lock for reading and asked for writing: an
 --                     upgrade is refused, never waited for (two upgrading readers would wait
@@ -43,7 +45,10 @@ if redis.call('ZSCORE', KEYS[6], token) then
   end
   return {2, fence_of(token), 0}
 end
-local mine, empty = serve(state, now, token, ttl, details)
+local mine, empty, wake = serve(state, now, token, ttl, details)
+if wake and ARGV[5] == '2' then
+  redis.call('PUBLISH', ARGV[6], KEYS[1])
+end
 if not mine and empty and fits(state, want) then
   -- The queue is empty, so the caller is not in it; clear a stale table entry.
   if ARGV[5] == '1' or ARGV[5] == '2' then
@@ -58,8 +63,13 @@ if mine then
 end
 if ARGV[5] == '1' then
   local entry = cjson.encode({ARGV[2], ARGV[6], details, want})
-  if redis.call('HSETNX', KEYS[5], token, entry) == 1 then
+  local old = redis.call('HGET', KEYS[5], token)
+  if not old then
+    redis.call('HSET', KEYS[5], token, entry)
     redis.call('RPUSH', KEYS[4], token)
+  elseif cjson.decode(old)[2] == '' then
+    -- A silent place whose waiter can now be handed the lock: same place, with a channel.
+    redis.call('HSET', KEYS[5], token, entry)
   end
 elseif ARGV[5] == '2' then
   local entry = cjson.encode({ARGV[2], '', details, want, now + tonumber(ARGV[8])})

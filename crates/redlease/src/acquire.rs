@@ -162,8 +162,9 @@ impl Request<'_> {
         // (one round trip fewer under contention; a free lock is simply taken).
         let mut registration: Option<Registration> =
             (self.wait != Wait::No && notifier.subscribed()).then(|| notifier.register(&token));
-        // Read-write locks on a Cluster keep a place in the queue without a hand-off, so
-        // that a waiting writer stops the readers that come after it there too.
+        // Read-write lock waiters keep a place in the queue even where no hand-off can reach
+        // them (a Cluster, polling, a grant subscription that is down), so that a waiting
+        // writer stops the readers that come after it there too.
         let silent = self.wait != Wait::No
             && matches!(self.kind, Kind::Read | Kind::Write)
             && self.engine.deployment().keeps_silent_places();
@@ -229,7 +230,8 @@ impl Request<'_> {
                         && watch.is_none()
                         && deadline.is_none_or(|d| Instant::now() < d)
                     {
-                        watch = wakeups.watch(&keys.channel, deadline).await;
+                        let until = self.subscribe_until(deadline, silent);
+                        watch = wakeups.watch(&keys.channel, until).await;
                         if watch.is_some() {
                             // Listening now: try again at once, a release may have come
                             // while we subscribed.
@@ -395,6 +397,19 @@ impl Request<'_> {
         match cut_at {
             Some(at) => tokio::time::timeout_at(at, attempt).await.ok(),
             None => Some(attempt.await),
+        }
+    }
+
+    /// How long a waiter may wait for its release-notice subscription: its whole wait,
+    /// but no longer than its re-check bound while it keeps a silent place (which is
+    /// dropped if it does not come back), so that it never loses its place waiting for a
+    /// slow pub/sub link.
+    fn subscribe_until(&self, deadline: Option<Instant>, silent: bool) -> Option<Instant> {
+        if silent {
+            let bound = Instant::now() + self.retry.max();
+            Some(deadline.map_or(bound, |d| d.min(bound)))
+        } else {
+            deadline
         }
     }
 

@@ -66,8 +66,15 @@
 //! # Which primitive
 //! Every primitive is built on the same lease engine and has every guarantee above: owner
 //! tokens, leases renewed while held and reported when lost (`run` cancels the work),
-//! fencing tokens on every grant, FIFO waiting with hand-off, reentrancy per [`Owner`],
-//! give-back on every path, async and [`blocking`] APIs.
+//! fencing tokens on every grant, FIFO waiting (with hand-off on a single Redis or
+//! Sentinel; each primitive's docs say what other deployments keep), reentrancy per
+//! [`Owner`], give-back on every path, async and [`blocking`] APIs.
+//!
+//! Fencing with shared holds: permit holders and readers hold at the same time, each
+//! with its own token, so a resource that accepts only tokens at least the highest it has
+//! seen fits exclusive writers (a lock, a write hold). Fence a semaphore's holders per
+//! resource each writes, and a read-write lock's writes with the write hold's token
+//! (readers' tokens order them after the writes before them).
 //!
 //! | you need | use | deployments |
 //! |---|---|---|

@@ -24,13 +24,19 @@ pub type ReadGuard = Guard;
 ///
 /// **Fair.** Waiters queue FIFO: a queued writer stops every reader that comes after it (no
 /// writer starvation). On a single Redis or Sentinel the readers queued together behind a
-/// writer are handed the lock together when it leaves. On a Cluster a waiter keeps a
-/// silent place in the queue (a release there cannot tell whether a waiter listens): it
-/// is woken by the release notice and takes the lock itself when its turn comes; a place
-/// whose waiter stops coming back is dropped after about twice the retry bound plus the
-/// response timeout. Over a quorum waiters do not queue (each node's queue could put
+/// writer are handed the lock together when it leaves. Where no hand-off can reach a
+/// waiter (a Cluster, where a release cannot tell whether a waiter listens;
+/// [`Notifications::Polling`](crate::Notifications::Polling); a grant subscription that is
+/// down) it keeps a *silent* place in the queue all the same: it is woken by the release
+/// notice (Cluster) or its own re-check and takes the lock itself when its turn comes; a
+/// place whose waiter stops coming back is dropped after about twice the retry bound plus
+/// the response timeout. Over a quorum waiters do not queue (each node's queue could put
 /// another waiter first, and waiters heading different nodes' queues would keep each
 /// other from a majority): there a stream of overlapping readers can keep a writer out.
+///
+/// Fencing: readers hold at the same time, each with its own token; a resource fenced by
+/// the highest token it has seen should check the writes (made under the write hold), and
+/// readers' tokens order them after the writes before them.
 ///
 /// **No upgrade, atomic downgrade.** An owner holding the read lock that asks for the write
 /// lock gets [`Error::Upgrade`] at once, never a deadlock (two upgrading readers would wait

@@ -56,9 +56,10 @@ pub(crate) enum Join<'a> {
     /// Queue for a hand-off on this client's grant `channel`; the queue keys live
     /// `linger_ms` past the last arrival.
     Grants { channel: &'a str, linger_ms: u64 },
-    /// Keep a place without a grant channel (read-write locks on a Cluster): the waiter,
-    /// woken by release notices, comes back for the lock itself; the place is dropped when
-    /// it has not come back for `stale_ms`.
+    /// Keep a place without a grant channel (read-write locks where no hand-off can reach
+    /// the waiter): the waiter comes back for the lock itself (woken by release notices on
+    /// a Cluster, by its own re-checks elsewhere); the place is dropped when it has not
+    /// come back for `stale_ms`.
     Silent { linger_ms: u64, stale_ms: u64 },
 }
 
@@ -108,7 +109,11 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> ScriptInvocati
         Join::Silent {
             linger_ms,
             stale_ms,
-        } => invocation.arg("2").arg("").arg(linger_ms).arg(stale_ms),
+        } => invocation
+            .arg("2")
+            .arg(&keys.channel)
+            .arg(linger_ms)
+            .arg(stale_ms),
         Join::No => invocation.arg("0"),
     };
     invocation

@@ -23,8 +23,11 @@ pub type Permit = Guard;
 /// permit after its TTL: expired permits are reclaimed inside the scripts (by the server's
 /// clock) before anything is counted, so no permit ever leaks. Waiters queue FIFO and are
 /// handed a freed permit by the release that frees it (on a single Redis or Sentinel; on a
-/// Cluster waiters are woken by a release notice and try again). Every permit gets a
-/// fencing token, larger than every earlier one of the name.
+/// Cluster, or with [`Notifications::Polling`](crate::Notifications::Polling), waiters are
+/// woken by a release notice or their own re-checks and try again, in no set order). Every
+/// permit gets a fencing token, larger than every earlier one of the name; holders at the
+/// same time have different tokens, so fence the resource each holder writes, not one
+/// resource shared by all holders.
 ///
 /// The permit count is stored with the semaphore while it is in use: asking for the same
 /// name with another count fails with [`Error::PermitsMismatch`]; a lock or read-write lock

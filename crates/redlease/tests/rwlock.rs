@@ -293,13 +293,10 @@ async fn cluster_writers_exclude_and_readers_share() {
     check(&mut conn).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_waiting_cluster_writer_stops_new_readers() {
-    let cluster = redlease_local::Cluster::start().unwrap();
-    let client = bounded("connect", Client::cluster(cluster.urls()))
-        .await
-        .unwrap();
-    let lock = client.rwlock("cluster-fair").wait(Duration::from_secs(30));
+/// A reader holds; a writer waits and keeps a place without a hand-off (a Cluster, or
+/// polling), which stops every later reader until the writer had its turn.
+async fn a_waiting_writer_stops_new_readers(client: &Client, name: &str) {
+    let lock = client.rwlock(name).wait(Duration::from_secs(30));
     let first_reader = lock.read().acquire().await.unwrap();
     let writer = tokio::spawn({
         let lock = lock.clone();
@@ -330,6 +327,26 @@ async fn a_waiting_cluster_writer_stops_new_readers() {
     writer.release().await.unwrap();
     let reader = lock.read().try_acquire().await.unwrap();
     assert!(reader.is_some(), "readers come in again after the writer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_cluster_writer_stops_new_readers() {
+    let cluster = redlease_local::Cluster::start().unwrap();
+    let client = bounded("connect", Client::cluster(cluster.urls()))
+        .await
+        .unwrap();
+    a_waiting_writer_stops_new_readers(&client, "cluster-fair").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_polling_writer_stops_new_readers() {
+    let server = server();
+    let client = Client::builder(&server.url())
+        .notifications(redlease::Notifications::Polling)
+        .connect()
+        .await
+        .unwrap();
+    a_waiting_writer_stops_new_readers(&client, "polling-fair").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

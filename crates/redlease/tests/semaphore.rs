@@ -364,3 +364,29 @@ async fn cluster_semaphores_admit_at_most_n() {
         assert_eq!(most, 2, "8 contenders never filled 2 permits of {name}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_taken_by_another_primitive_costs_only_its_own_lease() {
+    let server = server();
+    let client = client(&server).await;
+    let ttl = Duration::from_millis(300);
+    let lock = client.lock("kept").ttl(ttl).acquire().await.unwrap();
+    let permit = client
+        .semaphore("clash", 1)
+        .ttl(ttl)
+        .acquire()
+        .await
+        .unwrap();
+    // The permit's key is deleted and a lock of the same name takes it: the next renewal
+    // of the batch meets WRONGTYPE for the permit only.
+    let mut conn = raw(&server).await;
+    let _: i64 = conn.del("redlease:clash").await.unwrap();
+    let () = conn.set("redlease:clash", "someone").await.unwrap();
+    bounded("the permit's loss", permit.lost()).await;
+    tokio::time::sleep(ttl * 3).await;
+    assert!(
+        lock.is_held(),
+        "the lock renewed in the same batch was lost with the permit"
+    );
+    lock.release().await.unwrap();
+}

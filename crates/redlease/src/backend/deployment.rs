@@ -83,13 +83,15 @@ impl Deployment {
         )
     }
 
-    /// Whether waiters keep a place in the queue without a hand-off (read-write locks on a
-    /// Cluster, where a release cannot tell whether a waiter listens): one node decides
+    /// Whether read-write lock waiters that cannot be handed the lock keep a place in the
+    /// queue all the same (a *silent* place: they come back for the lock themselves): on a
+    /// Cluster, where a release cannot tell whether a waiter listens, and wherever hand-offs
+    /// cannot reach a waiter (polling, a grant subscription that is down). One node decides
     /// each lock there, so one queue orders its waiters. Not over a quorum: each node's
     /// queue could put another waiter first, and waiters heading different nodes' queues
     /// would keep each other from a majority.
     pub(crate) fn keeps_silent_places(&self) -> bool {
-        self.topology == Topology::Cluster
+        self.topology != Topology::Quorum
     }
 
     /// Why a count of holders (a semaphore's permits) cannot be kept soundly here, or
