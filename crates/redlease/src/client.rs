@@ -9,6 +9,7 @@ use crate::conn::{Endpoints, Settings};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::lock::Lock;
+use crate::multilock::MultiLock;
 use crate::notify::{Notifier, Reach, Wakeups};
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
@@ -376,6 +377,20 @@ impl Client {
     /// [`Lock`] builder methods. Nothing is sent to Redis until it is acquired.
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         Lock::new(Arc::clone(&self.engine), name.into())
+    }
+
+    /// Several locks held together, all or nothing (see [`MultiLock`]), with default
+    /// options. Duplicate names are one name. Nothing is sent to Redis until it is
+    /// acquired.
+    pub fn multi_lock<I, S>(&self, names: I) -> MultiLock
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        MultiLock::new(
+            Arc::clone(&self.engine),
+            names.into_iter().map(Into::into).collect(),
+        )
     }
 
     /// A semaphore named `name` admitting `permits` holders at once, with default options;

@@ -76,6 +76,15 @@ impl Spec {
         }
     }
 
+    /// The same options for another name (the keys derived afresh).
+    pub(crate) fn for_name(&self, name: Arc<str>) -> Self {
+        Self {
+            name,
+            keys: Arc::default(),
+            ..self.clone()
+        }
+    }
+
     pub(crate) fn set_prefix(&mut self, prefix: String) {
         self.prefix = prefix;
         self.keys = Arc::default();

@@ -65,6 +65,7 @@ const LAYERS: &[&[&str]] = &[
         "resource",
         "semaphore",
         "rwlock",
+        "multilock",
         "spec",
         "__private",
     ],

@@ -1,0 +1,311 @@
+//! [`MultiLock`]: several locks taken all or nothing.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::guard::Guard;
+use crate::renew::Renewal;
+use crate::scripts::Kind;
+use crate::spec::{Spec, option_setters};
+use crate::token::FencingToken;
+use crate::wait::Wait;
+
+/// Several locks held together, all or nothing: "move money between two accounts, locking
+/// both".
+///
+/// The names are taken **one by one in one canonical order** (sorted, duplicates
+/// removed), each exactly as [`Lock::acquire`](crate::Lock::acquire) takes it (FIFO queue,
+/// hand-off, renewal), all within the one [`wait`](MultiLock::wait) budget. So two
+/// multi-locks over overlapping names can never deadlock (both go for the smallest shared
+/// name first), and a multi-lock is not starved by a stream of single-name holders: it
+/// queues for each name like anyone else. **While it waits it holds the names before the
+/// one it waits for**: others needing those wait behind it. When the whole cannot be taken
+/// (a name stays busy past the wait, an error), everything taken so far is released before
+/// the error returns; a dropped acquisition gives back what it took in the background.
+///
+/// A multi-lock and a plain [`Lock`](crate::Lock) of any of its names exclude each other
+/// (they are the same keys). Each name is its own lease with its own fencing token
+/// ([`MultiGuard::fencing_token`]), renewed in the client's renewal batches; the guard
+/// reports the loss of any. Works on every deployment; with names in several Cluster slots
+/// or over a quorum, each name is taken where it lives.
+///
+/// # Examples
+/// ```no_run
+/// # async fn example(client: redlease::Client) -> redlease::Result<()> {
+/// client
+///     .multi_lock(["account:7", "account:3"])
+///     .run(async |guard| {
+///         // Both accounts are ours; each write carries its account's fencing token.
+///         let _ = guard.fencing_token("account:7");
+///         Ok::<_, redlease::Error>(())
+///     })
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[must_use]
+#[derive(Clone)]
+pub struct MultiLock {
+    spec: Spec,
+    /// Sorted, without duplicates: the order every multi-lock takes them in.
+    names: Arc<[Arc<str>]>,
+}
+
+impl fmt::Debug for MultiLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MultiLock")
+            .field("names", &self.names)
+            .field("spec", &self.spec)
+            .finish()
+    }
+}
+
+option_setters!(MultiLock);
+
+impl MultiLock {
+    pub(crate) fn new(engine: Arc<Engine>, names: Vec<String>) -> Self {
+        let mut names: Vec<Arc<str>> = names.into_iter().map(Arc::from).collect();
+        names.sort_unstable();
+        names.dedup();
+        let joined = names.join(",");
+        Self {
+            spec: Spec::new(engine, joined),
+            names: names.into(),
+        }
+    }
+
+    /// The names, in the order they are taken.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.names.iter().map(AsRef::as_ref)
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.names.is_empty() {
+            return Err(Error::InvalidOption {
+                option: "names",
+                reason: "a multi-lock needs at least one name".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Makes one attempt at every name in order: `Ok(None)` (and nothing held) as soon as
+    /// one is busy.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] for an empty list; otherwise as
+    /// [`Lock::try_acquire`](crate::Lock::try_acquire) for the name that failed
+    /// (everything taken before it is released first).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: whatever was taken is given back in the background.
+    pub async fn try_acquire(&self) -> Result<Option<MultiGuard>> {
+        self.check()?;
+        let mut guards = Vec::with_capacity(self.names.len());
+        for name in self.names.iter() {
+            match self
+                .spec
+                .for_name(Arc::clone(name))
+                .try_acquire(Kind::Mutex)
+                .await
+            {
+                Ok(Some(guard)) => guards.push(guard),
+                Ok(None) => {
+                    give_back(guards).await;
+                    return Ok(None);
+                }
+                Err(e) => {
+                    give_back(guards).await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Some(MultiGuard { guards }))
+    }
+
+    /// Takes every name in order, waiting up to the multi-lock's
+    /// [`wait`](MultiLock::wait) for all of them together.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] (naming the name still busy) when the wait ran out; otherwise as
+    /// [`try_acquire`](MultiLock::try_acquire). Everything taken is released first.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: whatever was taken, or queued for, is given back in the background.
+    #[tracing::instrument(skip_all, fields(locks = %self.spec.name))]
+    pub async fn acquire(&self) -> Result<MultiGuard> {
+        self.check()?;
+        let deadline = match self.spec.wait {
+            Wait::No => Some(Instant::now()),
+            Wait::For(d) => Some(Instant::now() + d),
+            Wait::Forever => None,
+        };
+        let mut guards = Vec::with_capacity(self.names.len());
+        for name in self.names.iter() {
+            let mut spec = self.spec.for_name(Arc::clone(name));
+            spec.wait = match deadline {
+                Some(d) => Wait::For(d.saturating_duration_since(Instant::now())),
+                None => Wait::Forever,
+            };
+            match Box::pin(spec.acquire(Kind::Mutex)).await {
+                Ok(guard) => guards.push(guard),
+                Err(e) => {
+                    give_back(guards).await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(MultiGuard { guards })
+    }
+
+    /// Takes every name, runs `work` while all leases are kept renewed, and releases them:
+    /// `work` is dropped where it stands the moment any lease is lost, as with
+    /// [`Lock::run`](crate::Lock::run).
+    ///
+    /// # Errors
+    /// `work`'s own error, unchanged; otherwise, converted with `From<Error>`, what
+    /// [`acquire`](MultiLock::acquire) returns, [`Error::Lost`] for a lease lost during
+    /// `work` or found lost at the release, [`Error::Redis`] for a release that could not
+    /// reach Redis.
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops `work` and releases every lock in the background.
+    pub async fn run<T, E, F>(&self, work: F) -> std::result::Result<T, E>
+    where
+        F: AsyncFnOnce(&MultiGuard) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        let owner = self.spec.effective_owner().unwrap_or_default();
+        let multi = self.clone().renewal(Renewal::Auto).owner(&owner);
+        owner
+            .scope(async move {
+                let guard = Box::pin(multi.acquire()).await?;
+                let outcome = {
+                    let work = work(&guard);
+                    tokio::select! {
+                        biased;
+                        ended = guard.ended() => Err(ended),
+                        out = work => Ok(out),
+                    }
+                };
+                let released = guard.release().await;
+                match (outcome, released) {
+                    (Err(ended), _) => Err(E::from(ended)),
+                    (Ok(Err(e)), _) => Err(e),
+                    (Ok(Ok(_)), Err(e)) => Err(E::from(e)),
+                    (Ok(Ok(value)), Ok(())) => Ok(value),
+                }
+            })
+            .await
+    }
+}
+
+/// Releases `guards` (the names taken so far of a multi-lock that failed), logging what
+/// could not be given back (it expires by itself).
+async fn give_back(guards: Vec<Guard>) {
+    for guard in guards {
+        let name = guard.name().to_owned();
+        if let Err(e) = guard.release().await {
+            tracing::debug!(lock = %name, error = %e, "a multi-lock could not give back a name it took");
+        }
+    }
+}
+
+/// The locks of a [`MultiLock`], held together: one lease per name.
+///
+/// Dropping it releases every lock in the background, as dropping each [`Guard`] would.
+#[must_use = "dropping a MultiGuard releases its locks at once"]
+#[derive(Debug)]
+pub struct MultiGuard {
+    /// In the order they were taken (the names sorted).
+    guards: Vec<Guard>,
+}
+
+impl MultiGuard {
+    /// One guard per name, in the order they were taken (the names sorted).
+    pub fn guards(&self) -> &[Guard] {
+        &self.guards
+    }
+
+    /// The fencing token of `name`'s lease, or `None` for a name this guard does not hold.
+    pub fn fencing_token(&self, name: &str) -> Option<FencingToken> {
+        self.guards
+            .iter()
+            .find(|g| g.name() == name)
+            .map(Guard::fencing_token)
+    }
+
+    /// Whether every lease is still held, without asking Redis.
+    pub fn is_held(&self) -> bool {
+        self.guards.iter().all(Guard::is_held)
+    }
+
+    /// Time left until the first of the leases runs out (zero once one has).
+    pub fn remaining(&self) -> Duration {
+        self.guards
+            .iter()
+            .map(Guard::remaining)
+            .min()
+            .unwrap_or_default()
+    }
+
+    /// Resolves when any of the leases is lost.
+    ///
+    /// # Cancel safety
+    /// Cancel safe; it only watches.
+    pub async fn lost(&self) {
+        let _ = self.ended().await;
+    }
+
+    /// The error for work whose lease ended: the first lease to end.
+    async fn ended(&self) -> Error {
+        let ((), i, _) =
+            futures_util::future::select_all(self.guards.iter().map(|g| Box::pin(g.lost()))).await;
+        self.guards.get(i).map_or_else(
+            || Error::Lost {
+                name: String::new(),
+            },
+            |g| g.holding().lease.ended_error(),
+        )
+    }
+
+    /// Resets every lease to `ttl` from now.
+    ///
+    /// # Errors
+    /// The first error of [`Guard::extend`] (the others are still extended).
+    ///
+    /// # Cancel safety
+    /// As [`Guard::extend`], for each lease.
+    pub async fn extend(&mut self, ttl: Duration) -> Result<()> {
+        let mut first = Ok(());
+        for guard in &mut self.guards {
+            let extended = guard.extend(ttl).await;
+            if first.is_ok() {
+                first = extended;
+            }
+        }
+        first
+    }
+
+    /// Releases every lock (each handed to its oldest waiter, if any).
+    ///
+    /// # Errors
+    /// The first error of [`Guard::release`]: [`Error::Lost`] when a lease was lost (the
+    /// work under it may have overlapped with another holder's); every other lock is still
+    /// released.
+    ///
+    /// # Cancel safety
+    /// As [`Guard::release`], for each lock.
+    pub async fn release(self) -> Result<()> {
+        let released =
+            futures_util::future::join_all(self.guards.into_iter().map(Guard::release)).await;
+        released
+            .into_iter()
+            .find_map(std::result::Result::err)
+            .map_or(Ok(()), Err)
+    }
+}
