@@ -8,6 +8,8 @@
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
 --   ARGV[4] "1" to join the FIFO queue when busy, "0" to only try; with "1" also:
 --   ARGV[5] the caller's grant channel   ARGV[6] queue linger in ms (queue keys' expiry)
+--   ARGV[7] (optional; an election's lock) a channel on which a fresh grant PUBLISHes the
+--           key, so that observers of the election learn of the new leader
 -- Reply {status, fence, pttl}:
 --   {1, fence, 0}     freshly acquired
 --   {2, fence, 0}     already held with this token (a retried attempt, or a hand-off)
@@ -24,6 +26,9 @@ if redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
   end
   local fence = grant_fence(KEYS[2])
   redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[2])
+  if ARGV[7] then
+    redis.call('PUBLISH', ARGV[7], KEYS[1])
+  end
   return {1, fence, 0}
 end
 local current = redis.call('GET', KEYS[1])

@@ -3,6 +3,8 @@
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: when the lock is freed rather than handed on,
 --           PUBLISH its key there (Cluster and quorum waiters listen on it; they do not queue)
+--   ARGV[3] (optional) "1": PUBLISH the key there after a hand-off too (an election's
+--           lock, whose observers follow every change of leader)
 -- Also withdraws the token from the waiter queue, so a waiter that gives up calls this too.
 -- Reply: 1 released; 0 the lock did not hold our token (expired, or taken by another).
 --
@@ -28,6 +30,9 @@ if redis.call('GET', KEYS[1]) == token then
       if redis.call('PUBLISH', w[2], string.format('%d', fence) .. ' ' .. head .. ' ' .. KEYS[1]) > 0 then
         redis.call('SET', KEYS[1], head, 'PX', w[1])
         redis.call('SET', KEYS[3], w[3], 'PX', w[1])
+        if ARGV[3] == '1' then
+          redis.call('PUBLISH', ARGV[2], KEYS[1])
+        end
         return 1
       end
     end

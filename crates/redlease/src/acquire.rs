@@ -41,6 +41,8 @@ pub(crate) struct Request<'a> {
     pub(crate) renewal: Renewal,
     pub(crate) max_hold: Option<Duration>,
     pub(crate) min_replicas: Option<(usize, Duration)>,
+    /// Holder details recorded instead of the client's.
+    pub(crate) holder: Option<&'a str>,
 }
 
 /// What one attempt found.
@@ -372,7 +374,7 @@ impl Request<'_> {
             kind: self.kind,
             token: token.secret(),
             ttl_ms: ttl_millis(self.ttl),
-            holder: &self.engine.holder,
+            holder: self.holder.unwrap_or(&self.engine.holder),
             join,
         };
         Ok(match self.engine.deployment().acquire(keys, &args).await? {

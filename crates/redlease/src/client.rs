@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use crate::backend;
 use crate::conn::{Endpoints, Settings};
-use crate::engine::Engine;
+use crate::election::Election;
+use crate::engine::{Engine, one_line};
 use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::multilock::MultiLock;
@@ -124,16 +125,7 @@ impl ClientBuilder {
     /// # Ok(()) }
     /// ```
     pub fn holder_note(mut self, note: impl Into<String>) -> Self {
-        let note: String = note
-            .into()
-            .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect();
-        let mut end = note.len().min(MAX_HOLDER_NOTE);
-        while !note.is_char_boundary(end) {
-            end -= 1;
-        }
-        self.holder_note = Some(note[..end].trim().to_owned()).filter(|n| !n.is_empty());
+        self.holder_note = one_line(&note.into(), MAX_HOLDER_NOTE);
         self
     }
 
@@ -178,6 +170,21 @@ impl ClientBuilder {
             }
             _ => None,
         };
+        // Release notices where waiters are handed locks instead (a single Redis,
+        // Sentinel): only observers of an election listen there; the link connects on
+        // first use.
+        let observers = match &pubsub {
+            Some(primary) if notifications && wakeups.is_none() => Some(
+                Wakeups::new(
+                    Reach::AnyNode,
+                    std::slice::from_ref(primary),
+                    self.connect_timeout,
+                    self.response_timeout,
+                )
+                .map_err(|e| settings.bad_url(&e))?,
+            ),
+            _ => None,
+        };
         let notifier = Notifier::new(
             notifications && pubsub.is_some(),
             pubsub,
@@ -185,16 +192,23 @@ impl ClientBuilder {
             self.response_timeout,
         )?;
         if let Some(follower) = deployment.follower() {
-            // The grant subscription follows the primary the sentinels elect, and queued
-            // waiters try again as soon as a failover starts (their attempt finds the new
-            // primary and queues there).
+            // The grant subscription (and the observers' one) follows the primary the
+            // sentinels elect, and queued waiters try again as soon as a failover starts
+            // (their attempt finds the new primary and queues there).
             let notifier = Arc::downgrade(&notifier);
+            let observers = observers.as_ref().map(Arc::downgrade);
             follower.on_switch(move |primary| {
                 if let Some(notifier) = notifier.upgrade() {
                     match primary {
                         Some(primary) => notifier.follow(primary),
                         None => notifier.recheck(),
                     }
+                }
+                if let (Some(primary), Some(observers)) = (
+                    primary,
+                    observers.as_ref().and_then(std::sync::Weak::upgrade),
+                ) {
+                    observers.follow(primary);
                 }
             });
         }
@@ -203,6 +217,7 @@ impl ClientBuilder {
                 Arc::new(deployment),
                 notifier,
                 wakeups,
+                observers,
                 holder_details(self.holder_note.as_deref()),
             )),
         })
@@ -391,6 +406,12 @@ impl Client {
             Arc::clone(&self.engine),
             names.into_iter().map(Into::into).collect(),
         )
+    }
+
+    /// The leader election named `name` (see [`Election`]), with default options.
+    /// Nothing is sent to Redis until someone campaigns or asks who leads.
+    pub fn election(&self, name: impl Into<String>) -> Election {
+        Election::new(Arc::clone(&self.engine), name.into())
     }
 
     /// A semaphore named `name` admitting `permits` holders at once, with default options;

@@ -27,6 +27,9 @@ pub(crate) struct Engine {
     /// Release notifications for cluster and quorum waiters (none for a single Redis or
     /// Sentinel, which hand off through `notifier`, or with notifications turned off).
     pub(crate) wakeups: Option<Arc<Wakeups>>,
+    /// Release notices on a single Redis or Sentinel, for election observers only (lock
+    /// waiters there are handed the lock).
+    observers: Option<Arc<Wakeups>>,
     pub(crate) renewer: Arc<Renewer>,
     /// Holder details recorded beside each lock, for operators.
     pub(crate) holder: String,
@@ -41,6 +44,7 @@ impl Engine {
         deployment: Arc<Deployment>,
         notifier: Arc<Notifier>,
         wakeups: Option<Arc<Wakeups>>,
+        observers: Option<Arc<Wakeups>>,
         holder: String,
     ) -> Self {
         Self {
@@ -48,10 +52,17 @@ impl Engine {
             deployment,
             notifier,
             wakeups,
+            observers,
             holder,
             leases: Registry::default(),
             background: TaskTracker::new(),
         }
+    }
+
+    /// Release (and, for elections, grant) notices on any lock's channel, where the
+    /// client can subscribe: `None` with notifications off.
+    pub(crate) fn notices(&self) -> Option<&Arc<Wakeups>> {
+        self.wakeups.as_ref().or(self.observers.as_ref())
     }
 
     pub(crate) fn deployment(&self) -> &Deployment {
@@ -335,4 +346,18 @@ async fn release_token(engine: &Engine, lease: &Lease) -> Result<bool> {
         .deployment()
         .release(&lease.keys, lease.kind(), lease.token.secret())
         .await
+}
+
+/// `note` on one line (control characters become spaces), trimmed and cut to `max` bytes;
+/// `None` when nothing is left.
+pub(crate) fn one_line(note: &str, max: usize) -> Option<String> {
+    let note: String = note
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let mut end = note.len().min(max);
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(note[..end].trim().to_owned()).filter(|n| !n.is_empty())
 }

@@ -66,6 +66,52 @@ pub(crate) fn renew(value: &Value, leases: usize) -> RedisResult<Vec<bool>> {
         .collect()
 }
 
+/// Who holds a lock now (`leader.lua`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Holder {
+    /// The owner token.
+    pub(crate) token: String,
+    /// The holder details (an election's note).
+    pub(crate) details: String,
+    /// The fencing counter: the holder's token.
+    pub(crate) fence: u64,
+    /// The lease's remaining ms (-1: no expiry).
+    pub(crate) pttl: i64,
+}
+
+/// `leader.lua`: `{token, details, counter, pttl}`, with `token` empty and `pttl` -2 when
+/// nobody holds the lock.
+pub(crate) fn leader(value: &Value) -> RedisResult<Option<Holder>> {
+    let unexpected = || unexpected("leader.lua", "{token, details, counter, pttl}", value);
+    let Value::Array(items) = value else {
+        return Err(unexpected());
+    };
+    let text = |v: &Value| match v {
+        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    };
+    let [token, details, counter, pttl] = items.as_slice() else {
+        return Err(unexpected());
+    };
+    let (Some(token), Some(details), Some(counter), Value::Int(pttl)) =
+        (text(token), text(details), text(counter), pttl)
+    else {
+        return Err(unexpected());
+    };
+    let fence = counter.parse::<u64>().map_err(|_| unexpected())?;
+    match (token.is_empty(), *pttl) {
+        (true, -2) => Ok(None),
+        (false, pttl) if pttl >= -1 => Ok(Some(Holder {
+            token,
+            details,
+            fence,
+            pttl,
+        })),
+        _ => Err(unexpected()),
+    }
+}
+
 /// The `N` integers of an array of exactly `N` integers.
 fn ints<const N: usize>(value: &Value) -> Option<[i64; N]> {
     let Value::Array(items) = value else {

@@ -7,8 +7,8 @@ use redis::{Cmd, Pipeline, Script, ScriptInvocation};
 use crate::keys::{LockKeys, Primitive};
 pub(crate) use crate::lua::EXTEND;
 use crate::lua::{
-    ACQUIRE, FENCED_SET, LEASE_EXTEND, LEASE_RENEW, RAISE_FENCE, RELEASE, RENEW, RW_ACQUIRE,
-    RW_DOWNGRADE, RW_RELEASE, SEM_ACQUIRE, SEM_RELEASE,
+    ACQUIRE, FENCED_SET, LEADER, LEASE_EXTEND, LEASE_RENEW, RAISE_FENCE, RELEASE, RENEW,
+    RW_ACQUIRE, RW_DOWNGRADE, RW_RELEASE, SEM_ACQUIRE, SEM_RELEASE,
 };
 
 /// What a lease is a lease on: which scripts take, give back and renew it.
@@ -16,6 +16,9 @@ use crate::lua::{
 pub(crate) enum Kind {
     /// A lock (mutual exclusion).
     Mutex,
+    /// An election's lock: a lock whose grants and hand-offs are announced on its
+    /// channel, for the election's observers.
+    Leader,
     /// One permit of a semaphore of `permits`.
     Permit {
         /// The semaphore's permit count.
@@ -28,10 +31,15 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
+    /// Whether the lease is a lock's (the key holds the owner token).
+    pub(crate) fn is_lock(self) -> bool {
+        matches!(self, Self::Mutex | Self::Leader)
+    }
+
     /// The primitive whose lease this is (its keys).
     pub(crate) fn primitive(self) -> Primitive {
         match self {
-            Self::Mutex => Primitive::Lock,
+            Self::Mutex | Self::Leader => Primitive::Lock,
             Self::Permit { .. } => Primitive::Semaphore,
             Self::Read | Self::Write => Primitive::RwLock,
         }
@@ -77,7 +85,7 @@ pub(crate) const BATCH: usize = 500;
 /// `script` with the keys of `keys`' primitive, in its scripts' order.
 fn with_keys(script: &'static Script, keys: &LockKeys, kind: Kind) -> ScriptInvocation<'static> {
     match kind {
-        Kind::Mutex => script.key(&keys.script_keys()[..]),
+        Kind::Mutex | Kind::Leader => script.key(&keys.script_keys()[..]),
         Kind::Permit { .. } | Kind::Read | Kind::Write => script.key(&keys.shared_lease_keys()[..]),
     }
 }
@@ -86,14 +94,14 @@ fn with_keys(script: &'static Script, keys: &LockKeys, kind: Kind) -> ScriptInvo
 /// the queue when `args.queue` says so.
 pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> ScriptInvocation<'static> {
     let script = match args.kind {
-        Kind::Mutex => &*ACQUIRE,
+        Kind::Mutex | Kind::Leader => &*ACQUIRE,
         Kind::Permit { .. } => &*SEM_ACQUIRE,
         Kind::Read | Kind::Write => &*RW_ACQUIRE,
     };
     let mut invocation = with_keys(script, keys, args.kind);
     invocation.arg(args.token).arg(args.ttl_ms).arg(args.holder);
     match args.kind {
-        Kind::Mutex => {}
+        Kind::Mutex | Kind::Leader => {}
         Kind::Permit { permits } => {
             invocation.arg(permits);
         }
@@ -116,6 +124,13 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> ScriptInvocati
             .arg(stale_ms),
         Join::No => invocation.arg("0"),
     };
+    if args.kind == Kind::Leader {
+        // ARGV[7]: the channel a fresh grant is announced on.
+        if args.join == Join::No {
+            invocation.arg("").arg(0);
+        }
+        invocation.arg(&keys.channel);
+    }
     invocation
 }
 
@@ -128,22 +143,32 @@ pub(crate) fn release(
     announce: bool,
 ) -> ScriptInvocation<'static> {
     let script = match kind {
-        Kind::Mutex => &*RELEASE,
+        Kind::Mutex | Kind::Leader => &*RELEASE,
         Kind::Permit { .. } => &*SEM_RELEASE,
         Kind::Read | Kind::Write => &*RW_RELEASE,
     };
     let mut invocation = with_keys(script, keys, kind);
     invocation.arg(token);
-    if announce {
+    if kind == Kind::Leader {
+        // Every change of leader is announced, hand-offs included.
+        invocation.arg(&keys.channel).arg("1");
+    } else if announce {
         invocation.arg(&keys.channel);
     }
+    invocation
+}
+
+/// `leader.lua`: who holds the lock at `keys` now.
+pub(crate) fn leader(keys: &LockKeys) -> ScriptInvocation<'static> {
+    let mut invocation = LEADER.key(&keys.key);
+    invocation.key(&keys.fence).key(&keys.holder);
     invocation
 }
 
 /// The file name of `kind`'s release script, for messages.
 pub(crate) fn release_name(kind: Kind) -> &'static str {
     match kind {
-        Kind::Mutex => "release.lua",
+        Kind::Mutex | Kind::Leader => "release.lua",
         Kind::Permit { .. } => "sem_release.lua",
         Kind::Read | Kind::Write => "rw_release.lua",
     }
@@ -163,7 +188,7 @@ pub(crate) fn downgrade(keys: &LockKeys, token: &str, announce: bool) -> ScriptI
 fn lease_keys(keys: &LockKeys, kind: Kind) -> [&str; 3] {
     match kind {
         Kind::Read | Kind::Write => [&keys.extra, &keys.holder, &keys.key],
-        Kind::Mutex | Kind::Permit { .. } => [&keys.key, &keys.holder, &keys.extra],
+        Kind::Mutex | Kind::Leader | Kind::Permit { .. } => [&keys.key, &keys.holder, &keys.extra],
     }
 }
 
@@ -175,7 +200,7 @@ pub(crate) fn extend(
     ttl_ms: u64,
 ) -> ScriptInvocation<'static> {
     let mut invocation = match kind {
-        Kind::Mutex => {
+        Kind::Mutex | Kind::Leader => {
             let mut invocation = EXTEND.key(&keys.key);
             invocation.key(&keys.holder);
             invocation
@@ -191,7 +216,7 @@ pub(crate) fn extend(
 /// The file name of `kind`'s extend script, for messages.
 pub(crate) fn extend_name(kind: Kind) -> &'static str {
     match kind {
-        Kind::Mutex => "extend.lua",
+        Kind::Mutex | Kind::Leader => "extend.lua",
         Kind::Permit { .. } | Kind::Read | Kind::Write => "lease_extend.lua",
     }
 }
@@ -212,7 +237,7 @@ pub(crate) fn push_extend(pipe: &mut Pipeline, keys: &LockKeys, token: &str, ttl
 /// each call in order, the indexes in `batch` of the leases it renews.
 pub(crate) fn renew(batch: &[RenewItem<'_>]) -> (Pipeline, Vec<Vec<usize>>) {
     let (locks, others): (Vec<usize>, Vec<usize>) =
-        (0..batch.len()).partition(|&i| batch[i].kind == Kind::Mutex);
+        (0..batch.len()).partition(|&i| batch[i].kind.is_lock());
     let mut pipe = redis::pipe();
     let mut calls = Vec::new();
     for (script, indexes) in [(&*RENEW, locks), (&*LEASE_RENEW, others)] {
@@ -228,7 +253,7 @@ pub(crate) fn renew(batch: &[RenewItem<'_>]) -> (Pipeline, Vec<Vec<usize>>) {
                 .arg(chunk.len() * per_lease);
             for &i in chunk {
                 let item = &batch[i];
-                if item.kind == Kind::Mutex {
+                if item.kind.is_lock() {
                     cmd.arg(&item.keys.key).arg(&item.keys.holder);
                 } else {
                     cmd.arg(&lease_keys(item.keys, item.kind)[..]);
@@ -266,7 +291,7 @@ pub(crate) fn raise_fence(
                 .arg(token)
                 .arg("zset");
         }
-        Kind::Mutex | Kind::Permit { .. } => {
+        Kind::Mutex | Kind::Leader | Kind::Permit { .. } => {
             invocation.key(&keys.key).arg(fence).arg(token);
         }
     }

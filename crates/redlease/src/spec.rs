@@ -25,6 +25,9 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 pub const DEFAULT_WAIT: Wait = Wait::For(Duration::from_secs(10));
 /// Key prefix when none is set.
 pub const DEFAULT_PREFIX: &str = "redlease:";
+/// The longest leader's note [`Election::campaign`](crate::Election::campaign) keeps, in
+/// bytes.
+pub const MAX_NOTE: usize = 256;
 
 /// A name on an engine, with the options of its builder.
 #[derive(Clone)]
@@ -39,6 +42,8 @@ pub(crate) struct Spec {
     pub(crate) max_hold: Option<Duration>,
     pub(crate) owner: Option<Owner>,
     pub(crate) min_replicas: Option<(usize, Duration)>,
+    /// Holder details recorded instead of the client's (an election's note).
+    pub(crate) holder: Option<Arc<str>>,
     /// The keys, derived once per name and prefix.
     keys: Arc<OnceLock<Arc<LockKeys>>>,
 }
@@ -72,6 +77,7 @@ impl Spec {
             max_hold: None,
             owner: None,
             min_replicas: None,
+            holder: None,
             keys: Arc::default(),
         }
     }
@@ -142,6 +148,7 @@ impl Spec {
             renewal: self.renewal,
             max_hold: self.max_hold,
             min_replicas: self.min_replicas,
+            holder: self.holder.as_deref(),
         }
     }
 

@@ -66,6 +66,7 @@ const LAYERS: &[&[&str]] = &[
         "semaphore",
         "rwlock",
         "multilock",
+        "election",
         "spec",
         "__private",
     ],

@@ -69,6 +69,29 @@ impl Deployment {
             .map_err(|e| Error::redis("extending a lock", &keys.key, e))
     }
 
+    /// Who holds the lock at `keys` now (an election's leader). Over a quorum, the holder
+    /// a majority of nodes name, with the counter a majority of them reached (its token)
+    /// and the shortest remaining lease.
+    pub(crate) async fn leader(&self, keys: &LockKeys) -> Result<Option<replies::Holder>> {
+        let invocation = scripts::leader(keys);
+        if self.topology != Topology::Quorum {
+            let value: Value = self
+                .across_reconnects(|| self.primary().invoke(&invocation))
+                .await
+                .map_err(|e| Error::redis("reading the leader", &keys.key, e))?;
+            return replies::leader(&value)
+                .map_err(|e| Error::redis("reading the leader", &keys.key, e));
+        }
+        let answers = node::fan_out(
+            self.nodes
+                .iter()
+                .map(|node| async { replies::leader(&node.invoke::<Value>(&invocation).await?) }),
+            self.response_timeout,
+        )
+        .await;
+        quorum::leader(self, answers)
+    }
+
     /// Turns the write hold of `token` into a read hold; whether it still held the lock.
     pub(crate) async fn downgrade(&self, keys: &LockKeys, token: &str) -> Result<bool> {
         if self.topology == Topology::Quorum {

@@ -820,3 +820,50 @@ pub(crate) async fn renew(deployment: &Deployment, batch: &[RenewItem<'_>]) -> V
         })
         .collect()
 }
+
+/// The holder a majority of `answers` (one per node) name, with its term and the shortest
+/// remaining lease among them; `None` when no token is on a majority.
+pub(crate) fn leader(
+    deployment: &Deployment,
+    answers: Vec<RedisResult<Option<replies::Holder>>>,
+) -> Result<Option<replies::Holder>> {
+    let needed = deployment.majority();
+    let answered = answers.iter().filter(|a| a.is_ok()).count();
+    if answered < needed {
+        let errors = answers
+            .into_iter()
+            .zip(&deployment.nodes)
+            .filter_map(|(answer, node)| {
+                answer.err().map(|error| NodeError {
+                    node: node.label.clone(),
+                    error,
+                })
+            })
+            .collect();
+        return Err(Error::NoQuorum {
+            acquired: answered,
+            needed,
+            errors,
+        });
+    }
+    let mut by_token: HashMap<String, Vec<replies::Holder>> = HashMap::new();
+    for holder in answers.into_iter().flatten().flatten() {
+        by_token
+            .entry(holder.token.clone())
+            .or_default()
+            .push(holder);
+    }
+    let Some(mut holders) = by_token.into_values().find(|h| h.len() >= needed) else {
+        return Ok(None);
+    };
+    // The term is the counter a majority of the holding nodes reached: the acquisition
+    // recorded it on a majority, and no later grant happens while the lease is held; a
+    // node that granted late (after the majority decided) counted on past it.
+    let mut fences: Vec<u64> = holders.iter().map(|h| h.fence).collect();
+    fences.sort_unstable_by(|a, b| b.cmp(a));
+    let pttl = holders.iter().map(|h| h.pttl).min().unwrap_or(-1);
+    let mut leader = holders.swap_remove(0);
+    leader.fence = fences[needed - 1];
+    leader.pttl = pttl;
+    Ok(Some(leader))
+}

@@ -173,6 +173,15 @@ impl Wakeups {
         None
     }
 
+    /// Moves the subscriptions to `primary` (a Sentinel primary the sentinels elected).
+    pub(crate) fn follow(&self, primary: &redis::Client) {
+        for link in &self.links {
+            if let Err(e) = link.retarget(std::slice::from_ref(primary)) {
+                tracing::warn!(error = %e, "release notices cannot follow the new primary; observers poll");
+            }
+        }
+    }
+
     /// One watcher of `channel` left; the last one unsubscribes.
     fn leave(&self, channel: &str) {
         let mut channels = self.channels();

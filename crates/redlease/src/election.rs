@@ -1,0 +1,297 @@
+//! [`Election`]: leader election on the lease engine.
+
+use std::fmt;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::Stream;
+use tokio::time::Instant;
+
+use crate::engine::{Engine, one_line};
+use crate::error::{Error, Result};
+use crate::guard::Guard;
+use crate::keys::{LockKeys, Primitive};
+use crate::notify::Watch;
+use crate::scripts::Kind;
+use crate::spec::{MAX_NOTE, Spec, option_setters};
+use crate::token::FencingToken;
+use crate::wait::Wait;
+
+/// How long an observer with its notices up waits without news while nobody leads
+/// before it looks again anyway (a safety net; changes arrive as notices).
+const IDLE_LOOK: Duration = Duration::from_secs(30);
+
+/// Leader election: "exactly one active scheduler, and everyone can see which".
+///
+/// Leadership is a lease on the election's lock: [`campaign`](Election::campaign) waits
+/// for it (FIFO, like [`Lock::acquire`](crate::Lock::acquire); by default for as long as it
+/// takes) and gives a [`Leadership`] whose [`term`](Leadership::term) is the lease's
+/// fencing token, so every new leader's term is higher than every earlier one's. The
+/// lease is renewed while the leadership lives; a leader whose lease is lost is told at
+/// once ([`Leadership::lost`]), and the next candidate takes over within the lease's ttl
+/// when a leader dies without resigning. [`leader`](Election::leader) tells anyone who
+/// leads now, and [`observe`](Election::observe) follows every change, driven by the
+/// notices the election's grants, hand-offs and releases publish on its channel.
+///
+/// Works on every deployment, as the lock does. An election and a lock of the same name
+/// are the same lock.
+///
+/// # Examples
+/// ```no_run
+/// # async fn example(client: redlease::Client) -> redlease::Result<()> {
+/// let election = client.election("scheduler");
+/// let leadership = election.campaign("host-a:8080").await?;
+/// tokio::select! {
+///     () = leadership.lost() => eprintln!("no longer the leader"),
+///     () = async { /* lead, stamping writes with leadership.term() */ } => {}
+/// }
+/// leadership.resign().await?;
+/// # Ok(()) }
+/// ```
+#[must_use]
+#[derive(Clone)]
+pub struct Election {
+    spec: Spec,
+}
+
+impl fmt::Debug for Election {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Election").field(&self.spec).finish()
+    }
+}
+
+option_setters!(Election);
+
+/// Who leads an election, as [`Election::leader`] and [`Election::observe`] see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Leader {
+    /// The note the leader campaigned with.
+    pub note: String,
+    /// The leader's term: its lease's fencing token.
+    pub term: FencingToken,
+    /// How long its lease runs unless renewed (as Redis counts it when asked).
+    pub remaining: Duration,
+}
+
+impl Election {
+    pub(crate) fn new(engine: Arc<Engine>, name: String) -> Self {
+        let mut spec = Spec::new(engine, name);
+        spec.wait = Wait::Forever;
+        Self { spec }
+    }
+
+    /// The election's name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// The Redis keys and channel of the election's lock.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] when the name cannot be used.
+    pub fn keys(&self) -> Result<LockKeys> {
+        LockKeys::of(&self.spec.prefix, &self.spec.name, Primitive::Lock)
+    }
+
+    /// Waits to lead (up to the election's [`wait`](Election::wait), by default as long as
+    /// it takes), recording `note` (one line, at most [`MAX_NOTE`] bytes; control
+    /// characters become spaces) for whoever asks who leads.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] for an empty note; [`Error::Timeout`] when a wait ran out;
+    /// otherwise as [`Lock::acquire`](crate::Lock::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future withdraws the candidate, and gives back a
+    /// leadership handed to it meanwhile, in the background.
+    #[tracing::instrument(skip_all, fields(election = %self.spec.name))]
+    pub async fn campaign(&self, note: impl Into<String>) -> Result<Leadership> {
+        let note: Arc<str> = one_line(&note.into(), MAX_NOTE)
+            .ok_or_else(|| Error::InvalidOption {
+                option: "note",
+                reason: "a leader's note must not be empty".into(),
+            })?
+            .into();
+        let mut spec = self.spec.clone();
+        spec.holder = Some(Arc::clone(&note));
+        let guard = spec.acquire(Kind::Leader).await?;
+        tracing::info!(term = %guard.fencing_token(), "leading");
+        Ok(Leadership { guard, note })
+    }
+
+    /// Who leads now, or `None`. Over a quorum, the leader a majority of nodes name.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`]; [`Error::Redis`] when Redis cannot be asked;
+    /// [`Error::NoQuorum`] when fewer than a majority of quorum nodes answer.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn leader(&self) -> Result<Option<Leader>> {
+        let keys = self.spec.plan(Primitive::Lock)?;
+        let holder = self.spec.engine.deployment().leader(&keys).await?;
+        Ok(holder.map(|h| Leader {
+            note: h.details,
+            term: FencingToken::new(h.fence),
+            remaining: Duration::from_millis(u64::try_from(h.pttl).unwrap_or(0)),
+        }))
+    }
+
+    /// Every change of leader, starting with the current one (`None`: nobody leads),
+    /// driven by the notices the election's grants, hand-offs and releases publish; it
+    /// also looks again when the leader's lease should have run out (a leader that died
+    /// without resigning). Changes are told in order; one that came and went between two
+    /// looks may be skipped. The stream ends only when dropped. An error (Redis could not
+    /// be asked) is an item too; the stream goes on after it.
+    ///
+    /// With [`Notifications::Polling`](crate::Notifications::Polling) it polls every
+    /// [`Retry::max`](crate::Retry::max).
+    pub fn observe(&self) -> impl Stream<Item = Result<Option<Leader>>> + Send + 'static {
+        let observer = Observer {
+            election: self.clone(),
+            watch: None,
+            last: Told::Unknown,
+        };
+        futures_util::stream::unfold(observer, |mut observer| async move {
+            let item = observer.next().await;
+            Some((item, observer))
+        })
+    }
+}
+
+/// What an observer told last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Told {
+    /// Nothing yet.
+    Unknown,
+    /// That nobody leads.
+    Nobody,
+    /// The leader of this term.
+    Term(FencingToken),
+}
+
+/// The state of one [`Election::observe`] stream.
+struct Observer {
+    election: Election,
+    watch: Option<Watch>,
+    /// What was told last, `Unknown` before the first item.
+    last: Told,
+}
+
+impl Observer {
+    /// The next change of leader (or an error).
+    async fn next(&mut self) -> Result<Option<Leader>> {
+        let retry = self.election.spec.retry;
+        loop {
+            if self.watch.is_none()
+                && let Some(notices) = self.election.spec.engine.notices()
+            {
+                let keys = self.election.spec.plan(Primitive::Lock)?;
+                let until = Instant::now() + retry.max();
+                self.watch = notices.watch(&keys.channel, Some(until)).await;
+            }
+            // Armed before the read: a notice that lands between the read and the wait
+            // still wakes us.
+            let notify = self.watch.as_ref().map(Watch::notify);
+            let mut notified = notify.as_deref().map(|n| Box::pin(n.notified()));
+            if let Some(n) = notified.as_mut() {
+                n.as_mut().enable();
+            }
+            let current = match self.election.leader().await {
+                Ok(current) => current,
+                Err(e) => {
+                    tokio::time::sleep(retry.max()).await;
+                    return Err(e);
+                }
+            };
+            let told = current
+                .as_ref()
+                .map_or(Told::Nobody, |l| Told::Term(l.term));
+            if self.last != told {
+                self.last = told;
+                return Ok(current);
+            }
+            let wake = match (&current, &notified) {
+                // The leader may die without resigning: look when its lease runs out.
+                (Some(leader), _) => leader.remaining + retry.min().max(Duration::from_millis(1)),
+                (None, Some(_)) => IDLE_LOOK,
+                (None, None) => retry.max(),
+            };
+            let wake = if notified.is_some() {
+                wake
+            } else {
+                wake.min(retry.max())
+            };
+            match notified {
+                Some(n) => {
+                    let mut n = pin!(n);
+                    tokio::select! {
+                        () = &mut n => {}
+                        () = tokio::time::sleep(wake) => {}
+                    }
+                }
+                None => tokio::time::sleep(wake).await,
+            }
+        }
+    }
+}
+
+/// Leadership of an [`Election`]: a lease on its lock, renewed while this lives.
+///
+/// Dropping it resigns in the background, as dropping a [`Guard`] releases a lock.
+#[must_use = "dropping a Leadership resigns at once"]
+#[derive(Debug)]
+pub struct Leadership {
+    guard: Guard,
+    note: Arc<str>,
+}
+
+impl Leadership {
+    /// The term: the lease's fencing token, higher than every earlier leader's. Stamp the
+    /// leader's writes with it so that a resource can refuse a deposed leader's.
+    pub fn term(&self) -> FencingToken {
+        self.guard.fencing_token()
+    }
+
+    /// The note this leader campaigned with.
+    pub fn note(&self) -> &str {
+        &self.note
+    }
+
+    /// Whether the lease is still ours, without asking Redis.
+    pub fn is_leading(&self) -> bool {
+        self.guard.is_held()
+    }
+
+    /// Time left until the lease runs out unless renewed.
+    pub fn remaining(&self) -> Duration {
+        self.guard.remaining()
+    }
+
+    /// Resolves the moment leadership is lost (the lease ran out or was taken).
+    ///
+    /// # Cancel safety
+    /// Cancel safe; it only watches.
+    pub async fn lost(&self) {
+        self.guard.lost().await;
+    }
+
+    /// Steps down: the lease is released (handed to the next candidate, if any).
+    ///
+    /// # Errors
+    /// [`Error::Lost`] when leadership had already been lost; [`Error::Redis`] when Redis
+    /// could not be reached (the lease then runs out by itself).
+    ///
+    /// # Cancel safety
+    /// As [`Guard::release`].
+    pub async fn resign(self) -> Result<()> {
+        self.guard.release().await
+    }
+
+    /// The guard of the lease.
+    pub fn guard(&self) -> &Guard {
+        &self.guard
+    }
+}
