@@ -119,7 +119,7 @@ async fn observers_learn_of_changes_from_notices_not_from_lease_expiry() {
     // a task of its own, so it is waiting (not polled afresh) when each change happens.
     let election = client.election("long").ttl(Duration::from_secs(120));
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let observer = tokio::spawn({
+    let forwarder = tokio::spawn({
         let mut stream = Box::pin(election.observe());
         async move {
             while let Some(item) = stream.next().await {
@@ -149,7 +149,7 @@ async fn observers_learn_of_changes_from_notices_not_from_lease_expiry() {
         while !matches!(observed.next().await, Some(Ok(None))) {}
     })
     .await;
-    observer.abort();
+    forwarder.abort();
 }
 
 /// `rx` as a stream.
