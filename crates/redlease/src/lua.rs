@@ -51,6 +51,11 @@ const RENEW_LUA: &str = include_str!("../scripts/renew.lua");
 const RAISE_FENCE_LUA: &str = include_str!("../scripts/raise_fence.lua");
 const FENCED_SET_LUA: &str = include_str!("../scripts/fenced_set.lua");
 const LEADER_LUA: &str = include_str!("../scripts/leader.lua");
+/// `multi_acquire.lua` with `fence.lua` in front.
+const MULTI_ACQUIRE_LUA: &str = concat!(
+    include_str!("../scripts/fence.lua"),
+    include_str!("../scripts/multi_acquire.lua")
+);
 
 /// One attempt to take a lock (or join its FIFO queue).
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_LUA));
@@ -91,12 +96,17 @@ pub(crate) static LEASE_EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(
 /// Extends many leases kept as ZSET scores in one call, for the renewal scheduler.
 pub(crate) static LEASE_RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(LEASE_RENEW_LUA));
 
+/// Several locks on one node taken at once, all or nothing.
+pub(crate) static MULTI_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(MULTI_ACQUIRE_LUA));
+
 /// Who holds a lock now (an election's leader), read-only.
 pub(crate) static LEADER: LazyLock<Script> = LazyLock::new(|| Script::new(LEADER_LUA));
 
 /// Every script: the loaded script, its file name, and the exact text it was made from.
-fn all() -> [(&'static Script, &'static str, &'static str); 14] {
+fn all() -> [(&'static Script, &'static str, &'static str); 15] {
     [
+        (&*MULTI_ACQUIRE, "multi_acquire.lua", MULTI_ACQUIRE_LUA),
         (&*LEADER, "leader.lua", LEADER_LUA),
         (&*SEM_ACQUIRE, "sem_acquire.lua", SEM_ACQUIRE_LUA),
         (&*SEM_RELEASE, "sem_release.lua", SEM_RELEASE_LUA),

@@ -6,20 +6,27 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::engine::Engine;
+use crate::engine::{Engine, GiveBack, Holding};
 use crate::error::{Error, Result};
 use crate::guard::Guard;
+use crate::keys::{LockKeys, Primitive};
+use crate::lease::Lease;
 use crate::renew::Renewal;
+use crate::replies::AllReply;
 use crate::scripts::Kind;
 use crate::spec::{Spec, option_setters};
-use crate::token::FencingToken;
+use crate::token::{FencingToken, OwnerToken};
+use crate::ttl::ttl_millis;
 use crate::wait::Wait;
 
 /// Several locks held together, all or nothing: "move money between two accounts, locking
 /// both".
 ///
-/// The names are taken **one by one in one canonical order** (sorted, duplicates
-/// removed), each exactly as [`Lock::acquire`](crate::Lock::acquire) takes it (FIFO queue,
+/// Where every name lives on one node (a single Redis, a Sentinel primary, or one Cluster
+/// slot: give the names a common `{hash tag}`), one script takes them **all at once,
+/// atomically**, when they are all free. Otherwise (a name is busy, names in several
+/// slots, a quorum, an [`Owner`](crate::Owner) scope whose names may re-enter) the names
+/// are taken **one by one in one canonical order** (sorted, duplicates removed), each exactly as [`Lock::acquire`](crate::Lock::acquire) takes it (FIFO queue,
 /// hand-off, renewal), all within the one [`wait`](MultiLock::wait) budget. So two
 /// multi-locks over overlapping names can never deadlock (both go for the smallest shared
 /// name first), and a multi-lock is not starved by a stream of single-name holders: it
@@ -93,6 +100,77 @@ impl MultiLock {
         Ok(())
     }
 
+    /// One script for every name, where they all live on one node and no owner scope is
+    /// involved (an owner's names re-enter one by one instead).
+    async fn at_once(&self) -> Result<AtOnce> {
+        let engine = &self.spec.engine;
+        if self.spec.effective_owner().is_some() {
+            return Ok(AtOnce::NotHere);
+        }
+        let specs: Vec<Spec> = self
+            .names
+            .iter()
+            .map(|name| self.spec.for_name(Arc::clone(name)))
+            .collect();
+        let keys = specs
+            .iter()
+            .map(|spec| spec.plan(Primitive::Lock))
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&LockKeys> = keys.iter().map(AsRef::as_ref).collect();
+        if !engine.deployment().takes_at_once(&refs) {
+            return Ok(AtOnce::NotHere);
+        }
+        let token = OwnerToken::generate()?;
+        // Armed until Redis answered: a dropped or failed call gives every name back.
+        let mut give_backs: Vec<GiveBack> = keys
+            .iter()
+            .map(|k| GiveBack::new(engine, k, Kind::Mutex, &token))
+            .collect();
+        let ttl = self.spec.ttl;
+        let holder = self.spec.holder.as_deref().unwrap_or(&engine.holder);
+        let sent = Instant::now();
+        let reply = engine
+            .deployment()
+            .acquire_all(&refs, token.secret(), ttl_millis(ttl), holder)
+            .await?;
+        give_backs.iter_mut().for_each(GiveBack::disarm);
+        let AllReply::Taken(fences) = reply else {
+            return Ok(AtOnce::Busy);
+        };
+        let renew = (self.spec.renewal == Renewal::Auto).then_some((sent, self.spec.max_hold));
+        let guards = specs
+            .iter()
+            .zip(keys)
+            .zip(fences)
+            .map(|((spec, keys), fence)| {
+                let lease = Lease::new(
+                    Arc::clone(&spec.name),
+                    keys,
+                    Kind::Mutex,
+                    token.clone(),
+                    FencingToken::new(fence),
+                    ttl,
+                    sent,
+                );
+                Guard::new(Holding::new(engine, lease, renew))
+            })
+            .collect();
+        tracing::debug!(locks = %self.spec.name, "acquired at once");
+        Ok(AtOnce::Taken(MultiGuard { guards }))
+    }
+
+    /// The one-script attempt, where it applies; a failed one (Redis could not be asked:
+    /// whatever it may have taken is given back) leaves the names to be taken one by one.
+    async fn try_at_once(&self) -> AtOnce {
+        match self.at_once().await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                tracing::debug!(error = %e, "taking the locks at once failed; one by one");
+                AtOnce::NotHere
+            }
+        }
+    }
+
     /// Makes one attempt at every name in order: `Ok(None)` (and nothing held) as soon as
     /// one is busy.
     ///
@@ -105,6 +183,11 @@ impl MultiLock {
     /// Cancel safe: whatever was taken is given back in the background.
     pub async fn try_acquire(&self) -> Result<Option<MultiGuard>> {
         self.check()?;
+        match self.try_at_once().await {
+            AtOnce::Taken(guard) => return Ok(Some(guard)),
+            AtOnce::Busy => return Ok(None),
+            AtOnce::NotHere => {}
+        }
         let mut guards = Vec::with_capacity(self.names.len());
         for name in self.names.iter() {
             match self
@@ -139,6 +222,9 @@ impl MultiLock {
     #[tracing::instrument(skip_all, fields(locks = %self.spec.name))]
     pub async fn acquire(&self) -> Result<MultiGuard> {
         self.check()?;
+        if let AtOnce::Taken(guard) = self.try_at_once().await {
+            return Ok(guard);
+        }
         let deadline = match self.spec.wait {
             Wait::No => Some(Instant::now()),
             Wait::For(d) => Some(Instant::now() + d),
@@ -202,6 +288,16 @@ impl MultiLock {
             })
             .await
     }
+}
+
+/// What the one-script attempt found.
+enum AtOnce {
+    /// Every name is ours.
+    Taken(MultiGuard),
+    /// A name is held by another owner; nothing was taken.
+    Busy,
+    /// The names do not live on one node (or an owner takes them one by one).
+    NotHere,
 }
 
 /// Releases `guards` (the names taken so far of a multi-lock that failed), logging what

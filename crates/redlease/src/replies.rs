@@ -66,6 +66,49 @@ pub(crate) fn renew(value: &Value, leases: usize) -> RedisResult<Vec<bool>> {
         .collect()
 }
 
+/// What `multi_acquire.lua` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AllReply {
+    /// Every lock is ours, with these fencing tokens in order.
+    Taken(Vec<u64>),
+    /// Lock `index` (0-based) is held by another owner, for `pttl` ms more (-1: no expiry).
+    Busy { index: usize, pttl: i64 },
+}
+
+/// `multi_acquire.lua` for `locks` locks: `{1, fence...}` (one fence >= 1 per lock) or
+/// `{0, i, pttl}` with `1 <= i <= locks`.
+pub(crate) fn acquire_all(value: &Value, locks: usize) -> RedisResult<AllReply> {
+    let unexpected = || unexpected("multi_acquire.lua", "{1, fence...} or {0, i, pttl}", value);
+    let Value::Array(items) = value else {
+        return Err(unexpected());
+    };
+    let ints: Option<Vec<i64>> = items
+        .iter()
+        .map(|v| match v {
+            Value::Int(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    let ints = ints.ok_or_else(unexpected)?;
+    match ints.split_first() {
+        Some((1, fences)) if fences.len() == locks => fences
+            .iter()
+            .map(|&f| u64::try_from(f).ok().filter(|f| *f >= 1))
+            .collect::<Option<Vec<u64>>>()
+            .map(AllReply::Taken)
+            .ok_or_else(unexpected),
+        Some((0, [i, pttl])) if *pttl >= -1 => usize::try_from(*i)
+            .ok()
+            .filter(|i| (1..=locks).contains(i))
+            .map(|i| AllReply::Busy {
+                index: i - 1,
+                pttl: *pttl,
+            })
+            .ok_or_else(unexpected),
+        _ => Err(unexpected()),
+    }
+}
+
 /// Who holds a lock now (`leader.lua`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Holder {

@@ -7,8 +7,8 @@ use redis::{Cmd, Pipeline, Script, ScriptInvocation};
 use crate::keys::{LockKeys, Primitive};
 pub(crate) use crate::lua::EXTEND;
 use crate::lua::{
-    ACQUIRE, FENCED_SET, LEADER, LEASE_EXTEND, LEASE_RENEW, RAISE_FENCE, RELEASE, RENEW,
-    RW_ACQUIRE, RW_DOWNGRADE, RW_RELEASE, SEM_ACQUIRE, SEM_RELEASE,
+    ACQUIRE, FENCED_SET, LEADER, LEASE_EXTEND, LEASE_RENEW, MULTI_ACQUIRE, RAISE_FENCE, RELEASE,
+    RENEW, RW_ACQUIRE, RW_DOWNGRADE, RW_RELEASE, SEM_ACQUIRE, SEM_RELEASE,
 };
 
 /// What a lease is a lease on: which scripts take, give back and renew it.
@@ -155,6 +155,21 @@ pub(crate) fn release(
     } else if announce {
         invocation.arg(&keys.channel);
     }
+    invocation
+}
+
+/// `multi_acquire.lua`: every lock of `keys` (on one node) for `token`, all or nothing.
+pub(crate) fn acquire_all(
+    keys: &[&LockKeys],
+    token: &str,
+    ttl_ms: u64,
+    holder: &str,
+) -> ScriptInvocation<'static> {
+    let mut invocation = MULTI_ACQUIRE.prepare_invoke();
+    for k in keys {
+        invocation.key(&k.key).key(&k.fence).key(&k.holder);
+    }
+    invocation.arg(token).arg(ttl_ms).arg(holder);
     invocation
 }
 

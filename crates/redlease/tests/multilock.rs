@@ -256,3 +256,53 @@ async fn losing_one_name_is_losing_the_multi_lock() {
         .await;
     assert!(matches!(ran, Err(Error::Lost { .. })), "{ran:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_on_one_node_are_taken_by_one_script_all_or_nothing() {
+    let server = server();
+    let client = client(&server).await;
+    let mut conn = raw(&server).await;
+    // Warm up: the script is loaded, the connection up.
+    client
+        .multi_lock(["w1", "w2"])
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let before = common::evalsha_calls(&mut conn).await;
+    let guard = client.multi_lock(["a", "b", "c"]).acquire().await.unwrap();
+    let calls = common::evalsha_calls(&mut conn).await - before;
+    assert_eq!(
+        calls, 1,
+        "three free names on one node cost one script call"
+    );
+    for name in ["a", "b", "c"] {
+        assert!(guard.fencing_token(name).is_some());
+        assert!(
+            common::get(&mut conn, &format!("redlease:{name}"))
+                .await
+                .is_some()
+        );
+    }
+    guard.release().await.unwrap();
+
+    // One busy name: nothing is taken, not even for a moment.
+    let b = client.lock("b").acquire().await.unwrap();
+    assert!(
+        client
+            .multi_lock(["a", "b", "c"])
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none()
+    );
+    for name in ["a", "c"] {
+        assert_eq!(
+            common::get(&mut conn, &format!("redlease:{name}")).await,
+            None
+        );
+    }
+    b.release().await.unwrap();
+}

@@ -94,6 +94,22 @@ impl Deployment {
         self.topology != Topology::Quorum
     }
 
+    /// Whether one script can take every lock of `keys` at once: they live on one node
+    /// (a single Redis, a Sentinel primary, one Cluster slot). Never over a quorum.
+    pub(crate) fn takes_at_once(&self, keys: &[&crate::keys::LockKeys]) -> bool {
+        match self.topology {
+            Topology::Single | Topology::Sentinel => true,
+            Topology::Cluster => {
+                let mut slots = keys
+                    .iter()
+                    .map(|k| crate::keys::hash_slot(k.key.as_bytes()));
+                let first = slots.next();
+                slots.all(|s| Some(s) == first)
+            }
+            Topology::Quorum => false,
+        }
+    }
+
     /// Why a count of holders (a semaphore's permits) cannot be kept soundly here, or
     /// `None` where one node decides.
     pub(crate) fn cannot_count(&self) -> Option<&'static str> {

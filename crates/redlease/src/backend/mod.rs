@@ -69,6 +69,24 @@ impl Deployment {
             .map_err(|e| Error::redis("extending a lock", &keys.key, e))
     }
 
+    /// Every lock of `keys` for `token` in one script, all or nothing; only where
+    /// [`Deployment::takes_at_once`] says so.
+    pub(crate) async fn acquire_all(
+        &self,
+        keys: &[&LockKeys],
+        token: &str,
+        ttl_ms: u64,
+        holder: &str,
+    ) -> Result<replies::AllReply> {
+        let invocation = scripts::acquire_all(keys, token, ttl_ms, holder);
+        let key = keys.first().map_or("", |k| k.key.as_str());
+        let value: Value = Box::pin(self.primary().invoke(&invocation))
+            .await
+            .map_err(|e| Error::redis("acquiring locks", key, e))?;
+        replies::acquire_all(&value, keys.len())
+            .map_err(|e| Error::redis("acquiring locks", key, e))
+    }
+
     /// Who holds the lock at `keys` now (an election's leader). Over a quorum, the holder
     /// a majority of nodes name, with the counter a majority of them reached (its token)
     /// and the shortest remaining lease.
