@@ -245,6 +245,46 @@ async fn semaphores_and_read_write_locks_work_as_the_acl_user() {
 }
 
 #[tokio::test]
+async fn multi_locks_and_elections_work_as_the_acl_user() {
+    let server = acl_server(RULES);
+    let c = connect(&server).await;
+    let mut adm = admin(&server).await;
+    script_flush(&mut adm).await;
+    // At once (one script), then one by one behind a busy name.
+    let all = c.multi_lock(["acl-a", "acl-b"]).acquire().await.unwrap();
+    all.release().await.unwrap();
+    let b = c.lock("acl-b").acquire().await.unwrap();
+    let waiter = tokio::spawn({
+        let multi = c
+            .multi_lock(["acl-a", "acl-b"])
+            .wait(Duration::from_secs(10));
+        async move { multi.acquire().await.unwrap() }
+    });
+    b.release().await.unwrap();
+    bounded("the multi-lock", waiter)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    // An election: campaign, who leads, observe, resign.
+    let election = c.election("acl-leader");
+    let leadership = election.campaign("node-1").await.unwrap();
+    let leader = election.leader().await.unwrap().unwrap();
+    assert_eq!(leader.term, leadership.term());
+    let mut observed = Box::pin(election.observe());
+    let first = bounded(
+        "the first observation",
+        futures_util::StreamExt::next(&mut observed),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(first.map(|l| l.note), Some("node-1".to_owned()));
+    leadership.resign().await.unwrap();
+}
+
+#[tokio::test]
 async fn min_replicas_waits_for_a_replica_as_the_acl_user() {
     let primary = acl_server(RULES);
     // The replica authenticates to its primary as the admin (replication is not redlease's
