@@ -81,6 +81,8 @@
 //! | one holder at a time | [`Client::lock`] | all |
 //! | at most N holders at a time (3 backups, 10 calls to a partner) | [`Client::semaphore`] | single, Sentinel, Cluster (refused over a quorum: a majority count is not sound for N >= 2) |
 //! | many readers or one writer (config reload, cache rebuild) | [`Client::rwlock`] | all (over a quorum a majority rule is sound: a reader and a writer conflict on every node, and two majorities share one) |
+//! | several locks at once, all or nothing (a transfer between two accounts) | [`Client::multi_lock`] | all: one script on one node or Cluster slot, else one by one in canonical order |
+//! | exactly one active instance, and everyone can see which | [`Client::election`] | all |
 //!
 //! ```no_run
 //! # async fn example(client: redlease::Client) -> redlease::Result<()> {
@@ -94,6 +96,15 @@
 //! let write = config.write().acquire().await?;
 //! let read = write.downgrade().await?; // atomically, no writer in between
 //! read.release().await?;
+//!
+//! // Both accounts or neither; never a deadlock, whatever order others name them in.
+//! let both = client.multi_lock(["account:7", "account:3"]).acquire().await?;
+//! both.release().await?;
+//!
+//! // Lead until resigning or losing the lease; everyone can ask who leads.
+//! let leadership = client.election("scheduler").campaign("host-a:8080").await?;
+//! let leader = client.election("scheduler").leader().await?;
+//! leadership.resign().await?;
 //! # Ok(()) }
 //! ```
 //!
