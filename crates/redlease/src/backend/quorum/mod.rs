@@ -54,15 +54,18 @@
 //! when a node restarted within the skew: a token taken from a fast clock, written back
 //! to the node that then crashed, is remembered by no node of the next majority).
 
+mod give_back;
+mod turns;
+
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
 use redis::RedisResult;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::deployment::Deployment;
@@ -72,6 +75,9 @@ use crate::keys::LockKeys;
 use crate::replies::{self, Reply};
 use crate::scripts::{self, AcquireArgs, Join, Kind, RenewItem};
 use crate::ttl::drift;
+
+use give_back::{OwnedAttempt, give_back, give_back_attempt, give_back_on, late, may_have_run};
+use turns::{Turn, TurnKey};
 
 /// One attempt on every node.
 ///
@@ -392,254 +398,6 @@ async fn finish(
         }
     });
     futures_util::future::join_all(follow_ups).await;
-}
-
-/// The release script on one node in the background, bounded by `timeout`.
-async fn give_back_on(shared: &OwnedAttempt, conn: Conn, node: usize, timeout: Duration) {
-    let released = tokio::time::timeout(timeout, shared.release(conn)).await;
-    if !matches!(released, Ok(Ok(_))) {
-        tracing::debug!(node, "a late quorum node did not confirm a give-back");
-    }
-}
-
-/// Whether a request that failed with `e` may still have run on its node: not when the
-/// node refused the connection (nothing was sent) or answered with an error (the script
-/// ran and took nothing). Only then does it need a give-back, which the next attempt to
-/// that node must wait for.
-fn may_have_run(e: &redis::RedisError) -> bool {
-    crate::error::is_connection_error(e) && !e.is_connection_refusal()
-}
-
-/// An attempt's arguments, owned.
-struct OwnedAttempt {
-    keys: LockKeys,
-    kind: Kind,
-    token: String,
-    ttl_ms: u64,
-    holder: String,
-    announce: bool,
-}
-
-impl OwnedAttempt {
-    /// The acquire script (without queueing) over one node's connection.
-    async fn acquire(&self, mut conn: Conn) -> RedisResult<Reply> {
-        let args = AcquireArgs {
-            kind: self.kind,
-            token: &self.token,
-            ttl_ms: self.ttl_ms,
-            holder: &self.holder,
-            join: Join::No,
-        };
-        let invocation = scripts::acquire(&self.keys, &args);
-        replies::acquire(&invocation.invoke_async(&mut conn).await?)
-    }
-
-    /// The release script over one node's connection.
-    async fn release(&self, mut conn: Conn) -> RedisResult<bool> {
-        let invocation = scripts::release(&self.keys, self.kind, &self.token, self.announce);
-        replies::flag(
-            scripts::release_name(self.kind),
-            &invocation.invoke_async(&mut conn).await?,
-        )
-    }
-}
-
-/// Gives back a failed attempt's grants: awaited on the nodes that granted (`took`),
-/// within `bound`; in the background on the nodes whose outcome is `unknown`.
-async fn give_back_attempt(
-    deployment: &Deployment,
-    keys: &LockKeys,
-    kind: Kind,
-    token: &str,
-    took: &[usize],
-    unknown: &[usize],
-    bound: Duration,
-) {
-    if took.is_empty() && unknown.is_empty() {
-        return;
-    }
-    let all: Vec<usize> = took.iter().chain(unknown).copied().collect();
-    let mut results = give_back(deployment, keys, kind, token, &all);
-    let mut left = took.len();
-    let bound = Instant::now() + bound;
-    while left > 0 {
-        match tokio::time::timeout_at(bound, results.recv()).await {
-            Ok(Some((i, _))) if took.contains(&i) => left -= 1,
-            Ok(Some(_)) => {}
-            Ok(None) | Err(_) => break,
-        }
-    }
-}
-
-/// A node's reply that did not come within the per-node bound.
-fn late() -> redis::RedisError {
-    redis::RedisError::from(std::io::Error::new(
-        std::io::ErrorKind::TimedOut,
-        "node did not answer in time",
-    ))
-}
-
-/// The commands of one token to one node of one deployment.
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct TurnKey {
-    deployment: usize,
-    node: usize,
-    token: String,
-}
-
-impl TurnKey {
-    fn new(deployment: &Deployment, node: usize, token: &str) -> Self {
-        Self {
-            deployment: std::ptr::from_ref(deployment).addr(),
-            node,
-            token: token.to_owned(),
-        }
-    }
-}
-
-/// Turns handed out so far, and per key the latest command's: its number and whether it
-/// is done.
-#[derive(Default)]
-struct Turns {
-    last: u64,
-    latest: HashMap<TurnKey, (u64, watch::Receiver<bool>)>,
-}
-
-static TURNS: LazyLock<Mutex<Turns>> = LazyLock::new(Mutex::default);
-
-fn turns() -> std::sync::MutexGuard<'static, Turns> {
-    // Inserts and removes only: a poisoned lock is still consistent.
-    TURNS.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// One command's place in the order of a token's commands to a node: it goes after every
-/// command whose turn was taken before it (an attempt whose reply was not awaited, the
-/// give-back after it, the next attempt), however the tasks that run them are scheduled.
-/// A late give-back can therefore never undo a later grant, nor a late grant outlive the
-/// release that followed it. Taken synchronously, in program order; done when dropped
-/// (once the turn before it is done too).
-struct Turn {
-    key: TurnKey,
-    seq: u64,
-    before: Option<watch::Receiver<bool>>,
-    done: Option<watch::Sender<bool>>,
-}
-
-impl Turn {
-    fn take(key: TurnKey) -> Self {
-        let (done, rx) = watch::channel(false);
-        let mut turns = turns();
-        turns.last += 1;
-        let seq = turns.last;
-        let before = turns
-            .latest
-            .insert(key.clone(), (seq, rx))
-            .map(|(_, rx)| rx);
-        Self {
-            key,
-            seq,
-            before,
-            done: Some(done),
-        }
-    }
-
-    /// Waits until every command before this one is done.
-    async fn wait(&mut self) {
-        if let Some(before) = self.before.as_mut() {
-            // An error means the sender went away: that turn is over too.
-            let _ = before.wait_for(|done| *done).await;
-        }
-        self.before = None;
-    }
-}
-
-impl Drop for Turn {
-    fn drop(&mut self) {
-        let Some(done) = self.done.take() else {
-            return;
-        };
-        let key = self.key.clone();
-        let seq = self.seq;
-        let finish = move || {
-            let _ = done.send(true);
-            let mut turns = turns();
-            if turns
-                .latest
-                .get(&key)
-                .is_some_and(|(latest, _)| *latest == seq)
-            {
-                turns.latest.remove(&key);
-            }
-        };
-        match self.before.take() {
-            Some(mut before) if !*before.borrow() => {
-                // Called off before its turn: done once the turn before it is.
-                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                    runtime.spawn(async move {
-                        let _ = before.wait_for(|done| *done).await;
-                        finish();
-                    });
-                } else {
-                    finish();
-                }
-            }
-            _ => finish(),
-        }
-    }
-}
-
-/// Runs the release script on the nodes at `indexes`, each in its turn (see [`Turn`]),
-/// in a task of its own (each node bounded by the response timeout), so that it
-/// completes even when the caller stops waiting; the results arrive on the returned
-/// channel as they come.
-fn give_back(
-    deployment: &Deployment,
-    keys: &LockKeys,
-    kind: Kind,
-    token: &str,
-    indexes: &[usize],
-) -> mpsc::UnboundedReceiver<(usize, RedisResult<bool>)> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let timeout = deployment.response_timeout;
-    let shared = Arc::new(OwnedAttempt {
-        keys: keys.clone(),
-        kind,
-        token: token.to_owned(),
-        ttl_ms: 0,
-        holder: String::new(),
-        announce: deployment.announces(),
-    });
-    let mut releases: FuturesUnordered<_> = indexes
-        .iter()
-        .filter_map(|&i| Some((i, deployment.nodes.get(i)?)))
-        .map(|(i, node)| {
-            let mut turn = Turn::take(TurnKey::new(deployment, i, token));
-            let conn = node.conn();
-            let shared = Arc::clone(&shared);
-            async move {
-                turn.wait().await;
-                let result = tokio::time::timeout(timeout, shared.release(conn))
-                    .await
-                    .unwrap_or_else(|_| Err(late()));
-                drop(turn);
-                (i, result)
-            }
-        })
-        .collect();
-    let run = async move {
-        while let Some((i, result)) = releases.next().await {
-            if let Err(e) = &result {
-                tracing::debug!(node = i, error = %e, "a quorum node did not confirm a give-back");
-            }
-            let _ = tx.send((i, result));
-        }
-    };
-    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        runtime.spawn(run);
-    } else {
-        tracing::debug!("no runtime to give back on; the leases expire by themselves");
-    }
-    rx
 }
 
 /// The shortest per-node bound, however short the lease.

@@ -1,0 +1,163 @@
+//! Giving back what a quorum attempt may hold: on the nodes that granted, and in the
+//! background on those whose outcome is unknown, each in its turn.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
+use redis::RedisResult;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::backend::deployment::Deployment;
+use crate::backend::node::Conn;
+use crate::keys::LockKeys;
+use crate::replies::{self, Reply};
+use crate::scripts::{self, AcquireArgs, Join, Kind};
+
+use super::turns::{Turn, TurnKey};
+
+/// The release script on one node in the background, bounded by `timeout`.
+pub(super) async fn give_back_on(
+    shared: &OwnedAttempt,
+    conn: Conn,
+    node: usize,
+    timeout: Duration,
+) {
+    let released = tokio::time::timeout(timeout, shared.release(conn)).await;
+    if !matches!(released, Ok(Ok(_))) {
+        tracing::debug!(node, "a late quorum node did not confirm a give-back");
+    }
+}
+
+/// Whether a request that failed with `e` may still have run on its node: not when the
+/// node refused the connection (nothing was sent) or answered with an error (the script
+/// ran and took nothing). Only then does it need a give-back, which the next attempt to
+/// that node must wait for.
+pub(super) fn may_have_run(e: &redis::RedisError) -> bool {
+    crate::error::is_connection_error(e) && !e.is_connection_refusal()
+}
+
+/// An attempt's arguments, owned.
+pub(super) struct OwnedAttempt {
+    pub(super) keys: LockKeys,
+    pub(super) kind: Kind,
+    pub(super) token: String,
+    pub(super) ttl_ms: u64,
+    pub(super) holder: String,
+    pub(super) announce: bool,
+}
+
+impl OwnedAttempt {
+    /// The acquire script (without queueing) over one node's connection.
+    pub(super) async fn acquire(&self, mut conn: Conn) -> RedisResult<Reply> {
+        let args = AcquireArgs {
+            kind: self.kind,
+            token: &self.token,
+            ttl_ms: self.ttl_ms,
+            holder: &self.holder,
+            join: Join::No,
+        };
+        let invocation = scripts::acquire(&self.keys, &args);
+        replies::acquire(&invocation.invoke_async(&mut conn).await?)
+    }
+
+    /// The release script over one node's connection.
+    pub(super) async fn release(&self, mut conn: Conn) -> RedisResult<bool> {
+        let invocation = scripts::release(&self.keys, self.kind, &self.token, self.announce);
+        replies::flag(
+            scripts::release_name(self.kind),
+            &invocation.invoke_async(&mut conn).await?,
+        )
+    }
+}
+
+/// Gives back a failed attempt's grants: awaited on the nodes that granted (`took`),
+/// within `bound`; in the background on the nodes whose outcome is `unknown`.
+pub(super) async fn give_back_attempt(
+    deployment: &Deployment,
+    keys: &LockKeys,
+    kind: Kind,
+    token: &str,
+    took: &[usize],
+    unknown: &[usize],
+    bound: Duration,
+) {
+    if took.is_empty() && unknown.is_empty() {
+        return;
+    }
+    let all: Vec<usize> = took.iter().chain(unknown).copied().collect();
+    let mut results = give_back(deployment, keys, kind, token, &all);
+    let mut left = took.len();
+    let bound = Instant::now() + bound;
+    while left > 0 {
+        match tokio::time::timeout_at(bound, results.recv()).await {
+            Ok(Some((i, _))) if took.contains(&i) => left -= 1,
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => break,
+        }
+    }
+}
+
+/// A node's reply that did not come within the per-node bound.
+pub(super) fn late() -> redis::RedisError {
+    redis::RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "node did not answer in time",
+    ))
+}
+
+/// Runs the release script on the nodes at `indexes`, each in its turn (see [`Turn`]),
+/// in a task of its own (each node bounded by the response timeout), so that it
+/// completes even when the caller stops waiting; the results arrive on the returned
+/// channel as they come.
+pub(super) fn give_back(
+    deployment: &Deployment,
+    keys: &LockKeys,
+    kind: Kind,
+    token: &str,
+    indexes: &[usize],
+) -> mpsc::UnboundedReceiver<(usize, RedisResult<bool>)> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let timeout = deployment.response_timeout;
+    let shared = Arc::new(OwnedAttempt {
+        keys: keys.clone(),
+        kind,
+        token: token.to_owned(),
+        ttl_ms: 0,
+        holder: String::new(),
+        announce: deployment.announces(),
+    });
+    let mut releases: FuturesUnordered<_> = indexes
+        .iter()
+        .filter_map(|&i| Some((i, deployment.nodes.get(i)?)))
+        .map(|(i, node)| {
+            let mut turn = Turn::take(TurnKey::new(deployment, i, token));
+            let conn = node.conn();
+            let shared = Arc::clone(&shared);
+            async move {
+                turn.wait().await;
+                let result = tokio::time::timeout(timeout, shared.release(conn))
+                    .await
+                    .unwrap_or_else(|_| Err(late()));
+                drop(turn);
+                (i, result)
+            }
+        })
+        .collect();
+    let run = async move {
+        while let Some((i, result)) = releases.next().await {
+            if let Err(e) = &result {
+                tracing::debug!(node = i, error = %e, "a quorum node did not confirm a give-back");
+            }
+            let _ = tx.send((i, result));
+        }
+    };
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(run);
+    } else {
+        tracing::debug!("no runtime to give back on; the leases expire by themselves");
+    }
+    rx
+}
