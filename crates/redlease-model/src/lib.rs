@@ -1,4 +1,4 @@
-//! A [`stateright`] model of redlease's Redlock quorum (`crates/redlease/src/backend/quorum.rs`
+//! A [`stateright`] model of redlease's Redlock quorum (`crates/redlease/src/backend/quorum/`
 //! with `acquire.lua`, `fence.lua`, `raise_fence.lua` and `release.lua`) and of its
 //! fencing tokens, checked under clock drift, process pauses, node crashes, lost messages,
 //! node clocks stepping back and fencing counters expiring. A node grants with a plain
