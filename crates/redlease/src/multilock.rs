@@ -250,7 +250,8 @@ impl MultiLock {
 
     /// Takes every name, runs `work` while all leases are kept renewed, and releases them:
     /// `work` is dropped where it stands the moment any lease is lost, as with
-    /// [`Lock::run`](crate::Lock::run).
+    /// [`Lock::run`](crate::Lock::run); as there, re-entering a name the owner holds with
+    /// [`Renewal::Fixed`] fails with [`Error::FixedLeaseReentered`].
     ///
     /// # Errors
     /// `work`'s own error, unchanged; otherwise, converted with `From<Error>`, what
@@ -270,6 +271,12 @@ impl MultiLock {
         owner
             .scope(async move {
                 let guard = Box::pin(multi.acquire()).await?;
+                // As `Lock::run`: never re-enter a lease that nobody renews.
+                if let Some(fixed) = guard.guards.iter().find(|g| !g.holding().is_renewed()) {
+                    let name = fixed.name().to_owned();
+                    let _ = guard.release().await;
+                    return Err(E::from(Error::FixedLeaseReentered { name }));
+                }
                 let outcome = {
                     let work = work(&guard);
                     tokio::select! {
