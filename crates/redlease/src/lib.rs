@@ -237,6 +237,10 @@ mod send_sync {
         send_sync::<crate::blocking::WriteLock>();
         send_sync::<crate::blocking::ReadGuard>();
         send_sync::<crate::blocking::WriteGuard>();
+        send_sync::<crate::MultiLock>();
+        send_sync::<crate::MultiGuard>();
+        send_sync::<crate::blocking::MultiLock>();
+        send_sync::<crate::blocking::MultiGuard>();
     }
 
     /// The futures of the async API can be spawned.
