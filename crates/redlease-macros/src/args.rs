@@ -16,6 +16,8 @@ const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 #[derive(Default)]
 pub(crate) struct Args {
     pub(crate) key: Option<LitStr>,
+    /// `keys = [...]`: a multi-lock of these templates, never empty.
+    pub(crate) keys: Option<Vec<LitStr>>,
     pub(crate) ttl: Option<Duration>,
     pub(crate) wait: Option<WaitArg>,
     pub(crate) retry: Option<Duration>,
@@ -53,7 +55,23 @@ impl Args {
         };
         let duplicate = || meta.error(format!("`{name}` is given twice"));
         match name.as_str() {
-            "key" => set(&mut self.key, meta.value()?.parse()?).ok_or_else(duplicate),
+            "key" => {
+                let template = meta.value()?.parse()?;
+                if self.keys.is_some() {
+                    return Err(meta.error(KEY_AND_KEYS));
+                }
+                set(&mut self.key, template).ok_or_else(duplicate)
+            }
+            "keys" => {
+                let templates = templates(&meta.value()?.parse()?)?;
+                if self.key.is_some() {
+                    return Err(meta.error(KEY_AND_KEYS));
+                }
+                if let Some((_, primitive)) = &self.primitive {
+                    return Err(meta.error(keys_and(primitive)));
+                }
+                set(&mut self.keys, templates).ok_or_else(duplicate)
+            }
             "prefix" => set(&mut self.prefix, meta.value()?.parse()?).ok_or_else(duplicate),
             "client" => set(&mut self.client, meta.value()?.parse()?).ok_or_else(duplicate),
             "on_busy" => set(&mut self.on_busy, meta.value()?.parse()?).ok_or_else(duplicate),
@@ -127,6 +145,9 @@ impl Args {
         primitive: Primitive,
         name: String,
     ) -> syn::Result<()> {
+        if self.keys.is_some() {
+            return Err(meta.error(keys_and(&name)));
+        }
         if let Some((_, first)) = &self.primitive {
             return Err(meta.error(if *first == name {
                 format!("`{name}` is given twice")
@@ -141,8 +162,12 @@ impl Args {
     }
 
     /// The builder the options apply to: `client.lock(key)`, `client.semaphore(key, N)`,
-    /// `client.rwlock(key).read()` or `.write()`.
+    /// `client.rwlock(key).read()` or `.write()`, or `client.multi_lock(key)` (`key` then
+    /// being the array of keys).
     pub(crate) fn builder(&self, client: &Ident, key: &Ident) -> TokenStream {
+        if self.keys.is_some() {
+            return quote!(#client.multi_lock(#key));
+        }
         match self.primitive.as_ref().map(|(p, _)| p) {
             None => quote!(#client.lock(#key)),
             Some(Primitive::Permits(n)) => quote!(#client.semaphore(#key, #n)),
@@ -185,7 +210,46 @@ impl Args {
     }
 }
 
-const UNKNOWN: &str = "unknown option of `#[redlease::locked]`; expected `key`, `permits`, `read`, `write`, `ttl`, `wait`, `retry`, `max_hold`, `prefix`, `client`, `on_busy` or `guard`";
+const UNKNOWN: &str = "unknown option of `#[redlease::locked]`; expected `key`, `keys`, `permits`, `read`, `write`, `ttl`, `wait`, `retry`, `max_hold`, `prefix`, `client`, `on_busy` or `guard`";
+
+const KEY_AND_KEYS: &str = "`key` and `keys` cannot be combined: `key = \"...\"` holds one lock, `keys = [...]` several at once; put every key in `keys`";
+
+/// The error for `keys` with `permits`, `read` or `write`.
+fn keys_and(primitive: &str) -> String {
+    format!(
+        "`keys` and `{primitive}` cannot be combined: `keys = [...]` holds several locks at once, not a semaphore or a side of a read-write lock"
+    )
+}
+
+/// `keys = ["from:{a.id}", "to:{b.id}"]`: at least one template, each a string.
+fn templates(value: &Expr) -> syn::Result<Vec<LitStr>> {
+    let Expr::Array(array) = value else {
+        return Err(syn::Error::new_spanned(
+            value,
+            "`keys` must be a list of key templates, like `keys = [\"from:{a.id}\", \"to:{b.id}\"]`",
+        ));
+    };
+    if array.elems.is_empty() {
+        return Err(syn::Error::new_spanned(
+            array,
+            "`keys = []` names no lock: give at least one key template, like `keys = [\"from:{a.id}\", \"to:{b.id}\"]`",
+        ));
+    }
+    array
+        .elems
+        .iter()
+        .map(|element| match element {
+            Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(template),
+                ..
+            }) => Ok(template.clone()),
+            other => Err(syn::Error::new_spanned(
+                other,
+                "each of `keys` must be a key template, a string like \"from:{a.id}\"",
+            )),
+        })
+        .collect()
+}
 
 /// Sets `slot` unless it is set already (`None` then).
 fn set<T>(slot: &mut Option<T>, value: T) -> Option<()> {

@@ -43,14 +43,26 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> syn::Result<TokenStream> 
     let blocking = sig.asyncness.is_none();
     let names = Names::new();
     let key = &names.key;
-    let key_code = if let Some(template) = &args.key {
+    let function_name = sig.ident.to_string();
+    let key_code = if let Some(templates) = &args.keys {
+        // A multi-lock: `key` is the array of keys, each built as a single key is.
         let params = parameters(&sig.inputs);
-        template::key_code(template, &params, &sig.ident.to_string(), key)?
+        let each = templates
+            .iter()
+            .map(|template| template::key_code(template, &params, &function_name, key))
+            .collect::<syn::Result<Vec<_>>>()?;
+        let n = each.len();
+        quote!(let #key: [::std::string::String; #n] = [#(#each),*];)
     } else {
-        let name = sig.ident.to_string();
-        quote!(::std::string::String::from(
-            ::std::concat!(::std::module_path!(), "::", #name)
-        ))
+        let code = if let Some(template) = &args.key {
+            let params = parameters(&sig.inputs);
+            template::key_code(template, &params, &function_name, key)?
+        } else {
+            quote!(::std::string::String::from(
+                ::std::concat!(::std::module_path!(), "::", #function_name)
+            ))
+        };
+        quote!(let #key: ::std::string::String = #code;)
     };
     let lock_code = lock_code(args, blocking, &names);
     let lock = &names.lock;
@@ -84,7 +96,7 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> syn::Result<TokenStream> 
     Ok(quote! {
         #(#attrs)*
         #vis #sig {
-            let #key: ::std::string::String = #key_code;
+            #key_code
             #lock_code
             #finish
         }

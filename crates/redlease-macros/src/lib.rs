@@ -32,6 +32,7 @@ use proc_macro::TokenStream;
 /// | option | value | default |
 /// |---|---|---|
 /// | `key` | a template, `"coupon:{user.id}"` | the module path and the function name, `"shop::orders::grab_coupon"` |
+/// | `keys` | several templates at once, `keys = ["from:{a.id}", "to:{b.id}"]`: hold a [`MultiLock`] of all of them instead of one lock | one lock |
 /// | `permits` | hold one of this many permits of the [`Semaphore`] named by the key instead of a lock: a whole number from 1, `permits = 3` | a lock |
 /// | `read` / `write` | hold the read or the write side of the [`RwLock`] named by the key instead of a lock (no value) | a lock |
 /// | `ttl` | the lease, a duration (`"10s"`, `"1500ms"`, `"2m 30s"`) from 10ms to 30days | 30s ([`DEFAULT_TTL`]) |
@@ -89,6 +90,32 @@ use proc_macro::TokenStream;
 ///
 /// #[redlease::locked(key = "config:{name}", write)]
 /// async fn reload(name: &str) -> Result<(), AppError> {
+///     Ok(())
+/// }
+/// ```
+///
+/// ## `keys`: several locks at once
+/// With `keys = [...]` the body holds a [`MultiLock`] of every key (each a template, as
+/// for `key`): all or nothing, taken in one canonical order (sorted, so two functions
+/// locking `A,B` and `B,A` never deadlock), all within the one `wait`. Duplicate keys are
+/// one lock. Everything else is as for a lock: the renewal, the loss of any key (the body
+/// is cancelled, or for a synchronous one the call returns [`Error::Lost`]), `on_busy`
+/// (called when one key stays busy for the whole wait), reentrancy; `guard = g` gives the
+/// [`MultiGuard`] ([`blocking::MultiGuard`] for a synchronous function), with each key's
+/// fencing token (`g.fencing_token("from:7")`). While it waits for one key it holds the
+/// keys before it (see [`MultiLock`]). `keys` cannot be combined with `key`, `permits`,
+/// `read` or `write`, must name at least one key, and each element must be a string: a
+/// compile error otherwise.
+///
+/// ```
+/// # #[derive(Debug)] struct AppError;
+/// # impl From<redlease::Error> for AppError { fn from(_: redlease::Error) -> Self { AppError } }
+/// # struct Account { id: u64 }
+/// #[redlease::locked(keys = ["account:{from.id}", "account:{to.id}"], guard = guard)]
+/// async fn transfer(from: &Account, to: &Account, amount: u64) -> Result<(), AppError> {
+///     // Both accounts are ours; stamp each write with its account's fencing token.
+///     let _ = guard.fencing_token(&format!("account:{}", from.id));
+///     # let _ = (to, amount);
 ///     Ok(())
 /// }
 /// ```
@@ -202,8 +229,11 @@ use proc_macro::TokenStream;
 /// With `on_busy = f`, the last expression is
 /// `match run(..).await { Ran::Done(r) => r, Ran::Busy(_) => f(user, stock).await }`.
 /// With `permits = 3`, `client.lock(key)` is `client.semaphore(key, 3u32)`; with `read`,
-/// `client.rwlock(key).read()`, and with `write`, `.write()`.
-/// `__private::run` is [`Lock::run`] (or the semaphore's, or the side's, `run`) with the
+/// `client.rwlock(key).read()`, and with `write`, `.write()`. With `keys = [..]`, `key` is
+/// an array of the keys, each built as above, and `client.lock(key)` is
+/// `client.multi_lock(key)`.
+/// `__private::run` is [`Lock::run`] (or the semaphore's, the side's or the multi-lock's
+/// `run`) with the
 /// body's error kept apart from the lock's, so
 /// that only the lock's is converted and a busy lock can be told from the rest; its future
 /// is boxed, so that a caller awaiting several locked functions stays small. The local
@@ -222,6 +252,9 @@ use proc_macro::TokenStream;
 /// [`Error::PermitsMismatch`]: https://docs.rs/redlease/latest/redlease/enum.Error.html#variant.PermitsMismatch
 /// [`Error::WrongType`]: https://docs.rs/redlease/latest/redlease/enum.Error.html#variant.WrongType
 /// [`Error::Unsupported`]: https://docs.rs/redlease/latest/redlease/enum.Error.html#variant.Unsupported
+/// [`MultiLock`]: https://docs.rs/redlease/latest/redlease/struct.MultiLock.html
+/// [`MultiGuard`]: https://docs.rs/redlease/latest/redlease/struct.MultiGuard.html
+/// [`blocking::MultiGuard`]: https://docs.rs/redlease/latest/redlease/blocking/struct.MultiGuard.html
 /// [`Semaphore`]: https://docs.rs/redlease/latest/redlease/struct.Semaphore.html
 /// [`RwLock`]: https://docs.rs/redlease/latest/redlease/struct.RwLock.html
 /// [`DEFAULT_TTL`]: https://docs.rs/redlease/latest/redlease/constant.DEFAULT_TTL.html

@@ -139,6 +139,20 @@
 //! }
 //! ```
 //!
+//! With `keys = [...]` it holds a [`MultiLock`] of every key instead, all or nothing (taken
+//! in one sorted order, so `A,B` and `B,A` never deadlock; duplicate keys are one lock):
+//!
+//! ```
+//! # #[derive(Debug)] struct AppError;
+//! # impl From<redlease::Error> for AppError { fn from(_: redlease::Error) -> Self { AppError } }
+//! # struct Account { id: u64 }
+//! #[redlease::locked(keys = ["account:{from.id}", "account:{to.id}"])]
+//! async fn transfer(from: &Account, to: &Account, amount: u64) -> Result<(), AppError> {
+//!     # let _ = amount;
+//!     Ok(()) // both accounts are ours
+//! }
+//! ```
+//!
 //! # Waiting
 //! [`Lock::acquire`] waits in a FIFO queue kept in Redis; a release hands the lock straight
 //! to the oldest waiter that still listens, over one pub/sub connection per [`Client`]. See
@@ -250,6 +264,10 @@ mod send_sync {
         send_sync::<crate::blocking::WriteLock>();
         send_sync::<crate::blocking::ReadGuard>();
         send_sync::<crate::blocking::WriteGuard>();
+        send_sync::<crate::MultiLock>();
+        send_sync::<crate::MultiGuard>();
+        send_sync::<crate::blocking::MultiLock>();
+        send_sync::<crate::blocking::MultiGuard>();
     }
 
     /// The futures of the async API can be spawned.

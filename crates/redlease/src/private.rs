@@ -82,42 +82,58 @@ fn ran<R: LockedReturn>(outcome: Result<R::Ok, Outcome<R::Err>>) -> Ran<R> {
     }
 }
 
-/// What a locked function can hold, async: a [`Lock`], a [`Semaphore`](crate::Semaphore)
-/// or a side of an [`RwLock`](crate::RwLock), each through its own `run`.
+/// What a locked function can hold, async: a [`Lock`], a [`Semaphore`](crate::Semaphore),
+/// a side of an [`RwLock`](crate::RwLock) or a [`MultiLock`](crate::MultiLock), each
+/// through its own `run`.
 pub trait Locked {
+    /// What the body sees: a [`Guard`], or a [`MultiGuard`](crate::MultiGuard).
+    type Guard;
+
     /// The builder's `run`.
     fn run<T, E, F>(&self, work: F) -> impl Future<Output = Result<T, E>>
     where
-        F: AsyncFnOnce(&Guard) -> Result<T, E>,
+        F: AsyncFnOnce(&Self::Guard) -> Result<T, E>,
         E: From<Error>;
 }
 
 /// What a locked synchronous function can hold: the [`blocking`](crate::blocking)
 /// builders, each through its own `run`.
 pub trait LockedBlocking {
+    /// What the body sees: a [`blocking::Guard`](crate::blocking::Guard), or a
+    /// [`blocking::MultiGuard`](crate::blocking::MultiGuard).
+    type Guard;
+
     /// The builder's `run`.
     fn run<T, E, F>(&self, work: F) -> Result<T, E>
     where
-        F: FnOnce(&crate::blocking::Guard) -> Result<T, E>,
+        F: FnOnce(&Self::Guard) -> Result<T, E>,
         E: From<Error>;
 }
 
-/// `Locked` for async builders, `LockedBlocking` for blocking ones.
+/// `Locked` for async builders, `LockedBlocking` for blocking ones, each with the guard its
+/// body sees.
 macro_rules! locked {
-    (Locked: $($builder:ty),*; LockedBlocking: $($blocking:ty),*) => {
+    (
+        Locked: $($builder:ty => $guard:ty),*;
+        LockedBlocking: $($blocking:ty => $blocking_guard:ty),*
+    ) => {
         $(impl Locked for $builder {
+            type Guard = $guard;
+
             fn run<T, E, F>(&self, work: F) -> impl Future<Output = Result<T, E>>
             where
-                F: AsyncFnOnce(&Guard) -> Result<T, E>,
+                F: AsyncFnOnce(&$guard) -> Result<T, E>,
                 E: From<Error>,
             {
                 <$builder>::run(self, work)
             }
         })*
         $(impl LockedBlocking for $blocking {
+            type Guard = $blocking_guard;
+
             fn run<T, E, F>(&self, work: F) -> Result<T, E>
             where
-                F: FnOnce(&crate::blocking::Guard) -> Result<T, E>,
+                F: FnOnce(&$blocking_guard) -> Result<T, E>,
                 E: From<Error>,
             {
                 <$blocking>::run(self, work)
@@ -127,18 +143,22 @@ macro_rules! locked {
 }
 
 locked!(
-    Locked: Lock, crate::Semaphore, crate::ReadLock, crate::WriteLock;
-    LockedBlocking: crate::blocking::Lock, crate::blocking::Semaphore,
-        crate::blocking::ReadLock, crate::blocking::WriteLock
+    Locked: Lock => Guard, crate::Semaphore => Guard, crate::ReadLock => Guard,
+        crate::WriteLock => Guard, crate::MultiLock => crate::MultiGuard;
+    LockedBlocking: crate::blocking::Lock => crate::blocking::Guard,
+        crate::blocking::Semaphore => crate::blocking::Guard,
+        crate::blocking::ReadLock => crate::blocking::Guard,
+        crate::blocking::WriteLock => crate::blocking::Guard,
+        crate::blocking::MultiLock => crate::blocking::MultiGuard
 );
 
-/// An async locked body: the builder's `run` ([`Lock::run`] for a lock), errors kept
-/// apart.
+/// An async locked body: the builder's `run` ([`Lock::run`] for a lock,
+/// [`MultiLock::run`](crate::MultiLock::run) for `keys = [...]`), errors kept apart.
 pub async fn run<L, R, F>(lock: Result<L>, work: F) -> Ran<R>
 where
     L: Locked,
     R: LockedReturn,
-    F: AsyncFnOnce(&Guard) -> R,
+    F: AsyncFnOnce(&L::Guard) -> R,
 {
     let lock = match lock {
         Ok(lock) => lock,
@@ -158,7 +178,7 @@ pub fn run_blocking<L, R, F>(lock: Result<L>, work: F) -> Ran<R>
 where
     L: LockedBlocking,
     R: LockedReturn,
-    F: FnOnce(&crate::blocking::Guard) -> R,
+    F: FnOnce(&L::Guard) -> R,
 {
     let lock = match lock {
         Ok(lock) => lock,

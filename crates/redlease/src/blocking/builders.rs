@@ -12,7 +12,7 @@ use crate::owner::Owner;
 use crate::renew::Renewal;
 use crate::wait::{Retry, Wait};
 
-use super::guards::{Guard, Hold, Permit, ReadGuard, WriteGuard};
+use super::guards::{Guard, Hold, MultiGuard, Permit, ReadGuard, WriteGuard};
 use super::runtime::block_on;
 
 /// An async builder and the runtime that drives it: what every blocking builder is.
@@ -64,7 +64,13 @@ macro_rules! drive {
     )*};
 }
 
-drive!(Lock => Guard, Semaphore => Guard, ReadLock => Guard, WriteLock => WriteGuard);
+drive!(
+    Lock => Guard,
+    Semaphore => Guard,
+    ReadLock => Guard,
+    WriteLock => WriteGuard,
+    MultiLock => MultiGuard,
+);
 
 impl<L> Driven<L> {
     fn map<M>(self, f: impl FnOnce(L) -> M) -> Driven<M> {
@@ -88,7 +94,7 @@ impl<L: Drive> Driven<L> {
 
     fn run<T, E, F>(&self, work: F) -> std::result::Result<T, E>
     where
-        F: FnOnce(&Guard) -> std::result::Result<T, E>,
+        F: FnOnce(&<L::Held as Hold>::View) -> std::result::Result<T, E>,
         E: From<Error>,
     {
         // The builder's own owner (`owner`), else the current scope's, else a new one.
@@ -97,13 +103,11 @@ impl<L: Drive> Driven<L> {
         owner.sync_scope(|| {
             let held = driven.acquire()?;
             // As the async `run`: never re-enter a lease that nobody renews.
-            let guard = held.guard();
-            if guard.is_unrenewed() {
-                let name = guard.name().to_owned();
+            if let Some(name) = held.unrenewed().map(str::to_owned) {
                 let _ = held.release();
                 return Err(E::from(Error::FixedLeaseReentered { name }));
             }
-            let outcome = work(held.guard());
+            let outcome = work(held.view());
             let released = held.release();
             match (outcome, released) {
                 (Err(e), _) => Err(e),
@@ -177,6 +181,9 @@ macro_rules! builder {
 /// `acquire`, `try_acquire` and `run` of a public blocking builder.
 macro_rules! acquisitions {
     ($name:ident($async:ident) -> $held:ident) => {
+        acquisitions!($name($async) -> $held as Guard);
+    };
+    ($name:ident($async:ident) -> $held:ident as $view:ident) => {
         impl $name {
             /// Acquires, waiting up to the builder's wait; see
             #[doc = concat!("[`crate::", stringify!($async), "::acquire`].")]
@@ -198,12 +205,13 @@ macro_rules! acquisitions {
                 self.0.try_acquire()
             }
 
-            /// Acquires, runs `work` while the lease is kept renewed, and releases it.
+            /// Acquires, runs `work` while the hold is kept renewed, and releases it.
             ///
             /// Synchronous code cannot be stopped from outside, so unlike
             #[doc = concat!("[`crate::", stringify!($async), "::run`]")]
             /// `work` runs to its end even if the lease is lost meanwhile; check
-            /// [`Guard::is_held`] between steps. If the lease was lost, `run` returns
+            #[doc = concat!("[`", stringify!($view), "::is_held`]")]
+            /// between steps. If the lease was lost, `run` returns
             /// [`Error::Lost`] even when `work` succeeded. `work` runs in an [`Owner`]
             /// scope, so nested blocking acquisitions of the same name in it re-enter.
             ///
@@ -216,7 +224,7 @@ macro_rules! acquisitions {
             #[doc = concat!("[`crate::", stringify!($async), "::run`].")]
             pub fn run<T, E, F>(&self, work: F) -> std::result::Result<T, E>
             where
-                F: FnOnce(&Guard) -> std::result::Result<T, E>,
+                F: FnOnce(&$view) -> std::result::Result<T, E>,
                 E: From<Error>,
             {
                 self.0.run(work)
@@ -325,3 +333,28 @@ builder!(
     WriteLock(WriteLock)
 );
 acquisitions!(WriteLock(WriteLock) -> WriteGuard);
+
+builder!(
+    /// Several blocking locks held together, all or nothing; see [`crate::MultiLock`] for
+    /// the order they are taken in, what it holds while it waits, and the options.
+    ///
+    /// ```no_run
+    /// # fn main() -> redlease::Result<()> {
+    /// let client = redlease::blocking::Client::connect("redis://127.0.0.1:6379")?;
+    /// client.multi_lock(["account:7", "account:3"]).run(|guard| {
+    ///     // Both accounts are ours; each write carries its account's fencing token.
+    ///     let _ = guard.fencing_token("account:7");
+    ///     Ok::<_, redlease::Error>(())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    MultiLock(MultiLock)
+);
+acquisitions!(MultiLock(MultiLock) -> MultiGuard as MultiGuard);
+
+impl MultiLock {
+    /// The names, in the order they are taken (sorted, without duplicates).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.inner.names()
+    }
+}

@@ -7,7 +7,7 @@ use tokio::runtime::Runtime;
 
 use crate::error::{Error, Result};
 
-use super::builders::{Driven, Lock, RwLock, Semaphore};
+use super::builders::{Driven, Lock, MultiLock, RwLock, Semaphore};
 use super::runtime::block_on;
 
 /// A blocking handle to one Redis deployment; see [`crate::Client`].
@@ -76,6 +76,15 @@ impl Client {
     /// A read-write lock named `name`; see [`crate::Client::rwlock`].
     pub fn rwlock(&self, name: impl Into<String>) -> RwLock {
         RwLock(self.drive(self.inner.rwlock(name)))
+    }
+
+    /// Several locks held together, all or nothing; see [`crate::Client::multi_lock`].
+    pub fn multi_lock<I, S>(&self, names: I) -> MultiLock
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        MultiLock(self.drive(self.inner.multi_lock(names)))
     }
 
     /// The async client this one drives.

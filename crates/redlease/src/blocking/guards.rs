@@ -18,10 +18,16 @@ pub(super) trait Hold: Sized {
     /// The async guard.
     type Async;
 
+    /// What `run` hands to its work.
+    type View;
+
     fn wrap(guard: Self::Async, runtime: &Arc<Runtime>) -> Self;
 
     /// What `run` hands to its work.
-    fn guard(&self) -> &Guard;
+    fn view(&self) -> &Self::View;
+
+    /// The name of a lease re-entered from one that nobody renews, which `run` refuses.
+    fn unrenewed(&self) -> Option<&str>;
 
     fn release(self) -> Result<()>;
 }
@@ -32,31 +38,43 @@ pub type Permit = Guard;
 /// A read hold of a blocking [`RwLock`](super::RwLock): a [`Guard`], released before its drop returns.
 pub type ReadGuard = Guard;
 
-/// A held lock (blocking); see [`crate::Guard`]. Dropping it releases the lock before the
-/// drop returns (bounded by the response timeout), so a program may simply end.
-#[must_use = "dropping a Guard releases the lock at once"]
-pub struct Guard {
-    /// The lock's name, also once released.
+/// An async guard and the runtime that releases it: the core of every blocking guard,
+/// released before its `Drop` returns.
+struct Held<G: Release> {
+    /// The name (the names of a multi-lock, joined), also once released.
     name: Arc<str>,
-    inner: Option<crate::Guard>,
+    /// `None` once released.
+    inner: Option<G>,
     runtime: Arc<Runtime>,
 }
 
-impl fmt::Debug for Guard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("blocking::Guard").field(&self.inner).finish()
+/// An async guard that a blocking one gives back.
+trait Release: Sized {
+    fn release(self) -> impl Future<Output = Result<()>>;
+}
+
+impl Release for crate::Guard {
+    fn release(self) -> impl Future<Output = Result<()>> {
+        crate::Guard::release(self)
     }
 }
 
-impl Guard {
-    /// Whether the lease was re-entered from one that nobody renews.
-    pub(super) fn is_unrenewed(&self) -> bool {
-        self.inner
-            .as_ref()
-            .is_some_and(|g| !g.holding().is_renewed())
+impl Release for crate::MultiGuard {
+    fn release(self) -> impl Future<Output = Result<()>> {
+        crate::MultiGuard::release(self)
+    }
+}
+
+impl<G: Release> Held<G> {
+    fn new(name: Arc<str>, inner: G, runtime: &Arc<Runtime>) -> Self {
+        Self {
+            name,
+            inner: Some(inner),
+            runtime: Arc::clone(runtime),
+        }
     }
 
-    fn inner(&self) -> Result<&crate::Guard> {
+    fn inner(&self) -> Result<&G> {
         self.inner.as_ref().ok_or_else(|| self.released())
     }
 
@@ -66,110 +84,158 @@ impl Guard {
         }
     }
 
+    /// Runs `f` on the async guard, on the runtime.
+    ///
+    /// # Errors
+    /// [`Error::Released`] once released, [`Error::Runtime`] inside an async runtime.
+    fn block_on_mut<T>(&mut self, f: impl AsyncFnOnce(&mut G) -> T) -> Result<T> {
+        let runtime = Arc::clone(&self.runtime);
+        let Some(inner) = self.inner.as_mut() else {
+            return Err(self.released());
+        };
+        block_on(&runtime, f(inner))
+    }
+
+    /// Releases now, on the runtime: `None` inside an async runtime, where the async
+    /// guard's own `Drop` releases it in the background instead.
+    fn give_back(&mut self) -> Option<Result<()>> {
+        let inner = self.inner.take()?;
+        if tokio::runtime::Handle::try_current().is_ok() {
+            // Inside the runtime's context, the async guard's Drop spawns its release there.
+            let _entered = self.runtime.enter();
+            drop(inner);
+            return None;
+        }
+        Some(self.runtime.block_on(inner.release()))
+    }
+
+    fn release(mut self) -> Result<()> {
+        if self.inner.is_none() {
+            return Err(self.released());
+        }
+        self.give_back().unwrap_or_else(|| Err(inside_runtime()))
+    }
+}
+
+impl<G: Release> Drop for Held<G> {
+    /// Releases before returning, bounded by the client's response timeout (the release is
+    /// tried again across a reconnect within it), so that a program that ends right after
+    /// the drop leaves no lock behind. Errors are only logged. Inside an async runtime,
+    /// where it must not block, the release runs in the background instead.
+    fn drop(&mut self) {
+        if let Some(Err(e)) = self.give_back() {
+            tracing::warn!(lock = %self.name, error = %e, "release on drop failed");
+        }
+    }
+}
+
+/// `wait_lost`, `extend` and `release` of a blocking guard over the async guard `$async`,
+/// each its async twin run on the client's runtime.
+macro_rules! held_surface {
+    ($name:ident($async:ident)) => {
+        impl $name {
+            /// Blocks until the lease (any of them, for a multi-lock) is lost; see
+            #[doc = concat!("[`crate::", stringify!($async), "::lost`].")]
+            /// Meant for a watchdog thread of its own.
+            ///
+            /// # Errors
+            /// [`Error::Runtime`] inside an async runtime.
+            pub fn wait_lost(&self) -> Result<()> {
+                block_on(&self.0.runtime, self.0.inner()?.lost())
+            }
+
+            /// Resets the lease (every one, for a multi-lock) to `ttl` from now; see
+            #[doc = concat!("[`crate::", stringify!($async), "::extend`].")]
+            ///
+            /// # Errors
+            #[doc = concat!("As [`crate::", stringify!($async), "::extend`], and")]
+            /// [`Error::Runtime`] inside an async runtime.
+            pub fn extend(&mut self, ttl: Duration) -> Result<()> {
+                self.0.block_on_mut(async |g| g.extend(ttl).await)?
+            }
+
+            /// Releases the lock (every one, for a multi-lock); see
+            #[doc = concat!("[`crate::", stringify!($async), "::release`].")]
+            ///
+            /// # Errors
+            #[doc = concat!("As [`crate::", stringify!($async), "::release`], and")]
+            /// [`Error::Runtime`] inside an async runtime (the release then runs in the
+            /// background).
+            pub fn release(self) -> Result<()> {
+                self.0.release()
+            }
+        }
+    };
+}
+
+/// A held lock (blocking); see [`crate::Guard`]. Dropping it releases the lock before the
+/// drop returns (bounded by the response timeout), so a program may simply end.
+#[must_use = "dropping a Guard releases the lock at once"]
+pub struct Guard(Held<crate::Guard>);
+
+impl fmt::Debug for Guard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("blocking::Guard")
+            .field(&self.0.inner)
+            .finish()
+    }
+}
+
+impl Guard {
+    /// The name of a lease re-entered from one that nobody renews.
+    pub(super) fn unrenewed(&self) -> Option<&str> {
+        let guard = self.0.inner.as_ref()?;
+        (!guard.holding().is_renewed()).then(|| self.name())
+    }
+
+    fn inner(&self) -> Option<&crate::Guard> {
+        self.0.inner.as_ref()
+    }
+
     /// The lock's name.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.0.name
     }
 
     /// See [`crate::Guard::fencing_token`].
     pub fn fencing_token(&self) -> FencingToken {
-        self.inner
-            .as_ref()
+        self.inner()
             .map_or(FencingToken::new(0), crate::Guard::fencing_token)
     }
 
     /// See [`crate::Guard::valid_until`].
     pub fn valid_until(&self) -> Instant {
-        self.inner
-            .as_ref()
+        self.inner()
             .map_or_else(Instant::now, crate::Guard::valid_until)
     }
 
     /// See [`crate::Guard::remaining`].
     pub fn remaining(&self) -> Duration {
-        self.inner
-            .as_ref()
-            .map_or(Duration::ZERO, crate::Guard::remaining)
+        self.inner().map_or(Duration::ZERO, crate::Guard::remaining)
     }
 
     /// See [`crate::Guard::is_held`].
     pub fn is_held(&self) -> bool {
-        self.inner.as_ref().is_some_and(crate::Guard::is_held)
-    }
-
-    /// Blocks until the lease is lost; see [`crate::Guard::lost`]. Meant for a watchdog
-    /// thread of its own.
-    ///
-    /// # Errors
-    /// [`Error::Runtime`] inside an async runtime.
-    pub fn wait_lost(&self) -> Result<()> {
-        block_on(&self.runtime, self.inner()?.lost())
-    }
-
-    /// See [`crate::Guard::extend`].
-    ///
-    /// # Errors
-    /// As [`crate::Guard::extend`], and [`Error::Runtime`] inside an async runtime.
-    pub fn extend(&mut self, ttl: Duration) -> Result<()> {
-        let runtime = Arc::clone(&self.runtime);
-        let Some(inner) = self.inner.as_mut() else {
-            return Err(self.released());
-        };
-        block_on(&runtime, inner.extend(ttl))?
-    }
-
-    /// See [`crate::Guard::release`].
-    ///
-    /// # Errors
-    /// As [`crate::Guard::release`], and [`Error::Runtime`] inside an async runtime (the
-    /// lock is then released in the background).
-    pub fn release(mut self) -> Result<()> {
-        let Some(inner) = self.inner.take() else {
-            return Err(self.released());
-        };
-        if tokio::runtime::Handle::try_current().is_ok() {
-            let _entered = self.runtime.enter();
-            drop(inner);
-            return Err(inside_runtime());
-        }
-        self.runtime.block_on(inner.release())
+        self.inner().is_some_and(crate::Guard::is_held)
     }
 }
 
-impl Drop for Guard {
-    /// Releases the lock before returning, bounded by the client's response timeout (the
-    /// release is tried again across a reconnect within it), so that a program that ends
-    /// right after the drop leaves no lock behind. Errors are only logged. Inside an async
-    /// runtime, where it must not block, the release runs in the background instead.
-    fn drop(&mut self) {
-        let Some(inner) = self.inner.take() else {
-            return;
-        };
-        if tokio::runtime::Handle::try_current().is_ok() {
-            // Inside the runtime's context, the async guard's Drop spawns its release there.
-            let _entered = self.runtime.enter();
-            drop(inner);
-            return;
-        }
-        if let Err(e) = self.runtime.block_on(inner.release()) {
-            tracing::warn!(error = %e, "release on drop failed");
-        }
-    }
-}
+held_surface!(Guard(Guard));
 
 impl Hold for Guard {
     type Async = crate::Guard;
+    type View = Self;
 
     fn wrap(guard: crate::Guard, runtime: &Arc<Runtime>) -> Self {
-        Self {
-            name: guard.name().into(),
-            inner: Some(guard),
-            runtime: Arc::clone(runtime),
-        }
+        Self(Held::new(guard.name().into(), guard, runtime))
     }
 
-    fn guard(&self) -> &Guard {
+    fn view(&self) -> &Self {
         self
+    }
+
+    fn unrenewed(&self) -> Option<&str> {
+        Guard::unrenewed(self)
     }
 
     fn release(self) -> Result<()> {
@@ -204,16 +270,15 @@ impl WriteGuard {
     /// As [`crate::WriteGuard::downgrade`], and [`Error::Runtime`] inside an async
     /// runtime. On an error the write hold is given back, as when the guard is dropped.
     pub fn downgrade(self) -> Result<ReadGuard> {
-        block_on(
-            &self.guard.runtime,
-            crate::rwlock::downgrade(self.guard.inner()?),
-        )??;
+        let held = &self.guard.0;
+        block_on(&held.runtime, crate::rwlock::downgrade(held.inner()?))??;
         Ok(self.guard)
     }
 }
 
 impl Hold for WriteGuard {
     type Async = crate::WriteGuard;
+    type View = Guard;
 
     fn wrap(guard: crate::WriteGuard, runtime: &Arc<Runtime>) -> Self {
         Self {
@@ -221,8 +286,12 @@ impl Hold for WriteGuard {
         }
     }
 
-    fn guard(&self) -> &Guard {
+    fn view(&self) -> &Guard {
         &self.guard
+    }
+
+    fn unrenewed(&self) -> Option<&str> {
+        self.guard.unrenewed()
     }
 
     fn release(self) -> Result<()> {
@@ -232,6 +301,78 @@ impl Hold for WriteGuard {
 
 derefs_to_guard!(WriteGuard);
 
+/// The locks of a blocking [`MultiLock`](super::MultiLock), held together: one lease per
+/// name; see [`crate::MultiGuard`]. Dropping it releases every lock before the drop
+/// returns (bounded by the response timeout), as a [`Guard`] does.
+#[must_use = "dropping a MultiGuard releases its locks at once"]
+pub struct MultiGuard(Held<crate::MultiGuard>);
+
+impl fmt::Debug for MultiGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("blocking::MultiGuard")
+            .field(&self.0.inner)
+            .finish()
+    }
+}
+
+impl MultiGuard {
+    fn inner(&self) -> Option<&crate::MultiGuard> {
+        self.0.inner.as_ref()
+    }
+
+    /// One guard per name, in the order they were taken (the names sorted); see
+    /// [`crate::MultiGuard::guards`]. These are the async guards: from synchronous code use
+    /// their accessors (`name`, `fencing_token`, `is_held`, `remaining`), and this guard
+    /// for the rest.
+    pub fn guards(&self) -> &[crate::Guard] {
+        self.inner().map_or(&[], crate::MultiGuard::guards)
+    }
+
+    /// The fencing token of `name`'s lease, or `None` for a name this guard does not hold;
+    /// see [`crate::MultiGuard::fencing_token`].
+    pub fn fencing_token(&self, name: &str) -> Option<FencingToken> {
+        self.inner()?.fencing_token(name)
+    }
+
+    /// Whether every lease is still held, without asking Redis; see
+    /// [`crate::MultiGuard::is_held`].
+    pub fn is_held(&self) -> bool {
+        self.inner().is_some_and(crate::MultiGuard::is_held)
+    }
+
+    /// Time left until the first of the leases runs out; see
+    /// [`crate::MultiGuard::remaining`].
+    pub fn remaining(&self) -> Duration {
+        self.inner()
+            .map_or(Duration::ZERO, crate::MultiGuard::remaining)
+    }
+}
+
+held_surface!(MultiGuard(MultiGuard));
+
+impl Hold for MultiGuard {
+    type Async = crate::MultiGuard;
+    type View = Self;
+
+    fn wrap(guard: crate::MultiGuard, runtime: &Arc<Runtime>) -> Self {
+        let names: Vec<&str> = guard.guards().iter().map(crate::Guard::name).collect();
+        Self(Held::new(names.join(",").into(), guard, runtime))
+    }
+
+    fn view(&self) -> &Self {
+        self
+    }
+
+    fn unrenewed(&self) -> Option<&str> {
+        let guard = self.guards().iter().find(|g| !g.holding().is_renewed())?;
+        Some(guard.name())
+    }
+
+    fn release(self) -> Result<()> {
+        self.0.release()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,11 +380,11 @@ mod tests {
     /// A guard whose hold is over (the state its `release` and `Drop` leave behind).
     fn released_guard() -> std::io::Result<Guard> {
         let runtime = tokio::runtime::Builder::new_current_thread().build()?;
-        Ok(Guard {
+        Ok(Guard(Held {
             name: "job".into(),
             inner: None,
             runtime: Arc::new(runtime),
-        })
+        }))
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //! for its work (so does [`Owner::sync_scope`](crate::Owner::sync_scope)); within it a lock or a permit re-enters, a
 //! read re-entered by its owner is free, a read asked for by the writer re-enters the write
 //! hold, and a write asked for by a reader fails with [`Error::Upgrade`](crate::Error::Upgrade) (never a
-//! deadlock).
+//! deadlock). [`Client::multi_lock`] holds several locks together, all or nothing
+//! (a [`MultiGuard`]).
 //!
 //! ```no_run
 //! # fn main() -> redlease::Result<()> {
@@ -32,6 +33,6 @@ mod client;
 mod guards;
 mod runtime;
 
-pub use builders::{Lock, ReadLock, RwLock, Semaphore, WriteLock};
+pub use builders::{Lock, MultiLock, ReadLock, RwLock, Semaphore, WriteLock};
 pub use client::{Client, default_client, set_default_client};
-pub use guards::{Guard, Permit, ReadGuard, WriteGuard};
+pub use guards::{Guard, MultiGuard, Permit, ReadGuard, WriteGuard};

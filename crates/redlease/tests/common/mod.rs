@@ -8,6 +8,7 @@
     clippy::match_wild_err_arm
 )]
 
+pub mod accounts;
 pub mod acl;
 pub mod gauge;
 
