@@ -121,6 +121,9 @@ impl Runner {
             Primitive::RwLock => {
                 cmd.arg("--rwlock");
             }
+            Primitive::MultiLock { names } => {
+                cmd.args(["--multi", &names.to_string()]);
+            }
         }
         for url in urls {
             cmd.args(["--url", url]);

@@ -1,6 +1,7 @@
 //! The fault matrix: one scenario per fault, each with the deployment it needs, the
 //! guarantee redlease claims under it, and a bounded fault schedule.
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -62,6 +63,9 @@ pub(crate) enum Fault {
     RestartKeptShort,
     /// The same, down 1 s.
     RestartKeptLong,
+    /// One quorum node killed (SIGKILL) while a worker is inside its section, down 2 s (at least
+    /// max TTL), restarted empty.
+    QuorumNodeDown,
 }
 
 /// One row of the matrix.
@@ -260,6 +264,36 @@ fn primitive_rows() -> Vec<Scenario> {
     ]
 }
 
+/// How many one-letter names the multi-lock rows draw their pairs from: 4, so that two
+/// sections over disjoint pairs may run at once (any two pairs of 3 names share one).
+const MULTI_NAMES: usize = 4;
+
+/// The multi-lock rows: workers hold two names drawn at random (in a random order) out of
+/// [`MULTI_NAMES`]; each promises what the lock's row under the same fault promises, per
+/// name.
+fn multilock_rows() -> Vec<Scenario> {
+    let of = |mut scenario: Scenario| {
+        scenario.primitive = Primitive::MultiLock { names: MULTI_NAMES };
+        scenario
+    };
+    vec![
+        of(live(row(
+            "multi-lock (2 of 4 names): SIGKILL of a holder",
+            Fault::KillHolder,
+            Deployment::Single,
+            Promise::Exclusive,
+            "no name held twice; disjoint pairs run together; the dead holder's names come back within one TTL",
+        ))),
+        of(row(
+            "multi-lock (2 of 4 names): quorum 5, one node SIGKILL, down 2 s, restarted empty",
+            Fault::QuorumNodeDown,
+            Deployment::Quorum,
+            Promise::Exclusive,
+            "4 nodes keep each name's majority: no name held twice, tokens keep growing per name",
+        )),
+    ]
+}
+
 /// Every scenario, in report order.
 #[expect(
     clippy::too_many_lines,
@@ -413,6 +447,7 @@ pub(crate) fn matrix() -> Vec<Scenario> {
     ));
     rows.extend(liveness_rows());
     rows.extend(primitive_rows());
+    rows.extend(multilock_rows());
     rows
 }
 
@@ -749,6 +784,17 @@ async fn inject(
             blocking(|| picks.iter().try_for_each(|&i| nodes[i].restart_empty()))?;
             Ok(1)
         }
+        (Fault::QuorumNodeDown, Target::Quorum(nodes)) => {
+            let pick = round % nodes.len();
+            runner
+                .wait_for(section_wait, |j| j.in_section().is_some())
+                .await;
+            runner.record(Kind::Fault, 0);
+            blocking(|| nodes[pick].kill());
+            tokio::time::sleep((ttl * 2).max(ttl + redlease::drift(ttl))).await;
+            blocking(|| nodes[pick].restart_empty())?;
+            Ok(1)
+        }
         (Fault::ProxyDelay, Target::Single(_, Some(proxy))) => {
             let delays = [50, 200, 400];
             let delay = Duration::from_millis(delays[round % delays.len()]);
@@ -899,7 +945,8 @@ async fn inject(
 /// Whether the hold of `victim`, killed last, has come back (the history shows it): for a
 /// lock, someone else acquired it since; for a semaphore, as many workers held a permit at
 /// once since as there are permits; for a read-write lock, a write was granted since (any
-/// grant, if the victim was a writer).
+/// grant, if the victim was a writer); for a multi-lock, each name the victim held was
+/// acquired by another worker since.
 fn back(history: &[redlease_chaos::Event], victim: u32, primitive: Primitive) -> bool {
     let Some(killed) = history
         .iter()
@@ -929,6 +976,36 @@ fn back(history: &[redlease_chaos::Event], victim: u32, primitive: Primitive) ->
                 }
             }
             false
+        }
+        Primitive::MultiLock { .. } => {
+            // The names of the victim's last acquisition it had not released.
+            let (mut held, mut gone) = (BTreeSet::new(), BTreeSet::new());
+            for e in history[..killed]
+                .iter()
+                .rev()
+                .filter(|e| e.worker == victim)
+            {
+                match e.kind {
+                    Kind::Release | Kind::Lost => {
+                        gone.insert(e.lock);
+                    }
+                    Kind::Acquire if !gone.contains(&e.lock) => {
+                        held.insert(e.lock);
+                    }
+                    Kind::Wait => break,
+                    _ => {}
+                }
+            }
+            let taken: BTreeSet<_> = after
+                .iter()
+                .filter(|e| e.kind == Kind::Acquire && e.worker != victim)
+                .map(|e| e.lock)
+                .collect();
+            if held.is_empty() {
+                !taken.is_empty()
+            } else {
+                held.is_subset(&taken)
+            }
         }
         Primitive::RwLock => {
             let writer = history[..killed]
