@@ -599,12 +599,16 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
     let history = runner.finish().await;
     if injected > 0 {
         // From the first acquisition after the faults: a hold cut in two would read as a
-        // release by a non-holder.
-        let tail: Vec<_> = history
-            .iter()
-            .skip_while(|e| e.at < settled || e.kind != Kind::Acquire)
-            .cloned()
-            .collect();
+        // release by a non-holder. Multi-lock holders hold several names, and sections over
+        // disjoint names run together: from the first acquisition after the faults at which
+        // nobody holds any name.
+        let start = match scenario.primitive {
+            Primitive::MultiLock { .. } => first_idle_acquire(&history, settled),
+            Primitive::Mutex | Primitive::Semaphore { .. } | Primitive::RwLock => history
+                .iter()
+                .position(|e| e.at >= settled && e.kind == Kind::Acquire),
+        };
+        let tail = start.map_or_else(Vec::new, |i| history[i..].to_vec());
         let t = check_as(&tail, scenario.primitive);
         if !t.is_safe() {
             let _ = write!(
@@ -940,6 +944,27 @@ async fn inject(
         }
         (fault, _) => anyhow::bail!("fault {fault:?} does not fit this deployment"),
     }
+}
+
+/// The index of the first `ACQ` at or after `from` at which no worker holds any lock (by
+/// the history: each `ACQ` until the worker's `REL` or `LOST` of that lock, or its death
+/// or departure).
+fn first_idle_acquire(history: &[redlease_chaos::Event], from: Duration) -> Option<usize> {
+    let mut holding = BTreeSet::new();
+    for (i, e) in history.iter().enumerate() {
+        match e.kind {
+            Kind::Acquire if e.at >= from && holding.is_empty() => return Some(i),
+            Kind::Acquire => {
+                holding.insert((e.worker, e.lock));
+            }
+            Kind::Release | Kind::Lost => {
+                holding.remove(&(e.worker, e.lock));
+            }
+            Kind::Kill | Kind::Bye => holding.retain(|&(w, _)| w != e.worker),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Whether the hold of `victim`, killed last, has come back (the history shows it): for a
