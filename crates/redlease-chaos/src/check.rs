@@ -13,14 +13,16 @@ use crate::stats::Percentiles;
 /// What [`check`] found in a history.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Findings {
-    /// Critical sections completed (`END` events).
+    /// Critical sections completed (`END` events; for a multi-lock, the last `END` of a
+    /// section, when its worker has left every name).
     pub sections: usize,
-    /// Acquisitions (`ACQ` events).
+    /// Acquisitions (`ACQ` events: one per name for a multi-lock).
     pub acquisitions: usize,
     /// Faults injected by the runner (`KILL`, `PAUSE`, `FAULT` events).
     pub faults: usize,
     /// Writes accepted although their token was lower than one accepted before, or equal
-    /// to it but from another holder (another worker): the fenced resource was fooled.
+    /// to it but from another holder (another worker): the fenced resource was fooled. A
+    /// multi-lock has one fenced resource per name, written with that name's token.
     /// Must be 0 wherever redlease promises fenced safety.
     pub stale_accepted: usize,
     /// Writes the fenced resource refused (fencing caught a stale holder).
@@ -29,28 +31,31 @@ pub struct Findings {
     /// `BEGIN` and `END` (and alive): for a mutex, another worker was inside; for a
     /// semaphore of N permits, N others were (a *capacity violation*: more than N
     /// holders); for a read-write lock, a writer began with anyone inside or a reader with a
-    /// writer inside (a *writer overlap*). Unfenced exclusion was broken.
+    /// writer inside (a *writer overlap*); for a multi-lock, another worker was inside one
+    /// of the names the `BEGIN` names. Unfenced exclusion was broken.
     pub overlaps: usize,
     /// Acquisitions whose token was not greater than every earlier acquisition's. For a
     /// semaphore or read-write lock, whose holders are granted concurrently and may report
     /// their acquisitions out of grant order: acquisitions whose token was not greater
     /// than that of every acquisition reported before the worker began to wait, or equal
-    /// to an earlier one.
+    /// to an earlier one. For a multi-lock, per name: acquisitions of a name whose token was
+    /// not greater than every earlier acquisition's of that name.
     pub tokens_backwards: usize,
     /// Departures from a model of the primitive fed with the `ACQ`/`REL`/`LOST`/`KILL`
     /// history: an acquisition the rule forbids given the workers still holding (no
     /// release, loss or death recorded), or a release by a worker that did not hold it (a
     /// release after the holder reported its loss is not one). For a mutex, the new holder
-    /// replaces the old one in the model.
+    /// replaces the old one in the model; a multi-lock is one mutex per name.
     pub mutex_violations: usize,
     /// The most workers seen inside their sections at once (N reached for a semaphore;
-    /// readers sharing a read-write lock).
+    /// readers sharing a read-write lock; multi-lock sections over disjoint names).
     pub most_inside: usize,
-    /// Leases reported lost (`LOST` events).
+    /// Leases reported lost (`LOST` events: one per name for a multi-lock).
     pub lost: usize,
     /// Failed acquisitions (`ERR` events).
     pub errors: usize,
-    /// From each `KILL` of a holder to the next `ACQ` by another worker.
+    /// From each `KILL` of a holder to the next `ACQ` by another worker (for a multi-lock,
+    /// of a name the victim held).
     pub takeover: Percentiles,
     /// From each `RESUME` of a paused holder to its `LOST`.
     pub detect: Percentiles,
@@ -79,7 +84,15 @@ pub fn check(history: &[Event]) -> Findings {
     check_as(history, Primitive::Mutex)
 }
 
+/// The lock an event concerns: `None` but for a multi-lock, whose every name is a lock
+/// of its own.
+type Lane = Option<char>;
+
 /// Checks a history of workers holding `primitive` (in the judge's order of receipt).
+///
+/// For a [`Primitive::MultiLock`], each name is checked as a mutex of its own (exclusion,
+/// the mutex model, tokens strictly increasing, one fenced resource), from the events that
+/// name it; a worker's section counts once, when it has left every name.
 #[expect(
     clippy::too_many_lines,
     reason = "one replay of the history, one arm per event"
@@ -88,66 +101,81 @@ pub fn check_as(history: &[Event], primitive: Primitive) -> Findings {
     let mut f = Findings::default();
     // Fenced resources (see `Judge`): the highest accepted token and who wrote it, per
     // resource, and the highest write of a read-write lock.
-    let mut highest: HashMap<u32, (u64, u32)> = HashMap::new();
+    let mut highest: HashMap<(Lane, u32), (u64, u32)> = HashMap::new();
     let mut highest_write: Option<(u64, u32)> = None;
-    // Workers between BEGIN and END.
-    let mut inside: BTreeMap<u32, Mode> = BTreeMap::new();
-    // The primitive's model: who holds it.
-    let mut holders: BTreeMap<u32, Mode> = BTreeMap::new();
-    // Holds (worker, token) that ended in a reported loss: their release is legitimate.
-    let mut lost_holds: BTreeSet<(u32, u64)> = BTreeSet::new();
-    let mut last_token: Option<u64> = None;
+    // Workers between BEGIN and END, per lock.
+    let mut inside: BTreeMap<Lane, BTreeMap<u32, Mode>> = BTreeMap::new();
+    // The primitive's model: who holds each lock.
+    let mut holders: BTreeMap<Lane, BTreeMap<u32, Mode>> = BTreeMap::new();
+    // Holds (worker, lock, token) that ended in a reported loss: their release is
+    // legitimate.
+    let mut lost_holds: BTreeSet<(u32, Lane, u64)> = BTreeSet::new();
+    let mut last_token: HashMap<Lane, u64> = HashMap::new();
     // Concurrent grants: every token seen, and per worker the highest token reported
     // before its last WAIT (its grant came after theirs).
-    let mut seen: HashSet<u64> = HashSet::new();
+    let mut seen: HashSet<(Lane, u64)> = HashSet::new();
     let mut floor: HashMap<u32, u64> = HashMap::new();
-    // Pending measurements: killed holder -> kill time; paused worker -> resume time.
-    let mut killed: Vec<(u32, Duration)> = Vec::new();
+    // Pending measurements: killed holder -> kill time and the locks it held; paused
+    // worker -> resume time.
+    let mut killed: Vec<(u32, Duration, Vec<Lane>)> = Vec::new();
     let mut resumed: HashMap<u32, Duration> = HashMap::new();
     let (mut takeovers, mut detections) = (Vec::new(), Vec::new());
     for e in history {
+        let lane = match primitive {
+            Primitive::MultiLock { .. } => e.lock,
+            Primitive::Mutex | Primitive::Semaphore { .. } | Primitive::RwLock => None,
+        };
         match e.kind {
             Kind::Acquire => {
                 f.acquisitions += 1;
+                let last = last_token.get(&lane).copied();
                 let backwards = match primitive {
-                    Primitive::Mutex => last_token.is_some_and(|t| e.token <= t),
+                    Primitive::Mutex | Primitive::MultiLock { .. } => {
+                        last.is_some_and(|t| e.token <= t)
+                    }
                     Primitive::Semaphore { .. } | Primitive::RwLock => {
                         floor.get(&e.worker).is_some_and(|&t| e.token <= t)
-                            || seen.contains(&e.token)
+                            || seen.contains(&(lane, e.token))
                     }
                 };
                 if backwards {
                     f.tokens_backwards += 1;
                 }
-                seen.insert(e.token);
-                last_token = Some(last_token.map_or(e.token, |t| t.max(e.token)));
-                if primitive.conflicts(e.worker, e.mode, &holders) {
+                seen.insert((lane, e.token));
+                last_token.insert(lane, last.map_or(e.token, |t| t.max(e.token)));
+                let holding = holders.entry(lane).or_default();
+                if primitive.conflicts(e.worker, e.mode, holding) {
                     f.mutex_violations += 1;
                 }
-                if primitive == Primitive::Mutex {
-                    holders.clear();
+                if matches!(primitive, Primitive::Mutex | Primitive::MultiLock { .. }) {
+                    holding.clear();
                 }
-                holders.insert(e.worker, primitive.mode(e.mode));
-                killed.retain(|&(victim, at)| {
-                    if victim == e.worker {
+                holding.insert(e.worker, primitive.mode(e.mode));
+                killed.retain(|(victim, at, lanes)| {
+                    if *victim == e.worker || !(lanes.is_empty() || lanes.contains(&lane)) {
                         return true;
                     }
-                    takeovers.push(e.at.saturating_sub(at));
+                    takeovers.push(e.at.saturating_sub(*at));
                     false
                 });
             }
             Kind::Begin => {
-                if primitive.conflicts(e.worker, e.mode, &inside) {
+                let here = inside.entry(lane).or_default();
+                if primitive.conflicts(e.worker, e.mode, here) {
                     f.overlaps += 1;
                 }
-                inside.insert(e.worker, primitive.mode(e.mode));
-                f.most_inside = f.most_inside.max(inside.len());
+                here.insert(e.worker, primitive.mode(e.mode));
+                let workers: BTreeSet<u32> =
+                    inside.values().flat_map(|m| m.keys()).copied().collect();
+                f.most_inside = f.most_inside.max(workers.len());
             }
             Kind::Write => match e.verdict {
                 Some(Verdict::Accepted) => {
                     let resource = match primitive {
-                        Primitive::Semaphore { .. } => e.worker,
-                        Primitive::Mutex | Primitive::RwLock => 0,
+                        Primitive::Semaphore { .. } => (lane, e.worker),
+                        Primitive::Mutex | Primitive::RwLock | Primitive::MultiLock { .. } => {
+                            (lane, 0)
+                        }
                     };
                     let mode = primitive.mode(e.mode);
                     let against = match mode {
@@ -171,18 +199,31 @@ pub fn check_as(history: &[Event], primitive: Primitive) -> Findings {
                 None => {}
             },
             Kind::End => {
-                f.sections += 1;
-                inside.remove(&e.worker);
+                if let Some(here) = inside.get_mut(&lane) {
+                    here.remove(&e.worker);
+                }
+                // A section ends when its worker has left every lock.
+                if !inside.values().any(|m| m.contains_key(&e.worker)) {
+                    f.sections += 1;
+                }
             }
             Kind::Release => {
-                if holders.remove(&e.worker).is_none() && !lost_holds.remove(&(e.worker, e.token)) {
+                let held = holders
+                    .get_mut(&lane)
+                    .and_then(|m| m.remove(&e.worker))
+                    .is_some();
+                if !held && !lost_holds.remove(&(e.worker, lane, e.token)) {
                     f.mutex_violations += 1;
                 }
             }
             Kind::Lost => {
                 f.lost += 1;
-                if holders.remove(&e.worker).is_some() {
-                    lost_holds.insert((e.worker, e.token));
+                if holders
+                    .get_mut(&lane)
+                    .and_then(|m| m.remove(&e.worker))
+                    .is_some()
+                {
+                    lost_holds.insert((e.worker, lane, e.token));
                 }
                 if let Some(at) = resumed.remove(&e.worker) {
                     detections.push(e.at.saturating_sub(at));
@@ -191,13 +232,20 @@ pub fn check_as(history: &[Event], primitive: Primitive) -> Findings {
             Kind::Error => f.errors += 1,
             Kind::Kill => {
                 f.faults += 1;
-                inside.remove(&e.worker);
-                holders.remove(&e.worker);
-                killed.push((e.worker, e.at));
+                for here in inside.values_mut() {
+                    here.remove(&e.worker);
+                }
+                let mut lanes = Vec::new();
+                for (&lane, holding) in &mut holders {
+                    if holding.remove(&e.worker).is_some() {
+                        lanes.push(lane);
+                    }
+                }
+                killed.push((e.worker, e.at, lanes));
             }
             Kind::Pause | Kind::Fault => f.faults += 1,
             Kind::Wait => {
-                if let Some(t) = last_token {
+                if let Some(&t) = last_token.get(&lane) {
                     floor.insert(e.worker, t);
                 }
             }
@@ -369,5 +417,109 @@ mod tests {
         ];
         let f = check_as(&h, Primitive::RwLock);
         assert_eq!(f.stale_accepted, 1, "{f:?}");
+    }
+
+    fn named(ms: u64, kind: Kind, worker: u32, token: u64, name: char) -> Event {
+        Event::new(at(ms), kind, worker, token).lock(name)
+    }
+
+    /// One multi-lock section of `worker` over `names` (with their tokens), all steps at
+    /// `start`.., one event per name.
+    fn multi(start: u64, worker: u32, names: &[(char, u64)]) -> Vec<Event> {
+        let mut h = Vec::new();
+        for (step, kind) in [
+            Kind::Acquire,
+            Kind::Begin,
+            Kind::Write,
+            Kind::End,
+            Kind::Release,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for &(name, token) in names {
+                let e = named(start + step as u64, kind, worker, token, name);
+                h.push(if kind == Kind::Write {
+                    e.verdict(Verdict::Accepted)
+                } else {
+                    e
+                });
+            }
+        }
+        h
+    }
+
+    const MULTI: Primitive = Primitive::MultiLock { names: 4 };
+
+    /// Sections over disjoint names run together; one sharing a name with a section still
+    /// inside is an overlap (and an acquisition of a held name a mutex violation).
+    #[test]
+    fn a_multilock_excludes_per_name() {
+        // {a, b} and {c, d} interleaved: no name shared.
+        let mut h = Vec::new();
+        for (x, y) in
+            multi(0, 1, &[('a', 1), ('b', 1)])
+                .into_iter()
+                .zip(multi(0, 2, &[('c', 1), ('d', 1)]))
+        {
+            h.extend([x, y]);
+        }
+        h.extend(multi(10, 3, &[('b', 2), ('c', 2)]));
+        let f = check_as(&h, MULTI);
+        assert!(f.is_safe(), "{f:?}");
+        assert_eq!((f.sections, f.most_inside), (3, 2), "{f:?}");
+        assert!(!check(&h).is_safe(), "one lock would have overlapped");
+        // {b, c} while 1 still holds {a, b} and is inside.
+        let mut clash = multi(20, 1, &[('a', 3), ('b', 3)])[..4].to_vec();
+        clash.extend(multi(30, 3, &[('c', 4), ('b', 4)])[..4].to_vec());
+        let f = check_as(&clash, MULTI);
+        assert_eq!((f.overlaps, f.mutex_violations), (1, 1), "{f:?}");
+        // The same with {c, d}: none.
+        let mut apart = multi(20, 1, &[('a', 3), ('b', 3)])[..4].to_vec();
+        apart.extend(multi(30, 3, &[('c', 4), ('d', 4)])[..4].to_vec());
+        let f = check_as(&apart, MULTI);
+        assert!(f.is_safe(), "{f:?}");
+    }
+
+    /// Tokens strictly increase per name, not across names; a stale write is judged
+    /// against its own name's resource.
+    #[test]
+    fn a_multilock_orders_tokens_and_writes_per_name() {
+        let mut h = multi(0, 1, &[('a', 5), ('b', 9)]);
+        // a: 5 then 6 is fine although b has seen 9.
+        h.extend(multi(10, 2, &[('a', 6), ('c', 1)]));
+        let f = check_as(&h, MULTI);
+        assert!(f.is_safe(), "{f:?}");
+        // b: 9 then 8 goes backwards.
+        h.extend(multi(20, 3, &[('b', 8), ('d', 2)]));
+        let f = check_as(&h, MULTI);
+        assert_eq!(f.tokens_backwards, 1, "{f:?}");
+        // A write to a with 5 after 6 was accepted there: stale; to d with 2 again, by
+        // the worker that wrote it: not.
+        let stale = vec![
+            named(0, Kind::Write, 1, 6, 'a').verdict(Verdict::Accepted),
+            named(1, Kind::Write, 1, 2, 'd').verdict(Verdict::Accepted),
+            named(2, Kind::Write, 2, 5, 'a').verdict(Verdict::Accepted),
+            named(3, Kind::Write, 1, 2, 'd').verdict(Verdict::Accepted),
+            named(4, Kind::Write, 3, 3, 'b').verdict(Verdict::Accepted),
+        ];
+        let f = check_as(&stale, MULTI);
+        assert_eq!(f.stale_accepted, 1, "{f:?}");
+    }
+
+    /// A takeover after a killed multi-lock holder is the next acquisition of one of its
+    /// names, not of another name.
+    #[test]
+    fn a_multilock_takeover_is_of_the_victims_names() {
+        let mut h = multi(0, 1, &[('a', 1), ('b', 1)])[..4].to_vec();
+        h.extend([
+            Event::new(at(10), Kind::Kill, 1, 0),
+            named(20, Kind::Acquire, 2, 1, 'c'),
+            named(21, Kind::Acquire, 2, 1, 'd'),
+            named(1010, Kind::Acquire, 3, 2, 'b'),
+        ]);
+        let f = check_as(&h, MULTI);
+        assert_eq!(f.takeover.p50, Some(at(1000)), "{f:?}");
+        assert!(f.is_safe(), "{f:?}");
     }
 }

@@ -125,6 +125,10 @@ pub struct Event {
     /// For a read-write lock: the mode of the hold the event concerns (wanted, for a
     /// `WAIT`).
     pub mode: Option<Mode>,
+    /// For a multi-lock: the one-letter name of the lock the event concerns (a
+    /// multi-lock's `ACQ`, `BEGIN`, `WRITE`, `END`, `REL` and `LOST` come one per name, each
+    /// with that name's fencing token; its `WAIT` and the ends of a wait carry none).
+    pub lock: Option<char>,
 }
 
 impl Event {
@@ -139,7 +143,15 @@ impl Event {
             verdict: None,
             bound: None,
             mode: None,
+            lock: None,
         }
+    }
+
+    /// The same event about the lock named `name`, of a multi-lock.
+    #[must_use]
+    pub fn lock(mut self, name: char) -> Self {
+        self.lock = Some(name);
+        self
     }
 
     /// The same event with a read-write lock mode.
@@ -164,9 +176,11 @@ impl Event {
     }
 }
 
-/// One line a worker sends: `KIND WORKER TOKEN SEQ [BOUND_MS] [r|w]`, e.g. `WRITE 3 117 42`
-/// or `WAIT 3 0 43 2000` (a `WAIT` carries its bound in milliseconds; a worker holding a
-/// read-write lock ends every line with the mode of its hold, `r` or `w`).
+/// One line a worker sends: `KIND WORKER TOKEN SEQ [BOUND_MS] [r|w] [@NAME]`, e.g.
+/// `WRITE 3 117 42` or `WAIT 3 0 43 2000` (a `WAIT` carries its bound in milliseconds; a
+/// worker holding a read-write lock ends every line with the mode of its hold, `r` or `w`;
+/// a worker holding a multi-lock ends each line about one of its locks with `@` and that
+/// lock's one-letter name, e.g. `ACQ 3 118 44 @b`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkerLine {
     /// What happened.
@@ -181,10 +195,12 @@ pub struct WorkerLine {
     pub bound: Option<Duration>,
     /// For a read-write lock: the mode of the hold.
     pub mode: Option<Mode>,
+    /// For a multi-lock: the one-letter name of the lock the line concerns.
+    pub lock: Option<char>,
 }
 
 impl WorkerLine {
-    /// A line without a bound or mode.
+    /// A line without a bound, mode or lock name.
     pub fn new(kind: Kind, worker: u32, token: u64, seq: u64) -> Self {
         Self {
             kind,
@@ -193,6 +209,7 @@ impl WorkerLine {
             seq,
             bound: None,
             mode: None,
+            lock: None,
         }
     }
 }
@@ -210,8 +227,11 @@ impl fmt::Display for WorkerLine {
         if let Some(bound) = self.bound {
             write!(f, " {}", bound.as_millis())?;
         }
-        match self.mode {
-            Some(mode) => write!(f, " {}", mode.word()),
+        if let Some(mode) = self.mode {
+            write!(f, " {}", mode.word())?;
+        }
+        match self.lock {
+            Some(name) => write!(f, " @{name}"),
             None => Ok(()),
         }
     }
@@ -220,7 +240,7 @@ impl fmt::Display for WorkerLine {
 /// A worker line that could not be read.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "bad worker line `{line}`: expected `KIND WORKER TOKEN SEQ [BOUND_MS] [r|w]` with a worker event"
+    "bad worker line `{line}`: expected `KIND WORKER TOKEN SEQ [BOUND_MS] [r|w] [@NAME]` with a worker event"
 )]
 pub struct ParseError {
     line: String,
@@ -266,10 +286,23 @@ impl FromStr for WorkerLine {
             _ => None,
         };
         let mode = match next {
+            Some("r") => {
+                next = parts.next();
+                Some(Mode::Read)
+            }
+            Some("w") => {
+                next = parts.next();
+                Some(Mode::Write)
+            }
+            _ => None,
+        };
+        let lock = match next.map(|word| word.strip_prefix('@').map(str::chars)) {
             None => None,
-            Some("r") => Some(Mode::Read),
-            Some("w") => Some(Mode::Write),
-            Some(_) => return Err(bad()),
+            Some(Some(mut chars)) => match (chars.next(), chars.next()) {
+                (Some(name), None) => Some(name),
+                _ => return Err(bad()),
+            },
+            Some(None) => return Err(bad()),
         };
         if parts.next().is_some() {
             return Err(bad());
@@ -281,6 +314,7 @@ impl FromStr for WorkerLine {
             seq,
             bound,
             mode,
+            lock,
         })
     }
 }
@@ -312,6 +346,15 @@ mod tests {
         assert_eq!(write.to_string(), "WRITE 3 117 44 w");
         assert_eq!(write.to_string().parse::<WorkerLine>()?, write);
         assert!("WRITE 3 117 44 x".parse::<WorkerLine>().is_err());
+        let named = WorkerLine {
+            lock: Some('b'),
+            ..WorkerLine::new(Kind::Acquire, 3, 118, 45)
+        };
+        assert_eq!(named.to_string(), "ACQ 3 118 45 @b");
+        assert_eq!(named.to_string().parse::<WorkerLine>()?, named);
+        assert!("ACQ 3 118 45 @bc".parse::<WorkerLine>().is_err());
+        assert!("ACQ 3 118 45 @".parse::<WorkerLine>().is_err());
+        assert!("ACQ 3 118 45 @b w".parse::<WorkerLine>().is_err());
         assert!("WRITE 3 117 44 w 5".parse::<WorkerLine>().is_err());
         assert!("DOWN 0 0 1".parse::<WorkerLine>().is_err(), "runner-only");
         assert!("WAIT 1 0 3 5 6".parse::<WorkerLine>().is_err());

@@ -25,13 +25,16 @@ use crate::primitive::Primitive;
 ///   each holder (worker process) writes a resource of its own, fenced as above, as the
 ///   jobs a semaphore caps do. (Nothing else writes it, so no write is rejected; that
 ///   fencing tokens grow across holders is checked by [`crate::check_as`].)
+/// - a **multi-lock**'s holders write one resource per name (the line's
+///   [`lock`](WorkerLine::lock)), each with that name's token, each fenced as a mutex's.
 #[derive(Debug)]
 pub struct Judge {
     start: Instant,
     events: Vec<Event>,
     primitive: Primitive,
-    /// The highest token accepted, per resource.
-    highest: HashMap<u32, u64>,
+    /// The highest token accepted, per resource (a lock name of a multi-lock, a worker of
+    /// a semaphore).
+    highest: HashMap<(Option<char>, u32), u64>,
     /// The highest token of a write (not a read) accepted.
     highest_write: Option<u64>,
 }
@@ -77,6 +80,7 @@ impl Judge {
             verdict,
             bound: line.bound,
             mode: line.mode,
+            lock: line.lock,
         });
         verdict
     }
@@ -84,8 +88,9 @@ impl Judge {
     /// The fenced resource's decision on a `WRITE` (see the type's docs).
     fn decide(&mut self, line: &WorkerLine) -> Verdict {
         let resource = match self.primitive {
-            Primitive::Semaphore { .. } => line.worker,
-            Primitive::Mutex | Primitive::RwLock => 0,
+            Primitive::Semaphore { .. } => (None, line.worker),
+            Primitive::MultiLock { .. } => (line.lock, 0),
+            Primitive::Mutex | Primitive::RwLock => (None, 0),
         };
         let mode = self.primitive.mode(line.mode);
         let floor = match mode {
@@ -168,6 +173,23 @@ mod tests {
         assert_eq!(judge.receive(line(4, 8, w)), Some(Verdict::Accepted));
         // A reader older than a write: stale.
         assert_eq!(judge.receive(line(3, 6, r)), Some(Verdict::Rejected));
+    }
+
+    /// Each name of a multi-lock is a resource of its own: a token is judged only against
+    /// that name's.
+    #[test]
+    fn a_multilock_fences_each_name_apart() {
+        let mut judge = Judge::of(Primitive::MultiLock { names: 3 });
+        let named = |worker, token, name| WorkerLine {
+            lock: Some(name),
+            ..write(worker, token)
+        };
+        assert_eq!(judge.receive(named(1, 9, 'a')), Some(Verdict::Accepted));
+        // Lower than a's 9, but b has seen nothing higher.
+        assert_eq!(judge.receive(named(2, 5, 'b')), Some(Verdict::Accepted));
+        assert_eq!(judge.receive(named(2, 6, 'a')), Some(Verdict::Rejected));
+        assert_eq!(judge.receive(named(3, 4, 'b')), Some(Verdict::Rejected));
+        assert_eq!(judge.receive(named(3, 7, 'b')), Some(Verdict::Accepted));
     }
 
     #[test]

@@ -27,6 +27,12 @@
 //!   waiting behind readers, or readers behind a queued writer, is not one); a killed
 //!   holder's hold is dead until an acquisition it would have kept out (any, after a dead
 //!   writer; a write, after a dead reader);
+//! - for a **multi-lock** a stall is "nobody holds any name while someone waits" (not
+//!   per name: a worker announces one wait for all its names and takes them one by one in
+//!   sorted order, holding the first while it waits for the second, so the history cannot
+//!   tell when it began to want each name); a worker holds from its first `ACQ` until it
+//!   has released or lost every name; a killed holder's names are dead until each is
+//!   acquired again;
 //! - a **wait overrun** is a wait (`WAIT` → `ACQ`/`TIMEOUT`/`ERR`/`CANCEL` of that worker)
 //!   that lasted more than [`LIMIT`] past the bound its `WAIT` carried.
 
@@ -116,14 +122,20 @@ pub fn measure(history: &[Event]) -> Liveness {
 pub fn measure_as(history: &[Event], primitive: Primitive) -> Liveness {
     let capacity = primitive.capacity();
     let mut l = Liveness::default();
-    let mut holding: HashMap<u32, Mode> = HashMap::new();
+    // Per worker and lock (the name of a multi-lock's, else `None`).
+    let mut holding: HashMap<(u32, Option<char>), Mode> = HashMap::new();
     let mut wanting: BTreeSet<u32> = BTreeSet::new();
     let mut waits: HashMap<u32, (Duration, Duration)> = HashMap::new();
     let mut down = 0usize;
     // Holds of killed workers not yet shown to be back.
-    let mut dead: Vec<Mode> = Vec::new();
+    let mut dead: Vec<(Mode, Option<char>)> = Vec::new();
     let mut open: Option<Open> = None;
     for e in history {
+        // The lock the event concerns: one of a multi-lock's names, else the only one.
+        let lock = match primitive {
+            Primitive::MultiLock { .. } => e.lock,
+            Primitive::Mutex | Primitive::Semaphore { .. } | Primitive::RwLock => None,
+        };
         if let Some(stall) = &mut open {
             if down == 0 {
                 stall.length += e.at.saturating_sub(stall.counted_to);
@@ -139,16 +151,17 @@ pub fn measure_as(history: &[Event], primitive: Primitive) -> Liveness {
                 end_wait(&mut waits, e, &mut l);
                 wanting.remove(&e.worker);
                 let mode = primitive.mode(e.mode);
-                holding.insert(e.worker, mode);
+                holding.insert((e.worker, lock), mode);
                 match primitive {
                     Primitive::Mutex => dead.clear(),
+                    Primitive::MultiLock { .. } => dead.retain(|&(_, name)| name != lock),
                     Primitive::Semaphore { .. } => {
                         while !dead.is_empty() && holding.len() + dead.len() > capacity {
                             dead.pop();
                         }
                     }
                     Primitive::RwLock if mode == Mode::Write => dead.clear(),
-                    Primitive::RwLock => dead.retain(|&m| m == Mode::Read),
+                    Primitive::RwLock => dead.retain(|&(m, _)| m == Mode::Read),
                 }
             }
             Kind::Timeout => {
@@ -157,19 +170,22 @@ pub fn measure_as(history: &[Event], primitive: Primitive) -> Liveness {
             }
             Kind::Error | Kind::Cancel => end_wait(&mut waits, e, &mut l),
             Kind::Release | Kind::Lost => {
-                holding.remove(&e.worker);
+                holding.remove(&(e.worker, lock));
             }
             Kind::Kill => {
                 waits.remove(&e.worker);
                 wanting.remove(&e.worker);
-                if let Some(mode) = holding.remove(&e.worker) {
-                    dead.push(mode);
-                }
+                holding.retain(|&(worker, name), &mut mode| {
+                    if worker == e.worker {
+                        dead.push((mode, name));
+                    }
+                    worker != e.worker
+                });
             }
             Kind::Bye => {
                 waits.remove(&e.worker);
                 wanting.remove(&e.worker);
-                holding.remove(&e.worker);
+                holding.retain(|&(worker, _), _| worker != e.worker);
             }
             Kind::Down => {
                 down += 1;
@@ -433,5 +449,58 @@ mod tests {
         assert_eq!(l.after_death, 2, "{l:?}");
         assert_eq!(l.longest_after_death, Some(at(972)));
         assert_eq!((l.stalls, l.over_limit), (1, 0), "the last hand-off");
+    }
+
+    /// A multi-lock stalls when nobody holds any name while someone waits; a killed
+    /// holder's names stay dead (the stall after a death) until each is acquired again,
+    /// whatever other names are granted meanwhile.
+    #[test]
+    fn a_multilock_stalls_when_nobody_holds_any_name() {
+        let multi = Primitive::MultiLock { names: 4 };
+        let named = |ms, kind, worker, name| ev(ms, kind, worker).lock(name);
+        let h = vec![
+            wait(0, 1, 5000),
+            named(1, Kind::Acquire, 1, 'a'),
+            named(1, Kind::Acquire, 1, 'b'),
+            wait(2, 2, 5000),
+            // 1 releases a: it still holds b, no stall.
+            named(200, Kind::Release, 1, 'a'),
+            // Nobody holds anything, 2 waits 150 ms: a stall.
+            named(201, Kind::Release, 1, 'b'),
+            named(351, Kind::Acquire, 2, 'c'),
+            named(351, Kind::Acquire, 2, 'd'),
+            wait(352, 1, 5000),
+            named(360, Kind::Acquire, 1, 'a'),
+            named(360, Kind::Acquire, 1, 'b'),
+            wait(361, 3, 5000),
+            // 2 dies holding {c, d}; 1 releases.
+            ev(370, Kind::Kill, 2),
+            named(380, Kind::Release, 1, 'a'),
+            named(380, Kind::Release, 1, 'b'),
+            // {a, b} granted meanwhile: c and d are still dead.
+            named(390, Kind::Acquire, 1, 'a'),
+            named(390, Kind::Acquire, 1, 'b'),
+            named(400, Kind::Release, 1, 'a'),
+            named(400, Kind::Release, 1, 'b'),
+            // c comes back; d is still dead.
+            named(1370, Kind::Acquire, 3, 'c'),
+            named(1370, Kind::Acquire, 3, 'a'),
+            named(1380, Kind::Release, 3, 'c'),
+            named(1380, Kind::Release, 3, 'a'),
+            wait(1381, 1, 5000),
+            named(1390, Kind::Acquire, 1, 'd'),
+            named(1390, Kind::Acquire, 1, 'b'),
+            named(1400, Kind::Release, 1, 'd'),
+            named(1400, Kind::Release, 1, 'b'),
+            wait(1401, 3, 5000),
+            named(1700, Kind::Acquire, 3, 'd'),
+        ];
+        let l = measure_as(&h, multi);
+        // 0..1 and 201..351 before the death; 1401..1700 once every name is back.
+        assert_eq!((l.stalls, l.over_limit), (3, 2), "{l:?}");
+        assert_eq!(l.longest, Some(at(299)));
+        // 380..390, 400..1370 (3 waits) and 1381..1390 (d still dead).
+        assert_eq!(l.after_death, 3, "{l:?}");
+        assert_eq!(l.longest_after_death, Some(at(970)));
     }
 }

@@ -21,6 +21,14 @@ pub enum Primitive {
     },
     /// Many readers or one writer; an event without a [`Mode`] counts as a write.
     RwLock,
+    /// Several locks held together ([`redlease::MultiLock`]), out of `names` one-letter
+    /// names (`a`, `b`, ...; see [`name`](Primitive::name)): each name is a mutex of its own,
+    /// so a section holding `{a, b}` excludes any other holding `a` or `b`, and none holding
+    /// only others. Its events name the lock they concern ([`Event::lock`](crate::Event)).
+    MultiLock {
+        /// How many names the workers draw their locks from.
+        names: usize,
+    },
 }
 
 impl Primitive {
@@ -28,10 +36,12 @@ impl Primitive {
     /// `others` (worker → mode; `worker` itself is skipped): a second holder of a mutex,
     /// one more than `permits` of a semaphore, a writer with anyone or a reader with a
     /// writer.
+    ///
+    /// For a multi-lock, `others` are the holders of one of its names: the mutex rule.
     pub fn conflicts(self, worker: u32, mode: Option<Mode>, others: &BTreeMap<u32, Mode>) -> bool {
         let mut others = others.iter().filter(|&(&w, _)| w != worker);
         match self {
-            Primitive::Mutex => others.next().is_some(),
+            Primitive::Mutex | Primitive::MultiLock { .. } => others.next().is_some(),
             Primitive::Semaphore { permits } => others.count() >= permits,
             Primitive::RwLock => match mode.unwrap_or(Mode::Write) {
                 Mode::Write => others.next().is_some(),
@@ -41,12 +51,18 @@ impl Primitive {
     }
 
     /// How many holders leave nobody waiting in a stall: `permits` for a semaphore, 1
-    /// otherwise (for a read-write lock a stall is "nobody holds while someone waits").
+    /// otherwise (for a read-write lock a stall is "nobody holds while someone waits"; for
+    /// a multi-lock, "nobody holds any name while someone waits").
     pub fn capacity(self) -> usize {
         match self {
             Primitive::Semaphore { permits } => permits.max(1),
-            Primitive::Mutex | Primitive::RwLock => 1,
+            Primitive::Mutex | Primitive::RwLock | Primitive::MultiLock { .. } => 1,
         }
+    }
+
+    /// The `i`-th one-letter lock name of a multi-lock (`a`, `b`, ...; `i` below 26).
+    pub fn name(i: usize) -> char {
+        u8::try_from(i % 26).map_or('a', |i| char::from(b'a' + i))
     }
 
     /// The mode a hold of this primitive counts as in the models: its own for a
@@ -54,7 +70,9 @@ impl Primitive {
     pub(crate) fn mode(self, mode: Option<Mode>) -> Mode {
         match self {
             Primitive::RwLock => mode.unwrap_or(Mode::Write),
-            Primitive::Mutex | Primitive::Semaphore { .. } => Mode::Write,
+            Primitive::Mutex | Primitive::Semaphore { .. } | Primitive::MultiLock { .. } => {
+                Mode::Write
+            }
         }
     }
 }
@@ -86,5 +104,13 @@ mod tests {
         );
         assert!(Primitive::RwLock.conflicts(3, Some(r), &holders(&[(1, w)])));
         assert!(!Primitive::RwLock.conflicts(1, Some(w), &holders(&[(1, w)])));
+        let multi = Primitive::MultiLock { names: 4 };
+        assert!(multi.conflicts(2, None, &one), "a second holder of a name");
+        assert!(!multi.conflicts(1, None, &one), "itself");
+        assert_eq!(
+            (0..4).map(Primitive::name).collect::<String>(),
+            "abcd",
+            "names"
+        );
     }
 }

@@ -124,7 +124,23 @@ lock stall is, as for the lock, nobody holding while someone wants it (a writer 
 behind readers is not one); a killed holder's hold counts as *after SIGKILL* until a
 grant it would have kept out. In the SIGKILL rows the next round waits for that.
 *Takeover* there is the next acquisition by another worker, of any permit or a read
-beside live readers, not necessarily of the dead holder's hold.";
+beside live readers, not necessarily of the dead holder's hold.
+
+The *multi-lock* rows run workers that each hold a multi-lock (`client.multi_lock`) of
+two names drawn at random, in a random order, out of 4 (`a` to `d`; 4 so that sections over
+disjoint pairs may run at once). Each name is a lock of its own: a worker reports its
+acquisition, BEGIN, WRITE, END, release and loss once per name, each with that name's
+fencing token, and every figure is counted per name. *Overlaps* count BEGINs on a name
+another live worker was inside (a section holding {a, b} overlaps any other holding a or
+b; *most inside at once* reaching 2 shows disjoint pairs running together); *mutex
+violations* model each name as a mutex; the judge keeps one fenced resource per name,
+written with that name's token; *tokens backwards* are acquisitions of a name whose token
+was not above every earlier one of that name; *leases lost* count names (a worker gives up
+its whole section when one of its names is lost, and reports each). A multi-lock stall is
+a stretch where nobody held any name while someone waited (not per name: a worker
+announces one wait for both names and takes them one by one, so the history cannot tell
+when it began to want each); a killed holder's names count as *after SIGKILL* until each
+is acquired again, and *takeover* is the next acquisition of one of its names.";
 
 /// The whole page.
 pub(crate) fn page(outcomes: &[Outcome], budget: Budget, took: Duration, machine: &str) -> String {

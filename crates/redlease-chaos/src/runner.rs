@@ -121,6 +121,9 @@ impl Runner {
             Primitive::RwLock => {
                 cmd.arg("--rwlock");
             }
+            Primitive::MultiLock { names } => {
+                cmd.args(["--multi", &names.to_string()]);
+            }
         }
         for url in urls {
             cmd.args(["--url", url]);
@@ -211,7 +214,12 @@ impl Runner {
 
     /// Waits until `n` more sections have ended (or `timeout`).
     pub(crate) async fn sections(&self, n: usize, timeout: Duration) -> bool {
-        let target = self.with_judge(|j| j.count(Kind::End)) + n;
+        // A multi-lock section ends once per name (two: see `worker --multi`).
+        let ends = match self.spec.primitive {
+            Primitive::MultiLock { .. } => n * 2,
+            Primitive::Mutex | Primitive::Semaphore { .. } | Primitive::RwLock => n,
+        };
+        let target = self.with_judge(|j| j.count(Kind::End)) + ends;
         self.wait_for(timeout, |j| j.count(Kind::End) >= target)
             .await
     }

@@ -1,6 +1,7 @@
 //! The fault matrix: one scenario per fault, each with the deployment it needs, the
 //! guarantee redlease claims under it, and a bounded fault schedule.
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -62,6 +63,9 @@ pub(crate) enum Fault {
     RestartKeptShort,
     /// The same, down 1 s.
     RestartKeptLong,
+    /// One quorum node killed (SIGKILL) while a worker is inside its section, down 2 s (at least
+    /// max TTL), restarted empty.
+    QuorumNodeDown,
 }
 
 /// One row of the matrix.
@@ -260,6 +264,36 @@ fn primitive_rows() -> Vec<Scenario> {
     ]
 }
 
+/// How many one-letter names the multi-lock rows draw their pairs from: 4, so that two
+/// sections over disjoint pairs may run at once (any two pairs of 3 names share one).
+const MULTI_NAMES: usize = 4;
+
+/// The multi-lock rows: workers hold two names drawn at random (in a random order) out of
+/// [`MULTI_NAMES`]; each promises what the lock's row under the same fault promises, per
+/// name.
+fn multilock_rows() -> Vec<Scenario> {
+    let of = |mut scenario: Scenario| {
+        scenario.primitive = Primitive::MultiLock { names: MULTI_NAMES };
+        scenario
+    };
+    vec![
+        of(live(row(
+            "multi-lock (2 of 4 names): SIGKILL of a holder",
+            Fault::KillHolder,
+            Deployment::Single,
+            Promise::Exclusive,
+            "no name held twice; disjoint pairs run together; the dead holder's names come back within one TTL",
+        ))),
+        of(row(
+            "multi-lock (2 of 4 names): quorum 5, one node SIGKILL, down 2 s, restarted empty",
+            Fault::QuorumNodeDown,
+            Deployment::Quorum,
+            Promise::Exclusive,
+            "4 nodes keep each name's majority: no name held twice, tokens keep growing per name",
+        )),
+    ]
+}
+
 /// Every scenario, in report order.
 #[expect(
     clippy::too_many_lines,
@@ -413,6 +447,7 @@ pub(crate) fn matrix() -> Vec<Scenario> {
     ));
     rows.extend(liveness_rows());
     rows.extend(primitive_rows());
+    rows.extend(multilock_rows());
     rows
 }
 
@@ -564,12 +599,16 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
     let history = runner.finish().await;
     if injected > 0 {
         // From the first acquisition after the faults: a hold cut in two would read as a
-        // release by a non-holder.
-        let tail: Vec<_> = history
-            .iter()
-            .skip_while(|e| e.at < settled || e.kind != Kind::Acquire)
-            .cloned()
-            .collect();
+        // release by a non-holder. Multi-lock holders hold several names, and sections over
+        // disjoint names run together: from the first acquisition after the faults at which
+        // nobody holds any name.
+        let start = match scenario.primitive {
+            Primitive::MultiLock { .. } => first_idle_acquire(&history, settled),
+            Primitive::Mutex | Primitive::Semaphore { .. } | Primitive::RwLock => history
+                .iter()
+                .position(|e| e.at >= settled && e.kind == Kind::Acquire),
+        };
+        let tail = start.map_or_else(Vec::new, |i| history[i..].to_vec());
         let t = check_as(&tail, scenario.primitive);
         if !t.is_safe() {
             let _ = write!(
@@ -749,6 +788,17 @@ async fn inject(
             blocking(|| picks.iter().try_for_each(|&i| nodes[i].restart_empty()))?;
             Ok(1)
         }
+        (Fault::QuorumNodeDown, Target::Quorum(nodes)) => {
+            let pick = round % nodes.len();
+            runner
+                .wait_for(section_wait, |j| j.in_section().is_some())
+                .await;
+            runner.record(Kind::Fault, 0);
+            blocking(|| nodes[pick].kill());
+            tokio::time::sleep((ttl * 2).max(ttl + redlease::drift(ttl))).await;
+            blocking(|| nodes[pick].restart_empty())?;
+            Ok(1)
+        }
         (Fault::ProxyDelay, Target::Single(_, Some(proxy))) => {
             let delays = [50, 200, 400];
             let delay = Duration::from_millis(delays[round % delays.len()]);
@@ -896,10 +946,32 @@ async fn inject(
     }
 }
 
+/// The index of the first `ACQ` at or after `from` at which no worker holds any lock (by
+/// the history: each `ACQ` until the worker's `REL` or `LOST` of that lock, or its death
+/// or departure).
+fn first_idle_acquire(history: &[redlease_chaos::Event], from: Duration) -> Option<usize> {
+    let mut holding = BTreeSet::new();
+    for (i, e) in history.iter().enumerate() {
+        match e.kind {
+            Kind::Acquire if e.at >= from && holding.is_empty() => return Some(i),
+            Kind::Acquire => {
+                holding.insert((e.worker, e.lock));
+            }
+            Kind::Release | Kind::Lost => {
+                holding.remove(&(e.worker, e.lock));
+            }
+            Kind::Kill | Kind::Bye => holding.retain(|&(w, _)| w != e.worker),
+            _ => {}
+        }
+    }
+    None
+}
+
 /// Whether the hold of `victim`, killed last, has come back (the history shows it): for a
 /// lock, someone else acquired it since; for a semaphore, as many workers held a permit at
 /// once since as there are permits; for a read-write lock, a write was granted since (any
-/// grant, if the victim was a writer).
+/// grant, if the victim was a writer); for a multi-lock, each name the victim held was
+/// acquired by another worker since.
 fn back(history: &[redlease_chaos::Event], victim: u32, primitive: Primitive) -> bool {
     let Some(killed) = history
         .iter()
@@ -929,6 +1001,36 @@ fn back(history: &[redlease_chaos::Event], victim: u32, primitive: Primitive) ->
                 }
             }
             false
+        }
+        Primitive::MultiLock { .. } => {
+            // The names of the victim's last acquisition it had not released.
+            let (mut held, mut gone) = (BTreeSet::new(), BTreeSet::new());
+            for e in history[..killed]
+                .iter()
+                .rev()
+                .filter(|e| e.worker == victim)
+            {
+                match e.kind {
+                    Kind::Release | Kind::Lost => {
+                        gone.insert(e.lock);
+                    }
+                    Kind::Acquire if !gone.contains(&e.lock) => {
+                        held.insert(e.lock);
+                    }
+                    Kind::Wait => break,
+                    _ => {}
+                }
+            }
+            let taken: BTreeSet<_> = after
+                .iter()
+                .filter(|e| e.kind == Kind::Acquire && e.worker != victim)
+                .map(|e| e.lock)
+                .collect();
+            if held.is_empty() {
+                !taken.is_empty()
+            } else {
+                held.is_subset(&taken)
+            }
         }
         Primitive::RwLock => {
             let writer = history[..killed]

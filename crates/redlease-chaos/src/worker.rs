@@ -11,7 +11,10 @@
 //! The worker holds a lock by default, one of `--permits N` permits of a semaphore, or,
 //! with `--rwlock`, the write side of a read-write lock in one attempt in three (at random)
 //! and its read side otherwise; every line it sends about a read-write lock hold carries
-//! the hold's mode.
+//! the hold's mode. With `--multi N` it holds a multi-lock of two names drawn at random
+//! (in a random order) out of the first N one-letter names, `a`, `b`, ...; its `ACQ`,
+//! `BEGIN`, `WRITE`, `END`, `REL` and `LOST` then come once per name, each with that name
+//! (`@a`) and its fencing token.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -75,6 +78,9 @@ pub(crate) struct WorkerArgs {
     /// Hold a read-write lock instead of a lock: a write one attempt in three, else a read
     #[arg(long, conflicts_with = "storm")]
     pub(crate) rwlock: bool,
+    /// Hold a multi-lock of 2 names drawn out of this many (`a`, `b`, ...) instead of a lock
+    #[arg(long, conflicts_with_all = ["rwlock", "storm", "permits"], value_parser = clap::value_parser!(u8).range(2..=26))]
+    pub(crate) multi: Option<u8>,
 }
 
 /// The pipe to the judge.
@@ -89,6 +95,8 @@ pub(crate) struct Link {
     hold: Option<Duration>,
     /// The mode of the read-write lock hold wanted or held, sent with every line.
     mode: Option<Mode>,
+    /// The multi-lock name the next line concerns.
+    lock: Option<char>,
     line: String,
 }
 
@@ -105,6 +113,22 @@ impl Link {
         self.send_bounded(kind, token, None).await
     }
 
+    /// Sends one event per lock of a hold (`(name, token)`: one, unnamed, but for a
+    /// multi-lock), each answered before the next.
+    async fn send_each(
+        &mut self,
+        kind: Kind,
+        tokens: &[(Option<char>, u64)],
+    ) -> anyhow::Result<()> {
+        for &(lock, token) in tokens {
+            self.lock = lock;
+            let sent = self.send(kind, token).await;
+            self.lock = None;
+            sent?;
+        }
+        Ok(())
+    }
+
     /// [`send`](Self::send) with a bound (for a `WAIT`).
     pub(crate) async fn send_bounded(
         &mut self,
@@ -116,6 +140,7 @@ impl Link {
         let line = WorkerLine {
             bound,
             mode: self.mode,
+            lock: self.lock,
             ..WorkerLine::new(kind, self.id, token, self.seq)
         };
         self.out.write_all(format!("{line}\n").as_bytes()).await?;
@@ -172,19 +197,43 @@ enum Target {
     Lock(redlease::Lock),
     Semaphore(redlease::Semaphore),
     RwLock(redlease::RwLock),
+    /// Multi-locks of 2 of this many names, with the worker's ttl and wait.
+    Multi {
+        client: redlease::Client,
+        names: usize,
+        ttl: Duration,
+        wait: Duration,
+    },
 }
 
 /// A hold of a [`Target`].
 enum Held {
     Guard(redlease::Guard),
     Write(redlease::WriteGuard),
+    Multi(redlease::MultiGuard),
 }
 
 impl Held {
-    fn guard(&self) -> &redlease::Guard {
+    /// Each lock held and its fencing token: `(None, token)` but for a multi-lock, whose
+    /// names are one letter each.
+    fn tokens(&self) -> Vec<(Option<char>, u64)> {
         match self {
-            Held::Guard(guard) => guard,
-            Held::Write(write) => write,
+            Held::Guard(guard) => vec![(None, guard.fencing_token().get())],
+            Held::Write(write) => vec![(None, write.fencing_token().get())],
+            Held::Multi(multi) => multi
+                .guards()
+                .iter()
+                .map(|g| (g.name().chars().next(), g.fencing_token().get()))
+                .collect(),
+        }
+    }
+
+    /// Resolves when the lease (any lease, of a multi-lock) is lost.
+    async fn lost(&self) {
+        match self {
+            Held::Guard(guard) => guard.lost().await,
+            Held::Write(write) => write.lost().await,
+            Held::Multi(multi) => multi.lost().await,
         }
     }
 
@@ -192,17 +241,37 @@ impl Held {
         match self {
             Held::Guard(guard) => guard.release().await,
             Held::Write(write) => write.release().await,
+            Held::Multi(multi) => multi.release().await,
         }
     }
 }
 
 impl Target {
+    /// What `args` ask the worker to hold: `lock` unless they ask for another primitive.
+    fn of(args: &WorkerArgs, client: &redlease::Client, lock: redlease::Lock) -> Self {
+        if let Some(permits) = args.permits {
+            Target::Semaphore(client.semaphore(LOCK, permits))
+        } else if args.rwlock {
+            Target::RwLock(client.rwlock(LOCK))
+        } else if let Some(names) = args.multi {
+            Target::Multi {
+                client: client.clone(),
+                names: usize::from(names),
+                ttl: args.ttl,
+                wait: args.wait,
+            }
+        } else {
+            Target::Lock(lock)
+        }
+        .configured(args)
+    }
+
     /// The semaphore or read-write lock with the worker's ttl and wait (a lock has them).
     fn configured(self, args: &WorkerArgs) -> Self {
         match self {
             Target::Semaphore(s) => Target::Semaphore(s.ttl(args.ttl).wait(args.wait)),
             Target::RwLock(rw) => Target::RwLock(rw.ttl(args.ttl).wait(args.wait)),
-            lock @ Target::Lock(_) => lock,
+            same @ (Target::Lock(_) | Target::Multi { .. }) => same,
         }
     }
 
@@ -211,12 +280,31 @@ impl Target {
         match self {
             Target::RwLock(_) if jitter.below(3) == 0 => Some(Mode::Write),
             Target::RwLock(_) => Some(Mode::Read),
-            Target::Lock(_) | Target::Semaphore(_) => None,
+            Target::Lock(_) | Target::Semaphore(_) | Target::Multi { .. } => None,
         }
     }
 
-    async fn acquire(&self, mode: Option<Mode>) -> redlease::Result<Held> {
+    async fn acquire(&self, mode: Option<Mode>, jitter: &mut Jitter) -> redlease::Result<Held> {
         Ok(match (self, mode) {
+            (
+                Target::Multi {
+                    client,
+                    names,
+                    ttl,
+                    wait,
+                },
+                _,
+            ) => {
+                // Two different names in a random order (the multi-lock sorts them).
+                let n = u64::try_from(*names).unwrap_or(2);
+                let first = jitter.below(n);
+                let second = (first + 1 + jitter.below(n - 1)) % n;
+                let pair = [first, second].map(|i| {
+                    redlease_chaos::Primitive::name(usize::try_from(i).unwrap_or(0)).to_string()
+                });
+                let multi = client.multi_lock(pair).ttl(*ttl).wait(*wait);
+                Held::Multi(multi.acquire().await?)
+            }
             (Target::Lock(lock), _) => Held::Guard(lock.acquire().await?),
             (Target::Semaphore(semaphore), _) => Held::Guard(semaphore.acquire().await?),
             (Target::RwLock(rw), Some(Mode::Read)) => Held::Guard(rw.read().acquire().await?),
@@ -255,6 +343,7 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         stop: false,
         hold: None,
         mode: None,
+        lock: None,
         line: String::new(),
     }));
     let client = connect_until(&args, &link, deadline).await?;
@@ -269,14 +358,7 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             .into_inner();
         return crate::storm::storm(link, &lock, args.wait, jitter, deadline).await;
     }
-    let target = if let Some(permits) = args.permits {
-        Target::Semaphore(client.semaphore(LOCK, permits))
-    } else if args.rwlock {
-        Target::RwLock(client.rwlock(LOCK))
-    } else {
-        Target::Lock(lock)
-    }
-    .configured(&args);
+    let target = Target::of(&args, &client, lock);
     while !link.lock().await.stop && Instant::now() < deadline {
         let mode = target.mode(&mut jitter);
         {
@@ -284,7 +366,7 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             link.mode = mode;
             link.send_bounded(Kind::Wait, 0, Some(args.wait)).await?;
         }
-        let acquired = match target.acquire(mode).await {
+        let acquired = match target.acquire(mode, &mut jitter).await {
             Ok(acquired) => acquired,
             Err(redlease::Error::Timeout { .. }) => {
                 link.lock().await.send(Kind::Timeout, 0).await?;
@@ -296,14 +378,14 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
-        let guard = acquired.guard();
-        let token = guard.fencing_token().get();
-        link.lock().await.send(Kind::Acquire, token).await?;
+        let tokens = acquired.tokens();
+        let tokens = tokens.as_slice();
+        link.lock().await.send_each(Kind::Acquire, tokens).await?;
         let work = jitter.work();
         let section = async {
             let hold = {
                 let mut link = link.lock().await;
-                link.send(Kind::Begin, token).await?;
+                link.send_each(Kind::Begin, tokens).await?;
                 link.hold.take()
             };
             match hold {
@@ -311,13 +393,13 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
                 // A fault is coming while we hold: stay inside until the lease is lost
                 // (the application stops its work then), at most `hold`.
                 Some(hold) => {
-                    let _ = tokio::time::timeout(hold, guard.lost()).await;
+                    let _ = tokio::time::timeout(hold, acquired.lost()).await;
                 }
             }
             // The write goes out whatever happened meanwhile: the process does not know
             // it was paused; the fenced resource must catch a stale one.
-            link.lock().await.send(Kind::Write, token).await?;
-            link.lock().await.send(Kind::End, token).await?;
+            link.lock().await.send_each(Kind::Write, tokens).await?;
+            link.lock().await.send_each(Kind::End, tokens).await?;
             anyhow::Ok(())
         };
         // Reports the loss the moment it is seen. It needs the pipe, which the section
@@ -326,9 +408,11 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         // for the pipe or the loss (never half-way through a send: the section cannot
         // finish while the watch holds the pipe, and the pipe's mutex is fair).
         let lost_reported = {
+            // A multi-lock's worker stops believing it holds any of its names once one is
+            // lost: a loss is reported for each.
             let watch = async {
-                guard.lost().await;
-                link.lock().await.send(Kind::Lost, token).await?;
+                acquired.lost().await;
+                link.lock().await.send_each(Kind::Lost, tokens).await?;
                 anyhow::Ok(())
             };
             tokio::pin!(section, watch);
@@ -344,11 +428,12 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         };
-        link.lock().await.send(Kind::Release, token).await?;
+        link.lock().await.send_each(Kind::Release, tokens).await?;
+        let tokens = tokens.to_vec();
         if let Err(redlease::Error::Lost { .. }) = acquired.release().await
             && !lost_reported
         {
-            link.lock().await.send(Kind::Lost, token).await?;
+            link.lock().await.send_each(Kind::Lost, &tokens).await?;
         }
     }
     link.lock().await.send(Kind::Bye, 0).await?;

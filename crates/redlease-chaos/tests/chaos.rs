@@ -233,6 +233,37 @@ fn semaphore_and_rwlock_holders_keep_their_exclusion() -> Result<(), Box<dyn std
     Ok(())
 }
 
+/// Multi-lock holders (2 of 4 names), one killed each round, and over a quorum with one
+/// node down: no name held by two at once, tokens growing per name, no stale write per
+/// name; and sections over disjoint pairs ran together.
+#[test]
+fn multilock_holders_keep_each_name_exclusive() -> Result<(), Box<dyn std::error::Error>> {
+    let (outcomes, stderr) = reduced_run(&["multi-lock"])?;
+    assert_eq!(outcomes.len(), 2, "{stderr}");
+    for o in &outcomes {
+        let f = &o["findings"];
+        let count = |k: &str| f[k].as_u64().unwrap_or(u64::MAX);
+        assert_eq!(o["promise"], "Exclusive", "{o}");
+        assert_eq!(o["primitive"]["MultiLock"]["names"], 4, "{o}");
+        assert!(o["injected"].as_u64() > Some(0), "no fault injected: {o}");
+        for k in [
+            "stale_accepted",
+            "overlaps",
+            "mutex_violations",
+            "tokens_backwards",
+        ] {
+            assert_eq!(count(k), 0, "{k}: {o}");
+        }
+        assert!(count("sections") > 0, "{o}");
+    }
+    let most = outcomes
+        .iter()
+        .filter_map(|o| o["findings"]["most_inside"].as_u64())
+        .max();
+    assert_eq!(most, Some(2), "disjoint pairs never ran together: {stderr}");
+    Ok(())
+}
+
 /// A serialized `Option<Duration>` (`{"secs": .., "nanos": ..}` or null).
 fn duration(v: &serde_json::Value) -> Option<Duration> {
     let secs = v["secs"].as_u64()?;
