@@ -294,4 +294,9 @@ impl Leadership {
     pub fn guard(&self) -> &Guard {
         &self.guard
     }
+
+    /// The guard and the note (for the blocking API).
+    pub(crate) fn into_parts(self) -> (Guard, Arc<str>) {
+        (self.guard, self.note)
+    }
 }

@@ -268,6 +268,11 @@ mod send_sync {
         send_sync::<crate::MultiGuard>();
         send_sync::<crate::blocking::MultiLock>();
         send_sync::<crate::blocking::MultiGuard>();
+        send_sync::<crate::blocking::Election>();
+        send_sync::<crate::blocking::Leadership>();
+        send_sync::<crate::Election>();
+        send_sync::<crate::Leadership>();
+        send_sync::<crate::Leader>();
     }
 
     /// The futures of the async API can be spawned.

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::owner::Owner;
 use crate::renew::Renewal;
+use crate::token::FencingToken;
 use crate::wait::{Retry, Wait};
 
 use super::guards::{Guard, Hold, MultiGuard, Permit, ReadGuard, WriteGuard};
@@ -356,5 +357,120 @@ impl MultiLock {
     /// The names, in the order they are taken (sorted, without duplicates).
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.0.inner.names()
+    }
+}
+
+builder!(
+    /// A blocking leader election; see [`crate::Election`] for what it promises.
+    ///
+    /// ```no_run
+    /// # fn main() -> redlease::Result<()> {
+    /// let client = redlease::blocking::Client::connect("redis://127.0.0.1:6379")?;
+    /// let leadership = client.election("scheduler").campaign("host-a")?;
+    /// // ... lead, stamping writes with leadership.term() ...
+    /// leadership.resign()?;
+    /// # Ok(()) }
+    /// ```
+    Election(Election)
+);
+named!(Election);
+
+impl Election {
+    /// Waits to lead; see [`crate::Election::campaign`].
+    ///
+    /// # Errors
+    /// As [`crate::Election::campaign`], and [`Error::Runtime`] inside an async runtime.
+    pub fn campaign(&self, note: impl Into<String>) -> Result<Leadership> {
+        let leadership = block_on(&self.0.runtime, self.0.inner.campaign(note))??;
+        let (guard, note) = leadership.into_parts();
+        Ok(Leadership {
+            guard: Guard::wrap(guard, &self.0.runtime),
+            note,
+        })
+    }
+
+    /// Who leads now, or `None`; see [`crate::Election::leader`].
+    ///
+    /// # Errors
+    /// As [`crate::Election::leader`], and [`Error::Runtime`] inside an async runtime.
+    pub fn leader(&self) -> Result<Option<crate::Leader>> {
+        block_on(&self.0.runtime, self.0.inner.leader())?
+    }
+
+    /// Every change of leader, starting with the current one, as an iterator that blocks
+    /// for the next change; see [`crate::Election::observe`]. Called inside an async
+    /// runtime, each item is [`Error::Runtime`].
+    pub fn observe(&self) -> Observe {
+        Observe {
+            changes: Box::pin(self.0.inner.observe()),
+            runtime: Arc::clone(&self.0.runtime),
+        }
+    }
+}
+
+/// The changes of leader of a blocking [`Election`]; see [`Election::observe`].
+pub struct Observe {
+    changes:
+        std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Option<crate::Leader>>> + Send>>,
+    runtime: Arc<Runtime>,
+}
+
+impl fmt::Debug for Observe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("blocking::Observe").finish_non_exhaustive()
+    }
+}
+
+impl Iterator for Observe {
+    type Item = Result<Option<crate::Leader>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let next = futures_util::StreamExt::next(&mut self.changes);
+        match block_on(&self.runtime, next) {
+            Ok(item) => item,
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+/// Leadership of a blocking [`Election`]: a [`Guard`] on its lease, given back before its
+/// drop returns; see [`crate::Leadership`].
+#[must_use = "dropping a Leadership resigns at once"]
+#[derive(Debug)]
+pub struct Leadership {
+    guard: Guard,
+    note: Arc<str>,
+}
+
+impl Leadership {
+    /// The term (the lease's fencing token); see [`crate::Leadership::term`].
+    pub fn term(&self) -> FencingToken {
+        self.guard.fencing_token()
+    }
+
+    /// The note this leader campaigned with.
+    pub fn note(&self) -> &str {
+        &self.note
+    }
+
+    /// Whether the lease is still ours, without asking Redis.
+    pub fn is_leading(&self) -> bool {
+        self.guard.is_held()
+    }
+
+    /// Blocks until leadership is lost; see [`crate::Leadership::lost`].
+    ///
+    /// # Errors
+    /// As [`Guard::wait_lost`].
+    pub fn wait_lost(&self) -> Result<()> {
+        self.guard.wait_lost()
+    }
+
+    /// Steps down; see [`crate::Leadership::resign`].
+    ///
+    /// # Errors
+    /// As [`Guard::release`].
+    pub fn resign(self) -> Result<()> {
+        self.guard.release()
     }
 }

@@ -7,7 +7,7 @@ use tokio::runtime::Runtime;
 
 use crate::error::{Error, Result};
 
-use super::builders::{Driven, Lock, MultiLock, RwLock, Semaphore};
+use super::builders::{Driven, Election, Lock, MultiLock, RwLock, Semaphore};
 use super::runtime::block_on;
 
 /// A blocking handle to one Redis deployment; see [`crate::Client`].
@@ -85,6 +85,11 @@ impl Client {
         S: Into<String>,
     {
         MultiLock(self.drive(self.inner.multi_lock(names)))
+    }
+
+    /// A blocking leader election; see [`crate::Client::election`].
+    pub fn election(&self, name: impl Into<String>) -> Election {
+        Election(self.drive(self.inner.election(name)))
     }
 
     /// The async client this one drives.

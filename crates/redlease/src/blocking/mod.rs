@@ -33,6 +33,8 @@ mod client;
 mod guards;
 mod runtime;
 
-pub use builders::{Lock, MultiLock, ReadLock, RwLock, Semaphore, WriteLock};
+pub use builders::{
+    Election, Leadership, Lock, MultiLock, Observe, ReadLock, RwLock, Semaphore, WriteLock,
+};
 pub use client::{Client, default_client, set_default_client};
 pub use guards::{Guard, MultiGuard, Permit, ReadGuard, WriteGuard};

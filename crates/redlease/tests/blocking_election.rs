@@ -1,0 +1,45 @@
+//! The blocking election against real Redis: campaign, leader, observe as an iterator,
+//! resign on drop before the drop returns.
+#![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
+
+mod common;
+
+use std::time::Duration;
+
+use redlease::blocking::Client;
+
+#[test]
+fn a_blocking_election_hands_over_and_is_observed() {
+    let server = common::server();
+    let client = Client::connect(&server.url()).unwrap();
+    let election = client.election("scheduler").ttl(Duration::from_secs(60));
+    assert_eq!(election.leader().unwrap(), None);
+    let mut changes = election.observe();
+    assert_eq!(changes.next().unwrap().unwrap(), None);
+
+    let a = election.campaign("a").unwrap();
+    assert!(a.is_leading());
+    let seen = changes.next().unwrap().unwrap().unwrap();
+    assert_eq!((seen.note.as_str(), seen.term), ("a", a.term()));
+
+    // Another thread campaigns; `a` steps down by being dropped, and the drop has given
+    // the lease back (to `b`) before it returns.
+    let candidate = std::thread::spawn({
+        let election = election.clone();
+        move || election.campaign("b").unwrap()
+    });
+    let bound = std::time::Instant::now() + common::STEP;
+    while client.as_async().waiting() == 0 {
+        assert!(std::time::Instant::now() < bound, "b never queued");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let a_term = a.term();
+    drop(a);
+    let b = candidate.join().unwrap();
+    assert!(b.term() > a_term);
+    let seen = changes.next().unwrap().unwrap().unwrap();
+    assert_eq!(seen.note, "b", "the observer missed the hand-over");
+    assert_eq!(election.leader().unwrap().unwrap().term, b.term());
+    b.resign().unwrap();
+    assert_eq!(changes.next().unwrap().unwrap(), None);
+}
