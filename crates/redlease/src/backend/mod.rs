@@ -101,9 +101,10 @@ impl Deployment {
                 .map_err(|e| Error::redis("reading the leader", &keys.key, e));
         }
         let answers = node::fan_out(
-            self.nodes
-                .iter()
-                .map(|node| async { replies::leader(&node.invoke::<Value>(&invocation).await?) }),
+            self.nodes.iter().map(|node| {
+                node.health
+                    .call(async { replies::leader(&node.invoke::<Value>(&invocation).await?) })
+            }),
             self.response_timeout,
         )
         .await;

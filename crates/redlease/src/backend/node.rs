@@ -86,6 +86,8 @@ impl ConnectionLike for Conn {
 /// One endpoint: a Redis, a cluster, or a Sentinel-managed primary.
 pub(crate) struct Node {
     conn: RwLock<Conn>,
+    /// Whether the node is taken for down after a connection error (quorum nodes).
+    pub(crate) health: Arc<Health>,
     /// Set when the primary is found through Sentinel: asked again after a failover.
     sentinel: Option<SentinelLink>,
     /// The address, password redacted, for messages.
@@ -110,6 +112,7 @@ impl Node {
     pub(crate) fn new(conn: Conn, label: String) -> Self {
         Self {
             conn: RwLock::new(conn),
+            health: Arc::default(),
             sentinel: None,
             label,
         }
@@ -125,6 +128,7 @@ impl Node {
     ) -> Self {
         Self {
             conn: RwLock::new(Conn::Single(conn)),
+            health: Arc::default(),
             sentinel: Some(SentinelLink {
                 follower,
                 config,
@@ -272,6 +276,54 @@ impl Node {
             link.follower.connected(&addr, &client);
             Ok(conn)
         })
+    }
+}
+
+/// How long a quorum node that failed with a connection error is taken for down: an
+/// attempt still asks it, but does not wait for it to decide (its request would wait for
+/// the connection's own reconnection attempts, and meanwhile an attempt whose other nodes
+/// split their votes could not be decided).
+const REST: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Whether a quorum node is up, as far as its last answers tell.
+#[derive(Debug, Default)]
+pub(crate) struct Health {
+    /// Until when the node is not asked (after a connection error).
+    resting_until: std::sync::Mutex<Option<tokio::time::Instant>>,
+}
+
+impl Health {
+    fn until(&self) -> std::sync::MutexGuard<'_, Option<tokio::time::Instant>> {
+        self.resting_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the node is resting after a connection error.
+    pub(crate) fn resting(&self) -> bool {
+        self.until()
+            .is_some_and(|until| tokio::time::Instant::now() < until)
+    }
+
+    /// Records what a request to the node found: a connection error rests the node for
+    /// [`REST`]; any reply (even an error reply) means it is up.
+    pub(crate) fn record<T>(&self, result: &RedisResult<T>) {
+        match result {
+            Err(e) if is_connection_error(e) => {
+                *self.until() = Some(tokio::time::Instant::now() + REST);
+            }
+            _ => *self.until() = None,
+        }
+    }
+
+    /// Runs `call` and records what it found.
+    pub(crate) async fn call<T>(
+        &self,
+        call: impl Future<Output = RedisResult<T>>,
+    ) -> RedisResult<T> {
+        let result = call.await;
+        self.record(&result);
+        result
     }
 }
 

@@ -111,6 +111,8 @@ pub(crate) async fn acquire(
         granted,
         busy,
         holder_pttl,
+        timed_out,
+        resting,
         stragglers,
     } = ask(deployment, keys, &args, sent + node_timeout).await;
     // Whether the nodes still to answer must give back what they grant: yes unless this
@@ -196,7 +198,7 @@ pub(crate) async fn acquire(
         return Err(Error::NoQuorum {
             acquired: granted,
             needed,
-            errors: node_errors(deployment, &replies),
+            errors: node_errors(deployment, &replies, timed_out, &resting),
         });
     }
     Ok(Reply::Busy(holder_pttl))
@@ -210,15 +212,29 @@ fn is_final(e: &redis::RedisError) -> bool {
 
 /// The failed nodes of an attempt, each with its error (a timeout when it did not
 /// answer before the outcome was decided).
-fn node_errors(deployment: &Deployment, replies: &[Option<RedisResult<Reply>>]) -> Vec<NodeError> {
+fn node_errors(
+    deployment: &Deployment,
+    replies: &[Option<RedisResult<Reply>>],
+    timed_out: bool,
+    resting: &[bool],
+) -> Vec<NodeError> {
     deployment
         .nodes
         .iter()
         .zip(replies)
-        .filter_map(|(node, reply)| {
+        .enumerate()
+        .filter_map(|(i, (node, reply))| {
             let error = match reply {
                 Some(Ok(_)) => return None,
                 Some(Err(e)) => e.clone(),
+                None if resting.get(i).copied().unwrap_or(false) => {
+                    redis::RedisError::from(std::io::Error::new(
+                        std::io::ErrorKind::ConnectionRefused,
+                        "down after a connection error; not waited for",
+                    ))
+                }
+                // Not waited for: the others had decided the outcome without it.
+                None if !timed_out => return None,
                 None => late(),
             };
             Some(NodeError {
@@ -236,9 +252,25 @@ struct Asked {
     granted: usize,
     busy: usize,
     holder_pttl: i64,
+    /// Whether the listening stopped at the deadline (the nodes still to answer were too
+    /// slow) rather than because the outcome was decided without them.
+    timed_out: bool,
+    /// Per node: taken for down after a connection error, and not answered (yet).
+    resting: Vec<bool>,
     /// Tells the task that waits for the nodes still to answer whether to give back what
     /// they grant (`None`: no node left to wait for).
     stragglers: Option<oneshot::Sender<bool>>,
+}
+
+impl Asked {
+    /// Whether the outcome is decided with `waited_for` nodes still to answer: a majority
+    /// granted, or so many said busy (or failed) that no majority can grant.
+    fn decided(&self, needed: usize, waited_for: usize) -> bool {
+        let answered = self.granted + self.busy;
+        self.granted >= needed
+            || (answered >= needed && self.granted + waited_for < needed)
+            || answered + waited_for < needed
+    }
 }
 
 /// One node's part of an attempt: its index, its reply (`None`: never sent, called off
@@ -271,6 +303,8 @@ async fn ask(
         granted: 0,
         busy: 0,
         holder_pttl: -1,
+        timed_out: false,
+        resting: Vec::new(),
         stragglers: None,
     };
     let shared = Arc::new(OwnedAttempt {
@@ -294,6 +328,7 @@ async fn ask(
         .map(|(i, node)| {
             let mut turn = Turn::take(TurnKey::new(deployment, i, args.token));
             let conn = node.conn();
+            let health = Arc::clone(&node.health);
             let attempt = Arc::clone(&shared);
             let states = Arc::clone(&states);
             let future: NodeAttempt = Box::pin(async move {
@@ -304,19 +339,40 @@ async fn ask(
                 {
                     return (i, None, turn);
                 }
-                let reply = tokio::time::timeout(background, attempt.acquire(conn.clone()))
-                    .await
-                    .unwrap_or_else(|_| Err(late()));
+                let reply = health
+                    .call(async {
+                        tokio::time::timeout(background, attempt.acquire(conn.clone()))
+                            .await
+                            .unwrap_or_else(|_| Err(late()))
+                    })
+                    .await;
                 (i, Some(reply), turn)
             });
             future
         })
         .collect();
+    // Nodes taken for down after a connection error are asked, but not waited for: the
+    // outcome is decided as if they had failed, unless they answer first. Otherwise an
+    // attempt whose live nodes split their votes would wait for a dead node's
+    // reconnection attempts, and contended hand-overs would stall.
+    asked.resting = deployment
+        .nodes
+        .iter()
+        .map(|n| n.health.resting())
+        .collect();
     loop {
-        let Ok(Some((i, reply, _turn))) = tokio::time::timeout_at(deadline, pending.next()).await
-        else {
+        let waited_for = pending.len() - asked.resting.iter().filter(|r| **r).count();
+        if asked.decided(needed, waited_for) {
+            break;
+        }
+        let next = tokio::time::timeout_at(deadline, pending.next()).await;
+        let Ok(Some((i, reply, _turn))) = next else {
+            asked.timed_out = next.is_err();
             break;
         };
+        if let Some(r) = asked.resting.get_mut(i) {
+            *r = false;
+        }
         let reply = reply.unwrap_or_else(|| Err(late()));
         match &reply {
             Ok(Reply::Fresh(_) | Reply::Ours(_)) => asked.granted += 1,
@@ -327,14 +383,6 @@ async fn ask(
             Err(e) => tracing::debug!(error = %e, "a quorum node did not grant the lock"),
         }
         asked.replies[i] = Some(reply);
-        let open = pending.len();
-        let answered = asked.granted + asked.busy;
-        if asked.granted >= needed
-            || (answered >= needed && asked.granted + open < needed)
-            || answered + open < needed
-        {
-            break;
-        }
     }
     if pending.is_empty() {
         return asked;
@@ -430,7 +478,8 @@ async fn raise_fence(
             .iter()
             .map(|&i| &deployment.nodes[i])
             .map(|node| async move {
-                node.invoke::<u64>(&scripts::raise_fence(keys, kind, fence, token))
+                node.health
+                    .call(node.invoke::<u64>(&scripts::raise_fence(keys, kind, fence, token)))
                     .await
             }),
         timeout,
@@ -492,7 +541,7 @@ pub(crate) async fn extend(
         deployment
             .nodes
             .iter()
-            .map(|node| extend_on(node, keys, kind, token, ttl_ms)),
+            .map(|node| node.health.call(extend_on(node, keys, kind, token, ttl_ms))),
         node_timeout(deployment, ttl_ms),
     )
     .await;
@@ -513,7 +562,7 @@ pub(crate) async fn downgrade(
         deployment
             .nodes
             .iter()
-            .map(|node| downgrade_on(node, keys, token, announce)),
+            .map(|node| node.health.call(downgrade_on(node, keys, token, announce))),
         deployment.response_timeout,
     )
     .await;
@@ -547,7 +596,10 @@ fn settle(
 pub(crate) async fn renew(deployment: &Deployment, batch: &[RenewItem<'_>]) -> Vec<Option<bool>> {
     let needed = deployment.majority();
     let replies = fan_out(
-        deployment.nodes.iter().map(|node| renew_on(node, batch)),
+        deployment
+            .nodes
+            .iter()
+            .map(|node| node.health.call(renew_on(node, batch))),
         node_timeout(
             deployment,
             batch
