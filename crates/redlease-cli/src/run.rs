@@ -299,6 +299,10 @@ impl RunArgs {
     /// How messages name what is held: ``lock `job` ``, ``locks `a`, `b` ``, ``semaphore
     /// `pool` (3 permits)``, ``read-write lock `cfg` (write)``, ``election `sched` ``.
     fn what(&self) -> String {
+        if self.primitive() == Primitive::Multi {
+            let names: Vec<String> = self.names().iter().map(|n| format!("`{n}`")).collect();
+            return format!("locks {}", names.join(", "));
+        }
         self.named(self.first(), None)
     }
 
@@ -306,17 +310,9 @@ impl RunArgs {
     /// parentheses: ``lock `job` (key redlease:job)``, ``semaphore `pool` (key
     /// redlease:pool, 3 permits)``, ``lock `b` (key redlease:b, one of locks `a`, `b`)``.
     fn named(&self, name: &str, key: Option<&str>) -> String {
-        let all = || {
-            self.names()
-                .iter()
-                .map(|n| format!("`{n}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
         let (noun, detail) = match self.primitive() {
             Primitive::Lock => ("lock", None),
-            Primitive::Multi if key.is_none() => return format!("locks {}", all()),
-            Primitive::Multi => ("lock", Some(format!("one of locks {}", all()))),
+            Primitive::Multi => ("lock", Some(format!("one of {}", self.what()))),
             Primitive::Semaphore(1) => ("semaphore", Some("1 permit".to_owned())),
             Primitive::Semaphore(n) => ("semaphore", Some(format!("{n} permits"))),
             Primitive::Read => ("read-write lock", Some("read".to_owned())),
@@ -367,14 +363,20 @@ impl Hold {
         .map(redlease::FencingToken::get)
     }
 
-    /// Resolves when a lease is lost (any of them for several locks).
-    async fn lost(&self) {
+    /// Resolves when a lease is lost (the first of them to be, for several locks), with
+    /// its name.
+    async fn lost(&self) -> &str {
         match self {
             Self::Guard(guard) => guard.lost().await,
             Self::Write(guard) => guard.lost().await,
-            Self::Multi(guard) => guard.lost().await,
             Self::Leader(leadership) => leadership.lost().await,
+            Self::Multi(guard) => {
+                let lost = guard.guards().iter().map(|g| Box::pin(g.lost()));
+                let ((), i, _) = futures_util::future::select_all(lost).await;
+                return guard.guards().get(i).map_or("", Guard::name);
+            }
         }
+        self.guards().first().map_or("", Guard::name)
     }
 
     /// The name of a lease found lost, if one is.
@@ -518,10 +520,10 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         tokio::select! {
             biased;
             status = child.wait() => break status.context("waiting for the command")?,
-            () = hold.lost() => {
+            name = hold.lost() => {
                 eprintln!(
                     "redlease: {} was lost while `{program}` ran (its lease expired or the key was removed; another holder may be running); terminating `{program}` and its process group: SIGTERM now, SIGKILL in {}",
-                    lost_what(&args, &hold),
+                    lost_what(&args, Some(name)),
                     human(args.kill_after)
                 );
                 let status = terminate(&mut child, group, args.kill_after).await?;
@@ -533,7 +535,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let code = exit::of_status(status);
-    let lost = lost_what(&args, &hold);
+    let lost = lost_what(&args, hold.lost_name());
     match hold.release().await {
         Ok(()) => Ok(exit::code(code)),
         Err(redlease::Error::Lost { .. }) => {
@@ -553,15 +555,13 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// What was lost, for messages: what is held, or for several locks the one lost
-/// (``lock `b` (one of locks `a`, `b`)``), or all of them when none is known lost yet;
-/// for an election, its leadership.
-fn lost_what(args: &RunArgs, hold: &Hold) -> String {
-    match args.primitive() {
-        Primitive::Multi => hold
-            .lost_name()
-            .map_or_else(|| args.what(), |name| args.named(name, None)),
-        Primitive::Leader => format!("leadership of {}", args.what()),
+/// What was lost, for messages: what is held, or for several locks the one lost, `name`
+/// (``lock `b` (one of locks `a`, `b`)``), or all of them when that is not known; for an
+/// election, its leadership.
+fn lost_what(args: &RunArgs, name: Option<&str>) -> String {
+    match (args.primitive(), name) {
+        (Primitive::Multi, Some(name)) if !name.is_empty() => args.named(name, None),
+        (Primitive::Leader, _) => format!("leadership of {}", args.what()),
         _ => args.what(),
     }
 }
