@@ -260,7 +260,15 @@ fn a_waiting_candidate_takes_over_after_the_first_leaders_command_exits() -> Tes
     );
     std::fs::write(dir.path().join("stop-1"), "")?;
     assert!(first.wait().success(), "{}", first.stderr());
+    // The first resigned as its command ended: the second leads at once, not when the
+    // first's lease (30 s) would have run out.
+    let ended = Instant::now();
     wait_for_file(&dir.path().join("started-2"));
+    assert!(
+        ended.elapsed() < Duration::from_secs(20),
+        "took over only after {:?}",
+        ended.elapsed()
+    );
     let (first_term, second_term) = (term_of(dir.path(), "1")?, term_of(dir.path(), "2")?);
     assert!(second_term > first_term, "{first_term} then {second_term}");
     let (code, leader) = leader_json(&server, "sched");
