@@ -2,8 +2,8 @@
 
 use std::process::{ExitCode, ExitStatus};
 
-/// `status`: the lock is free; `release --force`: there was nothing to remove; `bench` and
-/// `demo`: a correctness check failed.
+/// `status`: the lock is free; `leader`: nobody leads; `release --force`: there was
+/// nothing to remove; `bench` and `demo`: a correctness check failed.
 pub(crate) const NEGATIVE: u8 = 1;
 /// Bad usage (unknown flag, bad duration, missing command...) or any other error.
 pub(crate) const ERROR: u8 = 2;
@@ -27,10 +27,11 @@ pub(crate) const NOT_FOUND: u8 = 127;
 pub(crate) const COMMON: &str = "\
 Exit codes:
   0    success
-  1    status: the lock is free; release --force: nothing was held; bench, demo: a
-       correctness check failed
+  1    status: the lock is free; leader: nobody leads; release --force: nothing was
+       held; bench, demo: a correctness check failed
   2    bad usage (unknown flag, bad duration...) or another error
   69   Redis (or a majority of a quorum's nodes) could not be reached (EX_UNAVAILABLE)
+  128+N  ended by signal N (SIGINT, SIGTERM, SIGHUP), e.g. leader --watch when interrupted
 
   run has its own: CMD's exit code, and 75 busy, 79 lease lost, 125..127 CMD could not
   start; see redlease run --help.
@@ -47,11 +48,14 @@ Exit codes:
   69      Redis (or a majority of a quorum's nodes) could not be reached
           (EX_UNAVAILABLE); CMD was not started
   75      the lock is busy: --no-wait, or --wait ran out (EX_TEMPFAIL); CMD was not
-          started. The message names the key and how long the holder's lease has left
+          started. The message names the key and how long the holder's lease has left.
+          With several --key: one of them stayed busy (named), none is kept; with
+          --elect: another candidate still leads
   79      the lease was lost while CMD ran (the key expired without renewal, e.g. Redis was
           unreachable for the whole TTL, or someone deleted it): CMD and its process group
           got SIGTERM, then SIGKILL after --kill-after. Also when CMD ended but its lock was
-          found lost at release: its work may have overlapped with another holder's
+          found lost at release: its work may have overlapped with another holder's. With
+          several --key: any one of them; with --elect: leadership was lost
   125     CMD could not be started; 126: CMD is not executable; 127: CMD was not found
   128+N   redlease itself got signal N (SIGINT, SIGTERM, SIGHUP) while waiting for the lock.
           137 (SIGKILL, e.g. the OOM killer) while CMD ran: CMD and its process group got

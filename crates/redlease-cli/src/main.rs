@@ -1,7 +1,9 @@
 //! `redlease`: distributed locks on Redis from the command line.
 //!
 //! Subcommands:
-//! - `run`: run a command while holding a lock (the distributed `flock(1)`);
+//! - `run`: run a command while holding a lock (the distributed `flock(1)`), several locks,
+//!   or the leadership of an election;
+//! - `leader`: who leads an election, and (`--watch`) each change;
 //! - `status`, `list`, `release --force`: what operators see of locks, and the big hammer;
 //! - `demo`: the flash-sale coupon race across real processes, without and with a lock;
 //! - `bench`: the benchmark scenarios of `BENCHMARKS.md`.
@@ -19,6 +21,7 @@ mod connect;
 mod demo;
 mod exit;
 mod inspect;
+mod leader;
 mod run;
 mod supervise;
 
@@ -45,15 +48,23 @@ acquisition gets a fencing token larger than all earlier ones.
 
 Examples:
   redlease run --key nightly-report --no-wait -- ./report.sh
+  redlease run --key account:7 --key account:3 -- ./transfer.sh 7 3 100
+  redlease run --elect scheduler -- ./scheduler
+  redlease leader scheduler --watch
   redlease status nightly-report
   redlease list
   redlease demo";
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run a command while holding a lock (a distributed flock)
+    /// Run a command while holding a lock (a distributed flock), several locks, or the
+    /// leadership of an election
     #[command(long_about = run::LONG_ABOUT, after_help = exit::RUN)]
     Run(run::RunArgs),
+
+    /// Show who leads an election (its note, term and time left); --watch follows changes
+    #[command(long_about = leader::LONG_ABOUT, after_help = exit::COMMON)]
+    Leader(leader::LeaderArgs),
 
     /// Show who holds a lock, its time left and its fencing counter
     #[command(long_about = inspect::STATUS_ABOUT, after_help = exit::COMMON)]
@@ -93,6 +104,12 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),
     };
+    if let Command::Run(args) = &cli.command
+        && let Err(message) = args.check()
+    {
+        let e = Cli::command().error(clap::error::ErrorKind::ArgumentConflict, message);
+        return usage_error(&e);
+    }
     init_logging();
     match run(cli) {
         Ok(code) => code,
@@ -106,6 +123,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => runtime()?.block_on(run::run(args)),
+        Command::Leader(args) => runtime()?.block_on(leader::leader(args)),
         Command::Status(args) => runtime()?.block_on(inspect::status(args)),
         Command::List(args) => runtime()?.block_on(inspect::list(args)),
         Command::Release(args) => runtime()?.block_on(inspect::release(args)),

@@ -1,4 +1,5 @@
-//! `redlease run`: run a command while holding a lock, the distributed `flock(1)`.
+//! `redlease run`: run a command while holding a lock, the distributed `flock(1)`; or several
+//! locks at once, or the leadership of an election.
 
 use std::ffi::OsString;
 use std::process::{ExitCode, ExitStatus};
@@ -7,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use redlease::{Guard, Wait, WriteGuard};
+use redlease::{Guard, Leadership, MultiGuard, Wait, WriteGuard};
 use tokio::process::Child;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -37,11 +38,33 @@ semaphore or a read-write lock; every run of a semaphore must give the same N. S
 are refused over a quorum (several --redis): a permit counted on a majority of nodes
 would not be sound.
 
+--key given several times holds several locks at once, all or nothing: \"move money
+between two accounts, locking both\". The names are taken one by one in one order (sorted;
+a name given twice is one name), within the one --wait, so two runs over overlapping
+names never deadlock whatever order they name them in; while a run waits it holds the
+names before the one it waits for, and when the wait runs out it gives back what it took
+(exit 75, naming the lock still busy). Each name is a plain lock (a run with a single
+--key of that name excludes it too) with its own lease and fencing token; losing any of
+them is losing the hold (exit 79, below). Not with --permits, --read or --write.
+
+--elect NAME campaigns in the leader election NAME instead: \"exactly one active
+scheduler\". Candidates wait in line (FIFO), by default as long as it takes; CMD starts
+once this run leads and is terminated if leadership is lost, as with a lost lock (exit
+79). When CMD exits the run resigns and the next candidate leads. Its note (host, pid,
+CMD's name) and term are what redlease leader NAME shows. Leadership is the lock NAME:
+not with --key, --permits, --read or --write.
+
 CMD's environment gets:
-  REDLEASE_FENCING_TOKEN  a number larger than that of every earlier holder of the lock:
-                          hand it to the resource you write to, so that it can refuse
-                          writes from a holder that outlived its lease
-  REDLEASE_KEY            the lock's name (NAME)
+  REDLEASE_FENCING_TOKEN   a number larger than that of every earlier holder of the lock:
+                           hand it to the resource you write to, so that it can refuse
+                           writes from a holder that outlived its lease. With several
+                           --key, the first --key's; with --elect, the term
+  REDLEASE_KEY             the lock's name (NAME); the first --key, or the --elect NAME
+  REDLEASE_KEYS            every name held, in the order given, separated by spaces
+  REDLEASE_FENCING_TOKENS  NAME=TOKEN for every name held, in the order given, separated
+                           by spaces (e.g. \"from=12 to=7\"); names with spaces or = in
+                           them are ambiguous here
+  REDLEASE_TERM            with --elect: the leader's term (its fencing token)
 
 SIGINT, SIGTERM and SIGHUP sent to redlease are passed on to CMD's process group. CMD runs
 in a process group of its own (shared only with its supervisor, below), so that it and
@@ -51,6 +74,7 @@ foreground job (programs that read the terminal interactively are not a good fit
 If the lease is lost while CMD runs (renewal found the key gone or taken, or could not
 reach Redis for the rest of the lease), another holder may already be running: CMD's
 process group gets SIGTERM, then SIGKILL after --kill-after, and redlease exits with 79.
+The same for any one lease of several --key, and for leadership with --elect.
 
 If redlease itself dies while CMD runs, even by a signal it cannot handle (SIGKILL from
 kill -9 or the OOM killer), the lease is no longer renewed and another holder gets the
@@ -81,6 +105,12 @@ Examples:
   redlease run --key cache --read -- ./copy-cache.sh
   redlease run --key cache --write --wait 10m -- ./rebuild-cache.sh
 
+  # a transfer holds both accounts; one in the other direction never deadlocks with it
+  redlease run --key account:7 --key account:3 -- sh -c 'transfer 7 3 100 --fences \"$REDLEASE_FENCING_TOKENS\"'
+
+  # one active scheduler across the fleet; the others stand by and take over
+  redlease run --elect scheduler -- sh -c 'exec ./scheduler --term \"$REDLEASE_TERM\"'
+
   # TLS and ACL credentials come with the URL
   REDIS_URL='rediss://locker:secret@redis.internal:6380' redlease run --key job -- ./job";
 
@@ -88,9 +118,25 @@ Examples:
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunArgs {
     /// Name of the lock to hold while CMD runs (of the semaphore with --permits, of the
-    /// read-write lock with --read or --write)
-    #[arg(long, short = 'k', value_name = "NAME")]
-    key: String,
+    /// read-write lock with --read or --write). Repeat it to hold several locks at once,
+    /// all or nothing (not with --permits, --read or --write)
+    #[arg(
+        long,
+        short = 'k',
+        value_name = "NAME",
+        required_unless_present = "elect"
+    )]
+    key: Vec<String>,
+
+    /// Campaign in leader election NAME and run CMD while leading: CMD starts once this
+    /// run leads and is terminated if leadership is lost. Waits forever unless --wait or
+    /// --no-wait says otherwise
+    #[arg(
+        long,
+        value_name = "NAME",
+        conflicts_with_all = ["key", "permits", "read", "write"]
+    )]
+    elect: Option<String>,
 
     /// Hold one of N permits of semaphore NAME instead of the lock: at most N commands run
     /// at once across all machines. Every run of NAME must give the same N (1 or more)
@@ -112,10 +158,11 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_ttl)]
     ttl: Duration,
 
-    /// How long to wait for a busy lock before giving up with exit code 75; `forever` to
-    /// wait as long as it takes
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_wait)]
-    wait: WaitArg,
+    /// How long to wait for a busy lock (for leadership with --elect) before giving up
+    /// with exit code 75; `forever` to wait as long as it takes [default: 10s; forever with
+    /// --elect]
+    #[arg(long, value_name = "DURATION", value_parser = parse_wait)]
+    wait: Option<WaitArg>,
 
     /// Do not wait: exit with 75 at once if the lock is busy
     #[arg(long, conflicts_with = "wait")]
@@ -173,42 +220,104 @@ fn parse_ttl(text: &str) -> Result<Duration, String> {
 /// What `run` holds while CMD runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Primitive {
-    /// The lock (the default).
+    /// The lock (the default, one `--key`).
     Lock,
+    /// Several locks, all or nothing (`--key` given with several names).
+    Multi,
     /// One of N permits of a semaphore (`--permits N`).
     Semaphore(u32),
     /// A read-write lock for reading (`--read`).
     Read,
     /// A read-write lock for writing (`--write`).
     Write,
+    /// Leadership of an election (`--elect`).
+    Leader,
 }
 
 impl RunArgs {
     fn primitive(&self) -> Primitive {
+        if self.elect.is_some() {
+            return Primitive::Leader;
+        }
         match (self.permits, self.read, self.write) {
             (Some(n), _, _) => Primitive::Semaphore(n),
             (None, true, _) => Primitive::Read,
             (None, false, true) => Primitive::Write,
+            (None, false, false) if self.names().len() > 1 => Primitive::Multi,
             (None, false, false) => Primitive::Lock,
         }
     }
 
-    /// How messages name what is held: ``lock `job` ``, ``semaphore `pool` (3 permits)``,
-    /// ``read-write lock `cfg` (write)``.
-    fn what(&self) -> String {
-        self.named(None)
+    /// The names held, in the order given, each once: the `--key`s, or the `--elect` name.
+    fn names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for name in self.elect.iter().chain(&self.key) {
+            if !names.contains(&name.as_str()) {
+                names.push(name);
+            }
+        }
+        names
     }
 
-    /// As [`RunArgs::what`], with `key` in the parentheses: ``lock `job` (key
-    /// redlease:job)``, ``semaphore `pool` (key redlease:pool, 3 permits)``.
-    fn named(&self, key: Option<&str>) -> String {
-        let name = &self.key;
+    /// The first name held: the first `--key`, or the `--elect` name.
+    fn first(&self) -> &str {
+        self.elect
+            .as_deref()
+            .or_else(|| self.key.first().map(String::as_str))
+            .unwrap_or_default()
+    }
+
+    /// The combinations clap cannot refuse by itself; the message for a usage error.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let names = self.names().len();
+        if names > 1 {
+            let with = match (self.permits, self.read, self.write) {
+                (Some(_), _, _) => Some("--permits"),
+                (None, true, _) => Some("--read"),
+                (None, false, true) => Some("--write"),
+                (None, false, false) => None,
+            };
+            if let Some(with) = with {
+                return Err(format!(
+                    "--key given {names} names with {with}, which holds one name; several --key hold several plain locks: give one --key with {with}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// How long to wait: `--no-wait`, `--wait`, else 10 s (forever for leadership).
+    fn wait(&self) -> Wait {
+        match (self.no_wait, self.wait, self.primitive()) {
+            (true, _, _) => Wait::No,
+            (false, Some(wait), _) => wait.0,
+            (false, None, Primitive::Leader) => Wait::Forever,
+            (false, None, _) => Wait::For(DEFAULT_WAIT),
+        }
+    }
+
+    /// How messages name what is held: ``lock `job` ``, ``locks `a`, `b` ``, ``semaphore
+    /// `pool` (3 permits)``, ``read-write lock `cfg` (write)``, ``election `sched` ``.
+    fn what(&self) -> String {
+        if self.primitive() == Primitive::Multi {
+            let names: Vec<String> = self.names().iter().map(|n| format!("`{n}`")).collect();
+            return format!("locks {}", names.join(", "));
+        }
+        self.named(self.first(), None)
+    }
+
+    /// As [`RunArgs::what`] for `name` (one of the names held), with `key` in the
+    /// parentheses: ``lock `job` (key redlease:job)``, ``semaphore `pool` (key
+    /// redlease:pool, 3 permits)``, ``lock `b` (key redlease:b, one of locks `a`, `b`)``.
+    fn named(&self, name: &str, key: Option<&str>) -> String {
         let (noun, detail) = match self.primitive() {
             Primitive::Lock => ("lock", None),
+            Primitive::Multi => ("lock", Some(format!("one of {}", self.what()))),
             Primitive::Semaphore(1) => ("semaphore", Some("1 permit".to_owned())),
             Primitive::Semaphore(n) => ("semaphore", Some(format!("{n} permits"))),
             Primitive::Read => ("read-write lock", Some("read".to_owned())),
             Primitive::Write => ("read-write lock", Some("write".to_owned())),
+            Primitive::Leader => ("election", None),
         };
         let key = key.map(|k| format!("key {k}"));
         let inner: Vec<String> = key.into_iter().chain(detail).collect();
@@ -220,36 +329,78 @@ impl RunArgs {
     }
 }
 
-/// A hold of any primitive: every one is a [`Guard`] underneath (a [`WriteGuard`] derefs
-/// to one), so the rest of `run` is the same for all.
+/// How long `run` waits for a busy lock when no `--wait` is given (not for leadership).
+const DEFAULT_WAIT: Duration = Duration::from_secs(10);
+
+/// A hold of any primitive: every one is one or more [`Guard`]s underneath (a
+/// [`WriteGuard`] derefs to one, a [`MultiGuard`] and a [`Leadership`] have them), so the
+/// rest of `run` is the same for all.
 #[derive(Debug)]
 enum Hold {
     Guard(Guard),
     Write(WriteGuard),
-}
-
-impl std::ops::Deref for Hold {
-    type Target = Guard;
-
-    fn deref(&self) -> &Guard {
-        match self {
-            Self::Guard(guard) => guard,
-            Self::Write(guard) => guard,
-        }
-    }
+    Multi(MultiGuard),
+    Leader(Leadership),
 }
 
 impl Hold {
+    /// Every lease held, one per name.
+    fn guards(&self) -> &[Guard] {
+        match self {
+            Self::Guard(guard) => std::slice::from_ref(guard),
+            Self::Write(guard) => std::slice::from_ref(&**guard),
+            Self::Multi(guard) => guard.guards(),
+            Self::Leader(leadership) => std::slice::from_ref(leadership.guard()),
+        }
+    }
+
+    /// The fencing token of the lease of `name`; for a hold of one name, of that name.
+    fn fencing_token(&self, name: &str) -> Option<u64> {
+        match self {
+            Self::Multi(guard) => guard.fencing_token(name),
+            _ => self.guards().first().map(Guard::fencing_token),
+        }
+        .map(redlease::FencingToken::get)
+    }
+
+    /// Resolves when a lease is lost (the first of them to be, for several locks), with
+    /// its name.
+    async fn lost(&self) -> &str {
+        match self {
+            Self::Guard(guard) => guard.lost().await,
+            Self::Write(guard) => guard.lost().await,
+            Self::Leader(leadership) => leadership.lost().await,
+            Self::Multi(guard) => {
+                let lost = guard.guards().iter().map(|g| Box::pin(g.lost()));
+                let ((), i, _) = futures_util::future::select_all(lost).await;
+                return guard.guards().get(i).map_or("", Guard::name);
+            }
+        }
+        self.guards().first().map_or("", Guard::name)
+    }
+
+    /// The name of a lease found lost, if one is.
+    fn lost_name(&self) -> Option<&str> {
+        self.guards().iter().find(|g| !g.is_held()).map(Guard::name)
+    }
+
     async fn release(self) -> redlease::Result<()> {
         match self {
             Self::Guard(guard) => guard.release().await,
             Self::Write(guard) => guard.release().await,
+            Self::Multi(guard) => guard.release().await,
+            Self::Leader(leadership) => leadership.resign().await,
         }
     }
 }
 
 /// Acquires what `args` asks for, with its options.
-async fn acquire(client: &redlease::Client, args: &RunArgs, wait: Wait) -> redlease::Result<Hold> {
+async fn acquire(
+    client: &redlease::Client,
+    args: &RunArgs,
+    wait: Wait,
+    program: &str,
+) -> redlease::Result<Hold> {
     macro_rules! options {
         ($builder:expr) => {
             $builder
@@ -258,9 +409,13 @@ async fn acquire(client: &redlease::Client, args: &RunArgs, wait: Wait) -> redle
                 .wait(wait)
         };
     }
-    let key = args.key.as_str();
+    let key = args.first();
     match args.primitive() {
         Primitive::Lock => options!(client.lock(key)).acquire().await.map(Hold::Guard),
+        Primitive::Multi => options!(client.multi_lock(args.names()))
+            .acquire()
+            .await
+            .map(Hold::Multi),
         Primitive::Semaphore(n) => options!(client.semaphore(key, n))
             .acquire()
             .await
@@ -273,7 +428,21 @@ async fn acquire(client: &redlease::Client, args: &RunArgs, wait: Wait) -> redle
             .acquire()
             .await
             .map(Hold::Write),
+        Primitive::Leader => options!(client.election(key))
+            .campaign(leader_note(program))
+            .await
+            .map(Hold::Leader),
     }
+}
+
+/// The note a `run --elect` campaigns with, what `redlease leader` and `status` show: this
+/// host, this pid and CMD's program name (the holder details of every other `run`).
+fn leader_note(program: &str) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "unknown".into());
+    format!("host={host} pid={} cmd={program}", std::process::id())
 }
 
 /// SIGINT, SIGTERM and SIGHUP, as one stream.
@@ -310,30 +479,32 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         client = args.redis.client(Some(format!("cmd={program}"))) => client?,
         sig = signals.recv() => return Ok(exit::code(exit::of_signal(sig as i32))),
     };
-    let wait = if args.no_wait { Wait::No } else { args.wait.0 };
+    let wait = args.wait();
     let what = args.what();
     let acquired = tokio::select! {
-        acquired = acquire(&client, &args, wait) => acquired,
+        acquired = acquire(&client, &args, wait, &program) => acquired,
         sig = signals.recv() => return Ok(exit::code(exit::of_signal(sig as i32))),
     };
-    let guard = match acquired {
-        Ok(guard) => guard,
+    let hold = match acquired {
+        Ok(hold) => hold,
         Err(redlease::Error::Timeout {
-            waited, holder_ttl, ..
+            name,
+            waited,
+            holder_ttl,
         }) => {
-            busy(&args, wait, waited, holder_ttl).await;
+            busy(&args, &name, wait, waited, holder_ttl).await;
             return Ok(exit::code(exit::BUSY));
         }
         Err(e) => {
             return Err(e).with_context(|| format!("acquiring {what}"));
         }
     };
-    tracing::debug!(%what, fence = %guard.fencing_token(), "acquired; starting the command");
+    tracing::debug!(%what, fences = %fencing_tokens(&args, &hold), "acquired; starting the command");
 
-    let mut child = match spawn(&args, &guard) {
+    let mut child = match spawn(&args, &hold) {
         Ok(child) => child,
         Err(e) => {
-            give_back(guard, &what).await;
+            give_back(hold, &what).await;
             eprintln!(
                 "redlease: cannot start the supervisor of `{program}` (this redlease binary, run again): {e}"
             );
@@ -349,25 +520,27 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         tokio::select! {
             biased;
             status = child.wait() => break status.context("waiting for the command")?,
-            () = guard.lost() => {
+            name = hold.lost() => {
                 eprintln!(
-                    "redlease: {what} was lost while `{program}` ran (its lease expired or the key was removed; another holder may be running); terminating `{program}` and its process group: SIGTERM now, SIGKILL in {}",
+                    "redlease: {} was lost while `{program}` ran (its lease expired or the key was removed; another holder may be running); terminating `{program}` and its process group: SIGTERM now, SIGKILL in {}",
+                    lost_what(&args, Some(name)),
                     human(args.kill_after)
                 );
                 let status = terminate(&mut child, group, args.kill_after).await?;
                 tracing::debug!(%status, "the command ended after the lease was lost");
-                give_back(guard, &what).await;
+                give_back(hold, &what).await;
                 return Ok(exit::code(exit::LOST));
             }
             sig = signals.recv() => forward(group, sig),
         }
     };
     let code = exit::of_status(status);
-    match guard.release().await {
+    let lost = lost_what(&args, hold.lost_name());
+    match hold.release().await {
         Ok(()) => Ok(exit::code(code)),
         Err(redlease::Error::Lost { .. }) => {
             eprintln!(
-                "redlease: {what} was found lost when `{program}` ended ({}); its work may have overlapped with another holder's",
+                "redlease: {lost} was found lost when `{program}` ended ({}); its work may have overlapped with another holder's",
                 describe(status)
             );
             Ok(exit::code(exit::LOST))
@@ -380,6 +553,32 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             Ok(exit::code(code))
         }
     }
+}
+
+/// What was lost, for messages: what is held, or for several locks the one lost, `name`
+/// (``lock `b` (one of locks `a`, `b`)``), or all of them when that is not known; for an
+/// election, its leadership.
+fn lost_what(args: &RunArgs, name: Option<&str>) -> String {
+    match (args.primitive(), name) {
+        (Primitive::Multi, Some(name)) if !name.is_empty() => args.named(name, None),
+        (Primitive::Leader, _) => format!("leadership of {}", args.what()),
+        _ => args.what(),
+    }
+}
+
+/// `NAME=TOKEN` for every name held, in the order given, separated by spaces:
+/// `REDLEASE_FENCING_TOKENS`.
+fn fencing_tokens(args: &RunArgs, hold: &Hold) -> String {
+    args.names()
+        .iter()
+        .map(|name| {
+            let token = hold
+                .fencing_token(name)
+                .map_or_else(|| "?".to_owned(), |t| t.to_string());
+            format!("{name}={token}")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The program's file name, for messages and the holder details (never its arguments,
@@ -397,19 +596,29 @@ pub(crate) fn program_name(command: &[OsString]) -> String {
 /// group, and the supervisor ends the group should this process die. The supervisor passes
 /// the command's exit code through (128+N for signal N), and reports a command that cannot
 /// start with 125, 126 or 127 as the command itself would have been.
-fn spawn(args: &RunArgs, guard: &Guard) -> std::io::Result<Child> {
+fn spawn(args: &RunArgs, hold: &Hold) -> std::io::Result<Child> {
+    let first = args.first();
+    let token = hold
+        .fencing_token(first)
+        .map_or_else(String::new, |t| t.to_string());
     // Started from this task, which `main` runs on the main thread (`block_on`): the
     // supervisor's parent-death signal fires when that thread ends, i.e. with the process.
-    tokio::process::Command::new(supervise::program()?)
+    let mut command = tokio::process::Command::new(supervise::program()?);
+    command
         .arg0("redlease")
         .args(supervise::arguments(args.kill_after, &args.command))
-        .env(
-            "REDLEASE_FENCING_TOKEN",
-            guard.fencing_token().get().to_string(),
-        )
-        .env("REDLEASE_KEY", &args.key)
-        .process_group(0)
-        .spawn()
+        .env("REDLEASE_FENCING_TOKEN", &token)
+        .env("REDLEASE_KEY", first)
+        .env("REDLEASE_KEYS", args.names().join(" "))
+        .env("REDLEASE_FENCING_TOKENS", fencing_tokens(args, hold))
+        .process_group(0);
+    if args.primitive() == Primitive::Leader {
+        command.env("REDLEASE_TERM", &token);
+    } else {
+        // Not inherited from a `run --elect` around this one.
+        command.env_remove("REDLEASE_TERM");
+    }
+    command.spawn()
 }
 
 /// Sends `sig` to the command's process group.
@@ -465,13 +674,25 @@ fn describe(status: ExitStatus) -> String {
 }
 
 /// Says, on one line, that the lock is busy: the key, the holder, its time left.
-async fn busy(args: &RunArgs, wait: Wait, waited: Duration, holder_ttl: Option<Duration>) {
+async fn busy(
+    args: &RunArgs,
+    name: &str,
+    wait: Wait,
+    waited: Duration,
+    holder_ttl: Option<Duration>,
+) {
+    // The timeout names the lock still busy (one of several with several --key).
+    let name = if args.names().contains(&name) {
+        name
+    } else {
+        args.first()
+    };
     // The holder as the first node that has one sees it.
     let holder = async {
-        let keys = redlease::LockKeys::new(&args.redis.prefix, &args.key).ok()?;
+        let keys = redlease::LockKeys::new(&args.redis.prefix, name).ok()?;
         for node in args.redis.nodes().await.ok()? {
             let Ok(mut conn) = node.conn else { continue };
-            if let Ok(state) = inspect::read(&mut conn, &args.key, &keys).await
+            if let Ok(state) = inspect::read(&mut conn, name, &keys).await
                 && state.held
             {
                 return Some(state);
@@ -483,7 +704,7 @@ async fn busy(args: &RunArgs, wait: Wait, waited: Duration, holder_ttl: Option<D
         .await
         .ok()
         .flatten();
-    let key = format!("{}{}", args.redis.prefix, args.key);
+    let key = format!("{}{}", args.redis.prefix, name);
     let who = match state {
         Some(state) => state.holder_summary(),
         None => match holder_ttl {
@@ -495,8 +716,13 @@ async fn busy(args: &RunArgs, wait: Wait, waited: Duration, holder_ttl: Option<D
         Wait::No => "not waiting (--no-wait)".to_owned(),
         _ => format!("gave up after waiting {}", human(waited)),
     };
+    let busy = if args.primitive() == Primitive::Leader {
+        "has another leader"
+    } else {
+        "is busy"
+    };
     eprintln!(
-        "redlease: {} is busy: {who}; {gave_up}",
-        args.named(Some(&key))
+        "redlease: {} {busy}: {who}; {gave_up}",
+        args.named(name, Some(&key))
     );
 }
