@@ -123,14 +123,17 @@ pub fn check_as(history: &[Event], primitive: Primitive) -> Findings {
     for e in history {
         let lane = match primitive {
             Primitive::MultiLock { .. } => e.lock,
-            Primitive::Mutex | Primitive::Semaphore { .. } | Primitive::RwLock => None,
+            Primitive::Mutex
+            | Primitive::Election
+            | Primitive::Semaphore { .. }
+            | Primitive::RwLock => None,
         };
         match e.kind {
             Kind::Acquire => {
                 f.acquisitions += 1;
                 let last = last_token.get(&lane).copied();
                 let backwards = match primitive {
-                    Primitive::Mutex | Primitive::MultiLock { .. } => {
+                    Primitive::Mutex | Primitive::Election | Primitive::MultiLock { .. } => {
                         last.is_some_and(|t| e.token <= t)
                     }
                     Primitive::Semaphore { .. } | Primitive::RwLock => {
@@ -147,7 +150,10 @@ pub fn check_as(history: &[Event], primitive: Primitive) -> Findings {
                 if primitive.conflicts(e.worker, e.mode, holding) {
                     f.mutex_violations += 1;
                 }
-                if matches!(primitive, Primitive::Mutex | Primitive::MultiLock { .. }) {
+                if matches!(
+                    primitive,
+                    Primitive::Mutex | Primitive::Election | Primitive::MultiLock { .. }
+                ) {
                     holding.clear();
                 }
                 holding.insert(e.worker, primitive.mode(e.mode));
@@ -173,9 +179,10 @@ pub fn check_as(history: &[Event], primitive: Primitive) -> Findings {
                 Some(Verdict::Accepted) => {
                     let resource = match primitive {
                         Primitive::Semaphore { .. } => (lane, e.worker),
-                        Primitive::Mutex | Primitive::RwLock | Primitive::MultiLock { .. } => {
-                            (lane, 0)
-                        }
+                        Primitive::Mutex
+                        | Primitive::Election
+                        | Primitive::RwLock
+                        | Primitive::MultiLock { .. } => (lane, 0),
                     };
                     let mode = primitive.mode(e.mode);
                     let against = match mode {
@@ -521,5 +528,44 @@ mod tests {
         let f = check_as(&h, MULTI);
         assert_eq!(f.takeover.p50, Some(at(1000)), "{f:?}");
         assert!(f.is_safe(), "{f:?}");
+    }
+
+    /// Terms of an election: a leader deposed while paused (its lease ran out) is overlapped
+    /// by the next one, which is an overlap and a mutex violation as two holders of a lock
+    /// are; its stale write, once it wakes, is rejected (or counted when accepted); a term
+    /// not above the last one goes backwards. Leaders one after the other are fine.
+    #[test]
+    fn an_election_is_a_mutex_over_the_leadership() {
+        let mut h = section(0, 1, 1, Verdict::Accepted);
+        h.extend(section(10, 2, 2, Verdict::Accepted));
+        let f = check_as(&h, Primitive::Election);
+        assert!(f.is_safe(), "{f:?}");
+        let deposed = |stale| {
+            vec![
+                Event::new(at(0), Kind::Acquire, 1, 7),
+                Event::new(at(1), Kind::Begin, 1, 7),
+                Event::new(at(2), Kind::Pause, 1, 0),
+                Event::new(at(1500), Kind::Acquire, 2, 8),
+                Event::new(at(1501), Kind::Begin, 2, 8),
+                Event::new(at(1502), Kind::Write, 2, 8).verdict(Verdict::Accepted),
+                Event::new(at(1600), Kind::Resume, 1, 0),
+                Event::new(at(1601), Kind::Write, 1, 7).verdict(stale),
+                Event::new(at(1602), Kind::Lost, 1, 7),
+                Event::new(at(1603), Kind::End, 1, 7),
+                Event::new(at(1604), Kind::End, 2, 8),
+                Event::new(at(1605), Kind::Release, 2, 8),
+            ]
+        };
+        let f = check_as(&deposed(Verdict::Rejected), Primitive::Election);
+        assert_eq!((f.overlaps, f.mutex_violations), (1, 1), "{f:?}");
+        assert_eq!((f.stale_rejected, f.stale_accepted), (1, 0), "{f:?}");
+        assert_eq!((f.undetected, f.detect.p50), (0, Some(at(2))), "{f:?}");
+        assert!(f.is_fenced_safe() && !f.is_safe(), "{f:?}");
+        let f = check_as(&deposed(Verdict::Accepted), Primitive::Election);
+        assert_eq!(f.stale_accepted, 1, "{f:?}");
+        let mut again = section(0, 1, 5, Verdict::Accepted);
+        again.extend(section(10, 2, 5, Verdict::Accepted));
+        let f = check_as(&again, Primitive::Election);
+        assert_eq!(f.tokens_backwards, 1, "a term not above the last: {f:?}");
     }
 }

@@ -90,7 +90,7 @@ impl Judge {
         let resource = match self.primitive {
             Primitive::Semaphore { .. } => (None, line.worker),
             Primitive::MultiLock { .. } => (line.lock, 0),
-            Primitive::Mutex | Primitive::RwLock => (None, 0),
+            Primitive::Mutex | Primitive::Election | Primitive::RwLock => (None, 0),
         };
         let mode = self.primitive.mode(line.mode);
         let floor = match mode {
@@ -198,5 +198,15 @@ mod tests {
         assert_eq!(judge.receive(write(1, 9)), Some(Verdict::Accepted));
         assert_eq!(judge.receive(write(2, 8)), Some(Verdict::Accepted));
         assert_eq!(judge.receive(write(2, 7)), Some(Verdict::Rejected));
+    }
+
+    /// An election's leaders write one resource with their terms: a deposed leader's
+    /// lower term is refused.
+    #[test]
+    fn an_election_fences_a_deposed_leaders_term() {
+        let mut judge = Judge::of(Primitive::Election);
+        assert_eq!(judge.receive(write(1, 7)), Some(Verdict::Accepted));
+        assert_eq!(judge.receive(write(2, 8)), Some(Verdict::Accepted));
+        assert_eq!(judge.receive(write(1, 7)), Some(Verdict::Rejected));
     }
 }

@@ -10,9 +10,10 @@
 //! it has accepted. Meanwhile the runner injects faults (a holder killed or paused, Redis
 //! killed, paused, flushed or busy, replies delayed or lost) and records them in the same
 //! history. [`check`] then reads the history and counts what matters. Workers may also
-//! hold a permit of a semaphore or a read or write hold of a read-write lock: the judge
-//! and [`check_as`] then apply that [`Primitive`]'s rule (at most N holders; no writer
-//! with anyone):
+//! hold a permit of a semaphore, a read or write hold of a read-write lock, a multi-lock,
+//! or lead an election for one section: the judge and [`check_as`] then apply that
+//! [`Primitive`]'s rule (at most N holders; no writer with anyone; no name held twice; one
+//! leader, fenced by its term):
 //!
 //! ```
 //! use redlease_chaos::{Event, Kind, Verdict, check};

@@ -134,7 +134,10 @@ pub fn measure_as(history: &[Event], primitive: Primitive) -> Liveness {
         // The lock the event concerns: one of a multi-lock's names, else the only one.
         let lock = match primitive {
             Primitive::MultiLock { .. } => e.lock,
-            Primitive::Mutex | Primitive::Semaphore { .. } | Primitive::RwLock => None,
+            Primitive::Mutex
+            | Primitive::Election
+            | Primitive::Semaphore { .. }
+            | Primitive::RwLock => None,
         };
         if let Some(stall) = &mut open {
             if down == 0 {
@@ -153,7 +156,7 @@ pub fn measure_as(history: &[Event], primitive: Primitive) -> Liveness {
                 let mode = primitive.mode(e.mode);
                 holding.insert((e.worker, lock), mode);
                 match primitive {
-                    Primitive::Mutex => dead.clear(),
+                    Primitive::Mutex | Primitive::Election => dead.clear(),
                     Primitive::MultiLock { .. } => dead.retain(|&(_, name)| name != lock),
                     Primitive::Semaphore { .. } => {
                         while !dead.is_empty() && holding.len() + dead.len() > capacity {

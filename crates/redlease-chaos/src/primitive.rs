@@ -29,6 +29,11 @@ pub enum Primitive {
         /// How many names the workers draw their locks from.
         names: usize,
     },
+    /// Leader election ([`redlease::Election`]): each section is a term of leadership,
+    /// from `campaign` to `resign`, and a term is its fencing token. Two leaders at once
+    /// break it as two holders of a mutex do: its rule, its model and its fenced resource
+    /// are the mutex's.
+    Election,
 }
 
 impl Primitive {
@@ -37,11 +42,14 @@ impl Primitive {
     /// one more than `permits` of a semaphore, a writer with anyone or a reader with a
     /// writer.
     ///
-    /// For a multi-lock, `others` are the holders of one of its names: the mutex rule.
+    /// For a multi-lock, `others` are the holders of one of its names: the mutex rule; for
+    /// an election, the leaders: the mutex rule.
     pub fn conflicts(self, worker: u32, mode: Option<Mode>, others: &BTreeMap<u32, Mode>) -> bool {
         let mut others = others.iter().filter(|&(&w, _)| w != worker);
         match self {
-            Primitive::Mutex | Primitive::MultiLock { .. } => others.next().is_some(),
+            Primitive::Mutex | Primitive::Election | Primitive::MultiLock { .. } => {
+                others.next().is_some()
+            }
             Primitive::Semaphore { permits } => others.count() >= permits,
             Primitive::RwLock => match mode.unwrap_or(Mode::Write) {
                 Mode::Write => others.next().is_some(),
@@ -56,7 +64,10 @@ impl Primitive {
     pub fn capacity(self) -> usize {
         match self {
             Primitive::Semaphore { permits } => permits.max(1),
-            Primitive::Mutex | Primitive::RwLock | Primitive::MultiLock { .. } => 1,
+            Primitive::Mutex
+            | Primitive::Election
+            | Primitive::RwLock
+            | Primitive::MultiLock { .. } => 1,
         }
     }
 
@@ -70,9 +81,10 @@ impl Primitive {
     pub(crate) fn mode(self, mode: Option<Mode>) -> Mode {
         match self {
             Primitive::RwLock => mode.unwrap_or(Mode::Write),
-            Primitive::Mutex | Primitive::Semaphore { .. } | Primitive::MultiLock { .. } => {
-                Mode::Write
-            }
+            Primitive::Mutex
+            | Primitive::Election
+            | Primitive::Semaphore { .. }
+            | Primitive::MultiLock { .. } => Mode::Write,
         }
     }
 }
@@ -88,6 +100,11 @@ mod tests {
         let one = holders(&[(1, w)]);
         assert!(Primitive::Mutex.conflicts(2, None, &one));
         assert!(!Primitive::Mutex.conflicts(1, None, &one), "itself");
+        assert!(
+            Primitive::Election.conflicts(2, None, &one),
+            "a second leader"
+        );
+        assert!(!Primitive::Election.conflicts(1, None, &one), "itself");
         let sem = Primitive::Semaphore { permits: 2 };
         assert!(!sem.conflicts(3, None, &one));
         assert!(sem.conflicts(3, None, &holders(&[(1, w), (2, w)])));

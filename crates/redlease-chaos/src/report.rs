@@ -104,7 +104,7 @@ pub(crate) fn table(outcomes: &[Outcome]) -> String {
     out
 }
 
-/// What the semaphore and read-write lock rows run and count.
+/// What the semaphore, read-write lock, multi-lock and election rows run and count.
 const PRIMITIVES: &str =
     "The *semaphore 2* rows run workers that each hold one of 2 permits of a semaphore, the
 *rwlock* rows workers that take the write side of a read-write lock in one attempt in
@@ -140,7 +140,16 @@ its whole section when one of its names is lost, and reports each). A multi-lock
 a stretch where nobody held any name while someone waited (not per name: a worker
 announces one wait for both names and takes them one by one, so the history cannot tell
 when it began to want each); a killed holder's names count as *after SIGKILL* until each
-is acquired again, and *takeover* is the next acquisition of one of its names.";
+is acquired again, and *takeover* is the next acquisition of one of its names.
+
+The *election* row runs workers that each campaign in one election (`client.election`),
+lead for one section and resign: `campaign` is their acquisition and `resign` their
+release, and the term (`Leadership::term`, the lease's fencing token) stamps their lines
+and their WRITE. Leadership is a lease on the election's lock, so the row counts as the
+lock's rows do: two leaders inside at once are an *overlap*, the model is a mutex over the
+leadership, and the judge is one fenced resource that must refuse a deposed leader's
+stale term; *detect* is SIGCONT of the paused leader → it observed `Leadership::lost()`
+(or `Err(Lost)` from `resign`).";
 
 /// The whole page.
 pub(crate) fn page(outcomes: &[Outcome], budget: Budget, took: Duration, machine: &str) -> String {

@@ -29,7 +29,8 @@ pub(crate) struct WorkerSpec {
     pub(crate) wait: Duration,
     /// Workers run the cancellation storm (`worker --storm`).
     pub(crate) storm: bool,
-    /// What the workers hold (`worker --permits N`, `worker --rwlock`).
+    /// What the workers hold (`worker --permits N`, `worker --rwlock`, `worker --multi N`,
+    /// `worker --elect`).
     pub(crate) primitive: Primitive,
 }
 
@@ -120,6 +121,9 @@ impl Runner {
             }
             Primitive::RwLock => {
                 cmd.arg("--rwlock");
+            }
+            Primitive::Election => {
+                cmd.arg("--elect");
             }
             Primitive::MultiLock { names } => {
                 cmd.args(["--multi", &names.to_string()]);
@@ -217,7 +221,10 @@ impl Runner {
         // A multi-lock section ends once per name (two: see `worker --multi`).
         let ends = match self.spec.primitive {
             Primitive::MultiLock { .. } => n * 2,
-            Primitive::Mutex | Primitive::Semaphore { .. } | Primitive::RwLock => n,
+            Primitive::Mutex
+            | Primitive::Election
+            | Primitive::Semaphore { .. }
+            | Primitive::RwLock => n,
         };
         let target = self.with_judge(|j| j.count(Kind::End)) + ends;
         self.wait_for(timeout, |j| j.count(Kind::End) >= target)

@@ -294,6 +294,21 @@ fn multilock_rows() -> Vec<Scenario> {
     ]
 }
 
+/// The election row: workers campaign (`client.election`), lead for one section and
+/// resign; the leader is paused past its lease. It promises what the lock's row under
+/// the same fault promises: leadership is a lease on the election's lock.
+fn election_row() -> Scenario {
+    let mut scenario = row(
+        "election: SIGSTOP of the leader > TTL, SIGCONT",
+        Fault::PauseHolder,
+        Deployment::Single,
+        Promise::Fenced,
+        "a second leader possible while the paused one sleeps; its stale term rejected; loss reported",
+    );
+    scenario.primitive = Primitive::Election;
+    scenario
+}
+
 /// Every scenario, in report order.
 #[expect(
     clippy::too_many_lines,
@@ -448,6 +463,7 @@ pub(crate) fn matrix() -> Vec<Scenario> {
     rows.extend(liveness_rows());
     rows.extend(primitive_rows());
     rows.extend(multilock_rows());
+    rows.push(election_row());
     rows
 }
 
@@ -604,7 +620,10 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
         // nobody holds any name.
         let start = match scenario.primitive {
             Primitive::MultiLock { .. } => first_idle_acquire(&history, settled),
-            Primitive::Mutex | Primitive::Semaphore { .. } | Primitive::RwLock => history
+            Primitive::Mutex
+            | Primitive::Election
+            | Primitive::Semaphore { .. }
+            | Primitive::RwLock => history
                 .iter()
                 .position(|e| e.at >= settled && e.kind == Kind::Acquire),
         };
@@ -981,7 +1000,7 @@ fn back(history: &[redlease_chaos::Event], victim: u32, primitive: Primitive) ->
     };
     let after = &history[killed + 1..];
     match primitive {
-        Primitive::Mutex => after
+        Primitive::Mutex | Primitive::Election => after
             .iter()
             .any(|e| e.kind == Kind::Acquire && e.worker != victim),
         Primitive::Semaphore { permits } => {

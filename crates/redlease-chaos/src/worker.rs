@@ -14,7 +14,9 @@
 //! the hold's mode. With `--multi N` it holds a multi-lock of two names drawn at random
 //! (in a random order) out of the first N one-letter names, `a`, `b`, ...; its `ACQ`,
 //! `BEGIN`, `WRITE`, `END`, `REL` and `LOST` then come once per name, each with that name
-//! (`@a`) and its fencing token.
+//! (`@a`) and its fencing token. With `--elect` it campaigns in an election instead
+//! (`campaign` is its acquisition, `resign` its release): it leads for one section, and its
+//! lines carry its term as their token.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -81,6 +83,9 @@ pub(crate) struct WorkerArgs {
     /// Hold a multi-lock of 2 names drawn out of this many (`a`, `b`, ...) instead of a lock
     #[arg(long, conflicts_with_all = ["rwlock", "storm", "permits"], value_parser = clap::value_parser!(u8).range(2..=26))]
     pub(crate) multi: Option<u8>,
+    /// Campaign in an election and lead for one section instead of holding a lock
+    #[arg(long, conflicts_with_all = ["rwlock", "storm", "permits", "multi"])]
+    pub(crate) elect: bool,
 }
 
 /// The pipe to the judge.
@@ -204,6 +209,8 @@ enum Target {
         ttl: Duration,
         wait: Duration,
     },
+    /// An election, and the note this worker campaigns with.
+    Election(redlease::Election, String),
 }
 
 /// A hold of a [`Target`].
@@ -211,6 +218,7 @@ enum Held {
     Guard(redlease::Guard),
     Write(redlease::WriteGuard),
     Multi(redlease::MultiGuard),
+    Leader(redlease::Leadership),
 }
 
 impl Held {
@@ -220,6 +228,7 @@ impl Held {
         match self {
             Held::Guard(guard) => vec![(None, guard.fencing_token().get())],
             Held::Write(write) => vec![(None, write.fencing_token().get())],
+            Held::Leader(leadership) => vec![(None, leadership.term().get())],
             Held::Multi(multi) => multi
                 .guards()
                 .iter()
@@ -234,6 +243,7 @@ impl Held {
             Held::Guard(guard) => guard.lost().await,
             Held::Write(write) => write.lost().await,
             Held::Multi(multi) => multi.lost().await,
+            Held::Leader(leadership) => leadership.lost().await,
         }
     }
 
@@ -242,6 +252,7 @@ impl Held {
             Held::Guard(guard) => guard.release().await,
             Held::Write(write) => write.release().await,
             Held::Multi(multi) => multi.release().await,
+            Held::Leader(leadership) => leadership.resign().await,
         }
     }
 }
@@ -253,6 +264,8 @@ impl Target {
             Target::Semaphore(client.semaphore(LOCK, permits))
         } else if args.rwlock {
             Target::RwLock(client.rwlock(LOCK))
+        } else if args.elect {
+            Target::Election(client.election(LOCK), format!("chaos worker {}", args.id))
         } else if let Some(names) = args.multi {
             Target::Multi {
                 client: client.clone(),
@@ -266,11 +279,13 @@ impl Target {
         .configured(args)
     }
 
-    /// The semaphore or read-write lock with the worker's ttl and wait (a lock has them).
+    /// The semaphore, read-write lock or election with the worker's ttl and wait (a lock
+    /// has them).
     fn configured(self, args: &WorkerArgs) -> Self {
         match self {
             Target::Semaphore(s) => Target::Semaphore(s.ttl(args.ttl).wait(args.wait)),
             Target::RwLock(rw) => Target::RwLock(rw.ttl(args.ttl).wait(args.wait)),
+            Target::Election(e, note) => Target::Election(e.ttl(args.ttl).wait(args.wait), note),
             same @ (Target::Lock(_) | Target::Multi { .. }) => same,
         }
     }
@@ -280,7 +295,10 @@ impl Target {
         match self {
             Target::RwLock(_) if jitter.below(3) == 0 => Some(Mode::Write),
             Target::RwLock(_) => Some(Mode::Read),
-            Target::Lock(_) | Target::Semaphore(_) | Target::Multi { .. } => None,
+            Target::Lock(_)
+            | Target::Semaphore(_)
+            | Target::Multi { .. }
+            | Target::Election(..) => None,
         }
     }
 
@@ -306,6 +324,10 @@ impl Target {
                 Held::Multi(multi.acquire().await?)
             }
             (Target::Lock(lock), _) => Held::Guard(lock.acquire().await?),
+            // Leads for this one section: `release` resigns.
+            (Target::Election(election, note), _) => {
+                Held::Leader(election.campaign(note.as_str()).await?)
+            }
             (Target::Semaphore(semaphore), _) => Held::Guard(semaphore.acquire().await?),
             (Target::RwLock(rw), Some(Mode::Read)) => Held::Guard(rw.read().acquire().await?),
             (Target::RwLock(rw), _) => Held::Write(rw.write().acquire().await?),

@@ -264,6 +264,36 @@ fn multilock_holders_keep_each_name_exclusive() -> Result<(), Box<dyn std::error
     Ok(())
 }
 
+/// Workers campaigning in an election, leading for one section each, the leader paused
+/// past its lease each round: a second leader may overlap the paused one (the lock's own
+/// promise under a pause), but its stale term is refused by the fenced judge, no write of a
+/// lower term gets through, terms keep growing, and the deposed leader learns it lost.
+#[test]
+fn a_paused_leader_is_deposed_and_fenced() -> Result<(), Box<dyn std::error::Error>> {
+    let (outcomes, stderr) = reduced_run(&["election"])?;
+    assert_eq!(outcomes.len(), 1, "{stderr}");
+    let o = &outcomes[0];
+    let f = &o["findings"];
+    let count = |k: &str| f[k].as_u64().unwrap_or(u64::MAX);
+    assert_eq!(o["promise"], "Fenced", "{o}");
+    assert_eq!(o["primitive"], "Election", "{o}");
+    assert!(count("sections") > 0, "{o}");
+    let injected = o["injected"].as_u64().unwrap_or(0);
+    assert!(injected > 0, "no leader was paused: {o}");
+    assert_eq!(count("stale_accepted"), 0, "{o}");
+    assert_eq!(count("tokens_backwards"), 0, "{o}");
+    assert!(
+        count("stale_rejected") > 0,
+        "no deposed leader's write was refused: {o}"
+    );
+    assert_eq!(count("undetected"), 0, "{o}");
+    assert!(
+        count("lost") >= injected,
+        "a deposed leader did not learn it: {o}"
+    );
+    Ok(())
+}
+
 /// A serialized `Option<Duration>` (`{"secs": .., "nanos": ..}` or null).
 fn duration(v: &serde_json::Value) -> Option<Duration> {
     let secs = v["secs"].as_u64()?;
