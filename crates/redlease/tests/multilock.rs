@@ -136,12 +136,7 @@ async fn cluster_transfers_across_slots_keep_the_total() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quorum_transfers_keep_the_total() {
-    let nodes = redlease_local::Nodes::start(3).unwrap();
-    let client = Client::quorum_builder(nodes.urls())
-        .response_timeout(Duration::from_millis(500))
-        .connect()
-        .await
-        .unwrap();
+    let (_nodes, client) = common::quorum_of_three().await;
     let resource = server();
     let mut conn = raw(&resource).await;
     open_accounts(&mut conn).await;

@@ -351,12 +351,7 @@ async fn a_waiting_polling_writer_stops_new_readers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quorum_writers_exclude_and_readers_share() {
-    let nodes = redlease_local::Nodes::start(3).unwrap();
-    let client = Client::quorum_builder(nodes.urls())
-        .response_timeout(Duration::from_millis(500))
-        .connect()
-        .await
-        .unwrap();
+    let (_nodes, client) = common::quorum_of_three().await;
     let resource = server();
     let mut conn = raw(&resource).await;
     reset(&mut conn).await;

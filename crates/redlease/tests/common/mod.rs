@@ -142,3 +142,15 @@ pub async fn all_succeed(children: Vec<tokio::process::Child>) {
         assert!(s.success(), "a child process failed: {s}");
     }
 }
+
+/// A quorum client over three fresh nodes (kept alive by the returned handle), with
+/// per-node replies bounded tightly so that a dead node costs little.
+pub async fn quorum_of_three() -> (redlease_local::Nodes, Client) {
+    let nodes = redlease_local::Nodes::start(3).unwrap();
+    let client = Client::quorum_builder(nodes.urls())
+        .response_timeout(Duration::from_millis(500))
+        .connect()
+        .await
+        .unwrap();
+    (nodes, client)
+}
