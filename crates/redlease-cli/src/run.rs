@@ -438,11 +438,7 @@ async fn acquire(
 /// The note a `run --elect` campaigns with, what `redlease leader` and `status` show: this
 /// host, this pid and CMD's program name (the holder details of every other `run`).
 fn leader_note(program: &str) -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| "unknown".into());
-    format!("host={host} pid={} cmd={program}", std::process::id())
+    redlease::holder_details(Some(&format!("cmd={program}")))
 }
 
 /// SIGINT, SIGTERM and SIGHUP, as one stream.

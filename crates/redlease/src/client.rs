@@ -474,8 +474,16 @@ impl Client {
     }
 }
 
-/// "host=... pid=... \[note\]" for operators who ask who holds a lock.
-fn holder_details(note: Option<&str>) -> String {
+/// The holder details a client records beside its locks, for operators who ask who holds
+/// one: `host=<hostname> pid=<pid>`, then `note` when given. Also a ready note for
+/// [`Election::campaign`] that names the campaigning process the same way.
+///
+/// # Examples
+/// ```
+/// let note = redlease::holder_details(Some("cmd=backup"));
+/// assert!(note.starts_with("host=") && note.ends_with(" cmd=backup"));
+/// ```
+pub fn holder_details(note: Option<&str>) -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
         .or_else(|_| std::env::var("HOSTNAME"))

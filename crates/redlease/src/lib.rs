@@ -215,7 +215,7 @@ pub mod __private;
 pub use backend::quorum;
 pub use client::{
     Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, MAX_HOLDER_NOTE,
-    Notifications,
+    Notifications, holder_details,
 };
 pub use conn::redact_url;
 pub use default_client::{default_client, set_default_client};
