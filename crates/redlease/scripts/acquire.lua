@@ -6,7 +6,8 @@
 --   KEYS[4] FIFO queue of waiting tokens (list)
 --   KEYS[5] waiter table: token -> cjson {ttl_ms, grant channel, holder details}
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
---   ARGV[4] "1" to join the FIFO queue when busy, "0" to only try; with "1" also:
+--   ARGV[4] "1" to join the FIFO queue when busy, "0" to only try, "j" to join as "1" on
+--           an acquisition's first attempt (its token cannot be queued yet); with "1"/"j":
 --   ARGV[5] the caller's grant channel   ARGV[6] queue linger in ms (queue keys' expiry)
 --   ARGV[7] (optional; an election's lock) a channel on which a fresh grant PUBLISHes the
 --           key, so that observers of the election learn of the new leader
@@ -16,7 +17,8 @@
 --   {0, 0, pttl}      held by someone else; pttl is the holder's remaining time in ms
 --                     (-1: the holder set no expiry)
 local token = ARGV[1]
--- Fast path: the lock is free (5 calls). Releases hand the lock straight to the oldest
+-- Fast path: the lock is free (4 calls: SET, and TIME + SET of the fence, SET of the
+-- holder details). Releases hand the lock straight to the oldest
 -- queued waiter, so a lock is free with waiters queued only after its holder crashed or a
 -- hand-off found no one listening; whoever asks first then takes it, and a queued waiter
 -- that does leaves the queue (else a release would hand the lock to its stale place).
@@ -35,7 +37,7 @@ local current = redis.call('GET', KEYS[1])
 if current == token then
   return {2, tonumber(redis.call('GET', KEYS[2]) or '0'), 0}
 end
-if ARGV[4] == '1' then
+if ARGV[4] == '1' or ARGV[4] == 'j' then
   local entry = cjson.encode({ARGV[2], ARGV[5], ARGV[3]})
   if redis.call('HSETNX', KEYS[5], token, entry) == 1 then
     redis.call('RPUSH', KEYS[4], token)

@@ -14,12 +14,29 @@ local FENCE_LIMIT = 9007199254740992
 local function grant_fence(counter)
   local now = redis.call('TIME')
   local micros = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  local fence = math.max(tonumber(redis.call('GET', counter) or '0') + 1, micros)
+  -- The clock is almost always ahead of the stored counter: store it and read the old
+  -- value in one call (SET ... GET), and correct it in the rare case it was not.
+  -- '%d', not Lua's own number formatting, which would round to 14 digits.
+  local stored = redis.call('SET', counter, string.format('%d', micros), 'EX', FENCE_KEEP, 'GET')
+  local fence = micros
+  if stored then
+    local last = tonumber(stored)
+    if not last then
+      redis.call('SET', counter, stored, 'EX', FENCE_KEEP)
+      error('redlease: the fencing counter ' .. counter .. ' does not hold a number; delete it')
+    end
+    local next = last + 1
+    if next > micros then
+      fence = next
+      redis.call('SET', counter, string.format('%d', fence), 'EX', FENCE_KEEP)
+    end
+  end
   if fence >= FENCE_LIMIT then
+    if stored then
+      -- Leave the counter as it was: a refused grant changes nothing.
+      redis.call('SET', counter, stored, 'EX', FENCE_KEEP)
+    end
     error('redlease: the fencing counter ' .. counter .. ' is at or above 2^53; delete it')
   end
-  -- '%d', not Lua's own number formatting, which would round to 14 digits.
-  redis.call('SET', counter, string.format('%d', fence), 'EX', FENCE_KEEP)
   return fence
 end
-

@@ -80,7 +80,7 @@ impl Request<'_> {
         let token = OwnerToken::generate()?;
         let mut give_back = GiveBack::new(self.engine, keys, self.kind, &token);
         let sent = Instant::now();
-        match self.attempt(keys, &token, Queue::No).await? {
+        match self.attempt(keys, &token, Queue::No, true).await? {
             Attempt::Fresh(fence) | Attempt::Ours(fence) => {
                 give_back.disarm();
                 Ok(Some(self.guard(
@@ -202,7 +202,8 @@ impl Request<'_> {
             // queued waiter whose client's grant subscription is down. The epoch changes
             // when it comes back, and the next attempt queues again.
             let queue = Queue::pick(registration.is_some() && notifier.subscribed(), silent);
-            let Some(outcome) = self.attempt_until(keys, &token, queue, cut_at).await else {
+            let first = attempts == 1;
+            let Some(outcome) = self.attempt_until(keys, &token, queue, first, cut_at).await else {
                 return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
             };
             let delay = match outcome {
@@ -357,13 +358,20 @@ impl Request<'_> {
         Holding::new(self.engine, lease, renew)
     }
 
-    async fn attempt(&self, keys: &LockKeys, token: &OwnerToken, queue: Queue) -> Result<Attempt> {
+    async fn attempt(
+        &self,
+        keys: &LockKeys,
+        token: &OwnerToken,
+        queue: Queue,
+        first: bool,
+    ) -> Result<Attempt> {
         let linger_ms = ttl_millis(self.queue_linger());
         let join = match queue {
             Queue::No => Join::No,
             Queue::Grants => Join::Grants {
                 channel: self.engine.notifier.channel(),
                 linger_ms,
+                first,
             },
             Queue::Silent => Join::Silent {
                 linger_ms,
@@ -393,9 +401,10 @@ impl Request<'_> {
         keys: &LockKeys,
         token: &OwnerToken,
         queue: Queue,
+        first: bool,
         cut_at: Option<Instant>,
     ) -> Option<Result<Attempt>> {
-        let attempt = self.attempt(keys, token, queue);
+        let attempt = self.attempt(keys, token, queue, first);
         match cut_at {
             Some(at) => tokio::time::timeout_at(at, attempt).await.ok(),
             None => Some(attempt.await),

@@ -7,9 +7,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::{
-    Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Script, ScriptInvocation, Value,
-};
+use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Script, Value};
 
 use super::sentinel::Follower;
 use crate::error::is_connection_error;
@@ -157,7 +155,7 @@ impl Node {
     /// sentinels for the current primary and try once more there.
     pub(crate) async fn invoke<T: FromRedisValue>(
         &self,
-        invocation: &ScriptInvocation<'_>,
+        invocation: &scripts::Call,
     ) -> RedisResult<T> {
         let events = self.events();
         let mut conn = self.current().await?;
