@@ -8,12 +8,23 @@
 -- long as the server's clock did not step back by more than the time since the last
 -- grant. Microseconds since 1970 stay below 2^53 (exact in JSON and doubles) until the
 -- year 2255; a counter set that high by hand is refused rather than rounded.
+--
+-- `step` (optional, µs) makes the clock coarser: a quorum client asks for it so that the
+-- nodes of one attempt, which answer within the same step, agree on the token (all of
+-- them then hold it, and no write-back round trip is needed; see backend/quorum). The
+-- argument above holds with the coarser clock as long as fewer than `step` grants of one
+-- name happen within `step` µs, and a node that lost its counter stays down for longer
+-- than the skew between the nodes' clocks plus one step.
 local FENCE_KEEP = 7 * 24 * 3600
 local FENCE_LIMIT = 9007199254740992
 
-local function grant_fence(counter)
+local function grant_fence(counter, step)
   local now = redis.call('TIME')
   local micros = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  if step and step > 1 then
+    -- A coarser clock (a quorum's nodes: see below).
+    micros = micros - micros % step
+  end
   -- The clock is almost always ahead of the stored counter: store it and read the old
   -- value in one call (SET ... GET), and correct it in the rare case it was not.
   -- '%d', not Lua's own number formatting, which would round to 14 digits.

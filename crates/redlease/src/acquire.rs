@@ -384,6 +384,7 @@ impl Request<'_> {
             ttl_ms: ttl_millis(self.ttl),
             holder: self.holder.unwrap_or(&self.engine.holder),
             join,
+            fence_step: 1,
         };
         Ok(match self.engine.deployment().acquire(keys, &args).await? {
             Reply::Fresh(fence) => Attempt::Fresh(FencingToken::new(fence)),

@@ -55,7 +55,16 @@ pub(crate) struct AcquireArgs<'a> {
     pub(crate) holder: &'a str,
     /// Whether to join the FIFO queue when busy.
     pub(crate) join: Join<'a>,
+    /// The fencing clock's step in µs (`fence.lua`): 1, or [`QUORUM_FENCE_STEP`] on a
+    /// quorum's nodes. Only the lock's own script (`acquire.lua`) takes it.
+    pub(crate) fence_step: u64,
 }
+
+/// The fencing clock's step on a quorum's nodes: 10 ms, so that the nodes asked by one
+/// attempt (which answer within well under that) grant the same token and no write-back
+/// round trip is needed (see `backend::quorum`); a node that lost its counter must stay
+/// down that much longer than the skew between the nodes' clocks.
+pub(crate) const QUORUM_FENCE_STEP: u64 = 10_000;
 
 /// Whether and how an attempt that finds its name busy joins the FIFO queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,12 +190,20 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
             .arg(stale_ms),
         Join::No => invocation.arg("0"),
     };
-    if args.kind == Kind::Leader {
-        // ARGV[7]: the channel a fresh grant is announced on.
+    let lock = matches!(args.kind, Kind::Mutex | Kind::Leader);
+    if lock && (args.kind == Kind::Leader || args.fence_step > 1) {
         if args.join == Join::No {
             invocation.arg("").arg(0);
         }
-        invocation.arg(&keys.channel);
+        // ARGV[7]: the channel a fresh grant is announced on ("": none).
+        if args.kind == Kind::Leader {
+            invocation.arg(&keys.channel);
+        } else {
+            invocation.arg("");
+        }
+        if args.fence_step > 1 {
+            invocation.arg(args.fence_step);
+        }
     }
     invocation
 }

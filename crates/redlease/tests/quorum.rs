@@ -277,15 +277,17 @@ async fn fencing_is_monotonic_when_majorities_share_one_node() {
 /// documented.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restarted_empty_node_needs_the_delayed_restart_rule() {
-    // Long enough that reconnecting to the restarted nodes (the client's back-off after
-    // refused connections) cannot outlast the holder's lease in the immediate case.
-    const TTL: Duration = Duration::from_secs(4);
     for delayed in [true, false] {
+        // Long enough that reconnecting to the restarted nodes (the client's back-off
+        // after refused connections to C, down since before the holder acquired) cannot
+        // outlast the holder's lease in the immediate case: with 4 s it did in about one
+        // run of three once a quorum acquire became one round trip (fencing step).
+        let ttl = Duration::from_secs(if delayed { 4 } else { 12 });
         let mut nodes = nodes(3);
         let client = quorum(&nodes.urls()).await;
         let lock = client
             .lock("restart")
-            .ttl(TTL)
+            .ttl(ttl)
             .renewal(Renewal::Fixed)
             .wait(Duration::from_secs(10));
         nodes[2].kill();
@@ -294,7 +296,7 @@ async fn restarted_empty_node_needs_the_delayed_restart_rule() {
             .unwrap();
         nodes[1].kill();
         if delayed {
-            tokio::time::sleep(TTL).await;
+            tokio::time::sleep(ttl).await;
         }
         nodes[1].restart().unwrap();
         nodes[2].restart().unwrap();
@@ -428,5 +430,61 @@ async fn a_dead_node_does_not_stall_contended_hand_overs() {
         stalled < Duration::from_secs(5),
         "the lock sat free for {stalled:?} in all between sections (longest {:?})",
         gaps.iter().max()
+    );
+}
+
+/// Nodes asked by one attempt agree on the fencing token (the quorum's coarser fencing
+/// clock, `scripts::QUORUM_FENCE_STEP`), so an uncontended acquire is one round trip: no
+/// write-back of the token (`raise_fence.lua`) to nodes whose counter is behind. With the
+/// µs clock every node answered its own time, and each acquire cost a second round trip
+/// to all but one node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uncontended_acquires_need_no_fence_write_back() {
+    const PAIRS: u64 = 30;
+    let nodes = nodes(3);
+    let client = quorum(&nodes.urls()).await;
+    let lock = client.lock("steady");
+    // Loads the scripts and sets every counter.
+    let warm = bounded("warm-up acquire", lock.acquire()).await.unwrap();
+    bounded("warm-up release", warm.release()).await.unwrap();
+    let mut conns = Vec::new();
+    for i in 0..3 {
+        conns.push(raw(&nodes[i]).await);
+    }
+    let mut before = 0;
+    for conn in &mut conns {
+        before += common::evalsha_calls(conn).await;
+    }
+    let mut last = 0;
+    for _ in 0..PAIRS {
+        let guard = bounded("acquire", lock.acquire()).await.unwrap();
+        let token = guard.fencing_token().get();
+        assert!(
+            token > last,
+            "fencing token went backwards: {last} then {token}"
+        );
+        last = token;
+        bounded("release", guard.release()).await.unwrap();
+    }
+    // One acquire and one release script per pair on each node (a release finishes on
+    // the last node in the background).
+    let expected = PAIRS * 2 * 3;
+    let conns = &conns;
+    let calls = || async move {
+        let mut total = 0;
+        for conn in conns {
+            total += common::evalsha_calls(&mut conn.clone()).await;
+        }
+        total - before
+    };
+    eventually("every node ran its scripts", || async {
+        calls().await >= expected
+    })
+    .await;
+    let calls = calls().await;
+    // A fan-out that straddles a step boundary still writes back; a few may.
+    assert!(
+        calls <= expected + 8,
+        "{calls} script calls for {PAIRS} pairs on 3 nodes: expected {expected} (no fence write-backs)"
     );
 }

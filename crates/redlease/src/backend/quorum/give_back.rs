@@ -58,6 +58,7 @@ impl OwnedAttempt {
             ttl_ms: self.ttl_ms,
             holder: &self.holder,
             join: Join::No,
+            fence_step: scripts::QUORUM_FENCE_STEP,
         };
         let invocation = scripts::acquire(&self.keys, &args);
         replies::acquire(&invocation.invoke_async(&mut conn).await?)

@@ -26,7 +26,9 @@
 //! is the **largest** counter among the granting majority, and before `acquire` returns
 //! at least a majority of nodes hold a counter at or above it: granting nodes whose
 //! counter is lower get it written back (`raise_fence.lua`: raise, never lower), a second
-//! round trip that the steady state (all counters equal) skips. The write-back goes only
+//! round trip that the steady state skips: a quorum client asks its nodes for a fencing
+//! clock of 10 ms steps (`scripts::QUORUM_FENCE_STEP`), so the nodes of one attempt, which
+//! answer within the same step, grant the same token. The write-back goes only
 //! to nodes that granted this attempt and counts only where the lock key still holds our
 //! owner token; the lease must still be valid once it is done. Any later majority shares
 //! at least one node with ours, whose counter is then at least our token, and grants
@@ -50,7 +52,7 @@
 //! the latest token was granted (by any node) by more than the time since then, so
 //! nodes must keep their clocks synchronised (NTP: milliseconds) and never step them back
 //! by more than an outage lasts; and a node that lost its counter must stay down longer
-//! than the skew between the nodes' clocks (the model found two holders sharing a token
+//! than the skew between the nodes' clocks plus one fencing step (the model found two holders sharing a token
 //! when a node restarted within the skew: a token taken from a fast clock, written back
 //! to the node that then crashed, is remembered by no node of the next majority).
 
@@ -103,6 +105,7 @@ pub(crate) async fn acquire(
     // listen for release notices instead (see `crate::notify::releases`).
     let args = AcquireArgs {
         join: Join::No,
+        fence_step: scripts::QUORUM_FENCE_STEP,
         ..*args
     };
     let nodes = deployment.nodes.len();
