@@ -10,8 +10,11 @@ use anyhow::{Context as _, bail};
 use redis::aio::ConnectionManager;
 use redis::{Script, Value};
 
+pub(crate) mod callgrind;
 mod contended;
 mod hot;
+mod pairs;
+mod quorum;
 mod report;
 mod shared;
 mod stats;
@@ -91,6 +94,11 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = humantime::parse_duration)]
     duration: Duration,
 
+    /// Interleaved slice pairs per comparison (at least 5): each side of a comparison is
+    /// measured for --duration in all, cut into this many slices of --duration / N
+    #[arg(long, value_name = "N", default_value_t = pairs::MIN_PAIRS)]
+    pairs: u32,
+
     /// Concurrent workers in the contended scenarios
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1024))]
     workers: u16,
@@ -115,6 +123,8 @@ enum Group {
     Contended,
     /// Scenarios 5 and 6: a semaphore, a read-write lock
     Shared,
+    /// Scenario 7: a quorum of 5 private redis-servers against a bare parallel Redlock
+    Quorum,
 }
 
 impl BenchArgs {
@@ -131,6 +141,7 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             humantime::format_duration(args.duration)
         );
     }
+    pairs::check_count(args.pairs)?;
     // `server` is dropped last, after every connection to it.
     let (server, url, where_) =
         crate::connect::url_or_private_server(args.redis.as_deref()).await?;
@@ -172,13 +183,26 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
 
 async fn measure(env: &Env, args: &BenchArgs, server: String) -> anyhow::Result<Report> {
     let redis_version = env.redis_version().await;
+    let mut comparisons = Vec::new();
     let uncontended = if args.runs(Group::Uncontended) {
-        uncontended::run(env, args.duration).await?
+        let (sides, compared) = uncontended::run(env, args.duration, args.pairs).await?;
+        comparisons.push(compared);
+        sides
     } else {
         Vec::new()
     };
     let contended = if args.runs(Group::Contended) {
-        contended::run(env, usize::from(args.workers), args.duration).await?
+        let (sides, compared) =
+            contended::run(env, usize::from(args.workers), args.duration, args.pairs).await?;
+        comparisons.extend(compared);
+        sides
+    } else {
+        Vec::new()
+    };
+    let quorum = if args.runs(Group::Quorum) {
+        let (sides, compared) = quorum::run(env, args.duration, args.pairs).await?;
+        comparisons.push(compared);
+        sides
     } else {
         Vec::new()
     };
@@ -191,12 +215,15 @@ async fn measure(env: &Env, args: &BenchArgs, server: String) -> anyhow::Result<
         redis_version,
         server,
         duration: args.duration,
+        pairs: args.pairs,
         workers: usize::from(args.workers),
         hot_cpus: args.hot_cpus,
-        failures: Report::check(&contended, &shared),
+        failures: Report::check(&uncontended, &contended, &quorum, &shared),
         uncontended,
         contended,
+        quorum,
         shared,
+        comparisons,
     })
 }
 

@@ -174,6 +174,59 @@ impl CommandCost {
     }
 }
 
+/// The correctness of an acquire + release loop (uncontended, quorum): every acquire must
+/// succeed and every release must find the lock still held and release it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(super) struct LoopChecks {
+    pub(super) acquires_failed: u64,
+    pub(super) releases_failed: u64,
+    /// The first few failures, in words.
+    pub(super) errors: Vec<String>,
+}
+
+impl LoopChecks {
+    /// Failures after which a loop stops measuring (all are reported).
+    const STOP_AFTER: u64 = 20;
+
+    pub(super) fn acquire_failed(&mut self, why: String) {
+        self.acquires_failed += 1;
+        self.keep(why);
+    }
+
+    pub(super) fn release_failed(&mut self, why: String) {
+        self.releases_failed += 1;
+        self.keep(why);
+    }
+
+    fn keep(&mut self, why: String) {
+        if self.errors.len() < 5 {
+            self.errors.push(why);
+        }
+    }
+
+    /// Whether the loop should stop: too many failures to go on measuring.
+    pub(super) fn stop(&self) -> bool {
+        self.acquires_failed + self.releases_failed >= Self::STOP_AFTER
+    }
+
+    /// Whether every check passed.
+    pub(super) fn passed(&self) -> bool {
+        self.acquires_failed == 0 && self.releases_failed == 0
+    }
+
+    /// The failure for `Report::failures`, if any.
+    pub(super) fn failure(&self, scenario: &str) -> Option<String> {
+        (!self.passed()).then(|| {
+            format!(
+                "{scenario}: {} acquires failed, {} releases did not release ({})",
+                self.acquires_failed,
+                self.releases_failed,
+                self.errors.join("; ")
+            )
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
