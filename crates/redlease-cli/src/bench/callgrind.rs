@@ -94,7 +94,7 @@ pub(crate) fn main(args: &CallgrindArgs) -> anyhow::Result<ExitCode> {
     writeln!(
         out,
         "client instructions per uncontended acquire + release ({version}, callgrind Ir, all \
-         threads of the client; redis-server {} not traced)",
+         threads of the client; the private redis-server on port {} is not traced)",
         server.port()
     )?;
     writeln!(
@@ -195,7 +195,10 @@ fn top_functions(file: &Path, n: usize) -> String {
         text.push_str(header);
         text.push('\n');
     }
-    for line in lines.filter(|l| !l.trim().is_empty()).take(n) {
+    for line in lines
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("---"))
+        .take(n)
+    {
         // Function names of generic code can be very long; keep the table readable.
         let line: String = line.chars().take(160).collect();
         text.push_str(&line);
