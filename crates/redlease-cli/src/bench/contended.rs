@@ -4,6 +4,10 @@
 //! The critical section is a deliberately non-atomic read-modify-write of a counter in
 //! Redis (`GET`, then `SET` of the value plus one), so that the final counter equals the
 //! number of sections only if no two sections ever overlapped.
+//!
+//! Each redlease setup is compared with its busy-retry floor in interleaved slice pairs
+//! (see [`super::pairs`]); the counter is reset once after the warm-up and must equal the
+//! sections of all slices together.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
