@@ -32,13 +32,17 @@ fn short_bench_reports_every_scenario_as_json() -> TestResult {
         assert_eq!(side["checks"]["acquires_failed"], 0, "{side}");
         assert_eq!(side["checks"]["releases_failed"], 0, "{side}");
     }
-    // The bare loop's counts are exact: SET, then EVALSHA (GET + DEL inside), 2 round trips.
-    assert_eq!(
-        uncontended[1]["commands"]["total"], 4.0,
-        "{}",
-        uncontended[1]
+    // The bare loop's counts: SET, then EVALSHA (GET + DEL inside), 2 round trips (exact
+    // but for a few commands of the other side's background work: see the quorum test).
+    let bare = &uncontended[1]["commands"];
+    assert!(
+        (bare["total"].as_f64().unwrap_or(0.0) - 4.0).abs() < 0.01,
+        "{bare}"
     );
-    assert_eq!(uncontended[1]["commands"]["round_trips"], 2.0);
+    assert!(
+        (bare["round_trips"].as_f64().unwrap_or(0.0) - 2.0).abs() < 0.01,
+        "{bare}"
+    );
     assert_eq!(report["pairs"], 5);
     let comparisons = report["comparisons"].as_array().ok_or("no comparisons")?;
     let names: Vec<&str> = comparisons
@@ -151,8 +155,16 @@ fn the_quorum_scenario_checks_every_pair_and_counts_per_node() -> TestResult {
     let bare = &quorum[1];
     assert_eq!(bare["scenario"], "bare parallel Redlock");
     assert_eq!(bare["nodes"], 5);
-    assert_eq!(bare["commands_per_node"]["total"], 4.0, "{bare}");
-    assert_eq!(bare["commands_per_node"]["round_trips"], 2.0, "{bare}");
+    // Exact but for the few commands of the redlease side's background work that can
+    // finish after its slice ended (e.g. a release still reaching its last nodes) and so
+    // land in the next slice's deltas.
+    let per_node = |field: &str| bare["commands_per_node"][field].as_f64().unwrap_or(0.0);
+    assert!((per_node("total") - 4.0).abs() < 0.01, "{bare}");
+    assert!((per_node("round_trips") - 2.0).abs() < 0.01, "{bare}");
+    assert!(
+        bare["commands_per_node"]["by_command"]["evalsha"].is_number(),
+        "{bare}"
+    );
     assert!(
         quorum[0]["commands_per_node"]["round_trips"].as_f64() >= Some(2.0),
         "{}",
@@ -245,8 +257,13 @@ fn table_output_and_help_name_the_scenarios() -> TestResult {
             "1",
         ])
         .output()?;
-    assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout)?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {stderr}\nstdout: {text}"
+    );
     assert!(text.contains("hot CPUs: 1"), "{text}");
     assert!(text.contains("redlease acquire + release"), "{text}");
     assert!(text.contains("every counter matches"), "{text}");

@@ -346,13 +346,12 @@ impl Side for Run {
         let before = env.command_stats().await;
         let (stats, elapsed) = race(&self.workers, &self.counter, Instant::now() + length).await?;
         let after = env.command_stats().await;
-        self.commands = match (self.commands, before, after) {
-            (Some(mut sum), Some(before), Some(after)) => {
-                sum += before.delta(&after);
-                Some(sum)
-            }
-            _ => None,
-        };
+        CommandDelta::accumulate(
+            &mut self.commands,
+            before
+                .zip(after)
+                .map(|(before, after)| before.delta(&after)),
+        );
         self.elapsed += elapsed;
         let sections = stats.iter().map(|s| s.sections).sum();
         let mut figures = SliceFigures::new(sections, elapsed);

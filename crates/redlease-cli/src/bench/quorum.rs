@@ -227,15 +227,15 @@ impl Side for Runner {
         }
         self.elapsed += now - start;
         let after = self.admin.stats().await;
-        self.commands = match (self.commands, before, after) {
-            (Some(mut sum), Some(before), Some(after)) => {
-                for (before, after) in before.iter().zip(&after) {
-                    sum += before.delta(after);
-                }
-                Some(sum)
+        // Summed over the nodes.
+        let delta = before.zip(after).map(|(before, after)| {
+            let mut sum = CommandDelta::default();
+            for (before, after) in before.iter().zip(&after) {
+                sum += before.delta(after);
             }
-            _ => None,
-        };
+            sum
+        });
+        CommandDelta::accumulate(&mut self.commands, delta);
         Ok(SliceFigures::new(ops, now - start))
     }
 }

@@ -154,8 +154,8 @@ impl Report {
                     duration(u.latency.p50),
                     duration(u.latency.p99),
                     duration(u.latency.max),
-                    cost(u.commands, |c| c.total),
-                    cost(u.commands, |c| c.round_trips),
+                    cost(u.commands.as_ref(), |c| c.total),
+                    cost(u.commands.as_ref(), |c| c.round_trips),
                 ]
             })
             .collect();
@@ -171,6 +171,13 @@ impl Report {
                 "round trips/op",
             ],
             &rows,
+        )?;
+        render_by_command(
+            out,
+            "op",
+            self.uncontended
+                .iter()
+                .map(|u| (u.scenario, u.commands.as_ref())),
         )?;
         if let [ours, bare] = &self.uncontended[..] {
             writeln!(
@@ -211,8 +218,8 @@ impl Report {
                     duration(q.latency.p50),
                     duration(q.latency.p99),
                     duration(q.latency.max),
-                    cost(q.commands_per_node, |c| c.total),
-                    cost(q.commands_per_node, |c| c.round_trips),
+                    cost(q.commands_per_node.as_ref(), |c| c.total),
+                    cost(q.commands_per_node.as_ref(), |c| c.round_trips),
                 ]
             })
             .collect();
@@ -228,6 +235,13 @@ impl Report {
                 "round trips/op/node",
             ],
             &rows,
+        )?;
+        render_by_command(
+            out,
+            "op and node",
+            self.quorum
+                .iter()
+                .map(|q| (q.scenario, q.commands_per_node.as_ref())),
         )?;
         self.render_comparisons(out, |c| c.name.starts_with("quorum"))
     }
@@ -299,8 +313,8 @@ impl Report {
                     duration(s.wait.max),
                     s.most_inside.to_string(),
                     s.violations.to_string(),
-                    cost(s.commands, |k| k.total),
-                    cost(s.commands, |k| k.lock_round_trips),
+                    cost(s.commands.as_ref(), |k| k.total),
+                    cost(s.commands.as_ref(), |k| k.lock_round_trips),
                     if s.counter == s.expected_counter {
                         format!("{} ok", s.counter)
                     } else {
@@ -353,8 +367,8 @@ impl Report {
                         "{:.1}%",
                         super::stats::ratio(c.same_worker_reacquired, c.sections) * 100.0
                     ),
-                    cost(c.commands, |k| k.total),
-                    cost(c.commands, |k| k.lock_round_trips),
+                    cost(c.commands.as_ref(), |k| k.total),
+                    cost(c.commands.as_ref(), |k| k.lock_round_trips),
                     c.attempts_per_section
                         .map_or_else(|| "-".to_owned(), |a| format!("{a:.2}")),
                     if c.counter == c.sections {
@@ -389,6 +403,24 @@ impl Report {
     }
 }
 
+/// One line per side: its commands per unit by name, e.g. `evalsha 2.00, set 1.00`.
+fn render_by_command<'a>(
+    out: &mut String,
+    unit: &str,
+    sides: impl IntoIterator<Item = (&'a str, Option<&'a CommandCost>)>,
+) -> std::fmt::Result {
+    for (scenario, cost) in sides {
+        let Some(cost) = cost else { continue };
+        let by: Vec<String> = cost
+            .by_command
+            .iter()
+            .map(|(name, calls)| format!("{name} {calls:.2}"))
+            .collect();
+        writeln!(out, "  {scenario}, commands per {unit}: {}", by.join(", "))?;
+    }
+    Ok(())
+}
+
 /// The correctness line of the acquire + release loops of `group` (none when it did not
 /// run).
 fn render_loop_checks(
@@ -408,8 +440,8 @@ fn render_loop_checks(
 }
 
 /// A per-unit command cost, or `n/a` when `INFO commandstats` was not available.
-fn cost(c: Option<CommandCost>, field: impl Fn(&CommandCost) -> f64) -> String {
-    c.map_or_else(|| "n/a".to_owned(), |c| format!("{:.2}", field(&c)))
+fn cost(c: Option<&CommandCost>, field: impl Fn(&CommandCost) -> f64) -> String {
+    c.map_or_else(|| "n/a".to_owned(), |c| format!("{:.2}", field(c)))
 }
 
 /// Relative change of `ours` against `base`, in percent.

@@ -103,13 +103,12 @@ impl Side for Runner {
         }
         self.elapsed += now - start;
         let after = env.command_stats().await;
-        self.commands = match (self.commands, before, after) {
-            (Some(mut sum), Some(before), Some(after)) => {
-                sum += before.delta(&after);
-                Some(sum)
-            }
-            _ => None,
-        };
+        CommandDelta::accumulate(
+            &mut self.commands,
+            before
+                .zip(after)
+                .map(|(before, after)| before.delta(&after)),
+        );
         Ok(SliceFigures::new(ops, now - start))
     }
 }
