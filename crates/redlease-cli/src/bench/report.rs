@@ -495,6 +495,35 @@ fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) -> std::fmt::R
 mod tests {
     use super::*;
 
+    /// A failed acquire or release of an uncontended or quorum loop fails the run (exit
+    /// code 1), as a counter mismatch does.
+    #[test]
+    fn loop_failures_fail_the_run() {
+        let mut checks = LoopChecks::default();
+        let side = |checks: LoopChecks| Uncontended {
+            scenario: "redlease acquire + release",
+            ops: 10,
+            elapsed: Duration::from_millis(1),
+            ops_per_sec: 1.0,
+            latency: super::super::stats::Summary::default(),
+            commands: None,
+            checks,
+        };
+        assert!(Report::check(&[side(checks.clone())], &[], &[], &[]).is_empty());
+        checks.release_failed("release: the lock was lost".to_owned());
+        let failures = Report::check(&[side(checks.clone())], &[], &[], &[]);
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert!(
+            failures[0].contains("1 releases did not release")
+                && failures[0].contains("the lock was lost"),
+            "{failures:?}"
+        );
+        for _ in 0..19 {
+            checks.acquire_failed("acquire: timeout".to_owned());
+        }
+        assert!(checks.stop(), "a loop stops measuring after 20 failures");
+    }
+
     #[test]
     fn durations_are_short_and_readable() {
         assert_eq!(duration(Duration::from_micros(81)), "81µs");
