@@ -2,6 +2,8 @@
 # make demo   the coupon race of the seed articles against a private redis-server
 # make bench  the benchmark scenarios of BENCHMARKS.md
 # make chaos  the fault matrix (worker processes, real faults, a fencing judge): RELIABILITY.md
+# make callgrind  client instructions per uncontended acquire + release (redlease and the bare
+#             loop) under valgrind --tool=callgrind; installs valgrind too when missing
 # make layers the library's module graph bottom-up and its layering problems (cycles, upward
 #             imports); the check itself runs in make test (tests/layers.rs)
 # Each installs Redis from Debian's packages first when redis-server is not on the PATH.
@@ -10,7 +12,7 @@ CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 REDIS_PACKAGES := redis-server redis-tools redis-sentinel openssl
 
-.PHONY: test demo bench chaos layers redis fmt lint
+.PHONY: test demo bench callgrind chaos layers redis valgrind fmt lint
 
 redis:
 	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
@@ -20,6 +22,14 @@ redis:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends $(REDIS_PACKAGES); \
 	fi
 	@redis-server --version
+
+valgrind:
+	@if ! command -v valgrind >/dev/null || ! command -v callgrind_annotate >/dev/null; then \
+	  echo "installing valgrind"; \
+	  $(SUDO) apt-get update && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends valgrind; \
+	fi
+	@valgrind --version
 
 fmt:
 	$(CARGO) fmt --all -- --check
@@ -42,6 +52,11 @@ bench: redis
 	$(CARGO) run --release -q -p redlease-cli -- bench --hot-cpus 2
 	$(CARGO) run --release -q -p redlease --example renewal_cost
 	$(CARGO) run --release -q -p redlease --example quorum_latency
+
+# The driver runs natively and starts a private redis-server; only the client loops run
+# under valgrind (without --trace-children), twice per side with 2000 and 4000 pairs.
+callgrind: redis valgrind
+	$(CARGO) run --release -q -p redlease-cli -- bench-callgrind --short 2000 --long 4000
 
 chaos: redis
 	$(CARGO) run --release -q -p redlease-chaos -- --out RELIABILITY.md

@@ -10,8 +10,11 @@ use anyhow::{Context as _, bail};
 use redis::aio::ConnectionManager;
 use redis::{Script, Value};
 
+pub(crate) mod callgrind;
 mod contended;
 mod hot;
+mod pairs;
+mod quorum;
 mod report;
 mod shared;
 mod stats;
@@ -22,48 +25,69 @@ use stats::CommandStats;
 
 /// `--help` text of `redlease bench`.
 pub(crate) const LONG_ABOUT: &str = "\
-Measure lock throughput, hand-off latency and fairness against real Redis.
+Measure lock throughput, hand-off latency and fairness against real Redis, each redlease
+scenario against a bare redis-rs floor doing the same job in the same run.
 
 Without --redis, a private redis-server is started on a free loopback port and stopped at
 the end (REDIS_URL is ignored, so that a benchmark never hits a shared server by accident).
-Every scenario warms up briefly, then runs for --duration:
+
+Method. Both sides of a comparison are set up and warmed up (a tenth of --duration,
+50ms..500ms), then measured in --pairs interleaved slice pairs (default 5, at least 5):
+each side runs --duration in all, cut into slices of --duration / --pairs, and the side
+that goes first alternates from pair to pair (redlease, floor | floor, redlease | ...:
+ABBA), so that drift of the machine's speed lands on both alike. Reported per comparison:
+the ratio redlease / floor of each pair's rates, their median and min..max, and each
+side's rate (median and min..max over its slices); per side, over all its slices: latency
+or waits, and deterministic counts from INFO commandstats deltas taken around every slice:
+Redis commands per operation (scripts' inner calls included) and client round trips per
+operation. Client instructions per operation come from `make callgrind` (valgrind).
 
 1. uncontended, redlease: one task loops lock.acquire() + guard.release() on one key;
    ops/s and the latency of each acquire + release pair.
 2. uncontended, bare floor: the same with plain redis-rs on one ConnectionManager:
-   SET key token NX PX 30000, then EVALSHA of a compare-and-delete script. Scenarios 1 and
-   2 run in alternating slices so that both see the same machine.
+   SET key token NX PX 30000, then EVALSHA of a compare-and-delete script. Compared with
+   scenario 1 in slice pairs. Both loops check that every acquire succeeded and every
+   release released.
 3. contended, redlease: --workers tasks loop acquire (wait up to 10s) -> critical section
    -> release on ONE key; once with one Client shared by all workers, once with a Client
    per worker. The critical section is a non-atomic GET + SET of a counter in Redis.
 4. contended, bare busy-retry floor: the same workers retry SET NX PX (yielding between
    tries) until it succeeds, then the same section and the compare-and-delete release;
-   once over one shared connection, once with a connection per worker.
-
+   over one shared connection (compared in slice pairs with one shared Client), and with a
+   connection per worker (compared with a Client per worker).
 5. semaphore: 16 tasks loop acquire -> INCR of a counter -> release on one semaphore of 4
    permits (one Client shared by all).
 6. read-write lock: 16 tasks loop on one read-write lock; each section is a read (GET of
    a counter) with probability 0.9, else a write (GET + SET of the counter).
+7. quorum of 5: 5 more private redis-servers (also with --redis); one task loops acquire +
+   release on a redlease quorum client, compared in slice pairs with a bare parallel
+   Redlock in redis-rs (a ConnectionManager per node; SET key token NX PX 30000 to all 5 at
+   once, held when a majority said OK, then EVALSHA compare-and-delete on all 5 at once).
+   Both check every acquire and release; commands and round trips are given per node (the
+   sum over the 5 nodes divided by 5).
 
 Reported for the contended scenarios: critical sections per second; the hand-off gap
 (from the moment a holder sent its release to the moment the next holder's acquire
 returned), p50 and p99; the time spent in one acquire (p50, p99, max = the longest wait of
-any worker); sections per worker (fewest..most); how often the lock went back to the
-worker that had just released it; Redis commands per section from INFO commandstats
-deltas (all commands, scripts' inner calls included) and the lock's client round trips;
-and the final counter, which must equal the number of sections (else sections overlapped
-and the exit code is 1). For scenarios 5 and 6: sections per second, the time spent in one
+any worker), also per pair with the gap p50; sections per worker (fewest..most); how often
+the lock went back to the worker that had just released it; Redis commands per section
+(all commands, scripts' inner calls included) and the lock's client round trips; and the
+final counter, which must equal the number of sections (else sections overlapped and the
+exit code is 1). For scenarios 5 and 6: sections per second, the time spent in one
 acquire (max = the longest wait), the most tasks inside at once, sections that began beside
 a hold they must exclude (a 5th permit holder, a writer beside anyone: must be 0), and
-commands per section.
+commands per section. A failed acquire or release of an uncontended or quorum loop also
+makes the exit code 1.
 
 Examples:
-  redlease bench                         # 3s per scenario on a private redis-server
-  redlease bench --duration 10s --workers 16
-  redlease bench --json > bench.json
+  redlease bench                         # 3s per side in 5 pairs, private redis-server
+  redlease bench --duration 10s --pairs 9 --workers 16
+  redlease bench --json > bench.json     # per-pair values, medians, ranges and counts
+  redlease bench --only quorum           # scenario 7 alone
   redlease bench --only shared           # scenarios 5 and 6 alone
   redlease bench --hot-cpus 2            # CPUs kept out of idle states (see BENCHMARKS.md)
-  redlease bench --redis redis://10.0.0.5:6379   # measure an existing server";
+  redlease bench --redis redis://10.0.0.5:6379   # measure an existing server
+  make callgrind                         # client instructions per uncontended pair";
 
 /// Lease of the bare loops' `SET NX PX`.
 const BARE_TTL_MS: u64 = 30_000;
@@ -87,9 +111,15 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     json: bool,
 
-    /// How long each scenario is measured, after a warm-up of a tenth of it (50ms..500ms)
+    /// How long each side of a comparison is measured in all (cut into --pairs slices), and
+    /// each other scenario; after a warm-up of a tenth of it (50ms..500ms)
     #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = humantime::parse_duration)]
     duration: Duration,
+
+    /// Interleaved slice pairs per comparison (at least 5): each side of a comparison is
+    /// measured for --duration in all, cut into this many slices of --duration / N
+    #[arg(long, value_name = "N", default_value_t = pairs::MIN_PAIRS)]
+    pairs: u32,
 
     /// Concurrent workers in the contended scenarios
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -109,12 +139,14 @@ pub(crate) struct BenchArgs {
 /// Groups of scenarios, for `--only`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Group {
-    /// Scenarios 1 and 2
+    /// Scenarios 1 and 2: acquire + release, one task
     Uncontended,
-    /// Scenarios 3 and 4
+    /// Scenarios 3 and 4: --workers tasks on one key
     Contended,
     /// Scenarios 5 and 6: a semaphore, a read-write lock
     Shared,
+    /// Scenario 7: a quorum of 5 private redis-servers against a bare parallel Redlock
+    Quorum,
 }
 
 impl BenchArgs {
@@ -131,6 +163,7 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             humantime::format_duration(args.duration)
         );
     }
+    pairs::check_count(args.pairs)?;
     // `server` is dropped last, after every connection to it.
     let (server, url, where_) =
         crate::connect::url_or_private_server(args.redis.as_deref()).await?;
@@ -172,13 +205,26 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
 
 async fn measure(env: &Env, args: &BenchArgs, server: String) -> anyhow::Result<Report> {
     let redis_version = env.redis_version().await;
+    let mut comparisons = Vec::new();
     let uncontended = if args.runs(Group::Uncontended) {
-        uncontended::run(env, args.duration).await?
+        let (sides, compared) = uncontended::run(env, args.duration, args.pairs).await?;
+        comparisons.push(compared);
+        sides
     } else {
         Vec::new()
     };
     let contended = if args.runs(Group::Contended) {
-        contended::run(env, usize::from(args.workers), args.duration).await?
+        let (sides, compared) =
+            contended::run(env, usize::from(args.workers), args.duration, args.pairs).await?;
+        comparisons.extend(compared);
+        sides
+    } else {
+        Vec::new()
+    };
+    let quorum = if args.runs(Group::Quorum) {
+        let (sides, compared) = quorum::run(env, args.duration, args.pairs).await?;
+        comparisons.push(compared);
+        sides
     } else {
         Vec::new()
     };
@@ -191,12 +237,15 @@ async fn measure(env: &Env, args: &BenchArgs, server: String) -> anyhow::Result<
         redis_version,
         server,
         duration: args.duration,
+        pairs: args.pairs,
         workers: usize::from(args.workers),
         hot_cpus: args.hot_cpus,
-        failures: Report::check(&contended, &shared),
+        failures: Report::check(&uncontended, &contended, &quorum, &shared),
         uncontended,
         contended,
+        quorum,
         shared,
+        comparisons,
     })
 }
 

@@ -94,6 +94,15 @@ enum Command {
     /// Measure lock throughput, hand-off latency and fairness against real Redis
     #[command(long_about = bench::LONG_ABOUT, after_help = exit::COMMON)]
     Bench(bench::BenchArgs),
+
+    /// Client instructions per uncontended acquire + release under callgrind (internal;
+    /// `make callgrind`)
+    #[command(hide = true)]
+    BenchCallgrind(bench::callgrind::CallgrindArgs),
+
+    /// One loop measured by `bench-callgrind`, run under valgrind (internal)
+    #[command(hide = true)]
+    BenchCallgrindLoop(bench::callgrind::LoopArgs),
 }
 
 fn main() -> ExitCode {
@@ -130,6 +139,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo(args) => runtime()?.block_on(demo::run(args)),
         Command::DemoWorker(args) => runtime()?.block_on(demo::worker(args)),
         Command::Bench(args) => runtime()?.block_on(bench::run(args)),
+        // Blocking: it runs valgrind four times and reads its files.
+        Command::BenchCallgrind(args) => bench::callgrind::main(&args),
+        // Its own current-thread runtime, so that instruction counts are repeatable.
+        Command::BenchCallgrindLoop(args) => bench::callgrind::run_loop(&args),
         // Its own small runtime: it only waits for its child and a few signals.
         Command::Supervise(args) => supervise::main(args),
     }

@@ -18,14 +18,179 @@ fn short_bench_reports_every_scenario_as_json() -> TestResult {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
     let uncontended = report["uncontended"].as_array().ok_or("no uncontended")?;
     let contended = report["contended"].as_array().ok_or("no contended")?;
+    let quorum = report["quorum"].as_array().ok_or("no quorum")?;
     assert_eq!(uncontended.len(), 2);
     assert_eq!(contended.len(), 4);
+    assert_eq!(quorum.len(), 2);
     for c in contended {
         assert_eq!(c["counter"], c["sections"], "{c}");
         assert_eq!(c["per_worker"].as_array().map(Vec::len), Some(3));
         assert!(c["sections"].as_u64() > Some(0), "{c}");
     }
+    for side in uncontended.iter().chain(quorum) {
+        assert!(side["ops"].as_u64() > Some(0), "{side}");
+        assert_eq!(side["checks"]["acquires_failed"], 0, "{side}");
+        assert_eq!(side["checks"]["releases_failed"], 0, "{side}");
+    }
+    // The bare loop's counts: SET, then EVALSHA (GET + DEL inside), 2 round trips (exact
+    // but for a few commands of the other side's background work: see the quorum test).
+    let bare = &uncontended[1]["commands"];
+    assert!(
+        (bare["total"].as_f64().unwrap_or(0.0) - 4.0).abs() < 0.01,
+        "{bare}"
+    );
+    assert!(
+        (bare["round_trips"].as_f64().unwrap_or(0.0) - 2.0).abs() < 0.01,
+        "{bare}"
+    );
+    assert_eq!(report["pairs"], 5);
+    let comparisons = report["comparisons"].as_array().ok_or("no comparisons")?;
+    let names: Vec<&str> = comparisons
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "uncontended",
+            "contended, one Client / connection",
+            "contended, Client / connection per worker",
+            "quorum of 5"
+        ]
+    );
+    for c in comparisons {
+        check_pairs(c, 5)?;
+    }
+    // Contended pairs carry each side's longest wait and gap p50.
+    let pair = &comparisons[1]["pairs"][0];
+    for side in ["redlease", "floor"] {
+        assert!(pair[side]["longest_wait_us"].as_f64() > Some(0.0), "{pair}");
+        assert!(pair[side]["gap_p50_us"].is_number(), "{pair}");
+    }
     assert_eq!(report["failures"].as_array().map(Vec::len), Some(0));
+    Ok(())
+}
+
+/// A comparison of `n` interleaved pairs: the side going first alternates (ABBA), each
+/// ratio is the pair's redlease rate over its floor rate, and the median lies in min..max.
+fn check_pairs(c: &serde_json::Value, n: usize) -> TestResult {
+    let pairs = c["pairs"].as_array().ok_or("no pairs")?;
+    assert_eq!(pairs.len(), n, "{c}");
+    for (i, p) in pairs.iter().enumerate() {
+        assert_eq!(p["redlease_first"], i % 2 == 0, "{c}");
+        let (ours, floor) = (
+            p["redlease"]["per_sec"].as_f64().ok_or("no rate")?,
+            p["floor"]["per_sec"].as_f64().ok_or("no rate")?,
+        );
+        assert!(ours > 0.0 && floor > 0.0, "{c}");
+        let ratio = p["ratio"].as_f64().ok_or("no ratio")?;
+        assert!((ratio - ours / floor).abs() < 1e-9, "{c}");
+    }
+    let (median, min, max) = (
+        c["ratio"]["median"].as_f64().ok_or("no median")?,
+        c["ratio"]["min"].as_f64().ok_or("no min")?,
+        c["ratio"]["max"].as_f64().ok_or("no max")?,
+    );
+    assert!(min <= median && median <= max, "{c}");
+    Ok(())
+}
+
+/// Fewer than 5 pairs give no meaningful median or range: refused as bad usage.
+#[test]
+fn fewer_than_five_pairs_are_refused() -> TestResult {
+    let out = redlease().args(["bench", "--pairs", "4"]).output()?;
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr)?;
+    assert!(
+        stderr.starts_with("redlease: --pairs 4 is too few") && stderr.contains("at least 5"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+    Ok(())
+}
+
+/// `--only quorum`: 5 private redis-servers, the redlease quorum client against the bare
+/// parallel Redlock; every pair checked, the pairs reported, and the bare loop's counts
+/// exact: per node and pair, SET NX PX + EVALSHA (whose GET and DEL count too), 2 round
+/// trips.
+#[test]
+fn the_quorum_scenario_checks_every_pair_and_counts_per_node() -> TestResult {
+    let out = redlease()
+        .args(["bench", "--only", "quorum", "--duration", "1s"])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    let text = String::from_utf8(out.stdout)?;
+    assert!(
+        text.contains(
+            "correctness (quorum of 5): every acquire succeeded and every release released"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("quorum of 5: redlease / floor ops/s median"),
+        "{text}"
+    );
+    assert!(!text.contains("Uncontended:"), "{text}");
+
+    let out = redlease()
+        .args([
+            "bench",
+            "--only",
+            "quorum",
+            "--json",
+            "--duration",
+            "600ms",
+            "--pairs",
+            "6",
+        ])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let comparisons = report["comparisons"].as_array().ok_or("no comparisons")?;
+    assert_eq!(comparisons.len(), 1);
+    check_pairs(&comparisons[0], 6)?;
+    let quorum = report["quorum"].as_array().ok_or("no quorum")?;
+    let bare = &quorum[1];
+    assert_eq!(bare["scenario"], "bare parallel Redlock");
+    assert_eq!(bare["nodes"], 5);
+    // Exact but for the few commands of the redlease side's background work that can
+    // finish after its slice ended (e.g. a release still reaching its last nodes) and so
+    // land in the next slice's deltas.
+    let per_node = |field: &str| bare["commands_per_node"][field].as_f64().unwrap_or(0.0);
+    assert!((per_node("total") - 4.0).abs() < 0.01, "{bare}");
+    assert!((per_node("round_trips") - 2.0).abs() < 0.01, "{bare}");
+    assert!(
+        bare["commands_per_node"]["by_command"]["evalsha"].is_number(),
+        "{bare}"
+    );
+    assert!(
+        quorum[0]["commands_per_node"]["round_trips"].as_f64() >= Some(2.0),
+        "{}",
+        quorum[0]
+    );
+    Ok(())
+}
+
+/// The loop `make callgrind` runs under valgrind, run natively here: both sides do their
+/// pairs and check them.
+#[test]
+fn the_callgrind_loops_run_and_check_their_pairs() -> TestResult {
+    let server = redlease_local::RedisServer::start()?;
+    for side in ["redlease", "bare"] {
+        let out = redlease()
+            .args(["bench-callgrind-loop", "--redis", &server.url()])
+            .args(["--side", side, "--ops", "50"])
+            .output()?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{side}: {stderr}");
+    }
+    let out = redlease()
+        .args(["bench-callgrind", "--short", "40", "--long", "40"])
+        .output()?;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8(out.stderr)?.contains("must be larger than --short"));
     Ok(())
 }
 
@@ -74,6 +239,9 @@ fn table_output_and_help_name_the_scenarios() -> TestResult {
         "uncontended, redlease",
         "bare busy-retry",
         "--workers",
+        "--pairs",
+        "ABBA",
+        "quorum of 5",
         "Exit codes",
     ] {
         assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
@@ -89,8 +257,13 @@ fn table_output_and_help_name_the_scenarios() -> TestResult {
             "1",
         ])
         .output()?;
-    assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout)?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {stderr}\nstdout: {text}"
+    );
     assert!(text.contains("hot CPUs: 1"), "{text}");
     assert!(text.contains("redlease acquire + release"), "{text}");
     assert!(text.contains("every counter matches"), "{text}");

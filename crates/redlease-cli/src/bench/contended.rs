@@ -4,6 +4,10 @@
 //! The critical section is a deliberately non-atomic read-modify-write of a counter in
 //! Redis (`GET`, then `SET` of the value plus one), so that the final counter equals the
 //! number of sections only if no two sections ever overlapped.
+//!
+//! Each redlease setup is compared with its busy-retry floor in interleaved slice pairs
+//! (see [`super::pairs`]); the counter is reset once after the warm-up and must equal the
+//! sections of all slices together.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -13,6 +17,7 @@ use redis::aio::ConnectionManager;
 use serde::Serialize;
 use tokio::time::Instant;
 
+use super::pairs::{Comparison, Side, SliceFigures};
 use super::stats::{CommandCost, CommandDelta, Summary, per_second, ratio};
 use super::{BareLock, Env};
 
@@ -95,6 +100,18 @@ struct WorkerStats {
     reacquired: u64,
     attempts: u64,
     errors: Vec<String>,
+}
+
+impl WorkerStats {
+    /// Adds one slice's statistics of the same worker.
+    fn add(&mut self, slice: Self) {
+        self.sections += slice.sections;
+        self.waits.extend(slice.waits);
+        self.gaps.extend(slice.gaps);
+        self.reacquired += slice.reacquired;
+        self.attempts += slice.attempts;
+        self.errors.extend(slice.errors);
+    }
 }
 
 enum Held {
@@ -215,116 +232,186 @@ async fn race(
     Ok((all, start.elapsed()))
 }
 
-/// One contended scenario: set up, warm up, measure.
-async fn scenario(
-    env: &Env,
+/// One side of a contended comparison: its workers, set up and warmed up, and what they
+/// did over all slices so far.
+struct Run {
     scenario: &'static str,
-    name: &str,
     bare: bool,
-    sharing: Sharing,
-    workers: usize,
-    duration: Duration,
-) -> anyhow::Result<Contended> {
-    env.progress(&format!("contended: {scenario}"));
-    let shared_client = if bare || sharing == Sharing::PerWorker {
-        None
-    } else {
-        Some(env.client().await?)
-    };
-    let shared_conn = env.connection().await?;
-    let bare_lock = BareLock::new(env.key(name));
-    env.clean_up(&bare_lock.key);
-    let mut setups = Vec::with_capacity(workers);
-    for id in 0..workers {
-        let conn = match sharing {
-            Sharing::Shared => shared_conn.clone(),
-            Sharing::PerWorker => env.connection().await?,
-        };
-        let locker = if bare {
-            Locker::Bare(bare_lock.clone())
-        } else {
-            let client = match &shared_client {
-                Some(c) => c.clone(),
-                None => env.client().await?,
-            };
-            let lock = client.lock(env.name(name)).wait(LOCK_WAIT);
-            env.clean_up_lock(&lock)?;
-            Locker::Redlease(lock)
-        };
-        setups.push(Worker { id, locker, conn });
-    }
-    let counter: Arc<str> = env.key(&format!("{name}:counter")).into();
-    env.clean_up(&counter);
-
-    race(&setups, &counter, Instant::now() + env.warm_up).await?;
-
-    let mut admin = env.admin.clone();
-    let () = redis::cmd("DEL")
-        .arg(&*counter)
-        .query_async(&mut admin)
-        .await
-        .context("resetting the counter")?;
-    let before = env.command_stats().await;
-    let (stats, elapsed) = race(&setups, &counter, Instant::now() + duration).await?;
-    let after = env.command_stats().await;
-    let counter_value: Option<u64> = redis::cmd("GET")
-        .arg(&*counter)
-        .query_async(&mut admin)
-        .await
-        .context("reading the counter")?;
-
-    let sections: u64 = stats.iter().map(|s| s.sections).sum();
-    let attempts: u64 = stats.iter().map(|s| s.attempts).sum();
-    let plain = SECTION_COMMANDS * sections + attempts;
-    let delta: Option<CommandDelta> = before.zip(after).map(|(b, a)| b.delta(&a));
-    Ok(Contended {
-        scenario,
-        workers,
-        sections,
-        elapsed,
-        sections_per_sec: per_second(sections, elapsed),
-        handoff_gap: Summary::of(stats.iter().flat_map(|s| s.gaps.iter().copied()).collect()),
-        wait: Summary::of(stats.iter().flat_map(|s| s.waits.iter().copied()).collect()),
-        per_worker: stats.iter().map(|s| s.sections).collect(),
-        same_worker_reacquired: stats.iter().map(|s| s.reacquired).sum(),
-        attempts_per_section: bare.then(|| ratio(attempts, sections)),
-        commands: delta.map(|d| CommandCost::new(d, plain, SECTION_COMMANDS * sections, sections)),
-        counter: counter_value.unwrap_or(0),
-        errors: stats.into_iter().flat_map(|s| s.errors).collect(),
-    })
+    workers: Vec<Worker>,
+    counter: Arc<str>,
+    /// Per worker, summed over the slices.
+    stats: Vec<WorkerStats>,
+    elapsed: Duration,
+    commands: Option<CommandDelta>,
 }
 
-/// Runs scenarios 3 (redlease, with a shared and with per-worker clients) and 4 (bare
-/// busy-retry, with a shared and with per-worker connections).
+impl Run {
+    /// Sets up `workers` workers, warms them up and resets the counter.
+    async fn start(
+        env: &Env,
+        scenario: &'static str,
+        name: &str,
+        bare: bool,
+        sharing: Sharing,
+        workers: usize,
+    ) -> anyhow::Result<Self> {
+        env.progress(&format!("contended: warming up {scenario}"));
+        let shared_client = if bare || sharing == Sharing::PerWorker {
+            None
+        } else {
+            Some(env.client().await?)
+        };
+        let shared_conn = env.connection().await?;
+        let bare_lock = BareLock::new(env.key(name));
+        env.clean_up(&bare_lock.key);
+        let mut setups = Vec::with_capacity(workers);
+        for id in 0..workers {
+            let conn = match sharing {
+                Sharing::Shared => shared_conn.clone(),
+                Sharing::PerWorker => env.connection().await?,
+            };
+            let locker = if bare {
+                Locker::Bare(bare_lock.clone())
+            } else {
+                let client = match &shared_client {
+                    Some(c) => c.clone(),
+                    None => env.client().await?,
+                };
+                let lock = client.lock(env.name(name)).wait(LOCK_WAIT);
+                env.clean_up_lock(&lock)?;
+                Locker::Redlease(lock)
+            };
+            setups.push(Worker { id, locker, conn });
+        }
+        let counter: Arc<str> = env.key(&format!("{name}:counter")).into();
+        env.clean_up(&counter);
+
+        race(&setups, &counter, Instant::now() + env.warm_up).await?;
+
+        let mut admin = env.admin.clone();
+        let () = redis::cmd("DEL")
+            .arg(&*counter)
+            .query_async(&mut admin)
+            .await
+            .context("resetting the counter")?;
+        Ok(Self {
+            scenario,
+            bare,
+            stats: (0..setups.len()).map(|_| WorkerStats::default()).collect(),
+            workers: setups,
+            counter,
+            elapsed: Duration::ZERO,
+            commands: Some(CommandDelta::default()),
+        })
+    }
+
+    /// The result over all slices, with the counter read back.
+    async fn finish(self, env: &Env) -> anyhow::Result<Contended> {
+        let mut admin = env.admin.clone();
+        let counter_value: Option<u64> = redis::cmd("GET")
+            .arg(&*self.counter)
+            .query_async(&mut admin)
+            .await
+            .context("reading the counter")?;
+        let stats = self.stats;
+        let sections: u64 = stats.iter().map(|s| s.sections).sum();
+        let attempts: u64 = stats.iter().map(|s| s.attempts).sum();
+        let plain = SECTION_COMMANDS * sections + attempts;
+        Ok(Contended {
+            scenario: self.scenario,
+            workers: self.workers.len(),
+            sections,
+            elapsed: self.elapsed,
+            sections_per_sec: per_second(sections, self.elapsed),
+            handoff_gap: Summary::of(stats.iter().flat_map(|s| s.gaps.iter().copied()).collect()),
+            wait: Summary::of(stats.iter().flat_map(|s| s.waits.iter().copied()).collect()),
+            per_worker: stats.iter().map(|s| s.sections).collect(),
+            same_worker_reacquired: stats.iter().map(|s| s.reacquired).sum(),
+            attempts_per_section: self.bare.then(|| ratio(attempts, sections)),
+            commands: self
+                .commands
+                .map(|d| CommandCost::new(d, plain, SECTION_COMMANDS * sections, sections)),
+            counter: counter_value.unwrap_or(0),
+            errors: stats.into_iter().flat_map(|s| s.errors).collect(),
+        })
+    }
+}
+
+impl Side for Run {
+    fn label(&self) -> &'static str {
+        self.scenario
+    }
+
+    async fn slice(&mut self, env: &Env, length: Duration) -> anyhow::Result<SliceFigures> {
+        let before = env.command_stats().await;
+        let (stats, elapsed) = race(&self.workers, &self.counter, Instant::now() + length).await?;
+        let after = env.command_stats().await;
+        CommandDelta::accumulate(
+            &mut self.commands,
+            before
+                .zip(after)
+                .map(|(before, after)| before.delta(&after)),
+        );
+        self.elapsed += elapsed;
+        let sections = stats.iter().map(|s| s.sections).sum();
+        let mut figures = SliceFigures::new(sections, elapsed);
+        figures.longest_wait =
+            Some(Summary::of(stats.iter().flat_map(|s| s.waits.iter().copied()).collect()).max);
+        figures.gap_p50 =
+            Some(Summary::of(stats.iter().flat_map(|s| s.gaps.iter().copied()).collect()).p50);
+        for (total, slice) in self.stats.iter_mut().zip(stats) {
+            total.add(slice);
+        }
+        Ok(figures)
+    }
+}
+
+/// Runs scenarios 3 (redlease) and 4 (bare busy-retry) as two comparisons of interleaved
+/// slice pairs: one redlease `Client` shared by all workers against one shared
+/// connection, and a `Client` per worker against a connection per worker.
 pub(super) async fn run(
     env: &Env,
     workers: usize,
     duration: Duration,
-) -> anyhow::Result<Vec<Contended>> {
-    let runs = [
-        ("redlease, one Client", "contended", false, Sharing::Shared),
+    pairs: u32,
+) -> anyhow::Result<(Vec<Contended>, Vec<Comparison>)> {
+    let comparisons = [
         (
-            "redlease, Client per worker",
-            "contended-per-worker",
-            false,
-            Sharing::PerWorker,
-        ),
-        (
-            "bare busy-retry, one connection",
-            "bare-contended",
-            true,
+            "contended, one Client / connection",
+            ("redlease, one Client", "contended"),
+            ("bare busy-retry, one connection", "bare-contended"),
             Sharing::Shared,
         ),
         (
-            "bare busy-retry, conn. per worker",
-            "bare-contended-per-worker",
-            true,
+            "contended, Client / connection per worker",
+            ("redlease, Client per worker", "contended-per-worker"),
+            (
+                "bare busy-retry, conn. per worker",
+                "bare-contended-per-worker",
+            ),
             Sharing::PerWorker,
         ),
     ];
-    let mut results = Vec::with_capacity(runs.len());
-    for (title, name, bare, sharing) in runs {
-        results.push(scenario(env, title, name, bare, sharing, workers, duration).await?);
+    let mut ours_results = Vec::new();
+    let mut floor_results = Vec::new();
+    let mut compared = Vec::new();
+    for (what, (ours_title, ours_name), (floor_title, floor_name), sharing) in comparisons {
+        let mut ours = Run::start(env, ours_title, ours_name, false, sharing, workers).await?;
+        let mut floor = Run::start(env, floor_title, floor_name, true, sharing, workers).await?;
+        compared.push(
+            super::pairs::interleave(
+                env,
+                (what, "sections/s"),
+                pairs,
+                duration / pairs,
+                &mut ours,
+                &mut floor,
+            )
+            .await?,
+        );
+        ours_results.push(ours.finish(env).await?);
+        floor_results.push(floor.finish(env).await?);
     }
-    Ok(results)
+    ours_results.extend(floor_results);
+    Ok((ours_results, compared))
 }

@@ -6,8 +6,10 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::contended::Contended;
+use super::pairs::Comparison;
+use super::quorum::Quorum;
 use super::shared::Shared;
-use super::stats::CommandCost;
+use super::stats::{CommandCost, LoopChecks};
 use super::uncontended::Uncontended;
 
 /// Everything one `redlease bench` run measured.
@@ -18,21 +20,36 @@ pub(super) struct Report {
     pub(super) server: String,
     #[serde(rename = "duration_us", serialize_with = "super::stats::micros")]
     pub(super) duration: Duration,
+    /// Interleaved slice pairs per comparison (`--pairs`).
+    pub(super) pairs: u32,
     pub(super) workers: usize,
     /// `SCHED_IDLE` spinners that kept CPUs out of idle states (`--hot-cpus`).
     pub(super) hot_cpus: u16,
     pub(super) uncontended: Vec<Uncontended>,
     pub(super) contended: Vec<Contended>,
+    /// The redlease quorum of 5 and the bare parallel Redlock.
+    pub(super) quorum: Vec<Quorum>,
     /// The semaphore and read-write lock scenarios.
     pub(super) shared: Vec<Shared>,
+    /// Each redlease scenario against its floor, over interleaved slice pairs.
+    pub(super) comparisons: Vec<Comparison>,
     /// Failed correctness checks (empty when all passed).
     pub(super) failures: Vec<String>,
 }
 
 impl Report {
-    /// The failed correctness checks of `contended` and `shared`.
-    pub(super) fn check(contended: &[Contended], shared: &[Shared]) -> Vec<String> {
-        let mut failures = Vec::new();
+    /// The failed correctness checks of every scenario.
+    pub(super) fn check(
+        uncontended: &[Uncontended],
+        contended: &[Contended],
+        quorum: &[Quorum],
+        shared: &[Shared],
+    ) -> Vec<String> {
+        let mut failures: Vec<String> = uncontended
+            .iter()
+            .filter_map(|u| u.checks.failure(u.scenario))
+            .chain(quorum.iter().filter_map(|q| q.checks.failure(q.scenario)))
+            .collect();
         for c in contended {
             if c.counter != c.sections {
                 failures.push(format!(
@@ -69,10 +86,12 @@ impl Report {
         let mut out = String::new();
         writeln!(
             out,
-            "redlease bench: redis {} ({}), {} per scenario, {} workers when contended{}\n",
+            "redlease bench: redis {} ({}), {} per side in {} interleaved slice pairs, \
+             {} workers when contended{}\n",
             self.redis_version,
             self.server,
             humantime::format_duration(self.duration),
+            self.pairs,
             self.workers,
             match self.hot_cpus {
                 0 => String::new(),
@@ -85,14 +104,32 @@ impl Report {
         if !self.contended.is_empty() {
             self.render_contended(&mut out)?;
         }
+        if !self.quorum.is_empty() {
+            self.render_quorum(&mut out)?;
+        }
         if !self.shared.is_empty() {
             self.render_shared(&mut out)?;
         }
         if self.failures.is_empty() {
-            writeln!(
-                out,
-                "\ncorrectness: every counter matches its section count"
-            )?;
+            writeln!(out)?;
+            for (group, sides) in [
+                (
+                    "uncontended",
+                    self.uncontended
+                        .iter()
+                        .map(|u| (u.ops, &u.checks))
+                        .collect::<Vec<_>>(),
+                ),
+                (
+                    "quorum of 5",
+                    self.quorum.iter().map(|q| (q.ops, &q.checks)).collect(),
+                ),
+            ] {
+                render_loop_checks(&mut out, group, &sides)?;
+            }
+            if !self.contended.is_empty() || !self.shared.is_empty() {
+                writeln!(out, "correctness: every counter matches its section count")?;
+            }
         } else {
             writeln!(out, "\nCORRECTNESS CHECKS FAILED:")?;
             for f in &self.failures {
@@ -117,8 +154,8 @@ impl Report {
                     duration(u.latency.p50),
                     duration(u.latency.p99),
                     duration(u.latency.max),
-                    cost(u.commands, |c| c.total),
-                    cost(u.commands, |c| c.round_trips),
+                    cost(u.commands.as_ref(), |c| c.total),
+                    cost(u.commands.as_ref(), |c| c.round_trips),
                 ]
             })
             .collect();
@@ -135,17 +172,78 @@ impl Report {
             ],
             &rows,
         )?;
+        render_by_command(
+            out,
+            "op",
+            self.uncontended
+                .iter()
+                .map(|u| (u.scenario, u.commands.as_ref())),
+        )?;
         if let [ours, bare] = &self.uncontended[..] {
             writeln!(
                 out,
-                "  redlease / bare: throughput {:.3}x ({:+.1}%), p50 {:+.1}%, p99 {:+.1}%",
-                ours.ops_per_sec / bare.ops_per_sec,
-                (ours.ops_per_sec / bare.ops_per_sec - 1.0) * 100.0,
+                "  all slices together: p50 {:+.1}%, p99 {:+.1}% against the floor",
                 change(ours.latency.p50, bare.latency.p50),
                 change(ours.latency.p99, bare.latency.p99),
             )?;
         }
+        self.render_comparisons(out, |c| c.name == "uncontended")
+    }
+
+    /// The comparisons `which` selects.
+    fn render_comparisons(
+        &self,
+        out: &mut String,
+        which: impl Fn(&Comparison) -> bool,
+    ) -> std::fmt::Result {
+        for c in self.comparisons.iter().filter(|c| which(c)) {
+            c.render(out)?;
+        }
         Ok(())
+    }
+
+    fn render_quorum(&self, out: &mut String) -> std::fmt::Result {
+        writeln!(
+            out,
+            "\nQuorum of {} private redis-servers: one task, acquire + release per op",
+            super::quorum::NODES
+        )?;
+        let rows: Vec<Vec<String>> = self
+            .quorum
+            .iter()
+            .map(|q| {
+                vec![
+                    q.scenario.to_owned(),
+                    format!("{:.0}", q.ops_per_sec),
+                    duration(q.latency.p50),
+                    duration(q.latency.p99),
+                    duration(q.latency.max),
+                    cost(q.commands_per_node.as_ref(), |c| c.total),
+                    cost(q.commands_per_node.as_ref(), |c| c.round_trips),
+                ]
+            })
+            .collect();
+        table(
+            out,
+            &[
+                "scenario",
+                "ops/s",
+                "p50",
+                "p99",
+                "max",
+                "cmds/op/node",
+                "round trips/op/node",
+            ],
+            &rows,
+        )?;
+        render_by_command(
+            out,
+            "op and node",
+            self.quorum
+                .iter()
+                .map(|q| (q.scenario, q.commands_per_node.as_ref())),
+        )?;
+        self.render_comparisons(out, |c| c.name.starts_with("quorum"))
     }
 
     fn render_contended(&self, out: &mut String) -> std::fmt::Result {
@@ -189,22 +287,7 @@ impl Report {
                 writeln!(out, "  error ({}): {e}", c.scenario)?;
             }
         }
-        let find = |prefix: &str| {
-            self.contended
-                .iter()
-                .find(|c| c.scenario.starts_with(prefix))
-        };
-        if let (Some(ours), Some(bare)) = (find("redlease, one"), find("bare busy-retry, one")) {
-            writeln!(
-                out,
-                "  redlease (one Client) / bare busy-retry (one connection): throughput {:.2}x, \
-                 max wait {} vs {}",
-                ours.sections_per_sec / bare.sections_per_sec,
-                duration(ours.wait.max),
-                duration(bare.wait.max),
-            )?;
-        }
-        Ok(())
+        self.render_comparisons(out, |c| c.name.starts_with("contended"))
     }
 
     fn render_shared(&self, out: &mut String) -> std::fmt::Result {
@@ -230,8 +313,8 @@ impl Report {
                     duration(s.wait.max),
                     s.most_inside.to_string(),
                     s.violations.to_string(),
-                    cost(s.commands, |k| k.total),
-                    cost(s.commands, |k| k.lock_round_trips),
+                    cost(s.commands.as_ref(), |k| k.total),
+                    cost(s.commands.as_ref(), |k| k.lock_round_trips),
                     if s.counter == s.expected_counter {
                         format!("{} ok", s.counter)
                     } else {
@@ -284,8 +367,8 @@ impl Report {
                         "{:.1}%",
                         super::stats::ratio(c.same_worker_reacquired, c.sections) * 100.0
                     ),
-                    cost(c.commands, |k| k.total),
-                    cost(c.commands, |k| k.lock_round_trips),
+                    cost(c.commands.as_ref(), |k| k.total),
+                    cost(c.commands.as_ref(), |k| k.lock_round_trips),
                     c.attempts_per_section
                         .map_or_else(|| "-".to_owned(), |a| format!("{a:.2}")),
                     if c.counter == c.sections {
@@ -320,9 +403,45 @@ impl Report {
     }
 }
 
+/// One line per side: its commands per unit by name, e.g. `evalsha 2.00, set 1.00`.
+fn render_by_command<'a>(
+    out: &mut String,
+    unit: &str,
+    sides: impl IntoIterator<Item = (&'a str, Option<&'a CommandCost>)>,
+) -> std::fmt::Result {
+    for (scenario, cost) in sides {
+        let Some(cost) = cost else { continue };
+        let by: Vec<String> = cost
+            .by_command
+            .iter()
+            .map(|(name, calls)| format!("{name} {calls:.2}"))
+            .collect();
+        writeln!(out, "  {scenario}, commands per {unit}: {}", by.join(", "))?;
+    }
+    Ok(())
+}
+
+/// The correctness line of the acquire + release loops of `group` (none when it did not
+/// run).
+fn render_loop_checks(
+    out: &mut String,
+    group: &str,
+    sides: &[(u64, &LoopChecks)],
+) -> std::fmt::Result {
+    if sides.is_empty() || sides.iter().any(|(_, c)| !c.passed()) {
+        return Ok(());
+    }
+    let ops: Vec<String> = sides.iter().map(|(ops, _)| ops.to_string()).collect();
+    writeln!(
+        out,
+        "correctness ({group}): every acquire succeeded and every release released ({} pairs)",
+        ops.join(" + ")
+    )
+}
+
 /// A per-unit command cost, or `n/a` when `INFO commandstats` was not available.
-fn cost(c: Option<CommandCost>, field: impl Fn(&CommandCost) -> f64) -> String {
-    c.map_or_else(|| "n/a".to_owned(), |c| format!("{:.2}", field(&c)))
+fn cost(c: Option<&CommandCost>, field: impl Fn(&CommandCost) -> f64) -> String {
+    c.map_or_else(|| "n/a".to_owned(), |c| format!("{:.2}", field(c)))
 }
 
 /// Relative change of `ours` against `base`, in percent.
@@ -336,7 +455,7 @@ fn change(ours: Duration, base: Duration) -> f64 {
 }
 
 /// `81µs`, `1.25ms`, `12.5ms`, `1.20s`.
-fn duration(d: Duration) -> String {
+pub(super) fn duration(d: Duration) -> String {
     let us = d.as_secs_f64() * 1e6;
     if us < 1_000.0 {
         format!("{us:.0}µs")
@@ -375,6 +494,35 @@ fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) -> std::fmt::R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A failed acquire or release of an uncontended or quorum loop fails the run (exit
+    /// code 1), as a counter mismatch does.
+    #[test]
+    fn loop_failures_fail_the_run() {
+        let mut checks = LoopChecks::default();
+        let side = |checks: LoopChecks| Uncontended {
+            scenario: "redlease acquire + release",
+            ops: 10,
+            elapsed: Duration::from_millis(1),
+            ops_per_sec: 1.0,
+            latency: super::super::stats::Summary::default(),
+            commands: None,
+            checks,
+        };
+        assert!(Report::check(&[side(checks.clone())], &[], &[], &[]).is_empty());
+        checks.release_failed("release: the lock was lost".to_owned());
+        let failures = Report::check(&[side(checks.clone())], &[], &[], &[]);
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert!(
+            failures[0].contains("1 releases did not release")
+                && failures[0].contains("the lock was lost"),
+            "{failures:?}"
+        );
+        for _ in 0..19 {
+            checks.acquire_failed("acquire: timeout".to_owned());
+        }
+        assert!(checks.stop(), "a loop stops measuring after 20 failures");
+    }
 
     #[test]
     fn durations_are_short_and_readable() {

@@ -1,6 +1,6 @@
 //! What the scenarios measure: latency summaries and Redis command counts.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::AddAssign;
 use std::time::Duration;
 
@@ -89,9 +89,10 @@ impl CommandStats {
         let mut delta = CommandDelta::default();
         for (name, &calls) in &later.0 {
             let calls = calls.saturating_sub(self.0.get(name).copied().unwrap_or(0));
-            if name == "info" {
+            if name == "info" || calls == 0 {
                 continue; // the bench's own snapshots
             }
+            *delta.by_command.entry(name.clone()).or_default() += calls;
             delta.total += calls;
             if client_only(name) {
                 delta.client_only += calls;
@@ -132,23 +133,42 @@ fn client_only(name: &str) -> bool {
 }
 
 /// Commands Redis executed during a scenario.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct CommandDelta {
     /// All calls, including those made by scripts (`redis.call`), except `INFO`.
     pub(super) total: u64,
     /// Calls of client-only commands (EVALSHA, SCRIPT LOAD, SUBSCRIBE...).
     pub(super) client_only: u64,
+    /// Calls per command (`INFO commandstats` names: `evalsha`, `set`, `client|setname`).
+    pub(super) by_command: BTreeMap<String, u64>,
 }
 
 impl AddAssign for CommandDelta {
     fn add_assign(&mut self, other: Self) {
         self.total += other.total;
         self.client_only += other.client_only;
+        for (name, calls) in other.by_command {
+            *self.by_command.entry(name).or_default() += calls;
+        }
+    }
+}
+
+impl CommandDelta {
+    /// Adds one slice's delta to a running sum; the sum becomes `None` (no counts) as soon
+    /// as one slice has none.
+    pub(super) fn accumulate(sum: &mut Option<Self>, slice: Option<Self>) {
+        *sum = match (sum.take(), slice) {
+            (Some(mut sum), Some(slice)) => {
+                sum += slice;
+                Some(sum)
+            }
+            _ => None,
+        };
     }
 }
 
 /// Redis commands per unit of work (an acquire+release pair, or a critical section).
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub(super) struct CommandCost {
     /// Every command Redis executed, scripts' inner calls included.
     pub(super) total: f64,
@@ -158,6 +178,8 @@ pub(super) struct CommandCost {
     pub(super) lock_round_trips: f64,
     /// Commands run inside scripts (`total - round_trips`).
     pub(super) in_scripts: f64,
+    /// Calls per unit of each command, scripts' inner calls included.
+    pub(super) by_command: BTreeMap<String, f64>,
 }
 
 impl CommandCost {
@@ -170,7 +192,65 @@ impl CommandCost {
             round_trips: ratio(round_trips, units),
             lock_round_trips: ratio(round_trips.saturating_sub(section), units),
             in_scripts: ratio(delta.total - round_trips, units),
+            by_command: delta
+                .by_command
+                .into_iter()
+                .map(|(name, calls)| (name, ratio(calls, units)))
+                .collect(),
         }
+    }
+}
+
+/// The correctness of an acquire + release loop (uncontended, quorum): every acquire must
+/// succeed and every release must find the lock still held and release it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(super) struct LoopChecks {
+    pub(super) acquires_failed: u64,
+    pub(super) releases_failed: u64,
+    /// The first few failures, in words.
+    pub(super) errors: Vec<String>,
+}
+
+impl LoopChecks {
+    /// Failures after which a loop stops measuring (all are reported).
+    const STOP_AFTER: u64 = 20;
+
+    pub(super) fn acquire_failed(&mut self, why: String) {
+        self.acquires_failed += 1;
+        self.keep(why);
+    }
+
+    pub(super) fn release_failed(&mut self, why: String) {
+        self.releases_failed += 1;
+        self.keep(why);
+    }
+
+    fn keep(&mut self, why: String) {
+        if self.errors.len() < 5 {
+            self.errors.push(why);
+        }
+    }
+
+    /// Whether the loop should stop: too many failures to go on measuring.
+    pub(super) fn stop(&self) -> bool {
+        self.acquires_failed + self.releases_failed >= Self::STOP_AFTER
+    }
+
+    /// Whether every check passed.
+    pub(super) fn passed(&self) -> bool {
+        self.acquires_failed == 0 && self.releases_failed == 0
+    }
+
+    /// The failure for `Report::failures`, if any.
+    pub(super) fn failure(&self, scenario: &str) -> Option<String> {
+        (!self.passed()).then(|| {
+            format!(
+                "{scenario}: {} acquires failed, {} releases did not release ({})",
+                self.acquires_failed,
+                self.releases_failed,
+                self.errors.join("; ")
+            )
+        })
     }
 }
 
@@ -203,6 +283,9 @@ mod tests {
         let d = before.delta(&after);
         assert_eq!(d.total, 7);
         assert_eq!(d.client_only, 3);
+        assert_eq!(d.by_command.get("set"), Some(&2));
+        assert_eq!(d.by_command.get("script|load"), Some(&1));
+        assert!(!d.by_command.contains_key("info"));
         let cost = CommandCost::new(d, 1, 0, 1);
         assert!((cost.round_trips - 4.0).abs() < f64::EPSILON);
         assert!((cost.in_scripts - 3.0).abs() < f64::EPSILON);
