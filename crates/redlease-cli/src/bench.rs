@@ -2,6 +2,7 @@
 //! Redis, each redlease scenario next to a bare redis-rs loop doing the same job.
 
 use std::io::{IsTerminal as _, Write as _};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::Duration;
@@ -12,10 +13,17 @@ use redis::{Script, Value};
 
 mod contended;
 mod hot;
+mod plot;
+mod processes;
 mod report;
+mod scaling;
 mod shared;
 mod stats;
 mod uncontended;
+mod waits;
+mod worker;
+
+pub(crate) use worker::{WorkerArgs, worker};
 
 use report::Report;
 use stats::CommandStats;
@@ -101,9 +109,34 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=1024))]
     hot_cpus: u16,
 
-    /// Run only these groups of scenarios (repeat the option for several; all by default)
+    /// Run only these groups of scenarios (repeat the option for several; all but scaling
+    /// by default)
     #[arg(long, value_enum, value_name = "GROUP")]
     only: Vec<Group>,
+
+    /// Spread the contenders over N OS processes (this binary re-executed as workers); with
+    /// N > 1, the contended group compares redlease and busy-retry across processes in
+    /// alternating slices. Default: 1 (in this process), 4 for the scaling scenario
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    processes: Option<u16>,
+
+    /// Contenders at each point of the scaling scenario
+    #[arg(long, value_name = "N,N,...", value_delimiter = ',', default_value = "8,64,256",
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    contenders: Vec<u16>,
+
+    /// Length of one slice of the multi-process comparisons (scaling, --processes above 1)
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
+    slice: Duration,
+
+    /// Slice pairs (redlease, then busy-retry) per multi-process comparison
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=100))]
+    pairs: u16,
+
+    /// Draw the scaling scenario's curves (sections/s and longest wait against contenders)
+    /// into this SVG file; needs --only scaling
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
 }
 
 /// Groups of scenarios, for `--only`.
@@ -115,22 +148,53 @@ enum Group {
     Contended,
     /// Scenarios 5 and 6: a semaphore, a read-write lock
     Shared,
+    /// Scenario 7: 8, 64, 256 contenders over 4 processes (only when asked for: about 2
+    /// minutes)
+    Scaling,
 }
 
 impl BenchArgs {
     fn runs(&self, group: Group) -> bool {
-        self.only.is_empty() || self.only.contains(&group)
+        self.only.contains(&group) || (self.only.is_empty() && group != Group::Scaling)
+    }
+
+    /// Checks the options that clap cannot.
+    fn check(&self) -> anyhow::Result<()> {
+        if self.duration < Duration::from_millis(100) || self.duration > Duration::from_secs(3600) {
+            bail!(
+                "--duration {} is out of range; use 100ms to 1h",
+                humantime::format_duration(self.duration)
+            );
+        }
+        if self.slice < Duration::from_millis(50) || self.slice > Duration::from_secs(600) {
+            bail!(
+                "--slice {} is out of range; use 50ms to 10m",
+                humantime::format_duration(self.slice)
+            );
+        }
+        if self.plot.is_some() && !self.runs(Group::Scaling) {
+            bail!("--plot draws the scaling scenario; add --only scaling");
+        }
+        Ok(())
+    }
+
+    /// The scaling scenario's options.
+    fn scaling(&self) -> scaling::Options {
+        let mut contenders: Vec<usize> = self.contenders.iter().map(|&c| usize::from(c)).collect();
+        contenders.sort_unstable();
+        contenders.dedup();
+        scaling::Options {
+            contenders,
+            processes: usize::from(self.processes.unwrap_or(4)),
+            pairs: usize::from(self.pairs),
+            slice: self.slice,
+        }
     }
 }
 
 /// Runs every scenario and prints the report.
 pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    if args.duration < Duration::from_millis(100) || args.duration > Duration::from_secs(3600) {
-        bail!(
-            "--duration {} is out of range; use 100ms to 1h",
-            humantime::format_duration(args.duration)
-        );
-    }
+    args.check()?;
     // `server` is dropped last, after every connection to it.
     let (server, url, where_) =
         crate::connect::url_or_private_server(args.redis.as_deref()).await?;
@@ -152,6 +216,9 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         report.render()?
     };
     text.push('\n');
+    if let (Some(path), Some(scaling)) = (&args.plot, &report.scaling) {
+        plot::write(path, scaling)?;
+    }
     std::io::stdout()
         .lock()
         .write_all(text.as_bytes())
@@ -177,26 +244,54 @@ async fn measure(env: &Env, args: &BenchArgs, server: String) -> anyhow::Result<
     } else {
         Vec::new()
     };
-    let contended = if args.runs(Group::Contended) {
+    let processes = args.processes.map_or(1, usize::from);
+    let contended = if args.runs(Group::Contended) && processes == 1 {
         contended::run(env, usize::from(args.workers), args.duration).await?
     } else {
         Vec::new()
+    };
+    let contended_processes = if args.runs(Group::Contended) && processes > 1 {
+        let setup = processes::Setup {
+            contenders: usize::from(args.workers),
+            processes,
+            pairs: usize::from(args.pairs),
+            slice: args.slice,
+        };
+        let label = format!("contended, {} workers", args.workers);
+        Some(processes::point(env, &setup, "processes", &label).await?)
+    } else {
+        None
     };
     let shared = if args.runs(Group::Shared) {
         shared::run(env, args.duration).await?
     } else {
         Vec::new()
     };
+    let scaling = if args.runs(Group::Scaling) {
+        Some(scaling::run(env, &args.scaling()).await?)
+    } else {
+        None
+    };
+    let mut failures = Report::check(&contended, &shared);
+    failures.extend(
+        contended_processes
+            .iter()
+            .chain(scaling.iter().flat_map(|s| &s.points))
+            .flat_map(processes::Point::failures)
+            .cloned(),
+    );
     Ok(Report {
         redis_version,
         server,
         duration: args.duration,
         workers: usize::from(args.workers),
         hot_cpus: args.hot_cpus,
-        failures: Report::check(&contended, &shared),
+        failures,
         uncontended,
         contended,
+        contended_processes,
         shared,
+        scaling,
     })
 }
 

@@ -94,6 +94,10 @@ enum Command {
     /// Measure lock throughput, hand-off latency and fairness against real Redis
     #[command(long_about = bench::LONG_ABOUT, after_help = exit::COMMON)]
     Bench(bench::BenchArgs),
+
+    /// One worker process of `redlease bench --processes` and its scaling scenario (internal)
+    #[command(hide = true)]
+    BenchWorker(bench::WorkerArgs),
 }
 
 fn main() -> ExitCode {
@@ -130,6 +134,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo(args) => runtime()?.block_on(demo::run(args)),
         Command::DemoWorker(args) => runtime()?.block_on(demo::worker(args)),
         Command::Bench(args) => runtime()?.block_on(bench::run(args)),
+        Command::BenchWorker(args) => runtime()?.block_on(bench::worker(args)),
         // Its own small runtime: it only waits for its child and a few signals.
         Command::Supervise(args) => supervise::main(args),
     }

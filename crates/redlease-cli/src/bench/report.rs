@@ -6,6 +6,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::contended::Contended;
+use super::processes::Point;
+use super::scaling::Scaling;
 use super::shared::Shared;
 use super::stats::CommandCost;
 use super::uncontended::Uncontended;
@@ -23,8 +25,13 @@ pub(super) struct Report {
     pub(super) hot_cpus: u16,
     pub(super) uncontended: Vec<Uncontended>,
     pub(super) contended: Vec<Contended>,
+    /// The contended group across OS processes (`--processes` above 1), instead of
+    /// `contended`.
+    pub(super) contended_processes: Option<Point>,
     /// The semaphore and read-write lock scenarios.
     pub(super) shared: Vec<Shared>,
+    /// The scaling scenario (`--only scaling`).
+    pub(super) scaling: Option<Scaling>,
     /// Failed correctness checks (empty when all passed).
     pub(super) failures: Vec<String>,
 }
@@ -85,8 +92,23 @@ impl Report {
         if !self.contended.is_empty() {
             self.render_contended(&mut out)?;
         }
+        if let Some(p) = &self.contended_processes {
+            writeln!(
+                out,
+                "\nContended: {} workers over {} processes, one key, acquire -> GET + SET counter -> release;\n\
+                 {} alternating slice pairs (redlease, busy-retry) of {}",
+                p.contenders,
+                p.processes,
+                p.pairs,
+                humantime::format_duration(p.slice)
+            )?;
+            super::processes::render_points(&mut out, std::slice::from_ref(p))?;
+        }
         if !self.shared.is_empty() {
             self.render_shared(&mut out)?;
+        }
+        if let Some(s) = &self.scaling {
+            super::scaling::render(&mut out, s)?;
         }
         if self.failures.is_empty() {
             writeln!(
@@ -336,7 +358,7 @@ fn change(ours: Duration, base: Duration) -> f64 {
 }
 
 /// `81µs`, `1.25ms`, `12.5ms`, `1.20s`.
-fn duration(d: Duration) -> String {
+pub(super) fn duration(d: Duration) -> String {
     let us = d.as_secs_f64() * 1e6;
     if us < 1_000.0 {
         format!("{us:.0}µs")
@@ -350,7 +372,7 @@ fn duration(d: Duration) -> String {
 }
 
 /// Appends an aligned table: first column left-aligned, the others right-aligned.
-fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) -> std::fmt::Result {
+pub(super) fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) -> std::fmt::Result {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
