@@ -52,6 +52,18 @@ Every scenario warms up briefly, then runs for --duration:
    permits (one Client shared by all).
 6. read-write lock: 16 tasks loop on one read-write lock; each section is a read (GET of
    a counter) with probability 0.9, else a write (GET + SET of the counter).
+7. scaling (only with --only scaling; about 2 minutes): 8, 64 and 256 contenders
+   (--contenders) on one key over 4 OS processes (--processes), redlease against the
+   busy-retry floor in --pairs alternating slice pairs of --slice at each point; then the
+   scaling targets as computed lines: throughput at the most contenders >= 0.9x at the
+   fewest, longest wait <= 1.5 x contenders x mean section time, commands per section
+   flat. --plot FILE draws sections/s and the longest wait against contenders (redlease
+   and busy-retry) into an SVG.
+
+With --processes N above 1, this binary re-executes itself as N worker processes that
+share the contenders (each with one Client and one connection for all its tasks), and
+the contended group compares redlease and busy-retry that way, in alternating slices
+started at one instant in every process, instead of scenarios 3 and 4.
 
 Reported for the contended scenarios: critical sections per second; the hand-off gap
 (from the moment a holder sent its release to the moment the next holder's acquire
@@ -60,9 +72,11 @@ any worker); sections per worker (fewest..most); how often the lock went back to
 worker that had just released it; Redis commands per section from INFO commandstats
 deltas (all commands, scripts' inner calls included) and the lock's client round trips;
 and the final counter, which must equal the number of sections (else sections overlapped
-and the exit code is 1). For scenarios 5 and 6: sections per second, the time spent in one
-acquire (max = the longest wait), the most tasks inside at once, sections that began beside
-a hold they must exclude (a 5th permit holder, a writer beside anyone: must be 0), and
+and the exit code is 1). Across processes the same but the gap and the re-acquisitions,
+plus the mean time inside one section; sections/s as the median and min..max of the
+slices. For scenarios 5 and 6: sections per second, the time spent in one acquire (max =
+the longest wait), the most tasks inside at once, sections that began beside a hold they
+must exclude (a 5th permit holder, a writer beside anyone: must be 0), and
 commands per section.
 
 Examples:
@@ -70,6 +84,8 @@ Examples:
   redlease bench --duration 10s --workers 16
   redlease bench --json > bench.json
   redlease bench --only shared           # scenarios 5 and 6 alone
+  redlease bench --only scaling --plot scaling.svg
+  redlease bench --only contended --processes 4 --workers 64
   redlease bench --hot-cpus 2            # CPUs kept out of idle states (see BENCHMARKS.md)
   redlease bench --redis redis://10.0.0.5:6379   # measure an existing server";
 
