@@ -96,6 +96,9 @@ pub(super) struct SideResult {
     pub(super) attempts_per_section: Option<f64>,
     /// Slices whose final counter equalled their sections.
     pub(super) counters_matched: usize,
+    /// The most that the processes' starts of one slice lay apart.
+    #[serde(rename = "start_skew_max_us", serialize_with = "super::stats::micros")]
+    pub(super) start_skew_max: Duration,
     /// Failed correctness checks and worker errors.
     pub(super) failures: Vec<String>,
 }
@@ -129,6 +132,8 @@ struct SliceResult {
     sections: u64,
     attempts: u64,
     elapsed: Duration,
+    /// Last process's start minus first process's start.
+    start_skew: Duration,
     per_task: Vec<(usize, u64)>,
     waits: Waits,
     section_ns: u64,
@@ -312,11 +317,13 @@ fn nanos(d: Duration) -> u64 {
 impl SliceResult {
     fn sum(reports: Vec<ProcessReport>, delta: Option<CommandDelta>, counter: u64) -> Self {
         let started = reports.iter().map(|r| r.started_unix_ns).min().unwrap_or(0);
+        let last_started = reports.iter().map(|r| r.started_unix_ns).max().unwrap_or(0);
         let ended = reports.iter().map(|r| r.ended_unix_ns).max().unwrap_or(0);
         let mut sum = Self {
             sections: 0,
             attempts: 0,
             elapsed: Duration::from_nanos(ended.saturating_sub(started)),
+            start_skew: Duration::from_nanos(last_started.saturating_sub(started)),
             per_task: Vec::new(),
             waits: Waits::default(),
             section_ns: 0,
@@ -391,6 +398,11 @@ fn side_result(side: Side, contenders: usize, slices: &[SliceResult], label: &st
         commands: delta.map(|d| CommandCost::new(d, plain, SECTION_COMMANDS * sections, sections)),
         attempts_per_section: (side == Side::BusyRetry).then(|| ratio(attempts, sections)),
         counters_matched: slices.iter().filter(|s| s.counter == s.sections).count(),
+        start_skew_max: slices
+            .iter()
+            .map(|s| s.start_skew)
+            .max()
+            .unwrap_or_default(),
         failures,
     }
 }
@@ -513,8 +525,14 @@ pub(super) fn render_points(out: &mut String, points: &[Point]) -> std::fmt::Res
     for p in points {
         writeln!(
             out,
-            "  {} contenders: redlease / busy-retry sections/s {:.2}x (median of {} pairs; {:.2}..{:.2})",
-            p.contenders, p.ratio.median, p.pairs, p.ratio.min, p.ratio.max
+            "  {} contenders: redlease / busy-retry sections/s {:.2}x (median of {} pairs; {:.2}..{:.2}); \
+             processes started within {} of each other",
+            p.contenders,
+            p.ratio.median,
+            p.pairs,
+            p.ratio.min,
+            p.ratio.max,
+            duration(p.redlease.start_skew_max.max(p.busy_retry.start_skew_max)),
         )?;
     }
     for failure in points.iter().flat_map(Point::failures) {
