@@ -2,6 +2,7 @@
 //! Redis, each redlease scenario next to a bare redis-rs loop doing the same job.
 
 use std::io::{IsTerminal as _, Write as _};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::Duration;
@@ -14,11 +15,18 @@ pub(crate) mod callgrind;
 mod contended;
 mod hot;
 mod pairs;
+mod plot;
+mod processes;
 mod quorum;
 mod report;
+mod scaling;
 mod shared;
 mod stats;
 mod uncontended;
+mod waits;
+mod worker;
+
+pub(crate) use worker::{WorkerArgs, worker};
 
 use report::Report;
 use stats::CommandStats;
@@ -65,6 +73,18 @@ operation. Client instructions per operation come from `make callgrind` (valgrin
    once, held when a majority said OK, then EVALSHA compare-and-delete on all 5 at once).
    Both check every acquire and release; commands and round trips are given per node (the
    sum over the 5 nodes divided by 5).
+8. scaling (only with --only scaling; about 2 minutes): 8, 64 and 256 contenders
+   (--contenders) on one key over 4 OS processes (--processes), redlease against the
+   busy-retry floor in --pairs alternating slice pairs of --slice at each point; then the
+   scaling targets as computed lines: throughput at the most contenders >= 0.9x at the
+   fewest, longest wait <= 1.5 x contenders x mean section time, commands per section
+   flat. --plot FILE draws sections/s and the longest wait against contenders (redlease
+   and busy-retry) into an SVG.
+
+With --processes N above 1, this binary re-executes itself as N worker processes that
+share the contenders (each with one Client and one connection for all its tasks), and
+the contended group compares redlease and busy-retry that way, in alternating slices of
+--slice started at one instant in every process, instead of scenarios 3 and 4.
 
 Reported for the contended scenarios: critical sections per second; the hand-off gap
 (from the moment a holder sent its release to the moment the next holder's acquire
@@ -85,6 +105,8 @@ Examples:
   redlease bench --json > bench.json     # per-pair values, medians, ranges and counts
   redlease bench --only quorum           # scenario 7 alone
   redlease bench --only shared           # scenarios 5 and 6 alone
+  redlease bench --only scaling --plot scaling.svg
+  redlease bench --only contended --processes 4 --workers 64
   redlease bench --hot-cpus 2            # CPUs kept out of idle states (see BENCHMARKS.md)
   redlease bench --redis redis://10.0.0.5:6379   # measure an existing server
   make callgrind                         # client instructions per uncontended pair";
@@ -131,9 +153,30 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=1024))]
     hot_cpus: u16,
 
-    /// Run only these groups of scenarios (repeat the option for several; all by default)
+    /// Run only these groups of scenarios (repeat the option for several; all but scaling
+    /// by default)
     #[arg(long, value_enum, value_name = "GROUP")]
     only: Vec<Group>,
+
+    /// Spread the contenders over N OS processes (this binary re-executed as workers); with
+    /// N > 1, the contended group compares redlease and busy-retry across processes in
+    /// alternating slices. Default: 1 (in this process), 4 for the scaling scenario
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    processes: Option<u16>,
+
+    /// Contenders at each point of the scaling scenario
+    #[arg(long, value_name = "N,N,...", value_delimiter = ',', default_value = "8,64,256",
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    contenders: Vec<u16>,
+
+    /// Length of one slice of the multi-process comparisons (scaling, --processes above 1)
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
+    slice: Duration,
+
+    /// Draw the scaling scenario's curves (sections/s and longest wait against contenders)
+    /// into this SVG file; needs --only scaling
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
 }
 
 /// Groups of scenarios, for `--only`.
@@ -147,23 +190,59 @@ enum Group {
     Shared,
     /// Scenario 7: a quorum of 5 private redis-servers against a bare parallel Redlock
     Quorum,
+    /// Scenario 8: 8, 64, 256 contenders over 4 processes (only when asked for: about 2
+    /// minutes)
+    Scaling,
 }
 
 impl BenchArgs {
     fn runs(&self, group: Group) -> bool {
-        self.only.is_empty() || self.only.contains(&group)
+        self.only.contains(&group) || (self.only.is_empty() && group != Group::Scaling)
+    }
+
+    /// Checks the options that clap cannot.
+    fn check(&self) -> anyhow::Result<()> {
+        if self.duration < Duration::from_millis(100) || self.duration > Duration::from_secs(3600) {
+            bail!(
+                "--duration {} is out of range; use 100ms to 1h",
+                humantime::format_duration(self.duration)
+            );
+        }
+        pairs::check_count(self.pairs)?;
+        if self.slice < Duration::from_millis(50) || self.slice > Duration::from_secs(600) {
+            bail!(
+                "--slice {} is out of range; use 50ms to 10m",
+                humantime::format_duration(self.slice)
+            );
+        }
+        if self.plot.is_some() && !self.runs(Group::Scaling) {
+            bail!("--plot draws the scaling scenario; add --only scaling");
+        }
+        Ok(())
+    }
+
+    /// Slice pairs per comparison.
+    fn pair_count(&self) -> usize {
+        usize::try_from(self.pairs).unwrap_or(usize::MAX)
+    }
+
+    /// The scaling scenario's options.
+    fn scaling(&self) -> scaling::Options {
+        let mut contenders: Vec<usize> = self.contenders.iter().map(|&c| usize::from(c)).collect();
+        contenders.sort_unstable();
+        contenders.dedup();
+        scaling::Options {
+            contenders,
+            processes: usize::from(self.processes.unwrap_or(4)),
+            pairs: self.pair_count(),
+            slice: self.slice,
+        }
     }
 }
 
 /// Runs every scenario and prints the report.
 pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    if args.duration < Duration::from_millis(100) || args.duration > Duration::from_secs(3600) {
-        bail!(
-            "--duration {} is out of range; use 100ms to 1h",
-            humantime::format_duration(args.duration)
-        );
-    }
-    pairs::check_count(args.pairs)?;
+    args.check()?;
     // `server` is dropped last, after every connection to it.
     let (server, url, where_) =
         crate::connect::url_or_private_server(args.redis.as_deref()).await?;
@@ -185,6 +264,9 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         report.render()?
     };
     text.push('\n');
+    if let (Some(path), Some(scaling)) = (&args.plot, &report.scaling) {
+        plot::write(path, scaling)?;
+    }
     std::io::stdout()
         .lock()
         .write_all(text.as_bytes())
@@ -213,7 +295,8 @@ async fn measure(env: &Env, args: &BenchArgs, server: String) -> anyhow::Result<
     } else {
         Vec::new()
     };
-    let contended = if args.runs(Group::Contended) {
+    let processes = args.processes.map_or(1, usize::from);
+    let contended = if args.runs(Group::Contended) && processes == 1 {
         let (sides, compared) =
             contended::run(env, usize::from(args.workers), args.duration, args.pairs).await?;
         comparisons.extend(compared);
@@ -228,11 +311,36 @@ async fn measure(env: &Env, args: &BenchArgs, server: String) -> anyhow::Result<
     } else {
         Vec::new()
     };
+    let contended_processes = if args.runs(Group::Contended) && processes > 1 {
+        let setup = processes::Setup {
+            contenders: usize::from(args.workers),
+            processes,
+            pairs: args.pair_count(),
+            slice: args.slice,
+        };
+        let label = format!("contended, {} workers", args.workers);
+        Some(processes::point(env, &setup, "processes", &label).await?)
+    } else {
+        None
+    };
     let shared = if args.runs(Group::Shared) {
         shared::run(env, args.duration).await?
     } else {
         Vec::new()
     };
+    let scaling = if args.runs(Group::Scaling) {
+        Some(scaling::run(env, &args.scaling()).await?)
+    } else {
+        None
+    };
+    let mut failures = Report::check(&uncontended, &contended, &quorum, &shared);
+    failures.extend(
+        contended_processes
+            .iter()
+            .chain(scaling.iter().flat_map(|s| &s.points))
+            .flat_map(processes::Point::failures)
+            .cloned(),
+    );
     Ok(Report {
         redis_version,
         server,
@@ -240,11 +348,13 @@ async fn measure(env: &Env, args: &BenchArgs, server: String) -> anyhow::Result<
         pairs: args.pairs,
         workers: usize::from(args.workers),
         hot_cpus: args.hot_cpus,
-        failures: Report::check(&uncontended, &contended, &quorum, &shared),
+        failures,
         uncontended,
         contended,
+        contended_processes,
         quorum,
         shared,
+        scaling,
         comparisons,
     })
 }

@@ -103,6 +103,10 @@ enum Command {
     /// One loop measured by `bench-callgrind`, run under valgrind (internal)
     #[command(hide = true)]
     BenchCallgrindLoop(bench::callgrind::LoopArgs),
+
+    /// One worker process of `redlease bench --processes` and its scaling scenario (internal)
+    #[command(hide = true)]
+    BenchWorker(bench::WorkerArgs),
 }
 
 fn main() -> ExitCode {
@@ -143,6 +147,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::BenchCallgrind(args) => bench::callgrind::main(&args),
         // Its own current-thread runtime, so that instruction counts are repeatable.
         Command::BenchCallgrindLoop(args) => bench::callgrind::run_loop(&args),
+        Command::BenchWorker(args) => runtime()?.block_on(bench::worker(args)),
         // Its own small runtime: it only waits for its child and a few signals.
         Command::Supervise(args) => supervise::main(args),
     }

@@ -288,3 +288,189 @@ fn bad_arguments_exit_2_and_unreachable_redis_69() -> TestResult {
     );
     Ok(())
 }
+
+/// `--only scaling` with tiny settings: both points measured over 2 worker processes in
+/// alternating slice pairs, every counter right, the targets computed, and `--plot` draws
+/// both charts with both series into an SVG.
+#[test]
+fn the_scaling_scenario_runs_over_processes_and_plots_both_curves() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let svg_path = dir.path().join("scaling.svg");
+    let out = redlease()
+        .args([
+            "bench",
+            "--json",
+            "--only",
+            "scaling",
+            "--contenders",
+            "4,8",
+            "--processes",
+            "2",
+            "--slice",
+            "100ms",
+            "--pairs",
+            "5",
+            "--plot",
+        ])
+        .arg(&svg_path)
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(report["uncontended"].as_array().map(Vec::len), Some(0));
+    assert_eq!(report["contended"].as_array().map(Vec::len), Some(0));
+    assert_eq!(report["failures"].as_array().map(Vec::len), Some(0));
+    let scaling = &report["scaling"];
+    assert_eq!(scaling["processes"], 2, "{scaling}");
+    let points = scaling["points"].as_array().ok_or("no points")?;
+    assert_eq!(points.len(), 2);
+    for (point, contenders) in points.iter().zip([4u64, 8]) {
+        assert_eq!(point["contenders"], contenders, "{point}");
+        assert_eq!(point["processes"], 2, "{point}");
+        for side in ["redlease", "busy_retry"] {
+            let s = &point[side];
+            assert!(s["sections"].as_u64() > Some(0), "{s}");
+            assert_eq!(s["counters_matched"], 5, "{s}");
+            assert_eq!(
+                s["sections_per_sec"]["slices"].as_array().map(Vec::len),
+                Some(5)
+            );
+            assert_eq!(
+                s["per_task"].as_array().map(Vec::len),
+                usize::try_from(contenders).ok()
+            );
+            let per_task_sum: u64 = s["per_task"]
+                .as_array()
+                .ok_or("no per_task")?
+                .iter()
+                .filter_map(serde_json::Value::as_u64)
+                .sum();
+            assert_eq!(Some(per_task_sum), s["sections"].as_u64(), "{s}");
+            assert!(s["wait"]["max_us"].as_f64() > Some(0.0), "{s}");
+            assert!(s["mean_section_us"].as_f64() > Some(0.0), "{s}");
+        }
+        // FIFO hand-off: every redlease task got the lock.
+        let fewest = point["redlease"]["per_task"]
+            .as_array()
+            .and_then(|t| t.iter().filter_map(serde_json::Value::as_u64).min());
+        assert!(fewest > Some(0), "{point}");
+    }
+    let targets = &scaling["targets"];
+    assert!(
+        targets["throughput_last_over_first"]["redlease"].is_number(),
+        "{targets}"
+    );
+    assert_eq!(targets["wait_bounds"].as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        targets["commands_per_section"].as_array().map(Vec::len),
+        Some(2)
+    );
+
+    let svg = std::fs::read_to_string(&svg_path)?;
+    assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
+    assert!(svg.trim_end().ends_with("</svg>"));
+    for needle in ["redlease", "busy-retry", "sections/s", "longest wait"] {
+        assert!(svg.contains(needle), "the plot lacks {needle:?}");
+    }
+    // Two series in each of the two charts (plus the legends' samples).
+    assert!(svg.matches("<polyline").count() >= 4, "{svg}");
+    Ok(())
+}
+
+/// `--processes 2` moves the contended group into 2 worker processes: one comparison of
+/// redlease and busy-retry instead of the in-process scenarios; and the table says so.
+#[test]
+fn processes_spread_the_contended_workers() -> TestResult {
+    let out = redlease()
+        .args([
+            "bench",
+            "--json",
+            "--only",
+            "contended",
+            "--workers",
+            "3",
+            "--processes",
+            "2",
+            "--slice",
+            "100ms",
+            "--pairs",
+            "5",
+        ])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(report["contended"].as_array().map(Vec::len), Some(0));
+    let p = &report["contended_processes"];
+    assert_eq!(p["processes"], 2, "{p}");
+    assert_eq!(p["contenders"], 3, "{p}");
+    for side in ["redlease", "busy_retry"] {
+        assert_eq!(p[side]["per_task"].as_array().map(Vec::len), Some(3), "{p}");
+        assert_eq!(p[side]["counters_matched"], 5, "{p}");
+    }
+    assert!(report["scaling"].is_null());
+
+    let out = redlease()
+        .args(["bench", "--only", "contended", "--workers", "2"])
+        .args(["--processes", "2", "--slice", "100ms", "--pairs", "5"])
+        .output()?;
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout)?;
+    assert!(text.contains("2 workers over 2 processes"), "{text}");
+    assert!(text.contains("every counter matches"), "{text}");
+
+    let help = String::from_utf8(redlease().args(["bench", "--help"]).output()?.stdout)?;
+    for needle in [
+        "--processes",
+        "--only scaling",
+        "--plot",
+        "--contenders",
+        "--slice",
+    ] {
+        assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
+    }
+    let out = redlease()
+        .args(["bench", "--plot", "x.svg", "--only", "shared"])
+        .output()?;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8(out.stderr)?.contains("add --only scaling"));
+    Ok(())
+}
+
+/// Another client writing the counter while the sections run is what overlapping
+/// sections look like: the multi-process run must report it and exit 1.
+#[test]
+fn a_counter_that_does_not_match_its_sections_fails_the_run() -> TestResult {
+    let server = redlease_local::RedisServer::start()?;
+    let mut child = redlease()
+        .args(["bench", "--json", "--redis", &server.admin_url()])
+        .args(["--only", "scaling", "--contenders", "2", "--processes", "2"])
+        .args(["--slice", "200ms", "--pairs", "5"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    // The scaling point's counter, named after the bench's pid (see bench/processes.rs).
+    let counter = format!("redlease-bench:{}:scaling-2:counter", child.id());
+    let mut writes = 0u32;
+    while child.try_wait()?.is_none() {
+        server.query(&["INCR", counter.as_str()])?;
+        writes += 1;
+    }
+    let out = child.wait_with_output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{writes} writes; stderr: {stderr}"
+    );
+    assert!(stderr.contains("correctness check(s) failed"), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let failures = report["failures"].as_array().ok_or("no failures")?;
+    assert!(
+        failures.iter().any(|f| f
+            .as_str()
+            .is_some_and(|f| f.contains("sections overlapped"))),
+        "{failures:?}"
+    );
+    Ok(())
+}

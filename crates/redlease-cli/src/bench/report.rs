@@ -7,7 +7,9 @@ use serde::Serialize;
 
 use super::contended::Contended;
 use super::pairs::Comparison;
+use super::processes::Point;
 use super::quorum::Quorum;
+use super::scaling::Scaling;
 use super::shared::Shared;
 use super::stats::{CommandCost, LoopChecks};
 use super::uncontended::Uncontended;
@@ -29,8 +31,13 @@ pub(super) struct Report {
     pub(super) contended: Vec<Contended>,
     /// The redlease quorum of 5 and the bare parallel Redlock.
     pub(super) quorum: Vec<Quorum>,
+    /// The contended group across OS processes (`--processes` above 1), instead of
+    /// `contended`.
+    pub(super) contended_processes: Option<Point>,
     /// The semaphore and read-write lock scenarios.
     pub(super) shared: Vec<Shared>,
+    /// The scaling scenario (`--only scaling`).
+    pub(super) scaling: Option<Scaling>,
     /// Each redlease scenario against its floor, over interleaved slice pairs.
     pub(super) comparisons: Vec<Comparison>,
     /// Failed correctness checks (empty when all passed).
@@ -107,8 +114,23 @@ impl Report {
         if !self.quorum.is_empty() {
             self.render_quorum(&mut out)?;
         }
+        if let Some(p) = &self.contended_processes {
+            writeln!(
+                out,
+                "\nContended: {} workers over {} processes, one key, acquire -> GET + SET counter -> release;\n\
+                 {} alternating slice pairs (redlease, busy-retry) of {}",
+                p.contenders,
+                p.processes,
+                p.pairs,
+                humantime::format_duration(p.slice)
+            )?;
+            super::processes::render_points(&mut out, std::slice::from_ref(p))?;
+        }
         if !self.shared.is_empty() {
             self.render_shared(&mut out)?;
+        }
+        if let Some(s) = &self.scaling {
+            super::scaling::render(&mut out, s)?;
         }
         if self.failures.is_empty() {
             writeln!(out)?;
@@ -127,7 +149,11 @@ impl Report {
             ] {
                 render_loop_checks(&mut out, group, &sides)?;
             }
-            if !self.contended.is_empty() || !self.shared.is_empty() {
+            if !self.contended.is_empty()
+                || !self.shared.is_empty()
+                || self.contended_processes.is_some()
+                || self.scaling.is_some()
+            {
                 writeln!(out, "correctness: every counter matches its section count")?;
             }
         } else {
@@ -469,7 +495,7 @@ pub(super) fn duration(d: Duration) -> String {
 }
 
 /// Appends an aligned table: first column left-aligned, the others right-aligned.
-fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) -> std::fmt::Result {
+pub(super) fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) -> std::fmt::Result {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
