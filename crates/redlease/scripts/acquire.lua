@@ -7,7 +7,10 @@
 --   KEYS[5] waiter table: token -> cjson {ttl_ms, grant channel, holder details}
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
 --   ARGV[4] "1" to join the FIFO queue when busy, "0" to only try, "j" to join as "1" on
---           an acquisition's first attempt (its token cannot be queued yet); with "1"/"j":
+--           an acquisition's first attempt (its token cannot be queued yet), "w" to only
+--           try but mark the queue with "~" when busy: a waiter that listens for release
+--           notices (Cluster, quorum), so that a release announces only when one may listen
+--           (ARGV[6] then says how long the mark lasts); with "1"/"j":
 --   ARGV[5] the caller's grant channel   ARGV[6] queue linger in ms (queue keys' expiry)
 --   ARGV[7] (optional; an election's lock) a channel on which a fresh grant PUBLISHes the
 --           key, so that observers of the election learn of the new leader ("": none)
@@ -45,5 +48,11 @@ if ARGV[4] == '1' or ARGV[4] == 'j' then
   end
   redis.call('PEXPIRE', KEYS[4], ARGV[6])
   redis.call('PEXPIRE', KEYS[5], ARGV[6])
+end
+if ARGV[4] == 'w' then
+  if redis.call('LLEN', KEYS[4]) == 0 then
+    redis.call('RPUSH', KEYS[4], '~')
+  end
+  redis.call('PEXPIRE', KEYS[4], ARGV[6])
 end
 return {0, 0, redis.call('PTTL', KEYS[1])}

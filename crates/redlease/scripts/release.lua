@@ -2,7 +2,9 @@
 -- (KEYS as in acquire.lua).
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: when the lock is freed rather than handed on,
---           PUBLISH its key there (Cluster and quorum waiters listen on it; they do not queue)
+--           PUBLISH its key there (Cluster and quorum waiters listen on it; they do not
+--           queue), if the queue held anything: listening waiters mark it with "~"
+--           (acquire.lua), so a release that nobody waits for publishes nothing
 --   ARGV[3] (optional) "1": PUBLISH the key there after a hand-off too (an election's
 --           lock, whose observers follow every change of leader)
 -- Also withdraws the token from the waiter queue, so a waiter that gives up calls this too.
@@ -11,17 +13,19 @@
 -- Hand-off: pop queued waiters oldest first until one's client still listens on its grant
 -- channel (PUBLISH reaches at least one subscriber); that waiter gets the lock without a
 -- round trip of its own. A waiter whose client is gone only burns a fencing number, which
--- keeps tokens strictly increasing (they need not be consecutive). A hand-off costs 10 calls
--- (GET, LPOP, HGET, HDEL, TIME, GET, SET, PUBLISH, SET, SET); a release with no one
--- queued costs 3 (4 with ARGV[2]).
+-- keeps tokens strictly increasing (they need not be consecutive). A hand-off costs 9 calls
+-- (GET, LPOP, HGET, HDEL, TIME, SET, PUBLISH, SET, SET); a release with no one
+-- queued or listening costs 3 (GET, LPOP, DEL).
 local token = ARGV[1]
 if redis.call('GET', KEYS[1]) == token then
+  local popped = false
   while true do
     local head = redis.call('LPOP', KEYS[4])
     if not head then
       break
     end
-    local entry = redis.call('HGET', KEYS[5], head)
+    popped = true
+    local entry = head ~= '~' and redis.call('HGET', KEYS[5], head)
     if entry then
       redis.call('HDEL', KEYS[5], head)
       local w = cjson.decode(entry)
@@ -38,7 +42,7 @@ if redis.call('GET', KEYS[1]) == token then
     end
   end
   redis.call('DEL', KEYS[1], KEYS[3])
-  if ARGV[2] then
+  if ARGV[2] and (popped or ARGV[3] == '1') then
     redis.call('PUBLISH', ARGV[2], KEYS[1])
   end
   return 1

@@ -201,7 +201,11 @@ impl Request<'_> {
             // Queue only while hand-offs can reach us: a release skips (and drops) a
             // queued waiter whose client's grant subscription is down. The epoch changes
             // when it comes back, and the next attempt queues again.
-            let queue = Queue::pick(registration.is_some() && notifier.subscribed(), silent);
+            let queue = Queue::pick(
+                registration.is_some() && notifier.subscribed(),
+                silent,
+                watch.is_some(),
+            );
             let first = attempts == 1;
             let Some(outcome) = self.attempt_until(keys, &token, queue, first, cut_at).await else {
                 return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
@@ -377,6 +381,10 @@ impl Request<'_> {
                 linger_ms,
                 stale_ms: ttl_millis(self.silent_place_kept()),
             },
+            // Kept at least until this waiter's next re-check.
+            Queue::Listen => Join::Listen {
+                linger_ms: linger_ms.max(ttl_millis(self.silent_place_kept())),
+            },
         };
         let args = AcquireArgs {
             kind: self.kind,
@@ -446,15 +454,19 @@ enum Queue {
     No,
     Grants,
     Silent,
+    /// No place, but a mark that a waiter listens for release notices.
+    Listen,
 }
 
 impl Queue {
-    /// For hand-offs while they can reach us, else silently where places are kept so.
-    fn pick(grants: bool, silent: bool) -> Self {
-        match (grants, silent) {
-            (true, _) => Self::Grants,
-            (false, true) => Self::Silent,
-            (false, false) => Self::No,
+    /// For hand-offs while they can reach us, else silently where places are kept so,
+    /// else a mark while we listen for release notices.
+    fn pick(grants: bool, silent: bool, listening: bool) -> Self {
+        match (grants, silent, listening) {
+            (true, _, _) => Self::Grants,
+            (false, true, _) => Self::Silent,
+            (false, false, true) => Self::Listen,
+            (false, false, false) => Self::No,
         }
     }
 }

@@ -85,6 +85,10 @@ pub(crate) enum Join<'a> {
     /// a Cluster, by its own re-checks elsewhere); the place is dropped when it has not
     /// come back for `stale_ms`.
     Silent { linger_ms: u64, stale_ms: u64 },
+    /// Only try, but mark the queue when busy (a lock's waiter that listens for release
+    /// notices: Cluster, quorum), so that the release announces; the mark lives
+    /// `linger_ms`. A release with nothing queued or marked announces nothing.
+    Listen { linger_ms: u64 },
 }
 
 /// One lease for the renewal scheduler.
@@ -188,11 +192,14 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
             .arg(&keys.channel)
             .arg(linger_ms)
             .arg(stale_ms),
-        Join::No => invocation.arg("0"),
+        Join::Listen { linger_ms } if matches!(args.kind, Kind::Mutex | Kind::Leader) => {
+            invocation.arg("w").arg("").arg(linger_ms)
+        }
+        Join::No | Join::Listen { .. } => invocation.arg("0"),
     };
     let lock = matches!(args.kind, Kind::Mutex | Kind::Leader);
     if lock && (args.kind == Kind::Leader || args.fence_step > 1) {
-        if args.join == Join::No {
+        if matches!(args.join, Join::No) {
             invocation.arg("").arg(0);
         }
         // ARGV[7]: the channel a fresh grant is announced on ("": none).

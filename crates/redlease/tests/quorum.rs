@@ -437,7 +437,7 @@ async fn a_dead_node_does_not_stall_contended_hand_overs() {
 /// clock, `scripts::QUORUM_FENCE_STEP`), so an uncontended acquire is one round trip: no
 /// write-back of the token (`raise_fence.lua`) to nodes whose counter is behind. With the
 /// µs clock every node answered its own time, and each acquire cost a second round trip
-/// to all but one node.
+/// to all but one node. And a release that no waiter listens for publishes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uncontended_acquires_need_no_fence_write_back() {
     const PAIRS: u64 = 30;
@@ -487,4 +487,16 @@ async fn uncontended_acquires_need_no_fence_write_back() {
         calls <= expected + 8,
         "{calls} script calls for {PAIRS} pairs on 3 nodes: expected {expected} (no fence write-backs)"
     );
+    // Nobody waited: no release announced itself (each used to PUBLISH on every node).
+    for conn in conns {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut conn.clone())
+            .await
+            .unwrap();
+        assert!(
+            !info.contains("cmdstat_publish:"),
+            "a release nobody waited for was published:\n{info}"
+        );
+    }
 }

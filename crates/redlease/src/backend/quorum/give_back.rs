@@ -47,6 +47,9 @@ pub(super) struct OwnedAttempt {
     pub(super) ttl_ms: u64,
     pub(super) holder: String,
     pub(super) announce: bool,
+    /// How long a busy node keeps the mark of a waiter listening for release notices
+    /// (`Join::Listen`), or `None` when this attempt does not listen.
+    pub(super) listen_ms: Option<u64>,
 }
 
 impl OwnedAttempt {
@@ -57,7 +60,9 @@ impl OwnedAttempt {
             token: &self.token,
             ttl_ms: self.ttl_ms,
             holder: &self.holder,
-            join: Join::No,
+            join: self
+                .listen_ms
+                .map_or(Join::No, |linger_ms| Join::Listen { linger_ms }),
             fence_step: scripts::QUORUM_FENCE_STEP,
         };
         let invocation = scripts::acquire(&self.keys, &args);
@@ -129,6 +134,7 @@ pub(super) fn give_back(
         ttl_ms: 0,
         holder: String::new(),
         announce: deployment.announces(),
+        listen_ms: None,
     });
     let mut releases: FuturesUnordered<_> = indexes
         .iter()

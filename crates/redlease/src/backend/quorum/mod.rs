@@ -104,8 +104,10 @@ pub(crate) async fn acquire(
     // Queues are per node and could hand the lock to different waiters: quorum waiters
     // listen for release notices instead (see `crate::notify::releases`).
     let args = AcquireArgs {
-        join: Join::No,
-        fence_step: scripts::QUORUM_FENCE_STEP,
+        join: match args.join {
+            listen @ Join::Listen { .. } => listen,
+            Join::No | Join::Grants { .. } | Join::Silent { .. } => Join::No,
+        },
         ..*args
     };
     let nodes = deployment.nodes.len();
@@ -317,6 +319,10 @@ async fn ask(
         ttl_ms: args.ttl_ms,
         holder: args.holder.to_owned(),
         announce: deployment.announces(),
+        listen_ms: match args.join {
+            Join::Listen { linger_ms } => Some(linger_ms),
+            Join::No | Join::Grants { .. } | Join::Silent { .. } => None,
+        },
     });
     let timeout = deployment.response_timeout;
     // How long a request may take once nobody listens to it any more: a slow node that
