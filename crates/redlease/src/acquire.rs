@@ -196,18 +196,14 @@ impl Request<'_> {
             let sent = Instant::now();
             let lease_floor = *floor.get_or_insert(sent);
             give_back.arm();
-            let cut_at = deadline.filter(|_| attempts > 0);
             attempts += 1;
             // Queue only while hand-offs can reach us: a release skips (and drops) a
             // queued waiter whose client's grant subscription is down. The epoch changes
             // when it comes back, and the next attempt queues again.
-            let queue = Queue::pick(
-                registration.is_some() && notifier.subscribed(),
-                silent,
-                watch.is_some(),
-            );
-            let first = attempts == 1;
-            let Some(outcome) = self.attempt_until(keys, &token, queue, first, cut_at).await else {
+            let grants = registration.is_some() && notifier.subscribed();
+            let queue = Queue::pick(grants, silent, watch.is_some());
+            let outcome = self.attempt_until(keys, &token, queue, attempts, deadline);
+            let Some(outcome) = outcome.await else {
                 return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
             };
             let delay = match outcome {
@@ -401,8 +397,8 @@ impl Request<'_> {
         })
     }
 
-    /// An attempt that stops at `cut_at` (`None` when cut off: its outcome is unknown,
-    /// and the caller's give-back settles it). The first attempt of an acquisition is
+    /// Attempt `number` of an acquisition, stopped at `deadline` (`None` when cut off: its
+    /// outcome is unknown, and the caller's give-back settles it). The first attempt is
     /// never cut (it always gets its answer, as `try_acquire` does); later ones stop at
     /// the end of the wait.
     async fn attempt_until(
@@ -410,11 +406,12 @@ impl Request<'_> {
         keys: &LockKeys,
         token: &OwnerToken,
         queue: Queue,
-        first: bool,
-        cut_at: Option<Instant>,
+        number: u32,
+        deadline: Option<Instant>,
     ) -> Option<Result<Attempt>> {
+        let first = number == 1;
         let attempt = self.attempt(keys, token, queue, first);
-        match cut_at {
+        match deadline.filter(|_| !first) {
             Some(at) => tokio::time::timeout_at(at, attempt).await.ok(),
             None => Some(attempt.await),
         }

@@ -53,6 +53,22 @@ pub(super) struct OwnedAttempt {
 }
 
 impl OwnedAttempt {
+    /// `args` owned, for the requests an attempt leaves to the background.
+    pub(super) fn of(deployment: &Deployment, keys: &LockKeys, args: &AcquireArgs<'_>) -> Self {
+        Self {
+            keys: keys.clone(),
+            kind: args.kind,
+            token: args.token.to_owned(),
+            ttl_ms: args.ttl_ms,
+            holder: args.holder.to_owned(),
+            announce: deployment.announces(),
+            listen_ms: match args.join {
+                Join::Listen { linger_ms } => Some(linger_ms),
+                Join::No | Join::Grants { .. } | Join::Silent { .. } => None,
+            },
+        }
+    }
+
     /// The acquire script (without queueing) over one node's connection.
     pub(super) async fn acquire(&self, mut conn: Conn) -> RedisResult<Reply> {
         let args = AcquireArgs {

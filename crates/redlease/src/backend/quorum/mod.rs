@@ -312,18 +312,7 @@ async fn ask(
         resting: Vec::new(),
         stragglers: None,
     };
-    let shared = Arc::new(OwnedAttempt {
-        keys: keys.clone(),
-        kind: args.kind,
-        token: args.token.to_owned(),
-        ttl_ms: args.ttl_ms,
-        holder: args.holder.to_owned(),
-        announce: deployment.announces(),
-        listen_ms: match args.join {
-            Join::Listen { linger_ms } => Some(linger_ms),
-            Join::No | Join::Grants { .. } | Join::Silent { .. } => None,
-        },
-    });
+    let shared = Arc::new(OwnedAttempt::of(deployment, keys, args));
     let timeout = deployment.response_timeout;
     // How long a request may take once nobody listens to it any more: a slow node that
     // still has to load the script (`NOSCRIPT`, `SCRIPT LOAD`, `EVALSHA` again) gets the
