@@ -102,6 +102,9 @@ pub(crate) struct RenewItem<'a> {
 /// Leases per renewal script call in a renewal round trip (each touches 2 or 3 keys).
 pub(crate) const BATCH: usize = 500;
 
+/// Room for a call's arguments besides its keys: the `EVALSHA` header and a few values.
+const CALL_ARGS_BYTES: usize = 320;
+
 /// One script call: its `EVALSHA` written straight into one command (keys, then
 /// arguments), and the script to load when the server answers `NOSCRIPT`. Built once per
 /// call, sent as is: no intermediate copy of the keys and arguments (redis-rs'
@@ -113,7 +116,10 @@ pub(crate) struct Call {
 
 impl Call {
     fn new(script: &'static Script, keys: &[&str]) -> Self {
-        let mut cmd = Cmd::new();
+        // Sized once for the keys and a few arguments (tokens, channels, holder details):
+        // growing the command argument by argument reallocated several times per call.
+        let bytes = keys.iter().map(|k| k.len()).sum::<usize>() + CALL_ARGS_BYTES;
+        let mut cmd = Cmd::with_capacity(keys.len() + 12, bytes);
         cmd.arg("EVALSHA")
             .arg(script.get_hash())
             .arg(keys.len())
