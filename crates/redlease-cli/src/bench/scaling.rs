@@ -69,6 +69,11 @@ pub(super) struct WaitBound {
     #[serde(rename = "bound_us", serialize_with = "super::stats::micros")]
     pub(super) bound: Duration,
     pub(super) met: bool,
+    /// The same bound with the section timed as the lock sees it: one section's share of
+    /// the lock's time (1 / sections per second), hand-off included.
+    #[serde(rename = "cycle_bound_us", serialize_with = "super::stats::micros")]
+    pub(super) cycle_bound: Duration,
+    pub(super) cycle_met: bool,
 }
 
 /// Commands per section at one point.
@@ -124,11 +129,20 @@ impl Targets {
                     .redlease
                     .mean_section
                     .mul_f64(WAIT_FACTOR * p.contenders as f64);
+                let rate = p.redlease.sections_per_sec.median;
+                #[allow(clippy::cast_precision_loss)] // contenders <= 1024
+                let cycle_bound = if rate > 0.0 {
+                    Duration::from_secs_f64(WAIT_FACTOR * p.contenders as f64 / rate)
+                } else {
+                    Duration::ZERO
+                };
                 WaitBound {
                     contenders: p.contenders,
                     longest_wait: p.redlease.wait.max,
                     bound,
                     met: p.redlease.wait.max <= bound,
+                    cycle_bound,
+                    cycle_met: p.redlease.wait.max <= cycle_bound,
                 }
             })
             .collect();
@@ -193,23 +207,32 @@ pub(super) fn render(out: &mut String, s: &Scaling) -> std::fmt::Result {
             r.busy_retry,
         )?;
     }
-    let waits: Vec<String> = t
-        .wait_bounds
-        .iter()
-        .map(|w| {
-            format!(
-                "{}: {} <= {} {}",
-                w.contenders,
-                duration(w.longest_wait),
-                duration(w.bound),
-                verdict(w.met)
-            )
-        })
-        .collect();
+    let waits = |bound: fn(&WaitBound) -> (Duration, bool)| {
+        t.wait_bounds
+            .iter()
+            .map(|w| {
+                let (limit, met) = bound(w);
+                format!(
+                    "{}: {} <= {} {}",
+                    w.contenders,
+                    duration(w.longest_wait),
+                    duration(limit),
+                    verdict(met)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
     writeln!(
         out,
         "    redlease longest wait <= {WAIT_FACTOR} x contenders x mean section time: {}",
-        waits.join("; ")
+        waits(|w| (w.bound, w.met))
+    )?;
+    writeln!(
+        out,
+        "    the same with the section as the lock's cycle (1 / sections per second, hand-off \
+         included): {}",
+        waits(|w| (w.cycle_bound, w.cycle_met))
     )?;
     let commands = |f: fn(&CommandsAt) -> Option<f64>| {
         t.commands_per_section
