@@ -8,7 +8,9 @@
 --   ARGV[3] (optional) "1": PUBLISH the key there after a hand-off too (an election's
 --           lock, whose observers follow every change of leader)
 -- Also withdraws the token from the waiter queue, so a waiter that gives up calls this too.
--- Reply: 1 released; 0 the lock did not hold our token (expired, or taken by another).
+-- Reply: 1 released; the grant message (a string, as published) when released by handing
+-- the lock on, so that a waiter of the releasing client is told without waiting for the
+-- push; 0 the lock did not hold our token (expired, or taken by another).
 --
 -- Hand-off: pop queued waiters oldest first until one's client still listens on its grant
 -- channel (PUBLISH reaches at least one subscriber); that waiter gets the lock without a
@@ -31,13 +33,14 @@ if redis.call('GET', KEYS[1]) == token then
       local w = cjson.decode(entry)
       local fence = grant_fence(KEYS[2])
       -- message: "<fence> <token> <lock key>"
-      if redis.call('PUBLISH', w[2], string.format('%d', fence) .. ' ' .. head .. ' ' .. KEYS[1]) > 0 then
+      local grant = string.format('%d', fence) .. ' ' .. head .. ' ' .. KEYS[1]
+      if redis.call('PUBLISH', w[2], grant) > 0 then
         redis.call('SET', KEYS[1], head, 'PX', w[1])
         redis.call('SET', KEYS[3], w[3], 'PX', w[1])
         if ARGV[3] == '1' then
           redis.call('PUBLISH', ARGV[2], KEYS[1])
         end
-        return 1
+        return grant
       end
     end
   end

@@ -17,6 +17,7 @@ use crate::keys::LockKeys;
 use crate::lease::{Lease, State, lost};
 use crate::notify::{Notifier, Wakeups};
 use crate::renew::Renewer;
+use crate::replies::Released;
 use crate::scripts::Kind;
 use crate::token::OwnerToken;
 
@@ -101,11 +102,14 @@ impl Engine {
             .into_iter()
             .filter(|holding| holding.close())
             .collect();
-        let given_back = futures_util::future::join_all(
-            leases
-                .iter()
-                .map(|holding| release_token(self, &holding.lease)),
-        )
+        let given_back = futures_util::future::join_all(leases.iter().map(|holding| {
+            release_token(
+                self,
+                &holding.lease.keys,
+                holding.lease.kind(),
+                &holding.lease.token,
+            )
+        }))
         .await;
         let tracker = &self.background;
         tracker.close();
@@ -209,7 +213,7 @@ impl Holding {
             return Ok(());
         }
         let mut give_back = GiveBack::new(&self.engine, &lease.keys, lease.kind(), &lease.token);
-        let released = release_token(&self.engine, lease).await;
+        let released = release_token(&self.engine, &lease.keys, lease.kind(), &lease.token).await;
         if released.is_ok() {
             give_back.disarm();
         }
@@ -327,7 +331,7 @@ impl Drop for GiveBack {
         let keys = Arc::clone(&self.keys);
         let (kind, token) = (self.kind, self.token.clone());
         let spawned = self.engine.background(async move {
-            match engine.deployment().release(&keys, kind, token.secret()).await {
+            match release_token(&engine, &keys, kind, &token).await {
                 Ok(true) => tracing::debug!(key = %keys.key, "gave back a lock left by an abandoned operation"),
                 Ok(false) => {}
                 Err(e) => tracing::warn!(key = %keys.key, error = %e, "could not give back a lock left by an abandoned operation; it expires by itself"),
@@ -339,13 +343,24 @@ impl Drop for GiveBack {
     }
 }
 
-/// Runs the release script of `lease` (also withdraws its token from the waiter queue).
-/// Returns whether the lease was still held.
-async fn release_token(engine: &Engine, lease: &Lease) -> Result<bool> {
-    engine
+/// Runs the release script of `token`'s lease at `keys` (also withdraws the token from the
+/// waiter queue). Returns whether the lease was still held. A hand-off to a waiter of this
+/// client is told to it at once, from the script's reply, instead of waiting for the
+/// grant's push on the subscription (one wake-up fewer on the lock's critical path).
+async fn release_token(
+    engine: &Engine,
+    keys: &LockKeys,
+    kind: Kind,
+    token: &OwnerToken,
+) -> Result<bool> {
+    let released = engine
         .deployment()
-        .release(&lease.keys, lease.kind(), lease.token.secret())
-        .await
+        .release(keys, kind, token.secret())
+        .await?;
+    if let Released::HandedOff { fence, token } = &released {
+        engine.notifier.deliver(*fence, token);
+    }
+    Ok(released.was_held())
 }
 
 /// `note` on one line (control characters become spaces), trimmed and cut to `max` bytes;

@@ -43,6 +43,53 @@ pub(crate) fn flag(script: &'static str, value: &Value) -> RedisResult<bool> {
     }
 }
 
+/// What a release script did with a lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Released {
+    /// The lease was ours and is gone (freed, or handed to a waiter of another client).
+    Freed,
+    /// The lease was ours and went to the queued waiter `token` with `fence` (the grant
+    /// message `release.lua` also published).
+    HandedOff { fence: u64, token: String },
+    /// The lease did not hold our token (expired, or another owner's).
+    NotHeld,
+}
+
+impl Released {
+    /// Whether the lease was still ours.
+    pub(crate) fn was_held(&self) -> bool {
+        !matches!(self, Self::NotHeld)
+    }
+}
+
+/// A release script's reply: 1, 0, or (`release.lua`) the grant message of a hand-off.
+pub(crate) fn released(script: &'static str, value: &Value) -> RedisResult<Released> {
+    match value {
+        Value::BulkString(message) => parse_grant(message)
+            .map(|(fence, token)| Released::HandedOff {
+                fence,
+                token: token.to_owned(),
+            })
+            .ok_or_else(|| unexpected(script, "1, 0 or a grant message", value)),
+        other => flag(script, other).map(|held| {
+            if held {
+                Released::Freed
+            } else {
+                Released::NotHeld
+            }
+        }),
+    }
+}
+
+/// A grant message `"<fence> <token> <key>"` -> (fence, token).
+pub(crate) fn parse_grant(payload: &[u8]) -> Option<(u64, &str)> {
+    let text = std::str::from_utf8(payload).ok()?;
+    let mut parts = text.splitn(3, ' ');
+    let fence = parts.next()?.parse().ok()?;
+    let token = parts.next()?;
+    Some((fence, token))
+}
+
 /// `renew.lua` for a batch of `leases`: one 1 (renewed) or 0 (lost) per lease, in order.
 pub(crate) fn renew(value: &Value, leases: usize) -> RedisResult<Vec<bool>> {
     let unexpected = || unexpected("renew.lua", "one 1 or 0 per lease", value);
@@ -185,6 +232,23 @@ mod tests {
 
     fn array(items: &[i64]) -> Value {
         Value::Array(items.iter().map(|&i| Value::Int(i)).collect())
+    }
+
+    #[test]
+    fn release_replies_are_parsed() {
+        let released = |v: &Value| released("release.lua", v).ok();
+        assert_eq!(released(&Value::Int(1)), Some(Released::Freed));
+        assert_eq!(released(&Value::Int(0)), Some(Released::NotHeld));
+        assert_eq!(
+            released(&Value::BulkString(b"17 abcd redlease:x y".to_vec())),
+            Some(Released::HandedOff {
+                fence: 17,
+                token: "abcd".into()
+            })
+        );
+        assert_eq!(released(&Value::BulkString(b"x abcd k".to_vec())), None);
+        assert_eq!(released(&Value::Int(2)), None);
+        assert!(Released::Freed.was_held() && !Released::NotHeld.was_held());
     }
 
     #[test]

@@ -23,8 +23,8 @@ use redis::Value;
 
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
-use crate::replies;
 pub(crate) use crate::replies::Reply;
+use crate::replies::{self, Released};
 use crate::scripts::{self, AcquireArgs, Kind, RenewItem};
 pub(crate) use connect::connect;
 pub(crate) use deployment::Deployment;
@@ -42,10 +42,21 @@ impl Deployment {
             .map_err(|e| Error::redis("acquiring a lock", &keys.key, e))
     }
 
-    /// Runs the release script of `kind`; whether the lease held our token.
-    pub(crate) async fn release(&self, keys: &LockKeys, kind: Kind, token: &str) -> Result<bool> {
+    /// Runs the release script of `kind`: whether the lease held our token, and to whom
+    /// it was handed.
+    pub(crate) async fn release(
+        &self,
+        keys: &LockKeys,
+        kind: Kind,
+        token: &str,
+    ) -> Result<Released> {
         if self.topology == Topology::Quorum {
-            return Box::pin(quorum::release(self, keys, kind, token)).await;
+            let held = Box::pin(quorum::release(self, keys, kind, token)).await?;
+            return Ok(if held {
+                Released::Freed
+            } else {
+                Released::NotHeld
+            });
         }
         let announce = self.announces();
         self.across_reconnects(|| release_on(self.primary(), keys, kind, token, announce))

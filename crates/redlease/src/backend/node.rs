@@ -12,7 +12,7 @@ use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Script, Val
 use super::sentinel::Follower;
 use crate::error::is_connection_error;
 use crate::keys::LockKeys;
-use crate::replies::{self, Reply};
+use crate::replies::{self, Released, Reply};
 use crate::scripts::{self, AcquireArgs, Kind, RenewItem};
 
 /// One connection to one deployment or node, cheap to clone, multiplexed.
@@ -376,9 +376,9 @@ pub(crate) async fn release_on(
     kind: Kind,
     token: &str,
     announce: bool,
-) -> RedisResult<bool> {
+) -> RedisResult<Released> {
     let invocation = scripts::release(keys, kind, token, announce);
-    replies::flag(
+    replies::released(
         scripts::release_name(kind),
         &node.invoke(&invocation).await?,
     )

@@ -16,6 +16,7 @@ use tokio::time::Instant;
 
 use crate::conn::pubsub::{Link, Owner as LinkOwner};
 use crate::error::Result;
+use crate::replies::parse_grant;
 use crate::token::OwnerToken;
 
 /// Routes hand-offs from this client's grant channel to the waiting tasks.
@@ -143,6 +144,21 @@ impl Notifier {
         self.epoch.subscribe()
     }
 
+    /// Tells the registered waiter `token` that it was handed the lock with `fence`: from
+    /// the grant subscription, or sooner from the reply of a release by this very client
+    /// (whichever comes first; the other finds nobody left to tell).
+    pub(crate) fn deliver(&self, fence: u64, token: &str) {
+        let sender = self.lock_waiters().remove(token);
+        if let Some(tx) = sender {
+            let _ = tx.send(fence);
+        } else {
+            // Told already, another client's waiter, or the waiter gave up: then its own
+            // clean-up (the release script) hands the lock on, whichever of the two Redis
+            // runs first.
+            tracing::trace!("hand-off for no waiter registered here");
+        }
+    }
+
     /// Number of registered waiters (for tests and diagnostics).
     pub(crate) fn waiting(&self) -> usize {
         self.lock_waiters().len()
@@ -157,14 +173,7 @@ impl LinkOwner for Notifier {
         let Some((fence, token)) = parse_grant(payload) else {
             return;
         };
-        let sender = self.lock_waiters().remove(token);
-        if let Some(tx) = sender {
-            let _ = tx.send(fence);
-        } else {
-            // The waiter gave up; its own clean-up (the release script) hands the
-            // lock on, whichever of the two Redis runs first.
-            tracing::debug!("hand-off for a waiter that already left");
-        }
+        self.deliver(fence, token);
     }
 
     fn changed(&self, up: bool) {
@@ -182,15 +191,6 @@ impl LinkOwner for Notifier {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .is_some_and(|t| t.elapsed() < IN_USE_FOR)
     }
-}
-
-/// `"<fence> <token> <key>"` -> (fence, token).
-fn parse_grant(payload: &[u8]) -> Option<(u64, &str)> {
-    let text = std::str::from_utf8(payload).ok()?;
-    let mut parts = text.splitn(3, ' ');
-    let fence = parts.next()?.parse().ok()?;
-    let token = parts.next()?;
-    Some((fence, token))
 }
 
 /// A waiter's place in the notifier; removed on drop.
@@ -214,16 +214,5 @@ impl Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         self.notifier.lock_waiters().remove(&self.token);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn grants_parse() {
-        assert_eq!(parse_grant(b"17 abcd redlease:x y"), Some((17, "abcd")));
-        assert_eq!(parse_grant(b"x abcd k"), None);
     }
 }

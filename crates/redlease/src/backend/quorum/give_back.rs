@@ -88,10 +88,12 @@ impl OwnedAttempt {
     /// The release script over one node's connection.
     pub(super) async fn release(&self, mut conn: Conn) -> RedisResult<bool> {
         let invocation = scripts::release(&self.keys, self.kind, &self.token, self.announce);
-        replies::flag(
+        // A quorum queues nobody, so nothing is handed on.
+        replies::released(
             scripts::release_name(self.kind),
             &invocation.invoke_async(&mut conn).await?,
         )
+        .map(|released| released.was_held())
     }
 }
 
