@@ -50,6 +50,7 @@ demo: redis
 bench: redis
 	$(CARGO) run --release -q -p redlease-cli -- bench
 	$(CARGO) run --release -q -p redlease-cli -- bench --hot-cpus 2
+	$(CARGO) run --release -q -p redlease-cli -- bench --only scaling --plot docs/scaling.svg
 	$(CARGO) run --release -q -p redlease --example renewal_cost
 	$(CARGO) run --release -q -p redlease --example quorum_latency
 
