@@ -50,7 +50,7 @@ if ARGV[4] == '1' or ARGV[4] == 'j' then
   redis.call('PEXPIRE', KEYS[5], ARGV[6])
 end
 if ARGV[4] == 'w' then
-  if redis.call('LLEN', KEYS[4]) == 0 then
+  if not redis.call('LINDEX', KEYS[4], 0) then
     redis.call('RPUSH', KEYS[4], '~')
   end
   redis.call('PEXPIRE', KEYS[4], ARGV[6])
