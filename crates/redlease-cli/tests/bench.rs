@@ -39,6 +39,15 @@ fn bench_text(args: &[&str]) -> Result<String, Box<dyn std::error::Error>> {
     )?)
 }
 
+/// Checks that `redlease bench --help` names every one of `needles`.
+fn help_names(needles: &[&str]) -> TestResult {
+    let help = bench_text(&["--help"])?;
+    for needle in needles {
+        assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
+    }
+    Ok(())
+}
+
 /// The length of a JSON array, `None` for anything else.
 fn len(v: &Value) -> Option<usize> {
     v.as_array().map(Vec::len)
@@ -232,8 +241,7 @@ fn the_semaphore_and_rwlock_scenarios_keep_their_exclusion() -> TestResult {
 
 #[test]
 fn table_output_and_help_name_the_scenarios() -> TestResult {
-    let help = bench_text(&["--help"])?;
-    for needle in [
+    help_names(&[
         "uncontended, redlease",
         "bare busy-retry",
         "--workers",
@@ -241,9 +249,7 @@ fn table_output_and_help_name_the_scenarios() -> TestResult {
         "ABBA",
         "quorum of 5",
         "Exit codes",
-    ] {
-        assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
-    }
+    ])?;
     let text = bench_text(&["--duration", "100ms", "--workers", "2", "--hot-cpus", "1"])?;
     assert!(text.contains("hot CPUs: 1"), "{text}");
     assert!(text.contains("redlease acquire + release"), "{text}");
@@ -359,16 +365,13 @@ fn processes_spread_the_contended_workers() -> TestResult {
     assert!(text.contains("2 workers over 2 processes"), "{text}");
     assert!(text.contains("every counter matches"), "{text}");
 
-    let help = bench_text(&["--help"])?;
-    for needle in [
+    help_names(&[
         "--processes",
         "--only scaling",
         "--plot",
         "--contenders",
         "--slice",
-    ] {
-        assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
-    }
+    ])?;
     let out = run(&["bench", "--plot", "x.svg", "--only", "shared"], 2)?;
     assert!(String::from_utf8(out.stderr)?.contains("add --only scaling"));
     Ok(())
