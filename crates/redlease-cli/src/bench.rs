@@ -1,6 +1,7 @@
 //! `redlease bench`: the benchmark scenarios of `BENCHMARKS.md`, all in one run against one
 //! Redis, each redlease scenario next to a bare redis-rs loop doing the same job.
 
+use std::future::Future;
 use std::io::{IsTerminal as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,18 +9,21 @@ use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use futures_util::future::join_all;
 use redis::aio::ConnectionManager;
 use redis::{Script, Value};
 
 pub(crate) mod callgrind;
 mod contended;
 mod hot;
+mod looped;
 mod pairs;
 mod plot;
 mod processes;
 mod quorum;
 mod report;
 mod scaling;
+mod section;
 mod shared;
 mod stats;
 mod uncontended;
@@ -29,7 +33,7 @@ mod worker;
 pub(crate) use worker::{WorkerArgs, worker};
 
 use report::Report;
-use stats::CommandStats;
+use stats::{CommandDelta, CommandStats};
 
 /// `--help` text of `redlease bench`.
 pub(crate) const LONG_ABOUT: &str = "\
@@ -389,7 +393,7 @@ impl Env {
             url: url.to_owned(),
             admin,
             run_id: std::process::id().to_string(),
-            warm_up: (duration / 10).clamp(Duration::from_millis(50), Duration::from_millis(500)),
+            warm_up: warm_up(duration),
             show_progress: std::io::stderr().is_terminal(),
             keys: Mutex::new(Vec::new()),
         })
@@ -429,17 +433,47 @@ impl Env {
 
     /// Remembers every key of `lock` for removal at the end.
     fn clean_up_lock(&self, lock: &redlease::Lock) -> anyhow::Result<()> {
-        let keys = lock.keys()?;
+        self.clean_up_keys(&lock.keys()?);
+        Ok(())
+    }
+
+    /// Remembers every key of a lock, semaphore or read-write lock for removal at the end.
+    fn clean_up_keys(&self, keys: &redlease::LockKeys) {
         for key in [
             keys.key(),
             keys.fence(),
             keys.holder(),
             keys.queue(),
             keys.waiters(),
-        ] {
+        ]
+        .into_iter()
+        .chain(keys.permits())
+        .chain(keys.holds())
+        {
             self.clean_up(key);
         }
+    }
+
+    /// Deletes the counter `key` that critical sections increment.
+    async fn reset_counter(&self, key: &str) -> anyhow::Result<()> {
+        let mut admin = self.admin.clone();
+        let () = redis::cmd("DEL")
+            .arg(key)
+            .query_async(&mut admin)
+            .await
+            .context("resetting the counter")?;
         Ok(())
+    }
+
+    /// The counter `key` that critical sections increment (0 when absent).
+    async fn read_counter(&self, key: &str) -> anyhow::Result<u64> {
+        let mut admin = self.admin.clone();
+        let value: Option<u64> = redis::cmd("GET")
+            .arg(key)
+            .query_async(&mut admin)
+            .await
+            .context("reading the counter")?;
+        Ok(value.unwrap_or(0))
     }
 
     /// Removes the keys this run created (best effort: a failure is only logged).
@@ -459,18 +493,10 @@ impl Env {
         }
     }
 
-    /// Calls per command so far; `None` when `INFO commandstats` is not allowed.
-    async fn command_stats(&self) -> Option<CommandStats> {
-        let mut conn = self.admin.clone();
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut conn)
-            .await
-            .inspect_err(
-                |e| tracing::warn!(error = %e, "INFO commandstats failed; no command counts"),
-            )
-            .ok()?;
-        Some(CommandStats::parse(&info))
+    /// Runs `work` between two `INFO commandstats` snapshots of the server: what `work`
+    /// returned, and the commands the server ran meanwhile.
+    async fn counting<T>(&self, work: impl Future<Output = T>) -> (T, Option<CommandDelta>) {
+        counting(std::slice::from_ref(&self.admin), work).await
     }
 
     async fn redis_version(&self) -> String {
@@ -494,6 +520,48 @@ impl Env {
             eprintln!("redlease bench: {what}");
         }
     }
+}
+
+/// The warm-up before measuring for `duration`: a tenth of it, 50ms..500ms.
+fn warm_up(duration: Duration) -> Duration {
+    (duration / 10).clamp(Duration::from_millis(50), Duration::from_millis(500))
+}
+
+/// Calls per command so far; `None` when `INFO commandstats` is not allowed.
+async fn command_stats(mut conn: ConnectionManager) -> Option<CommandStats> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .inspect_err(|e| tracing::warn!(error = %e, "INFO commandstats failed; no command counts"))
+        .ok()?;
+    Some(CommandStats::parse(&info))
+}
+
+/// Runs `work` between two `INFO commandstats` snapshots of every server in `servers` (taken
+/// on all at once): what `work` returned, and the commands the servers ran meanwhile, summed
+/// over them; `None` when one server refused `INFO commandstats`.
+async fn counting<T>(
+    servers: &[ConnectionManager],
+    work: impl Future<Output = T>,
+) -> (T, Option<CommandDelta>) {
+    let snapshot = || async {
+        join_all(servers.iter().cloned().map(command_stats))
+            .await
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+    };
+    let before = snapshot().await;
+    let output = work.await;
+    let after = snapshot().await;
+    let delta = before.zip(after).map(|(before, after)| {
+        let mut sum = CommandDelta::default();
+        for (before, after) in before.iter().zip(&after) {
+            sum += before.delta(after);
+        }
+        sum
+    });
+    (output, delta)
 }
 
 /// The bare floor's lock: `SET key token NX PX`, released by compare-and-delete.

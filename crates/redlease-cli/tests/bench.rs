@@ -1,6 +1,8 @@
 //! Runs the real `redlease bench` binary: a short run against a private redis-server.
 
-use std::process::Command;
+use std::process::{Command, Output};
+
+use serde_json::Value;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -8,14 +10,52 @@ fn redlease() -> Command {
     Command::new(env!("CARGO_BIN_EXE_redlease"))
 }
 
+/// Short multi-process runs: 2 worker processes, 5 pairs of 100ms slices.
+const TWO_PROCESSES: [&str; 6] = ["--processes", "2", "--slice", "100ms", "--pairs", "5"];
+
+/// Runs `redlease ARGS`, which must exit with `code`: its output.
+fn run(args: &[&str], code: i32) -> Result<Output, Box<dyn std::error::Error>> {
+    let out = redlease().args(args).output()?;
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "redlease {args:?}: stderr: {}\nstdout: {}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    Ok(out)
+}
+
+/// Runs `redlease bench --json ARGS`, which must exit 0: the report.
+fn bench_json(args: &[&str]) -> Result<Value, Box<dyn std::error::Error>> {
+    let out = run(&[&["bench", "--json"], args].concat(), 0)?;
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// Runs `redlease bench ARGS`, which must exit 0: the text report.
+fn bench_text(args: &[&str]) -> Result<String, Box<dyn std::error::Error>> {
+    Ok(String::from_utf8(
+        run(&[&["bench"], args].concat(), 0)?.stdout,
+    )?)
+}
+
+/// Checks that `redlease bench --help` names every one of `needles`.
+fn help_names(needles: &[&str]) -> TestResult {
+    let help = bench_text(&["--help"])?;
+    for needle in needles {
+        assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
+    }
+    Ok(())
+}
+
+/// The length of a JSON array, `None` for anything else.
+fn len(v: &Value) -> Option<usize> {
+    v.as_array().map(Vec::len)
+}
+
 #[test]
 fn short_bench_reports_every_scenario_as_json() -> TestResult {
-    let out = redlease()
-        .args(["bench", "--json", "--duration", "150ms", "--workers", "3"])
-        .output()?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let report = bench_json(&["--duration", "150ms", "--workers", "3"])?;
     let uncontended = report["uncontended"].as_array().ok_or("no uncontended")?;
     let contended = report["contended"].as_array().ok_or("no contended")?;
     let quorum = report["quorum"].as_array().ok_or("no quorum")?;
@@ -24,7 +64,7 @@ fn short_bench_reports_every_scenario_as_json() -> TestResult {
     assert_eq!(quorum.len(), 2);
     for c in contended {
         assert_eq!(c["counter"], c["sections"], "{c}");
-        assert_eq!(c["per_worker"].as_array().map(Vec::len), Some(3));
+        assert_eq!(len(&c["per_worker"]), Some(3));
         assert!(c["sections"].as_u64() > Some(0), "{c}");
     }
     for side in uncontended.iter().chain(quorum) {
@@ -67,13 +107,13 @@ fn short_bench_reports_every_scenario_as_json() -> TestResult {
         assert!(pair[side]["longest_wait_us"].as_f64() > Some(0.0), "{pair}");
         assert!(pair[side]["gap_p50_us"].is_number(), "{pair}");
     }
-    assert_eq!(report["failures"].as_array().map(Vec::len), Some(0));
+    assert_eq!(len(&report["failures"]), Some(0));
     Ok(())
 }
 
 /// A comparison of `n` interleaved pairs: the side going first alternates (ABBA), each
 /// ratio is the pair's redlease rate over its floor rate, and the median lies in min..max.
-fn check_pairs(c: &serde_json::Value, n: usize) -> TestResult {
+fn check_pairs(c: &Value, n: usize) -> TestResult {
     let pairs = c["pairs"].as_array().ok_or("no pairs")?;
     assert_eq!(pairs.len(), n, "{c}");
     for (i, p) in pairs.iter().enumerate() {
@@ -98,8 +138,7 @@ fn check_pairs(c: &serde_json::Value, n: usize) -> TestResult {
 /// Fewer than 5 pairs give no meaningful median or range: refused as bad usage.
 #[test]
 fn fewer_than_five_pairs_are_refused() -> TestResult {
-    let out = redlease().args(["bench", "--pairs", "4"]).output()?;
-    assert_eq!(out.status.code(), Some(2));
+    let out = run(&["bench", "--pairs", "4"], 2)?;
     let stderr = String::from_utf8(out.stderr)?;
     assert!(
         stderr.starts_with("redlease: --pairs 4 is too few") && stderr.contains("at least 5"),
@@ -115,12 +154,7 @@ fn fewer_than_five_pairs_are_refused() -> TestResult {
 /// trips.
 #[test]
 fn the_quorum_scenario_checks_every_pair_and_counts_per_node() -> TestResult {
-    let out = redlease()
-        .args(["bench", "--only", "quorum", "--duration", "1s"])
-        .output()?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
-    let text = String::from_utf8(out.stdout)?;
+    let text = bench_text(&["--only", "quorum", "--duration", "1s"])?;
     assert!(
         text.contains(
             "correctness (quorum of 5): every acquire succeeded and every release released"
@@ -133,21 +167,7 @@ fn the_quorum_scenario_checks_every_pair_and_counts_per_node() -> TestResult {
     );
     assert!(!text.contains("Uncontended:"), "{text}");
 
-    let out = redlease()
-        .args([
-            "bench",
-            "--only",
-            "quorum",
-            "--json",
-            "--duration",
-            "600ms",
-            "--pairs",
-            "6",
-        ])
-        .output()?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let report = bench_json(&["--only", "quorum", "--duration", "600ms", "--pairs", "6"])?;
     let comparisons = report["comparisons"].as_array().ok_or("no comparisons")?;
     assert_eq!(comparisons.len(), 1);
     check_pairs(&comparisons[0], 6)?;
@@ -178,18 +198,12 @@ fn the_quorum_scenario_checks_every_pair_and_counts_per_node() -> TestResult {
 #[test]
 fn the_callgrind_loops_run_and_check_their_pairs() -> TestResult {
     let server = redlease_local::RedisServer::start()?;
+    let url = server.url();
     for side in ["redlease", "bare"] {
-        let out = redlease()
-            .args(["bench-callgrind-loop", "--redis", &server.url()])
-            .args(["--side", side, "--ops", "50"])
-            .output()?;
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{side}: {stderr}");
+        let loop_args = ["--redis", &url, "--side", side, "--ops", "50"];
+        run(&[&["bench-callgrind-loop"], &loop_args[..]].concat(), 0)?;
     }
-    let out = redlease()
-        .args(["bench-callgrind", "--short", "40", "--long", "40"])
-        .output()?;
-    assert_eq!(out.status.code(), Some(2));
+    let out = run(&["bench-callgrind", "--short", "40", "--long", "40"], 2)?;
     assert!(String::from_utf8(out.stderr)?.contains("must be larger than --short"));
     Ok(())
 }
@@ -199,14 +213,9 @@ fn the_callgrind_loops_run_and_check_their_pairs() -> TestResult {
 /// anyone, the counters right.
 #[test]
 fn the_semaphore_and_rwlock_scenarios_keep_their_exclusion() -> TestResult {
-    let out = redlease()
-        .args(["bench", "--json", "--only", "shared", "--duration", "300ms"])
-        .output()?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-    assert_eq!(report["uncontended"].as_array().map(Vec::len), Some(0));
-    assert_eq!(report["contended"].as_array().map(Vec::len), Some(0));
+    let report = bench_json(&["--only", "shared", "--duration", "300ms"])?;
+    assert_eq!(len(&report["uncontended"]), Some(0));
+    assert_eq!(len(&report["contended"]), Some(0));
     let shared = report["shared"].as_array().ok_or("no shared")?;
     assert_eq!(shared.len(), 2);
     for s in shared {
@@ -226,16 +235,13 @@ fn the_semaphore_and_rwlock_scenarios_keep_their_exclusion() -> TestResult {
         "readers never shared"
     );
     assert!(shared[1]["writes"].as_u64() > Some(0), "{}", shared[1]);
-    assert_eq!(report["failures"].as_array().map(Vec::len), Some(0));
+    assert_eq!(len(&report["failures"]), Some(0));
     Ok(())
 }
 
 #[test]
 fn table_output_and_help_name_the_scenarios() -> TestResult {
-    let help = redlease().args(["bench", "--help"]).output()?;
-    assert!(help.status.success());
-    let help = String::from_utf8(help.stdout)?;
-    for needle in [
+    help_names(&[
         "uncontended, redlease",
         "bare busy-retry",
         "--workers",
@@ -243,27 +249,8 @@ fn table_output_and_help_name_the_scenarios() -> TestResult {
         "ABBA",
         "quorum of 5",
         "Exit codes",
-    ] {
-        assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
-    }
-    let out = redlease()
-        .args([
-            "bench",
-            "--duration",
-            "100ms",
-            "--workers",
-            "2",
-            "--hot-cpus",
-            "1",
-        ])
-        .output()?;
-    let text = String::from_utf8(out.stdout)?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stderr: {stderr}\nstdout: {text}"
-    );
+    ])?;
+    let text = bench_text(&["--duration", "100ms", "--workers", "2", "--hot-cpus", "1"])?;
     assert!(text.contains("hot CPUs: 1"), "{text}");
     assert!(text.contains("redlease acquire + release"), "{text}");
     assert!(text.contains("every counter matches"), "{text}");
@@ -272,15 +259,14 @@ fn table_output_and_help_name_the_scenarios() -> TestResult {
 
 #[test]
 fn bad_arguments_exit_2_and_unreachable_redis_69() -> TestResult {
-    let out = redlease().args(["bench", "--duration", "1ms"]).output()?;
-    assert_eq!(out.status.code(), Some(2));
+    let out = run(&["bench", "--duration", "1ms"], 2)?;
     assert!(String::from_utf8(out.stderr)?.starts_with("redlease: --duration"));
 
     let port = redlease_local::free_port()?;
-    let out = redlease()
-        .args(["bench", "--redis", &format!("redis://127.0.0.1:{port}")])
-        .output()?;
-    assert_eq!(out.status.code(), Some(69));
+    let out = run(
+        &["bench", "--redis", &format!("redis://127.0.0.1:{port}")],
+        69,
+    )?;
     let stderr = String::from_utf8(out.stderr)?;
     assert!(
         stderr.starts_with("redlease: connecting to Redis"),
@@ -296,30 +282,21 @@ fn bad_arguments_exit_2_and_unreachable_redis_69() -> TestResult {
 fn the_scaling_scenario_runs_over_processes_and_plots_both_curves() -> TestResult {
     let dir = tempfile::tempdir()?;
     let svg_path = dir.path().join("scaling.svg");
-    let out = redlease()
-        .args([
-            "bench",
-            "--json",
-            "--only",
-            "scaling",
-            "--contenders",
-            "4,8",
-            "--processes",
-            "2",
-            "--slice",
-            "100ms",
-            "--pairs",
-            "5",
-            "--plot",
-        ])
-        .arg(&svg_path)
-        .output()?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-    assert_eq!(report["uncontended"].as_array().map(Vec::len), Some(0));
-    assert_eq!(report["contended"].as_array().map(Vec::len), Some(0));
-    assert_eq!(report["failures"].as_array().map(Vec::len), Some(0));
+    let svg_arg = svg_path
+        .to_str()
+        .ok_or("a temporary path that is not UTF-8")?;
+    let args = [
+        "--only",
+        "scaling",
+        "--contenders",
+        "4,8",
+        "--plot",
+        svg_arg,
+    ];
+    let report = bench_json(&[&args[..], &TWO_PROCESSES].concat())?;
+    assert_eq!(len(&report["uncontended"]), Some(0));
+    assert_eq!(len(&report["contended"]), Some(0));
+    assert_eq!(len(&report["failures"]), Some(0));
     let scaling = &report["scaling"];
     assert_eq!(scaling["processes"], 2, "{scaling}");
     let points = scaling["points"].as_array().ok_or("no points")?;
@@ -331,19 +308,13 @@ fn the_scaling_scenario_runs_over_processes_and_plots_both_curves() -> TestResul
             let s = &point[side];
             assert!(s["sections"].as_u64() > Some(0), "{s}");
             assert_eq!(s["counters_matched"], 5, "{s}");
-            assert_eq!(
-                s["sections_per_sec"]["slices"].as_array().map(Vec::len),
-                Some(5)
-            );
-            assert_eq!(
-                s["per_task"].as_array().map(Vec::len),
-                usize::try_from(contenders).ok()
-            );
+            assert_eq!(len(&s["sections_per_sec"]["slices"]), Some(5));
+            assert_eq!(len(&s["per_task"]), usize::try_from(contenders).ok());
             let per_task_sum: u64 = s["per_task"]
                 .as_array()
                 .ok_or("no per_task")?
                 .iter()
-                .filter_map(serde_json::Value::as_u64)
+                .filter_map(Value::as_u64)
                 .sum();
             assert_eq!(Some(per_task_sum), s["sections"].as_u64(), "{s}");
             assert!(s["wait"]["max_us"].as_f64() > Some(0.0), "{s}");
@@ -352,7 +323,7 @@ fn the_scaling_scenario_runs_over_processes_and_plots_both_curves() -> TestResul
         // FIFO hand-off: every redlease task got the lock.
         let fewest = point["redlease"]["per_task"]
             .as_array()
-            .and_then(|t| t.iter().filter_map(serde_json::Value::as_u64).min());
+            .and_then(|t| t.iter().filter_map(Value::as_u64).min());
         assert!(fewest > Some(0), "{point}");
     }
     let targets = &scaling["targets"];
@@ -360,11 +331,8 @@ fn the_scaling_scenario_runs_over_processes_and_plots_both_curves() -> TestResul
         targets["throughput_last_over_first"]["redlease"].is_number(),
         "{targets}"
     );
-    assert_eq!(targets["wait_bounds"].as_array().map(Vec::len), Some(2));
-    assert_eq!(
-        targets["commands_per_section"].as_array().map(Vec::len),
-        Some(2)
-    );
+    assert_eq!(len(&targets["wait_bounds"]), Some(2));
+    assert_eq!(len(&targets["commands_per_section"]), Some(2));
 
     let svg = std::fs::read_to_string(&svg_path)?;
     assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
@@ -381,58 +349,30 @@ fn the_scaling_scenario_runs_over_processes_and_plots_both_curves() -> TestResul
 /// redlease and busy-retry instead of the in-process scenarios; and the table says so.
 #[test]
 fn processes_spread_the_contended_workers() -> TestResult {
-    let out = redlease()
-        .args([
-            "bench",
-            "--json",
-            "--only",
-            "contended",
-            "--workers",
-            "3",
-            "--processes",
-            "2",
-            "--slice",
-            "100ms",
-            "--pairs",
-            "5",
-        ])
-        .output()?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-    assert_eq!(report["contended"].as_array().map(Vec::len), Some(0));
+    let processes = [&["--only", "contended"], &TWO_PROCESSES[..]].concat();
+    let report = bench_json(&[&processes[..], &["--workers", "3"]].concat())?;
+    assert_eq!(len(&report["contended"]), Some(0));
     let p = &report["contended_processes"];
     assert_eq!(p["processes"], 2, "{p}");
     assert_eq!(p["contenders"], 3, "{p}");
     for side in ["redlease", "busy_retry"] {
-        assert_eq!(p[side]["per_task"].as_array().map(Vec::len), Some(3), "{p}");
+        assert_eq!(len(&p[side]["per_task"]), Some(3), "{p}");
         assert_eq!(p[side]["counters_matched"], 5, "{p}");
     }
     assert!(report["scaling"].is_null());
 
-    let out = redlease()
-        .args(["bench", "--only", "contended", "--workers", "2"])
-        .args(["--processes", "2", "--slice", "100ms", "--pairs", "5"])
-        .output()?;
-    assert_eq!(out.status.code(), Some(0));
-    let text = String::from_utf8(out.stdout)?;
+    let text = bench_text(&[&processes[..], &["--workers", "2"]].concat())?;
     assert!(text.contains("2 workers over 2 processes"), "{text}");
     assert!(text.contains("every counter matches"), "{text}");
 
-    let help = String::from_utf8(redlease().args(["bench", "--help"]).output()?.stdout)?;
-    for needle in [
+    help_names(&[
         "--processes",
         "--only scaling",
         "--plot",
         "--contenders",
         "--slice",
-    ] {
-        assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
-    }
-    let out = redlease()
-        .args(["bench", "--plot", "x.svg", "--only", "shared"])
-        .output()?;
-    assert_eq!(out.status.code(), Some(2));
+    ])?;
+    let out = run(&["bench", "--plot", "x.svg", "--only", "shared"], 2)?;
     assert!(String::from_utf8(out.stderr)?.contains("add --only scaling"));
     Ok(())
 }
@@ -464,7 +404,7 @@ fn a_counter_that_does_not_match_its_sections_fails_the_run() -> TestResult {
         "{writes} writes; stderr: {stderr}"
     );
     assert!(stderr.contains("correctness check(s) failed"), "{stderr}");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let report: Value = serde_json::from_slice(&out.stdout)?;
     let failures = report["failures"].as_array().ok_or("no failures")?;
     assert!(
         failures.iter().any(|f| f

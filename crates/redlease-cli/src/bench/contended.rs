@@ -18,15 +18,9 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::pairs::{Comparison, Side, SliceFigures};
+use super::section::{LOCK_WAIT, Locker, MAX_ERRORS, SECTION_COMMANDS, critical_section};
 use super::stats::{CommandCost, CommandDelta, Summary, per_second, ratio};
 use super::{BareLock, Env};
-
-/// How long a redlease worker may wait in `acquire()` before it counts as an error.
-const LOCK_WAIT: Duration = Duration::from_secs(10);
-/// A worker stops after this many errors (they are all reported).
-const MAX_ERRORS: usize = 20;
-/// Plain commands in one critical section (GET + SET).
-const SECTION_COMMANDS: u64 = 2;
 
 /// The result of one contended run.
 #[derive(Debug, Serialize)]
@@ -63,12 +57,6 @@ enum Sharing {
     Shared,
     /// One each.
     PerWorker,
-}
-
-#[derive(Clone)]
-enum Locker {
-    Redlease(redlease::Lock),
-    Bare(BareLock),
 }
 
 /// What one worker is given.
@@ -114,11 +102,6 @@ impl WorkerStats {
     }
 }
 
-enum Held {
-    Guard(redlease::Guard),
-    Token(String),
-}
-
 async fn worker(
     mut w: Worker,
     counter: Arc<str>,
@@ -129,29 +112,19 @@ async fn worker(
     let mut seq = 0u64;
     while Instant::now() < until && stats.errors.len() < MAX_ERRORS {
         let asked = Instant::now();
-        let held = match &w.locker {
-            Locker::Redlease(lock) => match lock.acquire().await {
-                Ok(guard) => Held::Guard(guard),
-                Err(e) => {
-                    stats.errors.push(format!(
-                        "worker {}: acquire: {:#}",
-                        w.id,
-                        anyhow::Error::from(e)
-                    ));
-                    continue;
-                }
-            },
-            Locker::Bare(lock) => {
-                seq += 1;
-                let token = super::bare_token(w.id + 1, seq);
-                loop {
-                    stats.attempts += 1;
-                    if lock.try_acquire(&mut w.conn, &token).await? {
-                        break;
-                    }
-                    tokio::task::yield_now().await;
-                }
-                Held::Token(token)
+        let acquired = w
+            .locker
+            .acquire(&mut w.conn, w.id + 1, &mut seq, &mut stats.attempts)
+            .await?;
+        let held = match acquired {
+            Ok(held) => held,
+            Err(e) => {
+                stats.errors.push(format!(
+                    "worker {}: acquire: {:#}",
+                    w.id,
+                    anyhow::Error::from(e)
+                ));
+                continue;
             }
         };
         let got = Instant::now();
@@ -168,18 +141,7 @@ async fn worker(
         }
         critical_section(&mut w.conn, &counter).await?;
         locked(&handoff).release_sent = Some(Instant::now());
-        let released = match (held, &w.locker) {
-            (Held::Guard(guard), _) => guard.release().await.map_err(anyhow::Error::from),
-            (Held::Token(token), Locker::Bare(lock)) => {
-                match lock.release(&mut w.conn, &token).await {
-                    Ok(true) => Ok(()),
-                    Ok(false) => Err(anyhow::anyhow!("the bare lock was lost before release")),
-                    Err(e) => Err(e),
-                }
-            }
-            (Held::Token(_), Locker::Redlease(_)) => Ok(()),
-        };
-        if let Err(e) = released {
+        if let Err(e) = w.locker.release(held, &mut w.conn).await {
             stats
                 .errors
                 .push(format!("worker {}: release: {e:#}", w.id));
@@ -187,22 +149,6 @@ async fn worker(
         stats.sections += 1;
     }
     Ok(stats)
-}
-
-/// The non-atomic increment that the lock must make exclusive.
-async fn critical_section(conn: &mut ConnectionManager, counter: &str) -> anyhow::Result<()> {
-    let value: Option<u64> = redis::cmd("GET")
-        .arg(counter)
-        .query_async(conn)
-        .await
-        .context("reading the counter in the critical section")?;
-    let () = redis::cmd("SET")
-        .arg(counter)
-        .arg(value.unwrap_or(0) + 1)
-        .query_async(conn)
-        .await
-        .context("writing the counter in the critical section")?;
-    Ok(())
 }
 
 /// Runs all workers until `until` (each finishes the section it is in) and returns their
@@ -287,13 +233,7 @@ impl Run {
         env.clean_up(&counter);
 
         race(&setups, &counter, Instant::now() + env.warm_up).await?;
-
-        let mut admin = env.admin.clone();
-        let () = redis::cmd("DEL")
-            .arg(&*counter)
-            .query_async(&mut admin)
-            .await
-            .context("resetting the counter")?;
+        env.reset_counter(&counter).await?;
         Ok(Self {
             scenario,
             bare,
@@ -307,12 +247,7 @@ impl Run {
 
     /// The result over all slices, with the counter read back.
     async fn finish(self, env: &Env) -> anyhow::Result<Contended> {
-        let mut admin = env.admin.clone();
-        let counter_value: Option<u64> = redis::cmd("GET")
-            .arg(&*self.counter)
-            .query_async(&mut admin)
-            .await
-            .context("reading the counter")?;
+        let counter = env.read_counter(&self.counter).await?;
         let stats = self.stats;
         let sections: u64 = stats.iter().map(|s| s.sections).sum();
         let attempts: u64 = stats.iter().map(|s| s.attempts).sum();
@@ -331,7 +266,7 @@ impl Run {
             commands: self
                 .commands
                 .map(|d| CommandCost::new(d, plain, SECTION_COMMANDS * sections, sections)),
-            counter: counter_value.unwrap_or(0),
+            counter,
             errors: stats.into_iter().flat_map(|s| s.errors).collect(),
         })
     }
@@ -343,15 +278,11 @@ impl Side for Run {
     }
 
     async fn slice(&mut self, env: &Env, length: Duration) -> anyhow::Result<SliceFigures> {
-        let before = env.command_stats().await;
-        let (stats, elapsed) = race(&self.workers, &self.counter, Instant::now() + length).await?;
-        let after = env.command_stats().await;
-        CommandDelta::accumulate(
-            &mut self.commands,
-            before
-                .zip(after)
-                .map(|(before, after)| before.delta(&after)),
-        );
+        let (raced, delta) = env
+            .counting(race(&self.workers, &self.counter, Instant::now() + length))
+            .await;
+        let (stats, elapsed) = raced?;
+        CommandDelta::accumulate(&mut self.commands, delta);
         self.elapsed += elapsed;
         let sections = stats.iter().map(|s| s.sections).sum();
         let mut figures = SliceFigures::new(sections, elapsed);

@@ -16,7 +16,7 @@ use anyhow::bail;
 use serde::{Serialize, Serializer};
 
 use super::Env;
-use super::stats::per_second;
+use super::stats::{per_second, share};
 
 /// The fewest pairs a comparison may have: fewer give no meaningful median or range.
 pub(super) const MIN_PAIRS: u32 = 5;
@@ -78,6 +78,9 @@ fn optional_micros<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S
     }
 }
 
+/// One optional figure of a slice (`longest_wait`, `gap_p50`).
+type Figure = fn(&SliceFigures) -> Option<Duration>;
+
 /// One side of a comparison: something that can be measured for one slice at a time and
 /// keeps its own totals (samples, command counts, checks) across slices.
 pub(super) trait Side {
@@ -123,6 +126,24 @@ impl Spread {
             f64::midpoint(v[mid - 1], v[mid])
         };
         Self { median, min, max }
+    }
+}
+
+/// A [`Spread`] of one value per slice that also keeps the values, in the order run.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct SliceSpread {
+    #[serde(flatten)]
+    pub(super) spread: Spread,
+    /// Every slice's value, in the order run.
+    pub(super) slices: Vec<f64>,
+}
+
+impl SliceSpread {
+    pub(super) fn of(slices: Vec<f64>) -> Self {
+        Self {
+            spread: Spread::of(slices.iter().copied()),
+            slices,
+        }
     }
 }
 
@@ -179,43 +200,31 @@ impl Comparison {
             self.floor_per_sec.min,
             self.floor_per_sec.max,
         )?;
-        let waits: Vec<String> = self
-            .pairs
-            .iter()
-            .filter_map(|p| {
-                let (ours, floor) = (p.redlease.longest_wait?, p.floor.longest_wait?);
-                Some(format!(
-                    "{}/{}",
-                    super::report::duration(ours),
-                    super::report::duration(floor)
-                ))
-            })
-            .collect();
-        if !waits.is_empty() {
-            writeln!(
-                out,
-                "    longest wait per pair (redlease/floor): {}",
-                waits.join(" ")
-            )?;
-        }
-        let gaps: Vec<String> = self
-            .pairs
-            .iter()
-            .filter_map(|p| {
-                let (ours, floor) = (p.redlease.gap_p50?, p.floor.gap_p50?);
-                Some(format!(
-                    "{}/{}",
-                    super::report::duration(ours),
-                    super::report::duration(floor)
-                ))
-            })
-            .collect();
-        if !gaps.is_empty() {
-            writeln!(
-                out,
-                "    gap p50 per pair (redlease/floor): {}",
-                gaps.join(" ")
-            )?;
+        // Contended slices only: for the pairs where both sides have the figure.
+        let figures: [(&str, Figure); 2] = [
+            ("longest wait", |f| f.longest_wait),
+            ("gap p50", |f| f.gap_p50),
+        ];
+        for (what, figure) in figures {
+            let values: Vec<String> = self
+                .pairs
+                .iter()
+                .filter_map(|p| {
+                    let (ours, floor) = (figure(&p.redlease)?, figure(&p.floor)?);
+                    Some(format!(
+                        "{}/{}",
+                        super::report::duration(ours),
+                        super::report::duration(floor)
+                    ))
+                })
+                .collect();
+            if !values.is_empty() {
+                writeln!(
+                    out,
+                    "    {what} per pair (redlease/floor): {}",
+                    values.join(" ")
+                )?;
+            }
         }
         Ok(())
     }
@@ -254,11 +263,7 @@ pub(super) async fn interleave<A: Side, B: Side>(
             redlease_first,
             redlease: ours,
             floor: theirs,
-            ratio: if theirs.per_sec > 0.0 {
-                ours.per_sec / theirs.per_sec
-            } else {
-                0.0
-            },
+            ratio: share(ours.per_sec, theirs.per_sec),
         });
     }
     Ok(Comparison {
@@ -288,6 +293,20 @@ mod tests {
         assert!((s.median - 2.5).abs() < f64::EPSILON);
         let s = Spread::of([]);
         assert!(s.median.abs() < f64::EPSILON);
+    }
+
+    #[test]
+    fn slice_spreads_keep_the_values_in_order() {
+        let s = SliceSpread::of(vec![3.0, 1.0, 2.0]);
+        assert!((s.spread.median - 2.0).abs() < f64::EPSILON);
+        assert_eq!(s.slices, vec![3.0, 1.0, 2.0]);
+        let json = serde_json::to_value(&s).map_err(|e| e.to_string());
+        assert_eq!(
+            json,
+            Ok(
+                serde_json::json!({"median": 2.0, "min": 1.0, "max": 3.0, "slices": [3.0, 1.0, 2.0]})
+            )
+        );
     }
 
     #[test]

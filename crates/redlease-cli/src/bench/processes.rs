@@ -19,13 +19,13 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use super::Env;
-use super::report::{duration, table};
-use super::stats::{CommandCost, CommandDelta, Summary, per_second, ratio};
-use super::waits::Waits;
+use super::pairs::SliceSpread;
+use super::report::{duration, fewest_most, table};
+use super::section::SECTION_COMMANDS;
+use super::stats::{CommandCost, CommandDelta, Summary, per_second, ratio, share};
+use super::waits::{Waits, nanos};
 use super::worker::{ProcessReport, READY, Side, Slice, unix_ns};
 
-/// Plain commands in one critical section (GET + SET).
-const SECTION_COMMANDS: u64 = 2;
 /// Time between sending a slice and its start, so that every process has read it.
 const START_MARGIN: Duration = Duration::from_millis(20);
 /// How long a worker may take to connect, or to finish a slice past its end.
@@ -43,36 +43,7 @@ pub(super) struct Setup {
 impl Setup {
     /// The unmeasured slice of each side that runs first.
     fn warm_up(&self) -> Duration {
-        (self.slice / 10).clamp(Duration::from_millis(50), Duration::from_millis(500))
-    }
-}
-
-/// A median and the range of a few slices' values.
-#[derive(Debug, Clone, Serialize)]
-pub(super) struct Spread {
-    pub(super) median: f64,
-    pub(super) min: f64,
-    pub(super) max: f64,
-    /// Every slice's value, in the order run.
-    pub(super) slices: Vec<f64>,
-}
-
-impl Spread {
-    pub(super) fn of(values: Vec<f64>) -> Self {
-        let mut sorted = values.clone();
-        sorted.sort_by(f64::total_cmp);
-        let n = sorted.len();
-        let median = match n {
-            0 => 0.0,
-            _ if n % 2 == 1 => sorted[n / 2],
-            _ => f64::midpoint(sorted[n / 2 - 1], sorted[n / 2]),
-        };
-        Self {
-            median,
-            min: sorted.first().copied().unwrap_or(0.0),
-            max: sorted.last().copied().unwrap_or(0.0),
-            slices: values,
-        }
+        super::warm_up(self.slice)
     }
 }
 
@@ -81,7 +52,7 @@ impl Spread {
 pub(super) struct SideResult {
     pub(super) side: Side,
     /// Sections per second of each slice.
-    pub(super) sections_per_sec: Spread,
+    pub(super) sections_per_sec: SliceSpread,
     pub(super) sections: u64,
     /// Sections of each task (by global id), over all slices.
     pub(super) per_task: Vec<u64>,
@@ -114,7 +85,7 @@ pub(super) struct Point {
     pub(super) redlease: SideResult,
     pub(super) busy_retry: SideResult,
     /// redlease / busy-retry sections per second, one value per pair.
-    pub(super) ratio: Spread,
+    pub(super) ratio: SliceSpread,
 }
 
 impl Point {
@@ -179,15 +150,7 @@ impl Workers {
     pub(super) async fn start(env: &Env, setup: &Setup, name: &str) -> anyhow::Result<Self> {
         let lock = env.name(name);
         if let Ok(keys) = redlease::LockKeys::new(redlease::DEFAULT_PREFIX, &lock) {
-            for key in [
-                keys.key(),
-                keys.fence(),
-                keys.holder(),
-                keys.queue(),
-                keys.waiters(),
-            ] {
-                env.clean_up(key);
-            }
+            env.clean_up_keys(&keys);
         }
         let bare_key = env.key(name);
         let counter = env.key(&format!("{name}:counter"));
@@ -250,13 +213,19 @@ impl Workers {
         side: Side,
         length: Duration,
     ) -> anyhow::Result<SliceResult> {
-        let mut admin = env.admin.clone();
-        let () = redis::cmd("DEL")
-            .arg(&self.counter)
-            .query_async(&mut admin)
-            .await
-            .context("resetting the counter")?;
-        let before = env.command_stats().await;
+        env.reset_counter(&self.counter).await?;
+        let (reports, delta) = env.counting(self.run_slice(side, length)).await;
+        let reports = reports?;
+        let counter = env.read_counter(&self.counter).await?;
+        Ok(SliceResult::sum(reports, delta, counter))
+    }
+
+    /// Sends one slice of `side` to every process and collects their reports.
+    async fn run_slice(
+        &mut self,
+        side: Side,
+        length: Duration,
+    ) -> anyhow::Result<Vec<ProcessReport>> {
         let start = unix_ns() + nanos(START_MARGIN);
         let slice = Slice {
             side,
@@ -279,17 +248,7 @@ impl Workers {
                 serde_json::from_str(&line).context("reading a bench worker's report")?;
             reports.push(report);
         }
-        let after = env.command_stats().await;
-        let counter: Option<u64> = redis::cmd("GET")
-            .arg(&self.counter)
-            .query_async(&mut admin)
-            .await
-            .context("reading the counter")?;
-        Ok(SliceResult::sum(
-            reports,
-            before.zip(after).map(|(b, a)| b.delta(&a)),
-            counter.unwrap_or(0),
-        ))
+        Ok(reports)
     }
 
     /// Closes the workers' stdin and waits for them to exit.
@@ -308,10 +267,6 @@ impl Workers {
             }
         }
     }
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl SliceResult {
@@ -385,7 +340,7 @@ fn side_result(side: Side, contenders: usize, slices: &[SliceResult], label: &st
     let plain = SECTION_COMMANDS * sections + attempts;
     SideResult {
         side,
-        sections_per_sec: Spread::of(
+        sections_per_sec: SliceSpread::of(
             slices
                 .iter()
                 .map(|s| per_second(s.sections, s.elapsed))
@@ -443,11 +398,10 @@ pub(super) async fn point(
         .iter()
         .zip(&bare)
         .map(|(o, b)| {
-            let (o, b) = (
+            share(
                 per_second(o.sections, o.elapsed),
                 per_second(b.sections, b.elapsed),
-            );
-            if b > 0.0 { o / b } else { 0.0 }
+            )
         })
         .collect();
     Ok(Point {
@@ -467,7 +421,7 @@ pub(super) async fn point(
             &bare,
             &format!("{label}, busy-retry"),
         ),
-        ratio: Spread::of(ratio),
+        ratio: SliceSpread::of(ratio),
     })
 }
 
@@ -476,8 +430,6 @@ pub(super) fn render_points(out: &mut String, points: &[Point]) -> std::fmt::Res
     let mut rows = Vec::with_capacity(points.len() * 2);
     for p in points {
         for side in [&p.redlease, &p.busy_retry] {
-            let fewest = side.per_task.iter().min().copied().unwrap_or(0);
-            let most = side.per_task.iter().max().copied().unwrap_or(0);
             let slices = side.sections_per_sec.slices.len();
             rows.push(vec![
                 p.contenders.to_string(),
@@ -485,10 +437,10 @@ pub(super) fn render_points(out: &mut String, points: &[Point]) -> std::fmt::Res
                     Side::Redlease => "redlease".to_owned(),
                     Side::BusyRetry => "busy-retry".to_owned(),
                 },
-                format!("{:.0}", side.sections_per_sec.median),
+                format!("{:.0}", side.sections_per_sec.spread.median),
                 format!(
                     "{:.0}..{:.0}",
-                    side.sections_per_sec.min, side.sections_per_sec.max
+                    side.sections_per_sec.spread.min, side.sections_per_sec.spread.max
                 ),
                 duration(side.wait.p50),
                 duration(side.wait.p99),
@@ -497,7 +449,7 @@ pub(super) fn render_points(out: &mut String, points: &[Point]) -> std::fmt::Res
                 side.commands
                     .as_ref()
                     .map_or_else(|| "n/a".to_owned(), |c| format!("{:.2}", c.total)),
-                format!("{fewest}..{most}"),
+                fewest_most(&side.per_task),
                 if side.counters_matched == slices {
                     format!("{slices}/{slices} ok")
                 } else {
@@ -529,10 +481,10 @@ pub(super) fn render_points(out: &mut String, points: &[Point]) -> std::fmt::Res
             "  {} contenders: redlease / busy-retry sections/s {:.2}x (median of {} pairs; {:.2}..{:.2}); \
              processes started within {} of each other",
             p.contenders,
-            p.ratio.median,
+            p.ratio.spread.median,
             p.pairs,
-            p.ratio.min,
-            p.ratio.max,
+            p.ratio.spread.min,
+            p.ratio.spread.max,
             duration(p.redlease.start_skew_max.max(p.busy_retry.start_skew_max)),
         )?;
     }
@@ -547,19 +499,4 @@ pub(super) fn render_points(out: &mut String, points: &[Point]) -> std::fmt::Res
          GET + SET and busy-retry's SET NX tries included); per task: fewest..most sections of\n  \
          one task over all slices; counters: slices whose counter equalled their sections"
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn spreads_take_the_median_and_keep_the_order() {
-        let s = Spread::of(vec![3.0, 1.0, 2.0]);
-        assert!((s.median - 2.0).abs() < f64::EPSILON);
-        assert!((s.min - 1.0).abs() < f64::EPSILON && (s.max - 3.0).abs() < f64::EPSILON);
-        assert_eq!(s.slices, vec![3.0, 1.0, 2.0]);
-        assert!((Spread::of(vec![4.0, 1.0, 2.0, 3.0]).median - 2.5).abs() < f64::EPSILON);
-        assert!(Spread::of(Vec::new()).median.abs() < f64::EPSILON);
-    }
 }

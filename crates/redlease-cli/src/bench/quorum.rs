@@ -11,7 +11,6 @@
 //! Command counts are `INFO commandstats` deltas summed over the 5 nodes, given per node
 //! (divided by 5).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -19,10 +18,10 @@ use futures_util::future::join_all;
 use redis::Value;
 use redis::aio::ConnectionManager;
 use serde::Serialize;
-use tokio::time::Instant;
 
-use super::pairs::{Comparison, Side, SliceFigures};
-use super::stats::{CommandCost, CommandDelta, CommandStats, LoopChecks, Summary, per_second};
+use super::looped::{self, Bare, LoopResult, Runner, Subject};
+use super::pairs::Comparison;
+use super::stats::{CommandCost, LoopChecks, Summary};
 use super::{BARE_TTL_MS, COMPARE_AND_DELETE, Env};
 
 /// Independent Redis servers of the quorum.
@@ -49,32 +48,18 @@ pub(super) struct Quorum {
     pub(super) checks: LoopChecks,
 }
 
-/// A plain connection to every node, for `INFO commandstats`.
-struct Admin(Vec<ConnectionManager>);
-
-impl Admin {
-    /// Calls per command on every node; `None` when one node refused `INFO commandstats`.
-    async fn stats(&self) -> Option<Vec<CommandStats>> {
-        let infos = join_all(self.0.iter().map(|conn| {
-            let mut conn = conn.clone();
-            async move {
-                redis::cmd("INFO")
-                    .arg("commandstats")
-                    .query_async::<String>(&mut conn)
-                    .await
-            }
-        }))
-        .await;
-        infos
-            .into_iter()
-            .map(|info| {
-                info.inspect_err(
-                    |e| tracing::warn!(error = %e, "INFO commandstats failed; no command counts"),
-                )
-                .ok()
-                .map(|info| CommandStats::parse(&info))
-            })
-            .collect()
+impl From<LoopResult> for Quorum {
+    fn from(r: LoopResult) -> Self {
+        Self {
+            scenario: r.scenario,
+            nodes: NODES,
+            ops: r.ops,
+            elapsed: r.elapsed,
+            ops_per_sec: r.ops_per_sec,
+            latency: r.latency,
+            commands_per_node: r.commands,
+            checks: r.checks,
+        }
     }
 }
 
@@ -118,126 +103,38 @@ impl BareRedlock {
     }
 }
 
-enum Subject {
-    Redlease(redlease::Lock),
-    Bare(BareRedlock),
-}
-
-impl Subject {
+impl Bare for BareRedlock {
     async fn pair(&mut self, checks: &mut LoopChecks) {
-        match self {
-            Self::Redlease(lock) => match lock.acquire().await {
-                Ok(guard) => {
-                    if let Err(e) = guard.release().await {
-                        checks.release_failed(format!("release: {e}"));
-                    }
-                }
-                Err(e) => checks.acquire_failed(format!("acquire: {e}")),
-            },
-            Self::Bare(redlock) => {
-                redlock.seq += 1;
-                let token = super::bare_token(0, redlock.seq);
-                let granted = redlock.acquire(&token).await;
-                let grants = granted.iter().filter(|g| **g).count();
-                let released = redlock.release(&token).await;
-                if grants < MAJORITY {
-                    checks.acquire_failed(format!(
-                        "bare Redlock: {grants} of {NODES} nodes granted SET NX, fewer than \
-                         a majority"
-                    ));
-                } else if granted != released {
-                    checks.release_failed(format!(
-                        "bare Redlock: granted by nodes {granted:?}, deleted on {released:?}"
-                    ));
-                }
-            }
+        self.seq += 1;
+        let token = super::bare_token(0, self.seq);
+        let granted = self.acquire(&token).await;
+        let grants = granted.iter().filter(|g| **g).count();
+        let released = self.release(&token).await;
+        if grants < MAJORITY {
+            checks.acquire_failed(format!(
+                "bare Redlock: {grants} of {NODES} nodes granted SET NX, fewer than \
+                 a majority"
+            ));
+        } else if granted != released {
+            checks.release_failed(format!(
+                "bare Redlock: granted by nodes {granted:?}, deleted on {released:?}"
+            ));
         }
     }
 }
 
-struct Runner {
-    scenario: &'static str,
-    subject: Subject,
-    admin: Arc<Admin>,
-    samples: Vec<Duration>,
-    elapsed: Duration,
-    commands: Option<CommandDelta>,
-    checks: LoopChecks,
-}
-
-impl Runner {
-    fn new(scenario: &'static str, subject: Subject, admin: Arc<Admin>) -> Self {
-        Self {
-            scenario,
-            subject,
-            admin,
-            samples: Vec::new(),
-            elapsed: Duration::ZERO,
-            commands: Some(CommandDelta::default()),
-            checks: LoopChecks::default(),
-        }
+/// A connection to every node at `urls`.
+async fn connect(urls: &[String]) -> anyhow::Result<Vec<ConnectionManager>> {
+    let mut conns = Vec::with_capacity(urls.len());
+    for url in urls {
+        let client = redis::Client::open(url.as_str()).context("opening a node's URL")?;
+        conns.push(
+            ConnectionManager::new(client)
+                .await
+                .context("connecting to a quorum node")?,
+        );
     }
-
-    async fn warm_up(&mut self, length: Duration) {
-        let until = Instant::now() + length;
-        while Instant::now() < until && !self.checks.stop() {
-            self.subject.pair(&mut self.checks).await;
-        }
-    }
-
-    fn finish(self) -> Quorum {
-        let ops = self.samples.len() as u64;
-        // The bare loop sends one plain SET per pair to each node; redlease only EVALSHA.
-        let plain = match self.subject {
-            Subject::Bare(_) => ops * NODES as u64,
-            Subject::Redlease(_) => 0,
-        };
-        Quorum {
-            scenario: self.scenario,
-            nodes: NODES,
-            ops,
-            elapsed: self.elapsed,
-            ops_per_sec: per_second(ops, self.elapsed),
-            latency: Summary::of(self.samples),
-            commands_per_node: self
-                .commands
-                .map(|d| CommandCost::new(d, plain, 0, ops * NODES as u64)),
-            checks: self.checks,
-        }
-    }
-}
-
-impl Side for Runner {
-    fn label(&self) -> &'static str {
-        self.scenario
-    }
-
-    async fn slice(&mut self, _env: &Env, length: Duration) -> anyhow::Result<SliceFigures> {
-        let before = self.admin.stats().await;
-        let start = Instant::now();
-        let until = start + length;
-        let mut now = start;
-        let mut ops = 0;
-        while now < until && !self.checks.stop() {
-            self.subject.pair(&mut self.checks).await;
-            let end = Instant::now();
-            self.samples.push(end - now);
-            now = end;
-            ops += 1;
-        }
-        self.elapsed += now - start;
-        let after = self.admin.stats().await;
-        // Summed over the nodes.
-        let delta = before.zip(after).map(|(before, after)| {
-            let mut sum = CommandDelta::default();
-            for (before, after) in before.iter().zip(&after) {
-                sum += before.delta(after);
-            }
-            sum
-        });
-        CommandDelta::accumulate(&mut self.commands, delta);
-        Ok(SliceFigures::new(ops, now - start))
-    }
+    Ok(conns)
 }
 
 /// Starts 5 private redis-servers and runs the redlease quorum client against the bare
@@ -253,25 +150,9 @@ pub(super) async fn run(
         .await?
         .context("starting the quorum's private redis-servers")?;
     let urls = nodes.urls();
-    let mut conns = Vec::with_capacity(NODES);
-    for url in &urls {
-        let client = redis::Client::open(url.as_str()).context("opening a node's URL")?;
-        conns.push(
-            ConnectionManager::new(client)
-                .await
-                .context("connecting to a quorum node")?,
-        );
-    }
-    let mut admins = Vec::with_capacity(NODES);
-    for url in &urls {
-        let client = redis::Client::open(url.as_str()).context("opening a node's URL")?;
-        admins.push(
-            ConnectionManager::new(client)
-                .await
-                .context("connecting to a quorum node")?,
-        );
-    }
-    let admin = Arc::new(Admin(admins));
+    let conns = connect(&urls).await?;
+    // For `INFO commandstats`.
+    let admins = connect(&urls).await?;
     let client = redlease::Client::quorum(&urls)
         .await
         .context("connecting a redlease quorum client")?;
@@ -279,7 +160,7 @@ pub(super) async fn run(
     let mut ours = Runner::new(
         "redlease quorum acquire + release",
         Subject::Redlease(lock),
-        Arc::clone(&admin),
+        admins.clone(),
     );
     let mut floor = Runner::new(
         "bare parallel Redlock",
@@ -288,22 +169,11 @@ pub(super) async fn run(
             key: env.key("bare-quorum"),
             seq: 0,
         }),
-        admin,
+        admins,
     );
-    for runner in [&mut ours, &mut floor] {
-        env.progress(&format!("warming up: {}", runner.scenario));
-        runner.warm_up(env.warm_up).await;
-    }
-    let comparison = super::pairs::interleave(
-        env,
-        ("quorum of 5", "ops/s"),
-        pairs,
-        duration / pairs,
-        &mut ours,
-        &mut floor,
-    )
-    .await?;
-    let results = vec![ours.finish(), floor.finish()];
+    let comparison =
+        looped::compare(env, "quorum of 5", duration, pairs, &mut ours, &mut floor).await?;
+    let results = vec![ours.finish().into(), floor.finish().into()];
     drop(client);
     drop(nodes);
     Ok((results, comparison))

@@ -11,7 +11,7 @@ use super::processes::Point;
 use super::quorum::Quorum;
 use super::scaling::Scaling;
 use super::shared::Shared;
-use super::stats::{CommandCost, LoopChecks};
+use super::stats::{CommandCost, LoopChecks, Summary};
 use super::uncontended::Uncontended;
 
 /// Everything one `redlease bench` run measured.
@@ -170,41 +170,12 @@ impl Report {
             out,
             "Uncontended: one task, one key, acquire + release per op (latency of the pair)"
         )?;
-        let rows: Vec<Vec<String>> = self
+        let sides: Vec<LoopRow<'_>> = self
             .uncontended
             .iter()
-            .map(|u| {
-                vec![
-                    u.scenario.to_owned(),
-                    format!("{:.0}", u.ops_per_sec),
-                    duration(u.latency.p50),
-                    duration(u.latency.p99),
-                    duration(u.latency.max),
-                    cost(u.commands.as_ref(), |c| c.total),
-                    cost(u.commands.as_ref(), |c| c.round_trips),
-                ]
-            })
+            .map(|u| (u.scenario, u.ops_per_sec, u.latency, u.commands.as_ref()))
             .collect();
-        table(
-            out,
-            &[
-                "scenario",
-                "ops/s",
-                "p50",
-                "p99",
-                "max",
-                "cmds/op",
-                "round trips/op",
-            ],
-            &rows,
-        )?;
-        render_by_command(
-            out,
-            "op",
-            self.uncontended
-                .iter()
-                .map(|u| (u.scenario, u.commands.as_ref())),
-        )?;
+        render_loops(out, ("op", "op"), &sides)?;
         if let [ours, bare] = &self.uncontended[..] {
             writeln!(
                 out,
@@ -234,41 +205,15 @@ impl Report {
             "\nQuorum of {} private redis-servers: one task, acquire + release per op",
             super::quorum::NODES
         )?;
-        let rows: Vec<Vec<String>> = self
+        let sides: Vec<LoopRow<'_>> = self
             .quorum
             .iter()
             .map(|q| {
-                vec![
-                    q.scenario.to_owned(),
-                    format!("{:.0}", q.ops_per_sec),
-                    duration(q.latency.p50),
-                    duration(q.latency.p99),
-                    duration(q.latency.max),
-                    cost(q.commands_per_node.as_ref(), |c| c.total),
-                    cost(q.commands_per_node.as_ref(), |c| c.round_trips),
-                ]
+                let commands = q.commands_per_node.as_ref();
+                (q.scenario, q.ops_per_sec, q.latency, commands)
             })
             .collect();
-        table(
-            out,
-            &[
-                "scenario",
-                "ops/s",
-                "p50",
-                "p99",
-                "max",
-                "cmds/op/node",
-                "round trips/op/node",
-            ],
-            &rows,
-        )?;
-        render_by_command(
-            out,
-            "op and node",
-            self.quorum
-                .iter()
-                .map(|q| (q.scenario, q.commands_per_node.as_ref())),
-        )?;
+        render_loops(out, ("op/node", "op and node"), &sides)?;
         self.render_comparisons(out, |c| c.name.starts_with("quorum"))
     }
 
@@ -341,11 +286,7 @@ impl Report {
                     s.violations.to_string(),
                     cost(s.commands.as_ref(), |k| k.total),
                     cost(s.commands.as_ref(), |k| k.lock_round_trips),
-                    if s.counter == s.expected_counter {
-                        format!("{} ok", s.counter)
-                    } else {
-                        format!("{} != {} FAIL", s.counter, s.expected_counter)
-                    },
+                    counter(s.counter, s.expected_counter),
                 ]
             })
             .collect();
@@ -384,11 +325,9 @@ impl Report {
             .contended
             .iter()
             .map(|c| {
-                let min = c.per_worker.iter().min().copied().unwrap_or(0);
-                let max = c.per_worker.iter().max().copied().unwrap_or(0);
                 vec![
                     c.scenario.to_owned(),
-                    format!("{min}..{max}"),
+                    fewest_most(&c.per_worker),
                     format!(
                         "{:.1}%",
                         super::stats::ratio(c.same_worker_reacquired, c.sections) * 100.0
@@ -397,11 +336,7 @@ impl Report {
                     cost(c.commands.as_ref(), |k| k.lock_round_trips),
                     c.attempts_per_section
                         .map_or_else(|| "-".to_owned(), |a| format!("{a:.2}")),
-                    if c.counter == c.sections {
-                        format!("{} ok", c.counter)
-                    } else {
-                        format!("{} != {} FAIL", c.counter, c.sections)
-                    },
+                    counter(c.counter, c.sections),
                 ]
             })
             .collect();
@@ -427,6 +362,50 @@ impl Report {
              trips for the lock alone"
         )
     }
+}
+
+/// One side of an acquire + release loop in [`render_loops`]: its scenario, operations per
+/// second, latency of one pair, and command counts.
+type LoopRow<'a> = (&'a str, f64, Summary, Option<&'a CommandCost>);
+
+/// The table of the acquire + release loops `sides` and their commands by name; `per` is
+/// what the command counts are per: in the header (`op/node`) and in words (`op and node`).
+fn render_loops(out: &mut String, per: (&str, &str), sides: &[LoopRow<'_>]) -> std::fmt::Result {
+    let rows: Vec<Vec<String>> = sides
+        .iter()
+        .map(|(scenario, ops_per_sec, latency, commands)| {
+            vec![
+                (*scenario).to_owned(),
+                format!("{ops_per_sec:.0}"),
+                duration(latency.p50),
+                duration(latency.p99),
+                duration(latency.max),
+                cost(*commands, |c| c.total),
+                cost(*commands, |c| c.round_trips),
+            ]
+        })
+        .collect();
+    let (cmds, round_trips) = (format!("cmds/{}", per.0), format!("round trips/{}", per.0));
+    table(
+        out,
+        &[
+            "scenario",
+            "ops/s",
+            "p50",
+            "p99",
+            "max",
+            &cmds,
+            &round_trips,
+        ],
+        &rows,
+    )?;
+    render_by_command(
+        out,
+        per.1,
+        sides
+            .iter()
+            .map(|(scenario, _, _, commands)| (*scenario, *commands)),
+    )
 }
 
 /// One line per side: its commands per unit by name, e.g. `evalsha 2.00, set 1.00`.
@@ -468,6 +447,22 @@ fn render_loop_checks(
 /// A per-unit command cost, or `n/a` when `INFO commandstats` was not available.
 fn cost(c: Option<&CommandCost>, field: impl Fn(&CommandCost) -> f64) -> String {
     c.map_or_else(|| "n/a".to_owned(), |c| format!("{:.2}", field(c)))
+}
+
+/// A counter cell: `N ok` when it is `expected`, else `N != expected FAIL`.
+fn counter(counter: u64, expected: u64) -> String {
+    if counter == expected {
+        format!("{counter} ok")
+    } else {
+        format!("{counter} != {expected} FAIL")
+    }
+}
+
+/// `fewest..most` of per-worker (or per-task) section counts.
+pub(super) fn fewest_most(counts: &[u64]) -> String {
+    let fewest = counts.iter().min().copied().unwrap_or(0);
+    let most = counts.iter().max().copied().unwrap_or(0);
+    format!("{fewest}..{most}")
 }
 
 /// Relative change of `ours` against `base`, in percent.

@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::Env;
 use super::processes::{self, Point, Setup};
 use super::report::duration;
+use super::stats::share;
 
 /// Throughput at the most contenders must be at least this share of that at the fewest.
 const THROUGHPUT_TARGET: f64 = 0.9;
@@ -111,12 +112,12 @@ impl Targets {
         let throughput_last_over_first = match (points.first(), points.last()) {
             (Some(first), Some(last)) if points.len() > 1 => Some(SideRatio {
                 redlease: share(
-                    last.redlease.sections_per_sec.median,
-                    first.redlease.sections_per_sec.median,
+                    last.redlease.sections_per_sec.spread.median,
+                    first.redlease.sections_per_sec.spread.median,
                 ),
                 busy_retry: share(
-                    last.busy_retry.sections_per_sec.median,
-                    first.busy_retry.sections_per_sec.median,
+                    last.busy_retry.sections_per_sec.spread.median,
+                    first.busy_retry.sections_per_sec.spread.median,
                 ),
             }),
             _ => None,
@@ -129,7 +130,7 @@ impl Targets {
                     .redlease
                     .mean_section
                     .mul_f64(WAIT_FACTOR * p.contenders as f64);
-                let rate = p.redlease.sections_per_sec.median;
+                let rate = p.redlease.sections_per_sec.spread.median;
                 #[allow(clippy::cast_precision_loss)] // contenders <= 1024
                 let cycle_bound = if rate > 0.0 {
                     Duration::from_secs_f64(WAIT_FACTOR * p.contenders as f64 / rate)
@@ -168,10 +169,6 @@ impl Targets {
             commands_spread,
         }
     }
-}
-
-fn share(ours: f64, base: f64) -> f64 {
-    if base > 0.0 { ours / base } else { 0.0 }
 }
 
 fn verdict(met: bool) -> &'static str {

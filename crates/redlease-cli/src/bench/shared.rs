@@ -18,7 +18,8 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::Env;
-use super::stats::{CommandCost, CommandDelta, Summary, per_second};
+use super::section::{LOCK_WAIT, MAX_ERRORS};
+use super::stats::{CommandCost, Summary, per_second};
 
 /// Tasks contending in each scenario.
 pub(super) const CONTENDERS: usize = 16;
@@ -26,10 +27,6 @@ pub(super) const CONTENDERS: usize = 16;
 pub(super) const PERMITS: u32 = 4;
 /// Sections that are reads in the read-write lock scenario, in percent.
 const READ_PERCENT: u64 = 90;
-/// How long a task may wait in `acquire()` before it counts as an error.
-const LOCK_WAIT: Duration = Duration::from_secs(10);
-/// A task stops after this many errors (they are all reported).
-const MAX_ERRORS: usize = 20;
 
 /// The result of one scenario.
 #[derive(Debug, Serialize)]
@@ -249,23 +246,6 @@ async fn race(
     Ok((all, inside, start.elapsed()))
 }
 
-/// Remembers every key of a semaphore or read-write lock for removal at the end.
-fn clean_up(env: &Env, keys: &redlease::LockKeys) {
-    for key in [
-        keys.key(),
-        keys.fence(),
-        keys.holder(),
-        keys.queue(),
-        keys.waiters(),
-    ]
-    .into_iter()
-    .chain(keys.permits())
-    .chain(keys.holds())
-    {
-        env.clean_up(key);
-    }
-}
-
 /// One scenario: set up, warm up, measure.
 async fn scenario(
     env: &Env,
@@ -277,11 +257,11 @@ async fn scenario(
     let client = env.client().await?;
     let (primitive, permits) = if name.starts_with("semaphore") {
         let semaphore = client.semaphore(env.name(name), PERMITS).wait(LOCK_WAIT);
-        clean_up(env, &semaphore.keys()?);
+        env.clean_up_keys(&semaphore.keys()?);
         (Primitive::Semaphore(semaphore), Some(PERMITS))
     } else {
         let rw = client.rwlock(env.name(name)).wait(LOCK_WAIT);
-        clean_up(env, &rw.keys()?);
+        env.clean_up_keys(&rw.keys()?);
         (Primitive::RwLock(rw), None)
     };
     let conn = env.connection().await?;
@@ -291,21 +271,17 @@ async fn scenario(
 
     race(&primitive, &conns, &counter, Instant::now() + env.warm_up).await?;
 
-    let mut admin = env.admin.clone();
-    let () = redis::cmd("DEL")
-        .arg(&*counter)
-        .query_async(&mut admin)
-        .await
-        .context("resetting the counter")?;
-    let before = env.command_stats().await;
-    let (stats, inside, elapsed) =
-        race(&primitive, &conns, &counter, Instant::now() + duration).await?;
-    let after = env.command_stats().await;
-    let counter_value: Option<u64> = redis::cmd("GET")
-        .arg(&*counter)
-        .query_async(&mut admin)
-        .await
-        .context("reading the counter")?;
+    env.reset_counter(&counter).await?;
+    let (raced, delta) = env
+        .counting(race(
+            &primitive,
+            &conns,
+            &counter,
+            Instant::now() + duration,
+        ))
+        .await;
+    let (stats, inside, elapsed) = raced?;
+    let counter_value = env.read_counter(&counter).await?;
 
     let reads: u64 = stats.iter().map(|s| s.reads).sum();
     let writes: u64 = stats.iter().map(|s| s.writes).sum();
@@ -316,7 +292,6 @@ async fn scenario(
     } else {
         sections + writes
     };
-    let delta: Option<CommandDelta> = before.zip(after).map(|(b, a)| b.delta(&a));
     Ok(Shared {
         scenario: title,
         contenders: CONTENDERS,
@@ -330,7 +305,7 @@ async fn scenario(
         most_inside: inside.most.load(Ordering::SeqCst),
         violations: inside.violations.load(Ordering::SeqCst) as u64,
         commands: delta.map(|d| CommandCost::new(d, plain, plain, sections)),
-        counter: counter_value.unwrap_or(0),
+        counter: counter_value,
         expected_counter: if permits.is_some() { sections } else { writes },
         errors: stats.into_iter().flat_map(|s| s.errors).collect(),
     })

@@ -53,6 +53,11 @@ pub(super) fn per_second(count: u64, elapsed: Duration) -> f64 {
     if secs > 0.0 { count as f64 / secs } else { 0.0 }
 }
 
+/// `part / whole`, 0 when `whole` is not above 0 (rates, for ratios of them).
+pub(super) fn share(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 { part / whole } else { 0.0 }
+}
+
 /// `count / units`, 0 when there are no units.
 #[allow(clippy::cast_precision_loss)] // counts stay far below 2^52
 pub(super) fn ratio(count: u64, units: u64) -> f64 {

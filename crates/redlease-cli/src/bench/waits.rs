@@ -47,9 +47,14 @@ fn middle(index: u32) -> u64 {
     low + (1u64 << shift) / 2
 }
 
+/// `d` in nanoseconds (saturating).
+pub(super) fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 impl Waits {
     pub(super) fn record(&mut self, wait: Duration) {
-        let ns = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+        let ns = nanos(wait);
         *self.buckets.entry(bucket(ns)).or_default() += 1;
         self.count += 1;
         self.max_ns = self.max_ns.max(ns);

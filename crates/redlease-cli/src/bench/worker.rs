@@ -24,13 +24,10 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::time::Instant;
 
 use super::BareLock;
-use super::waits::Waits;
+use super::section::{LOCK_WAIT, Locker, MAX_ERRORS, critical_section};
+use super::waits::{Waits, nanos};
 use crate::connect::RedisArgs;
 
-/// How long a redlease task may wait in `acquire()` before it counts as an error.
-const LOCK_WAIT: Duration = Duration::from_secs(10);
-/// A task stops after this many errors (they are all reported).
-const MAX_ERRORS: usize = 20;
 /// What a worker says on stdout once connected.
 pub(super) const READY: &str = "ready";
 
@@ -109,8 +106,9 @@ pub(super) struct ProcessReport {
 #[derive(Clone)]
 struct Task {
     id: usize,
-    lock: redlease::Lock,
-    bare: BareLock,
+    /// The lock of each side: redlease's, and the busy-retry floor's.
+    redlease: Locker,
+    busy_retry: Locker,
     conn: ConnectionManager,
     counter: Arc<str>,
 }
@@ -131,8 +129,8 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let tasks: Vec<Task> = (0..usize::from(args.tasks))
         .map(|i| Task {
             id: args.first_task + i,
-            lock: client.lock(args.lock.as_str()).wait(LOCK_WAIT),
-            bare: BareLock::new(args.bare_key.clone()),
+            redlease: Locker::Redlease(client.lock(args.lock.as_str()).wait(LOCK_WAIT)),
+            busy_retry: Locker::Bare(BareLock::new(args.bare_key.clone())),
             conn: conn.clone(),
             counter: Arc::clone(&counter),
         })
@@ -160,7 +158,7 @@ async fn say(stdout: &mut tokio::io::Stdout, line: &str) -> anyhow::Result<()> {
 pub(super) fn unix_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .map_or(0, nanos)
 }
 
 /// The local instant of a Unix-epoch time (in the past: now).
@@ -213,58 +211,39 @@ struct TaskStats {
     errors: Vec<String>,
 }
 
-enum Held {
-    Guard(redlease::Guard),
-    Token(String),
-}
-
 /// One task: acquire -> section -> release until `end`.
 async fn task(mut t: Task, side: Side, end: Instant) -> TaskStats {
     let mut stats = TaskStats::default();
     let mut seq = 0u64;
+    let locker = match side {
+        Side::Redlease => &t.redlease,
+        Side::BusyRetry => &t.busy_retry,
+    };
     while Instant::now() < end && stats.errors.len() < MAX_ERRORS {
         let asked = Instant::now();
-        let held = match side {
-            Side::Redlease => match t.lock.acquire().await {
-                Ok(guard) => Held::Guard(guard),
-                Err(e) => {
-                    stats.errors.push(format!(
-                        "task {}: acquire: {:#}",
-                        t.id,
-                        anyhow::Error::from(e)
-                    ));
-                    continue;
-                }
-            },
-            Side::BusyRetry => {
-                seq += 1;
-                let token = super::bare_token(t.id + 1, seq);
-                loop {
-                    stats.attempts += 1;
-                    match t.bare.try_acquire(&mut t.conn, &token).await {
-                        Ok(true) => break,
-                        Ok(false) => tokio::task::yield_now().await,
-                        Err(e) => {
-                            stats.errors.push(format!("task {}: {e:#}", t.id));
-                            return stats;
-                        }
-                    }
-                }
-                Held::Token(token)
+        let acquired = locker
+            .acquire(&mut t.conn, t.id + 1, &mut seq, &mut stats.attempts)
+            .await;
+        let held = match acquired {
+            Ok(Ok(held)) => held,
+            Ok(Err(e)) => {
+                stats.errors.push(format!(
+                    "task {}: acquire: {:#}",
+                    t.id,
+                    anyhow::Error::from(e)
+                ));
+                continue;
+            }
+            Err(e) => {
+                stats.errors.push(format!("task {}: {e:#}", t.id));
+                return stats;
             }
         };
         let got = Instant::now();
         stats.waits.record(got - asked);
         let section = critical_section(&mut t.conn, &t.counter).await;
-        stats.section_ns += u64::try_from(got.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        let released = match held {
-            Held::Guard(guard) => guard.release().await.map_err(anyhow::Error::from),
-            Held::Token(token) => match t.bare.release(&mut t.conn, &token).await {
-                Ok(true) => Ok(()),
-                Ok(false) => Err(anyhow::anyhow!("the bare lock was lost before release")),
-                Err(e) => Err(e),
-            },
-        };
+        stats.section_ns += nanos(got.elapsed());
+        let released = locker.release(held, &mut t.conn).await;
         if let Err(e) = section {
             stats.errors.push(format!("task {}: {e:#}", t.id));
             return stats;
@@ -275,21 +254,4 @@ async fn task(mut t: Task, side: Side, end: Instant) -> TaskStats {
         stats.sections += 1;
     }
     stats
-}
-
-/// The non-atomic increment that the lock must make exclusive (as in the in-process
-/// contended scenarios).
-async fn critical_section(conn: &mut ConnectionManager, counter: &str) -> anyhow::Result<()> {
-    let value: Option<u64> = redis::cmd("GET")
-        .arg(counter)
-        .query_async(conn)
-        .await
-        .context("reading the counter in the critical section")?;
-    let () = redis::cmd("SET")
-        .arg(counter)
-        .arg(value.unwrap_or(0) + 1)
-        .query_async(conn)
-        .await
-        .context("writing the counter in the critical section")?;
-    Ok(())
 }
