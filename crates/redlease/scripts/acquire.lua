@@ -10,6 +10,8 @@
 --   ARGV[5] the caller's grant channel   ARGV[6] queue linger in ms (queue keys' expiry)
 --   ARGV[7] (optional; an election's lock) a channel on which a fresh grant PUBLISHes the
 --           key, so that observers of the election learn of the new leader
+--   ARGV[8] (optional) "S": SPUBLISH rather than PUBLISH there (Redis Cluster, where the
+--           channel lives in the lock's slot and the notice stays in its shard)
 -- Reply {status, fence, pttl}:
 --   {1, fence, 0}     freshly acquired
 --   {2, fence, 0}     already held with this token (a retried attempt, or a hand-off)
@@ -27,7 +29,7 @@ if redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
   local fence = grant_fence(KEYS[2])
   redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[2])
   if ARGV[7] then
-    redis.call('PUBLISH', ARGV[7], KEYS[1])
+    redis.call(ARGV[8] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[7], KEYS[1])
   end
   return {1, fence, 0}
 end

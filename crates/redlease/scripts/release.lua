@@ -5,6 +5,10 @@
 --           PUBLISH its key there (Cluster and quorum waiters listen on it; they do not queue)
 --   ARGV[3] (optional) "1": PUBLISH the key there after a hand-off too (an election's
 --           lock, whose observers follow every change of leader)
+--   ARGV[4] (optional) "S": every PUBLISH here is an SPUBLISH instead, grants included
+--           (Redis Cluster: the channels carry the lock's hash tag, so they live in its slot,
+--           and a notice reaches the lock's shard only; SPUBLISH counts the subscribers of
+--           the primary it runs on, where the waiters' clients subscribe)
 -- Also withdraws the token from the waiter queue, so a waiter that gives up calls this too.
 -- Reply: 1 released; 0 the lock did not hold our token (expired, or taken by another).
 --
@@ -15,6 +19,7 @@
 -- (GET, LPOP, HGET, HDEL, TIME, GET, SET, PUBLISH, SET, SET); a release with no one
 -- queued costs 3 (4 with ARGV[2]).
 local token = ARGV[1]
+local publish = ARGV[4] == 'S' and 'SPUBLISH' or 'PUBLISH'
 if redis.call('GET', KEYS[1]) == token then
   while true do
     local head = redis.call('LPOP', KEYS[4])
@@ -27,11 +32,11 @@ if redis.call('GET', KEYS[1]) == token then
       local w = cjson.decode(entry)
       local fence = grant_fence(KEYS[2])
       -- message: "<fence> <token> <lock key>"
-      if redis.call('PUBLISH', w[2], string.format('%d', fence) .. ' ' .. head .. ' ' .. KEYS[1]) > 0 then
+      if redis.call(publish, w[2], string.format('%d', fence) .. ' ' .. head .. ' ' .. KEYS[1]) > 0 then
         redis.call('SET', KEYS[1], head, 'PX', w[1])
         redis.call('SET', KEYS[3], w[3], 'PX', w[1])
         if ARGV[3] == '1' then
-          redis.call('PUBLISH', ARGV[2], KEYS[1])
+          redis.call(publish, ARGV[2], KEYS[1])
         end
         return 1
       end
@@ -39,7 +44,7 @@ if redis.call('GET', KEYS[1]) == token then
   end
   redis.call('DEL', KEYS[1], KEYS[3])
   if ARGV[2] then
-    redis.call('PUBLISH', ARGV[2], KEYS[1])
+    redis.call(publish, ARGV[2], KEYS[1])
   end
   return 1
 end

@@ -160,10 +160,13 @@ impl Request<'_> {
         // Armed before every attempt, disarmed only by a reply that proves nothing of ours
         // is left in Redis: a dropped or failed acquisition gives back whatever it took.
         let mut give_back = GiveBack::new(self.engine, keys, self.kind, &token);
+        // Not over a quorum, nor for a Cluster's semaphores and read-write locks.
+        let hands_off = self.engine.deployment().hands_off(self.kind);
         // With the client's notifications already up, queue up with the very first attempt
         // (one round trip fewer under contention; a free lock is simply taken).
         let mut registration: Option<Registration> =
-            (self.wait != Wait::No && notifier.subscribed()).then(|| notifier.register(&token));
+            (self.wait != Wait::No && hands_off && notifier.subscribed(keys))
+                .then(|| notifier.register(&token, keys));
         // Read-write lock waiters keep a place in the queue even where no hand-off can reach
         // them (a Cluster, polling, a grant subscription that is down), so that a waiting
         // writer stops the readers that come after it there too.
@@ -182,7 +185,8 @@ impl Request<'_> {
         // a timeout, when the wait runs out right after it. Boxed: it lives across the
         // waits below, in every acquire future.
         let mut failure: Option<Box<Error>> = None;
-        // Cluster and quorum waiters listen for releases on the lease's channel instead.
+        // Quorum waiters (and a Cluster's that do not queue) listen for releases on the
+        // lease's channel instead.
         let wakeups = self.engine.wakeups.as_ref();
         let mut watch: Option<Watch> = None;
         loop {
@@ -201,7 +205,8 @@ impl Request<'_> {
             // Queue only while hand-offs can reach us: a release skips (and drops) a
             // queued waiter whose client's grant subscription is down. The epoch changes
             // when it comes back, and the next attempt queues again.
-            let queue = Queue::pick(registration.is_some() && notifier.subscribed(), silent);
+            let grants = registration.is_some() && notifier.subscribed(keys);
+            let queue = Queue::pick(grants, silent);
             let Some(outcome) = self.attempt_until(keys, &token, queue, cut_at).await else {
                 return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
             };
@@ -221,11 +226,12 @@ impl Request<'_> {
                     }
                     holder_ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
                     if registration.is_none()
+                        && hands_off
                         && deadline.is_none_or(|d| Instant::now() < d)
-                        && notifier.ready(deadline).await
+                        && notifier.ready(keys, deadline).await
                     {
                         // Subscribed: register, then queue up at once.
-                        registration = Some(notifier.register(&token));
+                        registration = Some(notifier.register(&token, keys));
                         continue;
                     }
                     if let Some(wakeups) = wakeups
@@ -266,7 +272,7 @@ impl Request<'_> {
                     // Confirm the grant with an attempt (it finds our token: `Ours`). The
                     // old registration goes first: its drop removes our token's entry.
                     drop(registration.take());
-                    registration = Some(notifier.register(&token));
+                    registration = Some(notifier.register(&token, keys));
                     continue;
                 }
                 let fence = FencingToken::new(fence);
@@ -359,10 +365,11 @@ impl Request<'_> {
 
     async fn attempt(&self, keys: &LockKeys, token: &OwnerToken, queue: Queue) -> Result<Attempt> {
         let linger_ms = ttl_millis(self.queue_linger());
+        let channel = self.engine.notifier.channel(keys);
         let join = match queue {
             Queue::No => Join::No,
             Queue::Grants => Join::Grants {
-                channel: self.engine.notifier.channel(),
+                channel: &channel,
                 linger_ms,
             },
             Queue::Silent => Join::Silent {
@@ -376,6 +383,7 @@ impl Request<'_> {
             ttl_ms: ttl_millis(self.ttl),
             holder: self.holder.unwrap_or(&self.engine.holder),
             join,
+            notices: self.engine.deployment().announces(),
         };
         Ok(match self.engine.deployment().acquire(keys, &args).await? {
             Reply::Fresh(fence) => Attempt::Fresh(FencingToken::new(fence)),

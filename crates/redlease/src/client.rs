@@ -11,7 +11,7 @@ use crate::engine::{Engine, one_line};
 use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::multilock::MultiLock;
-use crate::notify::{Notifier, Reach, Wakeups};
+use crate::notify::{GrantSource, Notifier, Reach, Wakeups};
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
 
@@ -163,7 +163,7 @@ impl ClientBuilder {
         let notifications = self.notifications == Notifications::PubSub;
         let wakeups = match &self.endpoints {
             Endpoints::Cluster(urls) if notifications => {
-                Some(wakeups(&settings, Reach::AnyNode, urls)?)
+                Some(wakeups(&settings, Reach::SlotOwner, urls)?)
             }
             Endpoints::Quorum(urls) if notifications => {
                 Some(wakeups(&settings, Reach::EveryNode, urls)?)
@@ -185,12 +185,17 @@ impl ClientBuilder {
             ),
             _ => None,
         };
-        let notifier = Notifier::new(
-            notifications && pubsub.is_some(),
-            pubsub,
-            self.connect_timeout,
-            self.response_timeout,
-        )?;
+        let grants = match (&self.endpoints, pubsub) {
+            _ if !notifications => GrantSource::Off,
+            (Endpoints::Cluster(urls), _) => GrantSource::Cluster(
+                urls.iter()
+                    .map(|url| settings.redis_client(url))
+                    .collect::<Result<Vec<_>>>()?,
+            ),
+            (_, Some(primary)) => GrantSource::Node(Box::new(primary)),
+            (_, None) => GrantSource::Off,
+        };
+        let notifier = Notifier::new(grants, self.connect_timeout, self.response_timeout)?;
         if let Some(follower) = deployment.follower() {
             // The grant subscription (and the observers' one) follows the primary the
             // sentinels elect, and queued waiters try again as soon as a failover starts

@@ -46,6 +46,32 @@ impl Kind {
     }
 }
 
+/// How the scripts tell waiters (and an election's observers) that a lease changed hands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Notices {
+    /// No release notices: waiters are handed the lease (a single Redis, Sentinel). An
+    /// election's changes are still announced, by `PUBLISH`.
+    Off,
+    /// Release notices by `PUBLISH` on the lease's channel (a quorum's nodes).
+    Publish,
+    /// Release notices, announcements and hand-off grants by `SPUBLISH` (Redis Cluster):
+    /// every channel carries the lease's hash tag, so each message stays in the shard that
+    /// owns the lease's slot instead of crossing the whole cluster bus.
+    Sharded,
+}
+
+impl Notices {
+    /// Whether a freed lease is announced on its channel.
+    pub(crate) fn on(self) -> bool {
+        self != Self::Off
+    }
+
+    /// The scripts' flag argument choosing `SPUBLISH`, when they must use it.
+    fn flag(self) -> Option<&'static str> {
+        (self == Self::Sharded).then_some("S")
+    }
+}
+
 /// The arguments of one acquisition attempt.
 pub(crate) struct AcquireArgs<'a> {
     pub(crate) kind: Kind,
@@ -54,6 +80,9 @@ pub(crate) struct AcquireArgs<'a> {
     pub(crate) holder: &'a str,
     /// Whether to join the FIFO queue when busy.
     pub(crate) join: Join<'a>,
+    /// How the deployment's scripts publish (an election's announcement, a silent place's
+    /// wake-up).
+    pub(crate) notices: Notices,
 }
 
 /// Whether and how an attempt that finds its name busy joins the FIFO queue.
@@ -117,30 +146,43 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> ScriptInvocati
         Join::Silent {
             linger_ms,
             stale_ms,
-        } => invocation
-            .arg("2")
-            .arg(&keys.channel)
-            .arg(linger_ms)
-            .arg(stale_ms),
+        } => {
+            invocation
+                .arg("2")
+                .arg(&keys.channel)
+                .arg(linger_ms)
+                .arg(stale_ms);
+            // rw_acquire.lua's ARGV[9] (the other scripts do not keep silent places).
+            if let Some(flag) = args.notices.flag() {
+                invocation.arg(flag)
+            } else {
+                &mut invocation
+            }
+        }
         Join::No => invocation.arg("0"),
     };
     if args.kind == Kind::Leader {
-        // ARGV[7]: the channel a fresh grant is announced on.
+        // ARGV[7]: the channel a fresh grant is announced on; ARGV[8] how.
         if args.join == Join::No {
             invocation.arg("").arg(0);
         }
         invocation.arg(&keys.channel);
+        if let Some(flag) = args.notices.flag() {
+            invocation.arg(flag);
+        }
     }
     invocation
 }
 
 /// The release script of `kind` for `token` (also withdraws it from the queue); with
-/// `announce`, a lease freed (not handed on) is announced on the release channel.
+/// `notices` on, a lease freed (not handed on) is announced on the release channel, and
+/// with [`Notices::Sharded`] every message of the script (grants included) is an
+/// `SPUBLISH`.
 pub(crate) fn release(
     keys: &LockKeys,
     kind: Kind,
     token: &str,
-    announce: bool,
+    notices: Notices,
 ) -> ScriptInvocation<'static> {
     let script = match kind {
         Kind::Mutex | Kind::Leader => &*RELEASE,
@@ -152,8 +194,16 @@ pub(crate) fn release(
     if kind == Kind::Leader {
         // Every change of leader is announced, hand-offs included.
         invocation.arg(&keys.channel).arg("1");
-    } else if announce {
+    } else if notices.on() {
         invocation.arg(&keys.channel);
+        if kind.is_lock() && notices.flag().is_some() {
+            // release.lua's ARGV[3]: no announcement after a hand-off.
+            invocation.arg("0");
+        }
+    }
+    if let Some(flag) = notices.flag() {
+        // release.lua's ARGV[4]; sem_release.lua's and rw_release.lua's ARGV[3].
+        invocation.arg(flag);
     }
     invocation
 }
@@ -190,11 +240,18 @@ pub(crate) fn release_name(kind: Kind) -> &'static str {
 }
 
 /// `rw_downgrade.lua`: `token`'s write hold turned into a read hold.
-pub(crate) fn downgrade(keys: &LockKeys, token: &str, announce: bool) -> ScriptInvocation<'static> {
+pub(crate) fn downgrade(
+    keys: &LockKeys,
+    token: &str,
+    notices: Notices,
+) -> ScriptInvocation<'static> {
     let mut invocation = with_keys(&RW_DOWNGRADE, keys, Kind::Read);
     invocation.arg(token);
-    if announce {
+    if notices.on() {
         invocation.arg(&keys.channel);
+        if let Some(flag) = notices.flag() {
+            invocation.arg(flag);
+        }
     }
     invocation
 }

@@ -15,7 +15,7 @@ use super::sentinel::Follower;
 use crate::error::is_connection_error;
 use crate::keys::LockKeys;
 use crate::replies::{self, Reply};
-use crate::scripts::{self, AcquireArgs, Kind, RenewItem};
+use crate::scripts::{self, AcquireArgs, Kind, Notices, RenewItem};
 
 /// One connection to one deployment or node, cheap to clone, multiplexed.
 #[derive(Clone)]
@@ -377,9 +377,9 @@ pub(crate) async fn release_on(
     keys: &LockKeys,
     kind: Kind,
     token: &str,
-    announce: bool,
+    notices: Notices,
 ) -> RedisResult<bool> {
-    let invocation = scripts::release(keys, kind, token, announce);
+    let invocation = scripts::release(keys, kind, token, notices);
     replies::flag(
         scripts::release_name(kind),
         &node.invoke(&invocation).await?,
@@ -391,9 +391,9 @@ pub(crate) async fn downgrade_on(
     node: &Node,
     keys: &LockKeys,
     token: &str,
-    announce: bool,
+    notices: Notices,
 ) -> RedisResult<bool> {
-    let invocation = scripts::downgrade(keys, token, announce);
+    let invocation = scripts::downgrade(keys, token, notices);
     replies::flag("rw_downgrade.lua", &node.invoke(&invocation).await?)
 }
 

@@ -11,6 +11,13 @@
 //! Nobody waits for the task behind a lock: callers watch its state and each gives up
 //! at its own deadline ([`Link::up`]). While the link is down it says so
 //! ([`Link::is_up`]), so that waiters do not count on messages nobody can deliver.
+//!
+//! A *sharded* link ([`Link::sharded`], Redis Cluster) uses `SSUBSCRIBE`: one node, one
+//! channel per command (a shard channel belongs to a slot). When the node refuses a
+//! channel (`MOVED`: its slot is served elsewhere) or drops it by itself (a `sunsubscribe`
+//! push: the slot moved away, or the node stopped being a primary), the owner hears
+//! [`Owner::moved`] and places the channel on the slot's new primary
+//! (see `crate::conn::shards`).
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -50,6 +57,9 @@ pub(crate) trait Owner: Send + Sync + 'static {
     fn changed(&self, up: bool);
     /// Whether the link is still needed while it is down (someone waits on it).
     fn needed(&self) -> bool;
+    /// A sharded link's node refused `channel` or dropped it: its slot is served
+    /// elsewhere now.
+    fn moved(&self, _channel: &str) {}
 }
 
 /// One self-healing subscription connection.
@@ -67,6 +77,8 @@ pub(crate) struct Link {
     commands: tokio::sync::Mutex<()>,
     /// Signalled when the link is dropped, so that its task ends.
     closed: Arc<Notify>,
+    /// Shard channels (`SSUBSCRIBE`), one per command, rather than classic ones.
+    sharded: bool,
 }
 
 impl Link {
@@ -76,6 +88,32 @@ impl Link {
         connect_timeout: Duration,
         response_timeout: Duration,
         owner: Weak<dyn Owner>,
+    ) -> redis::RedisResult<Arc<Self>> {
+        Self::with_mode(targets, connect_timeout, response_timeout, owner, false)
+    }
+
+    /// A link to one cluster node for shard channels (`SSUBSCRIBE`); starts on first use.
+    pub(crate) fn sharded(
+        node: &redis::Client,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        owner: Weak<dyn Owner>,
+    ) -> redis::RedisResult<Arc<Self>> {
+        Self::with_mode(
+            std::slice::from_ref(node),
+            connect_timeout,
+            response_timeout,
+            owner,
+            true,
+        )
+    }
+
+    fn with_mode(
+        targets: &[redis::Client],
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        owner: Weak<dyn Owner>,
+        sharded: bool,
     ) -> redis::RedisResult<Arc<Self>> {
         Ok(Arc::new(Self {
             targets: Mutex::new(resp3(targets)?),
@@ -87,6 +125,7 @@ impl Link {
             state: watch::Sender::new(State::Idle),
             commands: tokio::sync::Mutex::new(()),
             closed: Arc::new(Notify::new()),
+            sharded,
         }))
     }
 
@@ -182,6 +221,12 @@ impl Link {
         self.reconcile(channel, confirmed);
     }
 
+    /// Removes `channel` from the wanted set without unsubscribing: the node dropped it
+    /// already (a sharded link whose slot moved), and a reconnection must not ask again.
+    pub(crate) fn forget(&self, channel: &str) {
+        self.wanted().remove(channel);
+    }
+
     /// Removes `channel` from the wanted set and unsubscribes in the background.
     pub(crate) fn unwant(self: &Arc<Self>, channel: &str) {
         self.wanted().remove(channel);
@@ -219,10 +264,27 @@ impl Link {
         };
         let _one_at_a_time = self.commands.lock().await;
         let want = self.wanted().contains(channel);
-        let sent = if want {
-            within(self.response_timeout, conn.subscribe(channel)).await
-        } else {
-            within(self.response_timeout, conn.unsubscribe(channel)).await
+        let sent = match (self.sharded, want) {
+            (false, true) => within(self.response_timeout, conn.subscribe(channel)).await,
+            (false, false) => within(self.response_timeout, conn.unsubscribe(channel)).await,
+            (true, _) => {
+                let command = if want { "SSUBSCRIBE" } else { "SUNSUBSCRIBE" };
+                let sent = within(
+                    self.response_timeout,
+                    shard_command(&mut conn, command, channel),
+                )
+                .await;
+                if want
+                    && let Err(e) = &sent
+                    && e.code().is_some()
+                    && let Some(owner) = self.owner.upgrade()
+                {
+                    // Refused (MOVED): not this node's channel any more.
+                    tracing::debug!(error = %e, "a shard channel was refused; placing it anew");
+                    owner.moved(channel);
+                }
+                sent
+            }
         };
         match sent {
             Ok(()) => want,
@@ -250,15 +312,25 @@ impl Link {
         *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(dropped));
         let owner = self.owner.clone();
         let dropped = Arc::clone(dropped);
+        let sharded = self.sharded;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.response_timeout))
             .set_push_sender(move |push: PushInfo| {
                 match push.kind {
                     PushKind::Disconnection => dropped.notify_one(),
-                    PushKind::Message => {
+                    PushKind::Message | PushKind::SMessage => {
                         if let Some(owner) = owner.upgrade() {
                             owner.message(&push);
+                        }
+                    }
+                    // Our own SUNSUBSCRIBE is confirmed so too: the owner tells them apart.
+                    PushKind::SUnsubscribe if sharded => {
+                        if let (Some(owner), Some(redis::Value::BulkString(channel))) =
+                            (owner.upgrade(), push.data.first())
+                            && let Ok(channel) = std::str::from_utf8(channel)
+                        {
+                            owner.moved(channel);
                         }
                     }
                     _ => {}
@@ -270,7 +342,18 @@ impl Link {
                 .get_multiplexed_async_connection_with_config(&config)
                 .await?;
             let channels: Vec<String> = self.wanted().iter().cloned().collect();
-            if !channels.is_empty() {
+            if self.sharded {
+                for channel in &channels {
+                    if let Err(e) = shard_command(&mut conn, "SSUBSCRIBE", channel).await {
+                        if e.code().is_some()
+                            && let Some(owner) = self.owner.upgrade()
+                        {
+                            owner.moved(channel);
+                        }
+                        return Err(e);
+                    }
+                }
+            } else if !channels.is_empty() {
                 conn.subscribe(&channels).await?;
             }
             Ok(conn)
@@ -301,6 +384,21 @@ fn resp3(targets: &[redis::Client]) -> redis::RedisResult<Vec<redis::Client>> {
             redis::Client::open(info.set_redis_settings(settings))
         })
         .collect()
+}
+
+/// `SSUBSCRIBE channel` or `SUNSUBSCRIBE channel` on a RESP3 connection. The server
+/// confirms with a push (handed to the push sender), never with a reply, so the command is
+/// sent expecting none and a `PING` behind it: the `PING`'s answer comes after the
+/// confirmation, or is the command's error (`MOVED`) when the node refused it.
+async fn shard_command(
+    conn: &mut MultiplexedConnection,
+    command: &str,
+    channel: &str,
+) -> redis::RedisResult<()> {
+    let mut cmd = redis::cmd(command);
+    cmd.arg(channel).set_no_response(true);
+    cmd.query_async::<()>(conn).await?;
+    redis::cmd("PING").query_async::<()>(conn).await
 }
 
 fn timed_out(what: &'static str) -> redis::RedisError {

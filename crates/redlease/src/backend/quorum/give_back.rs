@@ -14,7 +14,7 @@ use crate::backend::deployment::Deployment;
 use crate::backend::node::Conn;
 use crate::keys::LockKeys;
 use crate::replies::{self, Reply};
-use crate::scripts::{self, AcquireArgs, Join, Kind};
+use crate::scripts::{self, AcquireArgs, Join, Kind, Notices};
 
 use super::turns::{Turn, TurnKey};
 
@@ -46,7 +46,7 @@ pub(super) struct OwnedAttempt {
     pub(super) token: String,
     pub(super) ttl_ms: u64,
     pub(super) holder: String,
-    pub(super) announce: bool,
+    pub(super) notices: Notices,
 }
 
 impl OwnedAttempt {
@@ -58,6 +58,7 @@ impl OwnedAttempt {
             ttl_ms: self.ttl_ms,
             holder: &self.holder,
             join: Join::No,
+            notices: self.notices,
         };
         let invocation = scripts::acquire(&self.keys, &args);
         replies::acquire(&invocation.invoke_async(&mut conn).await?)
@@ -65,7 +66,7 @@ impl OwnedAttempt {
 
     /// The release script over one node's connection.
     pub(super) async fn release(&self, mut conn: Conn) -> RedisResult<bool> {
-        let invocation = scripts::release(&self.keys, self.kind, &self.token, self.announce);
+        let invocation = scripts::release(&self.keys, self.kind, &self.token, self.notices);
         replies::flag(
             scripts::release_name(self.kind),
             &invocation.invoke_async(&mut conn).await?,
@@ -127,7 +128,7 @@ pub(super) fn give_back(
         token: token.to_owned(),
         ttl_ms: 0,
         holder: String::new(),
-        announce: deployment.announces(),
+        notices: deployment.announces(),
     });
     let mut releases: FuturesUnordered<_> = indexes
         .iter()

@@ -313,7 +313,7 @@ async fn ask(
         token: args.token.to_owned(),
         ttl_ms: args.ttl_ms,
         holder: args.holder.to_owned(),
-        announce: deployment.announces(),
+        notices: deployment.announces(),
     });
     let timeout = deployment.response_timeout;
     // How long a request may take once nobody listens to it any more: a slow node that
