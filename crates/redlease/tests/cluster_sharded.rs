@@ -159,29 +159,21 @@ async fn hand_offs_reach_only_the_shard_of_the_lock() {
             }));
         }
     }
-    eventually("every waiter to queue up", || async {
-        queue_len(&cluster, keys.queue()) == 9
+    eventually("every contender to wait", || async {
+        clients.iter().map(Client::waiting).sum::<usize>() == 9
     })
     .await;
-    // Each client subscribed to its grant channel for this lock: a shard channel with the
-    // lock's hash tag, on the lock's primary only.
+    // Queued (asserted below, after the burst, so that the code before sharded pub/sub
+    // fails on what its releases did to the other shards): each client subscribed to its
+    // grant channel for this lock, a shard channel with the lock's hash tag, on the lock's
+    // primary only.
+    let queued_by = Instant::now() + Duration::from_secs(10);
+    while queue_len(&cluster, keys.queue()) < 9 && Instant::now() < queued_by {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let queued = queue_len(&cluster, keys.queue());
     let pattern = format!("{}*", keys.channel().trim_end_matches("released"));
     let on_owner = shard_channels(cluster.primaries()[owner], &pattern);
-    assert_eq!(
-        on_owner.len(),
-        3,
-        "grant channels on the owner: {on_owner:?}"
-    );
-    for channel in &on_owner {
-        assert_eq!(shard_subscribers(cluster.primaries()[owner], channel), 1);
-        for node in &others {
-            assert_eq!(shard_subscribers(node, channel), 0);
-        }
-    }
-    for node in &others {
-        assert!(shard_channels(node, "*").is_empty());
-    }
-
     bounded("release", holder.release()).await.unwrap();
     let mut fences = Vec::new();
     for t in tasks {
@@ -191,20 +183,29 @@ async fn hand_offs_reach_only_the_shard_of_the_lock() {
     fences.sort_unstable();
     fences.dedup();
     assert_eq!(fences.len(), 45, "a fencing token was granted twice");
-
+    for (node, before) in others.iter().zip(&before) {
+        assert_eq!(
+            heard(node),
+            *before,
+            "node {} (another shard) heard of the lock's releases and hand-offs",
+            node.port()
+        );
+    }
+    assert_eq!(queued, 9, "the waiters did not queue for a hand-off");
+    assert_eq!(on_owner.len(), 3, "grant channels on the owner: {on_owner:?}");
+    for channel in &on_owner {
+        for node in &others {
+            assert_eq!(shard_subscribers(node, channel), 0);
+        }
+    }
+    for node in &others {
+        assert!(shard_channels(node, "*").is_empty());
+    }
     let owner_after = heard(cluster.primaries()[owner]);
     assert!(
         owner_after.spublish_calls >= owner_before.spublish_calls + 40,
         "the hand-offs were not grants by SPUBLISH: {owner_before:?} -> {owner_after:?}"
     );
-    for (node, before) in others.iter().zip(before) {
-        assert_eq!(
-            heard(node),
-            before,
-            "node {} (another shard) heard of the lock's hand-offs",
-            node.port()
-        );
-    }
 }
 
 /// Cluster lock waiters queue and are handed the lock in arrival order, as on one node.
