@@ -205,8 +205,7 @@ impl Request<'_> {
             // Queue only while hand-offs can reach us: a release skips (and drops) a
             // queued waiter whose client's grant subscription is down. The epoch changes
             // when it comes back, and the next attempt queues again.
-            let grants = registration.is_some() && notifier.subscribed(keys);
-            let queue = Queue::pick(grants, silent);
+            let queue = Queue::pick(registration.is_some() && notifier.subscribed(keys), silent);
             let Some(outcome) = self.attempt_until(keys, &token, queue, cut_at).await else {
                 return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
             };
@@ -234,8 +233,10 @@ impl Request<'_> {
                         registration = Some(notifier.register(&token, keys));
                         continue;
                     }
+                    // Queued for a hand-off (a Cluster's lock), a waiter needs no notice.
                     if let Some(wakeups) = wakeups
                         && watch.is_none()
+                        && queue != Queue::Grants
                         && deadline.is_none_or(|d| Instant::now() < d)
                     {
                         let until = self.subscribe_until(deadline, silent);

@@ -192,7 +192,11 @@ async fn hand_offs_reach_only_the_shard_of_the_lock() {
         );
     }
     assert_eq!(queued, 9, "the waiters did not queue for a hand-off");
-    assert_eq!(on_owner.len(), 3, "grant channels on the owner: {on_owner:?}");
+    assert_eq!(
+        on_owner.len(),
+        3,
+        "grant channels on the owner: {on_owner:?}"
+    );
     for channel in &on_owner {
         for node in &others {
             assert_eq!(shard_subscribers(node, channel), 0);
