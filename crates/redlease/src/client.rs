@@ -25,10 +25,12 @@ pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Whether waiters learn of releases over pub/sub (the default) or only by polling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Notifications {
-    /// A single Redis or Sentinel primary hands a released lock to the oldest waiter over
-    /// one shared RESP3 pub/sub connection per [`Client`]; cluster and quorum waiters are
-    /// woken by a release notice on the lock's channel and try again. Polling remains as
-    /// a fallback (see [`crate::wait`]).
+    /// A single Redis, a Sentinel primary or a Cluster hands a released lock to the oldest
+    /// waiter over pub/sub: one shared RESP3 connection per [`Client`] (on a Cluster, one
+    /// per primary that owns a lock waited for, with sharded pub/sub that stays in the
+    /// lock's shard); quorum waiters (and a Cluster's semaphore and read-write lock
+    /// waiters) are woken by a release notice on the lock's channel and try again.
+    /// Polling remains as a fallback (see [`crate::wait`]).
     #[default]
     PubSub,
     /// Waiters poll with jittered exponential back-off only.

@@ -105,7 +105,8 @@ impl Deployment {
 
     /// Whether read-write lock waiters that cannot be handed the lock keep a place in the
     /// queue all the same (a *silent* place: they come back for the lock themselves): on a
-    /// Cluster, where a release cannot tell whether a waiter listens, and wherever hand-offs
+    /// Cluster, where only a lock's waiters are sent grants (see
+    /// [`hands_off`](Self::hands_off)), and wherever hand-offs
     /// cannot reach a waiter (polling, a grant subscription that is down). One node decides
     /// each lock there, so one queue orders its waiters. Not over a quorum: each node's
     /// queue could put another waiter first, and waiters heading different nodes' queues
