@@ -2,7 +2,8 @@
 -- (KEYS as in acquire.lua).
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: when the lock is freed rather than handed on,
---           PUBLISH its key there (Cluster and quorum waiters listen on it; they do not queue)
+--           PUBLISH its key there (quorum waiters listen on it, and Cluster waiters that
+--           cannot queue now)
 --   ARGV[3] (optional) "1": PUBLISH the key there after a hand-off too (an election's
 --           lock, whose observers follow every change of leader)
 --   ARGV[4] (optional) "S": every PUBLISH here is an SPUBLISH instead, grants included
