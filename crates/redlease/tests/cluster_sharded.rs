@@ -50,6 +50,14 @@ struct Heard {
     bus_publishshard: u64,
     publish_calls: u64,
     spublish_calls: u64,
+    evalsha_calls: u64,
+}
+
+impl Heard {
+    /// Everything that reached the node: bus messages and publish calls.
+    fn messages(&self) -> u64 {
+        self.bus_publish + self.bus_publishshard + self.publish_calls + self.spublish_calls
+    }
 }
 
 fn heard(node: &RedisServer) -> Heard {
@@ -68,6 +76,7 @@ fn heard(node: &RedisServer) -> Heard {
         ),
         publish_calls: stat(node, &commandstats, "cmdstat_publish:"),
         spublish_calls: stat(node, &commandstats, "cmdstat_spublish:"),
+        evalsha_calls: stat(node, &commandstats, "cmdstat_evalsha:"),
     }
 }
 
@@ -206,6 +215,17 @@ async fn hand_offs_reach_only_the_shard_of_the_lock() {
         assert!(shard_channels(node, "*").is_empty());
     }
     let owner_after = heard(cluster.primaries()[owner]);
+    eprintln!(
+        "45 contended sections: on the lock's primary {} EVALSHA and {} SPUBLISH (scripts' \
+         calls), on each other shard's node {:?} new bus messages and publish calls",
+        owner_after.evalsha_calls - owner_before.evalsha_calls,
+        owner_after.spublish_calls - owner_before.spublish_calls,
+        others
+            .iter()
+            .zip(&before)
+            .map(|(n, b)| heard(n).messages() - b.messages())
+            .collect::<Vec<_>>(),
+    );
     assert!(
         owner_after.spublish_calls >= owner_before.spublish_calls + 40,
         "the hand-offs were not grants by SPUBLISH: {owner_before:?} -> {owner_after:?}"
