@@ -181,7 +181,7 @@ async fn hand_offs_reach_only_the_shard_of_the_lock() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let queued = queue_len(&cluster, keys.queue());
-    let pattern = format!("{}*", keys.channel().trim_end_matches("released"));
+    let pattern = format!("{}grant:*", keys.channel().trim_end_matches("released"));
     let on_owner = shard_channels(cluster.primaries()[owner], &pattern);
     bounded("release", holder.release()).await.unwrap();
     let mut fences = Vec::new();
@@ -355,7 +355,7 @@ async fn hand_offs_survive(
         "a section was lost or doubled"
     );
     // The waiters queue on the lock's new primary: its grant channels are there now.
-    let pattern = format!("{}*", keys.channel().trim_end_matches("released"));
+    let pattern = format!("{}grant:*", keys.channel().trim_end_matches("released"));
     let owner = cluster.primary_for_key(keys.key()).unwrap();
     let probe = bounded("acquire", clients[1].lock(name).acquire())
         .await
@@ -411,4 +411,86 @@ async fn hand_offs_survive_a_failover() {
         assert_ne!(cluster.primaries()[owner].port(), old);
     })
     .await;
+}
+
+/// The lock's primary dies (SIGKILL) while waiters queue there, and its replica takes over
+/// (`CLUSTER FAILOVER FORCE`): the waiters' grant subscriptions, whose connection now goes
+/// nowhere, move to the new primary once the slot map names it, and every waiter is handed
+/// the lock there. The waiters do not poll, and the holder's lease outlasts their wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_waiters_follow_a_dead_primary_to_its_replica() {
+    let mut cluster = cluster();
+    let holders = connect(&cluster).await;
+    let waiters = connect(&cluster).await;
+    let name = "dead-primary";
+    let keys = holders.lock(name).keys().unwrap();
+    let holder = bounded(
+        "acquire",
+        holders.lock(name).ttl(Duration::from_secs(60)).acquire(),
+    )
+    .await
+    .unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut tasks = Vec::new();
+    for i in 0..3_i64 {
+        let lock = waiters
+            .lock(name)
+            .wait(Duration::from_secs(25))
+            .retry(no_polling());
+        let tx = tx.clone();
+        tasks.push(tokio::spawn(async move {
+            let guard = lock
+                .acquire()
+                .await
+                .unwrap_or_else(|e| panic!("waiter {i}: {e}"));
+            tx.send(i).unwrap();
+            guard.release().await.unwrap();
+        }));
+        eventually("the waiter to queue up", || async {
+            queue_len(&cluster, keys.queue()) == i + 1
+        })
+        .await;
+    }
+    drop(tx);
+    let owner = cluster.primary_for_key(keys.key()).unwrap();
+    // Everything written so far is on the replica before the primary dies.
+    assert_eq!(
+        owner.query(&["WAIT", "1", "10000"]).unwrap(),
+        Reply::Integer(1)
+    );
+    let shard = cluster
+        .primary_for_slot(cluster.slot(keys.key()).unwrap())
+        .unwrap();
+    let dead_port = owner.port();
+    let dead = cluster
+        .nodes()
+        .iter()
+        .position(|n| n.port() == dead_port)
+        .unwrap();
+    tokio::task::block_in_place(|| {
+        cluster.nodes_mut()[dead].kill();
+        assert_eq!(cluster.failover_forced(shard).unwrap(), shard);
+    });
+    let new_primary = cluster.primaries()[shard];
+    let pattern = format!("{}grant:*", keys.channel().trim_end_matches("released"));
+    eventually("the grant subscription on the new primary", || async {
+        shard_channels(new_primary, &pattern).len() == 1
+    })
+    .await;
+    bounded("release", holder.release()).await.unwrap();
+    for t in tasks {
+        bounded("the waiters", t).await.unwrap();
+    }
+    let mut served = Vec::new();
+    while let Some(i) = rx.recv().await {
+        served.push(i);
+    }
+    served.sort_unstable();
+    assert_eq!(served, vec![0, 1, 2]);
+    tokio::task::block_in_place(|| {
+        cluster.nodes_mut()[dead].restart().unwrap();
+        cluster
+            .wait_settled(redlease_local::DEFAULT_CLUSTER_TIMEOUT)
+            .unwrap();
+    });
 }
