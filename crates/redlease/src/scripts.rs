@@ -142,7 +142,9 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> ScriptInvocati
         }
     }
     match args.join {
-        Join::Grants { channel, linger_ms } => invocation.arg("1").arg(channel).arg(linger_ms),
+        Join::Grants { channel, linger_ms } => {
+            invocation.arg("1").arg(channel).arg(linger_ms);
+        }
         Join::Silent {
             linger_ms,
             stale_ms,
@@ -154,13 +156,13 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> ScriptInvocati
                 .arg(stale_ms);
             // rw_acquire.lua's ARGV[9] (the other scripts do not keep silent places).
             if let Some(flag) = args.notices.flag() {
-                invocation.arg(flag)
-            } else {
-                &mut invocation
+                invocation.arg(flag);
             }
         }
-        Join::No => invocation.arg("0"),
-    };
+        Join::No => {
+            invocation.arg("0");
+        }
+    }
     if args.kind == Kind::Leader {
         // ARGV[7]: the channel a fresh grant is announced on; ARGV[8] how.
         if args.join == Join::No {
