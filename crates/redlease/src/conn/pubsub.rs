@@ -282,6 +282,17 @@ impl Link {
                     // Refused (MOVED): not this node's channel any more.
                     tracing::debug!(error = %e, "a shard channel was refused; placing it anew");
                     owner.moved(channel);
+                    // The refusal took the reply meant for the PING behind it, whose own
+                    // reply is still to come: start a fresh connection rather than let it
+                    // answer a later command.
+                    if let Some(dropped) = self
+                        .current
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .take()
+                    {
+                        dropped.notify_one();
+                    }
                 }
                 sent
             }
@@ -389,7 +400,8 @@ fn resp3(targets: &[redis::Client]) -> redis::RedisResult<Vec<redis::Client>> {
 /// `SSUBSCRIBE channel` or `SUNSUBSCRIBE channel` on a RESP3 connection. The server
 /// confirms with a push (handed to the push sender), never with a reply, so the command is
 /// sent expecting none and a `PING` behind it: the `PING`'s answer comes after the
-/// confirmation, or is the command's error (`MOVED`) when the node refused it.
+/// confirmation, or is the command's error (`MOVED`) when the node refused it (the
+/// `PING`'s own reply then comes unasked for: the caller drops that connection).
 async fn shard_command(
     conn: &mut MultiplexedConnection,
     command: &str,
