@@ -494,3 +494,62 @@ async fn queued_waiters_follow_a_dead_primary_to_its_replica() {
             .unwrap();
     });
 }
+
+/// A client whose slot map is stale (the lock's slot moved while the client had no channel
+/// in it, so no node told it) subscribes the lock's grant channel on the old primary,
+/// which refuses it (`MOVED`): the channel is placed on the slot's new primary, and the
+/// waiter, not polling, is handed the lock there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_channel_refused_by_a_stale_primary_is_placed_on_the_new_one() {
+    let mut cluster = cluster();
+    let holders = connect(&cluster).await;
+    let waiters = connect(&cluster).await;
+    let slot_of = |cluster: &Cluster, name: &str| {
+        let key = holders.lock(name).keys().unwrap().key().to_owned();
+        cluster.slot(&key).unwrap()
+    };
+    // Two locks on different primaries: the first teaches the waiters' client the slot
+    // map, the second's slot moves afterwards.
+    let first = "warm-up";
+    let warm = cluster.primary_for_slot(slot_of(&cluster, first)).unwrap();
+    let second = (0..1000)
+        .map(|i| format!("stale-{i}"))
+        .find(|n| cluster.primary_for_slot(slot_of(&cluster, n)).unwrap() != warm)
+        .unwrap();
+    let second_slot = slot_of(&cluster, &second);
+    for name in [first, second.as_str()] {
+        let holder = bounded("acquire", holders.lock(name).acquire())
+            .await
+            .unwrap();
+        let waiter = {
+            let lock = waiters
+                .lock(name)
+                .wait(Duration::from_secs(20))
+                .retry(no_polling());
+            tokio::spawn(async move { lock.acquire().await })
+        };
+        let queue = holders.lock(name).keys().unwrap().queue().to_owned();
+        eventually("the waiter to queue up", || async {
+            queue_len(&cluster, &queue) == 1
+        })
+        .await;
+        bounded("release", holder.release()).await.unwrap();
+        let guard = bounded("the hand-off", waiter).await.unwrap().unwrap();
+        bounded("release", guard.release()).await.unwrap();
+        if name == first {
+            // Move the second lock's slot to the primary that serves neither lock.
+            let from = cluster.primary_for_slot(second_slot).unwrap();
+            let to = (0..3).find(|&p| p != from && p != warm).unwrap();
+            tokio::task::block_in_place(|| cluster.migrate_slot(second_slot, to).unwrap());
+        }
+    }
+    let keys = waiters.lock(&second).keys().unwrap();
+    let pattern = format!("{}grant:*", keys.channel().trim_end_matches("released"));
+    let owner = cluster.primary_for_key(keys.key()).unwrap();
+    let channels = shard_channels(owner, &pattern);
+    assert_eq!(
+        channels.len(),
+        1,
+        "grant channels on the new primary: {channels:?}"
+    );
+}

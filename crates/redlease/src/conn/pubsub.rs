@@ -269,30 +269,29 @@ impl Link {
             (false, false) => within(self.response_timeout, conn.unsubscribe(channel)).await,
             (true, _) => {
                 let command = if want { "SSUBSCRIBE" } else { "SUNSUBSCRIBE" };
-                let sent = within(
+                let mut sent = within(
                     self.response_timeout,
                     shard_command(&mut conn, command, channel),
                 )
                 .await;
+                if want && sent.is_ok() && !within_primary(self.response_timeout, &mut conn).await {
+                    // A replica serves SSUBSCRIBE too, but its primary's SPUBLISH does not
+                    // count its subscribers: give the channel back and place it anew.
+                    let _ = within(
+                        self.response_timeout,
+                        shard_command(&mut conn, "SUNSUBSCRIBE", channel),
+                    )
+                    .await;
+                    sent = Err(not_primary());
+                }
                 if want
                     && let Err(e) = &sent
                     && e.code().is_some()
                     && let Some(owner) = self.owner.upgrade()
                 {
-                    // Refused (MOVED): not this node's channel any more.
+                    // Refused (MOVED), or on a replica: not this node's channel (any more).
                     tracing::debug!(error = %e, "a shard channel was refused; placing it anew");
                     owner.moved(channel);
-                    // The refusal took the reply meant for the PING behind it, whose own
-                    // reply is still to come: start a fresh connection rather than let it
-                    // answer a later command.
-                    if let Some(dropped) = self
-                        .current
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .take()
-                    {
-                        dropped.notify_one();
-                    }
                 }
                 sent
             }
@@ -354,6 +353,15 @@ impl Link {
                 .await?;
             let channels: Vec<String> = self.wanted().iter().cloned().collect();
             if self.sharded {
+                if !channels.is_empty() && !within_primary(self.response_timeout, &mut conn).await {
+                    // A replica now (a failover): every channel belongs elsewhere.
+                    if let Some(owner) = self.owner.upgrade() {
+                        for channel in &channels {
+                            owner.moved(channel);
+                        }
+                    }
+                    return Err(not_primary());
+                }
                 for channel in &channels {
                     if let Err(e) = shard_command(&mut conn, "SSUBSCRIBE", channel).await {
                         if e.code().is_some()
@@ -397,20 +405,43 @@ fn resp3(targets: &[redis::Client]) -> redis::RedisResult<Vec<redis::Client>> {
         .collect()
 }
 
-/// `SSUBSCRIBE channel` or `SUNSUBSCRIBE channel` on a RESP3 connection. The server
-/// confirms with a push (handed to the push sender), never with a reply, so the command is
-/// sent expecting none and a `PING` behind it: the `PING`'s answer comes after the
-/// confirmation, or is the command's error (`MOVED`) when the node refused it (the
-/// `PING`'s own reply then comes unasked for: the caller drops that connection).
+/// `SSUBSCRIBE channel` or `SUNSUBSCRIBE channel` (one channel) on a RESP3 connection:
+/// redis-rs takes the server's confirmation push as the command's reply, and a refusal
+/// (`MOVED`: the slot is served elsewhere) is an error.
 async fn shard_command(
     conn: &mut MultiplexedConnection,
     command: &str,
     channel: &str,
 ) -> redis::RedisResult<()> {
-    let mut cmd = redis::cmd(command);
-    cmd.arg(channel).set_no_response(true);
-    cmd.query_async::<()>(conn).await?;
-    redis::cmd("PING").query_async::<()>(conn).await
+    redis::cmd(command)
+        .arg(channel)
+        .query_async::<redis::Value>(conn)
+        .await
+        .map(drop)
+}
+
+/// Whether the node behind `conn` is a primary (`ROLE`), within `timeout`. A node that does
+/// not answer in time counts as not one; one that refuses `ROLE` (an ACL without it) counts
+/// as one: a subscription on a replica costs its waiters their turn, never a grant they did
+/// not get (a grant only wakes a Cluster waiter, which confirms it).
+async fn within_primary(timeout: Duration, conn: &mut MultiplexedConnection) -> bool {
+    let cmd = redis::cmd("ROLE");
+    match tokio::time::timeout(timeout, cmd.query_async::<redis::Value>(conn)).await {
+        Ok(Ok(redis::Value::Array(fields))) => {
+            matches!(fields.first(), Some(redis::Value::BulkString(role)) if role == b"master")
+        }
+        Ok(Err(e)) => e.code().is_some(),
+        Ok(Ok(_)) | Err(_) => false,
+    }
+}
+
+/// The error for a shard channel subscribed on a node that is not a primary: a server
+/// error, so that the channel's owner places it anew.
+fn not_primary() -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::Server(redis::ServerErrorKind::Moved),
+        "not the slot's primary",
+    ))
 }
 
 fn timed_out(what: &'static str) -> redis::RedisError {
