@@ -422,7 +422,8 @@ async fn queued_waiters_follow_a_dead_primary_to_its_replica() {
     let mut cluster = cluster();
     let holders = connect(&cluster).await;
     let waiters = connect(&cluster).await;
-    let name = "dead-primary";
+    // A tagged name, so that a probe lock shares its slot.
+    let name = "{dead-primary}";
     let keys = holders.lock(name).keys().unwrap();
     let holder = bounded(
         "acquire",
@@ -475,6 +476,15 @@ async fn queued_waiters_follow_a_dead_primary_to_its_replica() {
     let pattern = format!("{}grant:*", keys.channel().trim_end_matches("released"));
     eventually("the grant subscription on the new primary", || async {
         shard_channels(new_primary, &pattern).len() == 1
+    })
+    .await;
+    // The holders' client finds the new primary (its slot map refreshed) before it
+    // releases: a release sent meanwhile could run out of its response timeout.
+    eventually("the holders' client to reach the new primary", || async {
+        match holders.lock("{dead-primary}:probe").try_acquire().await {
+            Ok(Some(probe)) => probe.release().await.is_ok(),
+            _ => false,
+        }
     })
     .await;
     bounded("release", holder.release()).await.unwrap();

@@ -105,15 +105,19 @@ impl Shards {
 
     /// Whether `channel` is subscribed on its slot's primary right now.
     pub(crate) fn is_up(&self, channel: &str) -> bool {
-        let state = self.state();
-        state.channels.get(channel).is_some_and(|placed| {
-            placed.confirmed
-                && placed
-                    .node
-                    .as_ref()
-                    .and_then(|node| state.links.get(node))
-                    .is_some_and(|known| known.link.is_up())
-        })
+        // The link is asked after the state's lock is let go: a link holds its own state's
+        // lock while it asks its owner whether it is still needed (which takes ours).
+        let link = {
+            let state = self.state();
+            state
+                .channels
+                .get(channel)
+                .filter(|placed| placed.confirmed)
+                .and_then(|placed| placed.node.as_ref())
+                .and_then(|node| state.links.get(node))
+                .map(|known| Arc::clone(&known.link))
+        };
+        link.is_some_and(|link| link.is_up())
     }
 
     /// Subscribes to `channel` on its slot's primary (in the background); `confirmed`
@@ -387,17 +391,19 @@ impl Shards {
                 let Some(shards) = shards.upgrade() else {
                     return;
                 };
-                let (up, channels) = {
+                let (link, channels) = {
                     let state = shards.state();
-                    let up = state.links.get(&node).is_some_and(|l| l.link.is_up());
+                    let link = state.links.get(&node).map(|l| Arc::clone(&l.link));
                     let channels: Vec<String> = state
                         .channels
                         .iter()
                         .filter(|(_, p)| p.node.as_deref() == Some(node.as_str()))
                         .map(|(c, _)| c.clone())
                         .collect();
-                    (up, channels)
+                    (link, channels)
                 };
+                // Asked without the state's lock (see `is_up`).
+                let up = link.is_some_and(|l| l.is_up());
                 if up || channels.is_empty() {
                     return;
                 }
