@@ -14,7 +14,9 @@
 --   ARGV[5] the caller's grant channel   ARGV[6] queue linger in ms (queue keys' expiry)
 --   ARGV[7] (optional; an election's lock) a channel on which a fresh grant PUBLISHes the
 --           key, so that observers of the election learn of the new leader ("": none)
---   ARGV[8] (optional) the fencing clock's step in µs (see fence.lua; a quorum's nodes)
+--   ARGV[8] (optional) "S": SPUBLISH rather than PUBLISH there (Redis Cluster, where the
+--           channel lives in the lock's slot and the notice stays in its shard)
+--   ARGV[9] (optional) the fencing clock's step in µs (see fence.lua; a quorum's nodes)
 -- Reply {status, fence, pttl}:
 --   {1, fence, 0}     freshly acquired
 --   {2, fence, 0}     already held with this token (a retried attempt, or a hand-off)
@@ -30,10 +32,10 @@ if redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
   if ARGV[4] == '1' and redis.call('HDEL', KEYS[5], token) == 1 then
     redis.call('LREM', KEYS[4], 1, token)
   end
-  local fence = grant_fence(KEYS[2], tonumber(ARGV[8]))
+  local fence = grant_fence(KEYS[2], tonumber(ARGV[9]))
   redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[2])
   if ARGV[7] and ARGV[7] ~= '' then
-    redis.call('PUBLISH', ARGV[7], KEYS[1])
+    redis.call(ARGV[8] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[7], KEYS[1])
   end
   return {1, fence, 0}
 end

@@ -10,7 +10,8 @@
 --           comes back for the lock itself): ARGV[6] the lock's release channel, on which
 --           K is PUBLISHed when a silent place at the head can now be served (so that its
 --           waiter comes back), ARGV[7] queue linger in ms, ARGV[8] how long the place is
---           kept without the waiter coming back, in ms (each attempt renews it)
+--           kept without the waiter coming back, in ms (each attempt renews it),
+--           ARGV[9] (optional) "S" to SPUBLISH there rather than PUBLISH (Redis Cluster)
 -- Reply {status, fence, pttl}, as acquire.lua:
 --   {1, fence, 0}     granted now, with a fresh fencing token
 --   {2, fence, 0}     this token already holds the lock (a retried attempt, or a hand-off);
@@ -47,7 +48,7 @@ if redis.call('ZSCORE', KEYS[6], token) then
 end
 local mine, empty, wake = serve(state, now, token, ttl, details)
 if wake and ARGV[5] == '2' then
-  redis.call('PUBLISH', ARGV[6], KEYS[1])
+  redis.call(ARGV[9] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[6], KEYS[1])
 end
 if not mine and empty and fits(state, want) then
   -- The queue is empty, so the caller is not in it; clear a stale table entry.

@@ -5,6 +5,8 @@
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: PUBLISH K there once the queue is empty, so that
 --           readers waiting without a queue place (Cluster, quorum) may come in
+--   ARGV[3] (optional) "S": SPUBLISH rather than PUBLISH (Redis Cluster: the channel is in
+--           the lock's slot, and the notice reaches the lock's shard only)
 -- Reply: 1 the token now holds the lock for reading (also when it already did: a retried
 -- downgrade); 0 the token holds nothing (its lease ran out: lost).
 -- Error reply "WRONGTYPE ..." when K is another primitive.
@@ -24,7 +26,7 @@ if state.mode == 'write' then
 end
 local _, empty, wake = serve(state, now, nil, 0, '')
 if (empty or wake) and ARGV[2] then
-  redis.call('PUBLISH', ARGV[2], KEYS[1])
+  redis.call(ARGV[3] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[2], KEYS[1])
 end
 settle()
 return 1

@@ -6,6 +6,8 @@
 --   ARGV[2] (optional) a release channel: when the release leaves the lock held by no one
 --           (nothing handed on), PUBLISH K there (Cluster and quorum waiters, which do not
 --           queue)
+--   ARGV[3] (optional) "S": SPUBLISH rather than PUBLISH (Redis Cluster: the channel is in
+--           the lock's slot, and the notice reaches the lock's shard only)
 -- Reply: 1 released; 0 the token held nothing (its lease ran out, or it never had one).
 -- Error reply "WRONGTYPE ..." when K is another primitive.
 --
@@ -29,7 +31,7 @@ elseif redis.call('HDEL', KEYS[5], token) == 1 then
 end
 local _, _, wake = serve(state, now, nil, 0, '')
 if ARGV[2] and ((held and state.count == 0) or wake) then
-  redis.call('PUBLISH', ARGV[2], KEYS[1])
+  redis.call(ARGV[3] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[2], KEYS[1])
 end
 settle()
 if held then

@@ -5,6 +5,8 @@
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: when the release leaves a permit free rather than
 --           handing it on, PUBLISH K there (Cluster and quorum waiters, which do not queue)
+--   ARGV[3] (optional) "S": SPUBLISH rather than PUBLISH (Redis Cluster: the channel is in
+--           the lock's slot, and the notice reaches the lock's shard only)
 -- Reply: 1 released; 0 the token held no permit (its lease ran out, or it never had one).
 -- Error reply "WRONGTYPE ..." when K is another primitive.
 --
@@ -25,7 +27,7 @@ local stored = redis.call('GET', KEYS[6])
 if stored then
   local _, free = serve(tonumber(stored), now, nil, 0, '')
   if held and free > 0 and ARGV[2] then
-    redis.call('PUBLISH', ARGV[2], KEYS[1])
+    redis.call(ARGV[3] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[2], KEYS[1])
   end
 end
 settle()

@@ -160,16 +160,14 @@ impl Request<'_> {
         // Armed before every attempt, disarmed only by a reply that proves nothing of ours
         // is left in Redis: a dropped or failed acquisition gives back whatever it took.
         let mut give_back = GiveBack::new(self.engine, keys, self.kind, &token);
+        // Not over a quorum, nor for a Cluster's semaphores and read-write locks.
+        let hands_off = self.engine.deployment().hands_off(self.kind);
         // With the client's notifications already up, queue up with the very first attempt
         // (one round trip fewer under contention; a free lock is simply taken).
         let mut registration: Option<Registration> =
-            (self.wait != Wait::No && notifier.subscribed()).then(|| notifier.register(&token));
-        // Read-write lock waiters keep a place in the queue even where no hand-off can reach
-        // them (a Cluster, polling, a grant subscription that is down), so that a waiting
-        // writer stops the readers that come after it there too.
-        let silent = self.wait != Wait::No
-            && matches!(self.kind, Kind::Read | Kind::Write)
-            && self.engine.deployment().keeps_silent_places();
+            (self.wait != Wait::No && hands_off && notifier.subscribed(keys))
+                .then(|| notifier.register(&token, keys));
+        let silent = self.keeps_silent_place();
         // A lower bound on when the lease we may end up holding began: the send time of the
         // latest attempt that found the lease busy (a hand-off happens after it), or of the
         // first attempt when none did.
@@ -182,7 +180,8 @@ impl Request<'_> {
         // a timeout, when the wait runs out right after it. Boxed: it lives across the
         // waits below, in every acquire future.
         let mut failure: Option<Box<Error>> = None;
-        // Cluster and quorum waiters listen for releases on the lease's channel instead.
+        // Quorum waiters (and a Cluster's that do not queue) listen for releases on the
+        // lease's channel instead.
         let wakeups = self.engine.wakeups.as_ref();
         let mut watch: Option<Watch> = None;
         loop {
@@ -200,7 +199,7 @@ impl Request<'_> {
             // Queue only while hand-offs can reach us: a release skips (and drops) a
             // queued waiter whose client's grant subscription is down. The epoch changes
             // when it comes back, and the next attempt queues again.
-            let grants = registration.is_some() && notifier.subscribed();
+            let grants = registration.is_some() && notifier.subscribed(keys);
             let queue = Queue::pick(grants, silent, watch.is_some());
             let outcome = self.attempt_until(keys, &token, queue, attempts, deadline);
             let Some(outcome) = outcome.await else {
@@ -222,15 +221,18 @@ impl Request<'_> {
                     }
                     holder_ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
                     if registration.is_none()
+                        && hands_off
                         && deadline.is_none_or(|d| Instant::now() < d)
-                        && notifier.ready(deadline).await
+                        && notifier.ready(keys, deadline).await
                     {
                         // Subscribed: register, then queue up at once.
-                        registration = Some(notifier.register(&token));
+                        registration = Some(notifier.register(&token, keys));
                         continue;
                     }
+                    // Queued for a hand-off (a Cluster's lock), a waiter needs no notice.
                     if let Some(wakeups) = wakeups
                         && watch.is_none()
+                        && queue != Queue::Grants
                         && deadline.is_none_or(|d| Instant::now() < d)
                     {
                         let until = self.subscribe_until(deadline, silent);
@@ -267,7 +269,7 @@ impl Request<'_> {
                     // Confirm the grant with an attempt (it finds our token: `Ours`). The
                     // old registration goes first: its drop removes our token's entry.
                     drop(registration.take());
-                    registration = Some(notifier.register(&token));
+                    registration = Some(notifier.register(&token, keys));
                     continue;
                 }
                 let fence = FencingToken::new(fence);
@@ -366,10 +368,11 @@ impl Request<'_> {
         first: bool,
     ) -> Result<Attempt> {
         let linger_ms = ttl_millis(self.queue_linger());
+        let channel = self.engine.notifier.channel(keys);
         let join = match queue {
             Queue::No => Join::No,
             Queue::Grants => Join::Grants {
-                channel: self.engine.notifier.channel(),
+                channel: &channel,
                 linger_ms,
                 first,
             },
@@ -389,6 +392,7 @@ impl Request<'_> {
             holder: self.holder.unwrap_or(&self.engine.holder),
             join,
             fence_step: 1,
+            notices: self.engine.deployment().announces(),
         };
         Ok(match self.engine.deployment().acquire(keys, &args).await? {
             Reply::Fresh(fence) => Attempt::Fresh(FencingToken::new(fence)),
@@ -436,6 +440,15 @@ impl Request<'_> {
     /// attempt never loses a live waiter its place.
     fn silent_place_kept(&self) -> Duration {
         (self.retry.max() + self.retry.min()) * 2 + self.engine.deployment().response_timeout
+    }
+
+    /// Read-write lock waiters keep a place in the queue even where no hand-off can reach
+    /// them (a Cluster, polling, a grant subscription that is down), so that a waiting
+    /// writer stops the readers that come after it there too.
+    fn keeps_silent_place(&self) -> bool {
+        self.wait != Wait::No
+            && matches!(self.kind, Kind::Read | Kind::Write)
+            && self.engine.deployment().keeps_silent_places()
     }
 
     fn queue_linger(&self) -> Duration {

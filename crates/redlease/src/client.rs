@@ -11,7 +11,7 @@ use crate::engine::{Engine, one_line};
 use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::multilock::MultiLock;
-use crate::notify::{Notifier, Reach, Wakeups};
+use crate::notify::{GrantSource, Notifier, Reach, Wakeups};
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
 
@@ -25,10 +25,12 @@ pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Whether waiters learn of releases over pub/sub (the default) or only by polling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Notifications {
-    /// A single Redis or Sentinel primary hands a released lock to the oldest waiter over
-    /// one shared RESP3 pub/sub connection per [`Client`]; cluster and quorum waiters are
-    /// woken by a release notice on the lock's channel and try again. Polling remains as
-    /// a fallback (see [`crate::wait`]).
+    /// A single Redis, a Sentinel primary or a Cluster hands a released lock to the oldest
+    /// waiter over pub/sub: one shared RESP3 connection per [`Client`] (on a Cluster, one
+    /// per primary that owns a lock waited for, with sharded pub/sub that stays in the
+    /// lock's shard); quorum waiters (and a Cluster's semaphore and read-write lock
+    /// waiters) are woken by a release notice on the lock's channel and try again.
+    /// Polling remains as a fallback (see [`crate::wait`]).
     #[default]
     PubSub,
     /// Waiters poll with jittered exponential back-off only.
@@ -163,7 +165,7 @@ impl ClientBuilder {
         let notifications = self.notifications == Notifications::PubSub;
         let wakeups = match &self.endpoints {
             Endpoints::Cluster(urls) if notifications => {
-                Some(wakeups(&settings, Reach::AnyNode, urls)?)
+                Some(wakeups(&settings, Reach::SlotOwner, urls)?)
             }
             Endpoints::Quorum(urls) if notifications => {
                 Some(wakeups(&settings, Reach::EveryNode, urls)?)
@@ -185,12 +187,17 @@ impl ClientBuilder {
             ),
             _ => None,
         };
-        let notifier = Notifier::new(
-            notifications && pubsub.is_some(),
-            pubsub,
-            self.connect_timeout,
-            self.response_timeout,
-        )?;
+        let grants = match (&self.endpoints, pubsub) {
+            _ if !notifications => GrantSource::Off,
+            (Endpoints::Cluster(urls), _) => GrantSource::Cluster(
+                urls.iter()
+                    .map(|url| settings.redis_client(url))
+                    .collect::<Result<Vec<_>>>()?,
+            ),
+            (_, Some(primary)) => GrantSource::Node(Box::new(primary)),
+            (_, None) => GrantSource::Off,
+        };
+        let notifier = Notifier::new(grants, self.connect_timeout, self.response_timeout)?;
         if let Some(follower) = deployment.follower() {
             // The grant subscription (and the observers' one) follows the primary the
             // sentinels elect, and queued waiters try again as soon as a failover starts

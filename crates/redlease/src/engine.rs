@@ -25,8 +25,10 @@ use crate::token::OwnerToken;
 pub(crate) struct Engine {
     pub(crate) deployment: Arc<Deployment>,
     pub(crate) notifier: Arc<Notifier>,
-    /// Release notifications for cluster and quorum waiters (none for a single Redis or
-    /// Sentinel, which hand off through `notifier`, or with notifications turned off).
+    /// Release notifications for quorum waiters, and on a Cluster (sharded) for waiters
+    /// that do not queue for a hand-off through `notifier` (semaphores, read-write locks,
+    /// a lock waiter whose grant subscription is down) and election observers; none for a
+    /// single Redis or Sentinel, or with notifications turned off.
     pub(crate) wakeups: Option<Arc<Wakeups>>,
     /// Release notices on a single Redis or Sentinel, for election observers only (lock
     /// waiters there are handed the lock).

@@ -45,6 +45,9 @@ pub struct LockKeys {
     pub(crate) waiters: String,
     /// A pub/sub channel in the lock's slot.
     pub(crate) channel: String,
+    /// The start of the lock's grant channels on a Cluster (`{K}:grant:`), each client's
+    /// id follows: a shard channel in the lock's slot.
+    grants: String,
     /// The semaphore's permit count, the read-write lock's holds (empty for a lock).
     pub(crate) extra: String,
     /// Whose keys these are.
@@ -118,6 +121,7 @@ impl LockKeys {
             queue: format!("{base}{side}:queue"),
             waiters: format!("{base}{side}:waiters"),
             channel: format!("{base}:released"),
+            grants: format!("{base}:grant:"),
             extra,
             primitive,
             key,
@@ -171,6 +175,12 @@ impl LockKeys {
     /// where a channel must live in the slot of the keys a script touches).
     pub fn channel(&self) -> &str {
         &self.channel
+    }
+
+    /// The channel on which a Cluster client whose grant id is `client` hears that the
+    /// lock was handed to one of its waiters (in the lock's slot, for `SPUBLISH`).
+    pub(crate) fn grant_channel(&self, client: &str) -> String {
+        format!("{}{client}", self.grants)
     }
 
     /// The keys in the order the mutex scripts declare them.
@@ -236,6 +246,7 @@ mod tests {
 
     fn all_slots(keys: &LockKeys) -> Vec<u16> {
         [
+            &keys.grant_channel("0123abcd"),
             &keys.key,
             &keys.fence,
             &keys.holder,

@@ -25,7 +25,7 @@ pub type ReadGuard = Guard;
 /// **Fair.** Waiters queue FIFO: a queued writer stops every reader that comes after it (no
 /// writer starvation). On a single Redis or Sentinel the readers queued together behind a
 /// writer are handed the lock together when it leaves. Where no hand-off can reach a
-/// waiter (a Cluster, where a release cannot tell whether a waiter listens;
+/// waiter (a Cluster, where only a lock's waiters are sent grants;
 /// [`Notifications::Polling`](crate::Notifications::Polling); a grant subscription that is
 /// down) it keeps a *silent* place in the queue all the same: it is woken by the release
 /// notice (Cluster) or its own re-check and takes the lock itself when its turn comes; a

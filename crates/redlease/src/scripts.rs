@@ -47,6 +47,32 @@ impl Kind {
     }
 }
 
+/// How the scripts tell waiters (and an election's observers) that a lease changed hands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Notices {
+    /// No release notices: waiters are handed the lease (a single Redis, Sentinel). An
+    /// election's changes are still announced, by `PUBLISH`.
+    Off,
+    /// Release notices by `PUBLISH` on the lease's channel (a quorum's nodes).
+    Publish,
+    /// Release notices, announcements and hand-off grants by `SPUBLISH` (Redis Cluster):
+    /// every channel carries the lease's hash tag, so each message stays in the shard that
+    /// owns the lease's slot instead of crossing the whole cluster bus.
+    Sharded,
+}
+
+impl Notices {
+    /// Whether a freed lease is announced on its channel.
+    pub(crate) fn on(self) -> bool {
+        self != Self::Off
+    }
+
+    /// The scripts' flag argument choosing `SPUBLISH`, when they must use it.
+    fn flag(self) -> Option<&'static str> {
+        (self == Self::Sharded).then_some("S")
+    }
+}
+
 /// The arguments of one acquisition attempt.
 pub(crate) struct AcquireArgs<'a> {
     pub(crate) kind: Kind,
@@ -58,6 +84,9 @@ pub(crate) struct AcquireArgs<'a> {
     /// The fencing clock's step in µs (`fence.lua`): 1, or [`QUORUM_FENCE_STEP`] on a
     /// quorum's nodes. Only the lock's own script (`acquire.lua`) takes it.
     pub(crate) fence_step: u64,
+    /// How the deployment's scripts publish (an election's announcement, a silent place's
+    /// wake-up).
+    pub(crate) notices: Notices,
 }
 
 /// The fencing clock's step on a quorum's nodes: 10 ms, so that the nodes asked by one
@@ -166,6 +195,7 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
         Kind::Permit { .. } => &*SEM_ACQUIRE,
         Kind::Read | Kind::Write => &*RW_ACQUIRE,
     };
+    let lock = matches!(args.kind, Kind::Mutex | Kind::Leader);
     let mut invocation = with_keys(script, keys, args.kind);
     invocation.arg(args.token).arg(args.ttl_ms).arg(args.holder);
     match args.kind {
@@ -186,34 +216,42 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
             linger_ms,
             first,
         } => {
-            let lock = matches!(args.kind, Kind::Mutex | Kind::Leader);
             let code = if first && lock { "j" } else { "1" };
-            invocation.arg(code).arg(channel).arg(linger_ms)
+            invocation.arg(code).arg(channel).arg(linger_ms);
         }
         Join::Silent {
             linger_ms,
             stale_ms,
-        } => invocation
-            .arg("2")
-            .arg(&keys.channel)
-            .arg(linger_ms)
-            .arg(stale_ms),
-        Join::Listen { linger_ms } if matches!(args.kind, Kind::Mutex | Kind::Leader) => {
-            invocation.arg("w").arg("").arg(linger_ms)
+        } => {
+            invocation
+                .arg("2")
+                .arg(&keys.channel)
+                .arg(linger_ms)
+                .arg(stale_ms);
+            // rw_acquire.lua's ARGV[9] (the other scripts do not keep silent places).
+            if let Some(flag) = args.notices.flag() {
+                invocation.arg(flag);
+            }
         }
-        Join::No | Join::Listen { .. } => invocation.arg("0"),
-    };
-    let lock = matches!(args.kind, Kind::Mutex | Kind::Leader);
+        Join::Listen { linger_ms } if lock => {
+            invocation.arg("w").arg("").arg(linger_ms);
+        }
+        Join::No | Join::Listen { .. } => {
+            invocation.arg("0");
+        }
+    }
     if lock && (args.kind == Kind::Leader || args.fence_step > 1) {
         if matches!(args.join, Join::No) {
             invocation.arg("").arg(0);
         }
-        // ARGV[7]: the channel a fresh grant is announced on ("": none).
+        // ARGV[7]: the channel a fresh grant is announced on ("": none); ARGV[8] how
+        // ("S": SPUBLISH); ARGV[9] the fencing clock's step.
         if args.kind == Kind::Leader {
             invocation.arg(&keys.channel);
         } else {
             invocation.arg("");
         }
+        invocation.arg(args.notices.flag().unwrap_or(""));
         if args.fence_step > 1 {
             invocation.arg(args.fence_step);
         }
@@ -222,8 +260,10 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
 }
 
 /// The release script of `kind` for `token` (also withdraws it from the queue); with
-/// `announce`, a lease freed (not handed on) is announced on the release channel.
-pub(crate) fn release(keys: &LockKeys, kind: Kind, token: &str, announce: bool) -> Call {
+/// `notices` on, a lease freed (not handed on) is announced on the release channel, and
+/// with [`Notices::Sharded`] every message of the script (grants included) is an
+/// `SPUBLISH`.
+pub(crate) fn release(keys: &LockKeys, kind: Kind, token: &str, notices: Notices) -> Call {
     let script = match kind {
         Kind::Mutex | Kind::Leader => &*RELEASE,
         Kind::Permit { .. } => &*SEM_RELEASE,
@@ -234,8 +274,16 @@ pub(crate) fn release(keys: &LockKeys, kind: Kind, token: &str, announce: bool) 
     if kind == Kind::Leader {
         // Every change of leader is announced, hand-offs included.
         invocation.arg(&keys.channel).arg("1");
-    } else if announce {
+    } else if notices.on() {
         invocation.arg(&keys.channel);
+        if kind.is_lock() && notices.flag().is_some() {
+            // release.lua's ARGV[3]: no announcement after a hand-off.
+            invocation.arg("0");
+        }
+    }
+    if let Some(flag) = notices.flag() {
+        // release.lua's ARGV[4]; sem_release.lua's and rw_release.lua's ARGV[3].
+        invocation.arg(flag);
     }
     invocation
 }
@@ -266,11 +314,14 @@ pub(crate) fn release_name(kind: Kind) -> &'static str {
 }
 
 /// `rw_downgrade.lua`: `token`'s write hold turned into a read hold.
-pub(crate) fn downgrade(keys: &LockKeys, token: &str, announce: bool) -> Call {
+pub(crate) fn downgrade(keys: &LockKeys, token: &str, notices: Notices) -> Call {
     let mut invocation = with_keys(&RW_DOWNGRADE, keys, Kind::Read);
     invocation.arg(token);
-    if announce {
+    if notices.on() {
         invocation.arg(&keys.channel);
+        if let Some(flag) = notices.flag() {
+            invocation.arg(flag);
+        }
     }
     invocation
 }

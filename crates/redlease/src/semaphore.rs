@@ -24,7 +24,8 @@ pub type Permit = Guard;
 /// clock) before anything is counted, so no permit ever leaks. Waiters queue FIFO and are
 /// handed a freed permit by the release that frees it (on a single Redis or Sentinel; on a
 /// Cluster, or with [`Notifications::Polling`](crate::Notifications::Polling), waiters are
-/// woken by a release notice or their own re-checks and try again, in no set order). Every
+/// woken by a release notice, sharded to the semaphore's shard on a Cluster, or by their
+/// own re-checks, and try again, in no set order). Every
 /// permit gets a fencing token, larger than every earlier one of the name; holders at the
 /// same time have different tokens, so fence the resource each holder writes, not one
 /// resource shared by all holders.

@@ -11,11 +11,18 @@
 //! correctness. A dropped subscription is restored in the background, however long the
 //! outage (see `crate::conn::pubsub`); meanwhile waiters do not queue for hand-offs.
 //!
-//! Cluster and quorum clients do not queue: in a cluster, `PUBLISH` counts only the
-//! subscribers of the node it runs on, so the hand-off could not tell whether a waiter
-//! listens; over a quorum, each node's queue could hand the lock to a different waiter.
-//! Their waiters subscribe to the lock's own release channel and try again when the
-//! release script announces that the lock is free (no FIFO order there). With
+//! A Redis Cluster hands locks on the same way, over sharded pub/sub: a client's grant
+//! channel there is one per lock, `{K}:grant:<client id>`, in the lock's slot, subscribed
+//! (`SSUBSCRIBE`) on the primary that owns the slot and moved with it (a slot migration,
+//! a failover); the release script `SPUBLISH`es the grant, which stays in the lock's shard
+//! (a classic `PUBLISH` crosses the whole cluster bus), and counts the primary's
+//! subscribers, so it knows whether the waiter listens as on one node. A Cluster grant
+//! only wakes its waiter, which confirms with one attempt (a primary being demoted may
+//! still deliver a grant its successor did not count). A Cluster's semaphores and
+//! read-write locks, and quorum clients, do not queue for hand-offs (over a quorum, each
+//! node's queue could hand the lock to a different waiter): their waiters subscribe to the
+//! lease's own release channel (sharded too on a Cluster) and try again when the release
+//! script announces that it is free (no FIFO order there). With
 //! [`Notifications::Polling`](crate::Notifications::Polling), or when no subscription can
 //! be made, waiters poll with a jittered exponential back-off bounded by [`Retry`].
 

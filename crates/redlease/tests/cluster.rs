@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{bounded, eventually, no_polling, subscribers};
+use common::{bounded, eventually, no_polling};
 use redlease::{Client, Error, Renewal};
 use redlease_local::Cluster;
 
@@ -122,32 +122,29 @@ async fn slot_migration_mid_hold_keeps_the_lock_or_reports_lost() {
     bounded("release", guard.release()).await.unwrap();
 }
 
-/// Cluster waiters listen for the release notice (a classic PUBLISH reaches the
-/// subscribers of every node) instead of polling: the waiter's back-off is far longer
-/// than its wait, so only the notice can get it in. Abandoned waits leave no subscription.
+/// Cluster semaphore waiters listen for the release notice (lock waiters are handed the
+/// lock instead, see `cluster_sharded.rs`): a shard channel in the semaphore's slot,
+/// subscribed on the primary that owns it and on no other node, on which the release
+/// script `SPUBLISH`es. The waiter's back-off is far longer than its wait, so only the
+/// notice can get it in. Abandoned waits leave no subscription.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_waiter_is_woken_by_the_release() {
     let cluster = cluster();
     let holder_client = connect(&cluster).await;
     let waiter_client = connect(&cluster).await;
-    let channel = holder_client
-        .lock("c-wake")
-        .keys()
-        .unwrap()
-        .channel()
-        .to_owned();
+    let keys = holder_client.semaphore("c-wake", 1).keys().unwrap();
+    let channel = keys.channel().to_owned();
+    let owner = cluster.primary_for_key(keys.key()).unwrap().port();
     let listening = |n: i64| {
         let channel = channel.clone();
         let cluster = &cluster;
         move || {
             let channel = channel.clone();
             async move {
-                cluster
-                    .nodes()
-                    .iter()
-                    .map(|s| subscribers(s, &channel))
-                    .sum::<i64>()
-                    == n
+                cluster.nodes().iter().all(|s| {
+                    let expected = if s.port() == owner { n } else { 0 };
+                    shard_subscribers(s, &channel) == expected
+                })
             }
         }
     };
@@ -155,18 +152,18 @@ async fn a_cluster_waiter_is_woken_by_the_release() {
         let holder = bounded(
             "acquire",
             holder_client
-                .lock("c-wake")
+                .semaphore("c-wake", 1)
                 .ttl(Duration::from_secs(60))
                 .acquire(),
         )
         .await
         .unwrap();
         let waiter = {
-            let lock = waiter_client
-                .lock("c-wake")
+            let semaphore = waiter_client
+                .semaphore("c-wake", 1)
                 .wait(Duration::from_secs(20))
                 .retry(no_polling());
-            tokio::spawn(async move { lock.acquire().await })
+            tokio::spawn(async move { semaphore.acquire().await })
         };
         eventually("the waiter to listen", listening(1)).await;
         let released = holder.fencing_token();
@@ -179,12 +176,14 @@ async fn a_cluster_waiter_is_woken_by_the_release() {
         bounded("release", guard.release()).await.unwrap();
         eventually("the subscription to go", listening(0)).await;
     }
-    let holder = bounded("acquire", holder_client.lock("c-wake").acquire())
+    let holder = bounded("acquire", holder_client.semaphore("c-wake", 1).acquire())
         .await
         .unwrap();
     let abandoned = {
-        let lock = waiter_client.lock("c-wake").wait(Duration::from_secs(20));
-        tokio::spawn(async move { lock.acquire().await })
+        let semaphore = waiter_client
+            .semaphore("c-wake", 1)
+            .wait(Duration::from_secs(20));
+        tokio::spawn(async move { semaphore.acquire().await })
     };
     eventually("the waiter to listen", listening(1)).await;
     abandoned.abort();
@@ -192,6 +191,16 @@ async fn a_cluster_waiter_is_woken_by_the_release() {
     assert_eq!(waiter_client.waiting(), 0);
     eventually("the subscription to go", listening(0)).await;
     bounded("release", holder.release()).await.unwrap();
+}
+
+/// Subscribers of the shard channel `channel` on this one node (`PUBSUB SHARDNUMSUB`).
+fn shard_subscribers(node: &redlease_local::RedisServer, channel: &str) -> i64 {
+    let reply = node.query(&["PUBSUB", "SHARDNUMSUB", channel]).unwrap();
+    reply
+        .array()
+        .and_then(|a| a.get(1))
+        .and_then(redlease_local::Reply::integer)
+        .unwrap_or_else(|| panic!("unexpected PUBSUB SHARDNUMSUB reply {reply:?}"))
 }
 
 /// A script missing on a healthy primary is loaded there only: a silent primary elsewhere

@@ -5,7 +5,7 @@ use redis::RedisResult;
 
 use super::node::Node;
 use crate::error::is_connection_error;
-use crate::scripts::RenewItem;
+use crate::scripts::{Kind, Notices, RenewItem};
 
 /// How a client reaches its deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,20 +59,40 @@ impl Deployment {
         &self.nodes[0]
     }
 
-    /// Whether a release publishes on the lock's channel: where waiters do not queue for a
-    /// hand-off but listen for releases (see `crate::notify::releases`).
-    pub(crate) fn announces(&self) -> bool {
-        matches!(self.topology, Topology::Cluster | Topology::Quorum)
+    /// Whether and how a release publishes on the lock's channel: where some waiters do
+    /// not queue for a hand-off but listen for releases (see `crate::notify::releases`).
+    /// On a Cluster every message of the scripts is an `SPUBLISH`, which stays in the
+    /// shard that owns the lock's slot.
+    pub(crate) fn announces(&self) -> Notices {
+        match self.topology {
+            Topology::Single | Topology::Sentinel => Notices::Off,
+            Topology::Cluster => Notices::Sharded,
+            Topology::Quorum => Notices::Publish,
+        }
+    }
+
+    /// Whether waiters for a lease of `kind` queue for a hand-off (FIFO). Everywhere one
+    /// node decides, for a lock; on a Cluster only for a lock (mutex, election), whose
+    /// grants go by `SPUBLISH` on the waiter's per-lock grant channel; a semaphore's or
+    /// read-write lock's waiters there listen for release notices. Never over a quorum.
+    pub(crate) fn hands_off(&self, kind: Kind) -> bool {
+        match self.topology {
+            Topology::Single | Topology::Sentinel => true,
+            Topology::Cluster => kind.is_lock(),
+            Topology::Quorum => false,
+        }
     }
 
     /// Whether a hand-off message proves the lock is ours. Behind Sentinel it does not: a
     /// `PUBLISH` on the primary also reaches subscribers connected to its replicas (a
     /// client whose pub/sub connection still points at a demoted primary), whom the
     /// release script's subscriber count does not see, so it may announce a grant it then
-    /// takes back. There the message only wakes the waiter, which confirms with one
+    /// takes back. On a Cluster likewise: an `SPUBLISH` also reaches the shard's other
+    /// nodes, and a grant subscription still on a primary being demoted by a failover may
+    /// hear it uncounted. There the message only wakes the waiter, which confirms with one
     /// attempt.
     pub(crate) fn trusts_grants(&self) -> bool {
-        self.topology != Topology::Sentinel
+        matches!(self.topology, Topology::Single | Topology::Quorum)
     }
 
     /// Why waiting for replicas (`WAIT`) is refused here, or `None` where the primary may
@@ -85,7 +105,8 @@ impl Deployment {
 
     /// Whether read-write lock waiters that cannot be handed the lock keep a place in the
     /// queue all the same (a *silent* place: they come back for the lock themselves): on a
-    /// Cluster, where a release cannot tell whether a waiter listens, and wherever hand-offs
+    /// Cluster, where only a lock's waiters are sent grants (see
+    /// [`hands_off`](Self::hands_off)), and wherever hand-offs
     /// cannot reach a waiter (polling, a grant subscription that is down). One node decides
     /// each lock there, so one queue orders its waiters. Not over a quorum: each node's
     /// queue could put another waiter first, and waiters heading different nodes' queues

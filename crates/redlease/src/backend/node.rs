@@ -13,7 +13,7 @@ use super::sentinel::Follower;
 use crate::error::is_connection_error;
 use crate::keys::LockKeys;
 use crate::replies::{self, Released, Reply};
-use crate::scripts::{self, AcquireArgs, Kind, RenewItem};
+use crate::scripts::{self, AcquireArgs, Kind, Notices, RenewItem};
 
 /// One connection to one deployment or node, cheap to clone, multiplexed.
 #[derive(Clone)]
@@ -375,9 +375,9 @@ pub(crate) async fn release_on(
     keys: &LockKeys,
     kind: Kind,
     token: &str,
-    announce: bool,
+    notices: Notices,
 ) -> RedisResult<Released> {
-    let invocation = scripts::release(keys, kind, token, announce);
+    let invocation = scripts::release(keys, kind, token, notices);
     replies::released(
         scripts::release_name(kind),
         &node.invoke(&invocation).await?,
@@ -389,9 +389,9 @@ pub(crate) async fn downgrade_on(
     node: &Node,
     keys: &LockKeys,
     token: &str,
-    announce: bool,
+    notices: Notices,
 ) -> RedisResult<bool> {
-    let invocation = scripts::downgrade(keys, token, announce);
+    let invocation = scripts::downgrade(keys, token, notices);
     replies::flag("rw_downgrade.lua", &node.invoke(&invocation).await?)
 }
 

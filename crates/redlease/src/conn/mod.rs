@@ -4,6 +4,7 @@
 //! an outage.
 
 pub(crate) mod pubsub;
+pub(crate) mod shards;
 
 use std::time::Duration;
 

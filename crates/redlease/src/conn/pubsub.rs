@@ -11,6 +11,13 @@
 //! Nobody waits for the task behind a lock: callers watch its state and each gives up
 //! at its own deadline ([`Link::up`]). While the link is down it says so
 //! ([`Link::is_up`]), so that waiters do not count on messages nobody can deliver.
+//!
+//! A *sharded* link ([`Link::sharded`], Redis Cluster) uses `SSUBSCRIBE`: one node, one
+//! channel per command (a shard channel belongs to a slot). When the node refuses a
+//! channel (`MOVED`: its slot is served elsewhere) or drops it by itself (a `sunsubscribe`
+//! push: the slot moved away, or the node stopped being a primary), the owner hears
+//! [`Owner::moved`] and places the channel on the slot's new primary
+//! (see `crate::conn::shards`).
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -50,6 +57,9 @@ pub(crate) trait Owner: Send + Sync + 'static {
     fn changed(&self, up: bool);
     /// Whether the link is still needed while it is down (someone waits on it).
     fn needed(&self) -> bool;
+    /// A sharded link's node refused `channel` or dropped it: its slot is served
+    /// elsewhere now.
+    fn moved(&self, _channel: &str) {}
 }
 
 /// One self-healing subscription connection.
@@ -67,6 +77,8 @@ pub(crate) struct Link {
     commands: tokio::sync::Mutex<()>,
     /// Signalled when the link is dropped, so that its task ends.
     closed: Arc<Notify>,
+    /// Shard channels (`SSUBSCRIBE`), one per command, rather than classic ones.
+    sharded: bool,
 }
 
 impl Link {
@@ -76,6 +88,32 @@ impl Link {
         connect_timeout: Duration,
         response_timeout: Duration,
         owner: Weak<dyn Owner>,
+    ) -> redis::RedisResult<Arc<Self>> {
+        Self::with_mode(targets, connect_timeout, response_timeout, owner, false)
+    }
+
+    /// A link to one cluster node for shard channels (`SSUBSCRIBE`); starts on first use.
+    pub(crate) fn sharded(
+        node: &redis::Client,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        owner: Weak<dyn Owner>,
+    ) -> redis::RedisResult<Arc<Self>> {
+        Self::with_mode(
+            std::slice::from_ref(node),
+            connect_timeout,
+            response_timeout,
+            owner,
+            true,
+        )
+    }
+
+    fn with_mode(
+        targets: &[redis::Client],
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        owner: Weak<dyn Owner>,
+        sharded: bool,
     ) -> redis::RedisResult<Arc<Self>> {
         Ok(Arc::new(Self {
             targets: Mutex::new(resp3(targets)?),
@@ -87,6 +125,7 @@ impl Link {
             state: watch::Sender::new(State::Idle),
             commands: tokio::sync::Mutex::new(()),
             closed: Arc::new(Notify::new()),
+            sharded,
         }))
     }
 
@@ -182,6 +221,12 @@ impl Link {
         self.reconcile(channel, confirmed);
     }
 
+    /// Removes `channel` from the wanted set without unsubscribing: the node dropped it
+    /// already (a sharded link whose slot moved), and a reconnection must not ask again.
+    pub(crate) fn forget(&self, channel: &str) {
+        self.wanted().remove(channel);
+    }
+
     /// Removes `channel` from the wanted set and unsubscribes in the background.
     pub(crate) fn unwant(self: &Arc<Self>, channel: &str) {
         self.wanted().remove(channel);
@@ -219,10 +264,37 @@ impl Link {
         };
         let _one_at_a_time = self.commands.lock().await;
         let want = self.wanted().contains(channel);
-        let sent = if want {
-            within(self.response_timeout, conn.subscribe(channel)).await
-        } else {
-            within(self.response_timeout, conn.unsubscribe(channel)).await
+        let sent = match (self.sharded, want) {
+            (false, true) => within(self.response_timeout, conn.subscribe(channel)).await,
+            (false, false) => within(self.response_timeout, conn.unsubscribe(channel)).await,
+            (true, _) => {
+                let command = if want { "SSUBSCRIBE" } else { "SUNSUBSCRIBE" };
+                let mut sent = within(
+                    self.response_timeout,
+                    shard_command(&mut conn, command, channel),
+                )
+                .await;
+                if want && sent.is_ok() && !within_primary(self.response_timeout, &mut conn).await {
+                    // A replica serves SSUBSCRIBE too, but its primary's SPUBLISH does not
+                    // count its subscribers: give the channel back and place it anew.
+                    let _ = within(
+                        self.response_timeout,
+                        shard_command(&mut conn, "SUNSUBSCRIBE", channel),
+                    )
+                    .await;
+                    sent = Err(not_primary());
+                }
+                if want
+                    && let Err(e) = &sent
+                    && e.code().is_some()
+                    && let Some(owner) = self.owner.upgrade()
+                {
+                    // Refused (MOVED), or on a replica: not this node's channel (any more).
+                    tracing::debug!(error = %e, "a shard channel was refused; placing it anew");
+                    owner.moved(channel);
+                }
+                sent
+            }
         };
         match sent {
             Ok(()) => want,
@@ -250,15 +322,25 @@ impl Link {
         *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(dropped));
         let owner = self.owner.clone();
         let dropped = Arc::clone(dropped);
+        let sharded = self.sharded;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.response_timeout))
             .set_push_sender(move |push: PushInfo| {
                 match push.kind {
                     PushKind::Disconnection => dropped.notify_one(),
-                    PushKind::Message => {
+                    PushKind::Message | PushKind::SMessage => {
                         if let Some(owner) = owner.upgrade() {
                             owner.message(&push);
+                        }
+                    }
+                    // Our own SUNSUBSCRIBE is confirmed so too: the owner tells them apart.
+                    PushKind::SUnsubscribe if sharded => {
+                        if let (Some(owner), Some(redis::Value::BulkString(channel))) =
+                            (owner.upgrade(), push.data.first())
+                            && let Ok(channel) = std::str::from_utf8(channel)
+                        {
+                            owner.moved(channel);
                         }
                     }
                     _ => {}
@@ -270,7 +352,27 @@ impl Link {
                 .get_multiplexed_async_connection_with_config(&config)
                 .await?;
             let channels: Vec<String> = self.wanted().iter().cloned().collect();
-            if !channels.is_empty() {
+            if self.sharded {
+                if !channels.is_empty() && !within_primary(self.response_timeout, &mut conn).await {
+                    // A replica now (a failover): every channel belongs elsewhere.
+                    if let Some(owner) = self.owner.upgrade() {
+                        for channel in &channels {
+                            owner.moved(channel);
+                        }
+                    }
+                    return Err(not_primary());
+                }
+                for channel in &channels {
+                    if let Err(e) = shard_command(&mut conn, "SSUBSCRIBE", channel).await {
+                        if e.code().is_some()
+                            && let Some(owner) = self.owner.upgrade()
+                        {
+                            owner.moved(channel);
+                        }
+                        return Err(e);
+                    }
+                }
+            } else if !channels.is_empty() {
                 conn.subscribe(&channels).await?;
             }
             Ok(conn)
@@ -301,6 +403,45 @@ fn resp3(targets: &[redis::Client]) -> redis::RedisResult<Vec<redis::Client>> {
             redis::Client::open(info.set_redis_settings(settings))
         })
         .collect()
+}
+
+/// `SSUBSCRIBE channel` or `SUNSUBSCRIBE channel` (one channel) on a RESP3 connection:
+/// redis-rs takes the server's confirmation push as the command's reply, and a refusal
+/// (`MOVED`: the slot is served elsewhere) is an error.
+async fn shard_command(
+    conn: &mut MultiplexedConnection,
+    command: &str,
+    channel: &str,
+) -> redis::RedisResult<()> {
+    redis::cmd(command)
+        .arg(channel)
+        .query_async::<redis::Value>(conn)
+        .await
+        .map(drop)
+}
+
+/// Whether the node behind `conn` is a primary (`ROLE`), within `timeout`. A node that does
+/// not answer in time counts as not one; one that refuses `ROLE` (an ACL without it) counts
+/// as one: a subscription on a replica costs its waiters their turn, never a grant they did
+/// not get (a grant only wakes a Cluster waiter, which confirms it).
+async fn within_primary(timeout: Duration, conn: &mut MultiplexedConnection) -> bool {
+    let cmd = redis::cmd("ROLE");
+    match tokio::time::timeout(timeout, cmd.query_async::<redis::Value>(conn)).await {
+        Ok(Ok(redis::Value::Array(fields))) => {
+            matches!(fields.first(), Some(redis::Value::BulkString(role)) if role == b"master")
+        }
+        Ok(Err(e)) => e.code().is_some(),
+        Ok(Ok(_)) | Err(_) => false,
+    }
+}
+
+/// The error for a shard channel subscribed on a node that is not a primary: a server
+/// error, so that the channel's owner places it anew.
+fn not_primary() -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::Server(redis::ServerErrorKind::Moved),
+        "not the slot's primary",
+    ))
 }
 
 fn timed_out(what: &'static str) -> redis::RedisError {

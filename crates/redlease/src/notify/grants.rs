@@ -5,7 +5,17 @@
 //! joins the lock's FIFO queue in Redis; the release script hands the lock to the oldest
 //! waiter whose client still listens and publishes the grant on that client's channel,
 //! which this module routes to the waiting task (see [`crate::wait`]).
+//!
+//! On a Redis Cluster a client has one grant channel per lock it waits for,
+//! `{K}:grant:<client id>` (the lock's hash tag: its slot), subscribed with `SSUBSCRIBE`
+//! on the primary that owns the slot and followed across slot migrations and failovers
+//! (see `crate::conn::shards`). The release script `SPUBLISH`es the grant there: it stays
+//! in the lock's shard, and its count of receivers (the primary's subscribers) tells the
+//! script whether the waiter still listens, as `PUBLISH` does on a single Redis. A lock's
+//! grant channel stays subscribed for [`IN_USE_FOR`] after its last waiter left, so that a
+//! client that keeps contending does not subscribe again for every wait.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -15,16 +25,35 @@ use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 use crate::conn::pubsub::{Link, Owner as LinkOwner};
+use crate::conn::shards::Shards;
 use crate::error::Result;
+use crate::keys::LockKeys;
 use crate::replies::parse_grant;
 use crate::token::OwnerToken;
+
+/// Where a client's grants come from.
+pub(crate) enum GrantSource {
+    /// Nowhere: notifications are off, or waiters do not queue (a quorum).
+    Off,
+    /// One node (a single Redis, a Sentinel primary): one classic grant channel.
+    Node(Box<redis::Client>),
+    /// A Redis Cluster (its seeds): one shard grant channel per lock waited for.
+    Cluster(Vec<redis::Client>),
+}
 
 /// Routes hand-offs from this client's grant channel to the waiting tasks.
 pub(crate) struct Notifier {
     enabled: bool,
+    /// This client's id in grant channel names.
+    id: String,
     channel: String,
-    /// The subscription (none for cluster and quorum clients, which do not queue).
+    /// The subscription of a single Redis or Sentinel client.
     link: Option<Arc<Link>>,
+    /// A Cluster client's grant channels, one per lock, each on its slot's primary.
+    shards: Option<Arc<Shards>>,
+    /// A Cluster client's grant channels in use: waiters registered on each, and when it
+    /// was last asked for.
+    lock_channels: Mutex<HashMap<String, ChannelUse>>,
     waiters: Mutex<HashMap<String, oneshot::Sender<u64>>>,
     /// When a waiter last asked for the subscription: the link keeps reconnecting for
     /// [`IN_USE_FOR`] after that, even with no waiter registered.
@@ -32,22 +61,36 @@ pub(crate) struct Notifier {
     epoch: watch::Sender<u64>,
 }
 
+/// How one Cluster grant channel is used.
+struct ChannelUse {
+    /// Registered waiters.
+    users: usize,
+    last_used: Instant,
+}
+
 /// How long after its last use the grant subscription is still restored after an outage
-/// when no waiter is queued (with waiters queued, it is restored for as long as it takes).
+/// when no waiter is queued (with waiters queued, it is restored for as long as it takes);
+/// on a Cluster, how long a lock's grant channel stays subscribed after its last waiter.
 const IN_USE_FOR: Duration = Duration::from_secs(30);
 
 impl Notifier {
     pub(crate) fn new(
-        enabled: bool,
-        redis: Option<redis::Client>,
+        source: GrantSource,
         connect_timeout: Duration,
         response_timeout: Duration,
     ) -> Result<Arc<Self>> {
         let id = OwnerToken::generate()?;
         let channel = format!("redlease:grant:{}", id.secret());
+        let (redis, seeds) = match source {
+            GrantSource::Off => (None, None),
+            GrantSource::Node(redis) => (Some(*redis), None),
+            GrantSource::Cluster(seeds) => (None, Some(seeds)),
+        };
         Ok(Arc::new_cyclic(|weak: &Weak<Self>| {
             let owner: Weak<dyn LinkOwner> = weak.clone();
-            let link = redis.filter(|_| enabled).and_then(|redis| {
+            let shards = seeds
+                .map(|seeds| Shards::new(seeds, connect_timeout, response_timeout, owner.clone()));
+            let link = redis.and_then(|redis| {
                 match Link::new(&[redis], connect_timeout, response_timeout, owner) {
                     Ok(link) => {
                         link.keep(&channel);
@@ -60,9 +103,12 @@ impl Notifier {
                 }
             });
             Self {
-                enabled: enabled && link.is_some(),
+                enabled: link.is_some() || shards.is_some(),
+                id: id.secret().to_owned(),
                 channel,
                 link,
+                shards,
+                lock_channels: Mutex::new(HashMap::new()),
                 waiters: Mutex::new(HashMap::new()),
                 last_used: Mutex::new(None),
                 epoch: watch::Sender::new(0),
@@ -85,24 +131,53 @@ impl Notifier {
         self.epoch.send_modify(|e| *e += 1);
     }
 
-    /// The channel on which this client receives hand-offs.
-    pub(crate) fn channel(&self) -> &str {
-        &self.channel
+    /// The channel on which this client receives hand-offs of the lock at `keys`.
+    pub(crate) fn channel(&self, keys: &LockKeys) -> Cow<'_, str> {
+        if self.shards.is_some() {
+            Cow::Owned(keys.grant_channel(&self.id))
+        } else {
+            Cow::Borrowed(&self.channel)
+        }
     }
 
-    /// Whether hand-offs can reach this client now, without waiting for a subscription:
-    /// false while the subscription is down (being restored).
-    pub(crate) fn subscribed(&self) -> bool {
-        self.enabled && self.link.as_ref().is_some_and(|l| l.is_up())
+    /// Whether hand-offs of the lock at `keys` can reach this client now, without waiting
+    /// for a subscription: false while the subscription is down (being restored or, on a
+    /// Cluster, moved to the slot's new primary).
+    pub(crate) fn subscribed(&self, keys: &LockKeys) -> bool {
+        if !self.enabled {
+            return false;
+        }
+        match &self.shards {
+            Some(shards) => shards.is_up(&self.channel(keys)),
+            None => self.link.as_ref().is_some_and(|l| l.is_up()),
+        }
     }
 
     /// Subscribes on first use; false when notifications are off or unavailable right
     /// now, in which case the caller polls. Waits for a subscription being made no later
     /// than `deadline`, and not at all for one known to be down (it is restored in the
     /// background meanwhile).
-    pub(crate) async fn ready(self: &Arc<Self>, deadline: Option<Instant>) -> bool {
+    pub(crate) async fn ready(
+        self: &Arc<Self>,
+        keys: &LockKeys,
+        deadline: Option<Instant>,
+    ) -> bool {
         if !self.enabled {
             return false;
+        }
+        if let Some(shards) = &self.shards {
+            let channel = self.channel(keys).into_owned();
+            self.touch(&channel, 0);
+            if shards.is_up(&channel) {
+                return true;
+            }
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            shards.want(&channel, Some(tx));
+            let answer = match deadline {
+                Some(d) => tokio::time::timeout_at(d, rx.recv()).await.ok().flatten(),
+                None => rx.recv().await,
+            };
+            return answer == Some(true);
         }
         let Some(link) = &self.link else {
             return false;
@@ -122,8 +197,9 @@ impl Notifier {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Registers a waiter before it joins the queue, so that no hand-off can be missed.
-    pub(crate) fn register(self: &Arc<Self>, token: &OwnerToken) -> Registration {
+    /// Registers a waiter for the lock at `keys` before it joins the queue, so that no
+    /// hand-off can be missed.
+    pub(crate) fn register(self: &Arc<Self>, token: &OwnerToken, keys: &LockKeys) -> Registration {
         let (tx, rx) = oneshot::channel();
         self.lock_waiters().insert(token.secret().to_owned(), tx);
         // A registered waiter needs the subscription: (re)start it if it went idle.
@@ -132,10 +208,84 @@ impl Notifier {
         {
             link.start();
         }
+        let channel = self.shards.as_ref().map(|_| {
+            let channel = self.channel(keys).into_owned();
+            self.touch(&channel, 1);
+            channel
+        });
         Registration {
             notifier: Arc::clone(self),
             token: token.secret().to_owned(),
+            channel,
             grant: rx,
+        }
+    }
+
+    fn lock_channels(&self) -> std::sync::MutexGuard<'_, HashMap<String, ChannelUse>> {
+        // Single inserts, removes and counter updates: a poisoned lock is still usable.
+        self.lock_channels
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A Cluster grant channel used now, by `users` more registered waiters: subscribed
+    /// when it is not yet, and unsubscribed [`IN_USE_FOR`] after its last use.
+    fn touch(self: &Arc<Self>, channel: &str, users: usize) {
+        let Some(shards) = &self.shards else {
+            return;
+        };
+        let mut channels = self.lock_channels();
+        if let Some(used) = channels.get_mut(channel) {
+            used.users += users;
+            used.last_used = Instant::now();
+            return;
+        }
+        channels.insert(
+            channel.to_owned(),
+            ChannelUse {
+                users,
+                last_used: Instant::now(),
+            },
+        );
+        // Under the map's lock, as is the unsubscribe below.
+        shards.want(channel, None);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let notifier = Arc::downgrade(self);
+        let channel = channel.to_owned();
+        runtime.spawn(async move {
+            let mut wake = Instant::now() + IN_USE_FOR;
+            loop {
+                tokio::time::sleep_until(wake).await;
+                let Some(notifier) = notifier.upgrade() else {
+                    return;
+                };
+                let mut channels = notifier.lock_channels();
+                let Some(used) = channels.get(&channel) else {
+                    return;
+                };
+                if used.users > 0 || used.last_used.elapsed() < IN_USE_FOR {
+                    wake = used.last_used + IN_USE_FOR;
+                    if used.users > 0 {
+                        wake = Instant::now() + IN_USE_FOR;
+                    }
+                    continue;
+                }
+                channels.remove(&channel);
+                if let Some(shards) = &notifier.shards {
+                    shards.unwant(&channel);
+                }
+                return;
+            }
+        });
+    }
+
+    /// A registered waiter of a Cluster grant channel left.
+    fn left(&self, channel: &str) {
+        if let Some(used) = self.lock_channels().get_mut(channel) {
+            used.users = used.users.saturating_sub(1);
+            used.last_used = Instant::now();
         }
     }
 
@@ -184,6 +334,7 @@ impl LinkOwner for Notifier {
     }
 
     fn needed(&self) -> bool {
+        // (The single-node link's; a Cluster's node links ask their `Shards`.)
         !self.lock_waiters().is_empty()
             || self
                 .last_used
@@ -197,6 +348,8 @@ impl LinkOwner for Notifier {
 pub(crate) struct Registration {
     notifier: Arc<Notifier>,
     token: String,
+    /// The Cluster grant channel it keeps in use.
+    channel: Option<String>,
     grant: oneshot::Receiver<u64>,
 }
 
@@ -214,5 +367,8 @@ impl Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         self.notifier.lock_waiters().remove(&self.token);
+        if let Some(channel) = &self.channel {
+            self.notifier.left(channel);
+        }
     }
 }

@@ -1,15 +1,21 @@
-//! Release notifications for deployments without FIFO hand-off: Redis Cluster and quorum.
+//! Release notifications where waiters are not (or cannot now be) handed the lease:
+//! Redis Cluster and quorum.
 //!
 //! A single Redis (or a Sentinel primary) hands a released lock straight to the oldest
-//! waiter (see [`wait`](crate::wait)). A cluster cannot: `PUBLISH` there reports only the
-//! subscribers of the node it runs on, so the release script could not tell whether a
-//! waiter still listens. Over a quorum, each node's queue could hand the lock to a
-//! different waiter and nobody would get a majority. There, the release script instead
+//! waiter (see [`wait`](crate::wait)); so does a Cluster, for locks. Over a quorum, each
+//! node's queue could hand the lock to a different waiter and nobody would get a
+//! majority. There, and on a Cluster for semaphores, read-write locks and lock waiters
+//! whose grant subscription is down, the release script instead
 //! publishes on the lock's own channel (`{key}:released`, in the lock's slot) whenever it
 //! frees the lock, and every waiter of that lock retries at once:
 //!
-//! - **Cluster**: one subscription, on the first seed node that answers. A classic
-//!   `PUBLISH` reaches the subscribers of every node of the cluster, whichever node ran it.
+//! - **Cluster**: a shard channel (`SSUBSCRIBE`) on the primary that owns the lock's
+//!   slot, followed when the slot moves or the primary fails over (see
+//!   `crate::conn::shards`). The scripts `SPUBLISH`, so a release reaches the lock's shard
+//!   only, not every node of the cluster as a classic `PUBLISH` would (which, with many
+//!   nodes and busy locks, saturates the cluster bus). Lock waiters there queue for a
+//!   hand-off instead (see `crate::notify::grants`) and listen here only while their grant
+//!   subscription is down; semaphore and read-write lock waiters listen here.
 //! - **Quorum**: one subscription per node, since any node may be down; the first message
 //!   wakes the waiter, later copies of it cost at most one extra attempt.
 //!
@@ -31,22 +37,32 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
 use crate::conn::pubsub::{Link, Owner as LinkOwner};
+use crate::conn::shards::Shards;
 
 /// Where the subscriptions go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reach {
-    /// One node is enough (a cluster forwards every `PUBLISH` to all its nodes).
+    /// One node is enough (a single Redis, a Sentinel primary).
     AnyNode,
     /// Every node (independent quorum nodes).
     EveryNode,
+    /// The primary that owns each channel's slot (Redis Cluster; shard channels).
+    SlotOwner,
+}
+
+/// The subscriptions behind a [`Wakeups`].
+enum Subs {
+    /// One link per quorum node, or one link cycling through its targets. Each restores
+    /// its subscriptions after an outage by itself (see `crate::conn::pubsub`).
+    Links(Vec<Arc<Link>>),
+    /// Shard channels, each on its slot's primary.
+    Shards(Arc<Shards>),
 }
 
 /// The release channels this client's waiters listen on.
 pub(crate) struct Wakeups {
     reach: Reach,
-    /// One link per quorum node, or one link cycling through the cluster's seeds. Each
-    /// restores its subscriptions after an outage by itself (see `crate::conn::pubsub`).
-    links: Vec<Arc<Link>>,
+    subs: Subs,
     /// Channel -> its waiters' wake-up and how many waiters share it.
     channels: Mutex<HashMap<String, Channel>>,
 }
@@ -62,7 +78,13 @@ impl std::fmt::Debug for Wakeups {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Wakeups")
             .field("reach", &self.reach)
-            .field("links", &self.links.len())
+            .field(
+                "links",
+                &match &self.subs {
+                    Subs::Links(links) => links.len(),
+                    Subs::Shards(_) => 0,
+                },
+            )
             .finish_non_exhaustive()
     }
 }
@@ -80,18 +102,30 @@ impl Wakeups {
             let groups: Vec<&[redis::Client]> = match reach {
                 Reach::AnyNode => vec![nodes],
                 Reach::EveryNode => nodes.chunks(1).collect(),
+                Reach::SlotOwner => Vec::new(),
             };
-            let links = groups
-                .into_iter()
-                .filter_map(|targets| {
-                    Link::new(targets, connect_timeout, response_timeout, owner.clone())
-                        .map_err(|e| failed = Some(e))
-                        .ok()
-                })
-                .collect();
+            let subs = if reach == Reach::SlotOwner {
+                Subs::Shards(Shards::new(
+                    nodes.to_vec(),
+                    connect_timeout,
+                    response_timeout,
+                    owner,
+                ))
+            } else {
+                Subs::Links(
+                    groups
+                        .into_iter()
+                        .filter_map(|targets| {
+                            Link::new(targets, connect_timeout, response_timeout, owner.clone())
+                                .map_err(|e| failed = Some(e))
+                                .ok()
+                        })
+                        .collect(),
+                )
+            };
             Self {
                 reach,
-                links,
+                subs,
                 channels: Mutex::new(HashMap::new()),
             }
         });
@@ -130,14 +164,19 @@ impl Wakeups {
                 });
             entry.users += 1;
             let notify = Arc::clone(&entry.notify);
-            if entry.confirmed && self.links.iter().any(|l| l.is_up()) {
+            if entry.confirmed && self.is_up(channel) {
                 (None, notify)
             } else {
                 // Asked under the map's lock, so that a concurrent last `leave` cannot
                 // unsubscribe after us.
                 let (tx, rx) = mpsc::unbounded_channel();
-                for link in &self.links {
-                    link.want(channel, Some(tx.clone()));
+                match &self.subs {
+                    Subs::Links(links) => {
+                        for link in links {
+                            link.want(channel, Some(tx.clone()));
+                        }
+                    }
+                    Subs::Shards(shards) => shards.want(channel, Some(tx)),
                 }
                 (Some(rx), notify)
             }
@@ -151,8 +190,12 @@ impl Wakeups {
         let Some(mut confirmations) = confirmations else {
             return Some(watch);
         };
+        let expected = match &self.subs {
+            Subs::Links(links) => links.len(),
+            Subs::Shards(_) => 1,
+        };
         let mut answers = 0;
-        while answers < self.links.len() {
+        while answers < expected {
             let next = confirmations.recv();
             let answer = match deadline {
                 Some(d) => tokio::time::timeout_at(d, next).await.ok().flatten(),
@@ -175,7 +218,10 @@ impl Wakeups {
 
     /// Moves the subscriptions to `primary` (a Sentinel primary the sentinels elected).
     pub(crate) fn follow(&self, primary: &redis::Client) {
-        for link in &self.links {
+        let Subs::Links(links) = &self.subs else {
+            return;
+        };
+        for link in links {
             if let Err(e) = link.retarget(std::slice::from_ref(primary)) {
                 tracing::warn!(error = %e, "release notices cannot follow the new primary; observers poll");
             }
@@ -194,8 +240,22 @@ impl Wakeups {
         }
         channels.remove(channel);
         // Under the map's lock: a new watcher's `want` comes after this.
-        for link in &self.links {
-            link.unwant(channel);
+        match &self.subs {
+            Subs::Links(links) => {
+                for link in links {
+                    link.unwant(channel);
+                }
+            }
+            Subs::Shards(shards) => shards.unwant(channel),
+        }
+    }
+
+    /// Whether messages on `channel` can reach this client now (some node's link is up;
+    /// on a Cluster, the link of its slot's primary, subscribed).
+    fn is_up(&self, channel: &str) -> bool {
+        match &self.subs {
+            Subs::Links(links) => links.iter().any(|l| l.is_up()),
+            Subs::Shards(shards) => shards.is_up(channel),
         }
     }
 

@@ -14,7 +14,7 @@ use crate::backend::deployment::Deployment;
 use crate::backend::node::Conn;
 use crate::keys::LockKeys;
 use crate::replies::{self, Reply};
-use crate::scripts::{self, AcquireArgs, Join, Kind};
+use crate::scripts::{self, AcquireArgs, Join, Kind, Notices};
 
 use super::turns::{Turn, TurnKey};
 
@@ -46,7 +46,7 @@ pub(super) struct OwnedAttempt {
     pub(super) token: String,
     pub(super) ttl_ms: u64,
     pub(super) holder: String,
-    pub(super) announce: bool,
+    pub(super) notices: Notices,
     /// How long a busy node keeps the mark of a waiter listening for release notices
     /// (`Join::Listen`), or `None` when this attempt does not listen.
     pub(super) listen_ms: Option<u64>,
@@ -61,7 +61,7 @@ impl OwnedAttempt {
             token: args.token.to_owned(),
             ttl_ms: args.ttl_ms,
             holder: args.holder.to_owned(),
-            announce: deployment.announces(),
+            notices: deployment.announces(),
             listen_ms: match args.join {
                 Join::Listen { linger_ms } => Some(linger_ms),
                 Join::No | Join::Grants { .. } | Join::Silent { .. } => None,
@@ -80,6 +80,7 @@ impl OwnedAttempt {
                 .listen_ms
                 .map_or(Join::No, |linger_ms| Join::Listen { linger_ms }),
             fence_step: scripts::QUORUM_FENCE_STEP,
+            notices: self.notices,
         };
         let invocation = scripts::acquire(&self.keys, &args);
         replies::acquire(&invocation.invoke_async(&mut conn).await?)
@@ -87,7 +88,7 @@ impl OwnedAttempt {
 
     /// The release script over one node's connection.
     pub(super) async fn release(&self, mut conn: Conn) -> RedisResult<bool> {
-        let invocation = scripts::release(&self.keys, self.kind, &self.token, self.announce);
+        let invocation = scripts::release(&self.keys, self.kind, &self.token, self.notices);
         // A quorum queues nobody, so nothing is handed on.
         replies::released(
             scripts::release_name(self.kind),
@@ -151,7 +152,7 @@ pub(super) fn give_back(
         token: token.to_owned(),
         ttl_ms: 0,
         holder: String::new(),
-        announce: deployment.announces(),
+        notices: deployment.announces(),
         listen_ms: None,
     });
     let mut releases: FuturesUnordered<_> = indexes
