@@ -54,7 +54,10 @@ end
 if ARGV[4] == 'w' then
   if not redis.call('LINDEX', KEYS[4], 0) then
     redis.call('RPUSH', KEYS[4], '~')
+    redis.call('PEXPIRE', KEYS[4], ARGV[6])
+  else
+    -- Queued waiters keep the queue as long as they asked for.
+    redis.call('PEXPIRE', KEYS[4], ARGV[6], 'GT')
   end
-  redis.call('PEXPIRE', KEYS[4], ARGV[6])
 end
 return {0, 0, redis.call('PTTL', KEYS[1])}
