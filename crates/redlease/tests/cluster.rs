@@ -6,20 +6,10 @@ mod common;
 
 use std::time::Duration;
 
+use common::cluster::{cluster, connect};
 use common::{bounded, eventually, no_polling};
 use redlease::{Client, Error, Renewal};
 use redlease_local::Cluster;
-
-fn cluster() -> Cluster {
-    Cluster::start().unwrap_or_else(|e| panic!("cannot start a cluster: {e}"))
-}
-
-/// A client of `cluster`, connected through all its nodes as seeds.
-async fn connect(cluster: &Cluster) -> Client {
-    bounded("connect", Client::cluster(cluster.urls()))
-        .await
-        .unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_in_many_slots_exclude_and_fence() {

@@ -9,21 +9,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use common::cluster::{cluster, connect};
 use common::{bounded, eventually, no_polling};
 use redlease::Client;
 use redlease_local::{Cluster, RedisServer, Reply};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-
-fn cluster() -> Cluster {
-    Cluster::start().unwrap_or_else(|e| panic!("cannot start a cluster: {e}"))
-}
-
-async fn connect(cluster: &Cluster) -> Client {
-    bounded("connect", Client::cluster(cluster.urls()))
-        .await
-        .unwrap()
-}
 
 /// A counter of `INFO` section `section` (`field:value` or `cmdstat_x:calls=n,...`).
 fn stat(node: &RedisServer, args: &[&str], prefix: &str) -> u64 {

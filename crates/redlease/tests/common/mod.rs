@@ -10,6 +10,7 @@
 
 pub mod accounts;
 pub mod acl;
+pub mod cluster;
 pub mod gauge;
 
 use std::future::Future;
