@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::lease::{Lease, lost};
 use crate::notify::{Registration, Watch};
+use crate::observe::{Acquisition, Labels};
 use crate::renew::Renewal;
 use crate::replies::Reply;
 use crate::scripts::{AcquireArgs, Join, Kind};
@@ -31,6 +32,10 @@ const QUEUE_LINGER: Duration = Duration::from_secs(60);
 /// One acquisition: what to take and how (the options of the primitive's builder, already
 /// checked).
 pub(crate) struct Request<'a> {
+    /// The acquisition's metrics.
+    pub(crate) meter: &'a Acquisition,
+    /// The metrics' labels of the lease it takes.
+    pub(crate) labels: Labels,
     pub(crate) engine: &'a Arc<Engine>,
     pub(crate) name: &'a Arc<str>,
     pub(crate) keys: &'a Arc<LockKeys>,
@@ -213,6 +218,7 @@ impl Request<'_> {
                     return Ok(self.taken(give_back, keys, token, fence, lease_floor));
                 }
                 Ok(Attempt::Busy(pttl)) => {
+                    self.meter.waiting();
                     failure = None;
                     floor = Some(sent);
                     if registration.is_none() && !silent {
@@ -350,12 +356,11 @@ impl Request<'_> {
             Arc::clone(self.name),
             keys,
             self.kind,
-            token,
-            fence,
+            (token, fence),
             self.ttl,
             lease_start,
+            self.labels.clone(),
         );
-        tracing::debug!(lock = %lease.name, token = %lease.token, fence = %lease.fence, "acquired");
         let renew = (self.renewal == Renewal::Auto).then_some((lease_start, self.max_hold));
         Holding::new(self.engine, lease, renew)
     }

@@ -221,11 +221,11 @@ impl Holding {
         }
         match (before, released?) {
             (State::Held(_), true) => {
-                tracing::debug!(lock = %lease.name, "released");
+                tracing::debug!(parent: &lease.span, lock = %lease.name, "released");
                 Ok(())
             }
             (State::Held(_), false) => {
-                tracing::warn!(lock = %lease.name, token = %lease.token, "lock lost before release");
+                tracing::warn!(parent: &lease.span, lock = %lease.name, token = %lease.token, "lock lost before release");
                 Err(lost(&lease.name))
             }
             _ => Err(lost(&lease.name)),

@@ -9,7 +9,7 @@ use tracing::Instrument;
 
 use crate::engine::Holding;
 use crate::error::Result;
-use crate::lease::{State, lost};
+use crate::lease::{LeaseHealth, State, lost};
 use crate::token::FencingToken;
 use crate::ttl::{ttl_millis, validate_ttl};
 
@@ -115,6 +115,80 @@ impl Guard {
     /// ```
     pub async fn lost(&self) {
         self.holding.lease.ended().await;
+    }
+
+    /// Watches how the lease's renewal stands: [`LeaseHealth::Renewed`] after each
+    /// successful renewal, [`LeaseHealth::Retrying`] (with the time left) while renewals
+    /// fail and are retried, then [`LeaseHealth::Lost`] or [`LeaseHealth::Released`].
+    /// Unlike [`lost`](Guard::lost), it warns while there is still time to act: stop
+    /// starting new work, checkpoint, or step down before the lease runs out.
+    ///
+    /// The receiver sees every change the renewal scheduler makes; a lease that is not
+    /// renewed ([`Renewal::Fixed`](crate::Renewal::Fixed)) reports `Lost` once its expiry
+    /// is noticed ([`lost`](Guard::lost) or [`health_changes`](Guard::health_changes)
+    /// notice it on time). Nested guards share the outer lease's health.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example(guard: redlease::Guard) {
+    /// use redlease::LeaseHealth;
+    /// let mut health = guard.health();
+    /// while health.changed().await.is_ok() {
+    ///     match *health.borrow_and_update() {
+    ///         LeaseHealth::Retrying { failures, .. } => eprintln!("renewal failing ({failures}x)"),
+    ///         LeaseHealth::Renewed { .. } => {}
+    ///         _ => break,
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn health(&self) -> tokio::sync::watch::Receiver<LeaseHealth> {
+        self.holding.lease.health()
+    }
+
+    /// The lease's health as a [`Stream`](futures_util::Stream): the current
+    /// [`LeaseHealth`] first, then each change, ending after `Lost` or `Released`. A lease
+    /// that runs out unrenewed is reported `Lost` at its validity's end.
+    ///
+    /// The stream keeps the lease's bookkeeping alive, not the lock: dropping every guard
+    /// still releases it (the stream then yields `Released` and ends).
+    pub fn health_changes(
+        &self,
+    ) -> impl futures_util::Stream<Item = LeaseHealth> + Send + Unpin + 'static {
+        let holding = Arc::clone(&self.holding);
+        let rx = holding.lease.health();
+        Box::pin(futures_util::stream::unfold(
+            Some((holding, rx, true)),
+            |state| async move {
+                let (holding, mut rx, first) = state?;
+                if !first {
+                    // Until a change not yet yielded (or the lease running out unrenewed).
+                    while !rx.has_changed().unwrap_or(true) {
+                        let until = match *rx.borrow() {
+                            LeaseHealth::Renewed { valid_until }
+                            | LeaseHealth::Retrying { valid_until, .. } => valid_until,
+                            LeaseHealth::Lost | LeaseHealth::Released => return None,
+                        };
+                        tokio::select! {
+                            changed = rx.changed() => {
+                                if changed.is_err() {
+                                    return None;
+                                }
+                                break;
+                            }
+                            () = tokio::time::sleep_until(until) => {
+                                if holding.lease.state() == State::Held(until) {
+                                    holding.lease.lose("the lease ran out without a successful renewal");
+                                }
+                            }
+                        }
+                    }
+                }
+                let health = *rx.borrow_and_update();
+                let next = health.is_held().then_some((holding, rx, false));
+                Some((health, next))
+            },
+        ))
     }
 
     /// Resets the lease to `ttl` from now, if the lock still holds our token; renewals

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::keys::LockKeys;
+use crate::observe::{self, Hold, HoldEnd, Labels};
 use crate::scripts::Kind;
 use crate::token::{FencingToken, OwnerToken};
 use crate::ttl::{drift, ttl_millis};
@@ -29,6 +30,49 @@ pub(crate) enum State {
     Released,
     /// Given back by [`Client::shutdown`](crate::Client::shutdown).
     Closed,
+}
+
+/// How a held lease's renewal stands, as [`Guard::health`](crate::Guard::health) reports
+/// it: distinct from [`Guard::lost`](crate::Guard::lost), it warns while there is still
+/// time to act.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaseHealth {
+    /// Acquired, or renewed by the latest renewal: certainly ours until `valid_until`
+    /// (see [`Guard::valid_until`](crate::Guard::valid_until)).
+    Renewed {
+        /// Until when the lease is certainly ours unless renewed again.
+        valid_until: Instant,
+    },
+    /// Renewals are failing (Redis cannot be reached or does not answer) and are retried;
+    /// the lease is lost at `valid_until` unless one succeeds first.
+    Retrying {
+        /// Until when the lease is still certainly ours.
+        valid_until: Instant,
+        /// Failed renewal round trips in a row.
+        failures: u32,
+    },
+    /// Lost: the token is gone, or the lease ran out without a successful renewal.
+    Lost,
+    /// Given back (released, dropped, or at [`Client::shutdown`](crate::Client::shutdown)).
+    Released,
+}
+
+impl LeaseHealth {
+    /// Time left on the lease: zero once lost or released, or once `valid_until` passed.
+    pub fn time_left(&self) -> Duration {
+        match self {
+            Self::Renewed { valid_until } | Self::Retrying { valid_until, .. } => {
+                valid_until.saturating_duration_since(Instant::now())
+            }
+            Self::Lost | Self::Released => Duration::ZERO,
+        }
+    }
+
+    /// Whether the lease is still held (renewed or retrying).
+    pub fn is_held(&self) -> bool {
+        matches!(self, Self::Renewed { .. } | Self::Retrying { .. })
+    }
 }
 
 /// One acquisition of a lock.
@@ -47,19 +91,28 @@ pub(crate) struct Lease {
     /// Send time of the request behind the current `State::Held` validity. Expiry is set
     /// by whichever request Redis ran last, so an older reply never overrides a newer one.
     set_at: std::sync::Mutex<Instant>,
+    /// How its renewal stands, for the holder ([`LeaseHealth`]).
+    health: watch::Sender<LeaseHealth>,
+    /// Its metrics (nothing without the `metrics` feature).
+    meter: Hold,
+    /// The span every event of this hold is recorded in.
+    pub(crate) span: tracing::Span,
 }
 
 impl Lease {
-    /// A lease of `ttl` set by a request sent at `lease_start`.
+    /// A lease of `ttl` set by a request sent at `lease_start`, measured with `labels`.
     pub(crate) fn new(
         name: Arc<str>,
         keys: Arc<LockKeys>,
         kind: Kind,
-        token: OwnerToken,
-        fence: FencingToken,
+        (token, fence): (OwnerToken, FencingToken),
         ttl: Duration,
         lease_start: Instant,
+        labels: Labels,
     ) -> Self {
+        let valid_until = lease_start + ttl - drift(ttl);
+        let span = observe::hold_span(&name, observe::kind_label(kind), fence, &token);
+        tracing::debug!(parent: &span, "acquired");
         Self {
             name,
             keys,
@@ -68,8 +121,11 @@ impl Lease {
             token,
             fence,
             ttl_ms: AtomicU64::new(ttl_millis(ttl)),
-            state: watch::Sender::new(State::Held(lease_start + ttl - drift(ttl))),
+            state: watch::Sender::new(State::Held(valid_until)),
             set_at: std::sync::Mutex::new(lease_start),
+            health: watch::Sender::new(LeaseHealth::Renewed { valid_until }),
+            meter: Hold::start(labels),
+            span,
         }
     }
 
@@ -100,9 +156,66 @@ impl Lease {
         *self.state.borrow()
     }
 
-    /// Moves to `state` whatever the lease stood at; returns where it stood.
+    /// Moves to `state` (released or closed) whatever the lease stood at; returns where
+    /// it stood.
     pub(crate) fn end(&self, state: State) -> State {
-        self.state.send_replace(state)
+        let before = self.state.send_replace(state);
+        if matches!(before, State::Held(_)) {
+            self.hold_ended(match state {
+                State::Lost => HoldEnd::Lost,
+                State::Closed => HoldEnd::Closed,
+                State::Held(_) | State::Released => HoldEnd::Released,
+            });
+        }
+        before
+    }
+
+    /// Records the end of the hold: health, metrics.
+    fn hold_ended(&self, end: HoldEnd) {
+        self.meter.end(end);
+        self.health.send_replace(match end {
+            HoldEnd::Lost => LeaseHealth::Lost,
+            HoldEnd::Released | HoldEnd::Closed => LeaseHealth::Released,
+        });
+    }
+
+    /// A receiver of the lease's [`LeaseHealth`].
+    pub(crate) fn health(&self) -> watch::Receiver<LeaseHealth> {
+        self.health.subscribe()
+    }
+
+    /// Records a renewal round trip that failed (no answer, or Redis unreachable): it is
+    /// retried until the lease runs out. Warns once when renewals start failing.
+    pub(crate) fn renewal_failed(&self, error: &dyn std::fmt::Display) {
+        let State::Held(valid_until) = self.state() else {
+            return;
+        };
+        self.meter.renewal_failed();
+        let mut first = false;
+        self.health.send_if_modified(|health| match *health {
+            LeaseHealth::Renewed { .. } => {
+                first = true;
+                *health = LeaseHealth::Retrying {
+                    valid_until,
+                    failures: 1,
+                };
+                true
+            }
+            LeaseHealth::Retrying { failures, .. } => {
+                *health = LeaseHealth::Retrying {
+                    valid_until,
+                    failures: failures.saturating_add(1),
+                };
+                true
+            }
+            LeaseHealth::Lost | LeaseHealth::Released => false,
+        });
+        let left = valid_until.saturating_duration_since(Instant::now());
+        if first {
+            tracing::warn!(parent: &self.span, lock = %self.name, %error, ?left, "renewal failing; retrying until the lease runs out");
+        } else {
+            tracing::debug!(parent: &self.span, %error, ?left, "renewal failed again; retrying");
+        }
     }
 
     /// True while held and within its validity.
@@ -115,7 +228,7 @@ impl Lease {
     /// extension to a shorter TTL), as the expiry in Redis did.
     pub(crate) fn renewed(&self, sent: Instant, ttl: Duration) {
         let until = sent + ttl - drift(ttl);
-        self.state.send_if_modified(|s| {
+        let changed = self.state.send_if_modified(|s| {
             if !matches!(s, State::Held(_)) {
                 return false;
             }
@@ -127,6 +240,17 @@ impl Lease {
             *s = State::Held(until);
             true
         });
+        if !changed {
+            return;
+        }
+        let before = self
+            .health
+            .send_replace(LeaseHealth::Renewed { valid_until: until });
+        if let LeaseHealth::Retrying { failures, .. } = before {
+            tracing::info!(parent: &self.span, lock = %self.name, failures, "renewal recovered");
+        } else {
+            tracing::trace!(parent: &self.span, "renewed");
+        }
     }
 
     /// Marks the lease lost (once), with a warning.
@@ -140,20 +264,25 @@ impl Lease {
             }
         });
         if changed {
-            tracing::warn!(lock = %self.name, token = %self.token, fence = %self.fence, why, "lock lost");
+            self.hold_ended(HoldEnd::Lost);
+            tracing::warn!(parent: &self.span, lock = %self.name, token = %self.token, fence = %self.fence, why, "lock lost");
         }
     }
 
     /// Marks a held lease closed by a shutdown; true when it was held.
     pub(crate) fn close(&self) -> bool {
-        self.state.send_if_modified(|s| {
+        let closed = self.state.send_if_modified(|s| {
             if matches!(s, State::Held(_)) {
                 *s = State::Closed;
                 true
             } else {
                 false
             }
-        })
+        });
+        if closed {
+            self.hold_ended(HoldEnd::Closed);
+        }
+        closed
     }
 
     /// Resolves once the lease is lost (token gone, or validity ran out) or released.

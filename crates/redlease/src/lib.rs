@@ -176,6 +176,7 @@
 mod error;
 pub mod keys;
 mod lua;
+mod observe;
 mod replies;
 mod scripts;
 mod token;
@@ -223,6 +224,7 @@ pub use election::{Election, Leader, Leadership};
 pub use error::{Error, NodeError, Result, is_connection_error};
 pub use guard::Guard;
 pub use keys::{LockKeys, Primitive};
+pub use lease::LeaseHealth;
 pub use lock::Lock;
 pub use multilock::{MultiGuard, MultiLock};
 pub use owner::Owner;

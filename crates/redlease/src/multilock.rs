@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::guard::Guard;
 use crate::keys::{LockKeys, Primitive};
 use crate::lease::Lease;
+use crate::observe::{Acquisition, Outcome};
 use crate::renew::Renewal;
 use crate::replies::AllReply;
 use crate::scripts::Kind;
@@ -79,10 +80,19 @@ impl MultiLock {
         names.sort_unstable();
         names.dedup();
         let joined = names.join(",");
+        let mut spec = Spec::new(engine, joined);
+        spec.in_multi_lock = true;
         Self {
-            spec: Spec::new(engine, joined),
+            spec,
             names: names.into(),
         }
+    }
+
+    /// The options for one of the names: measured as part of the whole.
+    fn member(&self, name: &Arc<str>) -> Spec {
+        let mut spec = self.spec.for_name(Arc::clone(name));
+        spec.measured = false;
+        spec
     }
 
     /// The names, in the order they are taken.
@@ -107,11 +117,7 @@ impl MultiLock {
         if self.spec.effective_owner().is_some() {
             return Ok(AtOnce::NotHere);
         }
-        let specs: Vec<Spec> = self
-            .names
-            .iter()
-            .map(|name| self.spec.for_name(Arc::clone(name)))
-            .collect();
+        let specs: Vec<Spec> = self.names.iter().map(|name| self.member(name)).collect();
         let keys = specs
             .iter()
             .map(|spec| spec.plan(Primitive::Lock))
@@ -147,10 +153,10 @@ impl MultiLock {
                     Arc::clone(&spec.name),
                     keys,
                     Kind::Mutex,
-                    token.clone(),
-                    FencingToken::new(fence),
+                    (token.clone(), FencingToken::new(fence)),
                     ttl,
                     sent,
+                    spec.labels(Kind::Mutex),
                 );
                 Guard::new(Holding::new(engine, lease, renew))
             })
@@ -183,6 +189,17 @@ impl MultiLock {
     /// Cancel safe: whatever was taken is given back in the background.
     pub async fn try_acquire(&self) -> Result<Option<MultiGuard>> {
         self.check()?;
+        let meter = Acquisition::start(self.spec.labels(Kind::Mutex), true);
+        let taken = self.try_acquire_measured().await;
+        meter.finish(match &taken {
+            Ok(Some(_)) => Outcome::Acquired,
+            Ok(None) => Outcome::Busy,
+            Err(_) => Outcome::Failed,
+        });
+        taken
+    }
+
+    async fn try_acquire_measured(&self) -> Result<Option<MultiGuard>> {
         match self.try_at_once().await {
             AtOnce::Taken(guard) => return Ok(Some(guard)),
             AtOnce::Busy => return Ok(None),
@@ -190,12 +207,7 @@ impl MultiLock {
         }
         let mut guards = Vec::with_capacity(self.names.len());
         for name in self.names.iter() {
-            match self
-                .spec
-                .for_name(Arc::clone(name))
-                .try_acquire(Kind::Mutex)
-                .await
-            {
+            match self.member(name).try_acquire(Kind::Mutex).await {
                 Ok(Some(guard)) => guards.push(guard),
                 Ok(None) => {
                     give_back(guards).await;
@@ -222,8 +234,21 @@ impl MultiLock {
     #[tracing::instrument(skip_all, fields(locks = %self.spec.name))]
     pub async fn acquire(&self) -> Result<MultiGuard> {
         self.check()?;
-        if let AtOnce::Taken(guard) = self.try_at_once().await {
-            return Ok(guard);
+        let meter = Acquisition::start(self.spec.labels(Kind::Mutex), true);
+        let taken = self.acquire_measured(&meter).await;
+        meter.finish(match &taken {
+            Ok(_) => Outcome::Acquired,
+            Err(Error::Timeout { .. }) => Outcome::Timeout,
+            Err(_) => Outcome::Failed,
+        });
+        taken
+    }
+
+    async fn acquire_measured(&self, meter: &Acquisition) -> Result<MultiGuard> {
+        match self.try_at_once().await {
+            AtOnce::Taken(guard) => return Ok(guard),
+            AtOnce::Busy => meter.waiting(),
+            AtOnce::NotHere => {}
         }
         let deadline = match self.spec.wait {
             Wait::No => Some(Instant::now()),
@@ -232,7 +257,7 @@ impl MultiLock {
         };
         let mut guards = Vec::with_capacity(self.names.len());
         for name in self.names.iter() {
-            let mut spec = self.spec.for_name(Arc::clone(name));
+            let mut spec = self.member(name);
             spec.wait = match deadline {
                 Some(d) => Wait::For(d.saturating_duration_since(Instant::now())),
                 None => Wait::Forever,

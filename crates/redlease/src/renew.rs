@@ -267,16 +267,18 @@ impl Renewer {
         if failed.is_empty() {
             return;
         }
-        if outcome.is_err() {
-            tracing::debug!(
-                leases = failed.len(),
-                "renewal timed out; retrying until the leases run out"
-            );
+        let why = if outcome.is_err() {
+            "no answer before the lease's deadline"
         } else {
-            tracing::debug!(
-                leases = failed.len(),
-                "renewal failed; retrying until the leases run out"
-            );
+            "redis could not be reached or did not answer"
+        };
+        tracing::debug!(
+            leases = failed.len(),
+            why,
+            "renewal failed; retrying until the leases run out"
+        );
+        for due in &failed {
+            due.lease.renewal_failed(&why);
         }
         retry_later(&mut self.book(), &failed);
     }

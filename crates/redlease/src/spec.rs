@@ -13,6 +13,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::guard::Guard;
 use crate::keys::{LockKeys, Primitive};
+use crate::observe::{self, Acquisition, Labels, Outcome};
 use crate::owner::Owner;
 use crate::renew::Renewal;
 use crate::scripts::Kind;
@@ -44,6 +45,13 @@ pub(crate) struct Spec {
     pub(crate) min_replicas: Option<(usize, Duration)>,
     /// Holder details recorded instead of the client's (an election's note).
     pub(crate) holder: Option<Arc<str>>,
+    /// Whether metrics carry the name as a label (`name_in_metrics`).
+    pub(crate) name_in_metrics: bool,
+    /// A multi-lock's, or one of its names': counted with the `multi_lock` kind label.
+    pub(crate) in_multi_lock: bool,
+    /// Whether an acquisition is measured on its own (not a multi-lock's name: the
+    /// multi-lock measures the whole).
+    pub(crate) measured: bool,
     /// The keys, derived once per name and prefix.
     keys: Arc<OnceLock<Arc<LockKeys>>>,
 }
@@ -78,8 +86,21 @@ impl Spec {
             owner: None,
             min_replicas: None,
             holder: None,
+            name_in_metrics: false,
+            in_multi_lock: false,
+            measured: true,
             keys: Arc::default(),
         }
+    }
+
+    /// The metrics' labels for leases of `kind`.
+    pub(crate) fn labels(&self, kind: Kind) -> Labels {
+        let kind = if self.in_multi_lock {
+            observe::MULTI_LOCK
+        } else {
+            observe::kind_label(kind)
+        };
+        Labels::new(kind, &self.name, self.name_in_metrics)
     }
 
     /// The same options for another name (the keys derived afresh).
@@ -135,9 +156,16 @@ impl Spec {
         Ok(Arc::clone(self.keys.get_or_init(|| keys)))
     }
 
-    /// An acquisition of a lease of `kind` at `keys`.
-    fn request<'a>(&'a self, keys: &'a Arc<LockKeys>, kind: Kind) -> Request<'a> {
+    /// An acquisition of a lease of `kind` at `keys`, measured by `meter`.
+    fn request<'a>(
+        &'a self,
+        keys: &'a Arc<LockKeys>,
+        kind: Kind,
+        meter: &'a Acquisition,
+    ) -> Request<'a> {
         Request {
+            meter,
+            labels: self.labels(kind),
             engine: &self.engine,
             name: &self.name,
             keys,
@@ -160,7 +188,8 @@ impl Spec {
     /// One attempt at a lease of `kind`: `Ok(None)` when busy.
     pub(crate) async fn try_acquire(&self, kind: Kind) -> Result<Option<Guard>> {
         let keys = self.plan(kind.primitive())?;
-        let request = self.request(&keys, kind);
+        let meter = Acquisition::start(self.labels(kind), self.measured);
+        let request = self.request(&keys, kind, &meter);
         let holding = match self.effective_owner() {
             Some(owner) => {
                 // Another task of this owner acquiring the same name right now makes it
@@ -173,17 +202,23 @@ impl Spec {
                         Some(Instant::now()),
                         request.try_once(),
                     )
-                    .await?
+                    .await
             }
-            None => request.try_once().await?,
+            None => request.try_once().await,
         };
-        Ok(holding.map(Guard::new))
+        meter.finish(match &holding {
+            Ok(Some(_)) => Outcome::Acquired,
+            Ok(None) => Outcome::Busy,
+            Err(_) => Outcome::Failed,
+        });
+        Ok(holding?.map(Guard::new))
     }
 
     /// A lease of `kind`, waiting up to the builder's `wait`.
     pub(crate) async fn acquire(&self, kind: Kind) -> Result<Guard> {
         let keys = self.plan(kind.primitive())?;
-        let request = self.request(&keys, kind);
+        let meter = Acquisition::start(self.labels(kind), self.measured);
+        let request = self.request(&keys, kind, &meter);
         let started = Instant::now();
         let deadline = request.deadline(started);
         let holding = match self.effective_owner() {
@@ -193,11 +228,16 @@ impl Spec {
                 .hold(&self.engine, &keys, kind, deadline, async {
                     request.wait(started, deadline).await.map(Some)
                 })
-                .await?
-                .ok_or_else(|| request.timeout(started, None))?,
-            None => request.wait(started, deadline).await?,
+                .await
+                .and_then(|held| held.ok_or_else(|| request.timeout(started, None))),
+            None => request.wait(started, deadline).await,
         };
-        Ok(Guard::new(holding))
+        meter.finish(match &holding {
+            Ok(_) => Outcome::Acquired,
+            Err(Error::Timeout { .. }) => Outcome::Timeout,
+            Err(_) => Outcome::Failed,
+        });
+        Ok(Guard::new(holding?))
     }
 
     /// Acquires a lease of `kind`, runs `work` while it is kept renewed (cancelled when it
@@ -297,6 +337,15 @@ macro_rules! option_setters {
             /// acquisition is a fresh one.
             pub fn owner(mut self, owner: &crate::Owner) -> Self {
                 self.spec.owner = Some(owner.clone());
+                self
+            }
+
+            /// Label this name's metrics with a `name` label (feature `metrics`). Off by
+            /// default: every name is one more series in the metrics backend, so turn it
+            /// on for a few well-known names only.
+            #[cfg(feature = "metrics")]
+            pub fn name_in_metrics(mut self) -> Self {
+                self.spec.name_in_metrics = true;
                 self
             }
 

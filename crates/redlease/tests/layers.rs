@@ -42,7 +42,7 @@ use syn::visit::{self, Visit};
 const LAYERS: &[&[&str]] = &[
     // Leaves: vocabulary, wire formats, retry timing.
     &[
-        "error", "token", "keys", "ttl", "lua", "scripts", "replies", "wait",
+        "error", "token", "keys", "ttl", "lua", "scripts", "replies", "wait", "observe",
     ],
     // How a client reaches Redis: endpoints, connection settings, the pub/sub link.
     &["conn"],
