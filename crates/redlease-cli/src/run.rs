@@ -6,9 +6,10 @@ use std::process::{ExitCode, ExitStatus};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use futures_util::StreamExt as _;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use redlease::{Guard, Leadership, MultiGuard, Wait, WriteGuard};
+use redlease::{Guard, Leadership, LeaseHealth, MultiGuard, Wait, WriteGuard};
 use tokio::process::Child;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -512,6 +513,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .and_then(|pid| i32::try_from(pid).ok())
         .map(Pid::from_raw);
 
+    let mut health = RenewalWarnings::new(&hold);
     let status = loop {
         tokio::select! {
             biased;
@@ -528,6 +530,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 return Ok(exit::code(exit::LOST));
             }
             sig = signals.recv() => forward(group, sig),
+            Some((name, now)) = health.next(), if !health.done => health.report(&args, &name, now),
         }
     };
     let code = exit::of_status(status);
@@ -547,6 +550,64 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 human(args.ttl)
             );
             Ok(exit::code(code))
+        }
+    }
+}
+
+/// A lease's health, with the lock's name.
+type Named = (String, LeaseHealth);
+
+/// One warning line on stderr when renewing a lease starts failing, and one when it
+/// recovers (the loss itself has its own message).
+struct RenewalWarnings {
+    changes: futures_util::stream::SelectAll<futures_util::stream::BoxStream<'static, Named>>,
+    /// Names whose renewal is failing now.
+    failing: std::collections::HashSet<String>,
+    /// Every lease's health stream ended.
+    done: bool,
+}
+
+impl RenewalWarnings {
+    fn new(hold: &Hold) -> Self {
+        let changes = futures_util::stream::select_all(hold.guards().iter().map(|guard| {
+            let name = guard.name().to_owned();
+            guard
+                .health_changes()
+                .map(move |h| (name.clone(), h))
+                .boxed()
+        }));
+        Self {
+            changes,
+            failing: std::collections::HashSet::new(),
+            done: false,
+        }
+    }
+
+    /// The next health change of any lease; `None` (and `done`) once all ended.
+    async fn next(&mut self) -> Option<Named> {
+        let next = self.changes.next().await;
+        self.done = next.is_none();
+        next
+    }
+
+    fn report(&mut self, args: &RunArgs, name: &str, health: LeaseHealth) {
+        match health {
+            LeaseHealth::Retrying { failures, .. } if self.failing.insert(name.to_owned()) => {
+                eprintln!(
+                    "redlease: warning: renewing {} is failing (Redis did not answer; {failures} attempt{}); retrying, the lease is certain for another {}",
+                    args.named(name, None),
+                    if failures == 1 { "" } else { "s" },
+                    human(health.time_left()),
+                );
+            }
+            LeaseHealth::Renewed { .. } if self.failing.remove(name) => {
+                eprintln!(
+                    "redlease: renewing {} recovered; the lease is certain for another {}",
+                    args.named(name, None),
+                    human(health.time_left()),
+                );
+            }
+            _ => {}
         }
     }
 }

@@ -4,6 +4,7 @@
 mod common;
 
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use common::{
     MARKS_BODY, STEP, TestResult, check_marks, output, redlease_on, script, server, signal,
@@ -340,4 +341,56 @@ fn help_reads_like_a_man_page_and_hides_secrets() {
     ] {
         assert!(help.contains(needle), "run --help lacks {needle:?}");
     }
+}
+
+#[test]
+fn failing_renewals_give_one_warning_line_and_one_when_they_recover() -> TestResult {
+    let server = server();
+    let dir = tempfile::tempdir()?;
+    // Runs until the test creates DIR/done.
+    let body = "touch DIR/started; while [ ! -e DIR/done ]; do sleep 0.05; done";
+    // Renewed every 4 s; a silent Redis fails a renewal after the 2 s response timeout,
+    // still 6 s before the lease could run out.
+    let mut child = start_run(
+        &server,
+        dir.path(),
+        &["--key", "shaky", "--ttl", "12s"],
+        body,
+    );
+    wait_for_file(&dir.path().join("started"));
+    let stderr = child.0.stderr.take().ok_or("stderr is piped")?;
+    let (lines, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
+            let Ok(line) = line else { return };
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let next_line = || seen.recv_timeout(Duration::from_secs(30));
+
+    server.pause()?;
+    let failing = next_line();
+    server.resume()?;
+    let failing = failing?;
+    assert!(
+        failing.starts_with("redlease: warning: renewing lock `shaky`")
+            && failing.contains("is failing")
+            && failing.contains("certain for another"),
+        "{failing}"
+    );
+    let recovered = next_line()?;
+    assert!(
+        recovered.starts_with("redlease: renewing lock `shaky`") && recovered.contains("recovered"),
+        "{recovered}"
+    );
+
+    std::fs::write(dir.path().join("done"), "")?;
+    assert_eq!(child.wait().code(), Some(0));
+    assert!(
+        seen.recv_timeout(Duration::from_secs(5)).is_err(),
+        "nothing more on stderr"
+    );
+    Ok(())
 }
