@@ -196,3 +196,31 @@ fn inside_an_async_runtime_it_refuses_instead_of_panicking() {
     assert!(matches!(err, Error::Runtime { .. }), "{err:?}");
     assert!(err.to_string().contains("async API"));
 }
+
+#[test]
+fn a_blocking_guard_reports_its_health() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::connect(&server.url()).unwrap();
+    let guard = client
+        .lock("blocking-health")
+        .ttl(Duration::from_secs(1))
+        .acquire()
+        .unwrap();
+    assert!(
+        matches!(guard.health(), redlease::LeaseHealth::Renewed { .. }),
+        "{:?}",
+        guard.health()
+    );
+    // The key is deleted behind the holder's back: the next renewal (within ttl/3) finds
+    // it gone. A synchronous holder has no event to wait on; it checks between steps.
+    assert_eq!(
+        Raw::connect(&server).call(&["DEL", "redlease:blocking-health"]),
+        ":1"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while guard.health() != redlease::LeaseHealth::Lost {
+        assert!(std::time::Instant::now() < deadline, "{:?}", guard.health());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(matches!(guard.release(), Err(Error::Lost { .. })));
+}

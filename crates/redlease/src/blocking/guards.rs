@@ -218,6 +218,15 @@ impl Guard {
     pub fn is_held(&self) -> bool {
         self.inner().is_some_and(crate::Guard::is_held)
     }
+
+    /// How the lease's renewal stands now (see [`crate::Guard::health`]): a synchronous
+    /// holder checks it between steps of its work, and stops starting new ones while it is
+    /// [`LeaseHealth::Retrying`](crate::LeaseHealth::Retrying).
+    pub fn health(&self) -> crate::LeaseHealth {
+        self.inner().map_or(crate::LeaseHealth::Released, |guard| {
+            *guard.health().borrow()
+        })
+    }
 }
 
 held_surface!(Guard(Guard));
