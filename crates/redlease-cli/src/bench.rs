@@ -245,6 +245,26 @@ impl BenchArgs {
 }
 
 /// Runs every scenario and prints the report.
+/// Installs a Prometheus recorder (never served: only its cost is wanted), so that the
+/// library's metrics are recorded as a service exporting them would record them.
+#[cfg(feature = "metrics")]
+pub(crate) fn record_metrics() {
+    match metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder() {
+        Ok(handle) => {
+            // What an exporter's own task does: fold the recorded samples every few
+            // seconds, so that they do not pile up.
+            std::thread::spawn(move || {
+                loop {
+                    std::thread::sleep(std::time::Duration::from_secs(5));
+                    handle.run_upkeep();
+                }
+            });
+            tracing::info!("recording metrics into a Prometheus recorder");
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot install the metrics recorder"),
+    }
+}
+
 pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     args.check()?;
     // `server` is dropped last, after every connection to it.

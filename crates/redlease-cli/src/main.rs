@@ -124,6 +124,13 @@ fn main() -> ExitCode {
         return usage_error(&e);
     }
     init_logging();
+    #[cfg(feature = "metrics")]
+    if matches!(
+        cli.command,
+        Command::Bench(_) | Command::BenchCallgrindLoop(_) | Command::BenchWorker(_)
+    ) {
+        bench::record_metrics();
+    }
     match run(cli) {
         Ok(code) => code,
         Err(err) => {

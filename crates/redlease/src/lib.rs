@@ -167,6 +167,23 @@
 //! [`blocking::Guard`] releases before its `Drop` returns. A [`Client`] belongs to the
 //! runtime that created it (see its docs).
 //!
+//! # Operating it
+//! - **Renewal health**: [`Guard::health`] and [`Guard::health_changes`] report
+//!   [`LeaseHealth::Retrying`] (with the time left) while renewals fail, *before* the lease
+//!   is lost, and [`LeaseHealth::Renewed`] when they recover.
+//! - **Traces**: each hold is one `redlease.hold` span (lock name, kind, fencing token,
+//!   owner-token prefix) holding its events: acquired, renewed, renewal failing (warn),
+//!   renewal recovered, lock lost (warn), released.
+//! - **Metrics** (feature `metrics`, off by default; nothing is compiled in without it):
+//!   through the [`metrics`](https://docs.rs/metrics) facade, for every primitive,
+//!   histograms `redlease_acquire_wait_seconds` (label `outcome`: `acquired`, `busy`,
+//!   `timeout`, `failed`, `cancelled`) and `redlease_hold_seconds` (`released`, `lost`,
+//!   `closed`), counters `redlease_acquired_total`, `redlease_timeouts_total`,
+//!   `redlease_lost_total`, `redlease_renewal_failures_total`, gauges `redlease_held` and
+//!   `redlease_waiting`; label `kind` (`lock`, `election`, `semaphore`, `read`, `write`,
+//!   `multi_lock`), and `name` only for builders given `name_in_metrics()`. No exporter
+//!   is bundled: install a recorder (`examples/prometheus.rs` serves them for Prometheus).
+//!
 //! # Errors
 //! Every failure is one [`Error`]. A release or extend that finds another token (or none)
 //! is [`Error::Lost`]: the caller learns that mutual exclusion may have been broken.
