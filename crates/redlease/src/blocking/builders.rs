@@ -175,6 +175,12 @@ macro_rules! builder {
             pub fn owner(self, owner: &Owner) -> Self {
                 self.map(|l| l.owner(owner))
             }
+
+            #[doc = concat!("See [`crate::", stringify!($async), "::name_in_metrics`].")]
+            #[cfg(feature = "metrics")]
+            pub fn name_in_metrics(self) -> Self {
+                self.map(crate::$async::name_in_metrics)
+            }
         }
     };
 }
