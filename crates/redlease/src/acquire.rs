@@ -249,11 +249,12 @@ impl Request<'_> {
                             continue;
                         }
                     }
-                    self.busy_delay(
-                        registration.is_some() || watch.is_some(),
-                        holder_ttl,
-                        &mut polls,
-                    )
+                    // A hand-off (or a release notice) reaches us only while queued for
+                    // grants with the link up (or listening); a waiter registered while
+                    // its link is down is told nothing until the link comes back.
+                    let reachable = queue == Queue::Grants || watch.is_some();
+                    let link_down = registration.is_some() && !reachable;
+                    self.busy_delay(reachable, link_down, holder_ttl, &mut polls)
                 }
                 Err(e) => match self.retry_after(&e, &mut failures) {
                     Some(delay) => {
@@ -307,16 +308,25 @@ impl Request<'_> {
     /// How long a waiter that found the lease busy sleeps at most before trying again.
     fn busy_delay(
         &self,
-        listening: bool,
+        reachable: bool,
+        link_down: bool,
         holder_ttl: Option<Duration>,
         polls: &mut u32,
     ) -> Duration {
-        match (listening, holder_ttl) {
+        match (reachable, holder_ttl) {
             // Queued (or listening): the hand-off (or the release notice) wakes us; re-check
             // when the holder's lease should have run out (it may have crashed), at most
             // every `max`.
             (true, Some(left)) => left.min(self.retry.max()) + jitter(self.retry.min()),
             (true, None) => self.retry.max(),
+            // Registered, but the pub/sub link is down (Redis restarted, the connection was
+            // killed): nothing can tell us of a release until it is back, which its own
+            // back-off may delay by up to a second. Poll at the outage cadence meanwhile,
+            // so that a lock released in between is not left free while we sleep.
+            (false, _) if link_down => {
+                *polls += 1;
+                self.retry.delay_within(*polls, OUTAGE_POLL)
+            }
             (false, _) => {
                 *polls += 1;
                 self.retry.delay(*polls)
