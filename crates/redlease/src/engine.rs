@@ -208,7 +208,7 @@ impl Holding {
     /// that drops this future (a `select!`, a `timeout`) still frees the lock at once.
     pub(crate) async fn release(&self) -> Result<()> {
         let lease = &self.lease;
-        let before = lease.end(State::Released);
+        let before = lease.release_begun();
         self.stop_renewal();
         if before == State::Closed {
             // `Client::shutdown` gave it back already.
@@ -218,6 +218,10 @@ impl Holding {
         let released = release_token(&self.engine, &lease.keys, lease.kind(), &lease.token).await;
         if released.is_ok() {
             give_back.disarm();
+        }
+        if matches!(before, State::Held(_)) {
+            // Not known when Redis could not be asked: counted as released (it expires).
+            lease.release_found(*released.as_ref().unwrap_or(&true));
         }
         match (before, released?) {
             (State::Held(_), true) => {

@@ -170,6 +170,28 @@ impl Lease {
         before
     }
 
+    /// Moves to `Released` for a release about to be sent; returns where it stood. The
+    /// hold's metrics wait for [`Lease::release_found`]: the release may find the token
+    /// gone, which is a loss.
+    pub(crate) fn release_begun(&self) -> State {
+        let before = self.state.send_replace(State::Released);
+        if matches!(before, State::Held(_)) {
+            self.health.send_replace(LeaseHealth::Released);
+        }
+        before
+    }
+
+    /// What the release found: the token still there (`held`), or gone (a loss, counted
+    /// and reported as one).
+    pub(crate) fn release_found(&self, held: bool) {
+        if held {
+            self.meter.end(HoldEnd::Released);
+        } else {
+            self.meter.end(HoldEnd::Lost);
+            self.health.send_replace(LeaseHealth::Lost);
+        }
+    }
+
     /// Records the end of the hold: health, metrics.
     fn hold_ended(&self, end: HoldEnd) {
         self.meter.end(end);

@@ -369,3 +369,29 @@ async fn without_the_opt_in_no_name_label_is_recorded() {
     });
     assert!(any_unnamed, "an unnamed series of acquisitions");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_that_finds_the_token_gone_counts_a_loss() {
+    snapshotter();
+    let server = server();
+    let client = client(&server).await;
+    let name = "metrics-gone";
+    let guard = client.lock(name).name_in_metrics().acquire().await.unwrap();
+    let mut conn = raw(&server).await;
+    let _: () = conn.del(format!("redlease:{name}")).await.unwrap();
+    // Released before any renewal could notice: the release itself finds the loss.
+    assert!(matches!(guard.release().await, Err(Error::Lost { .. })));
+
+    let seen = Seen::of(name);
+    assert_eq!(
+        seen.counter("redlease_lost_total", &[("kind", "lock")]),
+        1,
+        "{seen:?}"
+    );
+    assert_eq!(seen.gauge("redlease_held", &[("kind", "lock")]), 0.0);
+    let outcomes = |o| {
+        seen.samples("redlease_hold_seconds", &[("kind", "lock"), ("outcome", o)])
+            .len()
+    };
+    assert_eq!((outcomes("lost"), outcomes("released")), (1, 0), "{seen:?}");
+}
