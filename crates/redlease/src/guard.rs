@@ -272,7 +272,7 @@ impl Drop for Guard {
         );
         if !spawned {
             // Stop renewing; the lease expires by itself.
-            self.holding.lease.end(State::Released);
+            self.holding.lease.abandon();
             self.holding.stop_renewal();
             tracing::debug!(lock = %self.holding.lease.name, "guard dropped outside a runtime; the lease will expire");
         }

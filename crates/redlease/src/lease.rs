@@ -156,18 +156,12 @@ impl Lease {
         *self.state.borrow()
     }
 
-    /// Moves to `state` (released or closed) whatever the lease stood at; returns where
-    /// it stood.
-    pub(crate) fn end(&self, state: State) -> State {
-        let before = self.state.send_replace(state);
-        if matches!(before, State::Held(_)) {
-            self.hold_ended(match state {
-                State::Lost => HoldEnd::Lost,
-                State::Closed => HoldEnd::Closed,
-                State::Held(_) | State::Released => HoldEnd::Released,
-            });
+    /// Ends the lease without a release (a guard dropped where nothing can send one: it
+    /// expires by itself).
+    pub(crate) fn abandon(&self) {
+        if matches!(self.state.send_replace(State::Released), State::Held(_)) {
+            self.hold_ended(HoldEnd::Released);
         }
-        before
     }
 
     /// Moves to `Released` for a release about to be sent; returns where it stood. The
