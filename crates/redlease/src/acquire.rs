@@ -250,10 +250,11 @@ impl Request<'_> {
                         }
                     }
                     // A hand-off (or a release notice) reaches us only while queued for
-                    // grants with the link up (or listening); a waiter registered while
-                    // its link is down is told nothing until the link comes back.
+                    // grants with the link up (or listening); a waiter of a client that
+                    // is normally told of releases is told nothing while its link is down.
                     let reachable = queue == Queue::Grants || watch.is_some();
-                    let link_down = registration.is_some() && !reachable;
+                    let told = (hands_off && notifier.enabled()) || wakeups.is_some();
+                    let link_down = told && !reachable;
                     self.busy_delay(reachable, link_down, holder_ttl, &mut polls)
                 }
                 Err(e) => match self.retry_after(&e, &mut failures) {
@@ -319,10 +320,11 @@ impl Request<'_> {
             // every `max`.
             (true, Some(left)) => left.min(self.retry.max()) + jitter(self.retry.min()),
             (true, None) => self.retry.max(),
-            // Registered, but the pub/sub link is down (Redis restarted, the connection was
-            // killed): nothing can tell us of a release until it is back, which its own
-            // back-off may delay by up to a second. Poll at the outage cadence meanwhile,
-            // so that a lock released in between is not left free while we sleep.
+            // Normally told of releases, but the pub/sub link is down (Redis restarted, the
+            // connection was killed): nothing can tell us of a release until it is back,
+            // which its own back-off may delay by up to a second. Poll at the outage
+            // cadence meanwhile, so that a lock released in between is not left free while
+            // we back off towards the retry ceiling.
             (false, _) if link_down => {
                 *polls += 1;
                 self.retry.delay_within(*polls, OUTAGE_POLL)

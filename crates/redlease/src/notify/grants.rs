@@ -140,6 +140,12 @@ impl Notifier {
         }
     }
 
+    /// Whether this client gets hand-offs at all (notifications on): while it does but its
+    /// subscription is down, its waiters hear of no release.
+    pub(crate) fn enabled(&self) -> bool {
+        self.enabled
+    }
+
     /// Whether hand-offs of the lock at `keys` can reach this client now, without waiting
     /// for a subscription: false while the subscription is down (being restored or, on a
     /// Cluster, moved to the slot's new primary).
