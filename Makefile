@@ -6,13 +6,16 @@
 #             loop) under valgrind --tool=callgrind; installs valgrind too when missing
 # make layers the library's module graph bottom-up and its layering problems (cycles, upward
 #             imports); the check itself runs in make test (tests/layers.rs)
+# make features  the cargo feature combinations that matter, linted (runs in make test)
+# make msrv   builds with the declared rust-version's toolchain (runs in make test when that
+#             toolchain can be installed)
 # Each installs Redis from Debian's packages first when redis-server is not on the PATH.
 
 CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 REDIS_PACKAGES := redis-server redis-tools redis-sentinel openssl
 
-.PHONY: test demo bench callgrind chaos layers redis valgrind fmt lint
+.PHONY: test demo bench callgrind chaos layers redis valgrind fmt lint features msrv
 
 redis:
 	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
@@ -37,9 +40,33 @@ fmt:
 lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: redis fmt lint
+# Every library feature alone, none at all, and all of them (metrics is off by default);
+# the CLI without its demo and bench.
+features:
+	$(CARGO) clippy -p redlease --no-default-features --all-targets -- -D warnings
+	for f in cluster sentinel tls macros blocking metrics; do \
+	  $(CARGO) clippy -p redlease --no-default-features --features $$f -- -D warnings || exit 1; \
+	done
+	$(CARGO) clippy -p redlease --all-features --all-targets -- -D warnings
+	$(CARGO) clippy -p redlease-cli --no-default-features --all-targets -- -D warnings
+	$(CARGO) clippy -p redlease-cli --features metrics --all-targets -- -D warnings
+
+# The declared rust-version (Cargo.toml) is checked by building with that toolchain; where
+# rustup cannot install it, the check is skipped with a note (clippy's incompatible_msrv
+# lint still runs in make lint).
+MSRV := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+msrv:
+	@if rustup toolchain list | grep -q "^$(MSRV)" || rustup toolchain install $(MSRV) --profile minimal; then \
+	  $(CARGO) +$(MSRV) check -p redlease --all-features -p redlease-cli; \
+	else \
+	  echo "note: toolchain $(MSRV) cannot be installed here; rust-version not built with"; \
+	fi
+
+test: redis fmt lint features msrv
 	RUSTDOCFLAGS="-D warnings" $(CARGO) test --workspace --all-targets
 	RUSTDOCFLAGS="-D warnings" $(CARGO) test --workspace --doc
+	$(CARGO) test -p redlease --no-default-features --tests
+	$(CARGO) test -p redlease --features metrics --test metrics
 
 layers:
 	$(CARGO) test -p redlease --test layers -- --nocapture

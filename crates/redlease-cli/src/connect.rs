@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use redis::aio::MultiplexedConnection;
+#[cfg(feature = "local")]
 use redlease_local::RedisServer;
 
 /// The Redis used when neither `--redis` nor `REDIS_URL` says otherwise.
@@ -100,6 +101,7 @@ impl RedisArgs {
     }
 
     /// A plain connection to the one node there is.
+    #[cfg(feature = "local")]
     pub(crate) async fn raw(&self) -> anyhow::Result<MultiplexedConnection> {
         match self.urls().as_slice() {
             [url] => raw(url).await,
@@ -139,6 +141,7 @@ async fn raw(url: &str) -> anyhow::Result<MultiplexedConnection> {
         .with_context(|| format!("connecting to Redis at {shown}"))
 }
 
+#[cfg(feature = "local")]
 /// The Redis of `redlease demo` and `redlease bench`: `url` when given, else a private
 /// redis-server on a free loopback port, stopped when the returned server is dropped
 /// (drop it after every connection to it). Returns the server, the URL and a description

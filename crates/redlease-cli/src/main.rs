@@ -16,8 +16,10 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
+#[cfg(feature = "local")]
 mod bench;
 mod connect;
+#[cfg(feature = "local")]
 mod demo;
 mod exit;
 mod inspect;
@@ -78,11 +80,13 @@ enum Command {
     #[command(long_about = inspect::RELEASE_ABOUT, after_help = exit::COMMON)]
     Release(inspect::ReleaseArgs),
 
+    #[cfg(feature = "local")]
     /// The flash-sale coupon race across real processes: without a lock, with redlease,
     /// and with a crashed and a paused holder
     #[command(long_about = demo::LONG_ABOUT, after_help = exit::COMMON)]
     Demo(demo::DemoArgs),
 
+    #[cfg(feature = "local")]
     /// One worker process of `redlease demo` (internal)
     #[command(hide = true)]
     DemoWorker(demo::WorkerArgs),
@@ -91,19 +95,23 @@ enum Command {
     #[command(name = supervise::SUBCOMMAND, hide = true)]
     Supervise(supervise::SuperviseArgs),
 
+    #[cfg(feature = "local")]
     /// Measure lock throughput, hand-off latency and fairness against real Redis
     #[command(long_about = bench::LONG_ABOUT, after_help = exit::COMMON)]
     Bench(bench::BenchArgs),
 
+    #[cfg(feature = "local")]
     /// Client instructions per uncontended acquire + release under callgrind (internal;
     /// `make callgrind`)
     #[command(hide = true)]
     BenchCallgrind(bench::callgrind::CallgrindArgs),
 
+    #[cfg(feature = "local")]
     /// One loop measured by `bench-callgrind`, run under valgrind (internal)
     #[command(hide = true)]
     BenchCallgrindLoop(bench::callgrind::LoopArgs),
 
+    #[cfg(feature = "local")]
     /// One worker process of `redlease bench --processes` and its scaling scenario (internal)
     #[command(hide = true)]
     BenchWorker(bench::WorkerArgs),
@@ -147,13 +155,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => runtime()?.block_on(inspect::status(args)),
         Command::List(args) => runtime()?.block_on(inspect::list(args)),
         Command::Release(args) => runtime()?.block_on(inspect::release(args)),
+        #[cfg(feature = "local")]
         Command::Demo(args) => runtime()?.block_on(demo::run(args)),
+        #[cfg(feature = "local")]
         Command::DemoWorker(args) => runtime()?.block_on(demo::worker(args)),
+        #[cfg(feature = "local")]
         Command::Bench(args) => runtime()?.block_on(bench::run(args)),
         // Blocking: it runs valgrind four times and reads its files.
+        #[cfg(feature = "local")]
         Command::BenchCallgrind(args) => bench::callgrind::main(&args),
         // Its own current-thread runtime, so that instruction counts are repeatable.
+        #[cfg(feature = "local")]
         Command::BenchCallgrindLoop(args) => bench::callgrind::run_loop(&args),
+        #[cfg(feature = "local")]
         Command::BenchWorker(args) => runtime()?.block_on(bench::worker(args)),
         // Its own small runtime: it only waits for its child and a few signals.
         Command::Supervise(args) => supervise::main(args),

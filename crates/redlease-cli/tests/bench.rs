@@ -1,4 +1,5 @@
 //! Runs the real `redlease bench` binary: a short run against a private redis-server.
+#![cfg(feature = "local")]
 
 use std::process::{Command, Output};
 

@@ -1,4 +1,5 @@
 //! `redlease demo`, small: the same four steps against its own private redis-server.
+#![cfg(feature = "local")]
 
 mod common;
 

@@ -307,7 +307,9 @@ fn help_reads_like_a_man_page_and_hides_secrets() {
         &["status", "--help"],
         &["list", "--help"],
         &["release", "--help"],
+        #[cfg(feature = "local")]
         &["demo", "--help"],
+        #[cfg(feature = "local")]
         &["bench", "--help"],
     ] {
         let out = output({

@@ -26,7 +26,9 @@ fn help_never_shows_the_url_from_the_environment() {
         &["status", "--help"],
         &["list", "--help"],
         &["release", "--help"],
+        #[cfg(feature = "local")]
         &["demo", "--help"],
+        #[cfg(feature = "local")]
         &["bench", "--help"],
         &["run", "-h"],
         &["run", "--no-such-flag"],

@@ -164,6 +164,7 @@ impl ClientBuilder {
         let (deployment, pubsub) = Box::pin(backend::connect(&settings)).await?;
         let notifications = self.notifications == Notifications::PubSub;
         let wakeups = match &self.endpoints {
+            #[cfg(feature = "cluster")]
             Endpoints::Cluster(urls) if notifications => {
                 Some(wakeups(&settings, Reach::SlotOwner, urls)?)
             }
@@ -189,6 +190,7 @@ impl ClientBuilder {
         };
         let grants = match (&self.endpoints, pubsub) {
             _ if !notifications => GrantSource::Off,
+            #[cfg(feature = "cluster")]
             (Endpoints::Cluster(urls), _) => GrantSource::Cluster(
                 urls.iter()
                     .map(|url| settings.redis_client(url))
@@ -306,6 +308,7 @@ impl Client {
     /// Starts building a client for the Redis Cluster reachable through `seeds` (any of
     /// its nodes' URLs). Each lock lives on the primary that owns its slot; MOVED and ASK
     /// redirections during resharding are followed.
+    #[cfg(feature = "cluster")]
     pub fn cluster_builder<S: AsRef<str>>(seeds: impl IntoIterator<Item = S>) -> ClientBuilder {
         ClientBuilder::new(Endpoints::Cluster(
             seeds.into_iter().map(|s| s.as_ref().to_owned()).collect(),
@@ -323,6 +326,7 @@ impl Client {
     /// primary for seconds more), calls then in flight report their outcome unknown, and
     /// the next ones wait (within the response timeout) for a majority naming the new
     /// primary. The grant subscription of waiters follows it too.
+    #[cfg(feature = "sentinel")]
     pub fn sentinel_builder<S: AsRef<str>>(
         sentinels: impl IntoIterator<Item = S>,
         master: &str,
@@ -352,6 +356,7 @@ impl Client {
     ///
     /// # Cancel safety
     /// Cancel safe.
+    #[cfg(feature = "cluster")]
     pub async fn cluster<S: AsRef<str>>(seeds: impl IntoIterator<Item = S>) -> Result<Self> {
         Self::cluster_builder(seeds).connect().await
     }
@@ -364,6 +369,7 @@ impl Client {
     ///
     /// # Cancel safety
     /// Cancel safe.
+    #[cfg(feature = "sentinel")]
     pub async fn sentinel<S: AsRef<str>>(
         sentinels: impl IntoIterator<Item = S>,
         master: &str,

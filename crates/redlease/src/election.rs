@@ -296,6 +296,7 @@ impl Leadership {
     }
 
     /// The guard and the note (for the blocking API).
+    #[cfg(feature = "blocking")]
     pub(crate) fn into_parts(self) -> (Guard, Arc<str>) {
         (self.guard, self.note)
     }

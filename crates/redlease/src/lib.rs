@@ -213,6 +213,7 @@ mod acquire;
 mod engine;
 mod spec;
 
+#[cfg(feature = "blocking")]
 pub mod blocking;
 mod client;
 mod default_client;
@@ -268,26 +269,40 @@ mod send_sync {
         send_sync::<crate::Guard>();
         send_sync::<crate::Owner>();
         send_sync::<crate::Error>();
+        #[cfg(feature = "blocking")]
         send_sync::<crate::blocking::Client>();
+        #[cfg(feature = "blocking")]
         send_sync::<crate::blocking::Lock>();
+        #[cfg(feature = "blocking")]
         send_sync::<crate::blocking::Guard>();
         send_sync::<crate::Semaphore>();
         send_sync::<crate::RwLock>();
         send_sync::<crate::ReadLock>();
         send_sync::<crate::WriteLock>();
         send_sync::<crate::WriteGuard>();
+        #[cfg(feature = "blocking")]
         send_sync::<crate::blocking::Semaphore>();
+        #[cfg(feature = "blocking")]
         send_sync::<crate::blocking::Permit>();
+        #[cfg(feature = "blocking")]
         send_sync::<crate::blocking::RwLock>();
+        #[cfg(feature = "blocking")]
         send_sync::<crate::blocking::ReadLock>();
+        #[cfg(feature = "blocking")]
         send_sync::<crate::blocking::WriteLock>();
+        #[cfg(feature = "blocking")]
         send_sync::<crate::blocking::ReadGuard>();
+        #[cfg(feature = "blocking")]
         send_sync::<crate::blocking::WriteGuard>();
         send_sync::<crate::MultiLock>();
         send_sync::<crate::MultiGuard>();
+        #[cfg(feature = "blocking")]
         send_sync::<crate::blocking::MultiLock>();
+        #[cfg(feature = "blocking")]
         send_sync::<crate::blocking::MultiGuard>();
+        #[cfg(feature = "blocking")]
         send_sync::<crate::blocking::Election>();
+        #[cfg(feature = "blocking")]
         send_sync::<crate::blocking::Leadership>();
         send_sync::<crate::Election>();
         send_sync::<crate::Leadership>();

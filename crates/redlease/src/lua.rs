@@ -134,6 +134,7 @@ pub(crate) fn named_in(text: &str) -> Option<&'static str> {
 
 /// The text of the script whose SHA1 is `sha`, to send with `EVAL` where a node lacks it
 /// (a cluster loads a script on the one node that needs it, never on every node).
+#[cfg(feature = "cluster")]
 pub(crate) fn source(sha: &str) -> Option<&'static str> {
     all()
         .into_iter()
@@ -141,7 +142,7 @@ pub(crate) fn source(sha: &str) -> Option<&'static str> {
         .map(|(_, _, source)| source)
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "cluster"))]
 mod tests {
     use super::*;
 

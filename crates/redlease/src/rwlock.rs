@@ -283,6 +283,7 @@ impl WriteGuard {
     }
 
     /// The guard of the hold, as [`WriteLock::run`] hands it to its work.
+    #[cfg(feature = "blocking")]
     pub(crate) fn into_guard(self) -> Guard {
         self.guard
     }

@@ -1,5 +1,6 @@
 //! The blocking API: mutual exclusion across OS threads, run, reentrancy, and a clear
 //! error when called from inside an async runtime.
+#![cfg(feature = "blocking")]
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
 
 use std::fmt::Write as _;

@@ -1,5 +1,6 @@
 //! The blocking election against real Redis: campaign, leader, observe as an iterator,
 //! resign on drop before the drop returns.
+#![cfg(feature = "blocking")]
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
 
 mod common;

@@ -1,6 +1,7 @@
 //! The blocking multi-lock against real Redis: transfers between random pairs of accounts
 //! by several OS threads keep the total exact and never deadlock (A,B and B,A at once);
 //! the guard's surface, its release on drop, loss of one name.
+#![cfg(feature = "blocking")]
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
 
 mod common;

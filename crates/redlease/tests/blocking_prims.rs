@@ -1,5 +1,6 @@
 //! The blocking semaphore and read-write lock: at most N permit holders across OS threads
 //! and N reached, readers overlapping, a writer excluding everyone, and the downgrade.
+#![cfg(feature = "blocking")]
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
 
 mod common;

@@ -1,5 +1,6 @@
 //! A 6-node Redis Cluster (3 primaries, 3 replicas): locks in many slots, exclusion, and a
 //! slot migration under a held lock.
+#![cfg(feature = "cluster")]
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
 
 mod common;

@@ -1,6 +1,7 @@
 //! Waiting on a Redis Cluster that scales: hand-offs and release notices by sharded
 //! pub/sub (`SSUBSCRIBE`/`SPUBLISH`), which stay in the shard that owns the lock's slot, in
 //! FIFO order, across a slot migration and a failover.
+#![cfg(feature = "cluster")]
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
 
 mod common;

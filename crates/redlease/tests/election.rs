@@ -234,6 +234,7 @@ async fn observe_follows_a_killed_a_resigning_and_a_paused_leader_in_order() {
     .await;
 }
 
+#[cfg(feature = "cluster")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quorum_and_cluster_elections_name_one_leader() {
     let nodes = redlease_local::Nodes::start(3).unwrap();

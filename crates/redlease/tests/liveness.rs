@@ -13,7 +13,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{bounded, client, eventually, get, no_polling, raw, server};
-use redlease::{Client, Error, Notifications, Owner, Renewal};
+use redlease::{Client, Error, Notifications, Owner};
 use std::sync::Arc;
 
 use redlease_local::{Proxy, RedisServer, Reply};
@@ -399,6 +399,7 @@ async fn shutdown_cancels_work_under_run() {
 
 /// Item 10: a blocking guard dropped just before the program ends releases the lock
 /// before the drop returns.
+#[cfg(feature = "blocking")]
 #[test]
 fn a_dropped_blocking_guard_is_released_before_the_drop_returns() {
     let server = server();
@@ -407,7 +408,7 @@ fn a_dropped_blocking_guard_is_released_before_the_drop_returns() {
     let guard = client
         .lock("sync")
         .ttl(LONG)
-        .renewal(Renewal::Fixed)
+        .renewal(redlease::Renewal::Fixed)
         .acquire()
         .unwrap();
     drop(guard);

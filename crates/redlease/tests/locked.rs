@@ -1,6 +1,7 @@
 //! `#[redlease::locked]` against real Redis: exclusion on keys built from arguments,
 //! reentrancy, `on_busy`, synchronous functions, methods, generics, and cancellation on loss.
 #![cfg(feature = "macros")]
+#![cfg(feature = "macros")]
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
 
 mod common;

@@ -1,6 +1,7 @@
 //! `#[redlease::locked]` without `client = ...`: the process-wide default client. A test
 //! binary of its own, since the default is set once per process.
 #![cfg(feature = "macros")]
+#![cfg(feature = "macros")]
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
 
 mod common;

@@ -2,6 +2,7 @@
 //! async and synchronous, against real Redis: transfers between random pairs of accounts
 //! keep the total; duplicate keys are one lock.
 #![cfg(feature = "macros")]
+#![cfg(feature = "macros")]
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
 
 mod common;

@@ -1,6 +1,7 @@
 //! `#[redlease::locked]` on a semaphore (`permits = N`) and on either side of a read-write
 //! lock (`read`, `write`), async and synchronous, against real Redis.
 #![cfg(feature = "macros")]
+#![cfg(feature = "macros")]
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
 
 mod common;

@@ -3,6 +3,7 @@
 //! their ends, losses, renewal failures, and the `held` / `waiting` gauges, for every
 //! primitive. Every test names its locks with `name_in_metrics`, so that tests running at
 //! once in this process (one global recorder) read only their own series.
+#![cfg(feature = "metrics")]
 #![allow(clippy::unwrap_used, clippy::panic, reason = "a test")]
 #![allow(
     clippy::float_cmp,

@@ -110,6 +110,7 @@ async fn transfers_keep_the_total_across_tasks_and_processes() {
     check_total(&mut conn).await;
 }
 
+#[cfg(feature = "cluster")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_transfers_across_slots_keep_the_total() {
     let cluster = redlease_local::Cluster::start().unwrap();

@@ -275,6 +275,7 @@ async fn an_owner_holding_write_reads_inside_it() {
         .unwrap();
 }
 
+#[cfg(feature = "cluster")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_writers_exclude_and_readers_share() {
     let cluster = redlease_local::Cluster::start().unwrap();
@@ -329,6 +330,7 @@ async fn a_waiting_writer_stops_new_readers(client: &Client, name: &str) {
     assert!(reader.is_some(), "readers come in again after the writer");
 }
 
+#[cfg(feature = "cluster")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_cluster_writer_stops_new_readers() {
     let cluster = redlease_local::Cluster::start().unwrap();

@@ -88,6 +88,7 @@ async fn builders_clients_and_errors_never_show_a_password() {
             "redis+sentinel://app:{SECRET}@127.0.0.1:1/mymaster"
         )),
         Client::quorum_builder([url.as_str(), url.as_str(), url.as_str()]),
+        #[cfg(feature = "cluster")]
         Client::cluster_builder([url.as_str()]),
     ] {
         let shown = format!("{builder:?}");

@@ -330,6 +330,7 @@ async fn a_quorum_refuses_semaphores() {
     read.release().await.unwrap();
 }
 
+#[cfg(feature = "cluster")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_semaphores_admit_at_most_n() {
     let cluster = redlease_local::Cluster::start().unwrap();

@@ -1,5 +1,6 @@
 //! A Sentinel-managed primary with 2 replicas and 3 sentinels: `redis+sentinel://`, a
 //! failover while holding with `min_replicas`, and `WAIT` refusing an unreplicated lock.
+#![cfg(feature = "sentinel")]
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
 
 mod common;

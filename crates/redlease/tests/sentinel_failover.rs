@@ -1,6 +1,7 @@
 //! A planned `SENTINEL FAILOVER` on a healthy deployment: the clients follow the primary
 //! the sentinels elect at once, so two clients contending for one lock (one created
 //! after the failover) never hold it together and never see a fencing token fall.
+#![cfg(feature = "sentinel")]
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
 
 mod common;

@@ -1,15 +1,19 @@
 //! Making a client's [`Deployment`] from its endpoints.
 
+#[cfg(feature = "sentinel")]
 use std::sync::Arc;
 
 use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
 use redis::aio::ConnectionManager;
+#[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
 
+#[cfg(feature = "cluster")]
 use super::cluster;
 use super::deployment::{Deployment, Topology};
 use super::node::{Conn, Node};
+#[cfg(feature = "sentinel")]
 use super::sentinel::Follower;
 use crate::conn::{Endpoints, Settings, connecting, redact_url};
 use crate::error::{Error, NodeError, Result};
@@ -29,6 +33,7 @@ pub(crate) async fn connect(settings: &Settings) -> Result<(Deployment, Option<r
             let node = Node::new(Conn::Single(conn), redact_url(url));
             (deployment(Topology::Single, vec![node]), Some(redis))
         }
+        #[cfg(feature = "sentinel")]
         Endpoints::Sentinel {
             sentinels,
             master,
@@ -49,6 +54,7 @@ pub(crate) async fn connect(settings: &Settings) -> Result<(Deployment, Option<r
                 Node::with_sentinel(conn, follower, config, settings.response_timeout, label);
             (deployment(Topology::Sentinel, vec![node]), Some(redis))
         }
+        #[cfg(feature = "cluster")]
         Endpoints::Cluster(urls) => {
             let conn = Box::pin(cluster_connection(settings, urls)).await?;
             let node = Node::new(
@@ -134,21 +140,25 @@ async fn quorum(settings: &Settings, urls: &[String]) -> Result<Deployment> {
     Ok(deployment)
 }
 
+#[cfg(feature = "cluster")]
 async fn cluster_connection(settings: &Settings, urls: &[String]) -> Result<ClusterConnection> {
-    let mut builder = redis::cluster::ClusterClientBuilder::new(urls.iter().map(String::as_str))
+    let builder = redis::cluster::ClusterClientBuilder::new(urls.iter().map(String::as_str))
         .connection_timeout(settings.connect_timeout)
         .response_timeout(settings.response_timeout);
-    if let Some(pem) = &settings.tls_root {
-        builder = builder.certs(redis::TlsCertificates {
+    #[cfg(feature = "tls")]
+    let builder = match &settings.tls_root {
+        Some(pem) => builder.certs(redis::TlsCertificates {
             client_tls: None,
             root_cert: Some(pem.clone()),
-        });
-    }
+        }),
+        None => builder,
+    };
     let client = builder.build().map_err(|e| settings.bad_url(&e))?;
     client.get_async_connection().await.map_err(connecting)
 }
 
 /// The sentinels' follower of `master`; `data` carries the primary's credentials.
+#[cfg(feature = "sentinel")]
 fn follower(
     settings: &Settings,
     sentinels: &[String],

@@ -5,7 +5,7 @@ use redis::RedisResult;
 
 use super::node::Node;
 use crate::error::is_connection_error;
-use crate::scripts::{Kind, Notices, RenewItem};
+use crate::scripts::{Kind, Notices};
 
 /// How a client reaches its deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,8 +13,16 @@ pub(crate) enum Topology {
     /// One Redis primary at a fixed address.
     Single,
     /// The primary that a set of sentinels names, followed across failovers.
+    #[cfg_attr(
+        not(feature = "sentinel"),
+        allow(
+            dead_code,
+            reason = "never made without the sentinel feature; the arms stay"
+        )
+    )]
     Sentinel,
     /// A Redis Cluster: each lock lives on the primary that owns its slot.
+    #[cfg(feature = "cluster")]
     Cluster,
     /// N independent primaries; a lock needs a majority of them (Redlock).
     Quorum,
@@ -32,6 +40,7 @@ pub(crate) struct Deployment {
     pub(crate) response_timeout: std::time::Duration,
     /// Set once the response timeout was found too long for a lease's renewal (warned
     /// about once).
+    #[cfg(feature = "cluster")]
     pub(crate) clamped: std::sync::atomic::AtomicBool,
 }
 
@@ -45,6 +54,7 @@ impl Deployment {
             topology,
             nodes,
             response_timeout,
+            #[cfg(feature = "cluster")]
             clamped: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -66,6 +76,7 @@ impl Deployment {
     pub(crate) fn announces(&self) -> Notices {
         match self.topology {
             Topology::Single | Topology::Sentinel => Notices::Off,
+            #[cfg(feature = "cluster")]
             Topology::Cluster => Notices::Sharded,
             Topology::Quorum => Notices::Publish,
         }
@@ -76,8 +87,11 @@ impl Deployment {
     /// grants go by `SPUBLISH` on the waiter's per-lock grant channel; a semaphore's or
     /// read-write lock's waiters there listen for release notices. Never over a quorum.
     pub(crate) fn hands_off(&self, kind: Kind) -> bool {
+        #[cfg(not(feature = "cluster"))]
+        let _ = kind;
         match self.topology {
             Topology::Single | Topology::Sentinel => true,
+            #[cfg(feature = "cluster")]
             Topology::Cluster => kind.is_lock(),
             Topology::Quorum => false,
         }
@@ -118,8 +132,11 @@ impl Deployment {
     /// Whether one script can take every lock of `keys` at once: they live on one node
     /// (a single Redis, a Sentinel primary, one Cluster slot). Never over a quorum.
     pub(crate) fn takes_at_once(&self, keys: &[&crate::keys::LockKeys]) -> bool {
+        #[cfg(not(feature = "cluster"))]
+        let _ = keys;
         match self.topology {
             Topology::Single | Topology::Sentinel => true,
+            #[cfg(feature = "cluster")]
             Topology::Cluster => {
                 let mut slots = keys
                     .iter()
@@ -174,7 +191,11 @@ impl Deployment {
     /// more than a third of the shortest lease in `batch`. A renewal is due a third of
     /// the lease in; one that waited longer would leave no time to try again before the
     /// lease runs out, and a slow primary would take the healthy ones' leases with it.
-    pub(crate) fn renewal_bound(&self, batch: &[RenewItem<'_>]) -> std::time::Duration {
+    #[cfg(feature = "cluster")]
+    pub(crate) fn renewal_bound(
+        &self,
+        batch: &[crate::scripts::RenewItem<'_>],
+    ) -> std::time::Duration {
         let shortest = batch
             .iter()
             .map(|item| item.ttl_ms)

@@ -12,12 +12,59 @@
 //! Every lock operation is one script call on one [`Node`](node::Node); the quorum layer
 //! ([`crate::quorum`]) fans the same calls out to all of its nodes.
 
+#[cfg(feature = "cluster")]
 mod cluster;
 mod connect;
 mod deployment;
 mod node;
 pub mod quorum;
+#[cfg(feature = "sentinel")]
 mod sentinel;
+
+/// Without the `sentinel` feature there is no sentinels' follower: no value of this type
+/// exists, so a node's sentinel link is always `None`.
+#[cfg(not(feature = "sentinel"))]
+mod sentinel {
+    use redis::RedisResult;
+    use tokio::time::Instant;
+
+    /// A primary's address.
+    pub(crate) type Addr = (String, u16);
+
+    /// The sentinels' follower of a primary (none without the `sentinel` feature).
+    pub(crate) enum Follower {}
+
+    impl Follower {
+        pub(crate) fn listen(&self) {
+            match *self {}
+        }
+
+        pub(crate) fn on_switch(&self, _hook: impl Fn(Option<&redis::Client>) + Send + Sync) {
+            match *self {}
+        }
+
+        pub(crate) fn adrift(&self) -> bool {
+            match *self {}
+        }
+
+        pub(crate) fn set_adrift(&self) {
+            match *self {}
+        }
+
+        pub(crate) fn events(&self) -> u64 {
+            match *self {}
+        }
+
+        #[allow(clippy::unused_async, reason = "the same call as with the feature")]
+        pub(crate) async fn elect(&self, _deadline: Instant) -> RedisResult<(redis::Client, Addr)> {
+            match *self {}
+        }
+
+        pub(crate) fn connected(&self, _addr: &Addr, _client: &redis::Client) {
+            match *self {}
+        }
+    }
+}
 
 use redis::Value;
 
@@ -144,6 +191,7 @@ impl Deployment {
     ) {
         let outcomes = match self.topology {
             Topology::Quorum => Box::pin(quorum::renew(self, batch)).await,
+            #[cfg(feature = "cluster")]
             Topology::Cluster => {
                 let bound = self.renewal_bound(batch);
                 return Box::pin(cluster::renew_by_slot(self.primary(), batch, bound, credit))

@@ -24,28 +24,34 @@ pub(crate) enum Conn {
     /// Type-erased: the cluster connection's type is so deep that every future holding
     /// it would overflow the compiler's recursion limit when checked for `Send`, in the
     /// callers' crates too.
+    #[cfg(feature = "cluster")]
     Cluster(ErasedConn),
 }
 
 /// A cloneable, type-erased connection.
+#[cfg(feature = "cluster")]
 pub(crate) struct ErasedConn(Box<dyn DynConn>);
 
+#[cfg(feature = "cluster")]
 trait DynConn: ConnectionLike + Send + Sync {
     fn boxed_clone(&self) -> Box<dyn DynConn>;
 }
 
+#[cfg(feature = "cluster")]
 impl<T: ConnectionLike + Clone + Send + Sync + 'static> DynConn for T {
     fn boxed_clone(&self) -> Box<dyn DynConn> {
         Box::new(self.clone())
     }
 }
 
+#[cfg(feature = "cluster")]
 impl Clone for ErasedConn {
     fn clone(&self) -> Self {
         Self(self.0.boxed_clone())
     }
 }
 
+#[cfg(feature = "cluster")]
 impl ErasedConn {
     /// `conn`, type-erased.
     pub(crate) fn new<C: ConnectionLike + Clone + Send + Sync + 'static>(conn: C) -> Self {
@@ -57,6 +63,7 @@ impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Self::Single(c) => c.req_packed_command(cmd),
+            #[cfg(feature = "cluster")]
             Self::Cluster(c) => c.0.req_packed_command(cmd),
         }
     }
@@ -69,6 +76,7 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Self::Single(c) => c.req_packed_commands(cmd, offset, count),
+            #[cfg(feature = "cluster")]
             Self::Cluster(c) => c.0.req_packed_commands(cmd, offset, count),
         }
     }
@@ -76,6 +84,7 @@ impl ConnectionLike for Conn {
     fn get_db(&self) -> i64 {
         match self {
             Self::Single(c) => c.get_db(),
+            #[cfg(feature = "cluster")]
             Self::Cluster(c) => c.0.get_db(),
         }
     }
@@ -92,6 +101,13 @@ pub(crate) struct Node {
     pub(crate) label: String,
 }
 
+#[cfg_attr(
+    not(feature = "sentinel"),
+    allow(
+        dead_code,
+        reason = "never made without the sentinel feature; the calls stay"
+    )
+)]
 struct SentinelLink {
     /// Hears the sentinels and names the primary a majority of them elect. While it says
     /// the primary may have moved (`adrift`), the old connection is not used: it would
@@ -117,6 +133,7 @@ impl Node {
     }
 
     /// A node whose primary `follower` names; `conn` is connected to the current one.
+    #[cfg(feature = "sentinel")]
     pub(crate) fn with_sentinel(
         conn: ConnectionManager,
         follower: Arc<Follower>,

@@ -4,7 +4,34 @@
 //! an outage.
 
 pub(crate) mod pubsub;
+#[cfg(feature = "cluster")]
 pub(crate) mod shards;
+
+/// Without the `cluster` feature there are no shard channels: no value of this type
+/// exists, so the notifiers' `Option<Arc<Shards>>` is always `None`.
+#[cfg(not(feature = "cluster"))]
+pub(crate) mod shards {
+    /// A Cluster's shard channels (none without the `cluster` feature).
+    pub(crate) enum Shards {}
+
+    impl Shards {
+        pub(crate) fn is_up(&self, _channel: &str) -> bool {
+            match *self {}
+        }
+
+        pub(crate) fn want(
+            &self,
+            _channel: &str,
+            _confirmed: Option<tokio::sync::mpsc::UnboundedSender<bool>>,
+        ) {
+            match *self {}
+        }
+
+        pub(crate) fn unwant(&self, _channel: &str) {
+            match *self {}
+        }
+    }
+}
 
 use std::time::Duration;
 
@@ -19,12 +46,14 @@ pub(crate) enum Endpoints {
     Single(String),
     /// Sentinels (`redis://host:port` each) and the name of the primary they watch; the
     /// credentials of `data` (a `redis://` URL without host meaning) are the primary's.
+    #[cfg(feature = "sentinel")]
     Sentinel {
         sentinels: Vec<String>,
         master: String,
         data: Option<String>,
     },
     /// Seed nodes of a Redis Cluster.
+    #[cfg(feature = "cluster")]
     Cluster(Vec<String>),
     /// Independent primaries of a quorum.
     Quorum(Vec<String>),
@@ -33,22 +62,27 @@ pub(crate) enum Endpoints {
 impl Endpoints {
     /// `url` as endpoints: a `redis+sentinel://` URL, or else one Redis.
     pub(crate) fn parse(url: &str) -> Self {
-        parse_sentinel_url(url).unwrap_or_else(|| Self::Single(url.to_owned()))
+        #[cfg(feature = "sentinel")]
+        if let Some(sentinel) = parse_sentinel_url(url) {
+            return sentinel;
+        }
+        Self::Single(url.to_owned())
     }
 
     /// The endpoints' addresses, passwords redacted, for messages.
     pub(crate) fn labels(&self) -> Vec<String> {
         match self {
             Self::Single(url) => vec![redact_url(url)],
+            #[cfg(feature = "sentinel")]
             Self::Sentinel {
                 sentinels, master, ..
             } => sentinels
                 .iter()
                 .map(|s| format!("{}/{master}", redact_url(s)))
                 .collect(),
-            Self::Cluster(urls) | Self::Quorum(urls) => {
-                urls.iter().map(|u| redact_url(u)).collect()
-            }
+            #[cfg(feature = "cluster")]
+            Self::Cluster(urls) => urls.iter().map(|u| redact_url(u)).collect(),
+            Self::Quorum(urls) => urls.iter().map(|u| redact_url(u)).collect(),
         }
     }
 }
@@ -120,6 +154,7 @@ pub(crate) fn connecting(source: redis::RedisError) -> Error {
 /// `redis+sentinel://[user:password@]host:port[,host:port...]/master-name[/db]` ->
 /// the sentinels' URLs, the master name, and a URL carrying the primary's credentials and
 /// database.
+#[cfg(feature = "sentinel")]
 fn parse_sentinel_url(url: &str) -> Option<Endpoints> {
     let rest = url.strip_prefix("redis+sentinel://")?;
     let (creds, rest) = match rest.rfind('@') {

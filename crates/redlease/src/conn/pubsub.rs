@@ -93,6 +93,7 @@ impl Link {
     }
 
     /// A link to one cluster node for shard channels (`SSUBSCRIBE`); starts on first use.
+    #[cfg(feature = "cluster")]
     pub(crate) fn sharded(
         node: &redis::Client,
         connect_timeout: Duration,
@@ -223,6 +224,7 @@ impl Link {
 
     /// Removes `channel` from the wanted set without unsubscribing: the node dropped it
     /// already (a sharded link whose slot moved), and a reconnection must not ask again.
+    #[cfg(feature = "cluster")]
     pub(crate) fn forget(&self, channel: &str) {
         self.wanted().remove(channel);
     }

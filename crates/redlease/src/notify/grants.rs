@@ -38,6 +38,7 @@ pub(crate) enum GrantSource {
     /// One node (a single Redis, a Sentinel primary): one classic grant channel.
     Node(Box<redis::Client>),
     /// A Redis Cluster (its seeds): one shard grant channel per lock waited for.
+    #[cfg(feature = "cluster")]
     Cluster(Vec<redis::Client>),
 }
 
@@ -81,15 +82,20 @@ impl Notifier {
     ) -> Result<Arc<Self>> {
         let id = OwnerToken::generate()?;
         let channel = format!("redlease:grant:{}", id.secret());
-        let (redis, seeds) = match source {
+        let (redis, seeds): (_, Option<Vec<redis::Client>>) = match source {
             GrantSource::Off => (None, None),
             GrantSource::Node(redis) => (Some(*redis), None),
+            #[cfg(feature = "cluster")]
             GrantSource::Cluster(seeds) => (None, Some(seeds)),
         };
         Ok(Arc::new_cyclic(|weak: &Weak<Self>| {
             let owner: Weak<dyn LinkOwner> = weak.clone();
+            #[cfg(feature = "cluster")]
             let shards = seeds
                 .map(|seeds| Shards::new(seeds, connect_timeout, response_timeout, owner.clone()));
+            // No seeds without the feature: nothing to make shard channels on.
+            #[cfg(not(feature = "cluster"))]
+            let shards: Option<Arc<Shards>> = seeds.and(None);
             let link = redis.and_then(|redis| {
                 match Link::new(&[redis], connect_timeout, response_timeout, owner) {
                     Ok(link) => {

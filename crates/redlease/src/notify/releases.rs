@@ -47,6 +47,7 @@ pub(crate) enum Reach {
     /// Every node (independent quorum nodes).
     EveryNode,
     /// The primary that owns each channel's slot (Redis Cluster; shard channels).
+    #[cfg(feature = "cluster")]
     SlotOwner,
 }
 
@@ -55,7 +56,12 @@ enum Subs {
     /// One link per quorum node, or one link cycling through its targets. Each restores
     /// its subscriptions after an outage by itself (see `crate::conn::pubsub`).
     Links(Vec<Arc<Link>>),
-    /// Shard channels, each on its slot's primary.
+    /// Shard channels, each on its slot's primary (none without the `cluster` feature:
+    /// `Shards` then has no values).
+    #[cfg_attr(
+        not(feature = "cluster"),
+        allow(dead_code, reason = "the arms stay, for a type without values")
+    )]
     Shards(Arc<Shards>),
 }
 
@@ -99,29 +105,31 @@ impl Wakeups {
         let mut failed = None;
         let wakeups = Arc::new_cyclic(|weak: &Weak<Self>| {
             let owner: Weak<dyn LinkOwner> = weak.clone();
-            let groups: Vec<&[redis::Client]> = match reach {
-                Reach::AnyNode => vec![nodes],
-                Reach::EveryNode => nodes.chunks(1).collect(),
-                Reach::SlotOwner => Vec::new(),
-            };
-            let subs = if reach == Reach::SlotOwner {
-                Subs::Shards(Shards::new(
+            let subs = match reach {
+                #[cfg(feature = "cluster")]
+                Reach::SlotOwner => Subs::Shards(Shards::new(
                     nodes.to_vec(),
                     connect_timeout,
                     response_timeout,
                     owner,
-                ))
-            } else {
-                Subs::Links(
-                    groups
-                        .into_iter()
-                        .filter_map(|targets| {
-                            Link::new(targets, connect_timeout, response_timeout, owner.clone())
-                                .map_err(|e| failed = Some(e))
-                                .ok()
-                        })
-                        .collect(),
-                )
+                )),
+                Reach::AnyNode | Reach::EveryNode => {
+                    let groups: Vec<&[redis::Client]> = if reach == Reach::AnyNode {
+                        vec![nodes]
+                    } else {
+                        nodes.chunks(1).collect()
+                    };
+                    Subs::Links(
+                        groups
+                            .into_iter()
+                            .filter_map(|targets| {
+                                Link::new(targets, connect_timeout, response_timeout, owner.clone())
+                                    .map_err(|e| failed = Some(e))
+                                    .ok()
+                            })
+                            .collect(),
+                    )
+                }
             };
             Self {
                 reach,

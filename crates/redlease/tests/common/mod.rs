@@ -10,6 +10,7 @@
 
 pub mod accounts;
 pub mod acl;
+#[cfg(feature = "cluster")]
 pub mod cluster;
 pub mod gauge;
 
