@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -31,8 +31,13 @@ With several --redis URLs (a quorum of independent nodes) each node is read and 
 its own line; the lock is held when one owner holds it on a majority of the nodes. Nodes
 that cannot be reached are shown as such; fewer than a majority answering exits with 69.
 
+With --watch it shows the lock again every INTERVAL (default 1s) until interrupted: redrawn
+in place on a terminal, one snapshot after another (a blank line between) otherwise; a
+snapshot that cannot reach Redis says so and the watch goes on. A signal ends it (128+N).
+
 Examples:
   redlease status nightly-report
+  redlease status --watch nightly-report
   redlease status --json nightly-report | jq .ttl_ms
   if redlease status nightly-report >/dev/null; then echo busy; fi";
 
@@ -81,8 +86,28 @@ pub(crate) struct StatusArgs {
     #[arg(long)]
     json: bool,
 
+    /// Show it again every INTERVAL (default 1s) until interrupted: redrawn in place on a
+    /// terminal, one snapshot after another otherwise
+    #[arg(
+        long,
+        value_name = "INTERVAL",
+        num_args = 0..=1,
+        default_missing_value = "1s",
+        value_parser = parse_interval
+    )]
+    watch: Option<Duration>,
+
     #[command(flatten)]
     redis: RedisArgs,
+}
+
+/// A `--watch` interval: a humantime duration of at least 100ms.
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    let every = humantime::parse_duration(text).map_err(|e| format!("{e} (e.g. 500ms, 2s)"))?;
+    if every < Duration::from_millis(100) {
+        return Err("at least 100ms".into());
+    }
+    Ok(every)
 }
 
 /// Arguments of `redlease list`.
@@ -570,6 +595,32 @@ impl LockState {
 
 /// `redlease status`.
 pub(crate) async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let Some(every) = args.watch else {
+        return status_once(&args).await;
+    };
+    let mut signals = crate::run::Signals::new()?;
+    let terminal = std::io::stdout().is_terminal();
+    loop {
+        if terminal {
+            // Cursor home and clear the screen: the snapshot replaces the last one.
+            let mut out = std::io::stdout().lock();
+            write!(out, "\x1b[H\x1b[2J").context("writing to stdout")?;
+        }
+        // A snapshot that fails (Redis unreachable) says so and the watch goes on.
+        if let Err(e) = status_once(&args).await {
+            print(&format!("redlease: {}", exit::one_line(&e)))?;
+        }
+        if !terminal {
+            print("")?;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            sig = signals.recv() => return Ok(exit::code(exit::of_signal(sig as i32))),
+        }
+    }
+}
+
+async fn status_once(args: &StatusArgs) -> anyhow::Result<ExitCode> {
     let keys = keys_of(&args.redis, &args.name)?;
     let nodes = args.redis.nodes().await?;
     let [node] = nodes.as_slice() else {

@@ -148,3 +148,57 @@ fn inspecting_an_unreachable_redis_exits_69() -> TestResult {
     }
     Ok(())
 }
+
+/// `status --watch` shows the lock again every interval until a signal ends it: held while
+/// a job runs, free once it ended (snapshots separated by a blank line off a terminal).
+#[test]
+fn status_watch_follows_the_lock_until_interrupted() -> TestResult {
+    use std::io::BufRead as _;
+
+    let server = server();
+    let dir = tempfile::tempdir()?;
+    let body = "touch DIR/started; while [ ! -e DIR/stop ]; do sleep 0.05; done";
+    let mut job = start_run(&server, dir.path(), &["--key", "watched"], body);
+    wait_for_file(&dir.path().join("started"));
+
+    // A Job: SIGTERM then SIGKILL when dropped, should the test fail half-way.
+    let mut watch = common::Job(
+        redlease_on(&server, &["status", "--watch", "200ms", "watched"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()?,
+    );
+    let stdout = watch.0.stdout.take().ok_or("stdout is piped")?;
+    let (lines, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let next = || seen.recv_timeout(common::STEP);
+    let first = next()?;
+    assert!(
+        first.starts_with("lock `watched` (key redlease:watched): held"),
+        "{first}"
+    );
+
+    std::fs::write(dir.path().join("stop"), "")?;
+    assert_eq!(job.wait().code(), Some(0));
+    // Snapshots keep coming; one shows the lock free.
+    loop {
+        let line = next()?;
+        if line.starts_with("lock `watched` (key redlease:watched): free") {
+            break;
+        }
+    }
+    common::signal(watch.id(), nix::sys::signal::Signal::SIGINT);
+    let status = watch.wait();
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "ended by SIGINT, as leader --watch"
+    );
+    Ok(())
+}
