@@ -184,6 +184,12 @@
 //!   `multi_lock`), and `name` only for builders given `name_in_metrics()`. No exporter
 //!   is bundled: install a recorder (`examples/prometheus.rs` serves them for Prometheus).
 //!
+//! # Cargo features
+//! `tls` (`rediss://`), `macros` (`#[locked]`, implies `blocking`), `cluster`
+//! ([`Client::cluster`]), `sentinel` ([`Client::sentinel`], `redis+sentinel://` URLs) and
+//! `blocking` ([`blocking`]) are on by default; `metrics` is off. Without default features a
+//! client reaches one Redis or a quorum, with every primitive and guarantee.
+//!
 //! # Errors
 //! Every failure is one [`Error`]. A release or extend that finds another token (or none)
 //! is [`Error::Lost`]: the caller learns that mutual exclusion may have been broken.
