@@ -4,7 +4,9 @@
 --   KEYS[2] fencing counter: the last token granted (see fence.lua, prepended to this script)
 --   KEYS[3] holder details for operators (free text), same expiry as KEYS[1]
 --   KEYS[4] FIFO queue of waiting tokens (list)
---   KEYS[5] waiter table: token -> cjson {ttl_ms, grant channel, holder details}
+--   KEYS[5] waiter table: token -> cjson [ttl_ms, grant channel, holder details, since]
+--           (since: when the place was taken, ms since 1970 by the server's TIME, for
+--           operators who ask how long each waiter has waited)
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
 --   ARGV[4] "1" to join the FIFO queue when busy, "0" to only try, "j" to join as "1" on
 --           an acquisition's first attempt (its token cannot be queued yet), "w" to only
@@ -44,8 +46,12 @@ if current == token then
   return {2, tonumber(redis.call('GET', KEYS[2]) or '0'), 0}
 end
 if ARGV[4] == '1' or ARGV[4] == 'j' then
-  local entry = cjson.encode({ARGV[2], ARGV[5], ARGV[3]})
-  if redis.call('HSETNX', KEYS[5], token, entry) == 1 then
+  -- A waiter that comes back keeps its place (and its `since`): only a new place reads
+  -- the clock, so a retry costs one call here, as HSETNX did.
+  if redis.call('HEXISTS', KEYS[5], token) == 0 then
+    local t = redis.call('TIME')
+    local since = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+    redis.call('HSET', KEYS[5], token, cjson.encode({ARGV[2], ARGV[5], ARGV[3], since}))
     redis.call('RPUSH', KEYS[4], token)
   end
   redis.call('PEXPIRE', KEYS[4], ARGV[6])

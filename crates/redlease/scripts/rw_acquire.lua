@@ -63,18 +63,25 @@ if mine then
   return {1, mine, 0}
 end
 if ARGV[5] == '1' then
-  local entry = cjson.encode({ARGV[2], ARGV[6], details, want})
   local old = redis.call('HGET', KEYS[5], token)
   if not old then
-    redis.call('HSET', KEYS[5], token, entry)
+    redis.call('HSET', KEYS[5], token, cjson.encode({ARGV[2], ARGV[6], details, want, '0', ms(now)}))
     redis.call('RPUSH', KEYS[4], token)
-  elseif cjson.decode(old)[2] == '' then
-    -- A silent place whose waiter can now be handed the lock: same place, with a channel.
-    redis.call('HSET', KEYS[5], token, entry)
+  else
+    local w = cjson.decode(old)
+    if w[2] == '' then
+      -- A silent place whose waiter can now be handed the lock: same place, with a channel.
+      redis.call('HSET', KEYS[5], token, cjson.encode({ARGV[2], ARGV[6], details, want, '0', w[6] or ms(now)}))
+    end
   end
 elseif ARGV[5] == '2' then
-  local entry = cjson.encode({ARGV[2], '', details, want, now + tonumber(ARGV[8])})
-  if redis.call('HSET', KEYS[5], token, entry) == 1 then
+  -- A silent place is written again at every attempt (its `until` moves on); it keeps
+  -- the `since` of when it was taken.
+  local old = redis.call('HGET', KEYS[5], token)
+  local since = old and cjson.decode(old)[6] or ms(now)
+  local entry = cjson.encode({ARGV[2], '', details, want, ms(now + tonumber(ARGV[8])), since})
+  redis.call('HSET', KEYS[5], token, entry)
+  if not old then
     redis.call('RPUSH', KEYS[4], token)
   end
 end

@@ -10,7 +10,9 @@
 --   KEYS[3] B:rw:holders, holder details: HASH token -> cjson [fence, details]
 --   KEYS[4] B:rw:queue, the FIFO queue of waiting tokens (LIST)
 --   KEYS[5] B:rw:waiters, the waiter table: HASH token -> cjson [ttl_ms, grant channel,
---           details, "read" | "write"]
+--           details, "read" | "write", until, since]: until (ms since 1970) bounds a silent
+--           place (no grant channel; "0" otherwise), since is when the place was taken (ms
+--           since 1970, for operators; a place keeps it when it gets a channel)
 --   KEYS[6] B:rw:owners, the holders' leases: ZSET token -> expiry (ms since 1970 by the
 --           server's TIME); many readers, or one writer
 --

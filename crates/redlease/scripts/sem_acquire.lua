@@ -55,7 +55,7 @@ if mine then
   return {1, mine, 0}
 end
 if ARGV[5] == '1' then
-  local entry = cjson.encode({ARGV[2], ARGV[6], details})
+  local entry = cjson.encode({ARGV[2], ARGV[6], details, ms(now)})
   if redis.call('HSETNX', KEYS[5], token, entry) == 1 then
     redis.call('RPUSH', KEYS[4], token)
   end

@@ -11,7 +11,8 @@
 --   KEYS[3] B:sem:holders, holder details for operators: HASH token -> cjson [fence, details]
 --           (the fence as a decimal string)
 --   KEYS[4] B:sem:queue, the FIFO queue of waiting tokens (LIST)
---   KEYS[5] B:sem:waiters, the waiter table: HASH token -> cjson [ttl_ms, grant channel, details]
+--   KEYS[5] B:sem:waiters, the waiter table: HASH token -> cjson [ttl_ms, grant channel, details,
+--           since] (since: when the place was taken, ms since 1970, for operators)
 --   KEYS[6] B:sem:permits, the permit count in use (a decimal string)
 --
 -- Expiry: a permit is held while its score is in the future; every script drops the

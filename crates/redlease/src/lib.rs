@@ -197,6 +197,7 @@
 // Layers, each importing only from those listed before it (see `tests/layers.rs`):
 // leaves; where commands go; notifications; a lease and its renewal; the engine; the API.
 mod error;
+mod inspection;
 pub mod keys;
 mod lua;
 mod observe;
@@ -225,6 +226,7 @@ mod client;
 mod default_client;
 mod election;
 mod guard;
+mod inspect;
 mod lock;
 mod multilock;
 mod owner;
@@ -247,6 +249,7 @@ pub use default_client::{default_client, set_default_client};
 pub use election::{Election, Leader, Leadership};
 pub use error::{Error, NodeError, Result, is_connection_error};
 pub use guard::Guard;
+pub use inspection::{Access, Holding, Inspection, NodeSnapshot, Snapshot, Waiting};
 pub use keys::{LockKeys, Primitive};
 pub use lease::LeaseHealth;
 pub use lock::Lock;

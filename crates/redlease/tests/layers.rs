@@ -42,7 +42,16 @@ use syn::visit::{self, Visit};
 const LAYERS: &[&[&str]] = &[
     // Leaves: vocabulary, wire formats, retry timing.
     &[
-        "error", "token", "keys", "ttl", "lua", "scripts", "replies", "wait", "observe",
+        "error",
+        "token",
+        "keys",
+        "ttl",
+        "lua",
+        "scripts",
+        "replies",
+        "wait",
+        "observe",
+        "inspection",
     ],
     // How a client reaches Redis: endpoints, connection settings, the pub/sub link.
     &["conn"],
@@ -57,6 +66,7 @@ const LAYERS: &[&[&str]] = &[
     // The API.
     &[
         "client",
+        "inspect",
         "lock",
         "guard",
         "owner",

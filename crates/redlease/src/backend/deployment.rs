@@ -156,6 +156,11 @@ impl Deployment {
         )
     }
 
+    /// Whether the nodes are a quorum of independent ones (each answers on its own).
+    pub(crate) fn is_quorum(&self) -> bool {
+        self.topology == Topology::Quorum
+    }
+
     /// Nodes that must agree: all of one endpoint, or a majority of a quorum.
     pub(crate) fn majority(&self) -> usize {
         self.nodes.len() / 2 + 1

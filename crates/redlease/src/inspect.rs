@@ -1,0 +1,115 @@
+//! [`Client::inspect`] and [`Client::force_release`]: what operators ask of a name (who
+//! holds it, for how long, who waits and since when, how far its fencing counter went),
+//! and the way out when a holder cannot release. `redlease status`, `list` and `release
+//! --force` are these calls.
+
+use crate::client::Client;
+use crate::error::Result;
+use crate::inspection::{self, Inspection, NodeSnapshot};
+use crate::keys::LockKeys;
+use crate::spec::DEFAULT_PREFIX;
+
+impl Client {
+    /// Reads the state of the lock, semaphore or read-write lock named `name` (under the
+    /// default key prefix, [`DEFAULT_PREFIX`]; see [`Client::inspect_keys`] for another):
+    /// its holders with their details and time left, its queued waiters with how long
+    /// they have waited, and its fencing counter. Nothing is taken or changed, and plain
+    /// read commands suffice (`GET`, `PTTL`, `TYPE`, `TIME`, `LRANGE`, `HGET`, `HGETALL`,
+    /// `ZRANGE`): an operator's read-only ACL user can inspect.
+    ///
+    /// Tokens are shown by their first hex digits only. Over a quorum every node is read:
+    /// [`Inspection::nodes`] has each node's answer, [`Inspection::snapshot`] what a
+    /// majority of them agree on.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or oversized name;
+    /// [`Error::WrongType`](crate::Error::WrongType) when the key holds something that is
+    /// no redlease primitive; [`Error::NoQuorum`](crate::Error::NoQuorum) when fewer than a
+    /// majority of a quorum's nodes answer; [`Error::Redis`](crate::Error::Redis) when
+    /// Redis cannot be reached or refuses a read (an ACL without it).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example() -> redlease::Result<()> {
+    /// let client = redlease::Client::connect("redis://127.0.0.1:6379").await?;
+    /// let state = client.inspect("nightly-report").await?.snapshot;
+    /// for holder in &state.holders {
+    ///     println!("held by {}… ({:?} left)", holder.token_prefix, holder.time_left);
+    /// }
+    /// println!("{} waiting", state.waiters.len());
+    /// # Ok(()) }
+    /// ```
+    pub async fn inspect(&self, name: &str) -> Result<Inspection> {
+        self.inspect_keys(&LockKeys::new(DEFAULT_PREFIX, name)?)
+            .await
+    }
+
+    /// As [`Client::inspect`], for the name whose keys are `keys` (any prefix:
+    /// `LockKeys::new(prefix, name)`).
+    ///
+    /// # Errors
+    /// As [`Client::inspect`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn inspect_keys(&self, keys: &LockKeys) -> Result<Inspection> {
+        self.read(keys, false).await
+    }
+
+    /// Removes every hold on the name of `keys`, whoever holds it, and returns what it
+    /// removed (read in the same round trip, just before). For operators, when a holder
+    /// is stuck and cannot release: it breaks mutual exclusion if the holder is alive and
+    /// working, so prefer waiting for its lease to run out.
+    ///
+    /// The fencing counter stays (the next holder still gets a larger token), and so do
+    /// the queue (its waiters are served next) and a semaphore's permit count. The old
+    /// holders are not told: each finds its lease lost at its next renewal. Over a quorum
+    /// the holds are removed on every node that answers ([`Inspection::nodes`] says what
+    /// each removed).
+    ///
+    /// # Errors
+    /// As [`Client::inspect`]; over a quorum, [`Error::NoQuorum`](crate::Error::NoQuorum)
+    /// only when no node answered.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: cancelled after it was sent, the holds may be gone unreported.
+    pub async fn force_release(&self, keys: &LockKeys) -> Result<Inspection> {
+        let inspection = self.read(keys, true).await?;
+        for holder in &inspection.snapshot.holders {
+            tracing::warn!(key = %keys.key(), token = %holder.token_prefix, "hold removed by force");
+        }
+        Ok(inspection)
+    }
+
+    async fn read(&self, keys: &LockKeys, remove: bool) -> Result<Inspection> {
+        let deployment = &self.engine.deployment;
+        let mut answers = deployment.inspect(keys, remove).await;
+        let key = keys.key().to_owned();
+        if !deployment.is_quorum() {
+            let snapshot = match answers.pop() {
+                Some((_, answer)) => answer?.snapshot(),
+                None => inspection::Snapshot::default(),
+            };
+            return Ok(Inspection {
+                key,
+                snapshot,
+                nodes: Vec::new(),
+            });
+        }
+        let agreed = inspection::agree(&answers, deployment.majority(), remove)?;
+        Ok(Inspection {
+            key,
+            snapshot: agreed.snapshot(),
+            nodes: answers
+                .into_iter()
+                .map(|(node, answer)| NodeSnapshot {
+                    node,
+                    snapshot: answer.map(inspection::Reading::snapshot),
+                })
+                .collect(),
+        })
+    }
+}

@@ -1,0 +1,456 @@
+//! What [`Client::inspect`](crate::Client::inspect) reports of a name: its holders, its
+//! waiters and its fencing counter, read from its keys without taking anything; and the
+//! wire format of those reads (the replies of `backend`'s inspection pipelines).
+//!
+//! A reading keeps the owner tokens it found, so that a quorum's readings can be matched
+//! token by token ([`agree`]); what leaves this module shows only their first hex digits
+//! (a token is its holder's secret: whoever knows it can release or extend the lease).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::error::{Error, NodeError, Result};
+use crate::keys::Primitive;
+use crate::token::FencingToken;
+
+/// How many characters of a token an inspection shows (and never more than half of it).
+const SHOWN: usize = 8;
+
+/// A read-write lock's mode: how it is held, or how a waiter wants it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Access {
+    /// Shared: any number of readers.
+    Read,
+    /// Exclusive: one writer.
+    Write,
+}
+
+impl Access {
+    fn parse(text: &str) -> Option<Self> {
+        match text {
+            "read" => Some(Self::Read),
+            "write" => Some(Self::Write),
+            _ => None,
+        }
+    }
+}
+
+/// One holder of a lock, of a semaphore's permit or of a read-write lock's hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Holding {
+    /// The first hex digits of its owner token (never all of it: the token is the
+    /// holder's secret), enough to tell holders apart.
+    pub token_prefix: String,
+    /// The fencing token of its acquisition, when known.
+    pub fencing_token: Option<FencingToken>,
+    /// Its lease left, by the server's clock; `None` for a lock set without expiry.
+    pub time_left: Option<Duration>,
+    /// Its holder details (`host=... pid=...` and the client's holder note), if recorded.
+    pub details: Option<String>,
+}
+
+/// One waiter queued for a name (a FIFO place, served in this order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Waiting {
+    /// The first hex digits of its owner token.
+    pub token_prefix: String,
+    /// How long it has waited, by the server's clock; `None` for a place taken by a
+    /// version of redlease that did not record the time.
+    pub waited: Option<Duration>,
+    /// Its holder details, as it will record them once it holds.
+    pub details: Option<String>,
+    /// What a read-write lock's waiter asks for; `None` for the other primitives.
+    pub access: Option<Access>,
+}
+
+/// What one node says of a name, or what a majority of a quorum's nodes agree on.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Snapshot {
+    /// Which primitive holds the name; `None` while nothing does.
+    pub primitive: Option<Primitive>,
+    /// A held read-write lock's mode.
+    pub access: Option<Access>,
+    /// A semaphore's permit count (while it is held or waited for).
+    pub permits: Option<u32>,
+    /// Every holder: one for a lock, each permit or each reader otherwise.
+    pub holders: Vec<Holding>,
+    /// The queued waiters, the next one to be served first.
+    pub waiters: Vec<Waiting>,
+    /// The fencing counter: the token of the latest acquisition of the name (whichever
+    /// primitive made it); the next one is larger. `None` before the first.
+    pub fencing_counter: Option<FencingToken>,
+}
+
+impl Snapshot {
+    /// Whether anyone holds the name.
+    #[must_use]
+    pub fn is_held(&self) -> bool {
+        !self.holders.is_empty()
+    }
+}
+
+/// One node of a quorum and what it said, or why it did not answer.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct NodeSnapshot {
+    /// The node's address, password redacted.
+    pub node: String,
+    /// Its snapshot, or its error.
+    pub snapshot: Result<Snapshot>,
+}
+
+/// A name's state, as [`Client::inspect`](crate::Client::inspect) read it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Inspection {
+    /// The name's Redis key (prefix and name).
+    pub key: String,
+    /// The state: the one node's, or, over a quorum, what a majority of the nodes agree
+    /// on (a holder a majority of them name, with the time left and fencing token a
+    /// majority reached; every waiter any node queues).
+    pub snapshot: Snapshot,
+    /// Over a quorum, each node's own snapshot (in the client's order); empty otherwise.
+    pub nodes: Vec<NodeSnapshot>,
+}
+
+impl Inspection {
+    /// Whether anyone holds the name (over a quorum: on a majority of the nodes).
+    #[must_use]
+    pub fn is_held(&self) -> bool {
+        self.snapshot.is_held()
+    }
+}
+
+/// A snapshot that still knows the owner tokens it found (crate only).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Reading {
+    primitive: Option<Primitive>,
+    access: Option<Access>,
+    permits: Option<u32>,
+    holders: Vec<(String, Holding)>,
+    waiters: Vec<(String, Waiting)>,
+    fencing_counter: Option<u64>,
+}
+
+impl Reading {
+    /// The snapshot, tokens cut to their prefixes.
+    pub(crate) fn snapshot(self) -> Snapshot {
+        Snapshot {
+            primitive: self.primitive,
+            access: self.access,
+            permits: self.permits,
+            holders: self.holders.into_iter().map(|(_, h)| h).collect(),
+            waiters: self.waiters.into_iter().map(|(_, w)| w).collect(),
+            fencing_counter: self.fencing_counter.map(FencingToken::new),
+        }
+    }
+}
+
+/// The first characters of `token`: at most [`SHOWN`], and never more than half of it.
+fn prefix(token: &str) -> String {
+    token
+        .chars()
+        .take((token.chars().count() / 2).min(SHOWN))
+        .collect()
+}
+
+/// The reply of a lock's inspection pipeline: the token at `K`, its PTTL, the fencing
+/// counter, the holder details, the queue, the waiter table, the server's `TIME` and the
+/// token at `K` read again.
+pub(crate) type LockReply = (
+    Option<String>,
+    i64,
+    Option<String>,
+    Option<String>,
+    Vec<String>,
+    HashMap<String, String>,
+    (u64, u64),
+    Option<String>,
+);
+
+/// The reply of a semaphore's or read-write lock's inspection pipeline: the holds (token,
+/// expiry ms), the holder table, the permit count or the mode, the fencing counter, the
+/// queue, the waiter table, the server's `TIME`, and the holds' tokens read again.
+pub(crate) type LeaseReply = (
+    Vec<(String, f64)>,
+    HashMap<String, String>,
+    Option<String>,
+    Option<String>,
+    Vec<String>,
+    HashMap<String, String>,
+    (u64, u64),
+    Vec<String>,
+);
+
+/// A lock's reading, and whether its key kept its token during the read (else it changed
+/// hands in between, and the read is worth repeating).
+pub(crate) fn lock(reply: LockReply) -> (Reading, bool) {
+    let (token, pttl, fence, details, queue, table, time, token_after) = reply;
+    let settled = token == token_after;
+    let now = ms_of(time);
+    let fencing_counter = fence.and_then(|f| f.parse().ok());
+    let holders = token
+        .map(|token| {
+            let holding = Holding {
+                token_prefix: prefix(&token),
+                fencing_token: fencing_counter.map(FencingToken::new),
+                time_left: u64::try_from(pttl).ok().map(Duration::from_millis),
+                details: details.filter(|d| !d.is_empty()),
+            };
+            (token, holding)
+        })
+        .into_iter()
+        .collect::<Vec<_>>();
+    let reading = Reading {
+        primitive: (!holders.is_empty()).then_some(Primitive::Lock),
+        holders,
+        waiters: waiters(Primitive::Lock, &queue, &table, now),
+        fencing_counter,
+        ..Reading::default()
+    };
+    (reading, settled)
+}
+
+/// A semaphore's or read-write lock's reading, and whether its holds stayed the same
+/// during the read.
+pub(crate) fn leases(primitive: Primitive, reply: LeaseReply) -> (Reading, bool) {
+    let (expiries, table, extra, fence, queue, waiter_table, time, after) = reply;
+    let now = ms_of(time);
+    let settled = expiries.iter().map(|(t, _)| t).eq(after.iter());
+    let holders: Vec<(String, Holding)> = expiries
+        .into_iter()
+        .filter_map(|(token, expiry)| {
+            // Whole milliseconds since 1970, stored as a ZSET score.
+            #[allow(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "a ms timestamp, far below 2^53"
+            )]
+            let expiry = expiry.max(0.0) as u64;
+            // A hold whose lease has run out is reclaimed by the next script: not held.
+            let left = expiry.checked_sub(now).filter(|&ms| ms > 0)?;
+            let entry = table.get(&token).map(|e| json_array(e)).unwrap_or_default();
+            let holding = Holding {
+                token_prefix: prefix(&token),
+                fencing_token: entry.first().and_then(number).map(FencingToken::new),
+                time_left: Some(Duration::from_millis(left)),
+                details: entry.get(1).and_then(text),
+            };
+            Some((token, holding))
+        })
+        .collect();
+    let (permits, access) = match primitive {
+        Primitive::Semaphore => (extra.and_then(|n| n.parse().ok()), None),
+        _ => (None, extra.as_deref().and_then(Access::parse)),
+    };
+    // A semaphore is in use while its permit count is stored, a read-write lock while its
+    // mode is: a ZSET or hash under the prefix without them is someone else's key.
+    let ours = permits.is_some() || access.is_some();
+    let held = ours && !holders.is_empty();
+    let reading = Reading {
+        primitive: held.then_some(primitive),
+        access: access.filter(|_| held),
+        permits,
+        holders: if held { holders } else { Vec::new() },
+        waiters: if ours {
+            waiters(primitive, &queue, &waiter_table, now)
+        } else {
+            Vec::new()
+        },
+        fencing_counter: fence.and_then(|f| f.parse().ok()),
+    };
+    (reading, settled)
+}
+
+/// The waiters of `queue` (in its order) with their waiter-table entries (see the
+/// scripts' headers: `[ttl, channel, details, since]`, a read-write lock's
+/// `[ttl, channel, details, mode, until, since]`). A place without an entry, a notice
+/// mark (`~`) or a read-write lock's silent place whose waiter stopped coming back is no
+/// waiter (the next script drops it).
+fn waiters(
+    primitive: Primitive,
+    queue: &[String],
+    table: &HashMap<String, String>,
+    now: u64,
+) -> Vec<(String, Waiting)> {
+    let rw = primitive == Primitive::RwLock;
+    queue
+        .iter()
+        .filter_map(|token| {
+            let entry = json_array(table.get(token)?);
+            let silent = entry.get(1).and_then(serde_json::Value::as_str) == Some("");
+            if rw
+                && silent
+                && entry
+                    .get(4)
+                    .and_then(number)
+                    .is_none_or(|until| until < now)
+            {
+                return None;
+            }
+            let since = entry.get(if rw { 5 } else { 3 }).and_then(number);
+            let waiting = Waiting {
+                token_prefix: prefix(token),
+                waited: since.map(|since| Duration::from_millis(now.saturating_sub(since))),
+                details: entry.get(2).and_then(text),
+                access: if rw {
+                    entry
+                        .get(3)
+                        .and_then(serde_json::Value::as_str)
+                        .and_then(Access::parse)
+                } else {
+                    None
+                },
+            };
+            Some((token.clone(), waiting))
+        })
+        .collect()
+}
+
+/// Ms since 1970 of a `TIME` reply.
+fn ms_of((secs, micros): (u64, u64)) -> u64 {
+    secs.saturating_mul(1000).saturating_add(micros / 1000)
+}
+
+/// The elements of a table entry (a cjson array), or none when it is not one.
+fn json_array(entry: &str) -> Vec<serde_json::Value> {
+    match serde_json::from_str(entry) {
+        Ok(serde_json::Value::Array(parts)) => parts,
+        _ => Vec::new(),
+    }
+}
+
+/// A whole number, written as a decimal string (as the scripts store them) or a number.
+fn number(value: &serde_json::Value) -> Option<u64> {
+    match value {
+        serde_json::Value::String(s) => s.parse().ok(),
+        other => other.as_u64(),
+    }
+}
+
+/// A non-empty string.
+fn text(value: &serde_json::Value) -> Option<String> {
+    value.as_str().filter(|s| !s.is_empty()).map(str::to_owned)
+}
+
+/// What a majority of a quorum's nodes agree on, from each node's reading: a holder
+/// whose token a majority name, with the time left and the fencing token a majority
+/// reached (the lease holds while a majority hold it); every waiter some node queues
+/// (the longest wait); the counter a majority reached.
+///
+/// # Errors
+/// [`Error::NoQuorum`] when fewer than `majority` nodes answered and `lenient` is off;
+/// with `lenient` (a forced release, which reports node by node), only when none did.
+pub(crate) fn agree(
+    answers: &[(String, Result<Reading>)],
+    majority: usize,
+    lenient: bool,
+) -> Result<Reading> {
+    let readings: Vec<&Reading> = answers
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .collect();
+    let enough = if lenient { 1 } else { majority };
+    if readings.len() < enough {
+        let errors = answers
+            .iter()
+            .filter_map(|(node, r)| match r {
+                Err(Error::Redis { source, .. }) => Some(NodeError {
+                    node: node.clone(),
+                    error: source.clone(),
+                }),
+                _ => None,
+            })
+            .collect();
+        return Err(Error::NoQuorum {
+            acquired: readings.len(),
+            needed: majority,
+            errors,
+        });
+    }
+    // The `majority`-th largest of `values` (the smallest when fewer are given).
+    let reached = |mut values: Vec<u64>| {
+        values.sort_unstable_by(|a, b| b.cmp(a));
+        values
+            .get(majority.min(values.len()).saturating_sub(1))
+            .copied()
+    };
+    let mut by_token: HashMap<&str, Vec<&Holding>> = HashMap::new();
+    let mut order: Vec<&str> = Vec::new();
+    for reading in &readings {
+        for (token, holding) in &reading.holders {
+            let entry = by_token.entry(token.as_str()).or_default();
+            if entry.is_empty() {
+                order.push(token);
+            }
+            entry.push(holding);
+        }
+    }
+    let mut holders = Vec::new();
+    for token in order {
+        let found = &by_token[token];
+        let Some(first) = found.first().filter(|_| found.len() >= majority) else {
+            continue;
+        };
+        let lefts: Option<Vec<u64>> = found
+            .iter()
+            .map(|h| {
+                h.time_left
+                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            })
+            .collect();
+        let fences: Vec<u64> = found
+            .iter()
+            .filter_map(|h| h.fencing_token.map(FencingToken::get))
+            .collect();
+        holders.push((
+            token.to_owned(),
+            Holding {
+                token_prefix: first.token_prefix.clone(),
+                fencing_token: reached(fences).map(FencingToken::new),
+                time_left: lefts.and_then(reached).map(Duration::from_millis),
+                details: first.details.clone(),
+            },
+        ));
+    }
+    let mut waiters: Vec<(String, Waiting)> = Vec::new();
+    for reading in &readings {
+        for (token, waiting) in &reading.waiters {
+            match waiters.iter_mut().find(|(t, _)| t == token) {
+                Some((_, known)) => known.waited = known.waited.max(waiting.waited),
+                None => waiters.push((token.clone(), waiting.clone())),
+            }
+        }
+    }
+    // Longest waiting first: the order the nodes' queues agree on.
+    waiters.sort_by(|a, b| b.1.waited.cmp(&a.1.waited));
+    let holding = readings.iter().find(|r| {
+        r.holders
+            .iter()
+            .any(|(t, _)| holders.iter().any(|(held, _)| held == t))
+    });
+    Ok(Reading {
+        primitive: holding.and_then(|r| r.primitive),
+        access: holding.and_then(|r| r.access),
+        permits: readings.iter().find_map(|r| r.permits),
+        holders,
+        waiters,
+        fencing_counter: reached(readings.iter().filter_map(|r| r.fencing_counter).collect()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_never_show_a_whole_token() {
+        assert_eq!(prefix("0123456789abcdef0123456789abcdef"), "01234567");
+        assert_eq!(prefix("abcd"), "ab");
+        assert_eq!(prefix("a"), "");
+    }
+}
