@@ -1,7 +1,7 @@
 //! `redlease status`, `redlease list` and `redlease release --force`: what operators see of
 //! a lock, read straight from its keys (see `redlease::LockKeys`).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use redis::aio::MultiplexedConnection;
-use redlease::{LockKeys, Primitive};
+use redlease::{Access, Client, Inspection, LockKeys, Primitive, Snapshot};
 use serde::Serialize;
 
-use crate::connect::{Node, RedisArgs};
+use crate::connect::RedisArgs;
 use crate::exit;
 
 mod quorum;
@@ -181,6 +181,20 @@ impl Holder {
     }
 }
 
+/// One waiter queued for a lock, semaphore or read-write lock.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Waiter {
+    /// The first hex digits of its token.
+    pub(crate) token_prefix: String,
+    /// How long it has waited, in ms (`None`: a place of an older redlease).
+    pub(crate) waited_ms: Option<u64>,
+    /// Its details (host, pid, command).
+    pub(crate) details: Option<String>,
+    /// What a read-write lock's waiter asks for: `read` or `write`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) wants: Option<&'static str>,
+}
+
 /// What the keys of one lock, semaphore or read-write lock say.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct LockState {
@@ -210,6 +224,8 @@ pub(crate) struct LockState {
     pub(crate) holders: Vec<Holder>,
     /// Waiters in the queue.
     pub(crate) waiters: u64,
+    /// Each queued waiter, the next one to be served first.
+    pub(crate) waiting: Vec<Waiter>,
     /// The node this was read from, when the locks live on a quorum of nodes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) node: Option<String>,
@@ -286,328 +302,126 @@ pub(crate) fn human(d: Duration) -> String {
     humantime::format_duration(d).to_string()
 }
 
-/// At most the first 8 characters of `token`, and never more than half of it, then `…`:
-/// enough to tell holders apart, never enough to impersonate one.
-pub(crate) fn token_prefix(token: &str) -> String {
-    let n = (token.chars().count() / 2).min(8);
-    let mut out: String = token.chars().take(n).collect();
-    out.push('…');
-    out
-}
-
 fn keys_of(redis: &RedisArgs, name: &str) -> anyhow::Result<LockKeys> {
     Ok(LockKeys::new(&redis.prefix, name)?)
 }
 
-/// How many times [`read`] reads again when the lock changed hands during a read.
-const READ_TRIES: u32 = 5;
-
-/// The side keys of a semaphore or read-write lock that `status` reads and `release
-/// --force` removes, beside `K` (whose type tells the kind).
-struct LeaseKeys {
-    /// The ZSET token -> lease expiry (ms): `K` for a semaphore, `B:rw:owners` for a
-    /// read-write lock.
-    expiries: String,
-    /// The hash token -> `["<fence>", details]`.
-    holders: String,
-    /// The queue of waiting tokens.
-    queue: String,
-    /// `B:sem:permits` (the count) for a semaphore.
-    permits: Option<String>,
-}
-
-impl LeaseKeys {
-    fn of(kind: Kind, keys: &LockKeys) -> anyhow::Result<Self> {
-        let primitive = match kind {
-            Kind::Semaphore => Primitive::Semaphore,
-            Kind::Lock | Kind::Rwlock => Primitive::RwLock,
-        };
-        let keys = LockKeys::from_key_of(keys.key().to_owned(), primitive)?;
-        Ok(Self {
-            expiries: keys.holds().unwrap_or_else(|| keys.key()).to_owned(),
-            holders: keys.holder().to_owned(),
-            queue: keys.queue().to_owned(),
-            permits: keys.permits().map(str::to_owned),
-        })
-    }
-
-    /// What `release --force` deletes: the holds, not the queue, the fencing counter or
-    /// the permit count (waiters keep their place and are served next).
-    fn holds(&self, keys: &LockKeys) -> Vec<String> {
-        let mut out = vec![keys.key().to_owned(), self.holders.clone()];
-        if self.expiries != keys.key() {
-            out.push(self.expiries.clone());
-        }
-        out
-    }
-}
-
-/// The kind of name `keys` is, by the type of its key; `None` when nothing holds it (a
-/// free lock, semaphore or read-write lock leave no key).
-async fn kind_of(
-    conn: &mut MultiplexedConnection,
-    name: &str,
-    keys: &LockKeys,
-) -> anyhow::Result<Option<Kind>> {
-    let kind: String = redis::cmd("TYPE")
-        .arg(keys.key())
-        .query_async(conn)
-        .await
-        .with_context(|| format!("reading the type of `{name}` (key {})", keys.key()))?;
-    match kind.as_str() {
-        "none" => Ok(None),
-        "string" => Ok(Some(Kind::Lock)),
-        "zset" => Ok(Some(Kind::Semaphore)),
-        "hash" => Ok(Some(Kind::Rwlock)),
-        other => anyhow::bail!(
-            "key {} is a Redis {other}, not a redlease lock (string), semaphore (zset) or read-write lock (hash); check the name and --prefix",
-            keys.key()
-        ),
-    }
-}
-
-/// Whether `err` is Redis' `WRONGTYPE`: the key changed kind between its `TYPE` and the
-/// read (released, and taken as another primitive, in between).
-fn wrong_type(err: &redis::RedisError) -> bool {
-    err.code() == Some("WRONGTYPE")
-}
-
-/// Reads the state of the lock, semaphore or read-write lock whose (lock) keys are `keys`;
-/// the type of its key tells which.
-///
-/// The keys are read in one pipeline, not in a `MULTI` transaction: an operator's ACL
-/// user needs no `+multi +exec` (and redis-rs miscounts the replies of a `MULTI` that the
-/// ACL refuses, failing with only "broken pipe"). Scripts run atomically, so the lock
-/// changed hands between the pipeline's commands only if its key (for a semaphore or a
-/// read-write lock, its set of holds) changed: that is read again last, and the whole read
-/// repeated (a few times) when it did.
-pub(crate) async fn read(
-    conn: &mut MultiplexedConnection,
-    name: &str,
-    keys: &LockKeys,
-) -> anyhow::Result<LockState> {
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        let kind = kind_of(conn, name, keys).await?;
-        let read = match kind {
-            None | Some(Kind::Lock) => read_lock(conn, keys).await,
-            Some(kind) => read_leases(conn, kind, keys, None).await,
-        };
-        match read {
-            Ok((state, settled)) if settled || tries >= READ_TRIES => {
-                return Ok(state.named(name));
-            }
-            Ok(_) => {}
-            Err(e) if wrong_type(&e) && tries < READ_TRIES => {}
-            Err(e) => {
-                return Err(e)
-                    .with_context(|| format!("reading lock `{name}` (key {})", keys.key()));
-            }
+impl Waiter {
+    fn of(waiting: &redlease::Waiting) -> Self {
+        Self {
+            token_prefix: shown(&waiting.token_prefix),
+            waited_ms: waiting.waited.map(millis),
+            details: waiting.details.clone(),
+            wants: waiting.access.map(access_name),
         }
     }
 }
-
-/// A lock's state, and whether its key stayed the same during the read.
-async fn read_lock(
-    conn: &mut MultiplexedConnection,
-    keys: &LockKeys,
-) -> redis::RedisResult<(LockState, bool)> {
-    let (token, pttl, fence, holder, waiters, token_after): (
-        Option<String>,
-        i64,
-        Option<String>,
-        Option<String>,
-        u64,
-        Option<String>,
-    ) = redis::pipe()
-        .get(keys.key())
-        .pttl(keys.key())
-        .get(keys.fence())
-        .get(keys.holder())
-        .llen(keys.queue())
-        .get(keys.key())
-        .query_async(conn)
-        .await?;
-    let settled = token == token_after;
-    Ok((
-        LockState::new("", keys, (token, pttl, fence, holder, waiters)),
-        settled,
-    ))
-}
-
-/// The reply of [`read_leases`]' pipeline: the holds (token, expiry ms), their holder
-/// table, the permit count or the mode, the fencing counter, the queue's length, the
-/// server's `TIME`, and the holds' tokens read again.
-type LeaseReply = (
-    Vec<(String, f64)>,
-    HashMap<String, String>,
-    Option<String>,
-    Option<String>,
-    u64,
-    (u64, u64),
-    Vec<String>,
-);
-
-/// A semaphore's or read-write lock's state, and whether its holds stayed the same during
-/// the read. With `remove`, the holds are then deleted in the same pipeline (`release
-/// --force`).
-async fn read_leases(
-    conn: &mut MultiplexedConnection,
-    kind: Kind,
-    keys: &LockKeys,
-    remove: Option<&[String]>,
-) -> redis::RedisResult<(LockState, bool)> {
-    // The name was checked when `keys` were derived: its other keys derive as well.
-    let lease = LeaseKeys::of(kind, keys).map_err(|e| {
-        redis::RedisError::from((
-            redis::ErrorKind::Client,
-            "cannot derive the keys",
-            e.to_string(),
-        ))
-    })?;
-    let mut pipe = redis::pipe();
-    pipe.zrange_withscores(&lease.expiries, 0, -1)
-        .hgetall(&lease.holders);
-    match &lease.permits {
-        Some(permits) => pipe.get(permits),
-        None => pipe.hget(keys.key(), "mode"),
-    };
-    pipe.get(keys.fence())
-        .llen(&lease.queue)
-        .cmd("TIME")
-        .zrange(&lease.expiries, 0, -1);
-    if let Some(remove) = remove {
-        pipe.del(remove).ignore();
-    }
-    let reply: LeaseReply = pipe.query_async(conn).await?;
-    let (expiries, details, extra, fence, waiters, (secs, micros), after) = reply;
-    let now_ms = secs.saturating_mul(1000).saturating_add(micros / 1000);
-    let settled = expiries.iter().map(|(t, _)| t).eq(after.iter());
-    let holders: Vec<Holder> = expiries
-        .iter()
-        .filter_map(|(token, expiry)| {
-            // Whole milliseconds since the epoch, stored as a ZSET score.
-            #[allow(
-                clippy::cast_possible_truncation,
-                clippy::cast_sign_loss,
-                reason = "a ms timestamp, far below 2^53"
-            )]
-            let expiry = expiry.max(0.0) as u64;
-            // A hold whose lease has run out is reclaimed by the next script: not held.
-            let left = expiry.checked_sub(now_ms).filter(|&ms| ms > 0)?;
-            let (fencing_token, details) = parse_holder(details.get(token));
-            Some(Holder {
-                token_prefix: token_prefix(token),
-                fencing_token,
-                ttl_ms: Some(left),
-                details,
-            })
-        })
-        .collect();
-    let (permits, mode) = match kind {
-        Kind::Semaphore => (extra.and_then(|n| n.parse().ok()), None),
-        _ => (None, extra),
-    };
-    // A semaphore is in use while its permit count is stored, a read-write lock while its
-    // mode is: a ZSET or hash under the prefix without them is someone else's key.
-    let held = !holders.is_empty() && (permits.is_some() || mode.is_some());
-    Ok((
-        LockState {
-            name: String::new(),
-            key: keys.key().to_owned(),
-            kind,
-            permits,
-            mode: mode.filter(|_| held),
-            held,
-            token_prefix: None,
-            ttl_ms: None,
-            fencing_counter: fence.and_then(|f| f.parse().ok()),
-            holder: None,
-            holders,
-            waiters,
-            node: None,
-        },
-        settled,
-    ))
-}
-
-/// A holder table entry, `["<fence>", details]` (cjson): its fencing token and details.
-fn parse_holder(entry: Option<&String>) -> (Option<u64>, Option<String>) {
-    let Some(Ok(serde_json::Value::Array(parts))) =
-        entry.map(|e| serde_json::from_str::<serde_json::Value>(e))
-    else {
-        return (None, None);
-    };
-    let fence = parts.first().and_then(|f| match f {
-        serde_json::Value::String(s) => s.parse().ok(),
-        other => other.as_u64(),
-    });
-    let details = parts
-        .get(1)
-        .and_then(serde_json::Value::as_str)
-        .filter(|d| !d.is_empty())
-        .map(str::to_owned);
-    (fence, details)
-}
-
-/// The lock's token, PTTL, fencing counter, holder details and one more integer (queue
-/// length, or keys deleted), as one pipeline returns them.
-type Reply = (Option<String>, i64, Option<String>, Option<String>, u64);
 
 impl LockState {
-    fn new(name: &str, keys: &LockKeys, reply: Reply) -> Self {
-        let (token, pttl, fence, holder, waiters) = reply;
-        let fencing_counter = fence.and_then(|f| f.parse().ok());
-        let ttl_ms = token.as_ref().and(u64::try_from(pttl).ok());
-        let holder = token.as_ref().and(holder);
+    /// What `snapshot` (read by `Client::inspect`) says of `name`, for printing.
+    pub(crate) fn of(name: &str, key: &str, snapshot: &Snapshot) -> Self {
+        let kind = match snapshot.primitive {
+            Some(Primitive::Semaphore) => Kind::Semaphore,
+            Some(Primitive::RwLock) => Kind::Rwlock,
+            // A semaphore keeps its permit count while it is waited for.
+            _ if snapshot.permits.is_some() => Kind::Semaphore,
+            _ => Kind::Lock,
+        };
+        let holders: Vec<Holder> = snapshot
+            .holders
+            .iter()
+            .map(|h| Holder {
+                token_prefix: shown(&h.token_prefix),
+                fencing_token: h.fencing_token.map(redlease::FencingToken::get),
+                ttl_ms: h.time_left.map(millis),
+                details: h.details.clone(),
+            })
+            .collect();
+        let lock = holders.first().filter(|_| kind == Kind::Lock);
         Self {
             name: name.to_owned(),
-            key: keys.key().to_owned(),
-            kind: Kind::Lock,
-            permits: None,
-            mode: None,
-            held: token.is_some(),
-            token_prefix: token.as_deref().map(token_prefix),
-            ttl_ms,
-            fencing_counter,
-            holders: token
-                .as_deref()
-                .map(|token| Holder {
-                    token_prefix: token_prefix(token),
-                    fencing_token: fencing_counter,
-                    ttl_ms,
-                    details: holder.clone(),
-                })
-                .into_iter()
-                .collect(),
-            holder,
-            waiters,
+            key: key.to_owned(),
+            kind,
+            permits: snapshot.permits,
+            mode: snapshot.access.map(|a| access_name(a).to_owned()),
+            held: snapshot.is_held(),
+            token_prefix: lock.map(|h| h.token_prefix.clone()),
+            ttl_ms: lock.and_then(|h| h.ttl_ms),
+            fencing_counter: snapshot.fencing_counter.map(redlease::FencingToken::get),
+            holder: lock.and_then(|h| h.details.clone()),
+            waiters: snapshot.waiters.len() as u64,
+            waiting: snapshot.waiters.iter().map(Waiter::of).collect(),
+            holders,
             node: None,
         }
     }
+}
 
-    fn named(mut self, name: &str) -> Self {
-        name.clone_into(&mut self.name);
-        self
+/// `read` or `write`.
+fn access_name(access: Access) -> &'static str {
+    match access {
+        Access::Read => "read",
+        _ => "write",
     }
+}
+
+/// Whole milliseconds of `d`.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A token prefix as shown: the digits the library gives, then `…`.
+fn shown(prefix: &str) -> String {
+    format!("{prefix}…")
+}
+
+/// Reads `name` through the library ([`redlease::Client::inspect_keys`]): the one code
+/// path of `status`, `list` and (with [`redlease::Client::force_release`]) `release
+/// --force`.
+pub(crate) async fn read(
+    client: &Client,
+    name: &str,
+    keys: &LockKeys,
+) -> anyhow::Result<Inspection> {
+    client
+        .inspect_keys(keys)
+        .await
+        .with_context(|| format!("reading lock `{name}` (key {})", keys.key()))
+}
+
+/// An operator's client: no holder note (it takes nothing).
+async fn operator(redis: &RedisArgs) -> anyhow::Result<Client> {
+    redis.client(None).await
 }
 
 /// `redlease status`.
 pub(crate) async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let Some(every) = args.watch else {
-        return status_once(&args).await;
+        let client = operator(&args.redis).await?;
+        return status_once(&args, &client).await;
     };
     let mut signals = crate::run::Signals::new()?;
     let terminal = std::io::stdout().is_terminal();
+    // One client for the whole watch; made again after a snapshot could not connect.
+    let mut client = None;
     loop {
         if terminal {
             // Cursor home and clear the screen: the snapshot replaces the last one.
             let mut out = std::io::stdout().lock();
             write!(out, "\x1b[H\x1b[2J").context("writing to stdout")?;
         }
+        if client.is_none() {
+            client = operator(&args.redis)
+                .await
+                .inspect_err(|e| {
+                    let _ = print(&format!("redlease: {}", exit::one_line(e)));
+                })
+                .ok();
+        }
         // A snapshot that fails (Redis unreachable) says so and the watch goes on.
-        if let Err(e) = status_once(&args).await {
+        if let Some(client) = &client
+            && let Err(e) = status_once(&args, client).await
+        {
             print(&format!("redlease: {}", exit::one_line(&e)))?;
         }
         if !terminal {
@@ -620,14 +434,13 @@ pub(crate) async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-async fn status_once(args: &StatusArgs) -> anyhow::Result<ExitCode> {
+async fn status_once(args: &StatusArgs, client: &Client) -> anyhow::Result<ExitCode> {
     let keys = keys_of(&args.redis, &args.name)?;
-    let nodes = args.redis.nodes().await?;
-    let [node] = nodes.as_slice() else {
-        return quorum::status(&nodes, &args.name, &keys, args.json).await;
-    };
-    let mut conn = connection(node)?;
-    let state = read(&mut conn, &args.name, &keys).await?;
+    let inspection = read(client, &args.name, &keys).await?;
+    if !inspection.nodes.is_empty() {
+        return quorum::status(inspection, &args.name, args.json);
+    }
+    let state = LockState::of(&args.name, keys.key(), &inspection.snapshot);
     let text = if args.json {
         serde_json::to_string_pretty(&state)?
     } else {
@@ -671,6 +484,7 @@ fn render_status(state: &LockState) -> String {
         for (label, value) in rows {
             let _ = writeln!(out, "  {label:<15} {value}");
         }
+        write_waiters(&mut out, state);
         out.truncate(out.trim_end().len());
         return out;
     }
@@ -714,14 +528,44 @@ fn render_status(state: &LockState) -> String {
             holder.details.as_deref().unwrap_or("-"),
         );
     }
+    write_waiters(&mut out, state);
     out.truncate(out.trim_end().len());
     out
+}
+
+/// The waiters' table of `status`, next to be served first: token, how long each has
+/// waited, what a read-write lock's waiter wants, details.
+fn write_waiters(out: &mut String, state: &LockState) {
+    if state.waiting.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  waiters         {:<9}  {:>10}  DETAILS",
+        "TOKEN", "WAITED"
+    );
+    for waiter in &state.waiting {
+        let wants = waiter
+            .wants
+            .map(|w| format!("wants {w}; "))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "                  {:<9}  {:>10}  {wants}{}",
+            waiter.token_prefix,
+            waiter
+                .waited_ms
+                .map_or_else(|| "-".into(), |ms| human(Duration::from_millis(ms))),
+            waiter.details.as_deref().unwrap_or("-"),
+        );
+    }
 }
 
 /// `redlease list`.
 pub(crate) async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
     let nodes = args.redis.nodes().await?;
-    let mut states = Vec::new();
+    // The names, from every node that answers (a quorum's nodes may differ).
+    let mut names = BTreeSet::new();
     for node in &nodes {
         let mut conn = match (&node.conn, nodes.len()) {
             (Ok(conn), _) => conn.clone(),
@@ -731,14 +575,33 @@ pub(crate) async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
-        let mut found = held_locks(&mut conn, &args.redis.prefix, &args.pattern).await?;
-        if nodes.len() > 1 {
-            for state in &mut found {
-                state.node = Some(node.url.clone());
+        names.extend(lock_keys(&mut conn, &args.redis.prefix, &args.pattern).await?);
+    }
+    let client = operator(&args.redis).await?;
+    let mut states = Vec::new();
+    for key in names {
+        let Some(name) = key.strip_prefix(args.redis.prefix.as_str()) else {
+            continue;
+        };
+        let Ok(keys) = LockKeys::from_key(key.clone()) else {
+            continue;
+        };
+        let inspection = read(&client, name, &keys).await?;
+        if inspection.nodes.is_empty() {
+            states.push(LockState::of(name, &key, &inspection.snapshot));
+        }
+        // Over a quorum, one line per node that holds it.
+        for node in &inspection.nodes {
+            if let Ok(snapshot) = &node.snapshot {
+                states.push(LockState {
+                    node: Some(node.node.clone()),
+                    ..LockState::of(name, &key, snapshot)
+                });
             }
         }
-        states.extend(found);
     }
+    // Released or expired between the scan and the read.
+    states.retain(|s| s.held);
     let text = if args.json {
         serde_json::to_string_pretty(&states)?
     } else {
@@ -748,12 +611,13 @@ pub(crate) async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The locks held on one node whose names match `pattern`, by SCAN.
-async fn held_locks(
+/// The main keys of the locks, semaphores and read-write locks on one node whose names
+/// match `pattern`, by SCAN (never KEYS, which blocks Redis).
+async fn lock_keys(
     conn: &mut MultiplexedConnection,
     prefix: &str,
     pattern: &str,
-) -> anyhow::Result<Vec<LockState>> {
+) -> anyhow::Result<BTreeSet<String>> {
     let pattern = format!("{}{pattern}", glob_escape(prefix));
     let mut found = BTreeSet::new();
     // The type of a name's key is its kind: lock, semaphore, read-write lock.
@@ -778,21 +642,7 @@ async fn held_locks(
             }
         }
     }
-    let mut states = Vec::new();
-    for key in found {
-        let Some(name) = key.strip_prefix(prefix) else {
-            continue;
-        };
-        let Ok(keys) = LockKeys::from_key(key.clone()) else {
-            continue;
-        };
-        let state = read(conn, name, &keys).await?;
-        // Released or expired between the scan and the read.
-        if state.held {
-            states.push(state);
-        }
-    }
-    Ok(states)
+    Ok(found)
 }
 
 fn render_list(states: &[LockState]) -> String {
@@ -930,11 +780,15 @@ struct Removed {
 pub(crate) async fn release(args: ReleaseArgs) -> anyhow::Result<ExitCode> {
     debug_assert!(args.force, "clap requires --force");
     let keys = keys_of(&args.redis, &args.name)?;
-    let nodes = args.redis.nodes().await?;
-    let [node] = nodes.as_slice() else {
-        return quorum::release(&nodes, &args.name, &keys, args.json).await;
-    };
-    let before = remove(&mut connection(node)?, &args.name, &keys).await?;
+    let client = operator(&args.redis).await?;
+    let removed = client
+        .force_release(&keys)
+        .await
+        .with_context(|| format!("removing `{}` (key {})", args.name, keys.key()))?;
+    if !removed.nodes.is_empty() {
+        return quorum::release(removed, &args.name, args.json);
+    }
+    let before = LockState::of(&args.name, keys.key(), &removed.snapshot);
     let released = before.held;
     let text = if args.json {
         serde_json::to_string_pretty(&Removed { released, before })?
@@ -961,54 +815,6 @@ pub(crate) async fn release(args: ReleaseArgs) -> anyhow::Result<ExitCode> {
     Ok(exit::code(if released { 0 } else { exit::NEGATIVE }))
 }
 
-/// Deletes the lock key and its holder details on one node (for a semaphore or read-write
-/// lock, every permit or hold: `K`, its holder table and its expiries); returns what was
-/// there.
-///
-/// One pipeline without `MULTI` (see [`read`]) after the `TYPE` of the key: what it
-/// reports was read just before the delete, in the same round trip. Only a lock taken in
-/// the microseconds between the two (by a new holder of a free or just expired lock) is
-/// removed unreported. The fencing counter stays; so do a semaphore's or read-write lock's
-/// queue (its waiters are served next) and a semaphore's permit count.
-async fn remove(
-    conn: &mut MultiplexedConnection,
-    name: &str,
-    keys: &LockKeys,
-) -> anyhow::Result<LockState> {
-    if let Some(kind @ (Kind::Semaphore | Kind::Rwlock)) = kind_of(conn, name, keys).await? {
-        let holds = LeaseKeys::of(kind, keys)?.holds(keys);
-        let (before, _) = read_leases(conn, kind, keys, Some(&holds))
-            .await
-            .with_context(|| format!("removing `{name}` (key {})", keys.key()))?;
-        for holder in &before.holders {
-            tracing::info!(name = %name, token = %holder.token_prefix, "hold removed by force");
-        }
-        return Ok(before.named(name));
-    }
-    let reply: Reply = redis::pipe()
-        .get(keys.key())
-        .pttl(keys.key())
-        .get(keys.fence())
-        .get(keys.holder())
-        .del(&[keys.key(), keys.holder()])
-        .query_async(conn)
-        .await
-        .with_context(|| format!("removing lock `{name}` (key {})", keys.key()))?;
-    let before = LockState {
-        waiters: 0,
-        ..LockState::new(name, keys, reply)
-    };
-    if let Some(token) = &before.token_prefix {
-        tracing::info!(lock = %name, %token, "lock removed by force");
-    }
-    Ok(before)
-}
-
-/// The connection of a node, or why there is none.
-fn connection(node: &Node) -> anyhow::Result<MultiplexedConnection> {
-    node.conn.clone().map_err(|e| anyhow::anyhow!("{e}"))
-}
-
 /// Writes `text` and a newline on stdout.
 pub(crate) fn print(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
@@ -1019,16 +825,6 @@ pub(crate) fn print(text: &str) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn token_prefixes_never_show_a_whole_token() {
-        assert_eq!(
-            token_prefix("0123456789abcdef0123456789abcdef"),
-            "01234567…"
-        );
-        assert_eq!(token_prefix("abcd"), "ab…");
-        assert_eq!(token_prefix("a"), "…");
-    }
 
     #[test]
     fn side_keys_are_told_from_lock_keys() {

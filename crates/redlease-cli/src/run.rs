@@ -489,7 +489,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             waited,
             holder_ttl,
         }) => {
-            busy(&args, &name, wait, waited, holder_ttl).await;
+            busy(&client, &args, &name, wait, waited, holder_ttl).await;
             return Ok(exit::code(exit::BUSY));
         }
         Err(e) => {
@@ -732,6 +732,7 @@ fn describe(status: ExitStatus) -> String {
 
 /// Says, on one line, that the lock is busy: the key, the holder, its time left.
 async fn busy(
+    client: &redlease::Client,
     args: &RunArgs,
     name: &str,
     wait: Wait,
@@ -744,18 +745,20 @@ async fn busy(
     } else {
         args.first()
     };
-    // The holder as the first node that has one sees it.
+    // The holder as the majority of a quorum sees it, else as the first node that has one.
     let holder = async {
         let keys = redlease::LockKeys::new(&args.redis.prefix, name).ok()?;
-        for node in args.redis.nodes().await.ok()? {
-            let Ok(mut conn) = node.conn else { continue };
-            if let Ok(state) = inspect::read(&mut conn, name, &keys).await
-                && state.held
-            {
-                return Some(state);
-            }
-        }
-        None
+        let inspection = inspect::read(client, name, &keys).await.ok()?;
+        let key = inspection.key.clone();
+        let snapshot = if inspection.is_held() {
+            inspection.snapshot
+        } else {
+            inspection
+                .nodes
+                .into_iter()
+                .find_map(|n| n.snapshot.ok().filter(redlease::Snapshot::is_held))?
+        };
+        Some(inspect::LockState::of(name, &key, &snapshot))
     };
     let state = tokio::time::timeout(Duration::from_secs(1), holder)
         .await

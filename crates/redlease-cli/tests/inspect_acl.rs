@@ -1,6 +1,6 @@
 //! `redlease status`, `list` and `release --force` as a least-privilege Redis user: the
 //! library's ACL line of docs/SECURITY.md plus the operator rules
-//! `+llen +scan +type +zrange +hgetall`, no `+multi +exec`.
+//! `+lrange +scan +type +zrange +hgetall`, no `+multi +exec`.
 #![allow(clippy::panic, reason = "tests fail loudly")]
 
 mod common;
@@ -12,7 +12,7 @@ const PASSWORD: &str = "inspect-pw-52e1";
 const ADMIN_PASSWORD: &str = "inspect-admin-pw-93d7";
 
 /// What docs/SECURITY.md tells operators to add for `status`, `list` and `release --force`.
-const OPERATOR_RULES: [&str; 5] = ["+llen", "+scan", "+type", "+zrange", "+hgetall"];
+const OPERATOR_RULES: [&str; 5] = ["+lrange", "+scan", "+type", "+zrange", "+hgetall"];
 
 /// A server whose `default` user is off, with an `admin` (for the test's own writes) and a
 /// `redlease` user with the documented line plus `extra`.
@@ -41,7 +41,7 @@ fn url(server: &RedisServer) -> String {
 }
 
 /// Writes, as `admin`, the keys of lock `job` held by `token` (as `acquire.lua` leaves
-/// them), with fencing counter 5 and a waiter queued.
+/// them), with fencing counter 5 and a waiter queued (in the queue and its table).
 fn hold_job(server: &RedisServer, token: &str) -> TestResult {
     let mut conn = redis::Client::open(format!(
         "redis://admin:{ADMIN_PASSWORD}@127.0.0.1:{}",
@@ -65,6 +65,10 @@ fn hold_job(server: &RedisServer, token: &str) -> TestResult {
         .cmd("RPUSH")
         .arg("{redlease:job}:queue")
         .arg("waiter-token")
+        .cmd("HSET")
+        .arg("{redlease:job}:waiters")
+        .arg("waiter-token")
+        .arg(r#"["60000","chan","host=h3 pid=9","1"]"#)
         .exec(&mut conn)?;
     Ok(())
 }
@@ -130,6 +134,10 @@ fn status_list_and_forced_release_work_with_the_documented_acl_plus_the_operator
     assert!(status.contains("fencing token   5"), "{status}");
     assert!(status.contains("host=h1 pid=42"), "{status}");
     assert!(status.contains("queued waiters  1"), "{status}");
+    assert!(
+        status.contains("host=h3 pid=9"),
+        "the waiter's details: {status}"
+    );
 
     let out = run_as_user(&server, &["list"]);
     assert_eq!(out.status.code(), Some(0), "list: {}", text(&out.stderr));
@@ -168,13 +176,13 @@ fn status_list_and_forced_release_work_with_the_documented_acl_plus_the_operator
     Ok(())
 }
 
-/// Without `+llen`, `status` names the missing permission (it said only `broken pipe`
+/// Without `+lrange`, `status` names the missing permission (it said only `broken pipe`
 /// while it read in a `MULTI` that the user may not send).
 #[test]
 fn status_names_a_missing_permission() -> TestResult {
     let rules: Vec<&str> = OPERATOR_RULES
         .into_iter()
-        .filter(|r| *r != "+llen")
+        .filter(|r| *r != "+lrange")
         .collect();
     let server = acl_server(&rules);
     hold_job(&server, "0123456789abcdef0123456789abcdef")?;
@@ -182,7 +190,7 @@ fn status_names_a_missing_permission() -> TestResult {
     let stderr = text(&out.stderr);
     assert_ne!(out.status.code(), Some(0));
     assert!(
-        stderr.contains("llen") && !stderr.contains("broken pipe"),
+        stderr.contains("lrange") && !stderr.contains("broken pipe"),
         "{stderr}"
     );
     Ok(())

@@ -251,7 +251,12 @@ fn status_list_and_release_show_semaphore_and_read_write_holders() -> TestResult
     for fence in fences(dir.path())? {
         assert!(said.contains(&fence.to_string()), "{said}");
     }
-    assert_eq!(said.matches("cmd=sh").count(), 2, "{said}");
+    // Two holders, and the queued waiter with how long it has waited.
+    assert_eq!(said.matches("cmd=sh").count(), 3, "{said}");
+    assert!(
+        said.contains("waiters         TOKEN          WAITED"),
+        "{said}"
+    );
 
     // A writer holds the read-write lock `cfg`.
     let mut writer = start_run(

@@ -47,8 +47,8 @@ if current == token then
 end
 if ARGV[4] == '1' or ARGV[4] == 'j' then
   -- A waiter that comes back keeps its place (and its `since`): only a new place reads
-  -- the clock, so a retry costs one call here, as HSETNX did.
-  if redis.call('HEXISTS', KEYS[5], token) == 0 then
+  -- the clock, so a retry costs one call here (HGET), as HSETNX did.
+  if not redis.call('HGET', KEYS[5], token) then
     local t = redis.call('TIME')
     local since = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
     redis.call('HSET', KEYS[5], token, cjson.encode({ARGV[2], ARGV[5], ARGV[3], since}))

@@ -174,7 +174,7 @@ pub enum Error {
     /// call) says so, and names the script. A script reply that the library does not
     /// expect (a short array, an unknown status, a negative fencing token) is one too,
     /// of kind `UnexpectedReturnType`: never taken for a busy lock or a zero token.
-    #[error("redis error while {action}; {}", redis_hint(source))]
+    #[error("redis error while {action}; {}", redis_hint(action, source))]
     Redis {
         /// What we were doing.
         action: &'static str,
@@ -211,14 +211,22 @@ fn holder_hint(ttl: Option<Duration>) -> String {
     }
 }
 
-/// What to do about a Redis error.
-fn redis_hint(source: &redis::RedisError) -> String {
+/// The action of an inspection's errors ([`Error::Redis`]).
+pub(crate) const INSPECTING: &str = "inspecting a lock";
+/// The action of a forced release's errors.
+pub(crate) const REMOVING_HOLDS: &str = "removing a lock's holds";
+
+/// What to do about a Redis error met while doing `action`.
+fn redis_hint(action: &str, source: &redis::RedisError) -> String {
     let text = source.to_string();
     let in_script = text.contains("user executing the script can't run");
     if source.code() == Some("NOPERM") || in_script {
         let script = crate::lua::named_in(&text)
             .map(|name| format!(" (in {name})"))
             .unwrap_or_default();
+        if action == INSPECTING || action == REMOVING_HOLDS {
+            return "the Redis ACL user lacks a permission that inspecting needs; grant it the operator rules of redlease's docs/SECURITY.md".into();
+        }
         format!(
             "the Redis ACL user lacks a permission that redlease needs{script}; grant it the least-privilege ACL line of redlease's docs/SECURITY.md"
         )

@@ -427,7 +427,7 @@ pub(crate) fn agree(
         }
     }
     // Longest waiting first: the order the nodes' queues agree on.
-    waiters.sort_by(|a, b| b.1.waited.cmp(&a.1.waited));
+    waiters.sort_by_key(|(_, w)| std::cmp::Reverse(w.waited));
     let holding = readings.iter().find(|r| {
         r.holders
             .iter()

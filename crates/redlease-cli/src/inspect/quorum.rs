@@ -1,15 +1,15 @@
 //! `status` and `release --force` when the locks live on a quorum (Redlock) of independent
-//! nodes: each node is read (or cleared) on its own, and the answer says node by node.
+//! nodes: the library reads (or clears) each node on its own, and the answer says node by
+//! node.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use redlease::LockKeys;
+use redlease::Inspection;
 use serde::Serialize;
 
-use super::{LockState, connection, print, read, remove};
-use crate::connect::Node;
+use super::{LockState, print};
 use crate::exit;
 
 /// What one node said.
@@ -45,58 +45,25 @@ struct ForcedRelease<'a> {
     nodes: Vec<NodeReport>,
 }
 
-/// Runs `op` on every node concurrently, with the node's name on its state.
-async fn each<F, Fut>(nodes: &[Node], op: F) -> Vec<NodeReport>
-where
-    F: Fn(redis::aio::MultiplexedConnection) -> Fut,
-    Fut: Future<Output = anyhow::Result<LockState>>,
-{
-    let results = futures_util::future::join_all(nodes.iter().map(|node| {
-        let conn = connection(node);
-        let op = &op;
-        async move {
-            match conn {
-                Ok(conn) => op(conn).await,
-                Err(e) => Err(e),
-            }
-        }
-    }))
-    .await;
-    nodes
-        .iter()
-        .zip(results)
-        .map(|(node, result)| match result {
-            Ok(state) => NodeReport {
-                node: node.url.clone(),
-                state: Some(state),
+/// Each node's answer in `inspection`, as printed.
+fn reports(inspection: Inspection, name: &str) -> Vec<NodeReport> {
+    let key = inspection.key;
+    inspection
+        .nodes
+        .into_iter()
+        .map(|node| match node.snapshot {
+            Ok(snapshot) => NodeReport {
+                node: node.node,
+                state: Some(LockState::of(name, &key, &snapshot)),
                 error: None,
             },
             Err(e) => NodeReport {
-                node: node.url.clone(),
+                node: node.node,
                 state: None,
-                error: Some(exit::one_line(&e)),
+                error: Some(exit::one_line(&e.into())),
             },
         })
         .collect()
-}
-
-/// Fails with exit code 69 when fewer than a majority of nodes answered.
-fn need_majority(reports: &[NodeReport]) -> anyhow::Result<usize> {
-    let majority = reports.len() / 2 + 1;
-    let answered = reports.iter().filter(|r| r.state.is_some()).count();
-    if answered < majority {
-        let errors: Vec<String> = reports
-            .iter()
-            .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.node)))
-            .collect();
-        return Err(exit::Unreachable(format!(
-            "only {answered} of {} nodes answered, a majority needs {majority} ({})",
-            reports.len(),
-            errors.join("; ")
-        ))
-        .into());
-    }
-    Ok(majority)
 }
 
 /// One line for a node: `held: holder 1a2b3c4d… (...), 12s left; fencing counter 42`.
@@ -117,18 +84,13 @@ fn node_line(report: &NodeReport) -> String {
     }
 }
 
-/// `redlease status` over a quorum: held when one owner holds it on a majority.
-pub(super) async fn status(
-    nodes: &[Node],
-    name: &str,
-    keys: &LockKeys,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
-    let reports = each(nodes, |mut conn| async move {
-        read(&mut conn, name, keys).await
-    })
-    .await;
-    let majority = need_majority(&reports)?;
+/// `redlease status` over a quorum: held when one owner holds it on a majority (the
+/// library has checked that a majority answered).
+pub(super) fn status(inspection: Inspection, name: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let key = inspection.key.clone();
+    let held = inspection.is_held();
+    let reports = reports(inspection, name);
+    let majority = reports.len() / 2 + 1;
     let mut owners: HashMap<&str, usize> = HashMap::new();
     for state in reports.iter().filter_map(|r| r.state.as_ref()) {
         // A read-write lock's readers each count on their own.
@@ -137,11 +99,10 @@ pub(super) async fn status(
         }
     }
     let held_on = owners.values().copied().max().unwrap_or(0);
-    let held = held_on >= majority;
     let text = if json {
         serde_json::to_string_pretty(&Status {
             name,
-            key: keys.key(),
+            key: &key,
             held,
             held_on,
             majority,
@@ -154,9 +115,8 @@ pub(super) async fn status(
             .find(|s| s.held)
             .map_or("lock", LockState::noun);
         let mut out = format!(
-            "{noun} `{name}` (key {}) on a quorum of {} nodes: {} (one owner on {held_on}, a majority is {majority})",
-            keys.key(),
-            nodes.len(),
+            "{noun} `{name}` (key {key}) on a quorum of {} nodes: {} (one owner on {held_on}, a majority is {majority})",
+            reports.len(),
             if held { "held" } else { "free" },
         );
         for report in &reports {
@@ -168,20 +128,12 @@ pub(super) async fn status(
     Ok(exit::code(if held { 0 } else { exit::NEGATIVE }))
 }
 
-/// `redlease release --force` over a quorum: removes the lock on every node that answers.
-pub(super) async fn release(
-    nodes: &[Node],
-    name: &str,
-    keys: &LockKeys,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
-    let reports = each(nodes, |mut conn| async move {
-        remove(&mut conn, name, keys).await
-    })
-    .await;
-    if reports.iter().all(|r| r.state.is_none()) {
-        need_majority(&reports)?;
-    }
+/// `redlease release --force` over a quorum: the library removed the lock on every node
+/// that answered.
+pub(super) fn release(removed: Inspection, name: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let key = removed.key.clone();
+    let reports = reports(removed, name);
+    let nodes = reports.len();
     let removed_on = reports
         .iter()
         .filter(|r| r.state.as_ref().is_some_and(|s| s.held))
@@ -189,7 +141,7 @@ pub(super) async fn release(
     let text = if json {
         serde_json::to_string_pretty(&ForcedRelease {
             name,
-            key: keys.key(),
+            key: &key,
             released: removed_on > 0,
             removed_on,
             nodes: reports,
@@ -197,15 +149,11 @@ pub(super) async fn release(
     } else {
         let mut out = if removed_on > 0 {
             format!(
-                "removed lock `{name}` (key {}) from {removed_on} of {} nodes; fencing counters stay:",
-                keys.key(),
-                nodes.len()
+                "removed lock `{name}` (key {key}) from {removed_on} of {nodes} nodes; fencing counters stay:"
             )
         } else {
             format!(
-                "lock `{name}` (key {}) is not held on any of the {} nodes; nothing removed:",
-                keys.key(),
-                nodes.len()
+                "lock `{name}` (key {key}) is not held on any of the {nodes} nodes; nothing removed:"
             )
         };
         for report in &reports {

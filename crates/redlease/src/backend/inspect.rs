@@ -13,7 +13,7 @@ use redis::RedisResult;
 
 use super::node::{Node, fan_out};
 use super::{Deployment, Topology};
-use crate::error::{Error, Result};
+use crate::error::{Error, INSPECTING, REMOVING_HOLDS, Result};
 use crate::inspection::{self, Reading};
 use crate::keys::{LockKeys, Primitive};
 
@@ -30,11 +30,7 @@ impl Deployment {
         keys: &LockKeys,
         remove: bool,
     ) -> Vec<(String, Result<Reading>)> {
-        let action = if remove {
-            "removing a lock's holds"
-        } else {
-            "inspecting a lock"
-        };
+        let action = if remove { REMOVING_HOLDS } else { INSPECTING };
         let wrap = |r: RedisResult<Reading>| r.map_err(|e| Error::redis(action, &keys.key, e));
         if self.topology != Topology::Quorum {
             let node = self.primary();
