@@ -25,7 +25,9 @@ Reads the lock's keys in one round trip and prints: whether it is held, the firs
 hex digits of the holder's owner token (never the whole token: it is the holder's secret),
 the time left on its lease, the lock's fencing counter (the fencing token of the latest
 acquisition; the next one gets a larger number), the holder's details (host, pid and, for
-redlease run, the command's name) and how many waiters are queued.
+redlease run, the command's name) and the queued waiters, next served first, with how
+long each has waited (and, for a read-write lock, whether it wants to read or write).
+It reads through the library's Client::inspect: plain reads, no script.
 
 With several --redis URLs (a quorum of independent nodes) each node is read and shown on
 its own line; the lock is held when one owner holds it on a majority of the nodes. Nodes

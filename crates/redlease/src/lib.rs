@@ -168,6 +168,11 @@
 //! runtime that created it (see its docs).
 //!
 //! # Operating it
+//! - **Who holds it**: [`Client::inspect`] returns a name's holders (details, time left,
+//!   fencing token), its queued waiters (how long each has waited) and its fencing
+//!   counter, for every primitive, by plain reads; [`Client::force_release`] removes a
+//!   stuck holder's hold. The `redlease status`, `list` and `release --force` commands are
+//!   these calls.
 //! - **Renewal health**: [`Guard::health`] and [`Guard::health_changes`] report
 //!   [`LeaseHealth::Retrying`] (with the time left) while renewals fail, *before* the lease
 //!   is lost, and [`LeaseHealth::Renewed`] when they recover.
