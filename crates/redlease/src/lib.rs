@@ -310,6 +310,8 @@ mod send_sync {
         send_sync::<crate::blocking::WriteGuard>();
         send_sync::<crate::MultiLock>();
         send_sync::<crate::MultiGuard>();
+        send_sync::<crate::Inspection>();
+        send_sync::<crate::Snapshot>();
         #[cfg(feature = "blocking")]
         send_sync::<crate::blocking::MultiLock>();
         #[cfg(feature = "blocking")]

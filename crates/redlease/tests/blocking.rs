@@ -225,3 +225,21 @@ fn a_blocking_guard_reports_its_health() {
     }
     assert!(matches!(guard.release(), Err(Error::Lost { .. })));
 }
+
+#[test]
+fn a_synchronous_caller_inspects_and_forces_a_release() {
+    let server = RedisServer::start().unwrap();
+    let holder = Client::connect(&server.url()).unwrap();
+    let operator = Client::connect(&server.admin_url()).unwrap();
+    let guard = holder.lock("blocking-inspect").acquire().unwrap();
+    let seen = operator.inspect("blocking-inspect").unwrap();
+    assert_eq!(
+        seen.snapshot.holders[0].fencing_token,
+        Some(guard.fencing_token())
+    );
+    let keys = redlease::LockKeys::new(redlease::DEFAULT_PREFIX, "blocking-inspect").unwrap();
+    let removed = operator.force_release(&keys).unwrap();
+    assert!(removed.is_held(), "it reports what it removed");
+    assert!(!operator.inspect_keys(&keys).unwrap().is_held());
+    assert!(matches!(guard.release(), Err(Error::Lost { .. })));
+}

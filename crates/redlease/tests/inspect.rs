@@ -260,8 +260,12 @@ async fn bad_names_and_foreign_keys_get_clear_errors() {
         matches!(err, Error::WrongType { ref key } if key == "redlease:a-list"),
         "{err}"
     );
-    // A name nothing ever took: free, no counter.
-    let never = ops.inspect("never-taken").await.unwrap().snapshot;
+    // A name nothing ever took: free, no counter. (Spawned: the future is `Send`.)
+    let never = tokio::spawn(async move { ops.inspect("never-taken").await })
+        .await
+        .unwrap()
+        .unwrap()
+        .snapshot;
     assert_eq!(never, redlease::Snapshot::default());
 }
 

@@ -92,6 +92,33 @@ impl Client {
         Election(self.drive(self.inner.election(name)))
     }
 
+    /// Who holds the name `name`, who waits for it and its fencing counter; see
+    /// [`crate::Client::inspect`].
+    ///
+    /// # Errors
+    /// As [`crate::Client::inspect`], and [`Error::Runtime`] inside an async runtime.
+    pub fn inspect(&self, name: &str) -> Result<crate::Inspection> {
+        block_on(&self.runtime, self.inner.inspect(name))?
+    }
+
+    /// As [`Client::inspect`], for the name whose keys are `keys`; see
+    /// [`crate::Client::inspect_keys`].
+    ///
+    /// # Errors
+    /// As [`Client::inspect`].
+    pub fn inspect_keys(&self, keys: &crate::LockKeys) -> Result<crate::Inspection> {
+        block_on(&self.runtime, self.inner.inspect_keys(keys))?
+    }
+
+    /// Removes every hold on the name of `keys`, whoever holds it; see
+    /// [`crate::Client::force_release`].
+    ///
+    /// # Errors
+    /// As [`crate::Client::force_release`], and [`Error::Runtime`] inside an async runtime.
+    pub fn force_release(&self, keys: &crate::LockKeys) -> Result<crate::Inspection> {
+        block_on(&self.runtime, self.inner.force_release(keys))?
+    }
+
     /// The async client this one drives.
     pub fn as_async(&self) -> &crate::Client {
         &self.inner
