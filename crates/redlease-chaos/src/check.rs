@@ -120,7 +120,16 @@ pub fn check_as(history: &[Event], primitive: Primitive) -> Findings {
     let mut killed: Vec<(u32, Duration, Vec<Lane>)> = Vec::new();
     let mut resumed: HashMap<u32, Duration> = HashMap::new();
     let (mut takeovers, mut detections) = (Vec::new(), Vec::new());
+    // Workers killed so far. The runner records a `Kill` before it sends the signal, so a
+    // line the worker wrote just before it died (the second `Begin` of a multi-lock's
+    // two names, say) can still arrive after it: such a line is no step of a live
+    // process, and counting it would leave the dead worker inside (and holding) forever.
+    // Its writes are still judged: the fenced resource saw them.
+    let mut dead: HashSet<u32> = HashSet::new();
     for e in history {
+        if dead.contains(&e.worker) && !matches!(e.kind, Kind::Write | Kind::Kill) {
+            continue;
+        }
         let lane = match primitive {
             Primitive::MultiLock { .. } => e.lock,
             Primitive::Mutex
@@ -239,6 +248,7 @@ pub fn check_as(history: &[Event], primitive: Primitive) -> Findings {
             Kind::Error => f.errors += 1,
             Kind::Kill => {
                 f.faults += 1;
+                dead.insert(e.worker);
                 for here in inside.values_mut() {
                     here.remove(&e.worker);
                 }
@@ -486,6 +496,24 @@ mod tests {
         apart.extend(multi(30, 3, &[('c', 4), ('d', 4)])[..4].to_vec());
         let f = check_as(&apart, MULTI);
         assert!(f.is_safe(), "{f:?}");
+    }
+
+    /// A line a killed worker wrote before it died but that arrived after its `Kill` was
+    /// recorded (the second name's `Begin`) leaves it neither inside nor holding.
+    #[test]
+    fn lines_of_a_killed_worker_arriving_after_its_kill_are_not_steps() {
+        let mut h = multi(0, 1, &[('a', 1), ('b', 1)])[..3].to_vec();
+        h.push(Event::new(at(3), Kind::Kill, 1, 0));
+        h.push(named(4, Kind::Begin, 1, 1, 'b'));
+        h.extend(multi(1000, 2, &[('b', 2), ('c', 2)]));
+        h.extend(multi(1010, 3, &[('a', 3), ('b', 3)]));
+        let f = check_as(&h, MULTI);
+        assert!(f.is_safe(), "{f:?}");
+        assert_eq!((f.overlaps, f.most_inside, f.faults), (0, 1, 1), "{f:?}");
+        // Before its Kill the same Begin counts: 2 takes b while 1 is inside.
+        let mut h = multi(0, 1, &[('a', 1), ('b', 1)])[..4].to_vec();
+        h.extend(multi(1000, 2, &[('b', 2), ('c', 2)]));
+        assert!(!check_as(&h, MULTI).is_safe());
     }
 
     /// Tokens strictly increase per name, not across names; a stale write is judged

@@ -17,6 +17,10 @@ impl Client {
     /// read commands suffice (`GET`, `PTTL`, `TYPE`, `TIME`, `LRANGE`, `HGET`, `HGETALL`,
     /// `ZRANGE`): an operator's read-only ACL user can inspect.
     ///
+    /// Waiters are those queued for a hand-off: a quorum's waiters (which listen for
+    /// release notices instead) and a Cluster semaphore's waiters (which retry) hold no
+    /// place and are not listed.
+    ///
     /// Tokens are shown by their first hex digits only. Over a quorum every node is read:
     /// [`Inspection::nodes`] has each node's answer, [`Inspection::snapshot`] what a
     /// majority of them agree on.
