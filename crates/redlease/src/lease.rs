@@ -271,18 +271,18 @@ impl Lease {
 
     /// Marks the lease lost (once), with a warning.
     pub(crate) fn lose(&self, why: &'static str) {
-        let changed = self.state.send_if_modified(|s| {
+        self.state.send_if_modified(|s| {
             if matches!(s, State::Held(_)) {
+                // Said and counted before the change wakes anyone: a holder that learns
+                // of the loss finds the warning in its logs and the loss in its metrics.
+                tracing::warn!(parent: &self.span, lock = %self.name, token = %self.token, fence = %self.fence, why, "lock lost");
+                self.hold_ended(HoldEnd::Lost);
                 *s = State::Lost;
                 true
             } else {
                 false
             }
         });
-        if changed {
-            self.hold_ended(HoldEnd::Lost);
-            tracing::warn!(parent: &self.span, lock = %self.name, token = %self.token, fence = %self.fence, why, "lock lost");
-        }
     }
 
     /// Marks a held lease closed by a shutdown; true when it was held.

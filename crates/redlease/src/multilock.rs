@@ -262,7 +262,7 @@ impl MultiLock {
                 Some(d) => Wait::For(d.saturating_duration_since(Instant::now())),
                 None => Wait::Forever,
             };
-            match Box::pin(spec.acquire(Kind::Mutex)).await {
+            match Box::pin(spec.acquire_metered(Kind::Mutex, meter)).await {
                 Ok(guard) => guards.push(guard),
                 Err(e) => {
                     give_back(guards).await;

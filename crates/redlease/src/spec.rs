@@ -216,9 +216,22 @@ impl Spec {
 
     /// A lease of `kind`, waiting up to the builder's `wait`.
     pub(crate) async fn acquire(&self, kind: Kind) -> Result<Guard> {
-        let keys = self.plan(kind.primitive())?;
         let meter = Acquisition::start(self.labels(kind), self.measured);
-        let request = self.request(&keys, kind, &meter);
+        let taken = self.acquire_metered(kind, &meter).await;
+        meter.finish(match &taken {
+            Ok(_) => Outcome::Acquired,
+            Err(Error::Timeout { .. }) => Outcome::Timeout,
+            Err(_) => Outcome::Failed,
+        });
+        taken
+    }
+
+    /// As [`Spec::acquire`], measured by `meter`: the acquisition's own, or that of a
+    /// multi-lock taking its names one by one (which then counts as waiting as soon as
+    /// one of them is busy).
+    pub(crate) async fn acquire_metered(&self, kind: Kind, meter: &Acquisition) -> Result<Guard> {
+        let keys = self.plan(kind.primitive())?;
+        let request = self.request(&keys, kind, meter);
         let started = Instant::now();
         let deadline = request.deadline(started);
         let holding = match self.effective_owner() {
@@ -232,11 +245,6 @@ impl Spec {
                 .and_then(|held| held.ok_or_else(|| request.timeout(started, None))),
             None => request.wait(started, deadline).await,
         };
-        meter.finish(match &holding {
-            Ok(_) => Outcome::Acquired,
-            Err(Error::Timeout { .. }) => Outcome::Timeout,
-            Err(_) => Outcome::Failed,
-        });
         Ok(Guard::new(holding?))
     }
 

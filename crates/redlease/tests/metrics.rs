@@ -396,3 +396,37 @@ async fn a_release_that_finds_the_token_gone_counts_a_loss() {
     };
     assert_eq!((outcomes("lost"), outcomes("released")), (1, 0), "{seen:?}");
 }
+
+/// A multi-lock that takes its names one by one (a quorum cannot take them in one script)
+/// counts as one waiting acquisition while one of its names is busy.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_multi_lock_taken_name_by_name_counts_as_waiting() {
+    snapshotter();
+    let (_nodes, client) = common::quorum_of_three().await;
+    let holder = client.lock("metrics-mq-b").acquire().await.unwrap();
+    let waiter = tokio::spawn({
+        let multi = client
+            .multi_lock(["metrics-mq-a", "metrics-mq-b"])
+            .name_in_metrics()
+            .wait(Wait::Forever);
+        async move { multi.acquire().await }
+    });
+    let both = "metrics-mq-a,metrics-mq-b";
+    eventually("the multi-lock counted as waiting", async || {
+        Seen::of(both).gauge("redlease_waiting", &[("kind", "multi_lock")]) == 1.0
+    })
+    .await;
+    holder.release().await.unwrap();
+    let taken = bounded("the multi-lock", waiter).await.unwrap().unwrap();
+    let seen = Seen::of(both);
+    assert_eq!(
+        seen.gauge("redlease_waiting", &[("kind", "multi_lock")]),
+        0.0,
+        "{seen:?}"
+    );
+    assert_eq!(
+        seen.counter("redlease_acquired_total", &[("kind", "multi_lock")]),
+        1
+    );
+    taken.release().await.unwrap();
+}
