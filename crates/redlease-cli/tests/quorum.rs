@@ -108,6 +108,12 @@ fn status_and_forced_release_speak_node_by_node_and_survive_a_node_down() -> Tes
         let stderr = text(&out.stderr);
         let last = stderr.lines().last().unwrap_or_default();
         assert!(last.starts_with("redlease: "), "{args:?}: {stderr}");
+        if args[0] == "status" {
+            assert!(
+                last.contains("only 1 of the 2 nodes needed for a majority answered"),
+                "{stderr}"
+            );
+        }
     }
     Ok(())
 }

@@ -37,14 +37,17 @@ pub enum Error {
         /// The lock's name.
         name: String,
     },
-    /// Too few independent nodes granted the lock (or answered a quorum client's `PING`
-    /// when it connected).
+    /// Too few independent nodes granted the lock (or answered: a quorum client's `PING`
+    /// when it connected, a read of the leader or an inspection).
     #[error(
-        "only {acquired} of the {needed} nodes needed for a majority granted the lock{}; check that most nodes are reachable",
+        "only {acquired} of the {needed} nodes needed for a majority {what}{}; check that most nodes are reachable",
         node_errors(errors)
     )]
     NoQuorum {
-        /// Nodes that granted it.
+        /// What the nodes were asked: `granted the lock`, or `answered` (a connection's
+        /// `PING`, a read).
+        what: &'static str,
+        /// Nodes that granted it (or answered).
         acquired: usize,
         /// The majority needed.
         needed: usize,

@@ -367,6 +367,7 @@ pub(crate) fn agree(
             })
             .collect();
         return Err(Error::NoQuorum {
+            what: "answered",
             acquired: readings.len(),
             needed: majority,
             errors,

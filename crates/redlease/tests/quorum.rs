@@ -151,6 +151,7 @@ async fn two_of_five_down_still_works_three_down_is_no_quorum() {
                 acquired,
                 needed,
                 errors,
+                ..
             } = &err
             else {
                 unreachable!()

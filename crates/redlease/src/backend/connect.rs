@@ -132,6 +132,7 @@ async fn quorum(settings: &Settings, urls: &[String]) -> Result<Deployment> {
     drop(pings);
     if answered < needed {
         return Err(Error::NoQuorum {
+            what: "answered",
             acquired: answered,
             needed,
             errors,

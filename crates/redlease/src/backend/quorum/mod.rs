@@ -201,6 +201,7 @@ pub(crate) async fn acquire(
     }
     if answered < needed {
         return Err(Error::NoQuorum {
+            what: "granted the lock",
             acquired: granted,
             needed,
             errors: node_errors(deployment, &replies, timed_out, &resting),
@@ -649,6 +650,7 @@ pub(crate) fn leader(
             })
             .collect();
         return Err(Error::NoQuorum {
+            what: "answered",
             acquired: answered,
             needed,
             errors,
