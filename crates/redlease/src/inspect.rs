@@ -4,7 +4,7 @@
 //! --force` are these calls.
 
 use crate::client::Client;
-use crate::error::Result;
+use crate::error::{Error, INSPECTING, REMOVING_HOLDS, Result};
 use crate::inspection::{self, Inspection, NodeSnapshot};
 use crate::keys::LockKeys;
 use crate::spec::DEFAULT_PREFIX;
@@ -92,9 +92,11 @@ impl Client {
         let deployment = &self.engine.deployment;
         let mut answers = deployment.inspect(keys, remove).await;
         let key = keys.key().to_owned();
+        let action = if remove { REMOVING_HOLDS } else { INSPECTING };
+        let error = |e| Error::redis(action, &key, e);
         if !deployment.is_quorum() {
             let snapshot = match answers.pop() {
-                Some((_, answer)) => answer?.snapshot(),
+                Some((_, answer)) => answer.map_err(error)?.snapshot(),
                 None => inspection::Snapshot::default(),
             };
             return Ok(Inspection {
@@ -104,16 +106,17 @@ impl Client {
             });
         }
         let agreed = inspection::agree(&answers, deployment.majority(), remove)?;
+        let nodes = answers
+            .into_iter()
+            .map(|(node, answer)| NodeSnapshot {
+                node,
+                snapshot: answer.map(inspection::Reading::snapshot).map_err(error),
+            })
+            .collect();
         Ok(Inspection {
             key,
             snapshot: agreed.snapshot(),
-            nodes: answers
-                .into_iter()
-                .map(|(node, answer)| NodeSnapshot {
-                    node,
-                    snapshot: answer.map(inspection::Reading::snapshot),
-                })
-                .collect(),
+            nodes,
         })
     }
 }

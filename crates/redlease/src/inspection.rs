@@ -346,7 +346,7 @@ fn text(value: &serde_json::Value) -> Option<String> {
 /// [`Error::NoQuorum`] when fewer than `majority` nodes answered and `lenient` is off;
 /// with `lenient` (a forced release, which reports node by node), only when none did.
 pub(crate) fn agree(
-    answers: &[(String, Result<Reading>)],
+    answers: &[(String, redis::RedisResult<Reading>)],
     majority: usize,
     lenient: bool,
 ) -> Result<Reading> {
@@ -358,12 +358,11 @@ pub(crate) fn agree(
     if readings.len() < enough {
         let errors = answers
             .iter()
-            .filter_map(|(node, r)| match r {
-                Err(Error::Redis { source, .. }) => Some(NodeError {
+            .filter_map(|(node, r)| {
+                r.as_ref().err().map(|e| NodeError {
                     node: node.clone(),
-                    error: source.clone(),
-                }),
-                _ => None,
+                    error: e.clone(),
+                })
             })
             .collect();
         return Err(Error::NoQuorum {

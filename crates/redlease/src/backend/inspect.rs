@@ -13,7 +13,6 @@ use redis::RedisResult;
 
 use super::node::{Node, fan_out};
 use super::{Deployment, Topology};
-use crate::error::{Error, INSPECTING, REMOVING_HOLDS, Result};
 use crate::inspection::{self, Reading};
 use crate::keys::{LockKeys, Primitive};
 
@@ -29,13 +28,11 @@ impl Deployment {
         &self,
         keys: &LockKeys,
         remove: bool,
-    ) -> Vec<(String, Result<Reading>)> {
-        let action = if remove { REMOVING_HOLDS } else { INSPECTING };
-        let wrap = |r: RedisResult<Reading>| r.map_err(|e| Error::redis(action, &keys.key, e));
+    ) -> Vec<(String, RedisResult<Reading>)> {
         if self.topology != Topology::Quorum {
             let node = self.primary();
             let reading = self.across_reconnects(|| read_on(node, keys, remove)).await;
-            return vec![(node.label.clone(), wrap(reading))];
+            return vec![(node.label.clone(), reading)];
         }
         let answers = fan_out(
             self.nodes
@@ -47,7 +44,7 @@ impl Deployment {
         self.nodes
             .iter()
             .zip(answers)
-            .map(|(node, answer)| (node.label.clone(), wrap(answer)))
+            .map(|(node, answer)| (node.label.clone(), answer))
             .collect()
     }
 }
