@@ -21,9 +21,13 @@
 --   ARGV[9] (optional) the fencing clock's step in µs (see fence.lua; a quorum's nodes)
 -- Reply {status, fence, pttl}:
 --   {1, fence, 0}     freshly acquired
---   {2, fence, 0}     already held with this token (a retried attempt, or a hand-off)
---   {0, 0, pttl}      held by someone else; pttl is the holder's remaining time in ms
---                     (-1: the holder set no expiry)
+--   {2, fence, 0}     already held with this token (a retried attempt, or a hand-off);
+--                     its expiry is set to ttl again, so that the caller may date the
+--                     lease from this attempt (a waiter confirming a hand-off)
+--   {0, seen, pttl}   held by someone else; pttl is the holder's remaining time in ms
+--                     (-1: the holder set no expiry); seen is the fencing counter now (0:
+--                     none), so that a waiter recognises a grant older than this reply
+--                     (its fence is at most seen) as stale
 local token = ARGV[1]
 -- Fast path: the lock is free (4 calls: SET, and TIME + SET of the fence, SET of the
 -- holder details). Releases hand the lock straight to the oldest
@@ -43,6 +47,8 @@ if redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
 end
 local current = redis.call('GET', KEYS[1])
 if current == token then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[3], ARGV[2])
   return {2, tonumber(redis.call('GET', KEYS[2]) or '0'), 0}
 end
 if ARGV[4] == '1' or ARGV[4] == 'j' then
@@ -66,4 +72,4 @@ if ARGV[4] == 'w' then
     redis.call('PEXPIRE', KEYS[4], ARGV[6], 'GT')
   end
 end
-return {0, 0, redis.call('PTTL', KEYS[1])}
+return {0, tonumber(redis.call('GET', KEYS[2]) or '0'), redis.call('PTTL', KEYS[1])}

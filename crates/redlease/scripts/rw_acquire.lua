@@ -17,10 +17,12 @@
 --   {2, fence, 0}     this token already holds the lock (a retried attempt, or a hand-off);
 --                     fence is that hold's token. A token holding write that asks for read
 --                     gets this too: its write hold covers reading (rw_downgrade.lua lets
---                     other readers in)
---   {0, 0, pttl}      not granted; pttl is the time in ms until every current hold has run
+--                     other readers in). The hold's lease is set to ttl again from now,
+--                     so that the caller may date it from this attempt
+--   {0, seen, pttl}   not granted; pttl is the time in ms until every current hold has run
 --                     out (-1: none held, while a silent place at the head waits for its
---                     waiter to come back)
+--                     waiter to come back); seen is the fencing counter now (0: none): a
+--                     grant whose fence is at most seen is older than this reply (see acquire.lua)
 -- Error replies (nothing changed when they are sent):
 --   "REDLEASE_UPGRADE ..."  ARGV[1] holds the lock for reading and asked for writing: an
 --                     upgrade is refused, never waited for (two upgrading readers would wait
@@ -44,6 +46,8 @@ if redis.call('ZSCORE', KEYS[6], token) then
       .. 'a read lock cannot be upgraded to write (it would deadlock with another upgrading reader): '
       .. 'release the read lock, then acquire the write lock')
   end
+  redis.call('ZADD', KEYS[6], 'XX', ms(now + ttl), token)
+  settle()
   return {2, fence_of(token), 0}
 end
 local mine, empty, wake = serve(state, now, token, ttl, details)
@@ -90,7 +94,8 @@ if ARGV[5] == '1' or ARGV[5] == '2' then
   redis.call('PEXPIRE', KEYS[5], ARGV[7])
 end
 local last = settle()
+local seen = tonumber(redis.call('GET', KEYS[2]) or '0')
 if last then
-  return {0, 0, last - now}
+  return {0, seen, last - now}
 end
-return {0, 0, -1}
+return {0, seen, -1}

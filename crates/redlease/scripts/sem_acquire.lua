@@ -9,9 +9,12 @@
 -- Reply {status, fence, pttl}, as acquire.lua:
 --   {1, fence, 0}     a permit freshly granted
 --   {2, fence, 0}     this token already holds a permit (a retried attempt, or a hand-off);
---                     fence is that permit's fencing token
---   {0, 0, pttl}      no permit for us now; pttl is the time in ms until the earliest
---                     held permit runs out (-1: none held, which a correct caller never sees)
+--                     fence is that permit's fencing token; the permit's lease is set to
+--                     ttl again from now, so that the caller may date it from this attempt
+--   {0, seen, pttl}   no permit for us now; pttl is the time in ms until the earliest
+--                     held permit runs out (-1: none held, which a correct caller never
+--                     sees); seen is the fencing counter now (0: none): a grant whose fence
+--                     is at most seen is older than this reply (see acquire.lua)
 -- Error replies (nothing changed when they are sent):
 --   "REDLEASE_PERMITS <n> ..."  the semaphore is in use with n permits, not ARGV[4]; the
 --                     count may change only once nothing is held or queued
@@ -39,6 +42,8 @@ if not stored then
 end
 reclaim(expired, now)
 if redis.call('ZSCORE', KEYS[1], token) then
+  redis.call('ZADD', KEYS[1], 'XX', ms(now + ttl), token)
+  settle()
   return {2, fence_of(token), 0}
 end
 local mine, free = serve(permits, now, token, ttl, details)
@@ -63,8 +68,9 @@ if ARGV[5] == '1' then
   redis.call('PEXPIRE', KEYS[5], ARGV[7])
 end
 settle()
+local seen = tonumber(redis.call('GET', KEYS[2]) or '0')
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if first[2] then
-  return {0, 0, tonumber(first[2]) - now}
+  return {0, seen, tonumber(first[2]) - now}
 end
-return {0, 0, -1}
+return {0, seen, -1}

@@ -20,7 +20,7 @@ use crate::renew::Renewal;
 use crate::replies::Reply;
 use crate::scripts::{AcquireArgs, Join, Kind};
 use crate::token::{FencingToken, OwnerToken};
-use crate::ttl::ttl_millis;
+use crate::ttl::{drift, ttl_millis};
 use crate::wait::{Retry, Wait, jitter};
 
 /// The longest pause between attempts while Redis cannot be reached or refuses for now
@@ -56,8 +56,66 @@ enum Attempt {
     Fresh(FencingToken),
     /// Already held with our token: an earlier attempt of ours, or a hand-off.
     Ours(FencingToken),
-    /// Held by another owner; the holder's remaining lease in ms (-1: none).
-    Busy(i64),
+    /// Held by another owner; the holder's remaining lease in ms (-1: none), and the
+    /// fencing counter when Redis answered.
+    Busy { pttl: i64, seen: u64 },
+}
+
+/// How many attempts [`Request::try_once`] makes at most when each one's reply comes too
+/// late to leave [`min_validity`] of the lease (the process was paused while it waited).
+const LATE_REPLIES: u32 = 3;
+
+/// What the replies of one waiter's attempts prove about a lease handed to it over pub/sub,
+/// whose grant message may have been delayed, reordered against those replies, or read
+/// late by a paused process (the rule of "What a guard may claim" in the crate docs).
+///
+/// A hand-off happens in Redis after the waiter's latest attempt that found the lease busy
+/// was processed, or it happened before and that attempt saw the lease held by someone
+/// else: the handed lease was over by then. The busy reply carries the fencing counter
+/// it saw, and grants' fences grow, so a grant whose fence is at most that counter is the
+/// second case (void), and any other grant began after that attempt was sent.
+#[derive(Debug, Clone, Copy, Default)]
+struct Dating {
+    /// The send time of the latest attempt that found the lease busy, else of the first.
+    floor: Option<Instant>,
+    /// The largest fencing counter a busy reply saw.
+    seen: u64,
+}
+
+impl Dating {
+    /// An attempt is sent now; when.
+    fn send(&mut self) -> Instant {
+        let sent = Instant::now();
+        self.floor.get_or_insert(sent);
+        sent
+    }
+
+    /// The attempt sent at `sent` found the lease busy, with the counter at `seen`.
+    fn busy(&mut self, sent: Instant, seen: u64) {
+        self.floor = Some(sent);
+        self.seen = self.seen.max(seen);
+    }
+
+    /// When a lease handed over with `fence` began at the earliest, as far as this waiter
+    /// can tell; `None` when the grant is older than a busy reply (void).
+    fn grant(&self, fence: u64) -> Option<Instant> {
+        if fence <= self.seen {
+            return None;
+        }
+        self.floor
+    }
+}
+
+/// The least validity an acquisition hands out: a lease whose reply (or grant) came later
+/// than this before its end is confirmed by another attempt instead (one that finds the
+/// lease ours sets its expiry again), so that an `Ok` never carries a lease about to end.
+pub(crate) fn min_validity(ttl: Duration) -> Duration {
+    ttl / 10
+}
+
+/// Whether a lease of `ttl` dated from `start` has at least [`min_validity`] left.
+fn lasts(ttl: Duration, start: Instant) -> bool {
+    start + ttl.saturating_sub(drift(ttl)) >= Instant::now() + min_validity(ttl)
 }
 
 impl Request<'_> {
@@ -84,22 +142,28 @@ impl Request<'_> {
     async fn try_acquire_unreplicated(&self, keys: &Arc<LockKeys>) -> Result<Option<Arc<Holding>>> {
         let token = OwnerToken::generate()?;
         let mut give_back = GiveBack::new(self.engine, keys, self.kind, &token);
-        let sent = Instant::now();
-        match self.attempt(keys, &token, Queue::No, true).await? {
-            Attempt::Fresh(fence) | Attempt::Ours(fence) => {
-                give_back.disarm();
-                Ok(Some(self.guard(
-                    Arc::clone(keys),
-                    token.clone(),
-                    fence,
-                    sent,
-                )))
-            }
-            Attempt::Busy(_) => {
-                give_back.disarm();
-                Ok(None)
+        let started = Instant::now();
+        for _ in 0..LATE_REPLIES {
+            let sent = Instant::now();
+            give_back.keep_trying_until(sent + self.ttl);
+            match self.attempt(keys, &token, Queue::No, true).await? {
+                Attempt::Fresh(fence) | Attempt::Ours(fence) if lasts(self.ttl, sent) => {
+                    give_back.disarm();
+                    return Ok(Some(self.guard(Arc::clone(keys), token, fence, sent)));
+                }
+                // The reply came too late to hand out what it took: again (the next
+                // attempt finds our token and sets its expiry anew).
+                Attempt::Fresh(_) | Attempt::Ours(_) => {
+                    tracing::debug!("lease taken with too little validity left; confirming");
+                }
+                Attempt::Busy { .. } => {
+                    give_back.disarm();
+                    return Ok(None);
+                }
             }
         }
+        // The give-back (still armed) returns what the attempts took.
+        Err(self.timeout(started, None))
     }
 
     /// Waits for the lease until `deadline` (`None`: as long as it takes).
@@ -173,10 +237,7 @@ impl Request<'_> {
             (self.wait != Wait::No && hands_off && notifier.subscribed(keys))
                 .then(|| notifier.register(&token, keys));
         let silent = self.keeps_silent_place();
-        // A lower bound on when the lease we may end up holding began: the send time of the
-        // latest attempt that found the lease busy (a hand-off happens after it), or of the
-        // first attempt when none did.
-        let mut floor: Option<Instant> = None;
+        let mut dating = Dating::default();
         let mut holder_ttl = None;
         let mut polls = 0u32;
         let mut failures = 0u32;
@@ -197,8 +258,7 @@ impl Request<'_> {
             if let Some(n) = released.as_mut() {
                 n.as_mut().enable();
             }
-            let sent = Instant::now();
-            let lease_floor = *floor.get_or_insert(sent);
+            let sent = dating.send();
             give_back.arm();
             attempts += 1;
             // Queue only while hand-offs can reach us: a release skips (and drops) a
@@ -206,21 +266,27 @@ impl Request<'_> {
             // when it comes back, and the next attempt queues again.
             let grants = registration.is_some() && notifier.subscribed(keys);
             let queue = Queue::pick(grants, silent, watch.is_some());
+            give_back.keep_trying_until(sent + self.lingers(queue));
             let outcome = self.attempt_until(keys, &token, queue, attempts, deadline);
             let Some(outcome) = outcome.await else {
                 return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
             };
             let delay = match outcome {
-                Ok(Attempt::Fresh(fence)) => {
-                    return Ok(self.taken(give_back, keys, token, fence, sent));
+                // Taken by this attempt, or found ours (a hand-off, an earlier attempt of
+                // ours): either way the script set the lease's expiry from when it ran,
+                // after `sent`.
+                Ok(Attempt::Fresh(fence) | Attempt::Ours(fence)) => {
+                    if lasts(self.ttl, sent) {
+                        return Ok(self.taken(give_back, keys, token, fence, sent));
+                    }
+                    // Too late (paused): the next attempt finds it ours and sets it anew.
+                    tracing::debug!("lease taken with too little validity left; confirming");
+                    continue;
                 }
-                Ok(Attempt::Ours(fence)) => {
-                    return Ok(self.taken(give_back, keys, token, fence, lease_floor));
-                }
-                Ok(Attempt::Busy(pttl)) => {
+                Ok(Attempt::Busy { pttl, seen }) => {
                     self.meter.waiting();
                     failure = None;
-                    floor = Some(sent);
+                    dating.busy(sent, seen);
                     if registration.is_none() && !silent {
                         // Definitely not ours and not queued: nothing to clean up.
                         give_back.disarm();
@@ -270,18 +336,42 @@ impl Request<'_> {
                 return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
             }
             let wake = deadline.map_or(now + delay, |d| d.min(now + delay));
-            if let Some(fence) =
+            let Some(fence) =
                 wait_for_news(registration.as_mut(), released.as_mut(), wake, &mut epochs).await
-            {
-                if !self.engine.deployment().trusts_grants() {
-                    // Confirm the grant with an attempt (it finds our token: `Ours`). The
-                    // old registration goes first: its drop removes our token's entry.
-                    drop(registration.take());
-                    registration = Some(notifier.register(&token, keys));
-                    continue;
-                }
+            else {
+                continue;
+            };
+            // The grant was read: later ones (after another queue place) need a new
+            // registration. The old one goes first: its drop removes our token's entry.
+            drop(registration.take());
+            registration = Some(notifier.register(&token, keys));
+            if let Some(start) = self.usable_grant(&dating, fence) {
                 let fence = FencingToken::new(fence);
-                return Ok(self.taken(give_back, keys, token, fence, sent));
+                return Ok(self.taken(give_back, keys, token, fence, start));
+            }
+        }
+    }
+
+    /// When the lease handed over with `fence` began at the earliest, if the grant can be
+    /// used as it is; `None` when the next attempt must confirm it (it finds our token:
+    /// `Ours`) or find it gone and queue again.
+    fn usable_grant(&self, dating: &Dating, fence: u64) -> Option<Instant> {
+        if !self.engine.deployment().trusts_grants() {
+            return None;
+        }
+        match dating.grant(fence) {
+            Some(start) if lasts(self.ttl, start) => Some(start),
+            Some(_) => {
+                // Read too late to date it usefully (this process was paused, or the
+                // message was slow).
+                tracing::debug!(fence, "grant read too late to use as it is; confirming");
+                None
+            }
+            None => {
+                // Handed to us before an attempt of ours found the lease held by someone
+                // else: that lease is over.
+                tracing::debug!(fence, "stale grant ignored");
+                None
             }
         }
     }
@@ -414,14 +504,14 @@ impl Request<'_> {
         Ok(match self.engine.deployment().acquire(keys, &args).await? {
             Reply::Fresh(fence) => Attempt::Fresh(FencingToken::new(fence)),
             Reply::Ours(fence) => Attempt::Ours(FencingToken::new(fence)),
-            Reply::Busy(pttl) => Attempt::Busy(pttl),
+            Reply::Busy { pttl, seen } => Attempt::Busy { pttl, seen },
         })
     }
 
     /// Attempt `number` of an acquisition, stopped at `deadline` (`None` when cut off: its
-    /// outcome is unknown, and the caller's give-back settles it). The first attempt is
-    /// never cut (it always gets its answer, as `try_acquire` does); later ones stop at
-    /// the end of the wait.
+    /// outcome is unknown, and the caller's give-back settles it). Only the first attempt
+    /// of an acquisition that does not wait ([`Wait::No`], a zero wait) is never cut: it
+    /// always gets its answer, as `try_acquire` does.
     async fn attempt_until(
         &self,
         keys: &LockKeys,
@@ -432,7 +522,8 @@ impl Request<'_> {
     ) -> Option<Result<Attempt>> {
         let first = number == 1;
         let attempt = self.attempt(keys, token, queue, first);
-        match deadline.filter(|_| !first) {
+        let waits = matches!(self.wait, Wait::For(d) if !d.is_zero());
+        match deadline.filter(|_| !first || waits) {
             Some(at) => tokio::time::timeout_at(at, attempt).await.ok(),
             None => Some(attempt.await),
         }
@@ -466,6 +557,17 @@ impl Request<'_> {
         self.wait != Wait::No
             && matches!(self.kind, Kind::Read | Kind::Write)
             && self.engine.deployment().keeps_silent_places()
+    }
+
+    /// How long what an attempt that joins the queue as `queue` may leave in Redis (a
+    /// lock taken, a queue place) can still be granted: a give-back keeps trying through
+    /// an outage until then.
+    fn lingers(&self, queue: Queue) -> Duration {
+        if queue == Queue::No {
+            self.ttl
+        } else {
+            self.ttl.max(self.queue_linger())
+        }
     }
 
     fn queue_linger(&self) -> Duration {
@@ -518,7 +620,10 @@ async fn wait_for_news(
             None => std::future::pending().await,
         }
     };
+    // Biased: a grant already read counts before a timer that expired meanwhile (a paused
+    // process finds both ready), which saves an attempt; the grant is checked either way.
     tokio::select! {
+        biased;
         fence = granted => Some(fence),
         () = released => None,
         () = tokio::time::sleep_until(wake) => None,

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use crate::backend::Deployment;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::lease::{Lease, State, lost};
 use crate::notify::{Notifier, Wakeups};
@@ -20,6 +20,7 @@ use crate::renew::Renewer;
 use crate::replies::Released;
 use crate::scripts::Kind;
 use crate::token::OwnerToken;
+use crate::wait::jitter;
 
 /// What a client's primitives share; a [`Client`](crate::Client) is an `Arc` of it.
 pub(crate) struct Engine {
@@ -215,6 +216,7 @@ impl Holding {
             return Ok(());
         }
         let mut give_back = GiveBack::new(&self.engine, &lease.keys, lease.kind(), &lease.token);
+        give_back.keep_trying_until(Instant::now() + lease.ttl());
         let released = release_token(&self.engine, &lease.keys, lease.kind(), &lease.token).await;
         if released.is_ok() {
             give_back.disarm();
@@ -292,14 +294,22 @@ impl Registry {
 /// atomically and idempotently.
 ///
 /// Armed from the start. The give-back is a task of the engine's, which
-/// [`Client::shutdown`](crate::Client::shutdown) waits for.
+/// [`Client::shutdown`](crate::Client::shutdown) waits for. While Redis cannot be reached
+/// it keeps trying until [`GiveBack::keep_trying_until`] (a queue place can be granted as
+/// long as it lingers: given up sooner, the lock would sit handed to nobody), and a grant
+/// that reaches this client for the token meanwhile makes it try again at once.
 pub(crate) struct GiveBack {
     engine: Arc<Engine>,
     keys: Arc<LockKeys>,
     kind: Kind,
     token: OwnerToken,
     armed: bool,
+    /// Until when a give-back that cannot reach Redis tries again.
+    until: Option<Instant>,
 }
+
+/// The longest pause between two tries of a give-back that cannot reach Redis.
+const GIVE_BACK_RETRY: Duration = Duration::from_millis(100);
 
 impl GiveBack {
     pub(crate) fn new(
@@ -314,6 +324,7 @@ impl GiveBack {
             kind,
             token: token.clone(),
             armed: true,
+            until: None,
         }
     }
 
@@ -326,6 +337,12 @@ impl GiveBack {
     pub(crate) fn disarm(&mut self) {
         self.armed = false;
     }
+
+    /// What is left may be granted until `until` (a queue place's linger): a give-back
+    /// that cannot reach Redis keeps trying until then.
+    pub(crate) fn keep_trying_until(&mut self, until: Instant) {
+        self.until = Some(self.until.map_or(until, |u| u.max(until)));
+    }
 }
 
 impl Drop for GiveBack {
@@ -335,16 +352,52 @@ impl Drop for GiveBack {
         }
         let engine = Arc::clone(&self.engine);
         let keys = Arc::clone(&self.keys);
-        let (kind, token) = (self.kind, self.token.clone());
+        let (kind, token, until) = (self.kind, self.token.clone(), self.until);
         let spawned = self.engine.background(async move {
-            match release_token(&engine, &keys, kind, &token).await {
-                Ok(true) => tracing::debug!(key = %keys.key, "gave back a lock left by an abandoned operation"),
-                Ok(false) => {}
-                Err(e) => tracing::warn!(key = %keys.key, error = %e, "could not give back a lock left by an abandoned operation; it expires by itself"),
-            }
+            give_back(&engine, &keys, kind, &token, until).await;
         });
         if !spawned {
             tracing::debug!(key = %self.keys.key, "no runtime to give back an abandoned operation's lock; it expires by itself");
+        }
+    }
+}
+
+/// Runs the release script for an abandoned operation's `token`, trying again while Redis
+/// cannot be reached until `until` (or the client shuts down), and at once when a grant for
+/// the token reaches this client.
+async fn give_back(
+    engine: &Engine,
+    keys: &LockKeys,
+    kind: Kind,
+    token: &OwnerToken,
+    until: Option<Instant>,
+) {
+    let orphan = engine.notifier.orphan(token);
+    let mut tries = 0u32;
+    loop {
+        match release_token(engine, keys, kind, token).await {
+            Ok(true) => {
+                tracing::debug!(key = %keys.key, "gave back a lock left by an abandoned operation");
+                return;
+            }
+            Ok(false) => return,
+            Err(e)
+                if (e.is_connection()
+                    || e.is_transient()
+                    || matches!(e, Error::NoQuorum { .. }))
+                    && until.is_some_and(|u| Instant::now() < u)
+                    && !engine.background.is_closed() =>
+            {
+                tries += 1;
+                tracing::debug!(key = %keys.key, error = %e, tries, "give-back cannot reach Redis yet; trying again");
+                let step = GIVE_BACK_RETRY.min(Duration::from_millis(5) * tries);
+                let pause = step / 2 + jitter(step / 2);
+                let _ = tokio::time::timeout(pause, orphan.granted()).await;
+            }
+            Err(e) => {
+                tracing::warn!(key = %keys.key, error = %e, "could not give back a lock left by an abandoned operation; it expires by itself");
+                return;
+            }
         }
     }
 }

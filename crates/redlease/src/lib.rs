@@ -49,6 +49,20 @@
 //!   [`Lock::run`] drops the work's future and returns [`Error::Lost`], and
 //!   [`Guard::release`] returns [`Error::Lost`].
 //!
+//! **What a guard claims is true in Redis.** [`Guard::is_held`], [`Guard::remaining`],
+//! [`Guard::valid_until`] and an `Ok` from `acquire` are claims, and the library's
+//! guarantee is that **a guard's `valid_until` is never later than the moment its lease
+//! ends in Redis**, whatever happens in between: the waiter paused (`SIGSTOP`, a VM stall,
+//! a runtime thread blocked by synchronous code), pub/sub messages delayed, lost or
+//! reordered against replies, reconnects, cancellation. A lease handed to a waiter over
+//! pub/sub is dated from the send time of the waiter's latest attempt that found the lock
+//! busy (the hand-off came after it); a grant whose fencing token that attempt's reply had
+//! already seen is older than the reply and void. `acquire` never returns a lease with
+//! less than a tenth of its TTL left: one read too late is confirmed by another attempt
+//! (which sets the lease's expiry again), or waited on. The same holds for every primitive
+//! and deployment, async and blocking (Redis' clock and ours may drift apart by at most
+//! the margin above).
+//!
 //! What a lost lease cannot undo is a write the old holder already sent. That is what the
 //! [fencing token](Guard::fencing_token) is for: the resource remembers the highest token
 //! it has accepted and refuses older ones.

@@ -15,12 +15,27 @@ pub(crate) enum Reply {
     Fresh(u64),
     /// Already held with our token (an earlier attempt of ours, or a hand-off).
     Ours(u64),
-    /// Held by another owner; its remaining lease in ms (-1: none).
-    Busy(i64),
+    /// Held by another owner.
+    Busy {
+        /// The holder's remaining lease in ms (-1: none).
+        pttl: i64,
+        /// The fencing counter when Redis answered (0: none; always 0 from a quorum, whose
+        /// waiters are handed nothing): a grant whose fence is at most this is older than
+        /// the reply, and void.
+        seen: u64,
+    },
 }
 
-/// `acquire.lua`: `{1, fence, 0}` fresh, `{2, fence, 0}` ours, `{0, 0, pttl}` busy, with
-/// `fence >= 1` and `pttl >= -1`.
+impl Reply {
+    /// A busy reply that saw no fencing counter (a quorum's: no grant reaches its waiters).
+    pub(crate) fn busy_unseen(pttl: i64) -> Self {
+        Self::Busy { pttl, seen: 0 }
+    }
+}
+
+/// `acquire.lua` (and the semaphore's and read-write lock's): `{1, fence, 0}` fresh,
+/// `{2, fence, 0}` ours, `{0, seen, pttl}` busy, with `fence >= 1`, `seen >= 0` and
+/// `pttl >= -1`.
 pub(crate) fn acquire(value: &Value) -> RedisResult<Reply> {
     let unexpected = || unexpected("acquire.lua", "{status, fence, pttl}", value);
     let [status, fence, pttl] = ints::<3>(value).ok_or_else(unexpected)?;
@@ -28,7 +43,9 @@ pub(crate) fn acquire(value: &Value) -> RedisResult<Reply> {
     match status {
         1 => fence_of(fence).map(Reply::Fresh),
         2 => fence_of(fence).map(Reply::Ours),
-        0 if pttl >= -1 => Some(Reply::Busy(pttl)),
+        0 if pttl >= -1 => u64::try_from(fence)
+            .ok()
+            .map(|seen| Reply::Busy { pttl, seen }),
         _ => None,
     }
     .ok_or_else(unexpected)
@@ -255,8 +272,18 @@ mod tests {
     fn acquire_replies_are_parsed() {
         assert_eq!(acquire(&array(&[1, 7, 0])).ok(), Some(Reply::Fresh(7)));
         assert_eq!(acquire(&array(&[2, 7, 0])).ok(), Some(Reply::Ours(7)));
-        assert_eq!(acquire(&array(&[0, 0, 1500])).ok(), Some(Reply::Busy(1500)));
-        assert_eq!(acquire(&array(&[0, 0, -1])).ok(), Some(Reply::Busy(-1)));
+        assert_eq!(
+            acquire(&array(&[0, 0, 1500])).ok(),
+            Some(Reply::Busy {
+                pttl: 1500,
+                seen: 0
+            })
+        );
+        assert_eq!(
+            acquire(&array(&[0, 9, -1])).ok(),
+            Some(Reply::Busy { pttl: -1, seen: 9 })
+        );
+        assert!(acquire(&array(&[0, -1, 5])).is_err());
     }
 
     #[test]

@@ -33,11 +33,23 @@ async fn election_child_leader() {
     let leadership = client
         .election("scheduler")
         .ttl(Duration::from_secs(1))
-        .campaign(note)
+        .campaign(note.as_str())
+        .await
+        .unwrap();
+    // Tells the test that this process knows it leads (the observers learn it from Redis,
+    // possibly before this process read its grant).
+    let raw = redis::Client::open(url.as_str()).unwrap();
+    let mut conn = raw.get_multiplexed_async_connection().await.unwrap();
+    let () = redis::AsyncCommands::set(&mut conn, leading_key(&note), 1)
         .await
         .unwrap();
     leadership.lost().await;
     std::process::exit(TOLD_LOST);
+}
+
+/// The key a child leader sets once its campaign returned.
+fn leading_key(note: &str) -> String {
+    format!("test:leading:{note}")
 }
 
 fn child_leader(server: &redlease_local::RedisServer, note: &str) -> tokio::process::Child {
@@ -206,6 +218,17 @@ async fn observe_follows_a_killed_a_resigning_and_a_paused_leader_in_order() {
         let election = election.clone();
         async move { election.campaign("fourth").await.unwrap() }
     });
+    // Paused once it knows it leads (not while it is still reading its grant: a grant it
+    // reads after its lease ran out is no leadership at all).
+    common::eventually("third to know it leads", || {
+        let mut conn = conn.clone();
+        async move {
+            common::get(&mut conn, &leading_key("third"))
+                .await
+                .is_some()
+        }
+    })
+    .await;
     signal(&third, "-STOP");
     seen.push(until_leader(&mut observed, "fourth").await);
     signal(&third, "-CONT");

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use redis::{PushInfo, Value};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{Notify, oneshot, watch};
 use tokio::time::Instant;
 
 use crate::conn::pubsub::{Link, Owner as LinkOwner};
@@ -56,6 +56,9 @@ pub(crate) struct Notifier {
     /// was last asked for.
     lock_channels: Mutex<HashMap<String, ChannelUse>>,
     waiters: Mutex<HashMap<String, oneshot::Sender<u64>>>,
+    /// Tokens of abandoned operations whose give-back has not reached Redis yet: a grant
+    /// for one of them wakes its give-back at once (the lock would sit with nobody).
+    orphans: Mutex<HashMap<String, Arc<Notify>>>,
     /// When a waiter last asked for the subscription: the link keeps reconnecting for
     /// [`IN_USE_FOR`] after that, even with no waiter registered.
     last_used: Mutex<Option<Instant>>,
@@ -116,6 +119,7 @@ impl Notifier {
                 shards,
                 lock_channels: Mutex::new(HashMap::new()),
                 waiters: Mutex::new(HashMap::new()),
+                orphans: Mutex::new(HashMap::new()),
                 last_used: Mutex::new(None),
                 epoch: watch::Sender::new(0),
             }
@@ -313,11 +317,38 @@ impl Notifier {
         let sender = self.lock_waiters().remove(token);
         if let Some(tx) = sender {
             let _ = tx.send(fence);
+            return;
+        }
+        let orphan = self.lock_orphans().get(token).map(Arc::clone);
+        if let Some(orphan) = orphan {
+            // The waiter gave up and its give-back has not reached Redis yet (an outage):
+            // it tries again now, and hands the lock on.
+            tracing::debug!(fence, "hand-off to an abandoned waiter; giving it back");
+            orphan.notify_one();
         } else {
-            // Told already, another client's waiter, or the waiter gave up: then its own
-            // clean-up (the release script) hands the lock on, whichever of the two Redis
-            // runs first.
+            // Told already, or the waiter's give-back ran (it found the lock handed to
+            // it and handed it on, or withdrew the place before the hand-off).
             tracing::trace!("hand-off for no waiter registered here");
+        }
+    }
+
+    fn lock_orphans(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Notify>>> {
+        // Single inserts and removes: a poisoned lock is still usable.
+        self.orphans
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Marks `token` as an abandoned operation's whose give-back is under way, until the
+    /// returned [`Orphan`] is dropped: grants for it then wake the give-back.
+    pub(crate) fn orphan(self: &Arc<Self>, token: &OwnerToken) -> Orphan {
+        let wake = Arc::new(Notify::new());
+        self.lock_orphans()
+            .insert(token.secret().to_owned(), Arc::clone(&wake));
+        Orphan {
+            notifier: Arc::clone(self),
+            token: token.secret().to_owned(),
+            wake,
         }
     }
 
@@ -353,6 +384,27 @@ impl LinkOwner for Notifier {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .is_some_and(|t| t.elapsed() < IN_USE_FOR)
+    }
+}
+
+/// An abandoned operation's token, whose give-back a grant wakes; removed on drop.
+pub(crate) struct Orphan {
+    notifier: Arc<Notifier>,
+    token: String,
+    wake: Arc<Notify>,
+}
+
+impl Orphan {
+    /// Resolves when a grant for the token reached this client (also one that came
+    /// before this call).
+    pub(crate) async fn granted(&self) {
+        self.wake.notified().await;
+    }
+}
+
+impl Drop for Orphan {
+    fn drop(&mut self) {
+        self.notifier.lock_orphans().remove(&self.token);
     }
 }
 

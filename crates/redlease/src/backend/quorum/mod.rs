@@ -130,8 +130,7 @@ pub(crate) async fn acquire(
     let answered = granted + busy;
     let mut fence = 0;
     let mut fences = vec![None; nodes];
-    // A node that already held our token (a retried attempt) keeps the expiry an earlier
-    // attempt set: the lease must then be dated from that attempt, not this one.
+    // A node that already held our token set its expiry again (acquire.lua): `Ours`.
     let mut leftover = false;
     for (i, reply) in replies.iter().enumerate() {
         if let Some(Ok(reply @ (Reply::Fresh(f) | Reply::Ours(f)))) = reply {
@@ -207,7 +206,7 @@ pub(crate) async fn acquire(
             errors: node_errors(deployment, &replies, timed_out, &resting),
         });
     }
-    Ok(Reply::Busy(holder_pttl))
+    Ok(Reply::busy_unseen(holder_pttl))
 }
 
 /// Whether a node's refusal is final: the same call would be refused again.
@@ -375,7 +374,7 @@ async fn ask(
         let reply = reply.unwrap_or_else(|| Err(late()));
         match &reply {
             Ok(Reply::Fresh(_) | Reply::Ours(_)) => asked.granted += 1,
-            Ok(Reply::Busy(pttl)) => {
+            Ok(Reply::Busy { pttl, .. }) => {
                 asked.busy += 1;
                 asked.holder_pttl = asked.holder_pttl.max(*pttl);
             }
