@@ -6,10 +6,12 @@
 --   ARGV[1] the fencing token chosen for the new holder   ARGV[2] owner token
 --   ARGV[3] (optional) "zset" when KEYS[2] is a ZSET of holds rather than a lock key;
 --           with KEYS[3]: the election's channel
--- With KEYS[3], the term record becomes "<ARGV[1]> <ARGV[2]>" (kept as long as the
--- counter) and KEYS[2] is published on ARGV[3]: readers of the election report a leader
--- only once a majority of the nodes holding it recorded its term (see backend/quorum,
--- `leader`), so its observers must look again then.
+-- With KEYS[3], the term record becomes "<ARGV[1]> <ARGV[2]>" and KEYS[2] is published on
+-- ARGV[3]: readers of the election report a leader only once a majority of the nodes
+-- holding it recorded its term (see backend/quorum, `leader`), so its observers must look
+-- again then. The record has no expiry: a leader may lead for longer than any expiry
+-- chosen here (renewals do not touch it), and a record whose token no longer holds the
+-- lock is ignored; one short string per election name.
 -- Reply: 1 when the lock key still holds our owner token and the counter is now at least
 -- the chosen token; 0 when the key is no longer ours (expired, or another owner's): that
 -- node must not count towards the majority, or two holders could share a token (found by
@@ -32,7 +34,7 @@ if current < tonumber(ARGV[1]) then
   redis.call('SET', KEYS[1], ARGV[1], 'EX', 604800)
 end
 if KEYS[3] then
-  redis.call('SET', KEYS[3], ARGV[1] .. ' ' .. ARGV[2], 'EX', 604800)
+  redis.call('SET', KEYS[3], ARGV[1] .. ' ' .. ARGV[2])
   redis.call('PUBLISH', ARGV[3], KEYS[2])
 end
 return 1

@@ -158,10 +158,10 @@ impl LockKeys {
         &self.fence
     }
 
-    /// An election's term record over a quorum (a string `"<term> <owner token>"`, kept
-    /// as long as the fencing counter): written once a majority of nodes recorded the new
-    /// leader's term, so that a reader can tell a granted term from a counter that the
-    /// acquisition has not written back yet. Unused by other primitives and deployments.
+    /// An election's term record over a quorum (a string `"<term> <owner token>"`
+    /// without expiry, one per election name): written by a campaign on the nodes that
+    /// granted it, so that a reader can tell a granted term from a counter that the
+    /// campaign has not written back yet. Unused by other primitives and deployments.
     pub fn term(&self) -> &str {
         &self.term
     }
