@@ -1,11 +1,23 @@
 -- leader: who holds a lock now (an election's leader), without changing anything.
 --   KEYS[1] lock key   KEYS[2] fencing counter   KEYS[3] holder details
--- Reply {token, details, counter, pttl}: the owner token ("" when nobody holds), the
+--   KEYS[4] (optional) the election's term record over a quorum: "<term> <owner token>"
+-- Reply {token, details, counter, pttl, term}: the owner token ("" when nobody holds), the
 -- holder details ("" when none), the fencing counter (the holder's token while it holds:
--- nothing else is granted meanwhile) and the lock's remaining ms (-2 when nobody holds).
+-- nothing else is granted meanwhile), the lock's remaining ms (-2 when nobody holds) and
+-- the term recorded for this holder ("" when none is, or KEYS[4] was not given).
 local token = redis.call('GET', KEYS[1])
 local counter = redis.call('GET', KEYS[2]) or '0'
 if not token then
-  return {'', '', counter, -2}
+  return {'', '', counter, -2, ''}
 end
-return {token, redis.call('GET', KEYS[3]) or '', counter, redis.call('PTTL', KEYS[1])}
+local term = ''
+if KEYS[4] then
+  local record = redis.call('GET', KEYS[4])
+  if record then
+    local space = string.find(record, ' ', 1, true)
+    if space and string.sub(record, space + 1) == token then
+      term = string.sub(record, 1, space - 1)
+    end
+  end
+end
+return {token, redis.call('GET', KEYS[3]) or '', counter, redis.call('PTTL', KEYS[1]), term}

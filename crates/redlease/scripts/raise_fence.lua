@@ -2,14 +2,22 @@
 -- counter at least the token just handed out, so that the next majority (which shares at
 -- least one node with this one) counts past it.
 --   KEYS[1] fencing counter   KEYS[2] lock key (a read-write lock: its ZSET of holds)
+--   KEYS[3] (optional; an election's lock) its term record
 --   ARGV[1] the fencing token chosen for the new holder   ARGV[2] owner token
---   ARGV[3] (optional) "zset" when KEYS[2] is a ZSET of holds rather than a lock key
+--   ARGV[3] (optional) "zset" when KEYS[2] is a ZSET of holds rather than a lock key;
+--           with KEYS[3]: the election's channel
+-- With KEYS[3], the term record becomes "<ARGV[1]> <ARGV[2]>" and KEYS[2] is published on
+-- ARGV[3]: readers of the election report a leader only once a majority of the nodes
+-- holding it recorded its term (see backend/quorum, `leader`), so its observers must look
+-- again then. The record has no expiry: a leader may lead for longer than any expiry
+-- chosen here (renewals do not touch it), and a record whose token no longer holds the
+-- lock is ignored; one short string per election name.
 -- Reply: 1 when the lock key still holds our owner token and the counter is now at least
 -- the chosen token; 0 when the key is no longer ours (expired, or another owner's): that
 -- node must not count towards the majority, or two holders could share a token (found by
 -- the model in crates/redlease-model).
 local held
-if ARGV[3] == 'zset' then
+if ARGV[3] == 'zset' and not KEYS[3] then
   -- A hold counts while its expiry (ms, by the server's clock) is ahead.
   local score = redis.call('ZSCORE', KEYS[2], ARGV[2])
   local t = redis.call('TIME')
@@ -24,5 +32,9 @@ local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if current < tonumber(ARGV[1]) then
   -- Kept as long as a grant keeps it (FENCE_KEEP in fence.lua: 7 days).
   redis.call('SET', KEYS[1], ARGV[1], 'EX', 604800)
+end
+if KEYS[3] then
+  redis.call('SET', KEYS[3], ARGV[1] .. ' ' .. ARGV[2])
+  redis.call('PUBLISH', ARGV[3], KEYS[2])
 end
 return 1

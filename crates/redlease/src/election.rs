@@ -121,7 +121,10 @@ impl Election {
         Ok(Leadership { guard, note })
     }
 
-    /// Who leads now, or `None`. Over a quorum, the leader a majority of nodes name.
+    /// Who leads now, or `None`. Over a quorum, the leader a majority of nodes name, once
+    /// its term is recorded on that majority (the second round trip of its campaign):
+    /// until then it is not leading yet, and `None` is reported. The term reported is
+    /// always the one its [`Leadership::term`] gives.
     ///
     /// # Errors
     /// [`Error::InvalidName`]; [`Error::Redis`] when Redis cannot be asked;
@@ -142,8 +145,8 @@ impl Election {
     /// Every change of leader, starting with the current one (`None`: nobody leads),
     /// driven by the notices the election's grants, hand-offs and releases publish; it
     /// also looks again when the leader's lease should have run out (a leader that died
-    /// without resigning). Changes are told in order; one that came and went between two
-    /// looks may be skipped. The stream ends only when dropped. An error (Redis could not
+    /// without resigning). Changes are told in order, terms never going backwards; one that
+    /// came and went between two looks may be skipped. The stream ends only when dropped. An error (Redis could not
     /// be asked) is an item too; the stream goes on after it.
     ///
     /// With [`Notifications::Polling`](crate::Notifications::Polling) it polls every
@@ -153,6 +156,7 @@ impl Election {
             election: self.clone(),
             watch: None,
             last: Told::Unknown,
+            highest: None,
         };
         futures_util::stream::unfold(observer, |mut observer| async move {
             let item = observer.next().await;
@@ -178,6 +182,9 @@ struct Observer {
     watch: Option<Watch>,
     /// What was told last, `Unknown` before the first item.
     last: Told,
+    /// The highest term told so far: a leader read with a lower one is an older leader
+    /// seen by a read that overlapped its successor's grant, and is never told.
+    highest: Option<FencingToken>,
 }
 
 impl Observer {
@@ -209,11 +216,17 @@ impl Observer {
             let told = current
                 .as_ref()
                 .map_or(Told::Nobody, |l| Told::Term(l.term));
-            if self.last != told {
+            let stale = matches!(told, Told::Term(t) if self.highest.is_some_and(|h| t < h));
+            if self.last != told && !stale {
                 self.last = told;
+                if let Told::Term(t) = told {
+                    self.highest = Some(t);
+                }
                 return Ok(current);
             }
             let wake = match (&current, &notified) {
+                // Terms never go backwards for an observer: look again soon.
+                _ if stale => retry.min().max(Duration::from_millis(1)),
                 // The leader may die without resigning: look when its lease runs out.
                 (Some(leader), _) => leader.remaining + retry.min().max(Duration::from_millis(1)),
                 (None, Some(_)) => IDLE_LOOK,

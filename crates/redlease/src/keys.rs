@@ -39,6 +39,8 @@ pub struct LockKeys {
     pub(crate) fence: String,
     /// Holder details for operators.
     pub(crate) holder: String,
+    /// An election's term record over a quorum: `"<term> <owner token>"`.
+    pub(crate) term: String,
     /// FIFO queue of waiting tokens.
     pub(crate) queue: String,
     /// Waiter table.
@@ -113,6 +115,7 @@ impl LockKeys {
         };
         Ok(Self {
             fence: format!("{base}:fence"),
+            term: format!("{base}:term"),
             holder: if side.is_empty() {
                 format!("{base}:holder")
             } else {
@@ -153,6 +156,14 @@ impl LockKeys {
     /// The fencing counter (an integer that never expires).
     pub fn fence(&self) -> &str {
         &self.fence
+    }
+
+    /// An election's term record over a quorum (a string `"<term> <owner token>"`
+    /// without expiry, one per election name): written by a campaign on the nodes that
+    /// granted it, so that a reader can tell a granted term from a counter that the
+    /// campaign has not written back yet. Unused by other primitives and deployments.
+    pub fn term(&self) -> &str {
+        &self.term
     }
 
     /// Holder details for operators (host, pid): a lock's string with the lock's expiry; a

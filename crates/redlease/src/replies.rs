@@ -184,12 +184,14 @@ pub(crate) struct Holder {
     pub(crate) fence: u64,
     /// The lease's remaining ms (-1: no expiry).
     pub(crate) pttl: i64,
+    /// The term recorded for this holder (an election over a quorum), if any.
+    pub(crate) term: Option<u64>,
 }
 
-/// `leader.lua`: `{token, details, counter, pttl}`, with `token` empty and `pttl` -2 when
-/// nobody holds the lock.
+/// `leader.lua`: `{token, details, counter, pttl, term}`, with `token` empty and `pttl` -2
+/// when nobody holds the lock, and `term` empty when none is recorded for the holder.
 pub(crate) fn leader(value: &Value) -> RedisResult<Option<Holder>> {
-    let unexpected = || unexpected("leader.lua", "{token, details, counter, pttl}", value);
+    let unexpected = || unexpected("leader.lua", "{token, details, counter, pttl, term}", value);
     let Value::Array(items) = value else {
         return Err(unexpected());
     };
@@ -198,15 +200,20 @@ pub(crate) fn leader(value: &Value) -> RedisResult<Option<Holder>> {
         Value::SimpleString(s) => Some(s.clone()),
         _ => None,
     };
-    let [token, details, counter, pttl] = items.as_slice() else {
+    let [token, details, counter, pttl, term] = items.as_slice() else {
         return Err(unexpected());
     };
-    let (Some(token), Some(details), Some(counter), Value::Int(pttl)) =
-        (text(token), text(details), text(counter), pttl)
+    let (Some(token), Some(details), Some(counter), Value::Int(pttl), Some(term)) =
+        (text(token), text(details), text(counter), pttl, text(term))
     else {
         return Err(unexpected());
     };
     let fence = counter.parse::<u64>().map_err(|_| unexpected())?;
+    let term = if term.is_empty() {
+        None
+    } else {
+        Some(term.parse::<u64>().map_err(|_| unexpected())?)
+    };
     match (token.is_empty(), *pttl) {
         (true, -2) => Ok(None),
         (false, pttl) if pttl >= -1 => Ok(Some(Holder {
@@ -214,6 +221,7 @@ pub(crate) fn leader(value: &Value) -> RedisResult<Option<Holder>> {
             details,
             fence,
             pttl,
+            term,
         })),
         _ => Err(unexpected()),
     }

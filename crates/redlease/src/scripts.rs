@@ -299,9 +299,9 @@ pub(crate) fn acquire_all(keys: &[&LockKeys], token: &str, ttl_ms: u64, holder: 
     invocation
 }
 
-/// `leader.lua`: who holds the lock at `keys` now.
+/// `leader.lua`: who holds the lock at `keys` now, with the term recorded for it.
 pub(crate) fn leader(keys: &LockKeys) -> Call {
-    Call::new(&LEADER, &[&keys.key, &keys.fence, &keys.holder])
+    Call::new(&LEADER, &[&keys.key, &keys.fence, &keys.holder, &keys.term])
 }
 
 /// The file name of `kind`'s release script, for messages.
@@ -408,15 +408,21 @@ pub(crate) fn renew_scripts() -> [&'static Script; 2] {
 }
 
 /// `raise_fence.lua`: a quorum node's counter raised to `fence` while the lease of `kind`
-/// holds `token`.
+/// holds `token`; for an election, its term record set to `fence` and `token` too, and
+/// announced on its channel.
 pub(crate) fn raise_fence(keys: &LockKeys, kind: Kind, fence: u64, token: &str) -> Call {
     match kind {
+        Kind::Leader => {
+            let mut invocation = Call::new(&RAISE_FENCE, &[&keys.fence, &keys.key, &keys.term]);
+            invocation.arg(fence).arg(token).arg(&keys.channel);
+            invocation
+        }
         Kind::Read | Kind::Write => {
             let mut invocation = Call::new(&RAISE_FENCE, &[&keys.fence, &keys.extra]);
             invocation.arg(fence).arg(token).arg("zset");
             invocation
         }
-        Kind::Mutex | Kind::Leader | Kind::Permit { .. } => {
+        Kind::Mutex | Kind::Permit { .. } => {
             let mut invocation = Call::new(&RAISE_FENCE, &[&keys.fence, &keys.key]);
             invocation.arg(fence).arg(token);
             invocation

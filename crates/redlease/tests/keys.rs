@@ -46,6 +46,7 @@ async fn every_key_of_a_lock_shares_its_cluster_slot() {
             for key in [
                 keys.key(),
                 keys.fence(),
+                keys.term(),
                 keys.holder(),
                 keys.queue(),
                 keys.waiters(),

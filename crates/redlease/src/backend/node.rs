@@ -174,16 +174,16 @@ impl Node {
         &self,
         invocation: &scripts::Call,
     ) -> RedisResult<T> {
-        let events = self.events();
-        let mut conn = self.current().await?;
-        let result = match invocation.invoke_async(&mut conn).await {
+        let (mut conn, events) = self.current_since().await?;
+        match invocation.invoke_async(&mut conn).await {
             Err(e) if self.must_follow(&e) => {
-                let mut conn = self.follow(Some(e)).await?;
-                invocation.invoke_async(&mut conn).await
+                self.follow(Some(e)).await?;
+                let (mut conn, events) = self.current_since().await?;
+                let result = invocation.invoke_async(&mut conn).await;
+                self.unless_failed_over(events, result)
             }
-            other => other,
-        };
-        self.unless_failed_over(events, result)
+            other => self.unless_failed_over(events, other),
+        }
     }
 
     /// Sends a pipeline of `EVALSHA`s of `scripts`, loading them on `NOSCRIPT`; follows a
@@ -193,8 +193,7 @@ impl Node {
         pipe: &Pipeline,
         scripts: &[&Script],
     ) -> RedisResult<T> {
-        let events = self.events();
-        let mut conn = self.current().await?;
+        let (mut conn, events) = self.current_since().await?;
         let result = match pipe.query_async(&mut conn).await {
             Err(e) if e.code() == Some("NOSCRIPT") => {
                 load(&mut conn, scripts).await?;
@@ -202,15 +201,16 @@ impl Node {
             }
             other => other,
         };
-        let result = match result {
+        match result {
             Err(e) if self.must_follow(&e) => {
-                let mut conn = self.follow(Some(e)).await?;
+                self.follow(Some(e)).await?;
+                let (mut conn, events) = self.current_since().await?;
                 load(&mut conn, scripts).await?;
-                pipe.query_async(&mut conn).await
+                let result = pipe.query_async(&mut conn).await;
+                self.unless_failed_over(events, result)
             }
-            other => other,
-        };
-        self.unless_failed_over(events, result)
+            other => self.unless_failed_over(events, other),
+        }
     }
 
     /// Sends one plain command.
@@ -243,6 +243,30 @@ impl Node {
             }
             other => other,
         }
+    }
+
+    /// The connection to use now, with the count of failover events it goes with: a call
+    /// on it is in doubt only if the count changes before its reply. Counted once the
+    /// connection is chosen, not before: while the primary is looked up again, the
+    /// `+switch-master` events that make a majority of the sentinels name the new primary
+    /// keep arriving, and a reply from that primary (the one the call was sent to) is a
+    /// known outcome. Read on both sides of the choice, so that an event that lands while
+    /// a connection is chosen sends it through the choice again.
+    async fn current_since(&self) -> RedisResult<(Conn, u64)> {
+        let mut events = self.events();
+        for _ in 0..CHOICES {
+            let conn = self.current().await?;
+            let now = self.events();
+            if now == events {
+                return Ok((conn, events));
+            }
+            events = now;
+        }
+        // Events kept arriving: nothing was sent, and the caller may try again.
+        Err(redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "the sentinels kept failing the primary over while it was looked up; try again",
+        )))
     }
 
     /// The connection to use now: for a Sentinel-managed node whose primary moved and
@@ -293,6 +317,10 @@ impl Node {
         })
     }
 }
+
+/// How many times [`Node::current_since`] chooses a connection again because failover
+/// events arrived while it chose (a failover's events come from each sentinel once).
+const CHOICES: usize = 8;
 
 /// How long a quorum node that failed with a connection error is taken for down: an
 /// attempt still asks it, but does not wait for it to decide (its request would wait for

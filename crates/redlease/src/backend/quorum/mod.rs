@@ -35,6 +35,13 @@
 //! above it: the later token is strictly larger. Tokens therefore stay strictly monotonic even
 //! when two successive majorities overlap in a single node.
 //!
+//! An election (a lock whose holder is reported to everyone) always takes that second
+//! round trip: it writes the term and owner token to a term record on every node that
+//! granted, and readers name a leader only once a majority of the nodes holding it name
+//! the same term there. Between the majority's grants and the write-back the counters
+//! may differ from node to node, and a reader taking a term from them reported terms
+//! that were never granted.
+//!
 //! The model in `crates/redlease-model` (stateright) checks this under clock drift,
 //! pauses, node crashes and lost messages. An earlier version wrote back to every node
 //! behind and counted every confirmation; the model found runs in which two holders got
@@ -145,12 +152,19 @@ pub(crate) async fn acquire(
         // state (every node saw every grant) that is all of them, and acquire costs one
         // round trip. Otherwise the token is written back to the other nodes that granted
         // this attempt, and counts only where the key is still ours.
+        //
+        // An election records its term on every node that granted, always (a second round
+        // trip per campaign): readers report a leader only once a majority of the nodes
+        // holding it name its term (see `leader`), never the lower counter that a node
+        // not yet written back still shows.
         let at_fence = fences.iter().filter(|f| **f == Some(fence)).count();
+        let election = args.kind == Kind::Leader;
         let behind: Vec<usize> = (0..fences.len())
-            .filter(|&i| fences[i].is_some_and(|f| f < fence))
+            .filter(|&i| fences[i].is_some_and(|f| f < fence || election))
             .collect();
-        let recorded = at_fence >= needed
-            || at_fence
+        let already = if election { 0 } else { at_fence };
+        let recorded = already >= needed
+            || already
                 + raise_fence(
                     deployment,
                     keys,
@@ -631,6 +645,14 @@ pub(crate) async fn renew(deployment: &Deployment, batch: &[RenewItem<'_>]) -> V
 
 /// The holder a majority of `answers` (one per node) name, with its term and the shortest
 /// remaining lease among them; `None` when no token is on a majority.
+///
+/// An election's leader is named only once a majority of the nodes answering hold its
+/// token **and** its term record (written by its acquisition once a majority granted it,
+/// see `acquire`), and with that term: between the majority's grants and that record, the
+/// nodes' counters may still differ (a grant in the next fencing step, a counter not
+/// written back yet), and any value read from them could be a term never granted. A
+/// leader whose record is not on a majority yet is reported as nobody: it has not been
+/// granted leadership yet; so is the holder of a plain lock of the same name (no record).
 pub(crate) fn leader(
     deployment: &Deployment,
     answers: Vec<RedisResult<Option<replies::Holder>>>,
@@ -665,14 +687,18 @@ pub(crate) fn leader(
     let Some(mut holders) = by_token.into_values().find(|h| h.len() >= needed) else {
         return Ok(None);
     };
-    // The term is the counter a majority of the holding nodes reached: the acquisition
-    // recorded it on a majority, and no later grant happens while the lease is held; a
-    // node that granted late (after the majority decided) counted on past it.
-    let mut fences: Vec<u64> = holders.iter().map(|h| h.fence).collect();
-    fences.sort_unstable_by(|a, b| b.cmp(a));
     let pttl = holders.iter().map(|h| h.pttl).min().unwrap_or(-1);
+    // The term a majority recorded for this token (an earlier attempt of the same
+    // acquisition that gave back may have left another one on a minority).
+    let recorded: Vec<u64> = holders.iter().filter_map(|h| h.term).collect();
+    let Some(&term) = recorded
+        .iter()
+        .find(|t| recorded.iter().filter(|u| u == t).count() >= needed)
+    else {
+        return Ok(None);
+    };
     let mut leader = holders.swap_remove(0);
-    leader.fence = fences[needed - 1];
+    leader.fence = term;
     leader.pttl = pttl;
     Ok(Some(leader))
 }
