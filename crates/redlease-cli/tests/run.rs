@@ -234,7 +234,8 @@ fn sigint_while_waiting_for_the_lock_exits_130_without_running_the_command() -> 
     );
     // Waiting shows as a queued waiter in Redis: an event to poll for, not a sleep.
     let deadline = std::time::Instant::now() + STEP;
-    while server.command(&["LLEN", "{redlease:held}:queue"])? != ":1" {
+    let held = redlease::LockKeys::new("redlease:", "held")?;
+    while server.command(&["LLEN", held.queue()])? != ":1" {
         assert!(std::time::Instant::now() < deadline, "never queued");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
