@@ -14,6 +14,7 @@ use tokio::process::Child;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::connect::RedisArgs;
+use crate::environment;
 use crate::exit;
 use crate::inspect::{self, human};
 use crate::supervise;
@@ -63,8 +64,10 @@ CMD's environment gets:
   REDLEASE_KEY             the lock's name (NAME); the first --key, or the --elect NAME
   REDLEASE_KEYS            every name held, in the order given, separated by spaces
   REDLEASE_FENCING_TOKENS  NAME=TOKEN for every name held, in the order given, separated
-                           by spaces (e.g. \"from=12 to=7\"); names with spaces or = in
-                           them are ambiguous here
+                           by spaces (e.g. \"from=12 to=7\")
+                           In these two lists a space, =, % or control character in a
+                           name is written %XX as in a URL (\"x y\" is x%20y, \"p=q\" is
+                           p%3Dq), so they always split back; other names stand as given
   REDLEASE_TERM            with --elect: the leader's term (its fencing token)
 
 SIGINT, SIGTERM and SIGHUP sent to redlease are passed on to CMD's process group. CMD runs
@@ -623,19 +626,13 @@ fn lost_what(args: &RunArgs, name: Option<&str>) -> String {
     }
 }
 
-/// `NAME=TOKEN` for every name held, in the order given, separated by spaces:
-/// `REDLEASE_FENCING_TOKENS`.
+/// `NAME=TOKEN` for every name held, in the order given: `REDLEASE_FENCING_TOKENS`.
 fn fencing_tokens(args: &RunArgs, hold: &Hold) -> String {
-    args.names()
-        .iter()
-        .map(|name| {
-            let token = hold
-                .fencing_token(name)
-                .map_or_else(|| "?".to_owned(), |t| t.to_string());
-            format!("{name}={token}")
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    environment::fencing_tokens(
+        args.names()
+            .into_iter()
+            .map(|name| (name, hold.fencing_token(name))),
+    )
 }
 
 /// The program's file name, for messages and the holder details (never its arguments,
@@ -666,7 +663,7 @@ fn spawn(args: &RunArgs, hold: &Hold) -> std::io::Result<Child> {
         .args(supervise::arguments(args.kill_after, &args.command))
         .env("REDLEASE_FENCING_TOKEN", &token)
         .env("REDLEASE_KEY", first)
-        .env("REDLEASE_KEYS", args.names().join(" "))
+        .env("REDLEASE_KEYS", environment::keys(args.names()))
         .env("REDLEASE_FENCING_TOKENS", fencing_tokens(args, hold))
         .process_group(0);
     if args.primitive() == Primitive::Leader {
