@@ -171,7 +171,8 @@ impl LockKeys {
         (self.primitive == Primitive::RwLock).then_some(self.extra.as_str())
     }
 
-    /// The fencing counter (an integer that never expires).
+    /// The fencing counter (an integer, kept for a week after the last grant: see
+    /// `fence.lua`).
     pub fn fence(&self) -> &str {
         &self.fence
     }
