@@ -44,7 +44,8 @@ Environment:
 pub(crate) const RUN: &str = "\
 Exit codes:
   0..255  CMD's own exit code, passed through; 128+N when CMD was killed by signal N
-  2       bad usage (unknown flag, bad duration, no CMD) or another error
+  2       bad usage (unknown flag, bad duration, no CMD, a --kill-after that outlives the
+          lease) or another error
   69      Redis (or a majority of a quorum's nodes) could not be reached
           (EX_UNAVAILABLE); CMD was not started
   75      the lock is busy: --no-wait, or --wait ran out (EX_TEMPFAIL); CMD was not

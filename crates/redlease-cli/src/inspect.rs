@@ -637,7 +637,11 @@ async fn lock_keys(
                 .query_async(conn)
                 .await
                 .context("scanning for locks")?;
-            found.extend(batch.into_iter().filter(|k| !is_side_key(k)));
+            found.extend(
+                batch
+                    .into_iter()
+                    .filter(|k| !redlease::keys::is_side_key(k)),
+            );
             cursor = next;
             if cursor == 0 {
                 break;
@@ -712,52 +716,6 @@ fn fence_width(states: &[LockState]) -> usize {
         .max("FENCING".len())
 }
 
-/// The suffixes of the side keys of every kind (after the base `{K}`, or `K` when it has
-/// a hash tag): fencing counter, holder details, queues, waiter tables, a semaphore's
-/// permit count, a read-write lock's holds.
-const SIDE_SUFFIXES: [&str; 12] = [
-    ":fence",
-    ":holder",
-    ":queue",
-    ":waiters",
-    ":sem:holders",
-    ":sem:queue",
-    ":sem:waiters",
-    ":sem:permits",
-    ":rw:holders",
-    ":rw:queue",
-    ":rw:waiters",
-    ":rw:owners",
-];
-
-/// Whether `key` is a side key of some lock, semaphore or read-write lock (its fencing
-/// counter, holder details, queue, waiter table...) rather than a main key.
-fn is_side_key(key: &str) -> bool {
-    let candidates = |base: &str| {
-        let untagged = base
-            .strip_prefix('{')
-            .and_then(|b| b.strip_suffix('}'))
-            .map(str::to_owned);
-        [Some(base.to_owned()), untagged].into_iter().flatten()
-    };
-    SIDE_SUFFIXES.iter().any(|suffix| {
-        key.strip_suffix(suffix).is_some_and(|base| {
-            candidates(base).any(|main| {
-                [Primitive::Lock, Primitive::Semaphore, Primitive::RwLock]
-                    .into_iter()
-                    .filter_map(|primitive| LockKeys::from_key_of(main.clone(), primitive).ok())
-                    .any(|keys| {
-                        [keys.fence(), keys.holder(), keys.queue(), keys.waiters()]
-                            .into_iter()
-                            .chain(keys.permits())
-                            .chain(keys.holds())
-                            .any(|side| side == key)
-                    })
-            })
-        })
-    })
-}
-
 /// `text` with Redis glob characters escaped, to match literally.
 fn glob_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -827,26 +785,6 @@ pub(crate) fn print(text: &str) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn side_keys_are_told_from_lock_keys() {
-        assert!(is_side_key("{redlease:job}:fence"));
-        assert!(is_side_key("{redlease:job}:holder"));
-        assert!(is_side_key("redlease:{job}:fence"));
-        assert!(!is_side_key("redlease:job"));
-        assert!(!is_side_key("redlease:job:fence"));
-        for suffix in [":sem:holders", ":sem:permits", ":rw:owners", ":rw:holders"] {
-            assert!(
-                is_side_key(&format!("{{redlease:pool}}{suffix}")),
-                "{suffix}"
-            );
-            assert!(
-                is_side_key(&format!("redlease:{{pool}}{suffix}")),
-                "{suffix}"
-            );
-            assert!(!is_side_key(&format!("redlease:pool{suffix}")), "{suffix}");
-        }
-    }
 
     #[test]
     fn globs_are_escaped() {

@@ -21,6 +21,7 @@ mod bench;
 mod connect;
 #[cfg(feature = "local")]
 mod demo;
+mod environment;
 mod exit;
 mod inspect;
 mod leader;

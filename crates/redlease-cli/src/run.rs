@@ -14,6 +14,7 @@ use tokio::process::Child;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::connect::RedisArgs;
+use crate::environment;
 use crate::exit;
 use crate::inspect::{self, human};
 use crate::supervise;
@@ -63,8 +64,10 @@ CMD's environment gets:
   REDLEASE_KEY             the lock's name (NAME); the first --key, or the --elect NAME
   REDLEASE_KEYS            every name held, in the order given, separated by spaces
   REDLEASE_FENCING_TOKENS  NAME=TOKEN for every name held, in the order given, separated
-                           by spaces (e.g. \"from=12 to=7\"); names with spaces or = in
-                           them are ambiguous here
+                           by spaces (e.g. \"from=12 to=7\")
+                           In these two lists a space, =, % or control character in a
+                           name is written %XX as in a URL (\"x y\" is x%20y, \"p=q\" is
+                           p%3Dq), so they always split back; other names stand as given
   REDLEASE_TERM            with --elect: the leader's term (its fencing token)
 
 SIGINT, SIGTERM and SIGHUP sent to redlease are passed on to CMD's process group. CMD runs
@@ -83,8 +86,9 @@ lock within one TTL: so CMD must not run on. A small supervisor process between 
 and CMD (`redlease __supervise` in ps; it leads CMD's process group and passes CMD's exit
 code through) then gives CMD's process group SIGTERM at once, then SIGKILL after
 --kill-after. The lease still has about two thirds of --ttl left when redlease dies (it
-is renewed every ttl/3): keep --kill-after below that and CMD is gone before anyone else
-can take the lock.
+is renewed every ttl/3): --kill-after must be below that, less the drift allowance
+(ttl/100 + 2ms), so that CMD is gone before anyone else can take the lock; redlease
+refuses a longer one (exit 2). Without --kill-after it is a third of --ttl, at most 10s.
 
 The holder's details recorded beside the lock (see redlease status) are this host, this
 pid and CMD's program name, never its arguments.
@@ -170,9 +174,10 @@ pub(crate) struct RunArgs {
     no_wait: bool,
 
     /// When the lease is lost, or redlease dies, how long CMD's process group has between
-    /// SIGTERM and SIGKILL
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
-    kill_after: Duration,
+    /// SIGTERM and SIGKILL; shorter than two thirds of --ttl less its drift allowance (the
+    /// lease left when redlease dies), else refused [default: a third of --ttl, at most 10s]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    kill_after: Option<Duration>,
 
     #[command(flatten)]
     redis: RedisArgs,
@@ -268,8 +273,25 @@ impl RunArgs {
             .unwrap_or_default()
     }
 
+    /// How long CMD's process group has between SIGTERM and SIGKILL: `--kill-after`, else
+    /// a third of the ttl, at most [`DEFAULT_KILL_AFTER`].
+    fn kill_after(&self) -> Duration {
+        self.kill_after
+            .unwrap_or_else(|| (self.ttl / 3).min(DEFAULT_KILL_AFTER))
+    }
+
     /// The combinations clap cannot refuse by itself; the message for a usage error.
     pub(crate) fn check(&self) -> Result<(), String> {
+        let lease_left = lease_left_at_death(self.ttl);
+        if self.kill_after() >= lease_left {
+            return Err(format!(
+                "--kill-after {} outlives the lease: when redlease dies the lease of --ttl {} may have only {} left (renewed every ttl/3, less the drift allowance), and the next holder could start while CMD still runs; give a --kill-after below {} or a longer --ttl",
+                human(self.kill_after()),
+                human(self.ttl),
+                human(lease_left),
+                human(lease_left),
+            ));
+        }
         let names = self.names().len();
         if names > 1 {
             let with = match (self.permits, self.read, self.write) {
@@ -332,6 +354,16 @@ impl RunArgs {
 
 /// How long `run` waits for a busy lock when no `--wait` is given (not for leadership).
 const DEFAULT_WAIT: Duration = Duration::from_secs(10);
+
+/// The longest default `--kill-after` (a third of the ttl when that is shorter).
+const DEFAULT_KILL_AFTER: Duration = Duration::from_secs(10);
+
+/// The least lease a `run` with `ttl` can have left in Redis when it dies while renewals
+/// keep their schedule: renewed every ttl/3, so two thirds of the ttl, less the drift
+/// allowance by which the holder's clock may run slow against the server's.
+fn lease_left_at_death(ttl: Duration) -> Duration {
+    (ttl * 2 / 3).saturating_sub(redlease::drift(ttl))
+}
 
 /// A hold of any primitive: every one is one or more [`Guard`]s underneath (a
 /// [`WriteGuard`] derefs to one, a [`MultiGuard`] and a [`Leadership`] have them), so the
@@ -522,9 +554,9 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 eprintln!(
                     "redlease: {} was lost while `{program}` ran (its lease expired or the key was removed; another holder may be running); terminating `{program}` and its process group: SIGTERM now, SIGKILL in {}",
                     lost_what(&args, Some(name)),
-                    human(args.kill_after)
+                    human(args.kill_after())
                 );
-                let status = terminate(&mut child, group, args.kill_after).await?;
+                let status = terminate(&mut child, group, args.kill_after()).await?;
                 tracing::debug!(%status, "the command ended after the lease was lost");
                 give_back(hold, &what).await;
                 return Ok(exit::code(exit::LOST));
@@ -623,19 +655,13 @@ fn lost_what(args: &RunArgs, name: Option<&str>) -> String {
     }
 }
 
-/// `NAME=TOKEN` for every name held, in the order given, separated by spaces:
-/// `REDLEASE_FENCING_TOKENS`.
+/// `NAME=TOKEN` for every name held, in the order given: `REDLEASE_FENCING_TOKENS`.
 fn fencing_tokens(args: &RunArgs, hold: &Hold) -> String {
-    args.names()
-        .iter()
-        .map(|name| {
-            let token = hold
-                .fencing_token(name)
-                .map_or_else(|| "?".to_owned(), |t| t.to_string());
-            format!("{name}={token}")
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    environment::fencing_tokens(
+        args.names()
+            .into_iter()
+            .map(|name| (name, hold.fencing_token(name))),
+    )
 }
 
 /// The program's file name, for messages and the holder details (never its arguments,
@@ -663,10 +689,10 @@ fn spawn(args: &RunArgs, hold: &Hold) -> std::io::Result<Child> {
     let mut command = tokio::process::Command::new(supervise::program()?);
     command
         .arg0("redlease")
-        .args(supervise::arguments(args.kill_after, &args.command))
+        .args(supervise::arguments(args.kill_after(), &args.command))
         .env("REDLEASE_FENCING_TOKEN", &token)
         .env("REDLEASE_KEY", first)
-        .env("REDLEASE_KEYS", args.names().join(" "))
+        .env("REDLEASE_KEYS", environment::keys(args.names()))
         .env("REDLEASE_FENCING_TOKENS", fencing_tokens(args, hold))
         .process_group(0);
     if args.primitive() == Primitive::Leader {

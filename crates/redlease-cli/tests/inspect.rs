@@ -41,9 +41,8 @@ fn status_list_and_forced_release_of_a_running_job() -> TestResult {
     );
     let counter: u64 = {
         let mut c = redis::Client::open(server.url())?.get_connection()?;
-        redis::cmd("GET")
-            .arg("{redlease:job}:fence")
-            .query(&mut c)?
+        let keys = redlease::LockKeys::new("redlease:", "job")?;
+        redis::cmd("GET").arg(keys.fence()).query(&mut c)?
     };
     assert!(
         status.contains("cmd=sh") && status.contains(&format!("fencing token   {counter}")),

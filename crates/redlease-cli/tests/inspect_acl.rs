@@ -48,6 +48,7 @@ fn hold_job(server: &RedisServer, token: &str) -> TestResult {
         server.port()
     ))?
     .get_connection()?;
+    let job = redlease::LockKeys::new("redlease:", "job")?;
     redis::pipe()
         .cmd("SET")
         .arg("redlease:job")
@@ -55,18 +56,18 @@ fn hold_job(server: &RedisServer, token: &str) -> TestResult {
         .arg("PX")
         .arg(60_000)
         .cmd("SET")
-        .arg("{redlease:job}:fence")
+        .arg(job.fence())
         .arg(5)
         .cmd("SET")
-        .arg("{redlease:job}:holder")
+        .arg(job.holder())
         .arg("host=h1 pid=42")
         .arg("PX")
         .arg(60_000)
         .cmd("RPUSH")
-        .arg("{redlease:job}:queue")
+        .arg(job.queue())
         .arg("waiter-token")
         .cmd("HSET")
-        .arg("{redlease:job}:waiters")
+        .arg(job.waiters())
         .arg("waiter-token")
         .arg(r#"["60000","chan","host=h3 pid=9","1"]"#)
         .exec(&mut conn)?;
@@ -83,20 +84,21 @@ fn hold_pool(server: &RedisServer, token: &str) -> TestResult {
     .get_connection()?;
     let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut conn)?;
     let expiry = secs * 1000 + micros / 1000 + 60_000;
+    let pool = redlease::LockKeys::of("redlease:", "pool", redlease::Primitive::Semaphore)?;
     redis::pipe()
         .cmd("ZADD")
         .arg("redlease:pool")
         .arg(expiry)
         .arg(token)
         .cmd("HSET")
-        .arg("{redlease:pool}:sem:holders")
+        .arg(pool.holder())
         .arg(token)
         .arg(r#"["7","host=h2 pid=7"]"#)
         .cmd("SET")
-        .arg("{redlease:pool}:sem:permits")
+        .arg(pool.permits())
         .arg(2)
         .cmd("SET")
-        .arg("{redlease:pool}:fence")
+        .arg(pool.fence())
         .arg(7)
         .exec(&mut conn)?;
     Ok(())

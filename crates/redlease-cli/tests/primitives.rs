@@ -293,7 +293,10 @@ fn status_list_and_release_show_semaphore_and_read_write_holders() -> TestResult
         "{list}"
     );
     assert_eq!(list.lines().count(), 4, "header and three holders:\n{list}");
-    assert!(!list.contains(":sem:") && !list.contains(":rw:"), "{list}");
+    assert!(
+        !list.contains("sem:") && !list.contains("rw:") && !list.contains('\0'),
+        "{list}"
+    );
     let out = output(redlease_on(&server, &["list", "--json"]));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout)?;
     let kinds: Vec<&str> = json

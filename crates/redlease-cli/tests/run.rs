@@ -234,7 +234,8 @@ fn sigint_while_waiting_for_the_lock_exits_130_without_running_the_command() -> 
     );
     // Waiting shows as a queued waiter in Redis: an event to poll for, not a sleep.
     let deadline = std::time::Instant::now() + STEP;
-    while server.command(&["LLEN", "{redlease:held}:queue"])? != ":1" {
+    let held = redlease::LockKeys::new("redlease:", "held")?;
+    while server.command(&["LLEN", held.queue()])? != ":1" {
         assert!(std::time::Instant::now() < deadline, "never queued");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
@@ -394,5 +395,51 @@ fn failing_renewals_give_one_warning_line_and_one_when_they_recover() -> TestRes
         seen.recv_timeout(Duration::from_secs(5)).is_err(),
         "nothing more on stderr"
     );
+    Ok(())
+}
+
+#[test]
+fn a_kill_after_that_outlives_the_lease_is_refused_before_anything_is_taken() -> TestResult {
+    let server = server();
+    let dir = tempfile::tempdir()?;
+    let body = script(dir.path(), "touch DIR/ran");
+    let run = |kill_after: &str| {
+        output(redlease_on(
+            &server,
+            &[
+                "run",
+                "--key",
+                "short",
+                "--ttl",
+                "3s",
+                "--kill-after",
+                kill_after,
+                "--",
+                "sh",
+                "-c",
+                &body,
+            ],
+        ))
+    };
+    // With --ttl 3s the lease may have 2s less the drift allowance (32ms) left when
+    // redlease dies.
+    let refused = run("2s");
+    let err = text(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--kill-after 2s outlives the lease") && err.contains("1s 968ms"),
+        "{err}"
+    );
+    assert!(!dir.path().join("ran").exists());
+    assert_eq!(server.command(&["EXISTS", "redlease:short"])?, ":0");
+
+    let accepted = run("1900ms");
+    assert_eq!(
+        accepted.status.code(),
+        Some(0),
+        "{}",
+        text(&accepted.stderr)
+    );
+    assert!(dir.path().join("ran").exists());
     Ok(())
 }

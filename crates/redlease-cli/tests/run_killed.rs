@@ -104,6 +104,44 @@ fn sigkill_of_redlease_ends_the_command_and_its_children() -> TestResult {
     Ok(())
 }
 
+#[test]
+fn without_kill_after_a_short_lease_ends_the_command_before_the_lease_does() -> TestResult {
+    let server = server();
+    let dir = tempfile::tempdir()?;
+    // The command ignores SIGTERM: only the SIGKILL after the default --kill-after (a
+    // third of --ttl: 2s) ends it. The lease has at least 4s left when redlease dies.
+    let body = "trap '' TERM; echo $$ > DIR/command.tmp; mv DIR/command.tmp DIR/command; \
+        while :; do sleep 0.05; done";
+    let mut job = start_run(
+        &server,
+        dir.path(),
+        &["--key", "short", "--ttl", "6s"],
+        body,
+    );
+    let command = pid_in(&dir.path().join("command"))?;
+    let _leftovers = Leftovers(vec![command]);
+
+    signal(job.id(), Signal::SIGKILL);
+    let killed = Instant::now();
+    wait(&mut job.0);
+    while !gone(command) {
+        assert!(
+            killed.elapsed() < STEP,
+            "the command (pid {command}) ran on"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Still within the lease that nobody renews: no next holder could have started yet.
+    let left = server.command(&["PTTL", "redlease:short"])?;
+    let left: i64 = left.trim_start_matches(':').parse()?;
+    assert!(
+        left > 0,
+        "the command ran on past the lease ({:?} after the SIGKILL of redlease)",
+        killed.elapsed()
+    );
+    Ok(())
+}
+
 /// `redlease __supervise ARGS -- sh -c BODY`, as `redlease run` starts it: leading a new
 /// process group, which is what it ends.
 fn supervisor(parent: u32, dir: &Path, body: &str) -> Command {

@@ -465,3 +465,59 @@ fn help_explains_several_keys_elections_and_leader() {
     }
     assert!(help(&["--help"]).contains("redlease leader scheduler --watch"));
 }
+
+/// `%XX` back to its byte, as a consumer of `REDLEASE_KEYS` does (`run --help`).
+fn percent_decode(item: &str) -> Result<String, Box<dyn std::error::Error>> {
+    let mut out = Vec::new();
+    let mut rest = item.as_bytes();
+    while let Some((&byte, tail)) = rest.split_first() {
+        if byte == b'%' {
+            let hex = tail.get(..2).ok_or("a % without two hex digits")?;
+            out.push(u8::from_str_radix(std::str::from_utf8(hex)?, 16)?);
+            rest = &tail[2..];
+        } else {
+            out.push(byte);
+            rest = tail;
+        }
+    }
+    Ok(String::from_utf8(out)?)
+}
+
+#[test]
+fn names_with_spaces_and_equals_signs_parse_back_from_the_environment() -> TestResult {
+    let server = server();
+    let dir = tempfile::tempdir()?;
+    let names = ["x y", "p=q", "50%", "plain"];
+    let mut args = Vec::new();
+    for name in names {
+        args.extend(["--key", name]);
+    }
+    let mut job = start_run(
+        &server,
+        dir.path(),
+        &args,
+        "printf '%s\\n%s\\n' \"$REDLEASE_KEYS\" \"$REDLEASE_FENCING_TOKENS\" > DIR/env",
+    );
+    assert!(job.wait().success(), "{}", job.stderr());
+    let env = std::fs::read_to_string(dir.path().join("env"))?;
+    let mut lines = env.lines();
+    let keys = lines
+        .next()
+        .unwrap_or("")
+        .split(' ')
+        .map(percent_decode)
+        .collect::<Result<Vec<_>, _>>()?;
+    assert_eq!(keys, names, "REDLEASE_KEYS: {env}");
+    let pairs: Vec<&str> = lines.next().unwrap_or("").split(' ').collect();
+    assert_eq!(pairs.len(), names.len(), "REDLEASE_FENCING_TOKENS: {env}");
+    let mut conn = redis::Client::open(server.url())?.get_connection()?;
+    for (pair, name) in pairs.into_iter().zip(names) {
+        let (encoded, token) = pair.rsplit_once('=').ok_or("no =")?;
+        assert_eq!(percent_decode(encoded)?, name, "{pair}");
+        // The token each name was granted: its fencing counter's value.
+        let keys = redlease::LockKeys::new("redlease:", name)?;
+        let counter: String = redis::cmd("GET").arg(keys.fence()).query(&mut conn)?;
+        assert_eq!(token, counter, "{pair}");
+    }
+    Ok(())
+}

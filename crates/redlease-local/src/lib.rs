@@ -72,7 +72,7 @@ pub const REDLEASE_ACL_RULES: &[&str] = &[
     "~{redlease:*",
     "resetchannels",
     "&redlease:*",
-    "&{redlease:*}:released",
+    "&{redlease:*}?released",
     "-@all",
     // Sent by the library itself.
     "+evalsha",

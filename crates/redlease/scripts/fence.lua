@@ -18,6 +18,11 @@
 local FENCE_KEEP = 7 * 24 * 3600
 local FENCE_LIMIT = 9007199254740992
 
+-- The counter's name as an operator reads and types it: its NUL bytes (see keys.rs) as \0.
+local function shown(counter)
+  return (string.gsub(counter, '%z', '\\0'))
+end
+
 local function grant_fence(counter, step)
   local now = redis.call('TIME')
   local micros = tonumber(now[1]) * 1000000 + tonumber(now[2])
@@ -34,7 +39,7 @@ local function grant_fence(counter, step)
     local last = tonumber(stored)
     if not last then
       redis.call('SET', counter, stored, 'EX', FENCE_KEEP)
-      error('redlease: the fencing counter ' .. counter .. ' does not hold a number; delete it')
+      error('redlease: the fencing counter ' .. shown(counter) .. ' does not hold a number; delete it')
     end
     local next = last + 1
     if next > micros then
@@ -47,7 +52,7 @@ local function grant_fence(counter, step)
       -- Leave the counter as it was: a refused grant changes nothing.
       redis.call('SET', counter, stored, 'EX', FENCE_KEEP)
     end
-    error('redlease: the fencing counter ' .. counter .. ' is at or above 2^53; delete it')
+    error('redlease: the fencing counter ' .. shown(counter) .. ' is at or above 2^53; delete it')
   end
   return fence
 end

@@ -1,15 +1,29 @@
-//! Key and channel naming: every key of one lock, and its channel, share one cluster slot.
+//! Key and channel naming: every key of one lock, and its channel, share one cluster slot,
+//! and two different lock keys never share a key or a channel.
 //!
 //! A lock named `N` lives at key `K = prefix + N`, so with an empty prefix it is the very
-//! key another library's `SET K token NX PX` lock uses. The side keys are derived from `K`:
+//! key another library's `SET K token NX PX` lock uses. That key is public interop and never
+//! moves. Every other key and channel of the lock (its *side keys*) is a base, a NUL byte
+//! and a part (`fence`, `holder`, `queue`, `sem:permits`, `rw:owners`, ...):
 //!
-//! - if `K` already has a Redis Cluster hash tag (`{...}` with non-empty content), the side
-//!   keys are `K` plus a suffix, and keep that tag;
-//! - otherwise they are `{K}` plus a suffix, whose tag is all of `K`, so they hash like `K`;
+//! - if `K` has no Redis Cluster hash tag, the base is `{K}`, whose tag is all of `K`, so
+//!   the side keys hash like `K`: `{redlease:job}\0fence`;
+//! - if `K` already has a tag (`{...}` with non-empty content), the base is `K` and one more
+//!   NUL, keeping that tag: `redlease:{t}job\0\0fence`. The extra NUL keeps `{x}`'s side
+//!   keys apart from those of `x`, whose base is also `{x}`;
 //! - a `K` with a `}` but no valid tag (e.g. `a{}b`) cannot be tagged so that `{K}` hashes
 //!   like `K`: such names are refused with [`Error::InvalidName`].
+//!
+//! No lock key contains a NUL byte (such names are refused: no command line, environment
+//! variable or C string can carry one anyway), so no name reaches another name's side keys,
+//! and a side key names its lock key and part unambiguously (everything after its last NUL
+//! is the part). Before this layout the parts followed a `:`, and a name such as
+//! `{t}y:fence` was the fencing counter of `{t}y`.
 
 use crate::error::{Error, Result};
+
+/// Separates a side key's base from its part: a byte no lock key contains.
+const SEPARATOR: char = '\0';
 
 /// The longest lock name accepted, in bytes.
 pub const MAX_NAME_LEN: usize = 1024;
@@ -47,7 +61,7 @@ pub struct LockKeys {
     pub(crate) waiters: String,
     /// A pub/sub channel in the lock's slot.
     pub(crate) channel: String,
-    /// The start of the lock's grant channels on a Cluster (`{K}:grant:`), each client's
+    /// The start of the lock's grant channels on a Cluster (`{K}\0grant:`), each client's
     /// id follows: a shard channel in the lock's slot.
     grants: String,
     /// The semaphore's permit count, the read-write lock's holds (empty for a lock).
@@ -60,8 +74,9 @@ impl LockKeys {
     /// Checks `name` and derives every key of the lock named `name` under `prefix`.
     ///
     /// # Errors
-    /// [`Error::InvalidName`] for an empty or oversized name, or one whose side keys could
-    /// not share its cluster slot.
+    /// [`Error::InvalidName`] for an empty or oversized name, one whose side keys could
+    /// not share its cluster slot, or a name or prefix with a NUL byte (see the
+    /// [module docs](self)).
     pub fn new(prefix: &str, name: &str) -> Result<Self> {
         Self::of(prefix, name, Primitive::Lock)
     }
@@ -98,33 +113,39 @@ impl LockKeys {
     /// # Errors
     /// As [`LockKeys::new`].
     pub fn from_key_of(key: String, primitive: Primitive) -> Result<Self> {
+        if key.contains(SEPARATOR) {
+            return Err(invalid(format!(
+                "`{}` contains a NUL byte, which redlease keeps for the keys it stores beside each lock; remove it from the name (and the prefix)",
+                key.escape_debug()
+            )));
+        }
         let base = if hash_tag(key.as_bytes()).is_some() {
-            key.clone()
+            format!("{key}{SEPARATOR}{SEPARATOR}")
         } else if key.contains('}') {
             return Err(invalid(format!(
                 "`{key}` contains `}}` without a valid {{hash tag}}, so its side keys cannot share its cluster slot; remove the brace or add a tag such as `{{{key_hint}}}`",
                 key_hint = key.replace(['{', '}'], "")
             )));
         } else {
-            format!("{{{key}}}")
+            format!("{{{key}}}{SEPARATOR}")
         };
         let (side, extra) = match primitive {
             Primitive::Lock => ("", String::new()),
-            Primitive::Semaphore => (":sem", format!("{base}:sem:permits")),
-            Primitive::RwLock => (":rw", format!("{base}:rw:owners")),
+            Primitive::Semaphore => ("sem:", format!("{base}sem:permits")),
+            Primitive::RwLock => ("rw:", format!("{base}rw:owners")),
         };
         Ok(Self {
-            fence: format!("{base}:fence"),
-            term: format!("{base}:term"),
+            fence: format!("{base}fence"),
+            term: format!("{base}term"),
             holder: if side.is_empty() {
-                format!("{base}:holder")
+                format!("{base}holder")
             } else {
-                format!("{base}{side}:holders")
+                format!("{base}{side}holders")
             },
-            queue: format!("{base}{side}:queue"),
-            waiters: format!("{base}{side}:waiters"),
-            channel: format!("{base}:released"),
-            grants: format!("{base}:grant:"),
+            queue: format!("{base}{side}queue"),
+            waiters: format!("{base}{side}waiters"),
+            channel: format!("{base}released"),
+            grants: format!("{base}grant:"),
             extra,
             primitive,
             key,
@@ -153,7 +174,8 @@ impl LockKeys {
         (self.primitive == Primitive::RwLock).then_some(self.extra.as_str())
     }
 
-    /// The fencing counter (an integer that never expires).
+    /// The fencing counter (an integer, kept for a week after the last grant: see
+    /// `fence.lua`).
     pub fn fence(&self) -> &str {
         &self.fence
     }
@@ -218,6 +240,13 @@ impl LockKeys {
     }
 }
 
+/// Whether `key` is one that redlease stores beside a lock (a fencing counter, holder
+/// details, a queue, a waiter table, a semaphore's permit count, a read-write lock's
+/// holds) rather than a lock key: side keys, and only they, contain a NUL byte.
+pub fn is_side_key(key: &str) -> bool {
+    key.contains(SEPARATOR)
+}
+
 fn invalid(reason: impl Into<String>) -> Error {
     Error::InvalidName {
         reason: reason.into(),
@@ -260,6 +289,7 @@ mod tests {
             &keys.grant_channel("0123abcd"),
             &keys.key,
             &keys.fence,
+            &keys.term,
             &keys.holder,
             &keys.queue,
             &keys.waiters,
@@ -304,7 +334,141 @@ mod tests {
         assert!(LockKeys::new("", "a{b").is_ok());
     }
 
+    const PRIMITIVES: [Primitive; 3] = [Primitive::Lock, Primitive::Semaphore, Primitive::RwLock];
+
+    /// Every key and channel of `keys`, a grant channel included.
+    fn everything(keys: &LockKeys) -> Vec<String> {
+        [
+            keys.grant_channel("0123abcd"),
+            keys.key.clone(),
+            keys.fence.clone(),
+            keys.term.clone(),
+            keys.holder.clone(),
+            keys.queue.clone(),
+            keys.waiters.clone(),
+            keys.channel.clone(),
+            keys.extra.clone(),
+        ]
+        .into_iter()
+        .filter(|k| !k.is_empty())
+        .collect()
+    }
+
+    /// What two primitives of one name may share: the name's key (whose type makes them
+    /// refuse each other), its fencing counter and its channels.
+    fn shared_by_one_name(keys: &LockKeys) -> Vec<String> {
+        vec![
+            keys.key.clone(),
+            keys.fence.clone(),
+            keys.term.clone(),
+            keys.channel.clone(),
+            keys.grant_channel("0123abcd"),
+        ]
+    }
+
+    /// Checks the rule for two lock keys of any primitives: different keys share nothing;
+    /// one key shares only what its primitives have in common on purpose.
+    fn check_apart(a: &str, b: &str) -> std::result::Result<(), TestCaseError> {
+        for pa in PRIMITIVES {
+            for pb in PRIMITIVES {
+                let (Ok(ka), Ok(kb)) = (
+                    LockKeys::from_key_of(a.to_owned(), pa),
+                    LockKeys::from_key_of(b.to_owned(), pb),
+                ) else {
+                    continue;
+                };
+                let theirs = everything(&kb);
+                let shared: Vec<_> = everything(&ka)
+                    .into_iter()
+                    .filter(|k| theirs.contains(k))
+                    .collect();
+                if a == b && pa == pb {
+                    // One lock seen twice.
+                } else if a == b {
+                    let allowed = shared_by_one_name(&ka);
+                    prop_assert!(
+                        shared.iter().all(|k| allowed.contains(k)),
+                        "{a:?} as {pa:?} and {pb:?} share {shared:?}"
+                    );
+                } else {
+                    prop_assert!(
+                        shared.is_empty(),
+                        "{a:?} ({pa:?}) and {b:?} ({pb:?}) share {shared:?}"
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn names_that_reached_other_names_keys_no_longer_do() -> std::result::Result<(), TestCaseError>
+    {
+        // Each pair shared a key in the layout with `:` before the part.
+        for (a, b) in [
+            ("{t}y", "{t}y:fence"),
+            ("{t}w", "{t}w:fence"),
+            ("{t}x", "{t}x:holder"),
+            ("{t}", "{t}:rw:owners"),
+            ("{t}", "{t}:sem:permits"),
+            ("x", "{x}:fence"),
+            ("x", "{x}"),
+            ("redlease:x", "{redlease:x}:queue"),
+            ("{t}y", "{t}y:sem"),
+            ("{t}y", "{t}y:grant:0123abcd"),
+            ("{t}y", "{t}y:released"),
+        ] {
+            check_apart(a, b)?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn side_keys_contain_a_nul_and_lock_keys_cannot() -> Result<()> {
+        let keys = LockKeys::of("redlease:", "job", Primitive::Semaphore)?;
+        assert_eq!(keys.key(), "redlease:job");
+        assert_eq!(keys.fence(), "{redlease:job}\0fence");
+        assert_eq!(keys.permits(), Some("{redlease:job}\0sem:permits"));
+        let tagged = LockKeys::new("redlease:", "{t}job")?;
+        assert_eq!(tagged.fence(), "redlease:{t}job\0\0fence");
+        assert!(!is_side_key(keys.key()));
+        for key in everything(&keys).iter().chain(&everything(&tagged)) {
+            assert_eq!(
+                is_side_key(key),
+                key != keys.key() && key != tagged.key(),
+                "{key:?}"
+            );
+        }
+        for (prefix, name) in [("", "a\0b"), ("p\0:", "a"), ("", "\0")] {
+            let refused = LockKeys::new(prefix, name);
+            assert!(
+                matches!(&refused, Err(Error::InvalidName { reason }) if reason.contains("NUL")),
+                "{refused:?}"
+            );
+        }
+        Ok(())
+    }
+
     proptest! {
+        #[test]
+        fn different_lock_keys_never_share_a_key(
+            a in "[a-z{}:]{1,10}",
+            b in "[a-z{}:]{1,10}",
+            part in 0usize..8,
+        ) {
+            check_apart(&a, &b)?;
+            // The names an adversary would pick: `a`'s side keys with the NUL bytes
+            // written as the old `:` separator, dropped, or kept.
+            for primitive in PRIMITIVES {
+                let Ok(keys) = LockKeys::from_key_of(a.clone(), primitive) else { continue };
+                let all = everything(&keys);
+                let side = &all[part % all.len()];
+                for b in [side.replace('\0', ":"), side.replace('\0', ""), side.clone()] {
+                    check_apart(&a, &b)?;
+                }
+            }
+        }
+
         #[test]
         fn every_key_of_a_lock_shares_one_slot(prefix in "[a-z:{}]{0,6}", name in "[a-z{}:]{1,12}") {
             for primitive in [Primitive::Lock, Primitive::Semaphore, Primitive::RwLock] {

@@ -12,7 +12,7 @@
 //! outage (see `crate::conn::pubsub`); meanwhile waiters do not queue for hand-offs.
 //!
 //! A Redis Cluster hands locks on the same way, over sharded pub/sub: a client's grant
-//! channel there is one per lock, `{K}:grant:<client id>`, in the lock's slot, subscribed
+//! channel there is one per lock, `{K}\0grant:<client id>`, in the lock's slot, subscribed
 //! (`SSUBSCRIBE`) on the primary that owns the slot and moved with it (a slot migration,
 //! a failover); the release script `SPUBLISH`es the grant, which stays in the lock's shard
 //! (a classic `PUBLISH` crosses the whole cluster bus), and counts the primary's

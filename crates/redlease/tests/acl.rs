@@ -121,8 +121,9 @@ async fn every_single_redis_path_works_as_the_acl_user() {
     eventually("the waiter to leave the queue", || {
         let mut adm = adm.clone();
         async move {
-            let queued: i64 = adm.llen("{redlease:acl}:queue").await.unwrap();
-            let waiters: i64 = adm.hlen("{redlease:acl}:waiters").await.unwrap();
+            let keys = redlease::LockKeys::new("redlease:", "acl").unwrap();
+            let queued: i64 = adm.llen(keys.queue()).await.unwrap();
+            let waiters: i64 = adm.hlen(keys.waiters()).await.unwrap();
             queued == 0 && waiters == 0
         }
     })
@@ -366,7 +367,8 @@ async fn a_quorum_of_acl_nodes_works_as_the_acl_user() {
         })
     };
     eventually("the waiter to listen", || async { rival.waiting() == 1 }).await;
-    let channel = "{redlease:acl-q}:released";
+    let keys = redlease::LockKeys::new("redlease:", "acl-q").unwrap();
+    let channel = keys.channel();
     for node in nodes.servers() {
         let mut adm = admin(node).await;
         eventually("the waiter to subscribe on every node", || {

@@ -198,7 +198,8 @@ async fn trace_logs_carry_no_password_and_no_whole_token() {
         })
     };
     eventually("the waiter to queue", || async { rival.waiting() == 1 }).await;
-    let queued: Vec<String> = adm.lrange("{redlease:logged}:queue", 0, -1).await.unwrap();
+    let keys = redlease::LockKeys::new("redlease:", "logged").unwrap();
+    let queued: Vec<String> = adm.lrange(keys.queue(), 0, -1).await.unwrap();
     tokens.extend(queued);
     guard.release().await.unwrap();
     let handed = bounded("hand-off", waiter).await.unwrap().unwrap();

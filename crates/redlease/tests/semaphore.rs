@@ -102,7 +102,8 @@ async fn at_most_n_hold_across_tasks_and_processes() {
     );
     // Nothing is left behind but the fencing counter.
     let keys = redlease_test_keys(&mut conn).await;
-    assert_eq!(keys, vec![format!("{{redlease:{SEMAPHORE}}}:fence")]);
+    let fence = redlease::LockKeys::new("redlease:", SEMAPHORE).unwrap();
+    assert_eq!(keys, vec![fence.fence().to_owned()]);
 }
 
 /// The library's keys left on the server.

@@ -7,7 +7,7 @@
 //! which this module routes to the waiting task (see [`crate::wait`]).
 //!
 //! On a Redis Cluster a client has one grant channel per lock it waits for,
-//! `{K}:grant:<client id>` (the lock's hash tag: its slot), subscribed with `SSUBSCRIBE`
+//! `{K}\0grant:<client id>` (the lock's hash tag: its slot), subscribed with `SSUBSCRIBE`
 //! on the primary that owns the slot and followed across slot migrations and failovers
 //! (see `crate::conn::shards`). The release script `SPUBLISH`es the grant there: it stays
 //! in the lock's shard, and its count of receivers (the primary's subscribers) tells the

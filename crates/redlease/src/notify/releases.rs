@@ -6,7 +6,7 @@
 //! node's queue could hand the lock to a different waiter and nobody would get a
 //! majority. There, and on a Cluster for semaphores, read-write locks and lock waiters
 //! whose grant subscription is down, the release script instead
-//! publishes on the lock's own channel (`{key}:released`, in the lock's slot) whenever it
+//! publishes on the lock's own channel (`{key}\0released`, in the lock's slot) whenever it
 //! frees the lock, and every waiter of that lock retries at once:
 //!
 //! - **Cluster**: a shard channel (`SSUBSCRIBE`) on the primary that owns the lock's

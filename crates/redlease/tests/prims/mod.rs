@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 use redis::aio::MultiplexedConnection;
 use redis::{RedisResult, Script, Value};
-use redlease::LockKeys;
+use redlease::{LockKeys, Primitive};
 
 pub const SEM_ACQUIRE: &str = concat!(
     include_str!("../../scripts/fence.lua"),
@@ -56,57 +56,57 @@ pub const MUTEX_RELEASE: &str = concat!(
 /// A pause for steps that wait on Redis' clock (a lease running out).
 const POLL: Duration = Duration::from_millis(5);
 
-/// The keys of a semaphore, a read-write lock and a mutex of one name: the proposed
-/// derivation (the mutex's `LockKeys` base, with `:sem:*` / `:rw:*` side keys).
+/// The keys of a semaphore, a read-write lock and a mutex of one name, as the library
+/// derives them (`LockKeys` of each primitive).
 #[derive(Debug, Clone)]
 pub struct Keys {
     pub key: String,
-    pub base: String,
     pub mutex: LockKeys,
+    semaphore: LockKeys,
+    rwlock: LockKeys,
 }
 
 impl Keys {
     pub fn new(name: &str) -> Self {
-        let mutex = LockKeys::new("", name).unwrap();
-        let base = mutex.fence().strip_suffix(":fence").unwrap().to_owned();
         Self {
             key: name.to_owned(),
-            base,
-            mutex,
+            mutex: LockKeys::new("", name).unwrap(),
+            semaphore: LockKeys::of("", name, Primitive::Semaphore).unwrap(),
+            rwlock: LockKeys::of("", name, Primitive::RwLock).unwrap(),
         }
     }
 
     pub fn fence(&self) -> String {
-        format!("{}:fence", self.base)
+        self.mutex.fence().to_owned()
     }
 
     pub fn channel(&self) -> String {
-        format!("{}:released", self.base)
+        self.mutex.channel().to_owned()
     }
 
     /// KEYS of every semaphore script.
     pub fn sem(&self) -> [String; 6] {
-        let b = &self.base;
+        let k = &self.semaphore;
         [
             self.key.clone(),
             self.fence(),
-            format!("{b}:sem:holders"),
-            format!("{b}:sem:queue"),
-            format!("{b}:sem:waiters"),
-            format!("{b}:sem:permits"),
+            k.holder().to_owned(),
+            k.queue().to_owned(),
+            k.waiters().to_owned(),
+            k.permits().unwrap().to_owned(),
         ]
     }
 
     /// KEYS of every read-write lock script.
     pub fn rw(&self) -> [String; 6] {
-        let b = &self.base;
+        let k = &self.rwlock;
         [
             self.key.clone(),
             self.fence(),
-            format!("{b}:rw:holders"),
-            format!("{b}:rw:queue"),
-            format!("{b}:rw:waiters"),
-            format!("{b}:rw:owners"),
+            k.holder().to_owned(),
+            k.queue().to_owned(),
+            k.waiters().to_owned(),
+            k.holds().unwrap().to_owned(),
         ]
     }
 
