@@ -28,6 +28,7 @@
 
 mod check;
 mod config;
+pub mod handoff;
 mod model;
 mod properties;
 pub mod scenarios;
@@ -36,7 +37,9 @@ mod state;
 mod steps;
 mod timeline;
 
-pub use check::{Discovery, Outcome, Report, STATE_LIMIT, check, check_limited, check_until};
+pub use check::{
+    Discovery, Named, Outcome, Report, STATE_LIMIT, check, check_limited, check_until,
+};
 pub use config::{
     BeforeWrite, Config, Drift, Fencing, PauseClock, Persistence, Restart, TokenRule, WriteBack,
 };

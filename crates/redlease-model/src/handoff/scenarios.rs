@@ -1,0 +1,251 @@
+//! The hand-off configurations checked by the tests and the `explore` example, each with
+//! what it is expected to show.
+
+use super::check_limited;
+use super::config::{HandoffConfig, Rule};
+use super::model::{
+    CONFIRMED, HANDED_OFF, MUTUAL_EXCLUSION, PAUSED_HANDOFF, VOID_DISCARDED, WITHIN_LEASE,
+};
+use crate::check::Report;
+use crate::scenarios::{Expect, judge};
+
+/// A configuration and what it is expected to show.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// The model.
+    pub config: HandoffConfig,
+    /// The expectation for [`MUTUAL_EXCLUSION`].
+    pub mutual_exclusion: Expect,
+    /// The expectation for [`WITHIN_LEASE`].
+    pub within_lease: Expect,
+    /// The examples (`sometimes` properties) a run that visits every state must find.
+    pub examples: Vec<&'static str>,
+}
+
+/// The lease the tests use (the scenarios' own is [`HandoffConfig::code`]'s 3 ticks):
+/// about a third of the states.
+pub const TEST_TTL: u8 = 2;
+
+impl Scenario {
+    fn new(config: HandoffConfig, expect: Expect) -> Self {
+        Scenario {
+            config,
+            mutual_exclusion: expect,
+            within_lease: expect,
+            examples: Vec::new(),
+        }
+    }
+
+    fn examples(mut self, examples: &[&'static str]) -> Self {
+        self.examples = examples.to_vec();
+        self
+    }
+
+    /// The same scenario with the tests' shorter lease ([`TEST_TTL`]).
+    #[must_use]
+    pub fn for_tests(&self) -> Scenario {
+        let mut smaller = self.clone();
+        smaller.config.ttl = TEST_TTL.min(self.config.ttl);
+        smaller
+    }
+
+    /// Runs the checker as far as the expectations need: every state when something is
+    /// expected to hold, else until each expected counterexample is found.
+    pub fn run(&self, state_limit: usize) -> Report<HandoffConfig> {
+        let expected = [
+            (MUTUAL_EXCLUSION, self.mutual_exclusion),
+            (WITHIN_LEASE, self.within_lease),
+        ];
+        let holds = expected.iter().any(|(_, e)| *e == Expect::Holds);
+        let stop_at: Vec<&'static str> = if holds {
+            Vec::new()
+        } else {
+            (expected.iter())
+                .filter(|(_, e)| *e == Expect::Violated)
+                .map(|(p, _)| *p)
+                .collect()
+        };
+        check_limited(self.config.clone(), &stop_at, state_limit)
+    }
+
+    /// Whether `report` (of this scenario) shows what was expected; otherwise, why not.
+    pub fn verify(&self, report: &Report<HandoffConfig>) -> Result<(), String> {
+        judge(
+            report,
+            &[
+                (MUTUAL_EXCLUSION, self.mutual_exclusion),
+                (WITHIN_LEASE, self.within_lease),
+            ],
+        )?;
+        if let Some(missing) = (self.examples.iter()).find(|e| report.discovery(e).is_none()) {
+            return Err(format!("{missing}: no example found"));
+        }
+        Ok(())
+    }
+}
+
+fn with(name: &'static str, rule: Rule, change: impl FnOnce(&mut HandoffConfig)) -> HandoffConfig {
+    let mut config = HandoffConfig::code(rule);
+    config.name = name;
+    change(&mut config);
+    config
+}
+
+/// Today's rule, a waiter paused while the lock is handed to it: its stale grant, read
+/// after a re-check found another client holding, is dated from that re-check (item 1).
+pub fn today_pause() -> Scenario {
+    Scenario::new(
+        with("hand-off today: a paused waiter", Rule::Today, |_| {}),
+        Expect::Violated,
+    )
+}
+
+/// Today's rule, no pause: pub/sub alone holds a grant back past the lease.
+pub fn today_slow_pubsub() -> Scenario {
+    Scenario::new(
+        with(
+            "hand-off today: pub/sub slower than a lease",
+            Rule::Today,
+            |c| {
+                c.pauses = 0;
+                c.prompt_grants = false;
+            },
+        ),
+        Expect::Violated,
+    )
+}
+
+/// The fix, a waiter paused at any moment for any time: both properties hold, and a
+/// hand-off, a hand-off to a paused waiter, a void grant and a confirmation happen.
+pub fn fixed_pause() -> Scenario {
+    Scenario::new(
+        with("hand-off fix: a paused waiter", Rule::Fixed, |_| {}),
+        Expect::Holds,
+    )
+    .examples(&[HANDED_OFF, PAUSED_HANDOFF, VOID_DISCARDED, CONFIRMED])
+}
+
+/// The fix, pub/sub delivering grants at any later moment, no pause.
+pub fn fixed_slow_pubsub() -> Scenario {
+    Scenario::new(
+        with(
+            "hand-off fix: pub/sub slower than a lease",
+            Rule::Fixed,
+            |c| {
+                c.pauses = 0;
+                c.prompt_grants = false;
+            },
+        ),
+        Expect::Holds,
+    )
+    .examples(&[HANDED_OFF, VOID_DISCARDED])
+}
+
+/// The fix, pub/sub slower than a lease and a data connection dropping (an attempt or
+/// its reply lost).
+pub fn fixed_link_drop() -> Scenario {
+    Scenario::new(
+        with(
+            "hand-off fix: slow pub/sub and a dropped link",
+            Rule::Fixed,
+            |c| {
+                c.pauses = 0;
+                c.prompt_grants = false;
+                c.link_drops = 1;
+            },
+        ),
+        Expect::Holds,
+    )
+    .examples(&[HANDED_OFF, VOID_DISCARDED])
+}
+
+/// The fix, pub/sub slower than a lease and a grant subscription dropping (grants lost,
+/// the waiter skipped until it is back).
+pub fn fixed_subscription_drop() -> Scenario {
+    Scenario::new(
+        with(
+            "hand-off fix: slow pub/sub and a dropped subscription",
+            Rule::Fixed,
+            |c| {
+                c.pauses = 0;
+                c.prompt_grants = false;
+                c.subscription_drops = 1;
+            },
+        ),
+        Expect::Holds,
+    )
+    .examples(&[HANDED_OFF, VOID_DISCARDED])
+}
+
+/// The fix, a pause and a waiter giving up (its give-back withdraws its place, or hands
+/// on a lock handed to it).
+pub fn fixed_give_up() -> Scenario {
+    Scenario::new(
+        with(
+            "hand-off fix: a pause and a waiter giving up",
+            Rule::Fixed,
+            |c| {
+                c.give_ups = 1;
+            },
+        ),
+        Expect::Holds,
+    )
+    .examples(&[HANDED_OFF, VOID_DISCARDED])
+}
+
+/// Mutation: the fix without voiding stale grants (a stale grant dated from the floor).
+pub fn mutation_no_void() -> Scenario {
+    Scenario::new(
+        with(
+            "hand-off mutation: stale grants not void",
+            Rule::NoVoid,
+            |_| {},
+        ),
+        Expect::Violated,
+    )
+}
+
+/// Mutation: the fix with grants dated from the latest attempt, which may be one that
+/// failed after the grant.
+pub fn mutation_latest_send() -> Scenario {
+    Scenario::new(
+        with(
+            "hand-off mutation: grants dated from the latest attempt",
+            Rule::LatestSend,
+            |c| {
+                c.pauses = 0;
+                c.link_drops = 1;
+                c.prompt_grants = false;
+            },
+        ),
+        Expect::Violated,
+    )
+}
+
+/// Mutation: `Ours` dated from its own send without the script refreshing the expiry.
+pub fn mutation_no_refresh() -> Scenario {
+    Scenario::new(
+        with(
+            "hand-off mutation: Ours without a refresh",
+            Rule::NoRefresh,
+            |_| {},
+        ),
+        Expect::Violated,
+    )
+}
+
+/// Every hand-off scenario.
+pub fn all() -> Vec<Scenario> {
+    vec![
+        today_pause(),
+        today_slow_pubsub(),
+        fixed_pause(),
+        fixed_slow_pubsub(),
+        fixed_link_drop(),
+        fixed_subscription_drop(),
+        fixed_give_up(),
+        mutation_no_void(),
+        mutation_latest_send(),
+        mutation_no_refresh(),
+    ]
+}
