@@ -80,7 +80,8 @@ pub struct HandoffConfig {
     /// How many times a waiter may be paused (each pause of any length).
     pub pauses: u8,
     /// How many times a data connection may drop, losing the attempt in flight or its
-    /// reply (the waiter retries later).
+    /// reply, or leaving the attempt to run later while the waiter no longer waits for
+    /// it (the waiter retries later).
     pub link_drops: u8,
     /// How many times a grant subscription may drop, losing the grants on their way; it
     /// comes back later (a release skips a waiter whose subscription is down).

@@ -6,8 +6,9 @@
 //! Checked under waiter pauses, pub/sub grants delayed, reordered against replies and
 //! lost with their subscription, data connections dropping, waiters giving up, leases
 //! expiring and re-check timers firing at any moment, with the properties
-//! [`MUTUAL_EXCLUSION`] (belief: what `is_held()` would say) and [`WITHIN_LEASE`] (a
-//! guard's `valid_until` never later than its lease's end in Redis).
+//! [`MUTUAL_EXCLUSION`] (belief: what `is_held()` would say), [`WITHIN_LEASE`] (a
+//! guard's `valid_until` never later than its lease's end in Redis) and [`SHORT_LEASE`]
+//! (`acquire` never returns less than the floor of validity).
 //!
 //! ```
 //! use redlease_model::handoff::{self, HandoffConfig, Rule};
@@ -27,11 +28,12 @@ mod timeline;
 
 pub use config::{HandoffConfig, Rule};
 pub use model::{
-    Action, CONFIRMED, HANDED_OFF, HandoffModel, MUTUAL_EXCLUSION, PAUSED_HANDOFF, VOID_DISCARDED,
-    WITHIN_LEASE, believers, beyond_lease,
+    Action, CONFIRMED, HANDED_OFF, HandoffModel, MUTUAL_EXCLUSION, PAUSED_HANDOFF, SHORT_LEASE,
+    VOID_DISCARDED, WITHIN_LEASE, believers, beyond_lease,
 };
 pub use state::{
-    Budget, Client, Fence, Key, Phase, Reply, Request, SEEN_CONFIRM, SEEN_HANDOFF, SEEN_VOID, State,
+    Budget, Client, Fence, Key, Phase, Reply, Request, SEEN_CONFIRM, SEEN_HANDOFF, SEEN_SHORT,
+    SEEN_VOID, State,
 };
 pub use timeline::{timeline, verdict_of};
 

@@ -5,7 +5,8 @@ use stateright::{Model, Property};
 
 use super::config::{HandoffConfig, Rule};
 use super::state::{
-    Budget, Client, Fence, Key, Phase, Reply, Request, SEEN_CONFIRM, SEEN_HANDOFF, SEEN_VOID, State,
+    Budget, Client, Fence, Key, Phase, Reply, Request, SEEN_CONFIRM, SEEN_HANDOFF, SEEN_SHORT,
+    SEEN_VOID, State,
 };
 
 /// One step of the system.
@@ -38,6 +39,11 @@ pub enum Action {
     Resume(usize),
     /// The client's data connection drops: the attempt in flight, or its reply, is lost.
     DropLink(usize),
+    /// The client stops waiting for its attempt (a response timeout, the link dropped
+    /// after sending) and retries later, while the attempt is still on its way to Redis.
+    Abandon(usize),
+    /// Redis runs an attempt its client no longer waits for; the reply goes nowhere.
+    RunOrphan(usize),
     /// The client's grant subscription drops, and the grants on their way with it.
     DropSubscription(usize),
     /// The client's grant subscription is back.
@@ -56,6 +62,8 @@ pub const MUTUAL_EXCLUSION: &str = "no two clients believe they hold the lock";
 /// Property: a client believes it holds only while Redis' key holds its token, and its
 /// guard's `valid_until` is never later than the key's expiry.
 pub const WITHIN_LEASE: &str = "a client believes it holds only within its lease in Redis";
+/// Property: `acquire` never returns a lease with less than the floor of validity left.
+pub const SHORT_LEASE: &str = "acquire never returns less than the floor of validity";
 /// Example: a waiter holds the lock by a hand-off it read from its mailbox.
 pub const HANDED_OFF: &str = "sometimes a waiter holds by a hand-off";
 /// Example: the lock is handed to a waiter while it is paused.
@@ -108,6 +116,15 @@ impl HandoffModel {
                 s.clients[i].phase = Phase::Waiting;
                 s.budget.link_drops -= 1;
             }
+            Action::Abandon(i) => {
+                s.clients[i].phase = Phase::Waiting;
+                s.clients[i].orphan = true;
+                s.budget.link_drops -= 1;
+            }
+            Action::RunOrphan(i) => {
+                s.clients[i].orphan = false;
+                self.script(&mut s, i);
+            }
             Action::DropSubscription(i) => {
                 s.clients[i].subscribed = false;
                 s.clients[i].grants.clear();
@@ -141,12 +158,20 @@ impl HandoffModel {
         }
     }
 
+    /// Redis runs the client's attempt; the reply is on its way back.
+    fn run(&self, s: &mut State, i: usize) {
+        let reply = self.script(s, i);
+        if let Phase::Attempting(request) = &mut s.clients[i].phase {
+            request.reply = Some(reply);
+        }
+    }
+
     /// `acquire.lua`, atomically: take a free lock, answer `Ours` for our own token
     /// (refreshing the expiry under the fix), else join the queue once and answer busy.
-    fn run(&self, s: &mut State, i: usize) {
+    fn script(&self, s: &mut State, i: usize) -> Reply {
         let me = client_id(i);
         let ttl = self.config.ttl;
-        let reply = match s.key {
+        match s.key {
             None => {
                 s.counter += 1;
                 s.key = Some(Key {
@@ -172,9 +197,6 @@ impl HandoffModel {
                     0
                 })
             }
-        };
-        if let Phase::Attempting(request) = &mut s.clients[i].phase {
-            request.reply = Some(reply);
         }
     }
 
@@ -242,6 +264,10 @@ impl HandoffModel {
             self.send(c);
             return;
         }
+        if left < self.config.min_validity {
+            s.seen |= SEEN_SHORT;
+        }
+        let c = &mut s.clients[i];
         c.phase = Phase::Holding { left };
         c.grants.clear();
         c.floor = None;
@@ -349,6 +375,9 @@ impl HandoffModel {
                 }
                 if s.budget.link_drops > 0 {
                     actions.push(Action::DropLink(i));
+                    if reply.is_none() && !c.orphan {
+                        actions.push(Action::Abandon(i));
+                    }
                 }
             }
             Phase::Waiting => {
@@ -375,7 +404,8 @@ impl HandoffModel {
     }
 }
 
-/// The client's `acquire` is over (released, or gave up): nothing of it is left.
+/// The client's `acquire` is over (released, or gave up): nothing of it is left but an
+/// abandoned attempt still on its way.
 fn finish(c: &mut Client) {
     *c = Client {
         phase: Phase::Done,
@@ -385,6 +415,7 @@ fn finish(c: &mut Client) {
         floor: None,
         busy_fence: None,
         last_sent: None,
+        orphan: c.orphan,
     };
 }
 
@@ -428,6 +459,7 @@ impl Model for HandoffModel {
             floor: None,
             busy_fence: None,
             last_sent: None,
+            orphan: false,
         };
         vec![State {
             key: None,
@@ -463,6 +495,9 @@ impl Model for HandoffModel {
             if matches!(c.phase, Phase::Attempting(Request { reply: None, .. })) {
                 actions.push(Action::Run(i));
             }
+            if c.orphan {
+                actions.push(Action::RunOrphan(i));
+            }
             Self::client_actions(s, i, actions);
         }
     }
@@ -478,6 +513,7 @@ impl Model for HandoffModel {
         vec![
             Property::always(MUTUAL_EXCLUSION, |_, s: &State| believers(s).len() <= 1),
             Property::always(WITHIN_LEASE, |_, s: &State| beyond_lease(s).is_none()),
+            Property::always(SHORT_LEASE, |_, s: &State| s.seen & SEEN_SHORT == 0),
             Property::sometimes(HANDED_OFF, |_, s: &State| s.seen & SEEN_HANDOFF != 0),
             Property::sometimes(PAUSED_HANDOFF, |_, s: &State| {
                 s.key

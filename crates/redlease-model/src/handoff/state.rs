@@ -71,6 +71,8 @@ pub struct Client {
     pub floor: Option<u8>,
     /// The fence carried by its latest busy reply ([`Rule::Fixed`](super::Rule::Fixed)).
     pub busy_fence: Option<Fence>,
+    /// An attempt it stopped waiting for is still on its way to Redis.
+    pub orphan: bool,
     /// Ticks since the send of its latest attempt (kept only under the rules that date
     /// grants from it).
     pub last_sent: Option<u8>,
@@ -107,6 +109,8 @@ pub const SEEN_VOID: u8 = 1;
 pub const SEEN_CONFIRM: u8 = 2;
 /// A waiter's `acquire` returned a lease from a grant it read.
 pub const SEEN_HANDOFF: u8 = 4;
+/// An `acquire` returned a lease with less than the floor of validity left.
+pub const SEEN_SHORT: u8 = 8;
 
 /// A state of the hand-off model.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -121,7 +125,8 @@ pub struct State {
     pub clients: Vec<Client>,
     /// Faults left.
     pub budget: Budget,
-    /// Things that happened on the way here ([`SEEN_VOID`], [`SEEN_CONFIRM`], [`SEEN_HANDOFF`]): only for
-    /// the examples that show runs are not vacuous.
+    /// Things that happened on the way here ([`SEEN_VOID`], [`SEEN_CONFIRM`], [`SEEN_HANDOFF`],
+    /// [`SEEN_SHORT`]): for [`SHORT_LEASE`](super::SHORT_LEASE) and for the examples that
+    /// show runs are not vacuous.
     pub seen: u8,
 }

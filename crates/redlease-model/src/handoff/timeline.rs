@@ -221,6 +221,12 @@ fn describe(config: &HandoffConfig, t: u32, action: Action, prev: &State, next: 
                 client_name(i)
             )
         }
+        Action::Abandon(i) => format!(
+            "{} stops waiting for its attempt (response timeout): the attempt is still on its \
+             way; it retries later",
+            client_name(i)
+        ),
+        Action::RunOrphan(i) => orphan_ran(config, t, prev, next, i),
         Action::DropSubscription(i) => {
             let lost = &prev.clients[i].grants;
             let with = if lost.is_empty() {
@@ -276,6 +282,34 @@ fn ran(config: &HandoffConfig, t: u32, prev: &State, next: &State, i: usize) -> 
             format!("{head}: held by {holder}: busy{fence}{joined}")
         }
     }
+}
+
+/// What Redis did with an attempt its client had abandoned.
+fn orphan_ran(config: &HandoffConfig, t: u32, prev: &State, next: &State, i: usize) -> String {
+    let what = match next.key {
+        Some(k) if prev.key.is_none() && usize::from(k.holder) == i => format!(
+            "the lock is free: it is {}'s now, key until t={} (no one reads the reply)",
+            client_name(i),
+            t + u32::from(config.ttl)
+        ),
+        _ if next.queue.len() > prev.queue.len() => {
+            format!(
+                "busy: {} joins the queue {}",
+                client_name(i),
+                queue_text(next)
+            )
+        }
+        Some(_) if prev.key != next.key => format!(
+            "the key holds {}'s own token: expiry refreshed to t={}",
+            client_name(i),
+            t + u32::from(config.ttl)
+        ),
+        _ => String::from("nothing changes that anyone reads"),
+    };
+    format!(
+        "Redis runs the attempt {} abandoned: {what}",
+        client_name(i)
+    )
 }
 
 /// What a waiter does with a lease it was told of: returns, or confirms.
