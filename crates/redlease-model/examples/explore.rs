@@ -120,18 +120,21 @@ fn hand_off(quick: bool, only: Option<&String>) -> usize {
             print_counterexample(title, &report, property);
         }
     }
-    let mut all = handoffs::all();
+    let mut all: Vec<(handoffs::Scenario, usize)> = handoffs::all()
+        .into_iter()
+        .map(|s| (s, STATE_LIMIT))
+        .collect();
     if !quick {
-        all.extend(handoffs::slow());
+        all.extend((handoffs::slow().into_iter()).map(|s| (s, handoffs::SLOW_STATE_LIMIT)));
     }
     if let Some(only) = only {
-        all.retain(|s| s.config.name.contains(only.as_str()));
+        all.retain(|(s, _)| s.config.name.contains(only.as_str()));
     }
     let mut unexpected = 0;
     println!("== Every hand-off scenario\n");
-    for scenario in all {
+    for (scenario, limit) in all {
         let scenario = bounds(scenario);
-        let report = scenario.run(STATE_LIMIT);
+        let report = scenario.run(limit);
         unexpected += usize::from(!shown(&report, scenario.verify(&report)));
     }
     unexpected

@@ -13,6 +13,9 @@
 //!   [`Report`]; a counterexample comes back as a numbered [`timeline`].
 //! - [`scenarios`] lists the configurations the tests and the `explore` example check,
 //!   with what each is expected to show.
+//! - [`handoff`] is a second model, of the single-Redis FIFO hand-off (queued waiters
+//!   handed the lock by a release and told over pub/sub), with its own properties,
+//!   scenarios and timelines.
 //!
 //! The crate's `README.md` tells what is modelled, the bounds, the results and the limits.
 //!

@@ -258,9 +258,13 @@ pub fn all() -> Vec<Scenario> {
     ]
 }
 
-/// The fix under two faults at once, a pause and a dropped data link, with a lease of
-/// [`TEST_TTL`] ticks: about 4.7 million states, too slow for a debug `cargo test`
-/// (checked by `explore` and the ignored test).
+/// How many states (repeats included) a run of a [`slow`] scenario may generate.
+pub const SLOW_STATE_LIMIT: usize = 100_000_000;
+
+/// The fix under two faults at once, a pause and a dropped data link (or an abandoned
+/// attempt), with a lease of [`TEST_TTL`] ticks: more than [`STATE_LIMIT`](crate::STATE_LIMIT)
+/// states generated, too slow for a debug `cargo test` (checked by `explore` and the
+/// ignored test, with [`SLOW_STATE_LIMIT`]).
 pub fn slow() -> Vec<Scenario> {
     vec![
         Scenario::new(

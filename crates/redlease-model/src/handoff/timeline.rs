@@ -69,8 +69,9 @@ pub fn verdict_of(
             .iter()
             .map(|&i| format!("{} (until {})", client_name(i), until(i)))
             .collect();
+        let all = if names.len() == 2 { "both" } else { "all" };
         return format!(
-            "at t={t} {} all believe they hold the lock; {key}",
+            "at t={t} {} {all} believe they hold the lock; {key}",
             names.join(" and ")
         );
     }
