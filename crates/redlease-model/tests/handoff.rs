@@ -9,8 +9,8 @@
 use redlease_model::Report;
 use redlease_model::handoff::scenarios::{self, Scenario};
 use redlease_model::handoff::{
-    CONFIRMED, HANDED_OFF, HandoffConfig, MUTUAL_EXCLUSION, PAUSED_HANDOFF, VOID_DISCARDED,
-    WITHIN_LEASE,
+    CONFIRMED, HANDED_OFF, HandoffConfig, MUTUAL_EXCLUSION, PAUSED_HANDOFF, SHORT_LEASE,
+    VOID_DISCARDED, WITHIN_LEASE,
 };
 
 /// Runs `scenario` with the tests' lease, prints the report and every counterexample
@@ -58,6 +58,16 @@ fn todays_rule_lets_a_paused_waiter_claim_a_lock_redis_gave_to_another() {
 #[test]
 fn todays_rule_breaks_without_a_pause_when_pubsub_is_slower_than_a_lease() {
     verify(&scenarios::today_slow_pubsub());
+}
+
+#[test]
+fn todays_rule_confirming_grants_keeps_the_lock_but_returns_run_out_leases() {
+    let report = verify(&scenarios::today_confirming());
+    let found = report.discovery(SHORT_LEASE).unwrap();
+    assert!(
+        found.verdict.contains("returned a guard valid until"),
+        "{found}"
+    );
 }
 
 #[test]
@@ -114,7 +124,7 @@ fn mutation_without_refreshing_on_ours_is_caught() {
 
 #[test]
 fn every_hand_off_scenario_has_a_test() {
-    assert_eq!(scenarios::all().len(), 10);
+    assert_eq!(scenarios::all().len(), 11);
 }
 
 #[test]

@@ -77,6 +77,9 @@ pub struct HandoffConfig {
     pub min_validity: u8,
     /// How a waiter dates what it is told.
     pub rule: Rule,
+    /// Whether a waiter confirms every grant with an attempt of its own instead of dating
+    /// it (`trusts_grants()` false: Cluster, Sentinel, a quorum).
+    pub confirms_grants: bool,
     /// How many times a waiter may be paused (each pause of any length).
     pub pauses: u8,
     /// How many times a data connection may drop, losing the attempt in flight or its
@@ -105,6 +108,7 @@ impl HandoffConfig {
             min_validity: 1,
             rule,
             prompt_grants: true,
+            confirms_grants: false,
             pauses: 1,
             link_drops: 0,
             subscription_drops: 0,

@@ -242,6 +242,10 @@ impl HandoffModel {
             s.seen |= SEEN_VOID;
             return Some(());
         }
+        if self.config.confirms_grants {
+            self.send(c);
+            return Some(());
+        }
         let from = if self.rule().grant_from_floor() {
             c.floor
         } else {

@@ -123,6 +123,24 @@ pub fn today_slow_pubsub() -> Scenario {
     )
 }
 
+/// Today's rule where grants are confirmed by an attempt (Cluster, Sentinel, a quorum:
+/// issue 24 saw no overlap there): the lock holds, but with no floor of validity a slow
+/// reply, or a pause before a confirming `Ours` (dated from the latest busy attempt), makes
+/// `acquire` return a lease already run out (issue 24, items 1 and 9).
+pub fn today_confirming() -> Scenario {
+    let mut scenario = Scenario::new(
+        with(
+            "hand-off today, grants confirmed by an attempt: a paused waiter",
+            Rule::Today,
+            |c| c.confirms_grants = true,
+        ),
+        Expect::Holds,
+    )
+    .examples(&[PAUSED_HANDOFF]);
+    scenario.short_lease = Expect::Violated;
+    scenario
+}
+
 /// The fix, a waiter paused at any moment for any time: both properties hold, and a
 /// hand-off, a hand-off to a paused waiter, a void grant and a confirmation happen.
 pub fn fixed_pause() -> Scenario {
@@ -247,6 +265,7 @@ pub fn all() -> Vec<Scenario> {
     vec![
         today_pause(),
         today_slow_pubsub(),
+        today_confirming(),
         fixed_pause(),
         fixed_slow_pubsub(),
         fixed_link_drop(),

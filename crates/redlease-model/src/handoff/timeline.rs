@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 
 use super::config::HandoffConfig;
-use super::model::{Action, HandoffModel, MUTUAL_EXCLUSION, believers, beyond_lease};
-use super::state::{Phase, Reply, Request, State};
+use super::model::{Action, HandoffModel, MUTUAL_EXCLUSION, SHORT_LEASE, believers, beyond_lease};
+use super::state::{Phase, Reply, Request, SEEN_SHORT, State};
 use crate::timeline::client_name;
 
 /// The numbered timeline of `steps` (a path the checker found in a model of `config`).
@@ -75,6 +75,11 @@ pub fn verdict_of(
             names.join(" and ")
         );
     }
+    if property == SHORT_LEASE
+        && let Some(found) = short_return(config, &states, &actions)
+    {
+        return found;
+    }
     match beyond_lease(last) {
         Some(i) => format!(
             "at t={t} {} believes it holds the lock until {}, but {key}",
@@ -83,6 +88,34 @@ pub fn verdict_of(
         ),
         None => format!("at t={t}: {key}"),
     }
+}
+
+/// The step at which an `acquire` first returned less than the floor of validity, told.
+fn short_return(config: &HandoffConfig, states: &[State], actions: &[Action]) -> Option<String> {
+    let mut t = 0u32;
+    for (k, action) in actions.iter().enumerate() {
+        let (before, after) = (&states[k], &states[k + 1]);
+        if *action == Action::Tick {
+            t += 1;
+        }
+        if before.seen & SEEN_SHORT != 0 || after.seen & SEEN_SHORT == 0 {
+            continue;
+        }
+        let (Action::Read(i) | Action::Take { client: i, .. }) = *action else {
+            continue;
+        };
+        let Phase::Holding { left } = after.clients[i].phase else {
+            continue;
+        };
+        return Some(format!(
+            "at t={t} {}'s acquire returned a guard valid until t={}, less than {} tick(s) of \
+             validity",
+            client_name(i),
+            t + u32::from(left),
+            config.min_validity
+        ));
+    }
+    None
 }
 
 /// The states along `steps`, replayed from its first without the canonical form, and
@@ -182,6 +215,12 @@ fn describe(config: &HandoffConfig, t: u32, action: Action, prev: &State, next: 
                     "{who} reads grant(fence {fence}) from its mailbox: void (not above its \
                      busy_fence {}): discarded, waits on",
                     c.busy_fence.unwrap_or(0)
+                );
+            }
+            if config.confirms_grants {
+                return format!(
+                    "{who} reads grant(fence {fence}) from its mailbox: confirms it with an \
+                     attempt of its own"
                 );
             }
             let (what, age) = if config.rule.grant_from_floor() {
