@@ -1,11 +1,12 @@
 //! Prints what the model checker finds: the unfenced-overlap counterexample as a timeline,
-//! the fencing counterexamples of the code as written, and for every scenario the states
-//! explored and each property's outcome.
+//! the fencing counterexamples of the code as written, the hand-off counterexamples, and
+//! for every scenario the states explored and each property's outcome.
 //!
 //! ```text
 //! cargo run --release -p redlease-model --example explore            # full bounds
 //! cargo run --release -p redlease-model --example explore -- --quick  # what the tests run
 //! cargo run --release -p redlease-model --example explore -- --only hybrid  # names containing "hybrid"
+//! cargo run --release -p redlease-model --example explore -- --only hand-off  # the hand-off model
 //! ```
 //! The full run takes about two minutes on one core; `--quick` (the tests' bounds, no slow
 //! scenario) a quarter of that.
@@ -13,15 +14,22 @@
 
 use std::process::ExitCode;
 
+use redlease_model::handoff::{self, scenarios as handoffs};
 use redlease_model::scenarios::{self, Scenario};
-use redlease_model::{FENCED_SAFETY, MUTUAL_EXCLUSION, STATE_LIMIT, check_until};
+use redlease_model::{FENCED_SAFETY, MUTUAL_EXCLUSION, Named, Report, STATE_LIMIT, check_until};
 
 fn counterexample(title: &str, scenario: &Scenario, property: &'static str) {
     let report = check_until(scenario.config.clone(), property);
+    print_counterexample(title, &report, property);
+}
+
+/// Prints the first counterexample to `property` that `report` holds, under `title`.
+fn print_counterexample<C: Named>(title: &str, report: &Report<C>, property: &str) {
     println!("== {title}");
     println!(
         "   ({}; first counterexample found after {} distinct states)\n",
-        scenario.config.name, report.unique_states
+        report.config.name(),
+        report.unique_states
     );
     match report.discovery(property) {
         Some(found) => println!("{found}"),
@@ -64,6 +72,74 @@ fn timelines(quick: bool, bounds: &dyn Fn(Scenario) -> Scenario) {
     );
 }
 
+/// Prints `report` and whether it showed what was expected (with its counterexamples
+/// when it did not); whether it did.
+fn shown<C: Named>(report: &Report<C>, verdict: Result<(), String>) -> bool {
+    print!("{report}");
+    match verdict {
+        Ok(()) => {
+            println!("  as expected\n");
+            true
+        }
+        Err(why) => {
+            println!("  UNEXPECTED: {why}\n");
+            for outcome in report.outcomes.iter().filter(|o| o.always) {
+                if let Some(found) = &outcome.discovery {
+                    println!("-- {}:\n{found}", outcome.property);
+                }
+            }
+            false
+        }
+    }
+}
+
+/// The hand-off model: the counterexamples as timelines, then every scenario; how many
+/// did not show what they expect.
+fn hand_off(quick: bool, only: Option<&String>) -> usize {
+    let bounds = |s: handoffs::Scenario| if quick { s.for_tests() } else { s };
+    if only.is_none_or(|o| o == "hand-off") {
+        for (title, scenario, property) in [
+            (
+                "Hand-off today: a paused waiter claims a lock Redis gave to another (issue 24, item 1)",
+                handoffs::today_pause(),
+                handoff::MUTUAL_EXCLUSION,
+            ),
+            (
+                "Hand-off, mutation of the fix: grants dated from the latest attempt (a failed one)",
+                handoffs::mutation_latest_send(),
+                handoff::WITHIN_LEASE,
+            ),
+            (
+                "Hand-off, mutation of the fix: Ours dated from its send without a refresh",
+                handoffs::mutation_no_refresh(),
+                handoff::WITHIN_LEASE,
+            ),
+        ] {
+            let scenario = bounds(scenario);
+            let report = handoff::check_limited(scenario.config, &[property], STATE_LIMIT);
+            print_counterexample(title, &report, property);
+        }
+    }
+    let mut all: Vec<(handoffs::Scenario, usize)> = handoffs::all()
+        .into_iter()
+        .map(|s| (s, STATE_LIMIT))
+        .collect();
+    if !quick {
+        all.extend((handoffs::slow().into_iter()).map(|s| (s, handoffs::SLOW_STATE_LIMIT)));
+    }
+    if let Some(only) = only {
+        all.retain(|(s, _)| s.config.name.contains(only.as_str()));
+    }
+    let mut unexpected = 0;
+    println!("== Every hand-off scenario\n");
+    for (scenario, limit) in all {
+        let scenario = bounds(scenario);
+        let report = scenario.run(limit);
+        unexpected += usize::from(!shown(&report, scenario.verify(&report)));
+    }
+    unexpected
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
@@ -83,24 +159,19 @@ fn main() -> ExitCode {
     if let Some(only) = only {
         all.retain(|s| s.config.name.contains(only.as_str()));
     }
-    let mut unexpected = 0;
+    let mut unexpected = hand_off(quick, only);
+    if all.is_empty() {
+        return if unexpected > 0 {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
     println!("== Every scenario\n");
     for scenario in all {
         let scenario = bounds(scenario);
         let report = scenario.run(STATE_LIMIT);
-        print!("{report}");
-        match scenario.verify(&report) {
-            Ok(()) => println!("  as expected\n"),
-            Err(why) => {
-                unexpected += 1;
-                println!("  UNEXPECTED: {why}\n");
-                for outcome in report.outcomes.iter().filter(|o| o.always) {
-                    if let Some(found) = &outcome.discovery {
-                        println!("-- {}:\n{found}", outcome.property);
-                    }
-                }
-            }
-        }
+        unexpected += usize::from(!shown(&report, scenario.verify(&report)));
     }
     if unexpected > 0 {
         println!("{unexpected} scenario(s) did not show what was expected");

@@ -1,7 +1,8 @@
 //! Running the checker over one configuration, and what it found.
 
 use std::collections::BTreeSet;
-use std::fmt;
+use std::fmt::{self, Debug};
+use std::hash::Hash;
 use std::time::{Duration, Instant};
 
 use stateright::{Checker, Expectation, HasDiscoveries, Model};
@@ -32,11 +33,12 @@ pub struct Outcome {
     pub discovery: Option<Discovery>,
 }
 
-/// The result of one checker run.
+/// The result of one checker run over a configuration `C` (the quorum model's [`Config`]
+/// unless said otherwise).
 #[derive(Debug, Clone)]
-pub struct Report {
+pub struct Report<C = Config> {
     /// What was explored.
-    pub config: Config,
+    pub config: C,
     /// Distinct states visited.
     pub unique_states: usize,
     /// States generated, repeats included.
@@ -50,6 +52,18 @@ pub struct Report {
     pub exhaustive: bool,
     /// Each property's result.
     pub outcomes: Vec<Outcome>,
+}
+
+/// A configuration a [`Report`] can name.
+pub trait Named {
+    /// A short label for reports.
+    fn name(&self) -> &str;
+}
+
+impl Named for Config {
+    fn name(&self) -> &str {
+        self.name
+    }
 }
 
 /// How many states (repeats included) one run may generate before it is stopped and
@@ -71,6 +85,33 @@ pub fn check_until(config: Config, property: &'static str) -> Report {
 /// the space is exhausted, or `state_limit` states were generated.
 pub fn check_limited(config: Config, stop_at: &[&'static str], state_limit: usize) -> Report {
     let model = QuorumModel::new(config.clone());
+    explore(
+        model,
+        config,
+        stop_at,
+        state_limit,
+        |config, property, steps| Discovery {
+            steps: timeline(config, steps),
+            verdict: verdict_of(config, property, steps),
+        },
+    )
+}
+
+/// Runs the checker over `model` (one thread, breadth first) until every property in
+/// `stop_at` (when not empty) has a discovery, the space is exhausted, or `state_limit`
+/// states were generated; `tell` turns a discovery's path into a [`Discovery`].
+pub(crate) fn explore<M, C>(
+    model: M,
+    config: C,
+    stop_at: &[&'static str],
+    state_limit: usize,
+    tell: impl Fn(&C, &'static str, &[(M::State, Option<M::Action>)]) -> Discovery,
+) -> Report<C>
+where
+    M: Model + Send + Sync + 'static,
+    M::State: Clone + Debug + PartialEq + Hash + Send + Sync + 'static,
+    M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
+{
     let properties = model.properties();
     let mut builder = model.checker().threads(1).target_state_count(state_limit);
     if !stop_at.is_empty() {
@@ -86,13 +127,9 @@ pub fn check_limited(config: Config, stop_at: &[&'static str], state_limit: usiz
         .map(|p| Outcome {
             property: p.name,
             always: p.expectation == Expectation::Always,
-            discovery: discoveries.remove(p.name).map(|path| {
-                let steps = path.into_vec();
-                Discovery {
-                    steps: timeline(&config, &steps),
-                    verdict: verdict_of(&config, p.name, &steps),
-                }
-            }),
+            discovery: discoveries
+                .remove(p.name)
+                .map(|path| tell(&config, p.name, &path.into_vec())),
         })
         .collect();
     let stopped_early = !stop_at.is_empty()
@@ -112,7 +149,7 @@ pub fn check_limited(config: Config, stop_at: &[&'static str], state_limit: usiz
     }
 }
 
-impl Report {
+impl<C> Report<C> {
     /// The result for `property`.
     pub fn outcome(&self, property: &str) -> Option<&Outcome> {
         self.outcomes.iter().find(|o| o.property == property)
@@ -130,12 +167,12 @@ impl Report {
     }
 }
 
-impl fmt::Display for Report {
+impl<C: Named> fmt::Display for Report<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
             "{}: {} distinct states ({} generated, depth {}) in {:.2?}{}",
-            self.config.name,
+            self.config.name(),
             self.unique_states,
             self.generated_states,
             self.max_depth,

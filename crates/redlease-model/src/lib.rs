@@ -13,6 +13,9 @@
 //!   [`Report`]; a counterexample comes back as a numbered [`timeline`].
 //! - [`scenarios`] lists the configurations the tests and the `explore` example check,
 //!   with what each is expected to show.
+//! - [`handoff`] is a second model, of the single-Redis FIFO hand-off (queued waiters
+//!   handed the lock by a release and told over pub/sub), with its own properties,
+//!   scenarios and timelines.
 //!
 //! The crate's `README.md` tells what is modelled, the bounds, the results and the limits.
 //!
@@ -28,6 +31,7 @@
 
 mod check;
 mod config;
+pub mod handoff;
 mod model;
 mod properties;
 pub mod scenarios;
@@ -36,7 +40,9 @@ mod state;
 mod steps;
 mod timeline;
 
-pub use check::{Discovery, Outcome, Report, STATE_LIMIT, check, check_limited, check_until};
+pub use check::{
+    Discovery, Named, Outcome, Report, STATE_LIMIT, check, check_limited, check_until,
+};
 pub use config::{
     BeforeWrite, Config, Drift, Fencing, PauseClock, Persistence, Restart, TokenRule, WriteBack,
 };

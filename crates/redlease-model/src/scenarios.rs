@@ -78,26 +78,34 @@ impl Scenario {
 
     /// Whether `report` (of this scenario) shows what was expected; otherwise, why not.
     pub fn verify(&self, report: &Report) -> Result<(), String> {
-        for (property, expect) in [
-            (FENCED_SAFETY, self.fenced),
-            (MUTUAL_EXCLUSION, self.mutual_exclusion),
-        ] {
-            let found = report.discovery(property).is_some();
-            match expect {
-                Expect::Holds if found => {
-                    return Err(format!("{property}: unexpected counterexample"));
-                }
-                Expect::Holds if !report.exhaustive => {
-                    return Err(format!("{property}: the state space was not exhausted"));
-                }
-                Expect::Violated if !found => {
-                    return Err(format!("{property}: no counterexample found"));
-                }
-                _ => {}
-            }
-        }
-        Ok(())
+        judge(
+            report,
+            &[
+                (FENCED_SAFETY, self.fenced),
+                (MUTUAL_EXCLUSION, self.mutual_exclusion),
+            ],
+        )
     }
+}
+
+/// Whether `report` shows what `expected` says of each property; otherwise, why not.
+pub(crate) fn judge<C>(report: &Report<C>, expected: &[(&str, Expect)]) -> Result<(), String> {
+    for &(property, expect) in expected {
+        let found = report.discovery(property).is_some();
+        match expect {
+            Expect::Holds if found => {
+                return Err(format!("{property}: unexpected counterexample"));
+            }
+            Expect::Holds if !report.exhaustive => {
+                return Err(format!("{property}: the state space was not exhausted"));
+            }
+            Expect::Violated if !found => {
+                return Err(format!("{property}: no counterexample found"));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn with(name: &'static str, change: impl FnOnce(&mut Config)) -> Config {

@@ -1,0 +1,65 @@
+//! A model of the single-Redis FIFO hand-off (`crates/redlease/src/acquire.rs` with
+//! `acquire.lua`, `release.lua` and `notify/grants.rs`): waiters queue in Redis, a
+//! release hands the lock to the oldest one and pushes it a grant over pub/sub, and a
+//! waiter dates the lease it then claims by a [`Rule`].
+//!
+//! Checked under waiter pauses, pub/sub grants delayed, reordered against replies and
+//! lost with their subscription, data connections dropping, waiters giving up, leases
+//! expiring and re-check timers firing at any moment, with the properties
+//! [`MUTUAL_EXCLUSION`] (belief: what `is_held()` would say), [`WITHIN_LEASE`] (a
+//! guard's `valid_until` never later than its lease's end in Redis) and [`SHORT_LEASE`]
+//! (`acquire` never returns less than the floor of validity).
+//!
+//! ```
+//! use redlease_model::handoff::{self, HandoffConfig, Rule};
+//!
+//! let mut config = HandoffConfig::code(Rule::Fixed);
+//! config.clients = 2; // a small run
+//! let report = handoff::check(config);
+//! assert!(report.exhaustive);
+//! assert!(report.holds(handoff::MUTUAL_EXCLUSION) && report.holds(handoff::WITHIN_LEASE));
+//! ```
+
+mod config;
+mod model;
+pub mod scenarios;
+mod state;
+mod timeline;
+
+pub use config::{HandoffConfig, Rule};
+pub use model::{
+    Action, CONFIRMED, HANDED_OFF, HandoffModel, MUTUAL_EXCLUSION, PAUSED_HANDOFF, SHORT_LEASE,
+    VOID_DISCARDED, WITHIN_LEASE, believers, beyond_lease,
+};
+pub use state::{
+    Budget, Client, Fence, Key, Phase, Reply, Request, SEEN_CONFIRM, SEEN_HANDOFF, SEEN_SHORT,
+    SEEN_VOID, State,
+};
+pub use timeline::{timeline, verdict_of};
+
+use crate::check::{Discovery, Report, STATE_LIMIT, explore};
+
+/// Explores every reachable state of `config` (one thread, breadth first).
+pub fn check(config: HandoffConfig) -> Report<HandoffConfig> {
+    check_limited(config, &[], STATE_LIMIT)
+}
+
+/// Explores `config` until every property in `stop_at` (when not empty) has a discovery,
+/// the space is exhausted, or `state_limit` states were generated.
+pub fn check_limited(
+    config: HandoffConfig,
+    stop_at: &[&'static str],
+    state_limit: usize,
+) -> Report<HandoffConfig> {
+    let model = HandoffModel::new(config.clone());
+    explore(
+        model,
+        config,
+        stop_at,
+        state_limit,
+        |config, property, steps| Discovery {
+            steps: timeline(config, steps),
+            verdict: verdict_of(config, property, steps),
+        },
+    )
+}

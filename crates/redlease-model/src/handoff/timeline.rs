@@ -1,0 +1,414 @@
+//! A discovery path of the hand-off model told as a numbered timeline. The path is
+//! replayed without the canonical form (`HandoffModel::apply`), so every fence is the
+//! counter's real value and every age becomes a time `t` (global ticks from 0).
+
+use std::fmt::Write as _;
+
+use super::config::HandoffConfig;
+use super::model::{Action, HandoffModel, MUTUAL_EXCLUSION, SHORT_LEASE, believers, beyond_lease};
+use super::state::{Phase, Reply, Request, SEEN_SHORT, State};
+use crate::timeline::client_name;
+
+/// The numbered timeline of `steps` (a path the checker found in a model of `config`).
+pub fn timeline(config: &HandoffConfig, steps: &[(State, Option<Action>)]) -> Vec<String> {
+    let (states, actions) = replay(config, steps);
+    let mut lines = vec![format!(
+        "{:>3}. t=0   start: {} clients, the lock free, a lease of {} ticks ({})",
+        1,
+        config.clients,
+        config.ttl,
+        rule_text(config)
+    )];
+    let mut t = 0u32;
+    let mut k = 0;
+    while k < actions.len() {
+        let before = &states[k];
+        if actions[k] == Action::Tick {
+            let from = t;
+            while k < actions.len() && actions[k] == Action::Tick {
+                t += 1;
+                k += 1;
+            }
+            let text = time_passes(from, t, before, &states[k]);
+            lines.push(format!("{:>3}. t={t:<3} {text}", lines.len() + 1));
+            continue;
+        }
+        let text = describe(config, t, actions[k], before, &states[k + 1]);
+        lines.push(format!("{:>3}. t={t:<3} {text}", lines.len() + 1));
+        k += 1;
+    }
+    lines
+}
+
+/// What the last state of `steps` shows for `property`.
+pub fn verdict_of(
+    config: &HandoffConfig,
+    property: &str,
+    steps: &[(State, Option<Action>)],
+) -> String {
+    let (states, actions) = replay(config, steps);
+    let t = u32::try_from(actions.iter().filter(|a| **a == Action::Tick).count()).unwrap_or(0);
+    let Some(last) = states.last() else {
+        return String::new();
+    };
+    let until = |i: usize| match last.clients[i].phase {
+        Phase::Holding { left, .. } => format!("t={}", t + u32::from(left)),
+        _ => String::from("?"),
+    };
+    let key = match last.key {
+        Some(k) => format!(
+            "Redis' key holds {}'s token until t={}",
+            client_name(k.holder),
+            t + u32::from(k.left)
+        ),
+        None => String::from("Redis' key is free"),
+    };
+    let who = believers(last);
+    if property == MUTUAL_EXCLUSION && who.len() > 1 {
+        let names: Vec<String> = who
+            .iter()
+            .map(|&i| format!("{} (until {})", client_name(i), until(i)))
+            .collect();
+        let all = if names.len() == 2 { "both" } else { "all" };
+        return format!(
+            "at t={t} {} {all} believe they hold the lock; {key}",
+            names.join(" and ")
+        );
+    }
+    if property == SHORT_LEASE
+        && let Some(found) = short_return(config, &states, &actions)
+    {
+        return found;
+    }
+    match beyond_lease(last) {
+        Some(i) => format!(
+            "at t={t} {} believes it holds the lock until {}, but {key}",
+            client_name(i),
+            until(i)
+        ),
+        None => format!("at t={t}: {key}"),
+    }
+}
+
+/// The step at which an `acquire` first returned less than the floor of validity, told.
+fn short_return(config: &HandoffConfig, states: &[State], actions: &[Action]) -> Option<String> {
+    let mut t = 0u32;
+    for (k, action) in actions.iter().enumerate() {
+        let (before, after) = (&states[k], &states[k + 1]);
+        if *action == Action::Tick {
+            t += 1;
+        }
+        if before.seen & SEEN_SHORT != 0 || after.seen & SEEN_SHORT == 0 {
+            continue;
+        }
+        let (Action::Read(i) | Action::Take { client: i, .. }) = *action else {
+            continue;
+        };
+        let Phase::Holding { left } = after.clients[i].phase else {
+            continue;
+        };
+        return Some(format!(
+            "at t={t} {}'s acquire returned a guard valid until t={}, less than {} tick(s) of \
+             validity",
+            client_name(i),
+            t + u32::from(left),
+            config.min_validity
+        ));
+    }
+    None
+}
+
+/// The states along `steps`, replayed from its first without the canonical form, and
+/// the actions between them.
+fn replay(config: &HandoffConfig, steps: &[(State, Option<Action>)]) -> (Vec<State>, Vec<Action>) {
+    let model = HandoffModel::new(config.clone());
+    let actions: Vec<Action> = steps.iter().filter_map(|(_, a)| *a).collect();
+    let mut states: Vec<State> = steps.first().map(|(s, _)| s.clone()).into_iter().collect();
+    for action in &actions {
+        let Some(last) = states.last() else { break };
+        match model.apply(last, *action) {
+            Some(next) => states.push(next),
+            None => break,
+        }
+    }
+    let actions = actions.into_iter().take(states.len() - 1).collect();
+    (states, actions)
+}
+
+fn rule_text(config: &HandoffConfig) -> String {
+    use super::config::Rule;
+    match config.rule {
+        Rule::Today => String::from("today's rule: a grant dated from the latest attempt"),
+        Rule::Fixed => format!(
+            "the fix: stale grants void, dated from the latest busy attempt, Ours refreshes, \
+             at least {} tick(s) of validity",
+            config.min_validity
+        ),
+        Rule::NoVoid => String::from("the fix without voiding stale grants"),
+        Rule::LatestSend => String::from("the fix, grants dated from the latest attempt"),
+        Rule::NoRefresh => String::from("the fix without refreshing on Ours"),
+    }
+}
+
+fn time_passes(from: u32, to: u32, before: &State, after: &State) -> String {
+    let mut text = format!("time passes (t={from} -> t={to})");
+    if let (Some(k), None) = (before.key, after.key) {
+        let _ = write!(
+            text,
+            "; {}'s lease expires in Redis at t={}",
+            client_name(k.holder),
+            from + u32::from(k.left)
+        );
+    }
+    let paused: Vec<String> = (before.clients.iter().enumerate())
+        .filter(|(_, c)| c.paused)
+        .map(|(i, _)| client_name(i))
+        .collect();
+    if !paused.is_empty() {
+        let _ = write!(text, "; {} paused", paused.join(", "));
+    }
+    text
+}
+
+fn reply_of(state: &State, i: usize) -> Option<(Request, Reply)> {
+    match state.clients[i].phase {
+        Phase::Attempting(request) => request.reply.map(|r| (request, r)),
+        _ => None,
+    }
+}
+
+fn describe(config: &HandoffConfig, t: u32, action: Action, prev: &State, next: &State) -> String {
+    let ago = |age: Option<u8>| t.saturating_sub(u32::from(age.unwrap_or(0)));
+    match action {
+        Action::Tick => String::from("time passes"),
+        Action::Begin(i) => format!("{} calls acquire: sends its first attempt", client_name(i)),
+        Action::Run(i) => ran(config, t, prev, next, i),
+        Action::Read(i) => {
+            let who = client_name(i);
+            let Some((request, reply)) = reply_of(prev, i) else {
+                return format!("{who} reads a reply");
+            };
+            let name = match reply {
+                Reply::Fresh(f) => format!("Fresh (fence {f})"),
+                Reply::Ours(f) => format!("Ours (fence {f})"),
+                Reply::Busy(f) if config.rule.voids_stale() => format!("busy (busy_fence {f})"),
+                Reply::Busy(_) => String::from("busy"),
+            };
+            match next.clients[i].phase {
+                Phase::Waiting => format!(
+                    "{who} reads {name}: waits for a grant or its re-check timer (floor t={})",
+                    ago(Some(request.age))
+                ),
+                _ => format!("{who} reads {name}: {}", outcome(t, prev, next, i)),
+            }
+        }
+        Action::Recheck(i) => format!(
+            "{}'s re-check timer fires: sends another attempt",
+            client_name(i)
+        ),
+        Action::Take { client, index } => {
+            let who = client_name(client);
+            let c = &prev.clients[client];
+            let fence = c.grants.get(index).copied().unwrap_or(0);
+            if next.clients[client].phase == Phase::Waiting {
+                return format!(
+                    "{who} reads grant(fence {fence}) from its mailbox: void (not above its \
+                     busy_fence {}): discarded, waits on",
+                    c.busy_fence.unwrap_or(0)
+                );
+            }
+            if config.confirms_grants {
+                return format!(
+                    "{who} reads grant(fence {fence}) from its mailbox: confirms it with an \
+                     attempt of its own"
+                );
+            }
+            let (what, age) = if config.rule.grant_from_floor() {
+                ("latest busy attempt", c.floor)
+            } else {
+                ("latest attempt", c.last_sent)
+            };
+            format!(
+                "{who} reads grant(fence {fence}) from its mailbox, dated from its {what}, \
+                 sent at t={}: {}",
+                ago(age),
+                outcome(t, prev, next, client)
+            )
+        }
+        Action::Release(i) => format!(
+            "{} releases: {}",
+            client_name(i),
+            released(t, config, prev, next, i)
+        ),
+        Action::GiveUp(i) => format!(
+            "{} gives up: its give-back {}",
+            client_name(i),
+            released(t, config, prev, next, i)
+        ),
+        Action::Pause(i) => format!(
+            "{} is paused (SIGSTOP, a blocked runtime): it does nothing, its clock runs on",
+            client_name(i)
+        ),
+        Action::Resume(i) => format!("{} runs again", client_name(i)),
+        Action::DropLink(i) => {
+            let lost = if reply_of(prev, i).is_some() {
+                "the reply to its attempt"
+            } else {
+                "its attempt, before it ran,"
+            };
+            format!(
+                "{}'s data connection drops: {lost} is lost; it retries later",
+                client_name(i)
+            )
+        }
+        Action::Abandon(i) => format!(
+            "{} stops waiting for its attempt (response timeout): the attempt is still on its \
+             way; it retries later",
+            client_name(i)
+        ),
+        Action::RunOrphan(i) => orphan_ran(config, t, prev, next, i),
+        Action::DropSubscription(i) => {
+            let lost = &prev.clients[i].grants;
+            let with = if lost.is_empty() {
+                String::new()
+            } else {
+                format!(", losing grant(s) {lost:?}")
+            };
+            format!("{}'s grant subscription drops{with}", client_name(i))
+        }
+        Action::Resubscribe(i) => format!("{}'s grant subscription is back", client_name(i)),
+    }
+}
+
+/// What Redis answered client `i`'s attempt, and what that changed.
+fn ran(config: &HandoffConfig, t: u32, prev: &State, next: &State, i: usize) -> String {
+    let ago = |age: u8| t.saturating_sub(u32::from(age));
+    let until = |left: u8| t + u32::from(left);
+    let who = client_name(i);
+    let Some((request, reply)) = reply_of(next, i) else {
+        return format!("Redis runs {who}'s attempt");
+    };
+    let head = format!(
+        "Redis runs {who}'s attempt (sent at t={})",
+        ago(request.age)
+    );
+    match reply {
+        Reply::Fresh(f) => format!(
+            "{head}: the lock is free: {who} takes it, fence {f}, key until t={}",
+            until(config.ttl)
+        ),
+        Reply::Ours(f) => {
+            let refreshed = if next.key == prev.key {
+                String::new()
+            } else {
+                format!(", expiry refreshed to t={}", until(config.ttl))
+            };
+            format!("{head}: the key holds {who}'s own token: Ours (fence {f}){refreshed}")
+        }
+        Reply::Busy(f) => {
+            let holder = prev.key.map_or(String::from("?"), |k| {
+                format!("{} until t={}", client_name(k.holder), until(k.left))
+            });
+            let fence = if config.rule.voids_stale() {
+                format!(" with busy_fence {f}")
+            } else {
+                String::new()
+            };
+            let joined = if next.queue.len() > prev.queue.len() {
+                format!("; {who} joins the queue {}", queue_text(next))
+            } else {
+                String::new()
+            };
+            format!("{head}: held by {holder}: busy{fence}{joined}")
+        }
+    }
+}
+
+/// What Redis did with an attempt its client had abandoned.
+fn orphan_ran(config: &HandoffConfig, t: u32, prev: &State, next: &State, i: usize) -> String {
+    let what = match next.key {
+        Some(k) if prev.key.is_none() && usize::from(k.holder) == i => format!(
+            "the lock is free: it is {}'s now, key until t={} (no one reads the reply)",
+            client_name(i),
+            t + u32::from(config.ttl)
+        ),
+        _ if next.queue.len() > prev.queue.len() => {
+            format!(
+                "busy: {} joins the queue {}",
+                client_name(i),
+                queue_text(next)
+            )
+        }
+        Some(_) if prev.key != next.key => format!(
+            "the key holds {}'s own token: expiry refreshed to t={}",
+            client_name(i),
+            t + u32::from(config.ttl)
+        ),
+        _ => String::from("nothing changes that anyone reads"),
+    };
+    format!(
+        "Redis runs the attempt {} abandoned: {what}",
+        client_name(i)
+    )
+}
+
+/// What a waiter does with a lease it was told of: returns, or confirms.
+fn outcome(t: u32, prev: &State, next: &State, i: usize) -> String {
+    match next.clients[i].phase {
+        Phase::Holding { left } => {
+            let holds = match next.key {
+                Some(k) if usize::from(k.holder) == i => {
+                    format!("Redis holds it until t={}", t + u32::from(k.left))
+                }
+                Some(k) => format!("Redis' key holds {}'s token", client_name(k.holder)),
+                None => String::from("Redis' key is free"),
+            };
+            format!(
+                "acquire returns, is_held() until t={} ({holds})",
+                t + u32::from(left)
+            )
+        }
+        Phase::Attempting(_) if prev.clients[i].phase != next.clients[i].phase => {
+            String::from("less than the floor of validity left: confirms with an attempt")
+        }
+        _ => String::from("waits on"),
+    }
+}
+
+fn released(t: u32, config: &HandoffConfig, prev: &State, next: &State, i: usize) -> String {
+    let mine = prev.key.is_some_and(|k| usize::from(k.holder) == i);
+    if !mine {
+        return if prev.queue.len() > next.queue.len() {
+            String::from("withdraws its token from the queue")
+        } else {
+            String::from("finds the key not holding its token (nothing to do)")
+        };
+    }
+    let skipped: Vec<String> = (prev.queue.iter())
+        .take(prev.queue.len() - next.queue.len())
+        .filter(|q| next.key.is_none_or(|k| k.holder != **q))
+        .map(|q| client_name(*q))
+        .collect();
+    let skipped = if skipped.is_empty() {
+        String::new()
+    } else {
+        format!(" (skips {}: no subscriber)", skipped.join(", "))
+    };
+    match next.key {
+        Some(k) => format!(
+            "Redis hands the lock to {}{skipped}: fence {}, key until t={}, PUBLISH grant({}) \
+             to {}",
+            client_name(k.holder),
+            next.counter,
+            t + u32::from(config.ttl),
+            next.counter,
+            client_name(k.holder)
+        ),
+        None => format!("Redis deletes the key{skipped}"),
+    }
+}
+
+fn queue_text(s: &State) -> String {
+    let names: Vec<String> = s.queue.iter().map(|q| client_name(*q)).collect();
+    format!("[{}]", names.join(", "))
+}

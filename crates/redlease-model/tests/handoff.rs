@@ -1,0 +1,136 @@
+//! Every scenario of `redlease_model::handoff::scenarios`, checked with the tests' lease.
+#![allow(
+    clippy::unwrap_used,
+    clippy::panic,
+    clippy::print_stdout,
+    reason = "tests fail loudly and show what they found"
+)]
+
+use redlease_model::Report;
+use redlease_model::handoff::scenarios::{self, Scenario};
+use redlease_model::handoff::{
+    CONFIRMED, HANDED_OFF, HandoffConfig, MUTUAL_EXCLUSION, PAUSED_HANDOFF, SHORT_LEASE,
+    VOID_DISCARDED, WITHIN_LEASE,
+};
+
+/// Runs `scenario` with the tests' lease, prints the report and every counterexample
+/// (`cargo test -- --nocapture` shows them), and fails unless it shows what it expects.
+fn verify(scenario: &Scenario) -> Report<HandoffConfig> {
+    verify_within(scenario, redlease_model::STATE_LIMIT)
+}
+
+/// As [`verify`], stopping after `state_limit` states generated.
+fn verify_within(scenario: &Scenario, state_limit: usize) -> Report<HandoffConfig> {
+    let scenario = scenario.for_tests();
+    let report = scenario.run(state_limit);
+    println!("{report}");
+    for outcome in report.outcomes.iter().filter(|o| o.always) {
+        if let Some(found) = &outcome.discovery {
+            println!("-- {}:\n{found}", outcome.property);
+        }
+    }
+    if let Err(why) = scenario.verify(&report) {
+        panic!("{}: {why}\n{report}", scenario.config.name);
+    }
+    report
+}
+
+#[test]
+fn todays_rule_lets_a_paused_waiter_claim_a_lock_redis_gave_to_another() {
+    let report = verify(&scenarios::today_pause());
+    let found = report.discovery(MUTUAL_EXCLUSION).unwrap();
+    let text = found.to_string();
+    // The timeline of issue 24, item 1: the waiter is paused, its re-check finds the lock
+    // held by another client (busy), and only then does it read the old grant.
+    let paused = text.find("B is paused").unwrap();
+    let busy = text.rfind("Redis runs B's attempt").unwrap();
+    let read = text.find("B reads grant").unwrap();
+    assert!(paused < busy && busy < read, "{text}");
+    assert!(text[busy..read].contains("held by C"), "{text}");
+    assert!(
+        found.verdict.contains("both believe they hold"),
+        "{}",
+        found.verdict
+    );
+    assert!(report.discovery(WITHIN_LEASE).is_some());
+}
+
+#[test]
+fn todays_rule_breaks_without_a_pause_when_pubsub_is_slower_than_a_lease() {
+    verify(&scenarios::today_slow_pubsub());
+}
+
+#[test]
+fn todays_rule_confirming_grants_keeps_the_lock_but_returns_run_out_leases() {
+    let report = verify(&scenarios::today_confirming());
+    let found = report.discovery(SHORT_LEASE).unwrap();
+    assert!(
+        found.verdict.contains("returned a guard valid until"),
+        "{found}"
+    );
+}
+
+#[test]
+fn the_fix_holds_under_a_paused_waiter() {
+    let report = verify(&scenarios::fixed_pause());
+    // Not vacuous: hand-offs happen, to a paused waiter too, stale grants are discarded
+    // and short leases confirmed.
+    for example in [HANDED_OFF, PAUSED_HANDOFF, VOID_DISCARDED, CONFIRMED] {
+        assert!(report.discovery(example).is_some(), "{example}");
+    }
+}
+
+#[test]
+fn the_fix_holds_when_pubsub_is_slower_than_a_lease() {
+    verify(&scenarios::fixed_slow_pubsub());
+}
+
+#[test]
+fn the_fix_holds_when_a_data_connection_drops() {
+    verify(&scenarios::fixed_link_drop());
+}
+
+#[test]
+fn the_fix_holds_when_a_grant_subscription_drops() {
+    verify(&scenarios::fixed_subscription_drop());
+}
+
+#[test]
+fn the_fix_holds_when_a_waiter_gives_up() {
+    verify(&scenarios::fixed_give_up());
+}
+
+#[test]
+fn mutation_without_voiding_stale_grants_is_caught() {
+    verify(&scenarios::mutation_no_void());
+}
+
+#[test]
+fn mutation_dating_grants_from_the_latest_attempt_is_caught() {
+    let report = verify(&scenarios::mutation_latest_send());
+    // The attempt the grant is dated from failed: its link dropped, or its client stopped
+    // waiting for it; the grant is older than that attempt.
+    let text = report.discovery(WITHIN_LEASE).unwrap().to_string();
+    assert!(
+        text.contains("data connection drops") || text.contains("stops waiting for its attempt"),
+        "{text}"
+    );
+}
+
+#[test]
+fn mutation_without_refreshing_on_ours_is_caught() {
+    verify(&scenarios::mutation_no_refresh());
+}
+
+#[test]
+fn every_hand_off_scenario_has_a_test() {
+    assert_eq!(scenarios::all().len(), 11);
+}
+
+#[test]
+#[ignore = "slow (a minute or more in a debug build): cargo test -p redlease-model -- --ignored"]
+fn slow_hand_off_scenarios() {
+    for scenario in scenarios::slow() {
+        verify_within(&scenario, scenarios::SLOW_STATE_LIMIT);
+    }
+}
