@@ -235,7 +235,10 @@ and after).
   *liveness target missed* and `make chaos` fails.
 - **Sentinel failover** replicates asynchronously: a lock granted just before a failover
   can be lost (`min_replicas` narrows the window, it does not close it); the hybrid clock
-  keeps the tokens growing across it.
+  keeps the tokens growing across it. A mutex waiter whose grant subscription has not
+  followed the new primary yet is skipped by a hand-off but keeps its place for up to
+  10 s, served next once it listens (`tests/sentinel_fifo.rs`); semaphore and read-write
+  lock waiters still lose theirs and queue again at the tail.
 
 ## Reproduce
 

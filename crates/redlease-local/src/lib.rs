@@ -89,6 +89,7 @@ pub const REDLEASE_ACL_RULES: &[&str] = &[
     "+pexpire",
     "+pttl",
     "+lpop",
+    "+lpush",
     "+rpush",
     "+lrem",
     "+hget",

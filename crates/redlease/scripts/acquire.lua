@@ -4,9 +4,11 @@
 --   KEYS[2] fencing counter: the last token granted (see fence.lua, prepended to this script)
 --   KEYS[3] holder details for operators (free text), same expiry as KEYS[1]
 --   KEYS[4] FIFO queue of waiting tokens (list)
---   KEYS[5] waiter table: token -> cjson [ttl_ms, grant channel, holder details, since]
---           (since: when the place was taken, ms since 1970 by the server's TIME, for
---           operators who ask how long each waiter has waited)
+--   KEYS[5] waiter table: token -> cjson [ttl_ms, grant channel, holder details, since,
+--           skipped] (since: when the place was taken, ms since 1970 by the server's TIME,
+--           for operators who ask how long each waiter has waited; skipped, present only
+--           while a hand-off found the waiter's client not listening: when it first did,
+--           see release.lua)
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
 --   ARGV[4] "1" to join the FIFO queue when busy, "0" to only try, "j" to join as "1" on
 --           an acquisition's first attempt (its token cannot be queued yet), "w" to only
@@ -53,12 +55,20 @@ if current == token then
 end
 if ARGV[4] == '1' or ARGV[4] == 'j' then
   -- A waiter that comes back keeps its place (and its `since`): only a new place reads
-  -- the clock, so a retry costs one call here (HGET), as HSETNX did.
-  if not redis.call('HGET', KEYS[5], token) then
+  -- the clock, so a retry costs one call here (HGET), as HSETNX did. A place a hand-off
+  -- skipped while the waiter's client did not listen (w[5], see release.lua) is reachable
+  -- again: its skip is forgotten (one HSET), so that it is kept as long the next time.
+  local entry = redis.call('HGET', KEYS[5], token)
+  if not entry then
     local t = redis.call('TIME')
     local since = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
     redis.call('HSET', KEYS[5], token, cjson.encode({ARGV[2], ARGV[5], ARGV[3], since}))
     redis.call('RPUSH', KEYS[4], token)
+  else
+    local w = cjson.decode(entry)
+    if w[5] then
+      redis.call('HSET', KEYS[5], token, cjson.encode({w[1], w[2], w[3], w[4]}))
+    end
   end
   redis.call('PEXPIRE', KEYS[4], ARGV[6])
   redis.call('PEXPIRE', KEYS[5], ARGV[6])

@@ -261,9 +261,10 @@ impl Request<'_> {
             let sent = dating.send();
             give_back.arm();
             attempts += 1;
-            // Queue only while hand-offs can reach us: a release skips (and drops) a
-            // queued waiter whose client's grant subscription is down. The epoch changes
-            // when it comes back, and the next attempt queues again.
+            // Queue only while hand-offs can reach us: a release skips a queued waiter
+            // whose client's grant subscription is down (the place is kept for a while:
+            // see release.lua). The epoch changes when it comes back, and the next attempt
+            // queues again, keeping that place if it is still there.
             let grants = registration.is_some() && notifier.subscribed(keys);
             let queue = Queue::pick(grants, silent, watch.is_some());
             give_back.keep_trying_until(sent + self.lingers(queue));

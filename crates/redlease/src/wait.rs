@@ -10,6 +10,13 @@
 //! when the pub/sub connection drops or comes back, so a lost message costs time, never
 //! correctness. A dropped subscription is restored in the background, however long the
 //! outage (see `crate::conn::pubsub`); meanwhile waiters do not queue for hand-offs.
+//! A mutex waiter already queued keeps its place while its client does not listen (a
+//! reconnect, a subscription following a Sentinel failover): a hand-off skips it and goes
+//! to the next waiter who listens (the lock never waits for one who cannot be told), and
+//! the waiter is served by the first hand-off after its subscription is back, ahead of
+//! those who queued after it. A place unreachable for 10 s is dropped (its client is
+//! gone). Semaphore and read-write lock waiters are still dropped by the first hand-off
+//! that cannot reach them, and queue again at the tail.
 //!
 //! A Redis Cluster hands locks on the same way, over sharded pub/sub: a client's grant
 //! channel there is one per lock, `{K}\0grant:<client id>`, in the lock's slot, subscribed

@@ -546,3 +546,61 @@ async fn a_wrong_password_fails_fast_without_echoing_it() {
         "{text}"
     );
 }
+
+/// Puts a queue place whose client is gone ahead of the waiters of the lock at `keys` (what a release
+/// finds while a waiter's grant subscription is reconnecting or following a failover).
+async fn place_of_a_gone_client(server: &RedisServer, keys: &redlease::LockKeys) {
+    let _: () = redis::pipe()
+        .cmd("HSET")
+        .arg(keys.waiters())
+        .arg("gone")
+        .arg(r#"["30000","redlease:grant:gone","gone","0"]"#)
+        .ignore()
+        .cmd("LPUSH")
+        .arg(keys.queue())
+        .arg("gone")
+        .ignore()
+        .query_async(&mut admin(server).await)
+        .await
+        .unwrap();
+}
+
+/// A release that skips a waiter no one listens for puts its place back (`LPUSH`) and
+/// hands the lock to the next waiter; without `+lpush` it is a clear NOPERM.
+#[tokio::test]
+async fn a_release_that_skips_a_waiter_needs_lpush() {
+    for (rules, works) in [(RULES.to_vec(), true), (without("+lpush"), false)] {
+        let server = acl_server(&rules);
+        let holder = connect(&server).await;
+        let waiter = connect(&server).await;
+        let lock = holder.lock("skipped").ttl(Duration::from_secs(30));
+        let keys = lock.keys().unwrap();
+        let queue = keys.queue().to_owned();
+        let held = bounded("acquire", lock.acquire()).await.unwrap();
+        let waiting = waiter.lock("skipped").wait(Duration::from_secs(30));
+        let waiting = tokio::spawn(async move { waiting.acquire().await });
+        let mut conn = admin(&server).await;
+        eventually("the waiter queued", || {
+            let mut conn = conn.clone();
+            let queue = queue.clone();
+            async move { conn.llen::<_, i64>(&queue).await.unwrap() == 1 }
+        })
+        .await;
+        place_of_a_gone_client(&server, &keys).await;
+        let released = bounded("release", held.release()).await;
+        if !works {
+            assert_noperm(&released.unwrap_err(), "release.lua");
+            waiting.abort();
+            continue;
+        }
+        released.unwrap();
+        let guard = bounded("the waiter is handed the lock", waiting)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(guard.is_held());
+        let left: Vec<String> = conn.lrange(&queue, 0, -1).await.unwrap();
+        assert_eq!(left, ["gone"], "the skipped place is kept");
+        guard.release().await.unwrap();
+    }
+}

@@ -164,13 +164,7 @@ async fn a_crashed_primary_restarted_empty_is_not_used_again() {
     let first = bounded("acquire before the crash", client.lock("before").acquire())
         .await
         .unwrap();
-    let old = deployment.primary().unwrap().port();
-    let dead = deployment
-        .servers()
-        .iter()
-        .position(|s| s.port() == old)
-        .unwrap();
-    deployment.servers_mut()[dead].kill();
+    let (old, dead) = common::sentinel::kill_primary(&mut deployment);
     // The client notices while the sentinels still name the dead primary.
     let err = bounded(
         "try_acquire while the primary is down",

@@ -370,8 +370,9 @@ impl LinkOwner for Notifier {
     }
 
     fn changed(&self, up: bool) {
-        // Down: queued waiters re-check (a release meanwhile skips them). Up: they re-join
-        // the queue at once, where releases can reach them again.
+        // Down: queued waiters re-check (a release meanwhile skips them, keeping their
+        // places for a while). Up: they re-join the queue at once, at the places kept,
+        // where releases can reach them again.
         tracing::debug!(up, "grant subscription changed; waiters re-check");
         self.epoch.send_modify(|e| *e += 1);
     }

@@ -13,6 +13,8 @@ pub mod acl;
 #[cfg(feature = "cluster")]
 pub mod cluster;
 pub mod gauge;
+#[cfg(feature = "sentinel")]
+pub mod sentinel;
 
 use std::future::Future;
 use std::time::Duration;

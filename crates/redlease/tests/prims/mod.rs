@@ -1,6 +1,7 @@
-//! Shared by the script-level tests of the semaphore and the read-write lock
-//! (`semaphore_scripts.rs`, `rwlock_scripts.rs`): the scripts as the engine will send them
-//! (preludes in front), their keys, and calls through plain redis-rs.
+//! Shared by the script-level tests of the semaphore, the read-write lock and the mutex's
+//! hand-off (`semaphore_scripts.rs`, `rwlock_scripts.rs`, `handoff_skipped.rs`): the
+//! scripts as the engine will send them (preludes in front), their keys, and calls through
+//! plain redis-rs.
 #![allow(
     dead_code,
     unreachable_pub,
@@ -391,22 +392,41 @@ pub async fn mutex_acquire(
     keys: &Keys,
     token: &str,
 ) -> RedisResult<Reply> {
-    Script::new(MUTEX_ACQUIRE)
-        .key(&mutex_keys(keys)[..])
-        .arg(token)
-        .arg(60_000)
-        .arg("mutex holder")
-        .arg("0")
-        .invoke_async(conn)
-        .await
+    mutex_join(conn, keys, token, None).await
 }
 
-/// The mutex's `release.lua` on the same name.
+/// The mutex's `acquire.lua`, queueing as `join` says when the lock is busy.
+pub async fn mutex_join(
+    conn: &mut MultiplexedConnection,
+    keys: &Keys,
+    token: &str,
+    join: Join<'_>,
+) -> RedisResult<Reply> {
+    let script = Script::new(MUTEX_ACQUIRE);
+    let mut invocation = script.key(&mutex_keys(keys)[..]);
+    invocation.arg(token).arg(60_000).arg("mutex holder");
+    join_args(&mut invocation, join);
+    invocation.invoke_async(conn).await
+}
+
+/// The mutex's `release.lua` on the same name: 1 freed, 0 not ours (a hand-off's grant
+/// message is an error here; see [`mutex_hand_off`]).
 pub async fn mutex_release(
     conn: &mut MultiplexedConnection,
     keys: &Keys,
     token: &str,
 ) -> RedisResult<i64> {
+    Ok(redis::from_redis_value(
+        mutex_hand_off(conn, keys, token).await?,
+    )?)
+}
+
+/// The mutex's `release.lua`: 1 freed, 0 not ours, else a hand-off's grant message.
+pub async fn mutex_hand_off(
+    conn: &mut MultiplexedConnection,
+    keys: &Keys,
+    token: &str,
+) -> RedisResult<Value> {
     Script::new(MUTEX_RELEASE)
         .key(&mutex_keys(keys)[..])
         .arg(token)

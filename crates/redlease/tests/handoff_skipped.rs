@@ -1,0 +1,151 @@
+//! The mutex's hand-off (`release.lua`) when a queued waiter's client does not listen on
+//! its grant channel (its subscription is reconnecting, or following a Sentinel failover):
+//! the lock goes to the next waiter who listens, or is freed, and the skipped waiter keeps
+//! its place at the head of the queue until it listens again, or for 10 s. Script calls
+//! through plain redis-rs against a real redis-server.
+#![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
+
+mod common;
+mod prims;
+
+use prims::{Keys, Listener, lrange, mutex_acquire, mutex_hand_off, mutex_join, now_ms, pttl};
+use redis::Value;
+use redis::aio::MultiplexedConnection;
+
+const LINGER: u64 = 60_000;
+
+async fn holder(conn: &mut MultiplexedConnection, keys: &Keys) -> Option<String> {
+    common::get(conn, keys.mutex.key()).await
+}
+
+/// The waiter table's entry of `token`, decoded.
+async fn entry(conn: &mut MultiplexedConnection, keys: &Keys, token: &str) -> Option<Vec<String>> {
+    let entry: Option<String> = redis::cmd("HGET")
+        .arg(keys.mutex.waiters())
+        .arg(token)
+        .query_async(conn)
+        .await
+        .unwrap();
+    entry.map(|e| serde_json::from_str(&e).unwrap())
+}
+
+#[tokio::test]
+async fn a_waiter_not_listening_is_skipped_and_served_next_once_it_listens() {
+    let server = common::server();
+    let mut conn = common::raw(&server).await;
+    let keys = Keys::new("skipped");
+    assert_eq!(mutex_acquire(&mut conn, &keys, "h").await.unwrap().0, 1);
+    let mut b = Listener::new(&server, "grant:b").await;
+    // "a" queued first, but nobody listens on its channel now; "b" listens.
+    for (token, channel) in [("a", "grant:a"), ("b", "grant:b"), ("c", "grant:c")] {
+        let reply = mutex_join(&mut conn, &keys, token, Some((channel, LINGER)))
+            .await
+            .unwrap();
+        assert_eq!(reply.0, 0, "{token} queues");
+    }
+    let released = mutex_hand_off(&mut conn, &keys, "h").await.unwrap();
+    assert!(matches!(released, Value::BulkString(_)), "{released:?}");
+    assert_eq!(b.grant().await.1, "b");
+    assert_eq!(holder(&mut conn, &keys).await.as_deref(), Some("b"));
+    // "a" kept its place, at the head, marked with when it was first skipped.
+    assert_eq!(lrange(&mut conn, keys.mutex.queue()).await, ["a", "c"]);
+    let skipped = entry(&mut conn, &keys, "a").await.unwrap();
+    assert_eq!(skipped.len(), 5, "{skipped:?}");
+    let since = skipped[4].parse::<i64>().unwrap();
+    assert!(now_ms(&mut conn).await - since < 5_000, "{skipped:?}");
+    assert!(pttl(&mut conn, keys.mutex.queue()).await > 0);
+
+    // "a" listens again and comes back: same place, the skip forgotten.
+    let mut a = Listener::new(&server, "grant:a").await;
+    let reply = mutex_join(&mut conn, &keys, "a", Some(("grant:a", LINGER)))
+        .await
+        .unwrap();
+    assert_eq!(reply.0, 0);
+    assert_eq!(lrange(&mut conn, keys.mutex.queue()).await, ["a", "c"]);
+    assert_eq!(entry(&mut conn, &keys, "a").await.unwrap().len(), 4);
+    // The next hand-off is its, ahead of "c", which queued after it.
+    mutex_hand_off(&mut conn, &keys, "b").await.unwrap();
+    assert_eq!(a.grant().await.1, "a");
+    assert_eq!(holder(&mut conn, &keys).await.as_deref(), Some("a"));
+    assert_eq!(lrange(&mut conn, keys.mutex.queue()).await, ["c"]);
+}
+
+#[tokio::test]
+async fn a_lock_no_waiter_can_be_told_of_is_freed_and_places_kept() {
+    let server = common::server();
+    let mut conn = common::raw(&server).await;
+    let keys = Keys::new("nobody-listens");
+    mutex_acquire(&mut conn, &keys, "h").await.unwrap();
+    for token in ["a", "b"] {
+        mutex_join(&mut conn, &keys, token, Some(("grant:gone", LINGER)))
+            .await
+            .unwrap();
+    }
+    // Never held by nobody: freed at once, the places kept in their order, with expiry.
+    let released = mutex_hand_off(&mut conn, &keys, "h").await.unwrap();
+    assert_eq!(released, Value::Int(1));
+    assert_eq!(holder(&mut conn, &keys).await, None);
+    assert_eq!(lrange(&mut conn, keys.mutex.queue()).await, ["a", "b"]);
+    let linger = pttl(&mut conn, keys.mutex.queue()).await;
+    assert!(
+        linger > 0 && linger <= i64::try_from(LINGER).unwrap(),
+        "{linger}"
+    );
+}
+
+#[tokio::test]
+async fn a_place_unreachable_for_10_s_is_dropped() {
+    let server = common::server();
+    let mut conn = common::raw(&server).await;
+    let keys = Keys::new("gone-for-good");
+    mutex_acquire(&mut conn, &keys, "h").await.unwrap();
+    let mut b = Listener::new(&server, "grant:b").await;
+    for (token, channel) in [("a", "grant:a"), ("b", "grant:b")] {
+        mutex_join(&mut conn, &keys, token, Some((channel, LINGER)))
+            .await
+            .unwrap();
+    }
+    // "a" was first skipped a little over 10 s ago (its client has not come back).
+    let mut skipped = entry(&mut conn, &keys, "a").await.unwrap();
+    skipped.push((now_ms(&mut conn).await - 10_001).to_string());
+    let _: () = redis::cmd("HSET")
+        .arg(keys.mutex.waiters())
+        .arg("a")
+        .arg(serde_json::to_string(&skipped).unwrap())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    mutex_hand_off(&mut conn, &keys, "h").await.unwrap();
+    assert_eq!(b.grant().await.1, "b");
+    assert!(lrange(&mut conn, keys.mutex.queue()).await.is_empty());
+    assert_eq!(entry(&mut conn, &keys, "a").await, None);
+}
+
+#[tokio::test]
+async fn a_holder_is_never_handed_its_own_place() {
+    let server = common::server();
+    let mut conn = common::raw(&server).await;
+    let keys = Keys::new("own-place");
+    mutex_acquire(&mut conn, &keys, "x").await.unwrap();
+    let _h = Listener::new(&server, "grant:h").await;
+    mutex_join(&mut conn, &keys, "h", Some(("grant:h", LINGER)))
+        .await
+        .unwrap();
+    // x's lease ends; h, not queueing this time (its subscription was down), takes the
+    // free lock and its old place stays queued.
+    let _: () = redis::cmd("DEL")
+        .arg(keys.mutex.key())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let taken = mutex_acquire(&mut conn, &keys, "h").await.unwrap();
+    assert_eq!(taken.0, 1);
+    assert_eq!(lrange(&mut conn, keys.mutex.queue()).await, ["h"]);
+    // Its release frees the lock rather than handing it back to h, whose acquisition is
+    // over (the lock would sit with nobody for h's ttl).
+    let released = mutex_hand_off(&mut conn, &keys, "h").await.unwrap();
+    assert_eq!(released, Value::Int(1));
+    assert_eq!(holder(&mut conn, &keys).await, None);
+    assert!(lrange(&mut conn, keys.mutex.queue()).await.is_empty());
+    assert_eq!(entry(&mut conn, &keys, "h").await, None);
+}
