@@ -129,6 +129,10 @@ pub struct Event {
     /// multi-lock's `ACQ`, `BEGIN`, `WRITE`, `END`, `REL` and `LOST` come one per name, each
     /// with that name's fencing token; its `WAIT` and the ends of a wait carry none).
     pub lock: Option<char>,
+    /// For a `BEGIN`: until when the worker's guard claimed, at entry into its section, to
+    /// hold the lock (its `valid_until`), on the judge's clock. The claim runs from the
+    /// `BEGIN` to then, or to the hold's `REL`, `LOST`, `KILL` or `BYE` if earlier.
+    pub claimed_until: Option<Duration>,
 }
 
 impl Event {
@@ -144,7 +148,16 @@ impl Event {
             bound: None,
             mode: None,
             lock: None,
+            claimed_until: None,
         }
+    }
+
+    /// The same event with a claim (for a `BEGIN`): the guard said it held until `until`
+    /// (judge's clock).
+    #[must_use]
+    pub fn claimed_until(mut self, until: Duration) -> Self {
+        self.claimed_until = Some(until);
+        self
     }
 
     /// The same event about the lock named `name`, of a multi-lock.
@@ -176,11 +189,13 @@ impl Event {
     }
 }
 
-/// One line a worker sends: `KIND WORKER TOKEN SEQ [BOUND_MS] [r|w] [@NAME]`, e.g.
-/// `WRITE 3 117 42` or `WAIT 3 0 43 2000` (a `WAIT` carries its bound in milliseconds; a
+/// One line a worker sends: `KIND WORKER TOKEN SEQ [BOUND_MS] [r|w] [@NAME] [until=US]`,
+/// e.g. `WRITE 3 117 42` or `WAIT 3 0 43 2000` (a `WAIT` carries its bound in milliseconds; a
 /// worker holding a read-write lock ends every line with the mode of its hold, `r` or `w`;
 /// a worker holding a multi-lock ends each line about one of its locks with `@` and that
-/// lock's one-letter name, e.g. `ACQ 3 118 44 @b`).
+/// lock's one-letter name, e.g. `ACQ 3 118 44 @b`; a `BEGIN` ends with the guard's claim,
+/// `until=` and its `valid_until` in microseconds of `CLOCK_MONOTONIC`, the clock every
+/// process of the machine shares: see [`monotonic`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkerLine {
     /// What happened.
@@ -197,6 +212,9 @@ pub struct WorkerLine {
     pub mode: Option<Mode>,
     /// For a multi-lock: the one-letter name of the lock the line concerns.
     pub lock: Option<char>,
+    /// For a `BEGIN`: the guard's `valid_until` at entry into the section, as a reading of
+    /// [`monotonic`] (whole microseconds on the wire).
+    pub until: Option<Duration>,
 }
 
 impl WorkerLine {
@@ -210,8 +228,20 @@ impl WorkerLine {
             bound: None,
             mode: None,
             lock: None,
+            until: None,
         }
     }
+}
+
+/// `CLOCK_MONOTONIC` now: one clock for the judge and every worker process of the machine
+/// (so that a worker's claim can be compared with the judge's stamps and with other
+/// workers' claims). `None` if the clock cannot be read.
+pub fn monotonic() -> Option<Duration> {
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).ok()?;
+    Some(Duration::new(
+        u64::try_from(now.tv_sec()).ok()?,
+        u32::try_from(now.tv_nsec()).ok()?,
+    ))
 }
 
 impl fmt::Display for WorkerLine {
@@ -230,8 +260,11 @@ impl fmt::Display for WorkerLine {
         if let Some(mode) = self.mode {
             write!(f, " {}", mode.word())?;
         }
-        match self.lock {
-            Some(name) => write!(f, " @{name}"),
+        if let Some(name) = self.lock {
+            write!(f, " @{name}")?;
+        }
+        match self.until {
+            Some(until) => write!(f, " until={}", until.as_micros()),
             None => Ok(()),
         }
     }
@@ -240,7 +273,7 @@ impl fmt::Display for WorkerLine {
 /// A worker line that could not be read.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "bad worker line `{line}`: expected `KIND WORKER TOKEN SEQ [BOUND_MS] [r|w] [@NAME]` with a worker event"
+    "bad worker line `{line}`: expected `KIND WORKER TOKEN SEQ [BOUND_MS] [r|w] [@NAME] [until=US]` with a worker event"
 )]
 pub struct ParseError {
     line: String,
@@ -296,15 +329,25 @@ impl FromStr for WorkerLine {
             }
             _ => None,
         };
-        let lock = match next.map(|word| word.strip_prefix('@').map(str::chars)) {
+        let lock = match next.and_then(|word| word.strip_prefix('@')).map(str::chars) {
             None => None,
-            Some(Some(mut chars)) => match (chars.next(), chars.next()) {
-                (Some(name), None) => Some(name),
-                _ => return Err(bad()),
-            },
-            Some(None) => return Err(bad()),
+            Some(mut chars) => {
+                next = parts.next();
+                match (chars.next(), chars.next()) {
+                    (Some(name), None) => Some(name),
+                    _ => return Err(bad()),
+                }
+            }
         };
-        if parts.next().is_some() {
+        let until = match next.map(|word| word.strip_prefix("until=").map(str::parse::<u64>)) {
+            None => None,
+            Some(Some(Ok(us))) => {
+                next = parts.next();
+                Some(Duration::from_micros(us))
+            }
+            Some(_) => return Err(bad()),
+        };
+        if next.is_some() {
             return Err(bad());
         }
         Ok(Self {
@@ -315,6 +358,7 @@ impl FromStr for WorkerLine {
             bound,
             mode,
             lock,
+            until,
         })
     }
 }
@@ -356,6 +400,20 @@ mod tests {
         assert!("ACQ 3 118 45 @".parse::<WorkerLine>().is_err());
         assert!("ACQ 3 118 45 @b w".parse::<WorkerLine>().is_err());
         assert!("WRITE 3 117 44 w 5".parse::<WorkerLine>().is_err());
+        let claim = WorkerLine {
+            lock: Some('b'),
+            until: Some(Duration::from_micros(1_234_567)),
+            ..WorkerLine::new(Kind::Begin, 3, 118, 46)
+        };
+        assert_eq!(claim.to_string(), "BEGIN 3 118 46 @b until=1234567");
+        assert_eq!(claim.to_string().parse::<WorkerLine>()?, claim);
+        let unnamed = WorkerLine {
+            lock: None,
+            ..claim
+        };
+        assert_eq!(unnamed.to_string().parse::<WorkerLine>()?, unnamed);
+        assert!("BEGIN 3 118 46 until=x".parse::<WorkerLine>().is_err());
+        assert!("BEGIN 3 118 46 until=5 @b".parse::<WorkerLine>().is_err());
         assert!("DOWN 0 0 1".parse::<WorkerLine>().is_err(), "runner-only");
         assert!("WAIT 1 0 3 5 6".parse::<WorkerLine>().is_err());
         assert!("KILL 1 2 3".parse::<WorkerLine>().is_err(), "runner-only");

@@ -132,13 +132,7 @@ pub fn measure_as(history: &[Event], primitive: Primitive) -> Liveness {
     let mut open: Option<Open> = None;
     for e in history {
         // The lock the event concerns: one of a multi-lock's names, else the only one.
-        let lock = match primitive {
-            Primitive::MultiLock { .. } => e.lock,
-            Primitive::Mutex
-            | Primitive::Election
-            | Primitive::Semaphore { .. }
-            | Primitive::RwLock => None,
-        };
+        let lock = primitive.lane(e.lock);
         if let Some(stall) = &mut open {
             if down == 0 {
                 stall.length += e.at.saturating_sub(stall.counted_to);

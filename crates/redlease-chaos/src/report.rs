@@ -61,17 +61,30 @@ fn deaths(l: &redlease_chaos::Liveness) -> String {
     }
 }
 
+/// `N`, or `N (M run out at entry)`: overlapping claims, and claims already run out when
+/// their section began.
+fn claims(f: &redlease_chaos::Findings) -> String {
+    if f.claims_expired > 0 {
+        format!(
+            "{} ({} run out at entry)",
+            f.claim_overlaps, f.claims_expired
+        )
+    } else {
+        f.claim_overlaps.to_string()
+    }
+}
+
 /// The table of a run.
 pub(crate) fn table(outcomes: &[Outcome]) -> String {
     let mut out = String::from(
-        "| fault | promise | expected | sections | faults | stale writes accepted | stale writes rejected | overlaps | most inside at once | mutex violations | tokens backwards | leases lost | acquire errors | takeover p50/p99 ms | detect p50/p99 ms | stalls > 100 ms | longest stall ms | stalls after SIGKILL (longest ms) | waits over bound | verdict |\n\
-         |---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n",
+        "| fault | promise | expected | sections | faults | stale writes accepted | stale writes rejected | overlaps | overlapping claims | most inside at once | mutex violations | tokens backwards | leases lost | acquire errors | takeover p50/p99 ms | detect p50/p99 ms | stalls > 100 ms | longest stall ms | stalls after SIGKILL (longest ms) | waits over bound | verdict |\n\
+         |---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n",
     );
     for o in outcomes {
         let f = &o.findings;
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {}/{}{} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {}/{}{} | {} | {} | {} | {} | {} |",
             o.name,
             promise(o),
             o.expected,
@@ -80,6 +93,7 @@ pub(crate) fn table(outcomes: &[Outcome]) -> String {
             f.stale_accepted,
             f.stale_rejected,
             f.overlaps,
+            claims(f),
             f.most_inside,
             f.mutex_violations,
             f.tokens_backwards,
