@@ -14,7 +14,8 @@
 //!   The holder releases once Redis is back: the lock is handed to the head of the queue,
 //!   and if that is a place its waiter left, the lock must not sit with it (a stall).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use redlease_chaos::{Event, Judge, Kind, Mode, Primitive};
@@ -113,11 +114,14 @@ pub(crate) async fn pause_waiter(runner: &mut Runner, ttl: Duration) -> anyhow::
 }
 
 /// One round of [`outage_while_waiters_quit`](self) on `server` (which keeps its data
-/// across a restart: an AOF); returns 1, or 0 when no holder showed up in time.
+/// across a restart: an AOF); returns 1, or 0 when no holder showed up in time. In the
+/// first round, `note` gets what Redis held 100 ms after the holder's release.
 pub(crate) async fn outage_while_waiters_quit(
     runner: &mut Runner,
     server: &mut RedisServer,
     ttl: Duration,
+    round: usize,
+    note: &mut String,
 ) -> anyhow::Result<usize> {
     let bound = ttl * 5 + Duration::from_secs(5);
     // Long enough for the waiters to queue behind the holder, for the outage, and for
@@ -135,6 +139,25 @@ pub(crate) async fn outage_while_waiters_quit(
     tokio::time::sleep(OUTAGE).await;
     tokio::task::block_in_place(|| server.restart())?;
     runner.record(Kind::Up, 0);
+    if round == 0 {
+        let released = |j: &Judge| {
+            j.history()
+                .iter()
+                .rev()
+                .take_while(|e| e.kind != Kind::Up)
+                .any(|e| e.kind == Kind::Release && e.worker == holder)
+        };
+        if runner.wait_for(bound, released).await {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let holding = runner.with_judge(|j| holders(j.history()));
+            let keys = tokio::task::block_in_place(|| leases(server));
+            let _ = write!(
+                note,
+                "round 1, 100 ms after the holder's release: workers holding by the history {holding:?}; \
+                 Redis' keys with their PTTL (fencing counter aside): {keys}. "
+            );
+        }
+    }
     // Until the holder has let go and another worker holds.
     runner
         .wait_for(bound, |j| {
@@ -146,6 +169,52 @@ pub(crate) async fn outage_while_waiters_quit(
         })
         .await;
     Ok(1)
+}
+
+/// Moves `holding`, the workers holding by the history, past `e`: a worker holds from its
+/// `ACQ` to its `REL`, `LOST`, `KILL` or `BYE`.
+pub(crate) fn step_holders(holding: &mut BTreeSet<u32>, e: &Event) {
+    match e.kind {
+        Kind::Acquire => {
+            holding.insert(e.worker);
+        }
+        Kind::Release | Kind::Lost | Kind::Kill | Kind::Bye => {
+            holding.remove(&e.worker);
+        }
+        _ => {}
+    }
+}
+
+/// The workers holding at the end of `history` (see [`step_holders`]).
+fn holders(history: &[Event]) -> BTreeSet<u32> {
+    let mut holding = BTreeSet::new();
+    for e in history {
+        step_holders(&mut holding, e);
+    }
+    holding
+}
+
+/// Every key of `server` but the fencing counters, with its PTTL: `key (N ms)`, comma
+/// separated.
+fn leases(server: &RedisServer) -> String {
+    use redlease_local::Reply;
+    let Ok(Reply::Array(keys)) = server.query(&["KEYS", "*"]) else {
+        return "(KEYS failed)".to_owned();
+    };
+    let mut out = Vec::new();
+    for key in keys {
+        let Reply::Bulk(key) = key else { continue };
+        let key = String::from_utf8_lossy(&key).into_owned();
+        if key.ends_with(":fence") {
+            continue;
+        }
+        let pttl = match server.query(&["PTTL", key.as_str()]) {
+            Ok(Reply::Integer(ms)) => format!("{ms} ms"),
+            other => format!("{other:?}"),
+        };
+        out.push(format!("`{key}` ({pttl})"));
+    }
+    out.join(", ")
 }
 
 #[cfg(test)]

@@ -375,18 +375,18 @@ fn handoff_rows() -> Vec<Scenario> {
             Deployment::Quorum,
         ),
         outage(
-            "redis SIGKILL 800 ms > response timeout 300 ms while 200 ms waits give up (AOF), 2 s lease",
+            "redis SIGKILL 800 ms (AOF) > response timeout 300 ms while 200 ms waits give up, 2 s lease",
         ),
         of(
             sem(PERMITS),
             outage(
-                "semaphore 2: redis SIGKILL 800 ms > response timeout 300 ms while 200 ms waits give up (AOF), 2 s lease",
+                "semaphore 2: redis SIGKILL 800 ms (AOF) > response timeout 300 ms while waits give up, 2 s lease",
             ),
         ),
         of(
             Primitive::RwLock,
             outage(
-                "rwlock (1 write in 3): redis SIGKILL 800 ms > response timeout 300 ms while 200 ms waits give up (AOF), 2 s lease",
+                "rwlock (1 write in 3): redis SIGKILL 800 ms (AOF) > response timeout 300 ms while waits give up, 2 s lease",
             ),
         ),
     ]
@@ -1066,7 +1066,7 @@ async fn inject(
         }
         (Fault::PauseWaiter, _) => crate::handoff::pause_waiter(runner, ttl).await,
         (Fault::OutageWaitersQuit, Target::Single(server, _)) => {
-            crate::handoff::outage_while_waiters_quit(runner, server, ttl).await
+            crate::handoff::outage_while_waiters_quit(runner, server, ttl, round, note).await
         }
         (fault, _) => anyhow::bail!("fault {fault:?} does not fit this deployment"),
     }
@@ -1113,15 +1113,7 @@ fn back(history: &[redlease_chaos::Event], victim: u32, primitive: Primitive) ->
         Primitive::Semaphore { permits } => {
             let mut holding = std::collections::BTreeSet::new();
             for (i, e) in history.iter().enumerate() {
-                match e.kind {
-                    Kind::Acquire => {
-                        holding.insert(e.worker);
-                    }
-                    Kind::Release | Kind::Lost | Kind::Kill | Kind::Bye => {
-                        holding.remove(&e.worker);
-                    }
-                    _ => {}
-                }
+                crate::handoff::step_holders(&mut holding, e);
                 if i > killed && holding.len() >= permits {
                     return true;
                 }
