@@ -163,7 +163,39 @@ and their WRITE. Leadership is a lease on the election's lock, so the row counts
 lock's rows do: two leaders inside at once are an *overlap*, the model is a mutex over the
 leadership, and the judge is one fenced resource that must refuse a deposed leader's
 stale term; *detect* is SIGCONT of the paused leader → it observed `Leadership::lost()`
-(or `Err(Lost)` from `resign`).";
+(or `Err(Lost)` from `resign`).
+
+The *waiter SIGSTOP* rows aim at the hand-off. A holder is kept inside for half a lease
+while the runner pauses (SIGSTOP) a worker waiting in `acquire` behind it (the oldest
+waiter, the queue's head most likely; a writer in the read-write lock's row); the holder
+leaves, the lock is handed to the paused waiter, its lease runs out in Redis, the next
+holder takes over and is kept inside for two leases, and the waiter gets SIGCONT 1.5
+leases after its SIGSTOP, while that holder is inside. Awake, the waiter must not believe
+it holds: its claim would overlap the holder's (and its section the holder's section). They
+run on one Redis (a lock, a semaphore of 1 and of 2 permits, a read-write lock's writers),
+where a grant message is trusted, and over a quorum of 5, where an attempt confirms it.
+The *waits give up* rows run Redis with an AOF (fsync always), 2 s leases, 200 ms waits and
+a 300 ms response timeout: a holder is kept inside across an 800 ms outage (SIGKILL, then a
+restart with the data), longer than the response timeout, while the other workers' waits
+end (they leave their queue places, or try to); it releases 300 ms after Redis is back. The
+hand-off must reach a live waiter: a place left behind would keep the lock for a lease, a
+2 s stall. The row's note lists Redis' keys and their PTTL 100 ms after the first round's
+release.";
+
+/// What the overlapping-claims column counts.
+const CLAIMS: &str =
+    "*Overlapping claims* judge what the holders *believed*. With each BEGIN a worker sends its
+guard's `valid_until`, read on `CLOCK_MONOTONIC` (the clock every process of the machine
+shares) and converted to the judge's clock; the guard's *claim* runs from the BEGIN to then,
+cut where the hold ends for the judge (its REL, sent before the release request; its LOST;
+its death or departure). Two claims that meet beyond what the primitive allows (two for a
+lock, N + 1 for a semaphore of N permits, a writer's and any other for a read-write lock)
+are two holders who believed they held at once, fenced or not. A guard's `valid_until` is
+never later than the moment its lease ends in Redis, so this is 0 in every row but those of
+data loss, even where a holder paused past its lease overlaps the next holder's section
+(its claim ended before the next grant), and a row with an overlapping claim breaks its
+promise. In brackets, claims already run out at entry (`acquire` returned a lease with no
+validity left).";
 
 /// The whole page.
 pub(crate) fn page(outcomes: &[Outcome], budget: Budget, took: Duration, machine: &str) -> String {
@@ -194,6 +226,8 @@ are acquisitions whose token was not above every earlier one; *takeover* is SIGK
 the holder → next acquisition by another worker; *detect* is SIGCONT of a paused holder →
 it observed `guard.lost()` (or `Err(Lost)` from release); *most inside at once* is the
 most workers seen between BEGIN and END together.
+
+{claims}
 
 {primitives}
 
@@ -258,6 +292,8 @@ make chaos        # installs Redis if missing, builds, runs the matrix, rewrites
 cargo run --release -p redlease-chaos -- --help   # fewer rounds, another TTL, one scenario
 cargo run --release -p redlease-chaos -- --only 'cancellation storm' --only 'CLIENT KILL' \\
     --only 'restarted with its data'              # the liveness rows alone (about a minute)
+cargo run --release -p redlease-chaos -- --only 'waiter SIGSTOP' --only 'waits give up'
+                                                  # the hand-off rows
 cargo test -p redlease-chaos                      # the reduced matrix + the checker's own tests
 ```
 
@@ -269,6 +305,7 @@ cool-down, every wait bounded.
         ttl = humantime::format_duration(budget.ttl),
         table = table(outcomes),
         primitives = PRIMITIVES,
+        claims = CLAIMS,
         rounds = budget.rounds,
         warmup = budget.warmup_sections,
     )
