@@ -133,6 +133,9 @@ pub struct Event {
     /// hold the lock (its `valid_until`), on the judge's clock. The claim runs from the
     /// `BEGIN` to then, or to the hold's `REL`, `LOST`, `KILL` or `BYE` if earlier.
     pub claimed_until: Option<Duration>,
+    /// When the worker sent the line (judge's clock): `at` less the time the line spent
+    /// in the pipe and waiting for the judge to run (see [`Event::time`]).
+    pub sent: Option<Duration>,
 }
 
 impl Event {
@@ -149,7 +152,22 @@ impl Event {
             mode: None,
             lock: None,
             claimed_until: None,
+            sent: None,
         }
+    }
+
+    /// When it happened: when its worker sent it, if known, else when the judge stamped it.
+    /// A judge that is not scheduled for a while (a loaded machine) stamps the lines that
+    /// waited meanwhile late and together; their send times are not moved.
+    pub fn time(&self) -> Duration {
+        self.sent.unwrap_or(self.at)
+    }
+
+    /// The same event sent by its worker at `sent` (judge's clock).
+    #[must_use]
+    pub fn sent(mut self, sent: Duration) -> Self {
+        self.sent = Some(sent);
+        self
     }
 
     /// The same event with a claim (for a `BEGIN`): the guard said it held until `until`
@@ -189,13 +207,15 @@ impl Event {
     }
 }
 
-/// One line a worker sends: `KIND WORKER TOKEN SEQ [BOUND_MS] [r|w] [@NAME] [until=US]`,
+/// One line a worker sends: `KIND WORKER TOKEN SEQ [BOUND_MS] [r|w] [@NAME] [until=US]
+/// [at=US]`,
 /// e.g. `WRITE 3 117 42` or `WAIT 3 0 43 2000` (a `WAIT` carries its bound in milliseconds; a
 /// worker holding a read-write lock ends every line with the mode of its hold, `r` or `w`;
 /// a worker holding a multi-lock ends each line about one of its locks with `@` and that
 /// lock's one-letter name, e.g. `ACQ 3 118 44 @b`; a `BEGIN` ends with the guard's claim,
 /// `until=` and its `valid_until` in microseconds of `CLOCK_MONOTONIC`, the clock every
-/// process of the machine shares: see [`monotonic`]).
+/// process of the machine shares: see [`monotonic`]; every line of a worker ends with `at=`
+/// and the time it was sent, on the same clock).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkerLine {
     /// What happened.
@@ -215,6 +235,9 @@ pub struct WorkerLine {
     /// For a `BEGIN`: the guard's `valid_until` at entry into the section, as a reading of
     /// [`monotonic`] (whole microseconds on the wire).
     pub until: Option<Duration>,
+    /// When the worker sent the line, as a reading of [`monotonic`] (whole microseconds on
+    /// the wire).
+    pub sent: Option<Duration>,
 }
 
 impl WorkerLine {
@@ -229,6 +252,7 @@ impl WorkerLine {
             mode: None,
             lock: None,
             until: None,
+            sent: None,
         }
     }
 }
@@ -263,8 +287,11 @@ impl fmt::Display for WorkerLine {
         if let Some(name) = self.lock {
             write!(f, " @{name}")?;
         }
-        match self.until {
-            Some(until) => write!(f, " until={}", until.as_micros()),
+        if let Some(until) = self.until {
+            write!(f, " until={}", until.as_micros())?;
+        }
+        match self.sent {
+            Some(sent) => write!(f, " at={}", sent.as_micros()),
             None => Ok(()),
         }
     }
@@ -273,7 +300,7 @@ impl fmt::Display for WorkerLine {
 /// A worker line that could not be read.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "bad worker line `{line}`: expected `KIND WORKER TOKEN SEQ [BOUND_MS] [r|w] [@NAME] [until=US]` with a worker event"
+    "bad worker line `{line}`: expected `KIND WORKER TOKEN SEQ [BOUND_MS] [r|w] [@NAME] [until=US] [at=US]` with a worker event"
 )]
 pub struct ParseError {
     line: String,
@@ -339,14 +366,16 @@ impl FromStr for WorkerLine {
                 }
             }
         };
-        let until = match next.map(|word| word.strip_prefix("until=").map(str::parse::<u64>)) {
-            None => None,
-            Some(Some(Ok(us))) => {
+        // The optional `PREFIX=MICROSECONDS` words, in their order.
+        let mut stamp = |prefix: &str| {
+            let value = micros(next, prefix).map_err(|()| bad())?;
+            if value.is_some() {
                 next = parts.next();
-                Some(Duration::from_micros(us))
             }
-            Some(_) => return Err(bad()),
+            Ok::<_, ParseError>(value)
         };
+        let until = stamp("until=")?;
+        let sent = stamp("at=")?;
         if next.is_some() {
             return Err(bad());
         }
@@ -359,7 +388,20 @@ impl FromStr for WorkerLine {
             mode,
             lock,
             until,
+            sent,
         })
+    }
+}
+
+/// `word` read as `PREFIX` and a number of microseconds: `Ok(None)` when there is no word or
+/// it does not start with `prefix`, `Err` when its number does not parse.
+fn micros(word: Option<&str>, prefix: &str) -> Result<Option<Duration>, ()> {
+    match word.and_then(|w| w.strip_prefix(prefix)) {
+        None => Ok(None),
+        Some(n) => n
+            .parse::<u64>()
+            .map(|us| Some(Duration::from_micros(us)))
+            .map_err(drop),
     }
 }
 
@@ -414,6 +456,19 @@ mod tests {
         assert_eq!(unnamed.to_string().parse::<WorkerLine>()?, unnamed);
         assert!("BEGIN 3 118 46 until=x".parse::<WorkerLine>().is_err());
         assert!("BEGIN 3 118 46 until=5 @b".parse::<WorkerLine>().is_err());
+        let stamped = WorkerLine {
+            sent: Some(Duration::from_micros(7)),
+            ..claim
+        };
+        assert_eq!(stamped.to_string(), "BEGIN 3 118 46 @b until=1234567 at=7");
+        assert_eq!(stamped.to_string().parse::<WorkerLine>()?, stamped);
+        let plain = WorkerLine {
+            sent: Some(Duration::from_micros(8)),
+            ..WorkerLine::new(Kind::End, 3, 118, 47)
+        };
+        assert_eq!(plain.to_string().parse::<WorkerLine>()?, plain);
+        assert!("END 3 118 47 at=8 until=9".parse::<WorkerLine>().is_err());
+        assert!("END 3 118 47 at=".parse::<WorkerLine>().is_err());
         assert!("DOWN 0 0 1".parse::<WorkerLine>().is_err(), "runner-only");
         assert!("WAIT 1 0 3 5 6".parse::<WorkerLine>().is_err());
         assert!("KILL 1 2 3".parse::<WorkerLine>().is_err(), "runner-only");

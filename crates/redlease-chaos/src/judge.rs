@@ -88,6 +88,7 @@ impl Judge {
             mode: line.mode,
             lock: line.lock,
             claimed_until: line.until.map(|until| self.on_my_clock(until)),
+            sent: line.sent.map(|sent| self.on_my_clock(sent)),
         });
         verdict
     }

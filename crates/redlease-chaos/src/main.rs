@@ -115,7 +115,7 @@ async fn matrix(cli: Cli) -> anyhow::Result<ExitCode> {
         let l = &f.liveness;
         eprintln!(
             "{:>6.1}s sections {:>4} faults {:>3} stale-acc {} stale-rej {} overlaps {} claims {} overlapping {} expired {} inside {} mutex {} backwards {} \
-             stalls {} >100ms {} longest {:?} after-kill {} longest {:?} waits {} timed-out {} overruns {} worst {:?} -> {}",
+             stalls {} >100ms {} longest {:?} after-kill {} longest {:?} waits {} timed-out {} overruns {} worst {:?} judge-lag {:?} -> {}",
             outcome.took.as_secs_f64(),
             f.sections,
             outcome.injected,
@@ -137,6 +137,7 @@ async fn matrix(cli: Cli) -> anyhow::Result<ExitCode> {
             l.timed_out,
             l.overruns,
             l.worst_overrun,
+            l.judge_lag,
             report::verdict(&outcome)
         );
         outcomes.push(outcome);

@@ -197,6 +197,34 @@ data loss, even where a holder paused past its lease overlaps the next holder's 
 promise. In brackets, claims already run out at entry (`acquire` returned a lease with no
 validity left).";
 
+/// What the liveness columns count.
+const LIVENESS: &str =
+    "Liveness columns: every worker announces each wait (`WAIT`, with its bound: the lock's
+`wait`, 2 s in the rows marked *live*, 5 s elsewhere) and its end (`ACQ`, `TIMEOUT`, an
+error, or `CANCEL` when it dropped the future). A *stall* is a stretch of time during which
+no worker held the lock (none between `ACQ` and release, loss or death) while at least one
+wanted it (from its `WAIT` until it acquired, left or died: a wait that timed out, failed
+or was cancelled is followed at once by the next). That covers both a lock left free and
+one held by a token nobody holds (an orphaned attempt, a release that never reached
+Redis), which the history cannot tell apart. Time during which the runner had Redis down
+on purpose (killed, paused, busy) does not count: only the time it took to come back into
+service does. *Stalls > 100 ms* counts those longer than 100 ms and *longest stall* gives
+the longest (a prompt hand-off is one of about a millisecond); stalls that began when the
+holder was SIGKILLed (the lease must run out) are counted apart under *stalls after
+SIGKILL*. *Waits over bound* are waits that ended more than 100 ms after their bound.
+Both are timed from when the workers sent their lines (on `CLOCK_MONOTONIC`), not from when
+the judge read them: a judge that was not scheduled for a while on a loaded machine stamps
+the lines that waited meanwhile late and together, which would lengthen a stall that was
+not one (the longest such lag of a row is in the JSON outcomes, `judge_lag`).
+The *cancellation storm* rows run workers that drop their `acquire`, `run` and `release`
+futures at random points (a deadline 0-60 ms into the wait; after the 1st to 6th poll that
+left the future pending, i.e. with an attempt or a release in flight; or right after the
+work while `run` releases), as `tokio::time::timeout` or `select!` do; *faults* counts
+those drops during the fault rounds. The *restarted with its data* rows run Redis with
+`appendonly yes` and `appendfsync always`, so SIGKILL loses nothing it acknowledged: the
+lock and the fencing counter survive the outage (the row's note reads the counter before
+and after).";
+
 /// The whole page.
 pub(crate) fn page(outcomes: &[Outcome], budget: Budget, took: Duration, machine: &str) -> String {
     let notes = notes(outcomes);
@@ -231,27 +259,7 @@ most workers seen between BEGIN and END together.
 
 {primitives}
 
-Liveness columns: every worker announces each wait (`WAIT`, with its bound: the lock's
-`wait`, 2 s in the rows marked *live*, 5 s elsewhere) and its end (`ACQ`, `TIMEOUT`, an
-error, or `CANCEL` when it dropped the future). A *stall* is a stretch of time during which
-no worker held the lock (none between `ACQ` and release, loss or death) while at least one
-wanted it (from its `WAIT` until it acquired, left or died: a wait that timed out, failed
-or was cancelled is followed at once by the next). That covers both a lock left free and
-one held by a token nobody holds (an orphaned attempt, a release that never reached
-Redis), which the history cannot tell apart. Time during which the runner had Redis down
-on purpose (killed, paused, busy) does not count: only the time it took to come back into
-service does. *Stalls > 100 ms* counts those longer than 100 ms and *longest stall* gives
-the longest (a prompt hand-off is one of about a millisecond); stalls that began when the
-holder was SIGKILLed (the lease must run out) are counted apart under *stalls after
-SIGKILL*. *Waits over bound* are waits that ended more than 100 ms after their bound.
-The *cancellation storm* rows run workers that drop their `acquire`, `run` and `release`
-futures at random points (a deadline 0-60 ms into the wait; after the 1st to 6th poll that
-left the future pending, i.e. with an attempt or a release in flight; or right after the
-work while `run` releases), as `tokio::time::timeout` or `select!` do; *faults* counts
-those drops during the fault rounds. The *restarted with its data* rows run Redis with
-`appendonly yes` and `appendfsync always`, so SIGKILL loses nothing it acknowledged: the
-lock and the fencing counter survive the outage (the row's note reads the counter before
-and after).
+{liveness}
 
 {table}
 {notes}
@@ -306,6 +314,7 @@ cool-down, every wait bounded.
         table = table(outcomes),
         primitives = PRIMITIVES,
         claims = CLAIMS,
+        liveness = LIVENESS,
         rounds = budget.rounds,
         warmup = budget.warmup_sections,
     )

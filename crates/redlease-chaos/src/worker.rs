@@ -169,6 +169,7 @@ impl Link {
             mode: self.mode,
             lock: self.lock,
             until: self.until.take(),
+            sent: redlease_chaos::monotonic(),
             ..WorkerLine::new(kind, self.id, token, self.seq)
         };
         self.out.write_all(format!("{line}\n").as_bytes()).await?;
