@@ -288,7 +288,8 @@ pub fn check_as(history: &[Event], primitive: Primitive) -> Findings {
                     floor.insert(e.worker, t);
                 }
             }
-            Kind::Timeout | Kind::Cancel | Kind::Bye | Kind::Down | Kind::Up => {}
+            // (A `CLAIM` is judged by `crate::claims`.)
+            Kind::Timeout | Kind::Cancel | Kind::Bye | Kind::Down | Kind::Up | Kind::Claim => {}
             Kind::Resume => {
                 if paused_holders.remove(&e.worker) {
                     resumed.insert(e.worker, e.at);

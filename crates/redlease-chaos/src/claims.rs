@@ -2,8 +2,9 @@
 //! primitive's rule.
 //!
 //! A worker sends, with each `BEGIN`, its guard's `valid_until` (see
-//! [`WorkerLine::until`](crate::WorkerLine)): the guard claims the lock from that `BEGIN`
-//! until then, or until the hold ends for the judge (its `REL`, sent before the release
+//! [`WorkerLine::until`](crate::WorkerLine)), and again with a `CLAIM` now and then while
+//! the runner keeps it inside: the guard claims the lock from that `BEGIN` until the latest
+//! of them, or until the hold ends for the judge (its `REL`, sent before the release
 //! request; its `LOST`; the worker's `KILL` or `BYE`), whichever comes first. A guard
 //! whose `valid_until` is true (never later than the moment its lease ends in Redis)
 //! makes claims that the next holder's cannot meet: the next grant comes after the lease
@@ -86,6 +87,14 @@ pub(crate) fn judge(history: &[Event], primitive: Primitive) -> Claims {
                 };
                 if let Some(before) = open.insert((e.worker, lane), claim) {
                     done.push(before.cut(e.at));
+                }
+            }
+            // Still inside, and the guard's claim moved on (renewals): it runs until then.
+            Kind::Claim => {
+                if let (Some(claim), Some(until)) =
+                    (open.get_mut(&(e.worker, lane)), e.claimed_until)
+                {
+                    claim.end = claim.end.max(until);
                 }
             }
             Kind::Release | Kind::Lost => {
@@ -202,6 +211,21 @@ mod tests {
         ];
         let c = judge(&h, Primitive::Mutex);
         assert_eq!((c.made, c.overlaps, c.expired), (3, 0, 1));
+    }
+
+    /// A holder kept inside renews its lease and says so: its claim runs on, and a waiter
+    /// that wakes believing it holds overlaps it.
+    #[test]
+    fn a_renewed_claim_runs_on() {
+        let h = vec![
+            begin(0, 2, 1000),
+            Event::new(at(900), Kind::Claim, 2, 2).claimed_until(at(1900)),
+            begin(1500, 1, 2400),
+            ev(1510, Kind::Release, 1),
+            ev(2000, Kind::Release, 2),
+        ];
+        let c = judge(&h, Primitive::Mutex);
+        assert_eq!((c.made, c.overlaps), (2, 1));
     }
 
     /// Semaphore of 2: two claims at once are fine, a third is an overlap; a read-write

@@ -11,8 +11,12 @@ use serde::Serialize;
 pub enum Kind {
     /// A worker acquired the lock (sent after `acquire` returned).
     Acquire,
-    /// A worker entered its critical section.
+    /// A worker entered its critical section (with its guard's claim: see
+    /// [`WorkerLine::until`]).
     Begin,
+    /// A worker still inside its section, kept there by the runner, says what its guard
+    /// claims now (renewals move it on; see [`WorkerLine::until`]).
+    Claim,
     /// A worker wrote to the fenced resource with its fencing token.
     Write,
     /// A worker left its critical section.
@@ -57,6 +61,7 @@ impl Kind {
         match self {
             Kind::Acquire => "ACQ",
             Kind::Begin => "BEGIN",
+            Kind::Claim => "CLAIM",
             Kind::Write => "WRITE",
             Kind::End => "END",
             Kind::Release => "REL",
@@ -232,8 +237,8 @@ pub struct WorkerLine {
     pub mode: Option<Mode>,
     /// For a multi-lock: the one-letter name of the lock the line concerns.
     pub lock: Option<char>,
-    /// For a `BEGIN`: the guard's `valid_until` at entry into the section, as a reading of
-    /// [`monotonic`] (whole microseconds on the wire).
+    /// For a `BEGIN`: the guard's `valid_until` at entry into the section; for a `CLAIM`,
+    /// now; as a reading of [`monotonic`] (whole microseconds on the wire).
     pub until: Option<Duration>,
     /// When the worker sent the line, as a reading of [`monotonic`] (whole microseconds on
     /// the wire).
@@ -317,6 +322,7 @@ impl FromStr for WorkerLine {
         let kind = match parts.next().ok_or_else(bad)? {
             "ACQ" => Kind::Acquire,
             "BEGIN" => Kind::Begin,
+            "CLAIM" => Kind::Claim,
             "WRITE" => Kind::Write,
             "END" => Kind::End,
             "REL" => Kind::Release,

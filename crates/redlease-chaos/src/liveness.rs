@@ -127,6 +127,10 @@ pub fn measure(history: &[Event]) -> Liveness {
 
 /// Measures the liveness of a history of workers holding `primitive` (in the judge's
 /// order of receipt).
+#[expect(
+    clippy::too_many_lines,
+    reason = "one replay of the history, one arm per event"
+)]
 pub fn measure_as(history: &[Event], primitive: Primitive) -> Liveness {
     let capacity = primitive.capacity();
     let mut l = Liveness::default();
@@ -207,7 +211,13 @@ pub fn measure_as(history: &[Event], primitive: Primitive) -> Liveness {
                 }
             }
             Kind::Up => down = down.saturating_sub(1),
-            Kind::Begin | Kind::Write | Kind::End | Kind::Pause | Kind::Resume | Kind::Fault => {}
+            Kind::Begin
+            | Kind::Claim
+            | Kind::Write
+            | Kind::End
+            | Kind::Pause
+            | Kind::Resume
+            | Kind::Fault => {}
         }
         let stalled = holding.len() < capacity && !wanting.is_empty();
         match (&mut open, stalled) {

@@ -139,17 +139,18 @@ impl Link {
         Ok(())
     }
 
-    /// Sends a `BEGIN` per lock of a hold (as [`send_each`](Self::send_each)), each with
-    /// its guard's claim (`claims`, in the same order).
-    async fn send_begins(
+    /// Sends a `BEGIN` or a `CLAIM` per lock of a hold (as [`send_each`](Self::send_each)),
+    /// each with its guard's claim (`claims`, in the same order).
+    async fn send_claims(
         &mut self,
+        kind: Kind,
         tokens: &[(Option<char>, u64)],
         claims: &[Option<Duration>],
     ) -> anyhow::Result<()> {
         for (&(lock, token), &until) in tokens.iter().zip(claims) {
             self.lock = lock;
             self.until = until;
-            let sent = self.send(Kind::Begin, token).await;
+            let sent = self.send(kind, token).await;
             self.lock = None;
             sent?;
         }
@@ -408,6 +409,28 @@ async fn connect_until(
     }
 }
 
+/// Keeps a section of `acquired` open until its lease is lost or `hold` has passed,
+/// sending a `CLAIM` per lock every `every` meanwhile.
+async fn stay_inside(
+    link: &Mutex<Link>,
+    acquired: &Held,
+    tokens: &[(Option<char>, u64)],
+    hold: Duration,
+    every: Duration,
+) -> anyhow::Result<()> {
+    let until = Instant::now() + hold;
+    loop {
+        let next = (Instant::now() + every).min(until);
+        if tokio::time::timeout_at(next, acquired.lost()).await.is_ok() || Instant::now() >= until {
+            return Ok(());
+        }
+        link.lock()
+            .await
+            .send_claims(Kind::Claim, tokens, &acquired.claims())
+            .await?;
+    }
+}
+
 /// Runs one worker until the judge says stop, the pipe closes, or `--deadline`.
 pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let deadline = Instant::now() + args.deadline;
@@ -436,6 +459,7 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         return crate::storm::storm(link, &lock, args.wait, jitter, deadline).await;
     }
     let target = Target::of(&args, &client, lock);
+    let claim_every = (args.ttl / 4).max(Duration::from_millis(10));
     while !link.lock().await.stop && Instant::now() < deadline {
         let mode = target.mode(&mut jitter);
         {
@@ -463,16 +487,16 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             let hold = {
                 let mut link = link.lock().await;
                 // The guard's claim at entry: the checker compares the workers' claims.
-                link.send_begins(tokens, &acquired.claims()).await?;
+                link.send_claims(Kind::Begin, tokens, &acquired.claims())
+                    .await?;
                 link.hold.take()
             };
             match hold {
                 None => tokio::time::sleep(work).await,
                 // A fault is coming while we hold: stay inside until the lease is lost
-                // (the application stops its work then), at most `hold`.
-                Some(hold) => {
-                    let _ = tokio::time::timeout(hold, acquired.lost()).await;
-                }
+                // (the application stops its work then), at most `hold`, saying every
+                // quarter lease what the guard claims now (renewals move it on).
+                Some(hold) => stay_inside(&link, &acquired, tokens, hold, claim_every).await?,
             }
             // The write goes out whatever happened meanwhile: the process does not know
             // it was paused; the fenced resource must catch a stale one.
