@@ -186,8 +186,9 @@ release.";
 const CLAIMS: &str =
     "*Overlapping claims* judge what the holders *believed*. With each BEGIN a worker sends its
 guard's `valid_until`, read on `CLOCK_MONOTONIC` (the clock every process of the machine
-shares) and converted to the judge's clock; the guard's *claim* runs from the BEGIN to then,
-cut where the hold ends for the judge (its REL, sent before the release request; its LOST;
+shares) and converted to the judge's clock, and again every quarter lease while the runner
+keeps it inside on purpose (renewals move it on); the guard's *claim* runs from the BEGIN to
+the latest of them, cut where the hold ends for the judge (its REL, sent before the release request; its LOST;
 its death or departure). Two claims that meet beyond what the primitive allows (two for a
 lock, N + 1 for a semaphore of N permits, a writer's and any other for a read-write lock)
 are two holders who believed they held at once, fenced or not. A guard's `valid_until` is
