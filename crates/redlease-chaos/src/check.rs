@@ -47,6 +47,17 @@ pub struct Findings {
     /// release after the holder reported its loss is not one). For a mutex, the new holder
     /// replaces the old one in the model; a multi-lock is one mutex per name.
     pub mutex_violations: usize,
+    /// `BEGIN`s that carried the guard's claim (its `valid_until` at entry; see
+    /// `crate::claims`).
+    pub claims: usize,
+    /// Claims that broke the primitive's rule given the other workers' claims running when
+    /// they began: two holders *believed* at once (for a semaphore of N permits, N + 1; for
+    /// a read-write lock, a writer and anyone), whatever fencing caught. Claims end at
+    /// their `valid_until` or with their hold, so a holder paused past its lease makes
+    /// none: this is 0 wherever a guard's `valid_until` is true, data loss aside.
+    pub claim_overlaps: usize,
+    /// Claims already run out at entry: `acquire` returned a lease with no validity left.
+    pub claims_expired: usize,
     /// The most workers seen inside their sections at once (N reached for a semaphore;
     /// readers sharing a read-write lock; multi-lock sections over disjoint names).
     pub most_inside: usize,
@@ -57,7 +68,7 @@ pub struct Findings {
     /// From each `KILL` of a holder to the next `ACQ` by another worker (for a multi-lock,
     /// of a name the victim held).
     pub takeover: Percentiles,
-    /// From each `RESUME` of a paused holder to its `LOST`.
+    /// From each `RESUME` of a paused holder (holding when resumed) to its `LOST`.
     pub detect: Percentiles,
     /// Resumed holders that never reported their lease lost.
     pub undetected: usize,
@@ -72,10 +83,18 @@ impl Findings {
         self.stale_accepted == 0 && self.tokens_backwards == 0
     }
 
-    /// Fenced safety, and no overlap of sections nor departure from the mutex model:
+    /// No two claims overlapping: what each guard said it held was true.
+    pub fn is_truthful(&self) -> bool {
+        self.claim_overlaps == 0
+    }
+
+    /// Fenced safety, no overlap of sections or claims, no departure from the mutex model:
     /// exclusion held even without fencing.
     pub fn is_safe(&self) -> bool {
-        self.is_fenced_safe() && self.overlaps == 0 && self.mutex_violations == 0
+        self.is_fenced_safe()
+            && self.is_truthful()
+            && self.overlaps == 0
+            && self.mutex_violations == 0
     }
 }
 
@@ -119,6 +138,9 @@ pub fn check_as(history: &[Event], primitive: Primitive) -> Findings {
     // worker -> resume time.
     let mut killed: Vec<(u32, Duration, Vec<Lane>)> = Vec::new();
     let mut resumed: HashMap<u32, Duration> = HashMap::new();
+    // Workers paused while they held (detection is measured for them: a paused waiter
+    // has nothing to lose).
+    let mut paused_holders: HashSet<u32> = HashSet::new();
     let (mut takeovers, mut detections) = (Vec::new(), Vec::new());
     // Workers killed so far. The runner records a `Kill` before it sends the signal, so a
     // line the worker wrote just before it died (the second `Begin` of a multi-lock's
@@ -130,13 +152,7 @@ pub fn check_as(history: &[Event], primitive: Primitive) -> Findings {
         if dead.contains(&e.worker) && !matches!(e.kind, Kind::Write | Kind::Kill) {
             continue;
         }
-        let lane = match primitive {
-            Primitive::MultiLock { .. } => e.lock,
-            Primitive::Mutex
-            | Primitive::Election
-            | Primitive::Semaphore { .. }
-            | Primitive::RwLock => None,
-        };
+        let lane = primitive.lane(e.lock);
         match e.kind {
             Kind::Acquire => {
                 f.acquisitions += 1;
@@ -260,15 +276,24 @@ pub fn check_as(history: &[Event], primitive: Primitive) -> Findings {
                 }
                 killed.push((e.worker, e.at, lanes));
             }
-            Kind::Pause | Kind::Fault => f.faults += 1,
+            Kind::Pause => {
+                f.faults += 1;
+                if holders.values().any(|m| m.contains_key(&e.worker)) {
+                    paused_holders.insert(e.worker);
+                }
+            }
+            Kind::Fault => f.faults += 1,
             Kind::Wait => {
                 if let Some(&t) = last_token.get(&lane) {
                     floor.insert(e.worker, t);
                 }
             }
-            Kind::Timeout | Kind::Cancel | Kind::Bye | Kind::Down | Kind::Up => {}
+            // (A `CLAIM` is judged by `crate::claims`.)
+            Kind::Timeout | Kind::Cancel | Kind::Bye | Kind::Down | Kind::Up | Kind::Claim => {}
             Kind::Resume => {
-                resumed.insert(e.worker, e.at);
+                if paused_holders.remove(&e.worker) {
+                    resumed.insert(e.worker, e.at);
+                }
             }
         }
     }
@@ -276,6 +301,10 @@ pub fn check_as(history: &[Event], primitive: Primitive) -> Findings {
     f.takeover = Percentiles::of(&takeovers);
     f.detect = Percentiles::of(&detections);
     f.liveness = measure_as(history, primitive);
+    let claims = crate::claims::judge(history, primitive);
+    f.claims = claims.made;
+    f.claim_overlaps = claims.overlaps;
+    f.claims_expired = claims.expired;
     f
 }
 

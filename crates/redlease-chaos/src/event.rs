@@ -11,8 +11,12 @@ use serde::Serialize;
 pub enum Kind {
     /// A worker acquired the lock (sent after `acquire` returned).
     Acquire,
-    /// A worker entered its critical section.
+    /// A worker entered its critical section (with its guard's claim: see
+    /// [`WorkerLine::until`]).
     Begin,
+    /// A worker still inside its section, kept there by the runner, says what its guard
+    /// claims now (renewals move it on; see [`WorkerLine::until`]).
+    Claim,
     /// A worker wrote to the fenced resource with its fencing token.
     Write,
     /// A worker left its critical section.
@@ -57,6 +61,7 @@ impl Kind {
         match self {
             Kind::Acquire => "ACQ",
             Kind::Begin => "BEGIN",
+            Kind::Claim => "CLAIM",
             Kind::Write => "WRITE",
             Kind::End => "END",
             Kind::Release => "REL",
@@ -129,6 +134,13 @@ pub struct Event {
     /// multi-lock's `ACQ`, `BEGIN`, `WRITE`, `END`, `REL` and `LOST` come one per name, each
     /// with that name's fencing token; its `WAIT` and the ends of a wait carry none).
     pub lock: Option<char>,
+    /// For a `BEGIN`: until when the worker's guard claimed, at entry into its section, to
+    /// hold the lock (its `valid_until`), on the judge's clock. The claim runs from the
+    /// `BEGIN` to then, or to the hold's `REL`, `LOST`, `KILL` or `BYE` if earlier.
+    pub claimed_until: Option<Duration>,
+    /// When the worker sent the line (judge's clock): `at` less the time the line spent
+    /// in the pipe and waiting for the judge to run (see [`Event::time`]).
+    pub sent: Option<Duration>,
 }
 
 impl Event {
@@ -144,7 +156,31 @@ impl Event {
             bound: None,
             mode: None,
             lock: None,
+            claimed_until: None,
+            sent: None,
         }
+    }
+
+    /// When it happened: when its worker sent it, if known, else when the judge stamped it.
+    /// A judge that is not scheduled for a while (a loaded machine) stamps the lines that
+    /// waited meanwhile late and together; their send times are not moved.
+    pub fn time(&self) -> Duration {
+        self.sent.unwrap_or(self.at)
+    }
+
+    /// The same event sent by its worker at `sent` (judge's clock).
+    #[must_use]
+    pub fn sent(mut self, sent: Duration) -> Self {
+        self.sent = Some(sent);
+        self
+    }
+
+    /// The same event with a claim (for a `BEGIN`): the guard said it held until `until`
+    /// (judge's clock).
+    #[must_use]
+    pub fn claimed_until(mut self, until: Duration) -> Self {
+        self.claimed_until = Some(until);
+        self
     }
 
     /// The same event about the lock named `name`, of a multi-lock.
@@ -176,11 +212,15 @@ impl Event {
     }
 }
 
-/// One line a worker sends: `KIND WORKER TOKEN SEQ [BOUND_MS] [r|w] [@NAME]`, e.g.
-/// `WRITE 3 117 42` or `WAIT 3 0 43 2000` (a `WAIT` carries its bound in milliseconds; a
+/// One line a worker sends: `KIND WORKER TOKEN SEQ [BOUND_MS] [r|w] [@NAME] [until=US]
+/// [at=US]`,
+/// e.g. `WRITE 3 117 42` or `WAIT 3 0 43 2000` (a `WAIT` carries its bound in milliseconds; a
 /// worker holding a read-write lock ends every line with the mode of its hold, `r` or `w`;
 /// a worker holding a multi-lock ends each line about one of its locks with `@` and that
-/// lock's one-letter name, e.g. `ACQ 3 118 44 @b`).
+/// lock's one-letter name, e.g. `ACQ 3 118 44 @b`; a `BEGIN` ends with the guard's claim,
+/// `until=` and its `valid_until` in microseconds of `CLOCK_MONOTONIC`, the clock every
+/// process of the machine shares: see [`monotonic`]; every line of a worker ends with `at=`
+/// and the time it was sent, on the same clock).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkerLine {
     /// What happened.
@@ -197,6 +237,12 @@ pub struct WorkerLine {
     pub mode: Option<Mode>,
     /// For a multi-lock: the one-letter name of the lock the line concerns.
     pub lock: Option<char>,
+    /// For a `BEGIN`: the guard's `valid_until` at entry into the section; for a `CLAIM`,
+    /// now; as a reading of [`monotonic`] (whole microseconds on the wire).
+    pub until: Option<Duration>,
+    /// When the worker sent the line, as a reading of [`monotonic`] (whole microseconds on
+    /// the wire).
+    pub sent: Option<Duration>,
 }
 
 impl WorkerLine {
@@ -210,8 +256,21 @@ impl WorkerLine {
             bound: None,
             mode: None,
             lock: None,
+            until: None,
+            sent: None,
         }
     }
+}
+
+/// `CLOCK_MONOTONIC` now: one clock for the judge and every worker process of the machine
+/// (so that a worker's claim can be compared with the judge's stamps and with other
+/// workers' claims). `None` if the clock cannot be read.
+pub fn monotonic() -> Option<Duration> {
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).ok()?;
+    Some(Duration::new(
+        u64::try_from(now.tv_sec()).ok()?,
+        u32::try_from(now.tv_nsec()).ok()?,
+    ))
 }
 
 impl fmt::Display for WorkerLine {
@@ -230,8 +289,14 @@ impl fmt::Display for WorkerLine {
         if let Some(mode) = self.mode {
             write!(f, " {}", mode.word())?;
         }
-        match self.lock {
-            Some(name) => write!(f, " @{name}"),
+        if let Some(name) = self.lock {
+            write!(f, " @{name}")?;
+        }
+        if let Some(until) = self.until {
+            write!(f, " until={}", until.as_micros())?;
+        }
+        match self.sent {
+            Some(sent) => write!(f, " at={}", sent.as_micros()),
             None => Ok(()),
         }
     }
@@ -240,7 +305,7 @@ impl fmt::Display for WorkerLine {
 /// A worker line that could not be read.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "bad worker line `{line}`: expected `KIND WORKER TOKEN SEQ [BOUND_MS] [r|w] [@NAME]` with a worker event"
+    "bad worker line `{line}`: expected `KIND WORKER TOKEN SEQ [BOUND_MS] [r|w] [@NAME] [until=US] [at=US]` with a worker event"
 )]
 pub struct ParseError {
     line: String,
@@ -257,6 +322,7 @@ impl FromStr for WorkerLine {
         let kind = match parts.next().ok_or_else(bad)? {
             "ACQ" => Kind::Acquire,
             "BEGIN" => Kind::Begin,
+            "CLAIM" => Kind::Claim,
             "WRITE" => Kind::Write,
             "END" => Kind::End,
             "REL" => Kind::Release,
@@ -296,15 +362,27 @@ impl FromStr for WorkerLine {
             }
             _ => None,
         };
-        let lock = match next.map(|word| word.strip_prefix('@').map(str::chars)) {
+        let lock = match next.and_then(|word| word.strip_prefix('@')).map(str::chars) {
             None => None,
-            Some(Some(mut chars)) => match (chars.next(), chars.next()) {
-                (Some(name), None) => Some(name),
-                _ => return Err(bad()),
-            },
-            Some(None) => return Err(bad()),
+            Some(mut chars) => {
+                next = parts.next();
+                match (chars.next(), chars.next()) {
+                    (Some(name), None) => Some(name),
+                    _ => return Err(bad()),
+                }
+            }
         };
-        if parts.next().is_some() {
+        // The optional `PREFIX=MICROSECONDS` words, in their order.
+        let mut stamp = |prefix: &str| {
+            let value = micros(next, prefix).map_err(|()| bad())?;
+            if value.is_some() {
+                next = parts.next();
+            }
+            Ok::<_, ParseError>(value)
+        };
+        let until = stamp("until=")?;
+        let sent = stamp("at=")?;
+        if next.is_some() {
             return Err(bad());
         }
         Ok(Self {
@@ -315,7 +393,21 @@ impl FromStr for WorkerLine {
             bound,
             mode,
             lock,
+            until,
+            sent,
         })
+    }
+}
+
+/// `word` read as `PREFIX` and a number of microseconds: `Ok(None)` when there is no word or
+/// it does not start with `prefix`, `Err` when its number does not parse.
+fn micros(word: Option<&str>, prefix: &str) -> Result<Option<Duration>, ()> {
+    match word.and_then(|w| w.strip_prefix(prefix)) {
+        None => Ok(None),
+        Some(n) => n
+            .parse::<u64>()
+            .map(|us| Some(Duration::from_micros(us)))
+            .map_err(drop),
     }
 }
 
@@ -356,6 +448,33 @@ mod tests {
         assert!("ACQ 3 118 45 @".parse::<WorkerLine>().is_err());
         assert!("ACQ 3 118 45 @b w".parse::<WorkerLine>().is_err());
         assert!("WRITE 3 117 44 w 5".parse::<WorkerLine>().is_err());
+        let claim = WorkerLine {
+            lock: Some('b'),
+            until: Some(Duration::from_micros(1_234_567)),
+            ..WorkerLine::new(Kind::Begin, 3, 118, 46)
+        };
+        assert_eq!(claim.to_string(), "BEGIN 3 118 46 @b until=1234567");
+        assert_eq!(claim.to_string().parse::<WorkerLine>()?, claim);
+        let unnamed = WorkerLine {
+            lock: None,
+            ..claim
+        };
+        assert_eq!(unnamed.to_string().parse::<WorkerLine>()?, unnamed);
+        assert!("BEGIN 3 118 46 until=x".parse::<WorkerLine>().is_err());
+        assert!("BEGIN 3 118 46 until=5 @b".parse::<WorkerLine>().is_err());
+        let stamped = WorkerLine {
+            sent: Some(Duration::from_micros(7)),
+            ..claim
+        };
+        assert_eq!(stamped.to_string(), "BEGIN 3 118 46 @b until=1234567 at=7");
+        assert_eq!(stamped.to_string().parse::<WorkerLine>()?, stamped);
+        let plain = WorkerLine {
+            sent: Some(Duration::from_micros(8)),
+            ..WorkerLine::new(Kind::End, 3, 118, 47)
+        };
+        assert_eq!(plain.to_string().parse::<WorkerLine>()?, plain);
+        assert!("END 3 118 47 at=8 until=9".parse::<WorkerLine>().is_err());
+        assert!("END 3 118 47 at=".parse::<WorkerLine>().is_err());
         assert!("DOWN 0 0 1".parse::<WorkerLine>().is_err(), "runner-only");
         assert!("WAIT 1 0 3 5 6".parse::<WorkerLine>().is_err());
         assert!("KILL 1 2 3".parse::<WorkerLine>().is_err(), "runner-only");

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::event::{Event, Kind, Mode, Verdict, WorkerLine};
+use crate::event::{Event, Kind, Mode, Verdict, WorkerLine, monotonic};
 use crate::primitive::Primitive;
 
 /// Receives every event of a run, in one order, stamped by one monotonic clock; decides
@@ -30,6 +30,9 @@ use crate::primitive::Primitive;
 #[derive(Debug)]
 pub struct Judge {
     start: Instant,
+    /// [`monotonic`] read together with `start`: converts the workers' claims (readings of
+    /// that clock) to the judge's clock.
+    start_monotonic: Option<Duration>,
     events: Vec<Event>,
     primitive: Primitive,
     /// The highest token accepted, per resource (a lock name of a multi-lock, a worker of
@@ -54,7 +57,10 @@ impl Judge {
     /// A judge of `primitive` whose clock starts now.
     pub fn of(primitive: Primitive) -> Self {
         Self {
+            // In this order: the claims converted by `on_my_clock` are never later than
+            // they were.
             start: Instant::now(),
+            start_monotonic: monotonic(),
             events: Vec::new(),
             primitive,
             highest: HashMap::new(),
@@ -81,8 +87,18 @@ impl Judge {
             bound: line.bound,
             mode: line.mode,
             lock: line.lock,
+            claimed_until: line.until.map(|until| self.on_my_clock(until)),
+            sent: line.sent.map(|sent| self.on_my_clock(sent)),
         });
         verdict
+    }
+
+    /// A reading of [`monotonic`] on the judge's clock (zero if it came before the judge
+    /// started). The clock was read just after `start`, so a claim converted here is never
+    /// later than it was (earlier by the microseconds between the two readings).
+    fn on_my_clock(&self, reading: Duration) -> Duration {
+        self.start_monotonic
+            .map_or(Duration::ZERO, |origin| reading.saturating_sub(origin))
     }
 
     /// The fenced resource's decision on a `WRITE` (see the type's docs).

@@ -33,6 +33,7 @@
 //! ```
 
 mod check;
+mod claims;
 mod event;
 mod judge;
 pub mod liveness;
@@ -40,7 +41,7 @@ mod primitive;
 mod stats;
 
 pub use check::{Findings, check, check_as};
-pub use event::{Event, Kind, Mode, ParseError, Verdict, WorkerLine};
+pub use event::{Event, Kind, Mode, ParseError, Verdict, WorkerLine, monotonic};
 pub use judge::Judge;
 pub use liveness::{Liveness, Stall};
 pub use primitive::Primitive;

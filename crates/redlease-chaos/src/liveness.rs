@@ -6,7 +6,11 @@
 //! the same: no worker between `ACQ` and `REL`/`LOST`, while another wants the lock. Both
 //! are stalls.
 //!
-//! Exactly, replaying the events in the judge's order:
+//! Exactly, replaying the events in the judge's order, each at the time it happened: a
+//! worker's when the worker sent it ([`Event::time`]: both are readings of one clock, so
+//! a judge that did not run for a while, on a loaded machine, does not lengthen a stall by
+//! stamping the lines that waited meanwhile late; that lag is reported apart, as
+//! [`Liveness::judge_lag`]), the runner's when the judge recorded it:
 //! - a worker **holds** from its `ACQ` to its `REL`, `LOST`, `KILL` or `BYE`;
 //! - a worker **wants** the lock from its `WAIT` to its `ACQ`, `KILL` or `BYE`; a wait that
 //!   ends in `TIMEOUT`, `ERR` or `CANCEL` does not end the want, since every worker loops
@@ -88,6 +92,10 @@ pub struct Liveness {
     pub worst_overrun: Option<Duration>,
     /// The first stalls longer than [`LIMIT`], deaths included, in order.
     pub long: Vec<Stall>,
+    /// The longest a worker's line waited before the judge stamped it (pipe, and the
+    /// judge's process not running on a loaded machine); the measures above date worker
+    /// events from their sending, so this lag is not in them.
+    pub judge_lag: Option<Duration>,
 }
 
 impl Liveness {
@@ -119,6 +127,10 @@ pub fn measure(history: &[Event]) -> Liveness {
 
 /// Measures the liveness of a history of workers holding `primitive` (in the judge's
 /// order of receipt).
+#[expect(
+    clippy::too_many_lines,
+    reason = "one replay of the history, one arm per event"
+)]
 pub fn measure_as(history: &[Event], primitive: Primitive) -> Liveness {
     let capacity = primitive.capacity();
     let mut l = Liveness::default();
@@ -130,28 +142,30 @@ pub fn measure_as(history: &[Event], primitive: Primitive) -> Liveness {
     // Holds of killed workers not yet shown to be back.
     let mut dead: Vec<(Mode, Option<char>)> = Vec::new();
     let mut open: Option<Open> = None;
+    // When the events happened, kept from going back (runner events are stamped by the
+    // judge, worker events are dated from their sending: see `Event::time`).
+    let mut clock = Duration::ZERO;
     for e in history {
         // The lock the event concerns: one of a multi-lock's names, else the only one.
-        let lock = match primitive {
-            Primitive::MultiLock { .. } => e.lock,
-            Primitive::Mutex
-            | Primitive::Election
-            | Primitive::Semaphore { .. }
-            | Primitive::RwLock => None,
-        };
+        let lock = primitive.lane(e.lock);
+        let now = e.time().max(clock);
+        clock = now;
+        if let Some(sent) = e.sent {
+            l.judge_lag = l.judge_lag.max(Some(e.at.saturating_sub(sent)));
+        }
         if let Some(stall) = &mut open {
             if down == 0 {
-                stall.length += e.at.saturating_sub(stall.counted_to);
+                stall.length += now.saturating_sub(stall.counted_to);
             }
-            stall.counted_to = e.at;
+            stall.counted_to = now;
         }
         match e.kind {
             Kind::Wait => {
                 wanting.insert(e.worker);
-                waits.insert(e.worker, (e.at, e.bound.unwrap_or(Duration::MAX)));
+                waits.insert(e.worker, (now, e.bound.unwrap_or(Duration::MAX)));
             }
             Kind::Acquire => {
-                end_wait(&mut waits, e, &mut l);
+                end_wait(&mut waits, e.worker, now, &mut l);
                 wanting.remove(&e.worker);
                 let mode = primitive.mode(e.mode);
                 holding.insert((e.worker, lock), mode);
@@ -169,9 +183,9 @@ pub fn measure_as(history: &[Event], primitive: Primitive) -> Liveness {
             }
             Kind::Timeout => {
                 l.timed_out += 1;
-                end_wait(&mut waits, e, &mut l);
+                end_wait(&mut waits, e.worker, now, &mut l);
             }
-            Kind::Error | Kind::Cancel => end_wait(&mut waits, e, &mut l),
+            Kind::Error | Kind::Cancel => end_wait(&mut waits, e.worker, now, &mut l),
             Kind::Release | Kind::Lost => {
                 holding.remove(&(e.worker, lock));
             }
@@ -197,7 +211,13 @@ pub fn measure_as(history: &[Event], primitive: Primitive) -> Liveness {
                 }
             }
             Kind::Up => down = down.saturating_sub(1),
-            Kind::Begin | Kind::Write | Kind::End | Kind::Pause | Kind::Resume | Kind::Fault => {}
+            Kind::Begin
+            | Kind::Claim
+            | Kind::Write
+            | Kind::End
+            | Kind::Pause
+            | Kind::Resume
+            | Kind::Fault => {}
         }
         let stalled = holding.len() < capacity && !wanting.is_empty();
         match (&mut open, stalled) {
@@ -208,9 +228,9 @@ pub fn measure_as(history: &[Event], primitive: Primitive) -> Liveness {
             }
             (None, true) => {
                 open = Some(Open {
-                    at: e.at,
+                    at: now,
                     length: Duration::ZERO,
-                    counted_to: e.at,
+                    counted_to: now,
                     after_death: !dead.is_empty() && holding.len() + dead.len() >= capacity,
                     outage: down > 0,
                 });
@@ -224,13 +244,18 @@ pub fn measure_as(history: &[Event], primitive: Primitive) -> Liveness {
     l
 }
 
-/// Ends `e.worker`'s wait, if it had one, and judges its length against its bound.
-fn end_wait(waits: &mut HashMap<u32, (Duration, Duration)>, e: &Event, l: &mut Liveness) {
-    let Some((start, bound)) = waits.remove(&e.worker) else {
+/// Ends `worker`'s wait at `now`, if it had one, and judges its length against its bound.
+fn end_wait(
+    waits: &mut HashMap<u32, (Duration, Duration)>,
+    worker: u32,
+    now: Duration,
+    l: &mut Liveness,
+) {
+    let Some((start, bound)) = waits.remove(&worker) else {
         return;
     };
     l.waits += 1;
-    let past = e.at.saturating_sub(start).checked_sub(bound);
+    let past = now.saturating_sub(start).checked_sub(bound);
     if let Some(past) = past.filter(|p| !p.is_zero()) {
         l.worst_overrun = l.worst_overrun.max(Some(past));
         if past > LIMIT {
@@ -319,6 +344,24 @@ mod tests {
         assert_eq!(l.after_death, 0);
         assert_eq!(l.long.first().map(|s| s.at), Some(at(10)));
         assert!(!l.meets_target(at(1000)));
+    }
+
+    /// The judge stamps two lines 140 ms late (it did not run): the stall is measured from
+    /// when they were sent, and the lag is reported.
+    #[test]
+    fn a_judge_that_did_not_run_does_not_stretch_a_stall() {
+        let h = vec![
+            wait(0, 2, 2000).sent(at(0)),
+            ev(1, Kind::Acquire, 1).sent(at(1)),
+            ev(10, Kind::Release, 1).sent(at(10)),
+            ev(152, Kind::Wait, 1).sent(at(11)),
+            ev(152, Kind::Acquire, 2).sent(at(12)),
+        ];
+        let l = measure(&h);
+        assert_eq!((l.longest, l.over_limit), (Some(at(2)), 0), "{l:?}");
+        assert_eq!(l.judge_lag, Some(at(141)));
+        assert_eq!(l.waits, 1, "2's wait ended after 12 ms: {l:?}");
+        assert_eq!(l.worst_overrun, None);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
+mod handoff;
 mod partition;
 mod report;
 mod runner;
@@ -113,14 +114,17 @@ async fn matrix(cli: Cli) -> anyhow::Result<ExitCode> {
         let f = &outcome.findings;
         let l = &f.liveness;
         eprintln!(
-            "{:>6.1}s sections {:>4} faults {:>3} stale-acc {} stale-rej {} overlaps {} inside {} mutex {} backwards {} \
-             stalls {} >100ms {} longest {:?} after-kill {} longest {:?} waits {} timed-out {} overruns {} worst {:?} -> {}",
+            "{:>6.1}s sections {:>4} faults {:>3} stale-acc {} stale-rej {} overlaps {} claims {} overlapping {} expired {} inside {} mutex {} backwards {} \
+             stalls {} >100ms {} longest {:?} after-kill {} longest {:?} waits {} timed-out {} overruns {} worst {:?} judge-lag {:?} -> {}",
             outcome.took.as_secs_f64(),
             f.sections,
             outcome.injected,
             f.stale_accepted,
             f.stale_rejected,
             f.overlaps,
+            f.claims,
+            f.claim_overlaps,
+            f.claims_expired,
             f.most_inside,
             f.mutex_violations,
             f.tokens_backwards,
@@ -133,6 +137,7 @@ async fn matrix(cli: Cli) -> anyhow::Result<ExitCode> {
             l.timed_out,
             l.overruns,
             l.worst_overrun,
+            l.judge_lag,
             report::verdict(&outcome)
         );
         outcomes.push(outcome);

@@ -76,6 +76,18 @@ impl Primitive {
         u8::try_from(i % 26).map_or('a', |i| char::from(b'a' + i))
     }
 
+    /// The lock an event about a hold of this primitive concerns: one of a multi-lock's
+    /// names (the event's [`lock`](crate::Event::lock)), else `None`, the only one.
+    pub(crate) fn lane(self, lock: Option<char>) -> Option<char> {
+        match self {
+            Primitive::MultiLock { .. } => lock,
+            Primitive::Mutex
+            | Primitive::Election
+            | Primitive::Semaphore { .. }
+            | Primitive::RwLock => None,
+        }
+    }
+
     /// The mode a hold of this primitive counts as in the models: its own for a
     /// read-write lock (a write when it has none), a write otherwise.
     pub(crate) fn mode(self, mode: Option<Mode>) -> Mode {

@@ -61,17 +61,30 @@ fn deaths(l: &redlease_chaos::Liveness) -> String {
     }
 }
 
+/// `N`, or `N (M run out at entry)`: overlapping claims, and claims already run out when
+/// their section began.
+fn claims(f: &redlease_chaos::Findings) -> String {
+    if f.claims_expired > 0 {
+        format!(
+            "{} ({} run out at entry)",
+            f.claim_overlaps, f.claims_expired
+        )
+    } else {
+        f.claim_overlaps.to_string()
+    }
+}
+
 /// The table of a run.
 pub(crate) fn table(outcomes: &[Outcome]) -> String {
     let mut out = String::from(
-        "| fault | promise | expected | sections | faults | stale writes accepted | stale writes rejected | overlaps | most inside at once | mutex violations | tokens backwards | leases lost | acquire errors | takeover p50/p99 ms | detect p50/p99 ms | stalls > 100 ms | longest stall ms | stalls after SIGKILL (longest ms) | waits over bound | verdict |\n\
-         |---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n",
+        "| fault | promise | expected | sections | faults | stale writes accepted | stale writes rejected | overlaps | overlapping claims | most inside at once | mutex violations | tokens backwards | leases lost | acquire errors | takeover p50/p99 ms | detect p50/p99 ms | stalls > 100 ms | longest stall ms | stalls after SIGKILL (longest ms) | waits over bound | verdict |\n\
+         |---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n",
     );
     for o in outcomes {
         let f = &o.findings;
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {}/{}{} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {}/{}{} | {} | {} | {} | {} | {} |",
             o.name,
             promise(o),
             o.expected,
@@ -80,6 +93,7 @@ pub(crate) fn table(outcomes: &[Outcome]) -> String {
             f.stale_accepted,
             f.stale_rejected,
             f.overlaps,
+            claims(f),
             f.most_inside,
             f.mutex_violations,
             f.tokens_backwards,
@@ -149,7 +163,68 @@ and their WRITE. Leadership is a lease on the election's lock, so the row counts
 lock's rows do: two leaders inside at once are an *overlap*, the model is a mutex over the
 leadership, and the judge is one fenced resource that must refuse a deposed leader's
 stale term; *detect* is SIGCONT of the paused leader → it observed `Leadership::lost()`
-(or `Err(Lost)` from `resign`).";
+(or `Err(Lost)` from `resign`).
+
+The *waiter SIGSTOP* rows aim at the hand-off. A holder is kept inside for half a lease
+while the runner pauses (SIGSTOP) a worker waiting in `acquire` behind it (the oldest
+waiter, the queue's head most likely; a writer in the read-write lock's row); the holder
+leaves, the lock is handed to the paused waiter, its lease runs out in Redis, the next
+holder takes over and is kept inside for two leases, and the waiter gets SIGCONT 1.5
+leases after its SIGSTOP, while that holder is inside. Awake, the waiter must not believe
+it holds: its claim would overlap the holder's (and its section the holder's section). They
+run on one Redis (a lock, a semaphore of 1 and of 2 permits, a read-write lock's writers),
+where a grant message is trusted, and over a quorum of 5, where an attempt confirms it.
+The *waits give up* rows run Redis with an AOF (fsync always), 2 s leases, 200 ms waits and
+a 300 ms response timeout: a holder is kept inside across an 800 ms outage (SIGKILL, then a
+restart with the data), longer than the response timeout, while the other workers' waits
+end (they leave their queue places, or try to); it releases 300 ms after Redis is back. The
+hand-off must reach a live waiter: a place left behind would keep the lock for a lease, a
+2 s stall. The row's note lists Redis' keys and their PTTL 100 ms after the first round's
+release.";
+
+/// What the overlapping-claims column counts.
+const CLAIMS: &str =
+    "*Overlapping claims* judge what the holders *believed*. With each BEGIN a worker sends its
+guard's `valid_until`, read on `CLOCK_MONOTONIC` (the clock every process of the machine
+shares) and converted to the judge's clock, and again every quarter lease while the runner
+keeps it inside on purpose (renewals move it on); the guard's *claim* runs from the BEGIN to
+the latest of them, cut where the hold ends for the judge (its REL, sent before the release request; its LOST;
+its death or departure). Two claims that meet beyond what the primitive allows (two for a
+lock, N + 1 for a semaphore of N permits, a writer's and any other for a read-write lock)
+are two holders who believed they held at once, fenced or not. A guard's `valid_until` is
+never later than the moment its lease ends in Redis, so this is 0 in every row but those of
+data loss, even where a holder paused past its lease overlaps the next holder's section
+(its claim ended before the next grant), and a row with an overlapping claim breaks its
+promise. In brackets, claims already run out at entry (`acquire` returned a lease with no
+validity left).";
+
+/// What the liveness columns count.
+const LIVENESS: &str =
+    "Liveness columns: every worker announces each wait (`WAIT`, with its bound: the lock's
+`wait`, 2 s in the rows marked *live*, 5 s elsewhere) and its end (`ACQ`, `TIMEOUT`, an
+error, or `CANCEL` when it dropped the future). A *stall* is a stretch of time during which
+no worker held the lock (none between `ACQ` and release, loss or death) while at least one
+wanted it (from its `WAIT` until it acquired, left or died: a wait that timed out, failed
+or was cancelled is followed at once by the next). That covers both a lock left free and
+one held by a token nobody holds (an orphaned attempt, a release that never reached
+Redis), which the history cannot tell apart. Time during which the runner had Redis down
+on purpose (killed, paused, busy) does not count: only the time it took to come back into
+service does. *Stalls > 100 ms* counts those longer than 100 ms and *longest stall* gives
+the longest (a prompt hand-off is one of about a millisecond); stalls that began when the
+holder was SIGKILLed (the lease must run out) are counted apart under *stalls after
+SIGKILL*. *Waits over bound* are waits that ended more than 100 ms after their bound.
+Both are timed from when the workers sent their lines (on `CLOCK_MONOTONIC`), not from when
+the judge read them: a judge that was not scheduled for a while on a loaded machine stamps
+the lines that waited meanwhile late and together, which would lengthen a stall that was
+not one (the longest such lag of a row is in the JSON outcomes, `judge_lag`).
+The *cancellation storm* rows run workers that drop their `acquire`, `run` and `release`
+futures at random points (a deadline 0-60 ms into the wait; after the 1st to 6th poll that
+left the future pending, i.e. with an attempt or a release in flight; or right after the
+work while `run` releases), as `tokio::time::timeout` or `select!` do; *faults* counts
+those drops during the fault rounds. The *restarted with its data* rows run Redis with
+`appendonly yes` and `appendfsync always`, so SIGKILL loses nothing it acknowledged: the
+lock and the fencing counter survive the outage (the row's note reads the counter before
+and after).";
 
 /// The whole page.
 pub(crate) fn page(outcomes: &[Outcome], budget: Budget, took: Duration, machine: &str) -> String {
@@ -181,29 +256,11 @@ the holder → next acquisition by another worker; *detect* is SIGCONT of a paus
 it observed `guard.lost()` (or `Err(Lost)` from release); *most inside at once* is the
 most workers seen between BEGIN and END together.
 
+{claims}
+
 {primitives}
 
-Liveness columns: every worker announces each wait (`WAIT`, with its bound: the lock's
-`wait`, 2 s in the rows marked *live*, 5 s elsewhere) and its end (`ACQ`, `TIMEOUT`, an
-error, or `CANCEL` when it dropped the future). A *stall* is a stretch of time during which
-no worker held the lock (none between `ACQ` and release, loss or death) while at least one
-wanted it (from its `WAIT` until it acquired, left or died: a wait that timed out, failed
-or was cancelled is followed at once by the next). That covers both a lock left free and
-one held by a token nobody holds (an orphaned attempt, a release that never reached
-Redis), which the history cannot tell apart. Time during which the runner had Redis down
-on purpose (killed, paused, busy) does not count: only the time it took to come back into
-service does. *Stalls > 100 ms* counts those longer than 100 ms and *longest stall* gives
-the longest (a prompt hand-off is one of about a millisecond); stalls that began when the
-holder was SIGKILLed (the lease must run out) are counted apart under *stalls after
-SIGKILL*. *Waits over bound* are waits that ended more than 100 ms after their bound.
-The *cancellation storm* rows run workers that drop their `acquire`, `run` and `release`
-futures at random points (a deadline 0-60 ms into the wait; after the 1st to 6th poll that
-left the future pending, i.e. with an attempt or a release in flight; or right after the
-work while `run` releases), as `tokio::time::timeout` or `select!` do; *faults* counts
-those drops during the fault rounds. The *restarted with its data* rows run Redis with
-`appendonly yes` and `appendfsync always`, so SIGKILL loses nothing it acknowledged: the
-lock and the fencing counter survive the outage (the row's note reads the counter before
-and after).
+{liveness}
 
 {table}
 {notes}
@@ -247,6 +304,8 @@ make chaos        # installs Redis if missing, builds, runs the matrix, rewrites
 cargo run --release -p redlease-chaos -- --help   # fewer rounds, another TTL, one scenario
 cargo run --release -p redlease-chaos -- --only 'cancellation storm' --only 'CLIENT KILL' \\
     --only 'restarted with its data'              # the liveness rows alone (about a minute)
+cargo run --release -p redlease-chaos -- --only 'waiter SIGSTOP' --only 'waits give up'
+                                                  # the hand-off rows
 cargo test -p redlease-chaos                      # the reduced matrix + the checker's own tests
 ```
 
@@ -258,6 +317,8 @@ cool-down, every wait bounded.
         ttl = humantime::format_duration(budget.ttl),
         table = table(outcomes),
         primitives = PRIMITIVES,
+        claims = CLAIMS,
+        liveness = LIVENESS,
         rounds = budget.rounds,
         warmup = budget.warmup_sections,
     )

@@ -24,6 +24,8 @@ pub(crate) struct WorkerSpec {
     pub(crate) deployment: Deployment,
     pub(crate) urls: Vec<String>,
     pub(crate) ttl: Duration,
+    /// The workers' response timeout (`worker --response-timeout`), if not the default.
+    pub(crate) response_timeout: Option<Duration>,
     pub(crate) min_replicas: usize,
     /// The lock's wait in every worker.
     pub(crate) wait: Duration,
@@ -111,6 +113,10 @@ impl Runner {
         .args(["--min-replicas", &self.spec.min_replicas.to_string()])
         .arg("--wait")
         .arg(humantime::format_duration(self.spec.wait).to_string());
+        if let Some(timeout) = self.spec.response_timeout {
+            cmd.arg("--response-timeout")
+                .arg(humantime::format_duration(timeout).to_string());
+        }
         if self.spec.storm {
             cmd.arg("--storm");
         }

@@ -66,6 +66,13 @@ pub(crate) enum Fault {
     /// One quorum node killed (SIGKILL) while a worker is inside its section, down 2 s (at least
     /// max TTL), restarted empty.
     QuorumNodeDown,
+    /// A waiter stopped (SIGSTOP) > TTL while the lock is handed to it, SIGCONT while the next
+    /// holder is inside (see [`crate::handoff::pause_waiter`]).
+    PauseWaiter,
+    /// Redis (AOF fsync always) killed (SIGKILL) for longer than the response timeout while a
+    /// holder stays in and the waiters' short waits end (see
+    /// [`crate::handoff::outage_while_waiters_quit`]).
+    OutageWaitersQuit,
 }
 
 /// One row of the matrix.
@@ -84,6 +91,10 @@ pub(crate) struct Scenario {
     pub(crate) wait: Duration,
     /// What the workers hold.
     pub(crate) primitive: Primitive,
+    /// The lease of this row, instead of the run's (`--ttl`).
+    pub(crate) ttl: Option<Duration>,
+    /// The workers' response timeout, instead of the library's default.
+    pub(crate) response_timeout: Option<Duration>,
 }
 
 impl Scenario {
@@ -94,7 +105,10 @@ impl Scenario {
 
     /// A single Redis with `appendonly yes`, `appendfsync always`: a restart keeps its data.
     fn persistent(&self) -> bool {
-        matches!(self.fault, Fault::RestartKeptShort | Fault::RestartKeptLong)
+        matches!(
+            self.fault,
+            Fault::RestartKeptShort | Fault::RestartKeptLong | Fault::OutageWaitersQuit
+        )
     }
 }
 
@@ -122,6 +136,8 @@ pub(crate) const fn row(
         live: false,
         wait: WAIT,
         primitive: Primitive::Mutex,
+        ttl: None,
+        response_timeout: None,
     }
 }
 
@@ -291,6 +307,88 @@ fn multilock_rows() -> Vec<Scenario> {
             Promise::Exclusive,
             "4 nodes keep each name's majority: no name held twice, tokens keep growing per name",
         )),
+    ]
+}
+
+/// The hand-off rows (issue 24, items 1 and 2): waiters paused while the lock is handed to
+/// them, for the lock, the semaphore (1 and 2 permits) and the read-write lock's writers on
+/// one Redis (where a grant message is trusted) and the lock over a quorum (where it is
+/// confirmed); and Redis cut off for longer than the response timeout while waiters give
+/// up, for the lock, the semaphore and the read-write lock.
+fn handoff_rows() -> Vec<Scenario> {
+    use crate::handoff::{OUTAGE_RESPONSE_TIMEOUT, OUTAGE_TTL, OUTAGE_WAIT};
+    let of = |primitive, mut scenario: Scenario| {
+        scenario.primitive = primitive;
+        scenario
+    };
+    let paused = |name, deployment| {
+        row(
+            name,
+            Fault::PauseWaiter,
+            deployment,
+            Promise::Exclusive,
+            "the waiter's grant runs out while it sleeps; awake, it never believes it holds: no overlapping claims",
+        )
+    };
+    let outage = |name| {
+        let mut scenario = live(row(
+            name,
+            Fault::OutageWaitersQuit,
+            Deployment::Single,
+            Promise::Exclusive,
+            "places left by waiters that gave up are given back: the release's hand-off reaches a live waiter, no stall",
+        ));
+        scenario.wait = OUTAGE_WAIT;
+        scenario.ttl = Some(OUTAGE_TTL);
+        scenario.response_timeout = Some(OUTAGE_RESPONSE_TIMEOUT);
+        scenario
+    };
+    let sem = |permits| Primitive::Semaphore { permits };
+    vec![
+        paused(
+            "waiter SIGSTOP > TTL while handed the lock, SIGCONT",
+            Deployment::Single,
+        ),
+        of(
+            sem(1),
+            paused(
+                "semaphore 1: waiter SIGSTOP > TTL while handed a permit, SIGCONT",
+                Deployment::Single,
+            ),
+        ),
+        of(
+            sem(PERMITS),
+            paused(
+                "semaphore 2: waiter SIGSTOP > TTL while handed a permit, SIGCONT",
+                Deployment::Single,
+            ),
+        ),
+        of(
+            Primitive::RwLock,
+            paused(
+                "rwlock (1 write in 3): writer waiter SIGSTOP > TTL while handed the lock, SIGCONT",
+                Deployment::Single,
+            ),
+        ),
+        paused(
+            "quorum 5: waiter SIGSTOP > TTL while handed the lock, SIGCONT",
+            Deployment::Quorum,
+        ),
+        outage(
+            "redis SIGKILL 800 ms (AOF) > response timeout 300 ms while 200 ms waits give up, 2 s lease",
+        ),
+        of(
+            sem(PERMITS),
+            outage(
+                "semaphore 2: redis SIGKILL 800 ms (AOF) > response timeout 300 ms while waits give up, 2 s lease",
+            ),
+        ),
+        of(
+            Primitive::RwLock,
+            outage(
+                "rwlock (1 write in 3): redis SIGKILL 800 ms (AOF) > response timeout 300 ms while waits give up, 2 s lease",
+            ),
+        ),
     ]
 }
 
@@ -464,6 +562,7 @@ pub(crate) fn matrix() -> Vec<Scenario> {
     rows.extend(primitive_rows());
     rows.extend(multilock_rows());
     rows.push(election_row());
+    rows.extend(handoff_rows());
     rows
 }
 
@@ -509,7 +608,10 @@ impl Outcome {
     pub(crate) fn kept_promise(&self) -> bool {
         match self.promise {
             Promise::Exclusive => self.findings.is_safe(),
-            Promise::Fenced | Promise::DataLoss => self.findings.is_fenced_safe(),
+            // A holder paused past its lease overlaps the next one's section, but its
+            // claim (its `valid_until`) ended before the next grant.
+            Promise::Fenced => self.findings.is_fenced_safe() && self.findings.is_truthful(),
+            Promise::DataLoss => self.findings.is_fenced_safe(),
         }
     }
 
@@ -569,10 +671,12 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
         Target::Sentinel(s) => s.sentinel_urls(),
         Target::Cluster(c) => c.urls(),
     };
+    let ttl = scenario.ttl.unwrap_or(budget.ttl);
     let mut runner = Runner::new(WorkerSpec {
         deployment: scenario.deployment,
         urls,
-        ttl: budget.ttl,
+        ttl,
+        response_timeout: scenario.response_timeout,
         min_replicas: scenario.min_replicas,
         wait: scenario.wait,
         storm: scenario.storm(),
@@ -585,7 +689,6 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
             runner.spawn()?;
         }
     }
-    let ttl = budget.ttl;
     let bound = ttl * 5 + Duration::from_secs(5);
     runner.sections(budget.warmup_sections, bound).await;
     let mut injected = 0;
@@ -667,7 +770,7 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
         took: started.elapsed(),
         note,
         live: scenario.live,
-        ttl: budget.ttl,
+        ttl,
     })
 }
 
@@ -961,6 +1064,10 @@ async fn inject(
             );
             Ok(1)
         }
+        (Fault::PauseWaiter, _) => crate::handoff::pause_waiter(runner, ttl).await,
+        (Fault::OutageWaitersQuit, Target::Single(server, _)) => {
+            crate::handoff::outage_while_waiters_quit(runner, server, ttl, round, note).await
+        }
         (fault, _) => anyhow::bail!("fault {fault:?} does not fit this deployment"),
     }
 }
@@ -1006,15 +1113,7 @@ fn back(history: &[redlease_chaos::Event], victim: u32, primitive: Primitive) ->
         Primitive::Semaphore { permits } => {
             let mut holding = std::collections::BTreeSet::new();
             for (i, e) in history.iter().enumerate() {
-                match e.kind {
-                    Kind::Acquire => {
-                        holding.insert(e.worker);
-                    }
-                    Kind::Release | Kind::Lost | Kind::Kill | Kind::Bye => {
-                        holding.remove(&e.worker);
-                    }
-                    _ => {}
-                }
+                crate::handoff::step_holders(&mut holding, e);
                 if i > killed && holding.len() >= permits {
                     return true;
                 }

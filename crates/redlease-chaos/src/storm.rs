@@ -27,24 +27,29 @@ use redlease_chaos::{Kind, Verdict};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::worker::{Jitter, Link};
+use crate::worker::{Jitter, Link, claim};
 
 type Reply = oneshot::Sender<anyhow::Result<Option<Verdict>>>;
+
+/// One line for the pipe's task: its kind, token, bound (a `WAIT`'s), claim (a `BEGIN`'s)
+/// and where the answer goes.
+type Request = (Kind, u64, Option<Duration>, Option<Duration>, Reply);
 
 /// The pipe to the judge, served by a task of its own.
 #[derive(Clone)]
 struct Pipe {
-    tx: mpsc::UnboundedSender<(Kind, u64, Option<Duration>, Reply)>,
+    tx: mpsc::UnboundedSender<Request>,
     stop: Arc<AtomicBool>,
 }
 
 impl Pipe {
     fn start(mut link: Link) -> Self {
-        let (tx, mut rx) = mpsc::unbounded_channel::<(Kind, u64, Option<Duration>, Reply)>();
+        let (tx, mut rx) = mpsc::unbounded_channel::<Request>();
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
         tokio::spawn(async move {
-            while let Some((kind, token, bound, reply)) = rx.recv().await {
+            while let Some((kind, token, bound, until, reply)) = rx.recv().await {
+                link.until = until;
                 let answer = link.send_bounded(kind, token, bound).await;
                 if link.stop() {
                     stopped.store(true, Ordering::SeqCst);
@@ -61,7 +66,7 @@ impl Pipe {
 
     /// Sends one event; the line goes out (and is answered) even if this future is dropped.
     async fn send(&self, kind: Kind, token: u64) -> anyhow::Result<Option<Verdict>> {
-        self.send_bounded(kind, token, None).await
+        self.line(kind, token, None, None).await
     }
 
     async fn send_bounded(
@@ -70,9 +75,24 @@ impl Pipe {
         token: u64,
         bound: Option<Duration>,
     ) -> anyhow::Result<Option<Verdict>> {
+        self.line(kind, token, bound, None).await
+    }
+
+    /// Sends a `BEGIN` with the guard's claim (see [`crate::worker::claim`]).
+    async fn begin(&self, token: u64, until: Option<Duration>) -> anyhow::Result<()> {
+        self.line(Kind::Begin, token, None, until).await.map(drop)
+    }
+
+    async fn line(
+        &self,
+        kind: Kind,
+        token: u64,
+        bound: Option<Duration>,
+        until: Option<Duration>,
+    ) -> anyhow::Result<Option<Verdict>> {
         let (reply, answer) = oneshot::channel();
         self.tx
-            .send((kind, token, bound, reply))
+            .send((kind, token, bound, until, reply))
             .map_err(|_| anyhow!("the pipe to the judge is closed"))?;
         answer
             .await
@@ -181,24 +201,27 @@ async fn acquire_round(
     };
     let token = guard.fencing_token().get();
     pipe.send(Kind::Acquire, token).await?;
-    let section = async {
-        pipe.send(Kind::Begin, token).await?;
-        tokio::time::sleep(work).await;
-        pipe.send(Kind::Write, token).await?;
-        pipe.send(Kind::End, token).await?;
-        anyhow::Ok(())
-    };
-    tokio::pin!(section);
-    // A loss is reported the moment it is seen; the pipe's task never waits on us.
-    let lost = tokio::select! {
-        done = &mut section => {
-            done?;
-            false
-        }
-        () = guard.lost() => {
-            pipe.send(Kind::Lost, token).await?;
-            section.await?;
-            true
+    // The section borrows the guard (for its claim); it ends before the release.
+    let lost = {
+        let section = async {
+            pipe.begin(token, claim(|| guard.remaining())).await?;
+            tokio::time::sleep(work).await;
+            pipe.send(Kind::Write, token).await?;
+            pipe.send(Kind::End, token).await?;
+            anyhow::Ok(())
+        };
+        tokio::pin!(section);
+        // A loss is reported the moment it is seen; the pipe's task never waits on us.
+        tokio::select! {
+            done = &mut section => {
+                done?;
+                false
+            }
+            () = guard.lost() => {
+                pipe.send(Kind::Lost, token).await?;
+                section.await?;
+                true
+            }
         }
     };
     pipe.send(Kind::Release, token).await?;
@@ -241,7 +264,7 @@ async fn run_round(
         };
         pipe.send(Kind::Acquire, token).await?;
         told(shared).inside = true;
-        pipe.send(Kind::Begin, token).await?;
+        pipe.begin(token, claim(|| guard.remaining())).await?;
         tokio::time::sleep(work).await;
         pipe.send(Kind::Write, token).await?;
         told(shared).inside = false;

@@ -65,6 +65,9 @@ pub(crate) struct WorkerArgs {
     /// Replicas that must acknowledge an acquisition (Sentinel, Cluster; 0: none)
     #[arg(long, default_value_t = 0)]
     pub(crate) min_replicas: usize,
+    /// The client's response timeout (the library's default when absent)
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub(crate) response_timeout: Option<Duration>,
     /// Give up after this long whatever happens
     #[arg(long, value_parser = humantime::parse_duration, default_value = "3m")]
     pub(crate) deadline: Duration,
@@ -102,6 +105,8 @@ pub(crate) struct Link {
     mode: Option<Mode>,
     /// The multi-lock name the next line concerns.
     lock: Option<char>,
+    /// The claim the next line carries (a `BEGIN`'s; see [`claim`]), taken by it.
+    pub(crate) until: Option<Duration>,
     line: String,
 }
 
@@ -134,6 +139,24 @@ impl Link {
         Ok(())
     }
 
+    /// Sends a `BEGIN` or a `CLAIM` per lock of a hold (as [`send_each`](Self::send_each)),
+    /// each with its guard's claim (`claims`, in the same order).
+    async fn send_claims(
+        &mut self,
+        kind: Kind,
+        tokens: &[(Option<char>, u64)],
+        claims: &[Option<Duration>],
+    ) -> anyhow::Result<()> {
+        for (&(lock, token), &until) in tokens.iter().zip(claims) {
+            self.lock = lock;
+            self.until = until;
+            let sent = self.send(kind, token).await;
+            self.lock = None;
+            sent?;
+        }
+        Ok(())
+    }
+
     /// [`send`](Self::send) with a bound (for a `WAIT`).
     pub(crate) async fn send_bounded(
         &mut self,
@@ -146,6 +169,8 @@ impl Link {
             bound,
             mode: self.mode,
             lock: self.lock,
+            until: self.until.take(),
+            sent: redlease_chaos::monotonic(),
             ..WorkerLine::new(kind, self.id, token, self.seq)
         };
         self.out.write_all(format!("{line}\n").as_bytes()).await?;
@@ -171,6 +196,15 @@ impl Link {
     }
 }
 
+/// What a guard claims now, given its `remaining()`: the end of its lease as a reading of
+/// [`redlease_chaos::monotonic`] (the clock the judge and every worker share). The clock is
+/// read first, so the claim is never later than the guard's `valid_until` (earlier by the
+/// microseconds between the two readings). `None` if the clock cannot be read.
+pub(crate) fn claim(remaining: impl FnOnce() -> Duration) -> Option<Duration> {
+    let clock = redlease_chaos::monotonic()?;
+    Some(clock + remaining())
+}
+
 /// A small xorshift for the 1-20 ms of work (no need for a crypto RNG here).
 pub(crate) struct Jitter(pub(crate) u64);
 
@@ -189,12 +223,18 @@ impl Jitter {
 }
 
 async fn connect(args: &WorkerArgs) -> redlease::Result<redlease::Client> {
-    match args.deployment {
-        Deployment::Single => redlease::Client::connect(&args.urls[0]).await,
-        Deployment::Quorum => redlease::Client::quorum(&args.urls).await,
-        Deployment::Sentinel => redlease::Client::sentinel(&args.urls, &args.master).await,
-        Deployment::Cluster => redlease::Client::cluster(&args.urls).await,
+    let builder = match args.deployment {
+        Deployment::Single => redlease::Client::builder(&args.urls[0]),
+        Deployment::Quorum => redlease::Client::quorum_builder(&args.urls),
+        Deployment::Sentinel => redlease::Client::sentinel_builder(&args.urls, &args.master),
+        Deployment::Cluster => redlease::Client::cluster_builder(&args.urls),
+    };
+    match args.response_timeout {
+        Some(timeout) => builder.response_timeout(timeout),
+        None => builder,
     }
+    .connect()
+    .await
 }
 
 /// What the worker contends for.
@@ -233,6 +273,21 @@ impl Held {
                 .guards()
                 .iter()
                 .map(|g| (g.name().chars().next(), g.fencing_token().get()))
+                .collect(),
+        }
+    }
+
+    /// What each lock held claims now (see [`claim`]), in the order of
+    /// [`tokens`](Self::tokens).
+    fn claims(&self) -> Vec<Option<Duration>> {
+        match self {
+            Held::Guard(guard) => vec![claim(|| guard.remaining())],
+            Held::Write(write) => vec![claim(|| write.remaining())],
+            Held::Leader(leadership) => vec![claim(|| leadership.remaining())],
+            Held::Multi(multi) => multi
+                .guards()
+                .iter()
+                .map(|g| claim(|| g.remaining()))
                 .collect(),
         }
     }
@@ -354,6 +409,28 @@ async fn connect_until(
     }
 }
 
+/// Keeps a section of `acquired` open until its lease is lost or `hold` has passed,
+/// sending a `CLAIM` per lock every `every` meanwhile.
+async fn stay_inside(
+    link: &Mutex<Link>,
+    acquired: &Held,
+    tokens: &[(Option<char>, u64)],
+    hold: Duration,
+    every: Duration,
+) -> anyhow::Result<()> {
+    let until = Instant::now() + hold;
+    loop {
+        let next = (Instant::now() + every).min(until);
+        if tokio::time::timeout_at(next, acquired.lost()).await.is_ok() || Instant::now() >= until {
+            return Ok(());
+        }
+        link.lock()
+            .await
+            .send_claims(Kind::Claim, tokens, &acquired.claims())
+            .await?;
+    }
+}
+
 /// Runs one worker until the judge says stop, the pipe closes, or `--deadline`.
 pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let deadline = Instant::now() + args.deadline;
@@ -366,6 +443,7 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         hold: None,
         mode: None,
         lock: None,
+        until: None,
         line: String::new(),
     }));
     let client = connect_until(&args, &link, deadline).await?;
@@ -381,6 +459,7 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         return crate::storm::storm(link, &lock, args.wait, jitter, deadline).await;
     }
     let target = Target::of(&args, &client, lock);
+    let claim_every = (args.ttl / 4).max(Duration::from_millis(10));
     while !link.lock().await.stop && Instant::now() < deadline {
         let mode = target.mode(&mut jitter);
         {
@@ -407,16 +486,17 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         let section = async {
             let hold = {
                 let mut link = link.lock().await;
-                link.send_each(Kind::Begin, tokens).await?;
+                // The guard's claim at entry: the checker compares the workers' claims.
+                link.send_claims(Kind::Begin, tokens, &acquired.claims())
+                    .await?;
                 link.hold.take()
             };
             match hold {
                 None => tokio::time::sleep(work).await,
                 // A fault is coming while we hold: stay inside until the lease is lost
-                // (the application stops its work then), at most `hold`.
-                Some(hold) => {
-                    let _ = tokio::time::timeout(hold, acquired.lost()).await;
-                }
+                // (the application stops its work then), at most `hold`, saying every
+                // quarter lease what the guard claims now (renewals move it on).
+                Some(hold) => stay_inside(&link, &acquired, tokens, hold, claim_every).await?,
             }
             // The write goes out whatever happened meanwhile: the process does not know
             // it was paused; the fenced resource must catch a stale one.

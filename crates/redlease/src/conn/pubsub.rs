@@ -43,7 +43,8 @@ enum State {
     /// No task runs (never used, no longer needed, or its runtime ended).
     Idle,
     /// The task is connecting; `failed` once an attempt failed since the link was last
-    /// up (it is then known to be down, and nobody should wait for it).
+    /// up, or while it backs off after a connection that dropped soon after it was made
+    /// (it is then known to be down, and nobody should wait for it).
     Connecting { failed: bool },
     /// Connected and subscribed to every channel wanted when it connected.
     Up(MultiplexedConnection),
@@ -501,12 +502,6 @@ impl Task {
                         self.running = false;
                         return;
                     };
-                    link.state.send_replace(State::Connecting { failed: false });
-                    tracing::debug!("pub/sub link dropped; reconnecting");
-                    if let Some(owner) = link.owner.upgrade() {
-                        owner.changed(false);
-                    }
-                    drop(link);
                     // A connection dropped right after it was made (clients killed in a
                     // loop): back off before the next one rather than hammer the server.
                     flaps = if up_since.elapsed() < RECONNECT_MAX {
@@ -514,6 +509,16 @@ impl Task {
                     } else {
                         0
                     };
+                    // Known down while it backs off (up to RECONNECT_MAX): nobody waits for
+                    // it meanwhile (`Link::up`), waiters poll instead. Reconnecting at once,
+                    // it is only connecting: worth the few milliseconds.
+                    link.state
+                        .send_replace(State::Connecting { failed: flaps > 0 });
+                    tracing::debug!(flaps, "pub/sub link dropped; reconnecting");
+                    if let Some(owner) = link.owner.upgrade() {
+                        owner.changed(false);
+                    }
+                    drop(link);
                     if flaps > 0 && !self.pause(flaps).await {
                         return;
                     }

@@ -1,0 +1,249 @@
+//! Faults aimed at the hand-off: a waiter paused while the lock is handed to it, and Redis
+//! cut off while waiters give up.
+//!
+//! - [`pause_waiter`]: a holder stays inside long enough for the runner to SIGSTOP a worker
+//!   queued behind it (the oldest waiter, the queue's head most likely; a writer for a
+//!   read-write lock). The holder leaves, the lock is handed to the paused waiter, its
+//!   lease runs out in Redis, the next holder takes over and stays inside; the waiter gets
+//!   SIGCONT while it does. Awake, the waiter must not believe it holds a lease that Redis
+//!   gave to another: the claims (`crate::claims` in the library) and the sections show it
+//!   if it does.
+//! - [`outage_while_waiters_quit`]: a holder stays inside across a Redis outage (SIGKILL,
+//!   restart from the AOF) longer than the workers' response timeout, while the other
+//!   workers' short waits end during it (they give up their queue places, or try to).
+//!   The holder releases once Redis is back: the lock is handed to the head of the queue,
+//!   and if that is a place its waiter left, the lock must not sit with it (a stall).
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use redlease_chaos::{Event, Judge, Kind, Mode, Primitive};
+use redlease_local::RedisServer;
+use tokio::time::Instant;
+
+use crate::runner::Runner;
+
+/// The lease of the outage rows: longer than the outage, so that the holder's lease
+/// survives it and is released into the queue afterwards.
+pub(crate) const OUTAGE_TTL: Duration = Duration::from_secs(2);
+/// The workers' wait in the outage rows: shorter than the outage, so that waits end
+/// during it.
+pub(crate) const OUTAGE_WAIT: Duration = Duration::from_millis(200);
+/// The workers' response timeout in the outage rows: shorter than the outage, so that a
+/// give-back retried for a response timeout gives up before Redis is back.
+pub(crate) const OUTAGE_RESPONSE_TIMEOUT: Duration = Duration::from_millis(300);
+/// How long Redis is down in the outage rows.
+pub(crate) const OUTAGE: Duration = Duration::from_millis(800);
+
+/// The workers waiting now (a `WAIT` not yet ended by `ACQ`, `TIMEOUT`, `ERR`, `CANCEL`,
+/// death or departure), oldest wait first, with the mode they want.
+fn waiters(history: &[Event]) -> Vec<(u32, Option<Mode>)> {
+    let mut waiting: HashMap<u32, (Duration, Option<Mode>)> = HashMap::new();
+    for e in history {
+        match e.kind {
+            Kind::Wait => {
+                waiting.insert(e.worker, (e.at, e.mode));
+            }
+            Kind::Acquire | Kind::Timeout | Kind::Error | Kind::Cancel | Kind::Kill | Kind::Bye => {
+                waiting.remove(&e.worker);
+            }
+            _ => {}
+        }
+    }
+    let mut waiting: Vec<_> = waiting.into_iter().collect();
+    waiting.sort_by_key(|&(worker, (at, _))| (at, worker));
+    waiting
+        .into_iter()
+        .map(|(worker, (_, mode))| (worker, mode))
+        .collect()
+}
+
+/// Whether `worker`'s wait ended (`ACQ`, `TIMEOUT`, `ERR`, `CANCEL`) since its last
+/// `RESUME`.
+fn woke_and_ended_wait(history: &[Event], worker: u32) -> bool {
+    history
+        .iter()
+        .rev()
+        .take_while(|e| !(e.kind == Kind::Resume && e.worker == worker))
+        .any(|e| {
+            e.worker == worker
+                && matches!(
+                    e.kind,
+                    Kind::Acquire | Kind::Timeout | Kind::Error | Kind::Cancel
+                )
+        })
+}
+
+/// One round of [`pause_waiter`](self): returns how many waiters it paused (0 when no
+/// holder or no waiter showed up in time).
+pub(crate) async fn pause_waiter(runner: &mut Runner, ttl: Duration) -> anyhow::Result<usize> {
+    let bound = ttl * 5 + Duration::from_secs(5);
+    let writers_only = runner.primitive() == Primitive::RwLock;
+    // A holder that stays inside half a lease: time to find a waiter behind it and pause
+    // it before the hand-off.
+    runner.hold_next_section(ttl / 2);
+    let Some(holder) = runner.held_by(bound).await else {
+        return Ok(0);
+    };
+    let pick = |j: &Judge| {
+        waiters(j.history())
+            .into_iter()
+            .find(|&(w, mode)| w != holder && (!writers_only || mode == Some(Mode::Write)))
+            .map(|(w, _)| w)
+    };
+    if !runner.wait_for(ttl / 2, |j| pick(j).is_some()).await {
+        return Ok(0);
+    }
+    let Some(waiter) = runner.with_judge(pick) else {
+        return Ok(0);
+    };
+    runner.signal(waiter, Kind::Pause)?;
+    let paused = Instant::now();
+    // The next section to begin (another worker's, once the paused waiter's grant ran out,
+    // or once the holder left if the waiter was not the head) stays open past the
+    // waiter's wake-up: the lock is busy when it wakes.
+    runner.hold_next_section(ttl * 2);
+    let _ = runner.held_by(bound).await;
+    tokio::time::sleep_until(paused + ttl + ttl / 2).await;
+    runner.signal(waiter, Kind::Resume)?;
+    runner
+        .wait_for(bound, |j| woke_and_ended_wait(j.history(), waiter))
+        .await;
+    Ok(1)
+}
+
+/// One round of [`outage_while_waiters_quit`](self) on `server` (which keeps its data
+/// across a restart: an AOF); returns 1, or 0 when no holder showed up in time. In the
+/// first round, `note` gets what Redis held 100 ms after the holder's release.
+pub(crate) async fn outage_while_waiters_quit(
+    runner: &mut Runner,
+    server: &mut RedisServer,
+    ttl: Duration,
+    round: usize,
+    note: &mut String,
+) -> anyhow::Result<usize> {
+    let bound = ttl * 5 + Duration::from_secs(5);
+    // Long enough for the waiters to queue behind the holder, for the outage, and for
+    // their clients to be back when the holder releases.
+    let queued = Duration::from_millis(100);
+    let back = Duration::from_millis(300);
+    runner.hold_next_section(queued + OUTAGE + back);
+    let Some(holder) = runner.held_by(bound).await else {
+        return Ok(0);
+    };
+    tokio::time::sleep(queued).await;
+    runner.record(Kind::Fault, 0);
+    runner.record(Kind::Down, 0);
+    tokio::task::block_in_place(|| server.kill());
+    tokio::time::sleep(OUTAGE).await;
+    tokio::task::block_in_place(|| server.restart())?;
+    runner.record(Kind::Up, 0);
+    if round == 0 {
+        let released = |j: &Judge| {
+            j.history()
+                .iter()
+                .rev()
+                .take_while(|e| e.kind != Kind::Up)
+                .any(|e| e.kind == Kind::Release && e.worker == holder)
+        };
+        if runner.wait_for(bound, released).await {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let holding = runner.with_judge(|j| holders(j.history()));
+            let keys = tokio::task::block_in_place(|| leases(server));
+            let _ = write!(
+                note,
+                "round 1, 100 ms after the holder's release: workers holding by the history {holding:?}; \
+                 Redis' keys with their PTTL (fencing counter aside): {keys}. "
+            );
+        }
+    }
+    // Until the holder has let go and another worker holds.
+    runner
+        .wait_for(bound, |j| {
+            j.history()
+                .iter()
+                .rev()
+                .take_while(|e| e.kind != Kind::Up)
+                .any(|e| e.kind == Kind::Acquire && e.worker != holder)
+        })
+        .await;
+    Ok(1)
+}
+
+/// Moves `holding`, the workers holding by the history, past `e`: a worker holds from its
+/// `ACQ` to its `REL`, `LOST`, `KILL` or `BYE`.
+pub(crate) fn step_holders(holding: &mut BTreeSet<u32>, e: &Event) {
+    match e.kind {
+        Kind::Acquire => {
+            holding.insert(e.worker);
+        }
+        Kind::Release | Kind::Lost | Kind::Kill | Kind::Bye => {
+            holding.remove(&e.worker);
+        }
+        _ => {}
+    }
+}
+
+/// The workers holding at the end of `history` (see [`step_holders`]).
+fn holders(history: &[Event]) -> BTreeSet<u32> {
+    let mut holding = BTreeSet::new();
+    for e in history {
+        step_holders(&mut holding, e);
+    }
+    holding
+}
+
+/// Every key of `server` but the fencing counters, with its PTTL: `key (N ms)`, comma
+/// separated.
+fn leases(server: &RedisServer) -> String {
+    use redlease_local::Reply;
+    let Ok(Reply::Array(keys)) = server.query(&["KEYS", "*"]) else {
+        return "(KEYS failed)".to_owned();
+    };
+    let mut out = Vec::new();
+    for key in keys {
+        let Reply::Bulk(key) = key else { continue };
+        let key = String::from_utf8_lossy(&key).into_owned();
+        if key.ends_with(":fence") {
+            continue;
+        }
+        let pttl = match server.query(&["PTTL", key.as_str()]) {
+            Ok(Reply::Integer(ms)) => format!("{ms} ms"),
+            other => format!("{other:?}"),
+        };
+        out.push(format!("`{key}` ({pttl})"));
+    }
+    out.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(ms: u64, kind: Kind, worker: u32) -> Event {
+        Event::new(Duration::from_millis(ms), kind, worker, 0)
+    }
+
+    #[test]
+    fn waiters_are_listed_oldest_first() {
+        let h = vec![
+            ev(0, Kind::Wait, 1),
+            ev(1, Kind::Acquire, 1),
+            ev(2, Kind::Wait, 3).mode(Mode::Write),
+            ev(3, Kind::Wait, 2),
+            ev(4, Kind::Wait, 4),
+            ev(5, Kind::Timeout, 4),
+        ];
+        assert_eq!(waiters(&h), vec![(3, Some(Mode::Write)), (2, None)]);
+        let woke = vec![
+            ev(0, Kind::Wait, 2),
+            ev(1, Kind::Pause, 2),
+            ev(2, Kind::Resume, 2),
+        ];
+        assert!(!woke_and_ended_wait(&woke, 2));
+        let mut ended = woke.clone();
+        ended.push(ev(3, Kind::Acquire, 2));
+        assert!(woke_and_ended_wait(&ended, 2));
+    }
+}
