@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use crate::connect::RedisArgs;
 use crate::exit;
-use crate::inspect::{human, print};
+use crate::output::{human, print};
 
 mod report;
 mod worker;

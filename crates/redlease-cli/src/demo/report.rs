@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{DemoArgs, Sale, Step};
-use crate::inspect::human;
+use crate::output::human;
 
 /// The closing table and notes; false when a check failed.
 pub(super) fn render(

@@ -9,8 +9,9 @@ use std::process::ExitCode;
 use redlease::Inspection;
 use serde::Serialize;
 
-use super::{LockState, print};
+use super::LockState;
 use crate::exit;
+use crate::output::print;
 
 /// What one node said.
 #[derive(Debug, Serialize)]
@@ -125,7 +126,7 @@ pub(super) fn status(inspection: Inspection, name: &str, json: bool) -> anyhow::
         out
     };
     print(&text)?;
-    Ok(exit::code(if held { 0 } else { exit::NEGATIVE }))
+    Ok(exit::code(exit::negative_unless(held || json)))
 }
 
 /// `redlease release --force` over a quorum: the library removed the lock on every node
@@ -163,5 +164,5 @@ pub(super) fn release(removed: Inspection, name: &str, json: bool) -> anyhow::Re
         out
     };
     print(&text)?;
-    Ok(exit::code(if removed_on > 0 { 0 } else { exit::NEGATIVE }))
+    Ok(exit::code(exit::negative_unless(removed_on > 0 || json)))
 }
