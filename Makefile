@@ -4,8 +4,8 @@
 # make chaos  the fault matrix (worker processes, real faults, a fencing judge): RELIABILITY.md
 # make callgrind  client instructions per uncontended acquire + release (redlease and the bare
 #             loop) under valgrind --tool=callgrind; installs valgrind too when missing
-# make layers the library's module graph bottom-up and its layering problems (cycles, upward
-#             imports); the check itself runs in make test (tests/layers.rs)
+# make layers the module graphs of the library and the CLI bottom-up and their layering
+#             problems (cycles, upward imports); the checks run in make test (tests/layers.rs)
 # make features  the cargo feature combinations that matter, linted (runs in make test)
 # make msrv   builds with the declared rust-version's toolchain (runs in make test when that
 #             toolchain can be installed)
@@ -83,6 +83,7 @@ package:
 
 layers:
 	$(CARGO) test -p redlease --test layers -- --nocapture
+	$(CARGO) test -p redlease-cli --test layers -- --nocapture
 
 demo: redis
 	$(CARGO) run --release -q -p redlease-cli -- demo

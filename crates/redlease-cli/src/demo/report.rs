@@ -2,7 +2,8 @@
 
 use std::fmt::Write as _;
 
-use super::{DemoArgs, Sale, Step};
+use super::outcome::{Sale, Step};
+use super::setup::DemoArgs;
 use crate::output::human;
 
 /// The closing table and notes; false when a check failed.

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use redlease::Inspection;
 use serde::Serialize;
 
-use super::LockState;
+use super::state::LockState;
 use crate::exit;
 use crate::output::print;
 
