@@ -46,16 +46,16 @@ struct ForcedRelease<'a> {
     nodes: Vec<NodeReport>,
 }
 
-/// Each node's answer in `inspection`, as printed.
-fn reports(inspection: Inspection, name: &str) -> Vec<NodeReport> {
-    let key = inspection.key;
+/// Each node's answer in `inspection`, as printed: without the name and key, which the
+/// answer gives once for all nodes.
+fn reports(inspection: Inspection) -> Vec<NodeReport> {
     inspection
         .nodes
         .into_iter()
         .map(|node| match node.snapshot {
             Ok(snapshot) => NodeReport {
                 node: node.node,
-                state: Some(LockState::of(name, &key, &snapshot)),
+                state: Some(LockState::of("", "", &snapshot)),
                 error: None,
             },
             Err(e) => NodeReport {
@@ -90,7 +90,7 @@ fn node_line(report: &NodeReport) -> String {
 pub(super) fn status(inspection: Inspection, name: &str, json: bool) -> anyhow::Result<ExitCode> {
     let key = inspection.key.clone();
     let held = inspection.is_held();
-    let reports = reports(inspection, name);
+    let reports = reports(inspection);
     let majority = reports.len() / 2 + 1;
     let mut owners: HashMap<&str, usize> = HashMap::new();
     for state in reports.iter().filter_map(|r| r.state.as_ref()) {
@@ -133,7 +133,7 @@ pub(super) fn status(inspection: Inspection, name: &str, json: bool) -> anyhow::
 /// that answered.
 pub(super) fn release(removed: Inspection, name: &str, json: bool) -> anyhow::Result<ExitCode> {
     let key = removed.key.clone();
-    let reports = reports(removed, name);
+    let reports = reports(removed);
     let nodes = reports.len();
     let removed_on = reports
         .iter()

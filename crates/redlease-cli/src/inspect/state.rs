@@ -64,9 +64,12 @@ pub(crate) struct Waiter {
 /// What the keys of one lock, semaphore or read-write lock say.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct LockState {
-    /// The name.
+    /// The name (left out of the JSON when empty: a quorum node's entry, whose name and
+    /// key the answer says once, above its nodes).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub(crate) name: String,
-    /// Its Redis key.
+    /// Its Redis key (left out when empty, as the name).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub(crate) key: String,
     /// A lock, a semaphore or a read-write lock.
     pub(crate) kind: Kind,
