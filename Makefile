@@ -4,18 +4,21 @@
 # make chaos  the fault matrix (worker processes, real faults, a fencing judge): RELIABILITY.md
 # make callgrind  client instructions per uncontended acquire + release (redlease and the bare
 #             loop) under valgrind --tool=callgrind; installs valgrind too when missing
-# make layers the library's module graph bottom-up and its layering problems (cycles, upward
-#             imports); the check itself runs in make test (tests/layers.rs)
+# make layers the module graphs of the library and the CLI bottom-up and their layering
+#             problems (cycles, upward imports); the checks run in make test (tests/layers.rs)
 # make features  the cargo feature combinations that matter, linted (runs in make test)
 # make msrv   builds with the declared rust-version's toolchain (runs in make test when that
 #             toolchain can be installed)
+# make package  cargo package of every published crate, each built alone from its .crate
+#             file (runs in make test); no network when the registry cache has every
+#             dependency (after a build of the workspace it has)
 # Each installs Redis from Debian's packages first when redis-server is not on the PATH.
 
 CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 REDIS_PACKAGES := redis-server redis-tools redis-sentinel openssl
 
-.PHONY: test demo bench callgrind chaos layers redis valgrind fmt lint features msrv
+.PHONY: test demo bench callgrind chaos layers redis valgrind fmt lint features msrv package
 
 redis:
 	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
@@ -67,9 +70,20 @@ test: redis fmt lint features msrv
 	RUSTDOCFLAGS="-D warnings" $(CARGO) test --workspace --doc
 	$(CARGO) test -p redlease --no-default-features --tests
 	$(CARGO) test -p redlease --features metrics --test metrics
+	$(MAKE) package
+
+# What crates.io would get: the published crates (README "Releasing": every crate but
+# redlease-chaos and redlease-model), in publish order, each verified by building it from
+# its packaged sources alone against the others' packages (a local overlay of the
+# registry). --offline: the packaged lock files come from Cargo.lock, so the registry
+# cache that the builds above filled is enough; a crate missing from it is an error here,
+# not a download. --allow-dirty lets it run on a tree with changes not yet committed.
+package:
+	$(CARGO) package --workspace --exclude redlease-chaos --exclude redlease-model --offline --allow-dirty
 
 layers:
 	$(CARGO) test -p redlease --test layers -- --nocapture
+	$(CARGO) test -p redlease-cli --test layers -- --nocapture
 
 demo: redis
 	$(CARGO) run --release -q -p redlease-cli -- demo

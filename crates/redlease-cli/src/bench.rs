@@ -1,26 +1,24 @@
 //! `redlease bench`: the benchmark scenarios of `BENCHMARKS.md`, all in one run against one
 //! Redis, each redlease scenario next to a bare redis-rs loop doing the same job.
 
-use std::future::Future;
-use std::io::{IsTerminal as _, Write as _};
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use futures_util::future::join_all;
-use redis::aio::ConnectionManager;
-use redis::{Script, Value};
 
+mod bare;
 pub(crate) mod callgrind;
 mod contended;
+mod env;
 mod hot;
 mod looped;
 mod pairs;
 mod plot;
 mod processes;
 mod quorum;
+mod render;
 mod report;
 mod scaling;
 mod section;
@@ -32,8 +30,8 @@ mod worker;
 
 pub(crate) use worker::{WorkerArgs, worker};
 
+use env::Env;
 use report::Report;
-use stats::{CommandDelta, CommandStats};
 
 /// `--help` text of `redlease bench`.
 pub(crate) const LONG_ABOUT: &str = "\
@@ -114,16 +112,6 @@ Examples:
   redlease bench --hot-cpus 2            # CPUs kept out of idle states (see BENCHMARKS.md)
   redlease bench --redis redis://10.0.0.5:6379   # measure an existing server
   make callgrind                         # client instructions per uncontended pair";
-
-/// Lease of the bare loops' `SET NX PX`.
-const BARE_TTL_MS: u64 = 30_000;
-
-/// The bare floor's release: compare-and-delete.
-static COMPARE_AND_DELETE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end",
-    )
-});
 
 /// Arguments of `redlease bench`.
 #[derive(Debug, clap::Args)]
@@ -381,248 +369,4 @@ async fn measure(env: &Env, args: &BenchArgs, server: String) -> anyhow::Result<
         scaling,
         comparisons,
     })
-}
-
-/// What every scenario needs: where Redis is, and the keys to remove at the end.
-struct Env {
-    redis: redis::Client,
-    url: String,
-    /// For the bench's own commands (INFO, counter reset and check, clean-up).
-    admin: ConnectionManager,
-    /// Makes this run's keys unique on a shared server.
-    run_id: String,
-    warm_up: Duration,
-    show_progress: bool,
-    keys: Mutex<Vec<String>>,
-}
-
-impl Env {
-    async fn connect(url: &str, duration: Duration) -> anyhow::Result<Self> {
-        // The library checks the URL and redacts passwords from its errors.
-        drop(
-            redlease::Client::connect(url)
-                .await
-                .context("connecting to Redis")?,
-        );
-        let redis = redis::Client::open(url).context("opening the Redis URL")?;
-        let admin = ConnectionManager::new(redis.clone())
-            .await
-            .context("connecting to Redis")?;
-        Ok(Self {
-            redis,
-            url: url.to_owned(),
-            admin,
-            run_id: std::process::id().to_string(),
-            warm_up: warm_up(duration),
-            show_progress: std::io::stderr().is_terminal(),
-            keys: Mutex::new(Vec::new()),
-        })
-    }
-
-    /// A redlease client of its own (two connections: commands and pub/sub).
-    async fn client(&self) -> anyhow::Result<redlease::Client> {
-        redlease::Client::connect(&self.url)
-            .await
-            .context("connecting a redlease client")
-    }
-
-    /// A plain redis-rs connection of its own.
-    async fn connection(&self) -> anyhow::Result<ConnectionManager> {
-        ConnectionManager::new(self.redis.clone())
-            .await
-            .context("connecting to Redis")
-    }
-
-    /// A lock name unique to this run.
-    fn name(&self, name: &str) -> String {
-        format!("bench-{}-{name}", self.run_id)
-    }
-
-    /// A plain key unique to this run.
-    fn key(&self, name: &str) -> String {
-        format!("redlease-bench:{}:{name}", self.run_id)
-    }
-
-    /// Remembers `key` for removal at the end.
-    fn clean_up(&self, key: &str) {
-        self.keys
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(key.to_owned());
-    }
-
-    /// Remembers every key of `lock` for removal at the end.
-    fn clean_up_lock(&self, lock: &redlease::Lock) -> anyhow::Result<()> {
-        self.clean_up_keys(&lock.keys()?);
-        Ok(())
-    }
-
-    /// Remembers every key of a lock, semaphore or read-write lock for removal at the end.
-    fn clean_up_keys(&self, keys: &redlease::LockKeys) {
-        for key in [
-            keys.key(),
-            keys.fence(),
-            keys.holder(),
-            keys.queue(),
-            keys.waiters(),
-        ]
-        .into_iter()
-        .chain(keys.permits())
-        .chain(keys.holds())
-        {
-            self.clean_up(key);
-        }
-    }
-
-    /// Deletes the counter `key` that critical sections increment.
-    async fn reset_counter(&self, key: &str) -> anyhow::Result<()> {
-        let mut admin = self.admin.clone();
-        let () = redis::cmd("DEL")
-            .arg(key)
-            .query_async(&mut admin)
-            .await
-            .context("resetting the counter")?;
-        Ok(())
-    }
-
-    /// The counter `key` that critical sections increment (0 when absent).
-    async fn read_counter(&self, key: &str) -> anyhow::Result<u64> {
-        let mut admin = self.admin.clone();
-        let value: Option<u64> = redis::cmd("GET")
-            .arg(key)
-            .query_async(&mut admin)
-            .await
-            .context("reading the counter")?;
-        Ok(value.unwrap_or(0))
-    }
-
-    /// Removes the keys this run created (best effort: a failure is only logged).
-    async fn remove_keys(&self) {
-        let mut keys =
-            std::mem::take(&mut *self.keys.lock().unwrap_or_else(PoisonError::into_inner));
-        keys.sort();
-        keys.dedup();
-        if keys.is_empty() {
-            return;
-        }
-        let mut conn = self.admin.clone();
-        let removed: redis::RedisResult<u64> =
-            redis::cmd("DEL").arg(&keys).query_async(&mut conn).await;
-        if let Err(e) = removed {
-            tracing::warn!(error = %e, "could not remove the benchmark's keys");
-        }
-    }
-
-    /// Runs `work` between two `INFO commandstats` snapshots of the server: what `work`
-    /// returned, and the commands the server ran meanwhile.
-    async fn counting<T>(&self, work: impl Future<Output = T>) -> (T, Option<CommandDelta>) {
-        counting(std::slice::from_ref(&self.admin), work).await
-    }
-
-    async fn redis_version(&self) -> String {
-        let mut conn = self.admin.clone();
-        let info: redis::RedisResult<String> = redis::cmd("INFO")
-            .arg("server")
-            .query_async(&mut conn)
-            .await;
-        info.ok()
-            .and_then(|info| {
-                info.lines()
-                    .find_map(|l| l.strip_prefix("redis_version:"))
-                    .map(|v| v.trim().to_owned())
-            })
-            .unwrap_or_else(|| "(unknown version)".to_owned())
-    }
-
-    /// One line of progress on stderr, when it is a terminal.
-    fn progress(&self, what: &str) {
-        if self.show_progress {
-            eprintln!("redlease bench: {what}");
-        }
-    }
-}
-
-/// The warm-up before measuring for `duration`: a tenth of it, 50ms..500ms.
-fn warm_up(duration: Duration) -> Duration {
-    (duration / 10).clamp(Duration::from_millis(50), Duration::from_millis(500))
-}
-
-/// Calls per command so far; `None` when `INFO commandstats` is not allowed.
-async fn command_stats(mut conn: ConnectionManager) -> Option<CommandStats> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut conn)
-        .await
-        .inspect_err(|e| tracing::warn!(error = %e, "INFO commandstats failed; no command counts"))
-        .ok()?;
-    Some(CommandStats::parse(&info))
-}
-
-/// Runs `work` between two `INFO commandstats` snapshots of every server in `servers` (taken
-/// on all at once): what `work` returned, and the commands the servers ran meanwhile, summed
-/// over them; `None` when one server refused `INFO commandstats`.
-async fn counting<T>(
-    servers: &[ConnectionManager],
-    work: impl Future<Output = T>,
-) -> (T, Option<CommandDelta>) {
-    let snapshot = || async {
-        join_all(servers.iter().cloned().map(command_stats))
-            .await
-            .into_iter()
-            .collect::<Option<Vec<_>>>()
-    };
-    let before = snapshot().await;
-    let output = work.await;
-    let after = snapshot().await;
-    let delta = before.zip(after).map(|(before, after)| {
-        let mut sum = CommandDelta::default();
-        for (before, after) in before.iter().zip(&after) {
-            sum += before.delta(after);
-        }
-        sum
-    });
-    (output, delta)
-}
-
-/// The bare floor's lock: `SET key token NX PX`, released by compare-and-delete.
-#[derive(Debug, Clone)]
-struct BareLock {
-    key: String,
-}
-
-impl BareLock {
-    fn new(key: String) -> Self {
-        Self { key }
-    }
-
-    /// One `SET NX PX`: true when it took the lock.
-    async fn try_acquire(&self, conn: &mut ConnectionManager, token: &str) -> anyhow::Result<bool> {
-        let reply: Value = redis::cmd("SET")
-            .arg(&self.key)
-            .arg(token)
-            .arg("NX")
-            .arg("PX")
-            .arg(BARE_TTL_MS)
-            .query_async(conn)
-            .await
-            .context("bare lock: SET NX PX")?;
-        Ok(!matches!(reply, Value::Nil))
-    }
-
-    /// EVALSHA compare-and-delete: true when the lock still held `token`.
-    async fn release(&self, conn: &mut ConnectionManager, token: &str) -> anyhow::Result<bool> {
-        let deleted: i64 = COMPARE_AND_DELETE
-            .key(&self.key)
-            .arg(token)
-            .invoke_async(conn)
-            .await
-            .context("bare lock: EVALSHA compare-and-delete")?;
-        Ok(deleted == 1)
-    }
-}
-
-/// A token unique to this process, worker and iteration, as long as redlease's (32 hex
-/// digits). Not secret: the bare loops only need uniqueness.
-fn bare_token(worker: usize, seq: u64) -> String {
-    format!("{:08x}{worker:08x}{seq:016x}", std::process::id())
 }

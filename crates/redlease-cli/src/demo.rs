@@ -16,11 +16,16 @@ use tokio::time::Instant;
 
 use crate::connect::RedisArgs;
 use crate::exit;
-use crate::inspect::{human, print};
+use crate::output::{human, print};
 
+mod outcome;
 mod report;
+mod setup;
 mod worker;
 
+use outcome::{Sale, Step};
+pub(crate) use setup::DemoArgs;
+use setup::{Keys, LOCK};
 use worker::Mode;
 pub(crate) use worker::{WorkerArgs, worker};
 
@@ -54,93 +59,12 @@ Examples:
   redlease demo --workers 8 --tasks 16 --coupons 500
   redlease demo --redis redis://127.0.0.1:6379";
 
-/// The demo's lock name (under the run's namespace prefix).
-const LOCK: &str = "coupon";
-
-/// Arguments of `redlease demo`.
-#[derive(Debug, clap::Args)]
-pub(crate) struct DemoArgs {
-    /// Redis to use (redis://[user:password@]host:port[/db]); by default a private
-    /// redis-server on a free loopback port, removed afterwards
-    #[arg(long, value_name = "URL")]
-    redis: Option<String>,
-
-    /// Worker processes
-    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
-    workers: u16,
-
-    /// Buyer tasks per worker process
-    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
-    tasks: u16,
-
-    /// Coupons in stock
-    #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    coupons: u32,
-
-    /// Lease of the holders that crash and pause in steps 3 and 4 (how long the lock stays
-    /// taken after they stop)
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_crash_ttl)]
-    crash_ttl: Duration,
-}
-
-fn parse_crash_ttl(text: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
-    if d < Duration::from_millis(100) || d > Duration::from_secs(60) {
-        return Err("out of range; use 100ms to 60s".into());
-    }
-    Ok(d)
-}
-
-/// The Redis keys of one demo run, all under its namespace.
-#[derive(Debug, Clone)]
-pub(crate) struct Keys {
-    ns: String,
-    /// The coupon stock (an integer).
-    stock: String,
-    /// The sales: one fencing token per coupon sold (0 without a lock).
-    sold: String,
-    /// The highest fencing token the fenced resource accepted.
-    fence_seen: String,
-    /// Set by a crashing or pausing holder once it is inside its section.
-    in_section: String,
-}
-
-impl Keys {
-    pub(crate) fn new(ns: &str) -> Self {
-        Self {
-            ns: ns.to_owned(),
-            stock: format!("{ns}stock"),
-            sold: format!("{ns}sold"),
-            fence_seen: format!("{ns}fence-seen"),
-            in_section: format!("{ns}in-section"),
-        }
-    }
-
-    fn report(&self, name: &str) -> String {
-        format!("{}report:{name}", self.ns)
-    }
-}
-
 /// One demo run: where Redis is, and how to start workers.
 struct Demo {
     url: String,
     keys: Keys,
     conn: MultiplexedConnection,
     args: DemoArgs,
-}
-
-/// The outcome of one sale (steps 1 and 2).
-struct Sale {
-    sold: u64,
-    stock: i64,
-    tokens: Vec<u64>,
-    took: Duration,
-}
-
-impl Sale {
-    fn increasing(&self) -> bool {
-        self.tokens.windows(2).all(|w| w[0] < w[1])
-    }
 }
 
 /// `redlease demo`.
@@ -387,21 +311,6 @@ impl Demo {
             tracing::warn!(error = %e, "could not remove the demo's keys");
         }
     }
-}
-
-/// What steps 3 and 4 found.
-struct Step {
-    /// Coupons sold in the step (the next holder's, plus the stale holder's if let through).
-    sold: u64,
-    /// Stock left after the step.
-    stock: i64,
-    old_fence: u64,
-    next_fence: u64,
-    next_applied: bool,
-    next_waited: Duration,
-    lease_left: Duration,
-    stale_refused: Option<bool>,
-    stale_release_lost: Option<bool>,
 }
 
 fn spinner(prefix: &str) -> ProgressBar {

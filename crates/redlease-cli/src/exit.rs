@@ -22,50 +22,52 @@ pub(crate) const NOT_EXECUTABLE: u8 = 126;
 /// `run`: CMD was not found.
 pub(crate) const NOT_FOUND: u8 = 127;
 
-/// The exit-code section shared by `redlease --help` and the subcommands that only talk to
-/// Redis.
-pub(crate) const COMMON: &str = "\
-Exit codes:
-  0    success
-  1    status: the lock is free; leader: nobody leads; release --force: nothing was
-       held; bench, demo: a correctness check failed
-  2    bad usage (unknown flag, bad duration...) or another error
-  69   Redis (or a majority of a quorum's nodes) could not be reached (EX_UNAVAILABLE)
-  128+N  ended by signal N (SIGINT, SIGTERM, SIGHUP), e.g. leader --watch when interrupted
-
-  run has its own: CMD's exit code, and 75 busy, 79 lease lost, 125..127 CMD could not
-  start; see redlease run --help.
-
-Environment:
-  REDIS_URL   the Redis to use when no --redis is given (default redis://127.0.0.1:6379)
-  RUST_LOG    log filter for diagnostics on stderr (default error), e.g. warn or debug";
-
-/// The exit-code section of `redlease run --help`.
-pub(crate) const RUN: &str = "\
-Exit codes:
-  0..255  CMD's own exit code, passed through; 128+N when CMD was killed by signal N
+/// The exit codes of every command, shown once: in `redlease --help`.
+pub(crate) const TABLE: &str = "\
+Exit codes (every command):
+  0       success. status, leader, release --force with --json: the answer was read
+          (held or free, a leader or none: the JSON says), so `set -e` scripts go on
+  1       without --json: status: the lock is free; leader: nobody leads; release
+          --force: nothing was held. bench, demo: a correctness check failed
   2       bad usage (unknown flag, bad duration, no CMD, a --kill-after that outlives the
           lease) or another error
-  69      Redis (or a majority of a quorum's nodes) could not be reached
-          (EX_UNAVAILABLE); CMD was not started
+  69      Redis (or a majority of a quorum's nodes) could not be reached (EX_UNAVAILABLE);
+          run: CMD was not started
+  128+N   ended by signal N (SIGINT, SIGTERM, SIGHUP): status --watch, leader --watch, or
+          run while still waiting for the lock
+
+Exit codes of run:
+  0..255  CMD's own exit code, passed through; 128+N when CMD was killed by signal N
   75      the lock is busy: --no-wait, or --wait ran out (EX_TEMPFAIL); CMD was not
-          started. The message names the key and how long the holder's lease has left.
-          With several --key: one of them stayed busy (named), none is kept; with
+          started. One line on stderr names the key, the holder and its time left (not
+          with --quiet). Several --key: one of them stayed busy (named), none is kept;
           --elect: another candidate still leads
   79      the lease was lost while CMD ran (the key expired without renewal, e.g. Redis was
           unreachable for the whole TTL, or someone deleted it): CMD and its process group
           got SIGTERM, then SIGKILL after --kill-after. Also when CMD ended but its lock was
-          found lost at release: its work may have overlapped with another holder's. With
-          several --key: any one of them; with --elect: leadership was lost
+          found lost at release: its work may have overlapped with another holder's. Any
+          one of several --key; leadership with --elect
   125     CMD could not be started; 126: CMD is not executable; 127: CMD was not found
-  128+N   redlease itself got signal N (SIGINT, SIGTERM, SIGHUP) while waiting for the lock.
-          137 (SIGKILL, e.g. the OOM killer) while CMD ran: CMD and its process group got
-          SIGTERM, then SIGKILL after --kill-after, from the supervisor between redlease
-          and CMD; the lock frees itself within --ttl
+  137     redlease was killed by SIGKILL (e.g. the OOM killer) while CMD ran: CMD and its
+          process group got SIGTERM, then SIGKILL after --kill-after, from the supervisor
+          between redlease and CMD; the lock frees itself within --ttl
+  -E N    --conflict-exit-code N replaces 69, 75 and 79 (unreachable, busy, lost) with N,
+          so that they cannot be taken for CMD's own exit codes (flock -E)
 
 Environment:
   REDIS_URL   the Redis to use when no --redis is given (default redis://127.0.0.1:6379)
   RUST_LOG    log filter for diagnostics on stderr (default error), e.g. warn or debug";
+
+/// The end of every subcommand's `--help`: where the exit codes are (once, for all).
+pub(crate) const SEE_TABLE: &str = "\
+Exit codes: redlease --help lists them, for every command.";
+
+/// 0 when `yes`, else [`NEGATIVE`]: the answer of `status`, `leader` and `release
+/// --force`. Under `--json` they pass `yes` whatever the answer, which the JSON carries: a
+/// free lock is an answer, not a failure, for a script run with `set -e`.
+pub(crate) fn negative_unless(yes: bool) -> u8 {
+    if yes { 0 } else { NEGATIVE }
+}
 
 /// The exit code for an error that stopped a command: [`UNAVAILABLE`] when Redis (or a
 /// quorum's majority) could not be reached, else [`ERROR`].

@@ -9,17 +9,30 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use redis::aio::MultiplexedConnection;
-use redlease::{Access, Client, Inspection, LockKeys, Primitive, Snapshot};
+use redlease::{Client, Inspection, LockKeys};
 use serde::Serialize;
 
 use crate::connect::RedisArgs;
 use crate::exit;
+use crate::name::KeyArg;
+use crate::output::{human, print, shown, time_left};
+use crate::signals::Signals;
 
 mod quorum;
+mod state;
+
+use state::Kind;
+pub(crate) use state::LockState;
 
 /// `--help` of `redlease status`.
 pub(crate) const STATUS_ABOUT: &str = "\
-Show who holds a lock and for how long.
+Show who holds a lock, a semaphore or a read-write lock, and for how long.
+
+NAME (--key NAME, as redlease run --key takes it) is a name of any kind: the type of its
+key tells a lock, a semaphore (each permit's holder, and the permit count) and a
+read-write lock (read or write, each hold). A multi-lock (run with several --key) is
+one plain lock per name: ask for each name. An election is a lock of the same name: its
+leader is the holder (redlease leader --elect NAME says it in the election's words).
 
 Reads the lock's keys in one round trip and prints: whether it is held, the first
 hex digits of the holder's owner token (never the whole token: it is the holder's secret),
@@ -37,21 +50,29 @@ With --watch it shows the lock again every INTERVAL (default 1s) until interrupt
 in place on a terminal, one snapshot after another (a blank line between) otherwise; a
 snapshot that cannot reach Redis says so and the watch goes on. A signal ends it (128+N).
 
+The exit code tells held (0) from free (1). With --json it is 0 for either, so that a
+script under `set -e` reads the answer from the JSON: {\"name\", \"key\", \"kind\",
+\"held\", \"fencing_counter\", \"holders\": [{\"token_prefix\", \"fencing_token\",
+\"ttl_ms\", \"details\"}], \"waiters\": [{\"token_prefix\", \"waited_ms\", \"details\"}]}
+(a semaphore adds \"permits\", a read-write lock \"mode\" and each waiter's \"wants\"),
+in ASCII; a lock's holder is holders[0].
+
 Examples:
-  redlease status nightly-report
-  redlease status --watch nightly-report
-  redlease status --json nightly-report | jq .ttl_ms
-  if redlease status nightly-report >/dev/null; then echo busy; fi";
+  redlease status --key nightly-report
+  redlease status --watch --key nightly-report
+  redlease status --json --key nightly-report | jq '.holders[0].ttl_ms'
+  if redlease status -k nightly-report >/dev/null; then echo busy; fi";
 
 /// `--help` of `redlease list`.
 pub(crate) const LIST_ABOUT: &str = "\
-List the locks that are held now.
+List the locks, semaphores and read-write locks that are held now.
 
 Walks the keyspace with SCAN (never KEYS, which blocks Redis) for keys PREFIX+PATTERN,
 skips the locks' side keys (fencing counters, holder details, queues), and prints one line
 per held lock: name, holder token prefix, time left, fencing counter, queued waiters and
-holder details; with several --redis URLs, one line per node that holds it, with a NODE
-column. PATTERN is a Redis glob (*, ?, [abc]) over lock names; the default lists
+holder details (a semaphore: one line per permit held; a read-write lock: one per hold;
+an election: its leader's lock); with several --redis URLs, one line per node that holds
+it, with a NODE column. --json prints an array of what status --json prints for one. PATTERN is a Redis glob (*, ?, [abc]) over lock names; the default lists
 them all. With --prefix '' every string key matching PATTERN is taken for a lock.
 
 Examples:
@@ -61,7 +82,9 @@ Examples:
 
 /// `--help` of `redlease release`.
 pub(crate) const RELEASE_ABOUT: &str = "\
-Remove a lock that its holder cannot release (operators only).
+Remove a lock that its holder cannot release (operators only): a lock, every permit of a
+semaphore, every hold of a read-write lock, or an election's leader (the next candidate
+then leads).
 
 Deletes the lock key and its holder details and says what it removed (read in the same
 round trip, just before): the holder's token prefix, the time its lease had left, its
@@ -74,15 +97,16 @@ This breaks mutual exclusion if the holder is alive and working: prefer waiting 
 lease to run out. Hence --force, which is required. With several --redis URLs (a quorum)
 the lock is removed on every node that answers, and each node's outcome is shown.
 
+Exits with 1 when nothing was held; with --json with 0 either way (\"released\" says).
+
 Examples:
-  redlease release --force nightly-report";
+  redlease release --force --key nightly-report";
 
 /// Arguments of `redlease status`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct StatusArgs {
-    /// The lock's name (as given to redlease run --key or to the library)
-    #[arg(value_name = "NAME")]
-    name: String,
+    #[command(flatten)]
+    name: KeyArg,
 
     /// Print one JSON object on stdout instead of text
     #[arg(long)]
@@ -130,9 +154,8 @@ pub(crate) struct ListArgs {
 /// Arguments of `redlease release`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ReleaseArgs {
-    /// The lock's name
-    #[arg(value_name = "NAME")]
-    name: String,
+    #[command(flatten)]
+    name: KeyArg,
 
     /// Required: remove the lock whoever holds it
     #[arg(long, required = true)]
@@ -146,235 +169,8 @@ pub(crate) struct ReleaseArgs {
     redis: RedisArgs,
 }
 
-/// What a name is: the type of its key `K` tells (a string, a ZSET, a hash).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum Kind {
-    /// A lock (mutex): `K` is a string, the owner token.
-    Lock,
-    /// A semaphore: `K` is a ZSET of permits, token -> lease expiry.
-    Semaphore,
-    /// A read-write lock: `K` is a hash with the mode.
-    Rwlock,
-}
-
-/// One holder of a lock, a semaphore's permit or a read-write lock's hold.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct Holder {
-    /// The first hex digits of its token (never all of it).
-    pub(crate) token_prefix: String,
-    /// The fencing token of its acquisition.
-    pub(crate) fencing_token: Option<u64>,
-    /// Its lease left, in ms; `None` without expiry.
-    pub(crate) ttl_ms: Option<u64>,
-    /// Its details (host, pid, command).
-    pub(crate) details: Option<String>,
-}
-
-impl Holder {
-    /// `holder 1a2b3c4d… (host=... pid=...), 12s left`.
-    fn summary(&self) -> String {
-        let mut out = format!("holder {}", self.token_prefix);
-        if let Some(details) = &self.details {
-            let _ = write!(out, " ({details})");
-        }
-        let _ = write!(out, ", {}", time_left(self.ttl_ms));
-        out
-    }
-}
-
-/// One waiter queued for a lock, semaphore or read-write lock.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct Waiter {
-    /// The first hex digits of its token.
-    pub(crate) token_prefix: String,
-    /// How long it has waited, in ms (`None`: a place of an older redlease).
-    pub(crate) waited_ms: Option<u64>,
-    /// Its details (host, pid, command).
-    pub(crate) details: Option<String>,
-    /// What a read-write lock's waiter asks for: `read` or `write`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) wants: Option<&'static str>,
-}
-
-/// What the keys of one lock, semaphore or read-write lock say.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct LockState {
-    /// The name.
-    pub(crate) name: String,
-    /// Its Redis key.
-    pub(crate) key: String,
-    /// A lock, a semaphore or a read-write lock.
-    pub(crate) kind: Kind,
-    /// A semaphore's permit count (while it is in use).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) permits: Option<u32>,
-    /// A read-write lock's mode while held: `read` or `write`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) mode: Option<String>,
-    /// Whether someone holds it.
-    pub(crate) held: bool,
-    /// A lock's holder: the first hex digits of its token (never all of it).
-    pub(crate) token_prefix: Option<String>,
-    /// A lock holder's lease left, in ms; `None` when free or without expiry.
-    pub(crate) ttl_ms: Option<u64>,
-    /// The fencing counter: the token of the latest acquisition.
-    pub(crate) fencing_counter: Option<u64>,
-    /// A lock holder's details (host, pid, command).
-    pub(crate) holder: Option<String>,
-    /// Every holder (one for a lock; each permit or hold for the others).
-    pub(crate) holders: Vec<Holder>,
-    /// Waiters in the queue.
-    pub(crate) waiters: u64,
-    /// Each queued waiter, the next one to be served first.
-    pub(crate) waiting: Vec<Waiter>,
-    /// The node this was read from, when the locks live on a quorum of nodes.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) node: Option<String>,
-}
-
-impl LockState {
-    /// One line for messages: `holder 1a2b3c4d… (host=... pid=...), 12s left`, and for a
-    /// semaphore or read-write lock what holds it and each holder.
-    pub(crate) fn holder_summary(&self) -> String {
-        let holders = || {
-            self.holders
-                .iter()
-                .map(Holder::summary)
-                .collect::<Vec<_>>()
-                .join("; ")
-        };
-        match self.kind {
-            Kind::Lock => match self.holders.first() {
-                Some(holder) => holder.summary(),
-                None => format!("holder (unknown), {}", time_left(self.ttl_ms)),
-            },
-            Kind::Semaphore => format!(
-                "{} of {} permits held: {}",
-                self.holders.len(),
-                self.permits
-                    .map_or_else(|| "?".to_owned(), |n| n.to_string()),
-                holders()
-            ),
-            Kind::Rwlock => match self.mode.as_deref() {
-                Some("read") => {
-                    format!("held for reading by {}: {}", self.holders.len(), holders())
-                }
-                _ => format!("held for writing: {}", holders()),
-            },
-        }
-    }
-
-    /// `lock`, `semaphore 3`, `rwlock read`.
-    pub(crate) fn kind_label(&self) -> String {
-        match (self.kind, self.permits, self.mode.as_deref()) {
-            (Kind::Lock, ..) => "lock".into(),
-            (Kind::Semaphore, Some(n), _) => format!("semaphore {n}"),
-            (Kind::Semaphore, None, _) => "semaphore".into(),
-            (Kind::Rwlock, _, Some(mode)) => format!("rwlock {mode}"),
-            (Kind::Rwlock, _, None) => "rwlock".into(),
-        }
-    }
-
-    /// `lock`, `semaphore`, `read-write lock`: the heading of `status`.
-    fn noun(&self) -> &'static str {
-        match self.kind {
-            Kind::Lock => "lock",
-            Kind::Semaphore => "semaphore",
-            Kind::Rwlock => "read-write lock",
-        }
-    }
-}
-
-/// `12s 300ms left`, or `no expiry`.
-fn time_left(ttl_ms: Option<u64>) -> String {
-    match ttl_ms {
-        Some(ms) => format!("{} left", human(Duration::from_millis(ms))),
-        None => "no expiry".into(),
-    }
-}
-
-/// A duration for people: whole seconds from 10 s up, else milliseconds.
-pub(crate) fn human(d: Duration) -> String {
-    let d = if d >= Duration::from_secs(10) {
-        Duration::from_secs(d.as_secs())
-    } else {
-        Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-    };
-    humantime::format_duration(d).to_string()
-}
-
 fn keys_of(redis: &RedisArgs, name: &str) -> anyhow::Result<LockKeys> {
     Ok(LockKeys::new(&redis.prefix, name)?)
-}
-
-impl Waiter {
-    fn of(waiting: &redlease::Waiting) -> Self {
-        Self {
-            token_prefix: shown(&waiting.token_prefix),
-            waited_ms: waiting.waited.map(millis),
-            details: waiting.details.clone(),
-            wants: waiting.access.map(access_name),
-        }
-    }
-}
-
-impl LockState {
-    /// What `snapshot` (read by `Client::inspect`) says of `name`, for printing.
-    pub(crate) fn of(name: &str, key: &str, snapshot: &Snapshot) -> Self {
-        let kind = match snapshot.primitive {
-            Some(Primitive::Semaphore) => Kind::Semaphore,
-            Some(Primitive::RwLock) => Kind::Rwlock,
-            // A semaphore keeps its permit count while it is waited for.
-            _ if snapshot.permits.is_some() => Kind::Semaphore,
-            _ => Kind::Lock,
-        };
-        let holders: Vec<Holder> = snapshot
-            .holders
-            .iter()
-            .map(|h| Holder {
-                token_prefix: shown(&h.token_prefix),
-                fencing_token: h.fencing_token.map(redlease::FencingToken::get),
-                ttl_ms: h.time_left.map(millis),
-                details: h.details.clone(),
-            })
-            .collect();
-        let lock = holders.first().filter(|_| kind == Kind::Lock);
-        Self {
-            name: name.to_owned(),
-            key: key.to_owned(),
-            kind,
-            permits: snapshot.permits,
-            mode: snapshot.access.map(|a| access_name(a).to_owned()),
-            held: snapshot.is_held(),
-            token_prefix: lock.map(|h| h.token_prefix.clone()),
-            ttl_ms: lock.and_then(|h| h.ttl_ms),
-            fencing_counter: snapshot.fencing_counter.map(redlease::FencingToken::get),
-            holder: lock.and_then(|h| h.details.clone()),
-            waiters: snapshot.waiters.len() as u64,
-            waiting: snapshot.waiters.iter().map(Waiter::of).collect(),
-            holders,
-            node: None,
-        }
-    }
-}
-
-/// `read` or `write`.
-fn access_name(access: Access) -> &'static str {
-    match access {
-        Access::Read => "read",
-        _ => "write",
-    }
-}
-
-/// Whole milliseconds of `d`.
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// A token prefix as shown: the digits the library gives, then `…`.
-fn shown(prefix: &str) -> String {
-    format!("{prefix}…")
 }
 
 /// Reads `name` through the library ([`redlease::Client::inspect_keys`]): the one code
@@ -402,7 +198,7 @@ pub(crate) async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         let client = operator(&args.redis).await?;
         return status_once(&args, &client).await;
     };
-    let mut signals = crate::run::Signals::new()?;
+    let mut signals = Signals::new()?;
     let terminal = std::io::stdout().is_terminal();
     // One client for the whole watch; made again after a snapshot could not connect.
     let mut client = None;
@@ -437,19 +233,19 @@ pub(crate) async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn status_once(args: &StatusArgs, client: &Client) -> anyhow::Result<ExitCode> {
-    let keys = keys_of(&args.redis, &args.name)?;
-    let inspection = read(client, &args.name, &keys).await?;
+    let keys = keys_of(&args.redis, args.name.name())?;
+    let inspection = read(client, args.name.name(), &keys).await?;
     if !inspection.nodes.is_empty() {
-        return quorum::status(inspection, &args.name, args.json);
+        return quorum::status(inspection, args.name.name(), args.json);
     }
-    let state = LockState::of(&args.name, keys.key(), &inspection.snapshot);
+    let state = LockState::of(args.name.name(), keys.key(), &inspection.snapshot);
     let text = if args.json {
         serde_json::to_string_pretty(&state)?
     } else {
         render_status(&state)
     };
     print(&text)?;
-    Ok(exit::code(if state.held { 0 } else { exit::NEGATIVE }))
+    Ok(exit::code(exit::negative_unless(state.held || args.json)))
 }
 
 fn render_status(state: &LockState) -> String {
@@ -462,7 +258,7 @@ fn render_status(state: &LockState) -> String {
             Some(n) => format!(", {n} permits"),
             None => String::new(),
         };
-        let waiters = match state.waiters {
+        let waiters = match state.waiters.len() {
             0 => String::new(),
             n => format!("; {n} queued waiters"),
         };
@@ -472,16 +268,25 @@ fn render_status(state: &LockState) -> String {
         );
     }
     if state.kind == Kind::Lock {
+        let holder = state.holders.first();
         let mut out = format!("lock `{}` (key {}): held\n", state.name, state.key);
         let rows = [
             (
                 "holder token",
-                state.token_prefix.clone().unwrap_or_default(),
+                holder.map_or_else(String::new, |h| shown(&h.token_prefix)),
             ),
-            ("time left", time_left(state.ttl_ms).replace(" left", "")),
+            (
+                "time left",
+                time_left(holder.and_then(|h| h.ttl_ms)).replace(" left", ""),
+            ),
             ("fencing token", fence),
-            ("holder", state.holder.clone().unwrap_or_else(|| "-".into())),
-            ("queued waiters", state.waiters.to_string()),
+            (
+                "holder",
+                holder
+                    .and_then(|h| h.details.clone())
+                    .unwrap_or_else(|| "-".into()),
+            ),
+            ("queued waiters", state.waiters.len().to_string()),
         ];
         for (label, value) in rows {
             let _ = writeln!(out, "  {label:<15} {value}");
@@ -505,7 +310,7 @@ fn render_status(state: &LockState) -> String {
     let rows = [
         ("kind", state.kind_label()),
         ("fencing counter", fence),
-        ("queued waiters", state.waiters.to_string()),
+        ("queued waiters", state.waiters.len().to_string()),
     ];
     for (label, value) in rows {
         let _ = writeln!(out, "  {label:<15} {value}");
@@ -520,7 +325,7 @@ fn render_status(state: &LockState) -> String {
         let _ = writeln!(
             out,
             "                  {:<9}  {:>10}  {:>fence_width$}  {}",
-            holder.token_prefix,
+            shown(&holder.token_prefix),
             holder
                 .ttl_ms
                 .map_or_else(|| "-".into(), |ms| human(Duration::from_millis(ms))),
@@ -538,7 +343,7 @@ fn render_status(state: &LockState) -> String {
 /// The waiters' table of `status`, next to be served first: token, how long each has
 /// waited, what a read-write lock's waiter wants, details.
 fn write_waiters(out: &mut String, state: &LockState) {
-    if state.waiting.is_empty() {
+    if state.waiters.is_empty() {
         return;
     }
     let _ = writeln!(
@@ -546,7 +351,7 @@ fn write_waiters(out: &mut String, state: &LockState) {
         "  waiters         {:<9}  {:>10}  DETAILS",
         "TOKEN", "WAITED"
     );
-    for waiter in &state.waiting {
+    for waiter in &state.waiters {
         let wants = waiter
             .wants
             .map(|w| format!("wants {w}; "))
@@ -554,7 +359,7 @@ fn write_waiters(out: &mut String, state: &LockState) {
         let _ = writeln!(
             out,
             "                  {:<9}  {:>10}  {wants}{}",
-            waiter.token_prefix,
+            shown(&waiter.token_prefix),
             waiter
                 .waited_ms
                 .map_or_else(|| "-".into(), |ms| human(Duration::from_millis(ms))),
@@ -694,8 +499,8 @@ fn render_list(states: &[LockState]) -> String {
                 "{:<node_width$}{:<name_width$}  {kind:<kind_width$}  {:<9}  {left:>10}  {fence:>fence_width$}  {:>7}  {}",
                 s.node.as_deref().unwrap_or(""),
                 s.name,
-                h.token_prefix,
-                s.waiters,
+                shown(&h.token_prefix),
+                s.waiters.len(),
                 h.details.as_deref().unwrap_or("-"),
             );
         }
@@ -739,16 +544,16 @@ struct Removed {
 /// `redlease release --force`.
 pub(crate) async fn release(args: ReleaseArgs) -> anyhow::Result<ExitCode> {
     debug_assert!(args.force, "clap requires --force");
-    let keys = keys_of(&args.redis, &args.name)?;
+    let keys = keys_of(&args.redis, args.name.name())?;
     let client = operator(&args.redis).await?;
     let removed = client
         .force_release(&keys)
         .await
-        .with_context(|| format!("removing `{}` (key {})", args.name, keys.key()))?;
+        .with_context(|| format!("removing `{}` (key {})", args.name.name(), keys.key()))?;
     if !removed.nodes.is_empty() {
-        return quorum::release(removed, &args.name, args.json);
+        return quorum::release(removed, args.name.name(), args.json);
     }
-    let before = LockState::of(&args.name, keys.key(), &removed.snapshot);
+    let before = LockState::of(args.name.name(), keys.key(), &removed.snapshot);
     let released = before.held;
     let text = if args.json {
         serde_json::to_string_pretty(&Removed { released, before })?
@@ -772,14 +577,7 @@ pub(crate) async fn release(args: ReleaseArgs) -> anyhow::Result<ExitCode> {
         )
     };
     print(&text)?;
-    Ok(exit::code(if released { 0 } else { exit::NEGATIVE }))
-}
-
-/// Writes `text` and a newline on stdout.
-pub(crate) fn print(text: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{text}").context("writing to stdout")?;
-    out.flush().context("writing to stdout")
+    Ok(exit::code(exit::negative_unless(released || args.json)))
 }
 
 #[cfg(test)]

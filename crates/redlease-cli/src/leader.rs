@@ -12,18 +12,20 @@ use serde::Serialize;
 
 use crate::connect::RedisArgs;
 use crate::exit;
-use crate::inspect::human;
-use crate::run::Signals;
+use crate::name::ElectArg;
+use crate::output::human;
+use crate::signals::Signals;
 
 /// `--help` of `redlease leader`.
 pub(crate) const LONG_ABOUT: &str = "\
 Show who leads the leader election NAME: the note its leader campaigned with (for
 redlease run --elect: its host, pid and command name), its term (the fencing token of its
 lease, higher than every earlier leader's) and the time left on its lease. Exits with 0
-when someone leads and with 1 when nobody does, as redlease status does for a free lock.
+when someone leads and with 1 when nobody does, as redlease status does for a free lock;
+with --json with 0 either way (\"leader\" is null when nobody leads).
 
 An election is a lock of the same name: its leader is that lock's holder (so redlease
-status NAME shows it too). With several --redis URLs (a quorum) the leader is the one a
+status --key NAME shows it too). With several --redis URLs (a quorum) the leader is the one a
 majority of the nodes name.
 
 --watch prints the current leader, then one line each time the leader changes (a new
@@ -37,17 +39,16 @@ for a while, it says so on stderr and goes on trying.
 \"ttl_ms\"}}; with --watch one such object per line (JSON Lines), with \"at\", the time.
 
 Examples:
-  redlease leader scheduler
-  redlease leader scheduler --json | jq .leader.term
-  redlease leader scheduler --watch
-  if redlease leader scheduler >/dev/null; then echo someone leads; fi";
+  redlease leader --elect scheduler
+  redlease leader --elect scheduler --json | jq .leader.term
+  redlease leader --elect scheduler --watch
+  if redlease leader --elect scheduler >/dev/null; then echo someone leads; fi";
 
 /// Arguments of `redlease leader`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct LeaderArgs {
-    /// The election's name (as given to redlease run --elect or to the library)
-    #[arg(value_name = "NAME")]
-    name: String,
+    #[command(flatten)]
+    name: ElectArg,
 
     /// Print JSON on stdout instead of text (one object per line with --watch)
     #[arg(long)]
@@ -87,21 +88,20 @@ pub(crate) async fn leader(args: LeaderArgs) -> anyhow::Result<ExitCode> {
         sig = signals.recv() => return Ok(exit::code(exit::of_signal(sig as i32))),
     };
     let election = client
-        .election(args.name.as_str())
+        .election(args.name.name())
         .prefix(args.redis.prefix.as_str());
     election.keys()?;
     if !args.watch {
         let current = tokio::select! {
             current = election.leader() => current
-                .with_context(|| format!("asking who leads election `{}`", args.name))?,
+                .with_context(|| format!("asking who leads election `{}`", args.name.name()))?,
             sig = signals.recv() => return Ok(exit::code(exit::of_signal(sig as i32))),
         };
         print(&render(&args, current.as_ref(), None)?)?;
-        return Ok(exit::code(if current.is_some() {
-            0
-        } else {
-            exit::NEGATIVE
-        }));
+        // With --json the answer is in the JSON (`leader` is null when nobody leads).
+        return Ok(exit::code(exit::negative_unless(
+            current.is_some() || args.json,
+        )));
     }
     let mut changes = pin!(election.observe());
     loop {
@@ -116,7 +116,7 @@ pub(crate) async fn leader(args: LeaderArgs) -> anyhow::Result<ExitCode> {
                 }
                 Some(Err(e)) => eprintln!(
                     "redlease: warning: cannot ask who leads election `{}` ({}); trying again",
-                    args.name,
+                    args.name.name(),
                     exit::one_line(&e.into())
                 ),
                 // The stream ends only when dropped; should it end, so does the watch.
@@ -133,12 +133,12 @@ fn render(
     current: Option<&Leader>,
     at: Option<SystemTime>,
 ) -> anyhow::Result<String> {
-    let key = format!("{}{}", args.redis.prefix, args.name);
+    let key = format!("{}{}", args.redis.prefix, args.name.name());
     let at = at.map(|t| humantime::format_rfc3339_seconds(t).to_string());
     if args.json {
         let json = LeaderJson {
             at,
-            name: &args.name,
+            name: args.name.name(),
             key,
             leader: current.map(|l| LeaderState {
                 note: &l.note,
@@ -161,7 +161,7 @@ fn render(
         ),
         None => "nobody leads".to_owned(),
     };
-    let line = format!("election `{}` (key {key}): {state}", args.name);
+    let line = format!("election `{}` (key {key}): {state}", args.name.name());
     Ok(match at {
         Some(at) => format!("{at} {line}"),
         None => line,

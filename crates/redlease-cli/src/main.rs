@@ -25,7 +25,10 @@ mod environment;
 mod exit;
 mod inspect;
 mod leader;
+mod name;
+mod output;
 mod run;
+mod signals;
 mod supervise;
 
 /// Distributed locks on Redis, with fencing tokens, renewal and fair hand-off.
@@ -34,7 +37,7 @@ mod supervise;
     name = "redlease",
     version,
     long_about = ABOUT,
-    after_help = exit::COMMON,
+    after_help = exit::TABLE,
     propagate_version = true
 )]
 struct Cli {
@@ -47,44 +50,50 @@ Distributed locks on Redis, with fencing tokens, renewal and fair hand-off.
 
 A lock NAME is the Redis key redlease:NAME holding its holder's random token, with a lease
 (TTL) that its holder renews and that frees a crashed holder's lock by itself. Every
-acquisition gets a fencing token larger than all earlier ones.
+acquisition gets a fencing token larger than all earlier ones. Beside the lock (a mutex):
+semaphores (run --permits N), read-write locks (run --read / --write), several locks at
+once (run --key A --key B) and leader elections (run --elect NAME, leader --elect NAME).
+Every command names a lock with --key NAME and an election with --elect NAME.
 
 Examples:
   redlease run --key nightly-report --no-wait -- ./report.sh
   redlease run --key account:7 --key account:3 -- ./transfer.sh 7 3 100
   redlease run --elect scheduler -- ./scheduler
-  redlease leader scheduler --watch
-  redlease status nightly-report
+  redlease leader --elect scheduler --watch
+  redlease status --key nightly-report
   redlease list
+  redlease release --force --key nightly-report
   redlease demo";
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a command while holding a lock (a distributed flock), several locks, or the
     /// leadership of an election
-    #[command(long_about = run::LONG_ABOUT, after_help = exit::RUN)]
+    #[command(long_about = run::LONG_ABOUT, after_help = exit::SEE_TABLE)]
     Run(run::RunArgs),
 
     /// Show who leads an election (its note, term and time left); --watch follows changes
-    #[command(long_about = leader::LONG_ABOUT, after_help = exit::COMMON)]
+    #[command(long_about = leader::LONG_ABOUT, after_help = exit::SEE_TABLE)]
     Leader(leader::LeaderArgs),
 
-    /// Show who holds a lock, its time left and its fencing counter
-    #[command(long_about = inspect::STATUS_ABOUT, after_help = exit::COMMON)]
+    /// Show who holds a lock, semaphore or read-write lock, its time left and its fencing
+    /// counter
+    #[command(long_about = inspect::STATUS_ABOUT, after_help = exit::SEE_TABLE)]
     Status(inspect::StatusArgs),
 
-    /// List held locks (SCAN, never KEYS)
-    #[command(long_about = inspect::LIST_ABOUT, after_help = exit::COMMON)]
+    /// List held locks, semaphores and read-write locks (SCAN, never KEYS)
+    #[command(long_about = inspect::LIST_ABOUT, after_help = exit::SEE_TABLE)]
     List(inspect::ListArgs),
 
-    /// Remove a lock whoever holds it (operators; needs --force)
-    #[command(long_about = inspect::RELEASE_ABOUT, after_help = exit::COMMON)]
+    /// Remove a lock, semaphore's permits or read-write lock's holds whoever holds them
+    /// (operators; needs --force)
+    #[command(long_about = inspect::RELEASE_ABOUT, after_help = exit::SEE_TABLE)]
     Release(inspect::ReleaseArgs),
 
     #[cfg(feature = "local")]
     /// The flash-sale coupon race across real processes: without a lock, with redlease,
     /// and with a crashed and a paused holder
-    #[command(long_about = demo::LONG_ABOUT, after_help = exit::COMMON)]
+    #[command(long_about = demo::LONG_ABOUT, after_help = exit::SEE_TABLE)]
     Demo(demo::DemoArgs),
 
     #[cfg(feature = "local")]
@@ -98,7 +107,7 @@ enum Command {
 
     #[cfg(feature = "local")]
     /// Measure lock throughput, hand-off latency and fairness against real Redis
-    #[command(long_about = bench::LONG_ABOUT, after_help = exit::COMMON)]
+    #[command(long_about = bench::LONG_ABOUT, after_help = exit::SEE_TABLE)]
     Bench(bench::BenchArgs),
 
     #[cfg(feature = "local")]
@@ -132,6 +141,11 @@ fn main() -> ExitCode {
         let e = Cli::command().error(clap::error::ErrorKind::ArgumentConflict, message);
         return usage_error(&e);
     }
+    // `run -E N`: N also for an error that means Redis could not be reached (69).
+    let unavailable = match &cli.command {
+        Command::Run(args) => args.conflict(exit::UNAVAILABLE),
+        _ => exit::UNAVAILABLE,
+    };
     init_logging();
     #[cfg(feature = "metrics")]
     if matches!(
@@ -144,7 +158,10 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("redlease: {}", exit::one_line(&err));
-            exit::code(exit::code_of(&err))
+            match exit::code_of(&err) {
+                exit::UNAVAILABLE => exit::code(unavailable),
+                code => exit::code(code),
+            }
         }
     }
 }

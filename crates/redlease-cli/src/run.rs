@@ -11,13 +11,14 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use redlease::{Guard, Leadership, LeaseHealth, MultiGuard, Wait, WriteGuard};
 use tokio::process::Child;
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::connect::RedisArgs;
 use crate::environment;
 use crate::exit;
-use crate::inspect::{self, human};
-use crate::supervise;
+use crate::inspect;
+use crate::output::human;
+use crate::signals::Signals;
+use crate::supervise::{self, program_name};
 
 /// `--help` of `redlease run`.
 pub(crate) const LONG_ABOUT: &str = "\
@@ -53,7 +54,7 @@ them is losing the hold (exit 79, below). Not with --permits, --read or --write.
 scheduler\". Candidates wait in line (FIFO), by default as long as it takes; CMD starts
 once this run leads and is terminated if leadership is lost, as with a lost lock (exit
 79). When CMD exits the run resigns and the next candidate leads. Its note (host, pid,
-CMD's name) and term are what redlease leader NAME shows. Leadership is the lock NAME:
+CMD's name) and term are what redlease leader --elect NAME shows. Leadership is the lock NAME:
 not with --key, --permits, --read or --write.
 
 CMD's environment gets:
@@ -93,9 +94,14 @@ refuses a longer one (exit 2). Without --kill-after it is a third of --ttl, at m
 The holder's details recorded beside the lock (see redlease status) are this host, this
 pid and CMD's program name, never its arguments.
 
+A run that finds the lock busy exits with 75 and one line on stderr naming the holder;
+-q/--quiet leaves the line out (cron mails every line a job prints). -E/--conflict-exit-code
+N exits with N instead of 69, 75 and 79 (unreachable, busy, lost), so that a wrapper can
+tell them from CMD's own exit codes (flock -E).
+
 Examples:
-  # crontab: at most one nightly report across all machines; skip if one is running
-  0 3 * * *  redlease run --key nightly-report --no-wait -- /opt/report/run.sh
+  # crontab: at most one nightly report across all machines; skip quietly if one is running
+  0 3 * * *  redlease run --key nightly-report --no-wait --quiet -- /opt/report/run.sh
 
   # a deploy that waits up to 5 minutes for the previous one
   redlease run --key deploy-prod --wait 5m --ttl 1m -- ./deploy.sh v1.2.3
@@ -121,6 +127,10 @@ Examples:
 
 /// Arguments of `redlease run`.
 #[derive(Debug, clap::Args)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "clap's switches: each bool is one flag of the command line"
+)]
 pub(crate) struct RunArgs {
     /// Name of the lock to hold while CMD runs (of the semaphore with --permits, of the
     /// read-write lock with --read or --write). Repeat it to hold several locks at once,
@@ -178,6 +188,22 @@ pub(crate) struct RunArgs {
     /// lease left when redlease dies), else refused [default: a third of --ttl, at most 10s]
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     kill_after: Option<Duration>,
+
+    /// Say nothing when the lock is busy: exit with 75 (or -E's N) without the line on
+    /// stderr, e.g. for a cron job whose skipped runs are no news. Errors, a lost lease and
+    /// renewal warnings are still said
+    #[arg(long, short = 'q')]
+    quiet: bool,
+
+    /// Exit with N instead of 69 (Redis unreachable), 75 (busy) and 79 (lease lost), so
+    /// that they cannot be taken for CMD's own exit codes (as flock -E); 1..255
+    #[arg(
+        long,
+        short = 'E',
+        value_name = "N",
+        value_parser = clap::value_parser!(u8).range(1..)
+    )]
+    conflict_exit_code: Option<u8>,
 
     #[command(flatten)]
     redis: RedisArgs,
@@ -278,6 +304,12 @@ impl RunArgs {
     fn kill_after(&self) -> Duration {
         self.kill_after
             .unwrap_or_else(|| (self.ttl / 3).min(DEFAULT_KILL_AFTER))
+    }
+
+    /// The exit code for `code` (one of [`exit::UNAVAILABLE`], [`exit::BUSY`],
+    /// [`exit::LOST`]): `--conflict-exit-code` when given.
+    pub(crate) fn conflict(&self, code: u8) -> u8 {
+        self.conflict_exit_code.unwrap_or(code)
     }
 
     /// The combinations clap cannot refuse by itself; the message for a usage error.
@@ -474,32 +506,6 @@ fn leader_note(program: &str) -> String {
     redlease::holder_details(Some(&format!("cmd={program}")))
 }
 
-/// SIGINT, SIGTERM and SIGHUP, as one stream.
-pub(crate) struct Signals {
-    interrupt: tokio::signal::unix::Signal,
-    terminate: tokio::signal::unix::Signal,
-    hangup: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    pub(crate) fn new() -> anyhow::Result<Self> {
-        Ok(Self {
-            interrupt: signal(SignalKind::interrupt()).context("handling SIGINT")?,
-            terminate: signal(SignalKind::terminate()).context("handling SIGTERM")?,
-            hangup: signal(SignalKind::hangup()).context("handling SIGHUP")?,
-        })
-    }
-
-    /// The next signal received. Cancel safe.
-    pub(crate) async fn recv(&mut self) -> Signal {
-        tokio::select! {
-            _ = self.interrupt.recv() => Signal::SIGINT,
-            _ = self.terminate.recv() => Signal::SIGTERM,
-            _ = self.hangup.recv() => Signal::SIGHUP,
-        }
-    }
-}
-
 /// `redlease run`.
 pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut signals = Signals::new()?;
@@ -521,8 +527,10 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             waited,
             holder_ttl,
         }) => {
-            busy(&client, &args, &name, wait, waited, holder_ttl).await;
-            return Ok(exit::code(exit::BUSY));
+            if !args.quiet {
+                busy(&client, &args, &name, wait, waited, holder_ttl).await;
+            }
+            return Ok(exit::code(args.conflict(exit::BUSY)));
         }
         Err(e) => {
             return Err(e).with_context(|| format!("acquiring {what}"));
@@ -559,7 +567,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 let status = terminate(&mut child, group, args.kill_after()).await?;
                 tracing::debug!(%status, "the command ended after the lease was lost");
                 give_back(hold, &what).await;
-                return Ok(exit::code(exit::LOST));
+                return Ok(exit::code(args.conflict(exit::LOST)));
             }
             sig = signals.recv() => forward(group, sig),
             Some((name, now)) = health.next(), if !health.done => health.report(&args, &name, now),
@@ -574,7 +582,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 "redlease: {lost} was found lost when `{program}` ended ({}); its work may have overlapped with another holder's",
                 describe(status)
             );
-            Ok(exit::code(exit::LOST))
+            Ok(exit::code(args.conflict(exit::LOST)))
         }
         Err(e) => {
             eprintln!(
@@ -662,16 +670,6 @@ fn fencing_tokens(args: &RunArgs, hold: &Hold) -> String {
             .into_iter()
             .map(|name| (name, hold.fencing_token(name))),
     )
-}
-
-/// The program's file name, for messages and the holder details (never its arguments,
-/// which may carry secrets).
-pub(crate) fn program_name(command: &[OsString]) -> String {
-    command
-        .first()
-        .map(std::path::Path::new)
-        .and_then(std::path::Path::file_name)
-        .map_or_else(|| "?".into(), |n| n.to_string_lossy().into_owned())
 }
 
 /// Starts the command under a supervisor (this binary again, see [`crate::supervise`]) that

@@ -39,8 +39,8 @@ use tokio::process::Child;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::exit;
-use crate::inspect::human;
-use crate::run::{Signals, program_name};
+use crate::output::human;
+use crate::signals::Signals;
 
 /// The hidden subcommand's name.
 pub(crate) const SUBCOMMAND: &str = "__supervise";
@@ -240,4 +240,14 @@ fn live_group_of(pid: u32) -> Option<i32> {
 /// stderr, and nothing may stop the supervisor from ending the group.
 fn say(message: &str) {
     let _ = writeln!(std::io::stderr(), "redlease: {message}");
+}
+
+/// The program's file name, for messages and the holder details (never its arguments,
+/// which may carry secrets).
+pub(crate) fn program_name(command: &[OsString]) -> String {
+    command
+        .first()
+        .map(std::path::Path::new)
+        .and_then(std::path::Path::file_name)
+        .map_or_else(|| "?".into(), |n| n.to_string_lossy().into_owned())
 }

@@ -28,7 +28,7 @@ fn status_list_and_forced_release_of_a_running_job() -> TestResult {
     };
     assert_eq!(full_token.len(), 32);
 
-    let out = output(redlease_on(&server, &["status", "job"]));
+    let out = output(redlease_on(&server, &["status", "--key", "job"]));
     assert_eq!(out.status.code(), Some(0));
     let status = text(&out.stdout);
     assert!(
@@ -50,23 +50,46 @@ fn status_list_and_forced_release_of_a_running_job() -> TestResult {
     );
     assert!(!status.contains(&full_token), "never the whole token");
 
-    let out = output(redlease_on(&server, &["status", "--json", "job"]));
+    let out = output(redlease_on(&server, &["status", "--json", "-k", "job"]));
+    assert!(out.stdout.is_ascii(), "JSON in ASCII");
     let json: serde_json::Value = serde_json::from_slice(&out.stdout)?;
     assert_eq!(json["held"], true);
     assert_eq!(json["fencing_counter"], counter);
+    // Each field once: the lock's holder is holders[0], the waiters one list.
+    let mut fields: Vec<&str> = json
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    fields.sort_unstable();
+    assert_eq!(
+        fields,
+        [
+            "fencing_counter",
+            "held",
+            "holders",
+            "key",
+            "kind",
+            "name",
+            "waiters"
+        ],
+        "{json}"
+    );
+    assert_eq!(json["waiters"], serde_json::json!([]), "{json}");
+    let holder = &json["holders"][0];
     assert!(
-        json["ttl_ms"]
+        holder["ttl_ms"]
             .as_u64()
             .is_some_and(|t| t > 0 && t <= 20_000),
         "{json}"
     );
     assert!(
-        json["holder"]
+        holder["details"]
             .as_str()
             .is_some_and(|h| h.contains("cmd=sh")),
         "{json}"
     );
-    assert_eq!(json["token_prefix"], format!("{}…", &full_token[..8]));
+    assert_eq!(holder["token_prefix"], full_token[..8]);
+    assert_eq!(holder["fencing_token"], counter);
 
     let out = output(redlease_on(&server, &["list"]));
     let list = text(&out.stdout);
@@ -87,7 +110,10 @@ fn status_list_and_forced_release_of_a_running_job() -> TestResult {
     let out = output(redlease_on(&server, &["release", "job"]));
     assert_eq!(out.status.code(), Some(2), "--force is required");
 
-    let out = output(redlease_on(&server, &["release", "--force", "job"]));
+    let out = output(redlease_on(
+        &server,
+        &["release", "--force", "--key", "job"],
+    ));
     assert_eq!(out.status.code(), Some(0));
     let said = text(&out.stdout);
     assert!(
@@ -104,18 +130,25 @@ fn status_list_and_forced_release_of_a_running_job() -> TestResult {
     let status = job.wait();
     assert_eq!(status.code(), Some(79));
 
+    // The older spelling, the name alone, still works.
     let out = output(redlease_on(&server, &["status", "job"]));
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         text(&out.stdout).trim(),
         format!("lock `job` (key redlease:job): free; fencing counter {counter}")
     );
+    // With --json a free lock is an answer (`set -e` goes on): exit 0, "held": false.
+    let out = output(redlease_on(&server, &["status", "--json", "--key", "job"]));
+    assert_eq!(out.status.code(), Some(0));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(json["held"], false, "{json}");
+    assert_eq!(json["holders"], serde_json::json!([]), "{json}");
 
     let out = output(redlease_on(
         &server,
-        &["release", "--force", "--json", "job"],
+        &["release", "--force", "--json", "--key", "job"],
     ));
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(0), "the JSON says released: false");
     let json: serde_json::Value = serde_json::from_slice(&out.stdout)?;
     assert_eq!(json["released"], false);
 

@@ -60,6 +60,10 @@ fn holders(json: &serde_json::Value) -> usize {
     json["holders"].as_array().map_or(0, Vec::len)
 }
 
+fn waiters(json: &serde_json::Value) -> usize {
+    json["waiters"].as_array().map_or(0, Vec::len)
+}
+
 #[test]
 fn two_permits_let_two_of_three_runs_in_and_the_third_after() -> TestResult {
     let server = server();
@@ -133,7 +137,7 @@ fn readers_share_a_read_write_lock_and_a_writer_excludes_them() -> TestResult {
         &["--key", "cfg", "--read", "--wait", "60s"],
         "touch DIR/reader-ran",
     );
-    status_until(&server, "cfg", |j| j["waiters"] == 1);
+    status_until(&server, "cfg", |j| waiters(j) == 1);
     assert!(!dir.path().join("reader-ran").exists());
     std::fs::write(dir.path().join("cfg-stop"), "")?;
     assert!(writer.wait().success(), "{}", writer.stderr());
@@ -215,7 +219,7 @@ fn status_list_and_release_show_semaphore_and_read_write_holders() -> TestResult
     // The third starts once the first two hold, so that it is the one that queues.
     status_until(&server, "pool", |j| holders(j) == 2);
     let mut third = start_run(&server, dir.path(), &sem, hold);
-    let json = status_until(&server, "pool", |j| holders(j) == 2 && j["waiters"] == 1);
+    let json = status_until(&server, "pool", |j| holders(j) == 2 && waiters(j) == 1);
     let deadline = Instant::now() + STEP;
     while fences(dir.path())?.len() < 2 {
         assert!(Instant::now() < deadline, "the commands never started");
@@ -337,7 +341,7 @@ fn status_list_and_release_show_semaphore_and_read_write_holders() -> TestResult
     assert_eq!(first.wait().code(), Some(79));
     assert_eq!(second.wait().code(), Some(79));
     let json = status_until(&server, "pool", |j| holders(j) == 1);
-    assert_eq!(json["waiters"], 0);
+    assert_eq!(waiters(&json), 0);
     std::fs::write(dir.path().join("pool-stop"), "")?;
     assert!(third.wait().success(), "{}", third.stderr());
     let out = output(redlease_on(&server, &["list"]));

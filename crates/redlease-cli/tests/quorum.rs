@@ -80,6 +80,13 @@ fn status_and_forced_release_speak_node_by_node_and_survive_a_node_down() -> Tes
     assert_eq!(json["held"], true, "{json}");
     assert_eq!(json["held_on"], 2, "{json}");
     assert!(json["nodes"][2]["error"].is_string(), "{json}");
+    // Name and key once, above the nodes.
+    assert_eq!(json["name"], "job", "{json}");
+    assert!(
+        json["nodes"][0].get("name").is_none() && json["nodes"][0].get("key").is_none(),
+        "{json}"
+    );
+    assert!(out.stdout.is_ascii(), "{json}");
 
     let out = output(on_quorum(&nodes, &["release", "--force", "job"]));
     let said = text(&out.stdout);

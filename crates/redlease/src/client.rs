@@ -309,6 +309,7 @@ impl Client {
     /// its nodes' URLs). Each lock lives on the primary that owns its slot; MOVED and ASK
     /// redirections during resharding are followed.
     #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
     pub fn cluster_builder<S: AsRef<str>>(seeds: impl IntoIterator<Item = S>) -> ClientBuilder {
         ClientBuilder::new(Endpoints::Cluster(
             seeds.into_iter().map(|s| s.as_ref().to_owned()).collect(),
@@ -327,6 +328,7 @@ impl Client {
     /// the next ones wait (within the response timeout) for a majority naming the new
     /// primary. The grant subscription of waiters follows it too.
     #[cfg(feature = "sentinel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
     pub fn sentinel_builder<S: AsRef<str>>(
         sentinels: impl IntoIterator<Item = S>,
         master: &str,
@@ -357,6 +359,7 @@ impl Client {
     /// # Cancel safety
     /// Cancel safe.
     #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
     pub async fn cluster<S: AsRef<str>>(seeds: impl IntoIterator<Item = S>) -> Result<Self> {
         Self::cluster_builder(seeds).connect().await
     }
@@ -370,6 +373,7 @@ impl Client {
     /// # Cancel safety
     /// Cancel safe.
     #[cfg(feature = "sentinel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
     pub async fn sentinel<S: AsRef<str>>(
         sentinels: impl IntoIterator<Item = S>,
         master: &str,

@@ -213,6 +213,10 @@
 //! Every failure is one [`Error`]. A release or extend that finds another token (or none)
 //! is [`Error::Lost`]: the caller learns that mutual exclusion may have been broken.
 
+// docs.rs builds with every feature and `--cfg docsrs` (Cargo.toml's
+// `[package.metadata.docs.rs]`): each feature-gated item then says which feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 // Layers, each importing only from those listed before it (see `tests/layers.rs`):
 // leaves; where commands go; notifications; a lease and its renewal; the engine; the API.
 mod error;
@@ -240,6 +244,7 @@ mod engine;
 mod spec;
 
 #[cfg(feature = "blocking")]
+#[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
 mod client;
 mod default_client;
@@ -283,7 +288,15 @@ pub use ttl::{MAX_TTL, MIN_TTL, drift};
 pub use wait::{Retry, Wait};
 
 #[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 pub use redlease_macros::locked;
+
+// The README's Rust examples, "Getting started" first, compiled as doc tests so that they
+// cannot drift from the API (`README.md` here is a link to the workspace's, and the file
+// `cargo package` ships beside this crate's sources).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 #[cfg(test)]
 mod send_sync {

@@ -352,6 +352,7 @@ macro_rules! option_setters {
             /// default: every name is one more series in the metrics backend, so turn it
             /// on for a few well-known names only.
             #[cfg(feature = "metrics")]
+            #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
             pub fn name_in_metrics(mut self) -> Self {
                 self.spec.name_in_metrics = true;
                 self

@@ -25,7 +25,7 @@ use std::process::{Command, ExitCode, Stdio};
 use anyhow::{Context as _, bail};
 use redis::aio::ConnectionManager;
 
-use super::BareLock;
+use super::bare::BareLock;
 
 /// Arguments of the driver, `redlease bench-callgrind`.
 #[derive(Debug, clap::Args)]
@@ -242,7 +242,7 @@ pub(crate) fn run_loop(args: &LoopArgs) -> anyhow::Result<ExitCode> {
                     BareLock::new(format!("redlease-bench:callgrind:{}", std::process::id()));
                 let mut failed = 0u64;
                 for seq in 0..args.ops {
-                    let token = super::bare_token(0, seq);
+                    let token = super::bare::bare_token(0, seq);
                     let ok = lock.try_acquire(&mut conn, &token).await?
                         && lock.release(&mut conn, &token).await?;
                     failed += u64::from(!ok);

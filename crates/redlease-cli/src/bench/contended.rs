@@ -17,10 +17,11 @@ use redis::aio::ConnectionManager;
 use serde::Serialize;
 use tokio::time::Instant;
 
+use super::bare::BareLock;
+use super::env::Env;
 use super::pairs::{Comparison, Side, SliceFigures};
 use super::section::{LOCK_WAIT, Locker, MAX_ERRORS, SECTION_COMMANDS, critical_section};
 use super::stats::{CommandCost, CommandDelta, Summary, per_second, ratio};
-use super::{BareLock, Env};
 
 /// The result of one contended run.
 #[derive(Debug, Serialize)]

@@ -9,7 +9,7 @@ use redis::aio::ConnectionManager;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::Env;
+use super::env::Env;
 use super::pairs::{Comparison, Side, SliceFigures};
 use super::stats::{CommandCost, CommandDelta, LoopChecks, Summary, per_second};
 
@@ -140,7 +140,7 @@ impl<B: Bare> Side for Runner<B> {
 
     async fn slice(&mut self, _env: &Env, length: Duration) -> anyhow::Result<SliceFigures> {
         let servers = self.servers.clone();
-        let ((ops, elapsed), delta) = super::counting(&servers, self.run(length)).await;
+        let ((ops, elapsed), delta) = super::env::counting(&servers, self.run(length)).await;
         self.elapsed += elapsed;
         CommandDelta::accumulate(&mut self.commands, delta);
         Ok(SliceFigures::new(ops, elapsed))

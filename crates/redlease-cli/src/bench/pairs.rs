@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::bail;
 use serde::{Serialize, Serializer};
 
-use super::Env;
+use super::env::Env;
 use super::stats::{per_second, share};
 
 /// The fewest pairs a comparison may have: fewer give no meaningful median or range.
@@ -213,8 +213,8 @@ impl Comparison {
                     let (ours, floor) = (figure(&p.redlease)?, figure(&p.floor)?);
                     Some(format!(
                         "{}/{}",
-                        super::report::duration(ours),
-                        super::report::duration(floor)
+                        super::render::duration(ours),
+                        super::render::duration(floor)
                     ))
                 })
                 .collect();

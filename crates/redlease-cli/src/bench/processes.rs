@@ -18,9 +18,9 @@ use serde::Serialize;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use super::Env;
+use super::env::Env;
 use super::pairs::SliceSpread;
-use super::report::{duration, fewest_most, table};
+use super::render::{duration, fewest_most, table};
 use super::section::SECTION_COMMANDS;
 use super::stats::{CommandCost, CommandDelta, Summary, per_second, ratio, share};
 use super::waits::{Waits, nanos};
@@ -43,7 +43,7 @@ pub(super) struct Setup {
 impl Setup {
     /// The unmeasured slice of each side that runs first.
     fn warm_up(&self) -> Duration {
-        super::warm_up(self.slice)
+        super::env::warm_up(self.slice)
     }
 }
 

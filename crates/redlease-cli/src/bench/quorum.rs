@@ -19,10 +19,11 @@ use redis::Value;
 use redis::aio::ConnectionManager;
 use serde::Serialize;
 
+use super::bare::{BARE_TTL_MS, COMPARE_AND_DELETE};
+use super::env::Env;
 use super::looped::{self, Bare, LoopResult, Runner, Subject};
 use super::pairs::Comparison;
 use super::stats::{CommandCost, LoopChecks, Summary};
-use super::{BARE_TTL_MS, COMPARE_AND_DELETE, Env};
 
 /// Independent Redis servers of the quorum.
 pub(super) const NODES: usize = 5;
@@ -106,7 +107,7 @@ impl BareRedlock {
 impl Bare for BareRedlock {
     async fn pair(&mut self, checks: &mut LoopChecks) {
         self.seq += 1;
-        let token = super::bare_token(0, self.seq);
+        let token = super::bare::bare_token(0, self.seq);
         let granted = self.acquire(&token).await;
         let grants = granted.iter().filter(|g| **g).count();
         let released = self.release(&token).await;

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::Env;
+use super::env::Env;
 use super::processes::{self, Point, Setup};
-use super::report::duration;
+use super::render::duration;
 use super::stats::share;
 
 /// Throughput at the most contenders must be at least this share of that at the fewest.

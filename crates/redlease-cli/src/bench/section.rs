@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use redis::aio::ConnectionManager;
 
-use super::BareLock;
+use super::bare::BareLock;
 
 /// How long a redlease contender may wait in `acquire()` before it counts as an error.
 pub(super) const LOCK_WAIT: Duration = Duration::from_secs(10);
@@ -49,7 +49,7 @@ impl Locker {
             Self::Redlease(lock) => Ok(lock.acquire().await.map(Held::Guard)),
             Self::Bare(lock) => {
                 *seq += 1;
-                let token = super::bare_token(id, *seq);
+                let token = super::bare::bare_token(id, *seq);
                 loop {
                     *attempts += 1;
                     if lock.try_acquire(conn, &token).await? {

@@ -17,7 +17,7 @@ use redis::aio::ConnectionManager;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::Env;
+use super::env::Env;
 use super::section::{LOCK_WAIT, MAX_ERRORS};
 use super::stats::{CommandCost, Summary, per_second};
 

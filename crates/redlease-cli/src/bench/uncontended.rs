@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 
+use super::bare::BareLock;
+use super::env::Env;
 use super::looped::{self, Bare, LoopResult, Runner, Subject};
 use super::pairs::Comparison;
 use super::stats::LoopChecks;
-use super::{BareLock, Env};
 
 /// The result of one uncontended loop (commands per pair).
 pub(super) type Uncontended = LoopResult;
@@ -27,7 +28,7 @@ impl Bare for BareLoop {
     async fn pair(&mut self, checks: &mut LoopChecks) {
         let Self { conn, lock, seq } = self;
         *seq += 1;
-        let token = super::bare_token(0, *seq);
+        let token = super::bare::bare_token(0, *seq);
         match lock.try_acquire(conn, &token).await {
             Ok(true) => match lock.release(conn, &token).await {
                 Ok(true) => {}

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::time::Instant;
 
-use super::BareLock;
+use super::bare::BareLock;
 use super::section::{LOCK_WAIT, Locker, MAX_ERRORS, critical_section};
 use super::waits::{Waits, nanos};
 use crate::connect::RedisArgs;

@@ -2,8 +2,9 @@
 
 use std::fmt::Write as _;
 
-use super::{DemoArgs, Sale, Step};
-use crate::inspect::human;
+use super::outcome::{Sale, Step};
+use super::setup::DemoArgs;
+use crate::output::human;
 
 /// The closing table and notes; false when a check failed.
 pub(super) fn render(

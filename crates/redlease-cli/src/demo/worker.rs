@@ -11,7 +11,7 @@ use redis::AsyncCommands as _;
 use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
 
-use super::Keys;
+use super::setup::{Keys, LOCK};
 use crate::connect::RedisArgs;
 
 /// The resource's fencing check (see the script's header).
@@ -67,7 +67,7 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let conn = args.redis.raw().await?;
     let client = args.redis.client(Some("cmd=redlease-demo".into())).await?;
     let lock = client
-        .lock(super::LOCK)
+        .lock(LOCK)
         .prefix(args.ns.as_str())
         .ttl(args.ttl)
         .wait(Duration::from_secs(60));

@@ -9,8 +9,9 @@ use std::process::ExitCode;
 use redlease::Inspection;
 use serde::Serialize;
 
-use super::{LockState, print};
+use super::state::LockState;
 use crate::exit;
+use crate::output::print;
 
 /// What one node said.
 #[derive(Debug, Serialize)]
@@ -45,16 +46,16 @@ struct ForcedRelease<'a> {
     nodes: Vec<NodeReport>,
 }
 
-/// Each node's answer in `inspection`, as printed.
-fn reports(inspection: Inspection, name: &str) -> Vec<NodeReport> {
-    let key = inspection.key;
+/// Each node's answer in `inspection`, as printed: without the name and key, which the
+/// answer gives once for all nodes.
+fn reports(inspection: Inspection) -> Vec<NodeReport> {
     inspection
         .nodes
         .into_iter()
         .map(|node| match node.snapshot {
             Ok(snapshot) => NodeReport {
                 node: node.node,
-                state: Some(LockState::of(name, &key, &snapshot)),
+                state: Some(LockState::of("", "", &snapshot)),
                 error: None,
             },
             Err(e) => NodeReport {
@@ -89,7 +90,7 @@ fn node_line(report: &NodeReport) -> String {
 pub(super) fn status(inspection: Inspection, name: &str, json: bool) -> anyhow::Result<ExitCode> {
     let key = inspection.key.clone();
     let held = inspection.is_held();
-    let reports = reports(inspection, name);
+    let reports = reports(inspection);
     let majority = reports.len() / 2 + 1;
     let mut owners: HashMap<&str, usize> = HashMap::new();
     for state in reports.iter().filter_map(|r| r.state.as_ref()) {
@@ -125,14 +126,14 @@ pub(super) fn status(inspection: Inspection, name: &str, json: bool) -> anyhow::
         out
     };
     print(&text)?;
-    Ok(exit::code(if held { 0 } else { exit::NEGATIVE }))
+    Ok(exit::code(exit::negative_unless(held || json)))
 }
 
 /// `redlease release --force` over a quorum: the library removed the lock on every node
 /// that answered.
 pub(super) fn release(removed: Inspection, name: &str, json: bool) -> anyhow::Result<ExitCode> {
     let key = removed.key.clone();
-    let reports = reports(removed, name);
+    let reports = reports(removed);
     let nodes = reports.len();
     let removed_on = reports
         .iter()
@@ -163,5 +164,5 @@ pub(super) fn release(removed: Inspection, name: &str, json: bool) -> anyhow::Re
         out
     };
     print(&text)?;
-    Ok(exit::code(if removed_on > 0 { 0 } else { exit::NEGATIVE }))
+    Ok(exit::code(exit::negative_unless(removed_on > 0 || json)))
 }

@@ -178,6 +178,7 @@ macro_rules! builder {
 
             #[doc = concat!("See [`crate::", stringify!($async), "::name_in_metrics`].")]
             #[cfg(feature = "metrics")]
+            #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
             pub fn name_in_metrics(self) -> Self {
                 self.map(crate::$async::name_in_metrics)
             }

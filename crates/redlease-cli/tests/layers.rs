@@ -1,0 +1,37 @@
+//! The binary's modules import only downwards, without cycles, as the library's do
+//! (DESIGN.md, "Workspace layout"; STYLE.md, "Every crate layered"): the same checker
+//! (`crates/redlease/tests/layers/checker.rs`, which says what it checks), with this
+//! crate's layer table. `main.rs` is the crate root (the checker calls it `lib.rs`); what
+//! it uses is no dependency. Items under `#[cfg(test)]` may reach anywhere.
+//!
+//! Update the table when a top-level module is added, renamed or moved. `cargo test -p
+//! redlease-cli --test layers -- --nocapture` prints the graph.
+#[path = "../../redlease/tests/layers/checker.rs"]
+mod checker;
+
+/// The top-level modules of `src/`, from the bottom layer to the top. A module may use the
+/// modules of its own layer (without cycles) and of the layers below it, never above.
+const LAYERS: &[&[&str]] = &[
+    // Leaves: exit codes, output, signals, names, the environment of a run's command.
+    &["exit", "output", "signals", "name", "environment"],
+    // Where Redis is.
+    &["connect"],
+    // What operators read of a lock; the supervisor between run and its command.
+    &["inspect", "supervise"],
+    // The commands that hold or follow a lock.
+    &["run", "leader"],
+    // The demo and the benchmarks.
+    &["demo", "bench"],
+];
+
+/// The binary imports only downwards, without cycles, at every level.
+#[test]
+fn modules_import_only_downwards_without_cycles() {
+    checker::assert_layered(env!("CARGO_MANIFEST_DIR"), "main.rs", LAYERS);
+}
+
+/// Prints the top-level module graph bottom-up, then the problems the check reports.
+#[test]
+fn print_the_module_graph() {
+    checker::print_graph(env!("CARGO_MANIFEST_DIR"), "main.rs", LAYERS);
+}
