@@ -520,6 +520,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             name,
             waited,
             holder_ttl,
+            ..
         }) => {
             busy(&client, &args, &name, wait, waited, holder_ttl).await;
             return Ok(exit::code(exit::BUSY));

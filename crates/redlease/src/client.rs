@@ -14,16 +14,16 @@ use crate::multilock::MultiLock;
 use crate::notify::{GrantSource, Notifier, Reach, Wakeups};
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
+use crate::spec::MAX_NOTE;
 
 /// How long connecting to Redis may take before it fails, by default.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// The longest note [`ClientBuilder::holder_note`] keeps, in bytes.
-pub const MAX_HOLDER_NOTE: usize = 256;
 /// How long one command may wait for its reply before it fails, by default.
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Whether waiters learn of releases over pub/sub (the default) or only by polling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Notifications {
     /// A single Redis, a Sentinel primary or a Cluster hands a released lock to the oldest
     /// waiter over pub/sub: one shared RESP3 connection per [`Client`] (on a Cluster, one
@@ -115,7 +115,7 @@ impl ClientBuilder {
     ///
     /// Anyone who can read the lock's keys can read the note: never put a secret in it.
     /// Control characters are replaced by spaces and the note is cut to
-    /// [`MAX_HOLDER_NOTE`] bytes.
+    /// [`MAX_NOTE`] bytes.
     ///
     /// # Examples
     /// ```no_run
@@ -127,7 +127,7 @@ impl ClientBuilder {
     /// # Ok(()) }
     /// ```
     pub fn holder_note(mut self, note: impl Into<String>) -> Self {
-        self.holder_note = one_line(&note.into(), MAX_HOLDER_NOTE);
+        self.holder_note = one_line(&note.into(), MAX_NOTE);
         self
     }
 
@@ -522,10 +522,10 @@ mod tests {
     fn holder_notes_are_single_line_and_bounded() {
         let b = Client::builder("redis://h:1").holder_note(" cmd=a\nb\t ");
         assert_eq!(b.holder_note.as_deref(), Some("cmd=a b"));
-        let long = "é".repeat(MAX_HOLDER_NOTE);
+        let long = "é".repeat(MAX_NOTE);
         let b = Client::builder("redis://h:1").holder_note(long);
         let kept = b.holder_note.unwrap_or_default();
-        assert!(kept.len() <= MAX_HOLDER_NOTE && kept.len() > MAX_HOLDER_NOTE - 2);
+        assert!(kept.len() <= MAX_NOTE && kept.len() > MAX_NOTE - 2);
         assert_eq!(
             Client::builder("redis://h:1").holder_note("  ").holder_note,
             None

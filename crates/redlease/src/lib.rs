@@ -217,6 +217,9 @@
 // leaves; where commands go; notifications; a lease and its renewal; the engine; the API.
 mod error;
 mod inspection;
+// The key layout beyond the lock key is not public API (see `LockKeys`); the module stays
+// reachable for the CLI and the test suites, which read side keys on purpose.
+#[doc(hidden)]
 pub mod keys;
 mod lua;
 mod observe;
@@ -260,8 +263,8 @@ pub mod __private;
 
 pub use backend::quorum;
 pub use client::{
-    Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, MAX_HOLDER_NOTE,
-    Notifications, holder_details,
+    Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, Notifications,
+    holder_details,
 };
 pub use conn::redact_url;
 pub use default_client::{default_client, set_default_client};
@@ -269,7 +272,7 @@ pub use election::{Election, Leader, Leadership};
 pub use error::{Error, NodeError, Result, is_connection_error};
 pub use guard::Guard;
 pub use inspection::{Access, Holding, Inspection, NodeSnapshot, Snapshot, Waiting};
-pub use keys::{LockKeys, Primitive};
+pub use keys::{LockKeys, MAX_NAME_LEN, Primitive};
 pub use lease::LeaseHealth;
 pub use lock::Lock;
 pub use multilock::{MultiGuard, MultiLock};
@@ -284,6 +287,14 @@ pub use wait::{Retry, Wait};
 
 #[cfg(feature = "macros")]
 pub use redlease_macros::locked;
+
+/// The redis-rs crate this version of redlease is built on, re-exported on purpose:
+/// its types are part of redlease's API ([`Error::Redis`]'s source, [`NodeError`]'s
+/// error, [`is_connection_error`], the connections [`resource::fenced_set`] takes, the
+/// client and connection manager [`Client::from_redis`] takes). Name them through
+/// `redlease::redis` (or depend on the same version) so that your types and redlease's are
+/// one and the same; a redis-rs upgrade is a breaking change of redlease.
+pub use redis;
 
 #[cfg(test)]
 mod send_sync {

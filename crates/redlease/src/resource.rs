@@ -41,6 +41,7 @@ pub const FENCING_TOKEN_HEADER: &str = "Redlease-Fencing-Token";
 
 /// What [`fenced_set`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Fenced {
     /// The value was written; the resource now remembers this token.
     Written,

@@ -26,8 +26,9 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 pub const DEFAULT_WAIT: Wait = Wait::For(Duration::from_secs(10));
 /// Key prefix when none is set.
 pub const DEFAULT_PREFIX: &str = "redlease:";
-/// The longest leader's note [`Election::campaign`](crate::Election::campaign) keeps, in
-/// bytes.
+/// The longest note kept, in bytes: a client's holder note
+/// ([`ClientBuilder::holder_note`](crate::ClientBuilder::holder_note)) and a leader's note
+/// ([`Election::campaign`](crate::Election::campaign)) alike; a longer one is cut.
 pub const MAX_NOTE: usize = 256;
 
 /// A name on an engine, with the options of its builder.

@@ -32,6 +32,7 @@ use crate::error::{Error, Result};
 
 /// How long [`Lock::acquire`](crate::Lock::acquire) waits for a busy lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Wait {
     /// One attempt only.
     No,

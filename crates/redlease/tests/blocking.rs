@@ -139,7 +139,7 @@ fn nested_run_refuses_to_re_enter_a_fixed_lease() {
         })
     });
     assert!(
-        matches!(&nested, Err(Error::FixedLeaseReentered { name }) if name == "blocking-fixed"),
+        matches!(&nested, Err(Error::FixedLeaseReentered { name, .. }) if name == "blocking-fixed"),
         "{nested:?}"
     );
     assert!(!ran);

@@ -76,7 +76,7 @@ async fn a_foreign_value_of_another_type_is_wrongtype() {
     let _: i64 = conn.lpush("redlease:listy", "x").await.unwrap();
     let err = c.lock("listy").try_acquire().await.unwrap_err();
     assert!(
-        matches!(err, Error::WrongType { ref key } if key == "redlease:listy"),
+        matches!(err, Error::WrongType { ref key, .. } if key == "redlease:listy"),
         "{err:?}"
     );
     assert!(err.to_string().contains("WRONGTYPE"));
@@ -156,7 +156,7 @@ async fn bad_names_and_options_are_refused() {
             lock.acquire().await.unwrap_err(),
         ] {
             match (&err, what) {
-                (Error::InvalidName { reason }, "name") => assert!(!reason.is_empty()),
+                (Error::InvalidName { reason, .. }, "name") => assert!(!reason.is_empty()),
                 (Error::InvalidOption { option, .. }, _) => assert_eq!(*option, what),
                 _ => panic!("{lock:?}: expected an error about {what}, got {err:?}"),
             }

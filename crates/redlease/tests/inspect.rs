@@ -257,7 +257,7 @@ async fn bad_names_and_foreign_keys_get_clear_errors() {
         .unwrap();
     let err = ops.inspect("a-list").await.unwrap_err();
     assert!(
-        matches!(err, Error::WrongType { ref key } if key == "redlease:a-list"),
+        matches!(err, Error::WrongType { ref key, .. } if key == "redlease:a-list"),
         "{err}"
     );
     // A name nothing ever took: free, no counter. (Spawned: the future is `Send`.)
