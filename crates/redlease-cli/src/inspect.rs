@@ -742,7 +742,7 @@ pub(crate) async fn release(args: ReleaseArgs) -> anyhow::Result<ExitCode> {
     let keys = keys_of(&args.redis, &args.name)?;
     let client = operator(&args.redis).await?;
     let removed = client
-        .force_release(&keys)
+        .force_release_keys(&keys)
         .await
         .with_context(|| format!("removing `{}` (key {})", args.name, keys.key()))?;
     if !removed.nodes.is_empty() {

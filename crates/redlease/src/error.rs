@@ -136,7 +136,8 @@ pub enum Error {
         reason: &'static str,
     },
     /// The blocking API could not drive its runtime: it was called from inside an async
-    /// runtime, or the runtime could not start.
+    /// task (whose thread it would block; a `spawn_blocking` thread is fine), or the
+    /// runtime could not start.
     #[error("{reason}")]
     #[non_exhaustive]
     Runtime {

@@ -268,7 +268,7 @@ pub use client::{
 };
 pub use conn::redact_url;
 pub use default_client::{default_client, set_default_client};
-pub use election::{Election, Leader, Leadership};
+pub use election::{Election, Leader, LeaderChanges, Leadership};
 pub use error::{Error, NodeError, Result, is_connection_error};
 pub use guard::Guard;
 pub use inspection::{Access, Holding, Inspection, NodeSnapshot, Snapshot, Waiting};
@@ -348,6 +348,19 @@ mod send_sync {
         send_sync::<crate::Election>();
         send_sync::<crate::Leadership>();
         send_sync::<crate::Leader>();
+        send_sync::<crate::ClientBuilder>();
+        #[cfg(feature = "blocking")]
+        send_sync::<crate::blocking::ClientBuilder>();
+    }
+
+    /// The election's stream of changes can be awaited without pinning, and spawned.
+    #[allow(dead_code)]
+    async fn leader_changes_are_unpin_and_send(election: crate::Election) {
+        fn unpin_send<T: Unpin + Send + 'static>(_: &T) {}
+        use futures_util::StreamExt as _;
+        let mut changes = election.observe();
+        unpin_send(&changes);
+        let _ = changes.next().await;
     }
 
     /// The futures of the async API can be spawned.

@@ -42,6 +42,19 @@ pub enum Wait {
     Forever,
 }
 
+impl Wait {
+    /// Checks that a bounded wait fits the longest lease Redis keeps.
+    pub(crate) fn validate(self) -> Result<()> {
+        match self {
+            Self::For(d) if d > crate::ttl::MAX_TTL => Err(Error::InvalidOption {
+                option: "wait",
+                reason: format!("{d:?} is longer than 30 days; use Wait::Forever"),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
 impl From<Duration> for Wait {
     fn from(d: Duration) -> Self {
         Self::For(d)

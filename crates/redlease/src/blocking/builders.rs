@@ -197,7 +197,7 @@ macro_rules! acquisitions {
             ///
             /// # Errors
             #[doc = concat!("As [`crate::", stringify!($async), "::acquire`], and")]
-            /// [`Error::Runtime`] inside an async runtime.
+            /// [`Error::Runtime`] inside an async task.
             pub fn acquire(&self) -> Result<$held> {
                 self.0.acquire()
             }
@@ -207,7 +207,7 @@ macro_rules! acquisitions {
             ///
             /// # Errors
             #[doc = concat!("As [`crate::", stringify!($async), "::try_acquire`], and")]
-            /// [`Error::Runtime`] inside an async runtime.
+            /// [`Error::Runtime`] inside an async task.
             pub fn try_acquire(&self) -> Result<Option<$held>> {
                 self.0.try_acquire()
             }
@@ -385,7 +385,7 @@ impl Election {
     /// Waits to lead; see [`crate::Election::campaign`].
     ///
     /// # Errors
-    /// As [`crate::Election::campaign`], and [`Error::Runtime`] inside an async runtime.
+    /// As [`crate::Election::campaign`], and [`Error::Runtime`] inside an async task.
     pub fn campaign(&self, note: impl Into<String>) -> Result<Leadership> {
         let leadership = block_on(&self.0.runtime, self.0.inner.campaign(note))??;
         let (guard, note) = leadership.into_parts();
@@ -398,7 +398,7 @@ impl Election {
     /// Who leads now, or `None`; see [`crate::Election::leader`].
     ///
     /// # Errors
-    /// As [`crate::Election::leader`], and [`Error::Runtime`] inside an async runtime.
+    /// As [`crate::Election::leader`], and [`Error::Runtime`] inside an async task.
     pub fn leader(&self) -> Result<Option<crate::Leader>> {
         block_on(&self.0.runtime, self.0.inner.leader())?
     }
@@ -408,7 +408,7 @@ impl Election {
     /// runtime, each item is [`Error::Runtime`].
     pub fn observe(&self) -> Observe {
         Observe {
-            changes: Box::pin(self.0.inner.observe()),
+            changes: self.0.inner.observe(),
             runtime: Arc::clone(&self.0.runtime),
         }
     }
@@ -416,8 +416,7 @@ impl Election {
 
 /// The changes of leader of a blocking [`Election`]; see [`Election::observe`].
 pub struct Observe {
-    changes:
-        std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Option<crate::Leader>>> + Send>>,
+    changes: crate::LeaderChanges,
     runtime: Arc<Runtime>,
 }
 
@@ -462,6 +461,15 @@ impl Leadership {
     /// Whether the lease is still ours, without asking Redis.
     pub fn is_leading(&self) -> bool {
         self.guard.is_held()
+    }
+
+    /// Asks Redis whether this leader still holds the election's lease; see
+    /// [`crate::Leadership::owned`].
+    ///
+    /// # Errors
+    /// As [`Guard::owned`].
+    pub fn owned(&self) -> Result<bool> {
+        self.guard.owned()
     }
 
     /// Blocks until leadership is lost; see [`crate::Leadership::lost`].
