@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend;
-use crate::conn::{Endpoints, Settings};
+use crate::conn::{Endpoints, Provided, Settings};
 use crate::election::Election;
 use crate::engine::{Defaults, Engine, one_line};
 use crate::error::{Error, Result};
@@ -398,10 +398,10 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn from_redis(client: redis::Client) -> ClientBuilder {
-        ClientBuilder::new(Endpoints::Provided {
+        ClientBuilder::new(Endpoints::Provided(Box::new(Provided {
             client,
             manager: None,
-        })
+        })))
     }
 
     /// As [`Client::from_redis`], with the application's own connection `manager` (made
@@ -427,10 +427,10 @@ impl Client {
         client: redis::Client,
         manager: redis::aio::ConnectionManager,
     ) -> ClientBuilder {
-        ClientBuilder::new(Endpoints::Provided {
+        ClientBuilder::new(Endpoints::Provided(Box::new(Provided {
             client,
             manager: Some(manager),
-        })
+        })))
     }
 
     /// Starts building a Cluster client whose commands go over the application's own

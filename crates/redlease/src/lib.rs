@@ -203,6 +203,17 @@
 //!   `multi_lock`), and `name` only for builders given `name_in_metrics()`. No exporter
 //!   is bundled: install a recorder (`examples/prometheus.rs` serves them for Prometheus).
 //!
+//! # With the code you already have
+//! [`Client::from_redis`] takes the application's own [`redis::Client`],
+//! [`Client::from_connection_manager`] its connection manager too (redlease's commands go
+//! over it), and [`Client::cluster_from`] its cluster connection; redlease still opens its
+//! own pub/sub connection. Options all locks of a client share go on its builder once
+//! ([`ClientBuilder::prefix`], [`ttl`](ClientBuilder::ttl), [`wait`](ClientBuilder::wait),
+//! [`renewal`](ClientBuilder::renewal)); each primitive's builder may override them.
+//! [`Guard::owned`] asks Redis whether a lease still holds, where [`Guard::is_held`]
+//! answers from what the guard knows. Only the lock key and its plain owner token are a
+//! stable Redis format (see [`LockKeys`]).
+//!
 //! # Cargo features
 //! `tls` (`rediss://`), `macros` (`#[locked]`, implies `blocking`), `cluster`
 //! ([`Client::cluster`]), `sentinel` ([`Client::sentinel`], `redis+sentinel://` URLs) and

@@ -29,23 +29,7 @@ async fn a_client_from_the_apps_redis_client_locks_and_hands_off_like_any_other(
     assert!(other.lock("shared").try_acquire().await.unwrap().is_none());
     // A waiter on the application's client is handed the lock over the pub/sub
     // connection redlease opened from that client.
-    let waiter = tokio::spawn({
-        let mine = mine.clone();
-        async move {
-            mine.lock("shared")
-                .wait(Duration::from_secs(20))
-                .acquire()
-                .await
-        }
-    });
-    bounded("the waiter queues", async {
-        while mine.waiting() == 0 {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await;
-    guard.release().await.unwrap();
-    let handed = bounded("the hand-off", waiter).await.unwrap().unwrap();
+    let handed = common::handed_over(guard, &mine, "shared").await;
     assert!(handed.owned().await.unwrap());
     handed.release().await.unwrap();
 }

@@ -33,8 +33,9 @@ pub(crate) async fn connect(settings: &Settings) -> Result<(Deployment, Option<r
             let node = Node::new(Conn::Single(conn), redact_url(url));
             (deployment(Topology::Single, vec![node]), Some(redis))
         }
-        Endpoints::Provided { client, manager } => {
-            let conn = match manager {
+        Endpoints::Provided(provided) => {
+            let client = &provided.client;
+            let conn = match &provided.manager {
                 Some(manager) => manager.clone(),
                 None => ConnectionManager::new_with_config(client.clone(), config)
                     .await

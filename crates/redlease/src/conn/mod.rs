@@ -46,10 +46,7 @@ pub(crate) enum Endpoints {
     Single(String),
     /// One Redis, through the application's own redis-rs client (which opens the
     /// subscriptions), and its connection manager for commands when it gave one.
-    Provided {
-        client: redis::Client,
-        manager: Option<ConnectionManager>,
-    },
+    Provided(Box<Provided>),
     /// Sentinels (`redis://host:port` each) and the name of the primary they watch; the
     /// credentials of `data` (a `redis://` URL without host meaning) are the primary's.
     #[cfg(feature = "sentinel")]
@@ -80,7 +77,9 @@ impl Endpoints {
         match self {
             Self::Single(url) => vec![redact_url(url)],
             // The address alone: a connection's Display never shows its credentials.
-            Self::Provided { client, .. } => vec![client.get_connection_info().addr().to_string()],
+            Self::Provided(provided) => {
+                vec![provided.client.get_connection_info().addr().to_string()]
+            }
             #[cfg(feature = "sentinel")]
             Self::Sentinel {
                 sentinels, master, ..
@@ -93,6 +92,13 @@ impl Endpoints {
             Self::Quorum(urls) => urls.iter().map(|u| redact_url(u)).collect(),
         }
     }
+}
+
+/// The application's own redis-rs client, and its connection manager when it gave one.
+#[derive(Clone)]
+pub(crate) struct Provided {
+    pub(crate) client: redis::Client,
+    pub(crate) manager: Option<ConnectionManager>,
 }
 
 /// What every connection of one client shares.
