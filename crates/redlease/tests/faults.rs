@@ -36,6 +36,8 @@ async fn every_script_survives_script_flush() {
     flush().await;
     guard.extend(Duration::from_secs(10)).await.unwrap();
     flush().await;
+    assert!(guard.owned().await.unwrap());
+    flush().await;
     guard.release().await.unwrap();
     flush().await;
     assert!(lock.try_acquire().await.unwrap().is_some());
