@@ -117,3 +117,30 @@ fn a_blocking_quorum_client_has_the_async_constructors() {
     let plain = Client::quorum(nodes.urls()).unwrap();
     plain.lock("job").acquire().unwrap().release().unwrap();
 }
+
+#[test]
+fn a_blocking_client_dropped_inside_an_async_task_does_not_panic() {
+    let server = common::server();
+    let client = Client::connect(&server.url()).unwrap();
+    let guard = client
+        .lock("dropped-in-a-task")
+        .ttl(Duration::from_secs(1))
+        .acquire()
+        .unwrap();
+    let app = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    app.block_on(async move {
+        drop(guard);
+        drop(client);
+    });
+    // Whether the background release ran or not, the lock is free within its TTL.
+    let next = Client::connect(&server.url()).unwrap();
+    let again = next
+        .lock("dropped-in-a-task")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .unwrap();
+    again.release().unwrap();
+}

@@ -4,8 +4,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::runtime::Runtime;
-
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::owner::Owner;
@@ -14,7 +12,7 @@ use crate::token::FencingToken;
 use crate::wait::{Retry, Wait};
 
 use super::guards::{Guard, Hold, MultiGuard, Permit, ReadGuard, WriteGuard};
-use super::runtime::block_on;
+use super::runtime::{Runtime, block_on};
 
 /// An async builder and the runtime that drives it: what every blocking builder is.
 #[derive(Clone)]

@@ -3,12 +3,10 @@
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use tokio::runtime::Runtime;
-
 use crate::error::{Error, Result};
 
 use super::builders::{Driven, Election, Lock, MultiLock, RwLock, Semaphore};
-use super::runtime::{block_on, in_async_task, inside_runtime};
+use super::runtime::{Runtime, block_on, in_async_task, inside_runtime};
 
 /// A blocking handle to one Redis deployment; see [`crate::Client`].
 #[derive(Clone)]
@@ -172,6 +170,7 @@ impl Client {
             .map_err(|e| Error::Runtime {
                 reason: format!("could not start the runtime that drives blocking locks: {e}"),
             })?;
+        let runtime = Runtime::new(runtime);
         let inner = block_on(&runtime, builder.connect())??;
         Ok(Self {
             inner,

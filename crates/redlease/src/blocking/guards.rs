@@ -4,13 +4,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::runtime::Runtime;
-
 use crate::error::{Error, Result};
 use crate::guard::derefs_to_guard;
 use crate::token::FencingToken;
 
-use super::runtime::{block_on, in_async_task, inside_runtime};
+use super::runtime::{Runtime, block_on, in_async_task, inside_runtime};
 
 /// A blocking guard, made from its async twin.
 pub(super) trait Hold: Sized {
@@ -105,7 +103,7 @@ impl<G: Release> Held<G> {
             drop(inner);
             return None;
         }
-        Some(self.runtime.block_on(inner.release()))
+        Some(self.runtime.block_on_here(inner.release()).and_then(|r| r))
     }
 
     fn release(mut self) -> Result<()> {
@@ -418,7 +416,7 @@ mod tests {
             Held {
                 name: "job".into(),
                 inner: None,
-                runtime: Arc::new(runtime),
+                runtime: Arc::new(Runtime::new(runtime)),
             },
             FencingToken::new(7),
         ))

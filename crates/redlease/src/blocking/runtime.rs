@@ -3,9 +3,44 @@
 
 use std::task::{Context, Poll, Waker};
 
-use tokio::runtime::Runtime;
-
 use crate::error::{Error, Result};
+
+/// The runtime a blocking client drives its engine on (shared by its builders and
+/// guards). Dropped last inside an async task, it shuts down without blocking (tokio
+/// panics on a runtime dropped there the ordinary way); background releases still pending
+/// then are dropped with it, and those leases expire after their TTL.
+pub(super) struct Runtime(Option<tokio::runtime::Runtime>);
+
+impl Runtime {
+    pub(super) fn new(runtime: tokio::runtime::Runtime) -> Self {
+        Self(Some(runtime))
+    }
+
+    /// Runs `future` to completion on this thread, which the caller checked may block.
+    pub(super) fn block_on_here<F: Future>(&self, future: F) -> Result<F::Output> {
+        match &self.0 {
+            Some(runtime) => Ok(runtime.block_on(future)),
+            None => Err(Error::Runtime {
+                reason: "the blocking client's runtime has shut down".into(),
+            }),
+        }
+    }
+
+    /// Enters the runtime's context, so that what is dropped meanwhile spawns there.
+    pub(super) fn enter(&self) -> Option<tokio::runtime::EnterGuard<'_>> {
+        self.0.as_ref().map(tokio::runtime::Runtime::enter)
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take()
+            && in_async_task()
+        {
+            runtime.shutdown_background();
+        }
+    }
+}
 
 /// Runs `future` to completion on `runtime`, refusing to block a thread that is polling
 /// an async task (see [`in_async_task`]).
@@ -13,7 +48,7 @@ pub(super) fn block_on<F: Future>(runtime: &Runtime, future: F) -> Result<F::Out
     if in_async_task() {
         return Err(inside_runtime());
     }
-    Ok(runtime.block_on(future))
+    runtime.block_on_here(future)
 }
 
 pub(super) fn inside_runtime() -> Error {
@@ -32,7 +67,9 @@ pub(super) fn inside_runtime() -> Error {
 /// cooperative budget (at most 255 units) and runs `spawn_blocking` closures and plain
 /// threads unconstrained: so this takes budget units until tokio says the budget is spent
 /// (a task) or more units than any budget holds were granted (no task), then gives every
-/// unit back, leaving the budget as it was.
+/// unit back, leaving the budget as it was. (A task polled under
+/// `tokio::task::coop::unconstrained` has no budget either, and is taken for a thread that
+/// may block.)
 pub(super) fn in_async_task() -> bool {
     if tokio::runtime::Handle::try_current().is_err() {
         return false;
