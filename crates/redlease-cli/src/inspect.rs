@@ -547,7 +547,7 @@ pub(crate) async fn release(args: ReleaseArgs) -> anyhow::Result<ExitCode> {
     let keys = keys_of(&args.redis, args.name.name())?;
     let client = operator(&args.redis).await?;
     let removed = client
-        .force_release(&keys)
+        .force_release_keys(&keys)
         .await
         .with_context(|| format!("removing `{}` (key {})", args.name.name(), keys.key()))?;
     if !removed.nodes.is_empty() {

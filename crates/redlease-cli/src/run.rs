@@ -526,6 +526,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             name,
             waited,
             holder_ttl,
+            ..
         }) => {
             if !args.quiet {
                 busy(&client, &args, &name, wait, waited, holder_ttl).await;

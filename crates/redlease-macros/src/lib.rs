@@ -185,7 +185,7 @@ use proc_macro::TokenStream;
 /// be stopped from outside, so it runs to its end even when the lease was lost meanwhile;
 /// the call then returns [`Error::Lost`] instead of the body's value. Check
 /// [`blocking::Guard::is_held`] between long steps (`guard = g`). Do not call it from inside
-/// an async runtime: it returns [`Error::Runtime`] there.
+/// an async task (a `spawn_blocking` thread is fine): it returns [`Error::Runtime`] there.
 ///
 /// ```
 /// # #[derive(Debug)] struct AppError;

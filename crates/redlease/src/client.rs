@@ -5,25 +5,28 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend;
-use crate::conn::{Endpoints, Settings};
+use crate::conn::{Endpoints, Provided, Settings};
 use crate::election::Election;
-use crate::engine::{Engine, one_line};
+use crate::engine::{Defaults, Engine, one_line};
 use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::multilock::MultiLock;
 use crate::notify::{GrantSource, Notifier, Reach, Wakeups};
+use crate::renew::Renewal;
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
+use crate::spec::{DEFAULT_PREFIX, DEFAULT_TTL, DEFAULT_WAIT, MAX_NOTE};
+use crate::ttl::validate_ttl;
+use crate::wait::Wait;
 
 /// How long connecting to Redis may take before it fails, by default.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// The longest note [`ClientBuilder::holder_note`] keeps, in bytes.
-pub const MAX_HOLDER_NOTE: usize = 256;
 /// How long one command may wait for its reply before it fails, by default.
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Whether waiters learn of releases over pub/sub (the default) or only by polling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Notifications {
     /// A single Redis, a Sentinel primary or a Cluster hands a released lock to the oldest
     /// waiter over pub/sub: one shared RESP3 connection per [`Client`] (on a Cluster, one
@@ -50,6 +53,11 @@ pub struct ClientBuilder {
     tls_root: Option<Vec<u8>>,
     /// Appended to the holder details (`host=... pid=...`) that locks record.
     holder_note: Option<String>,
+    /// What every primitive of the client starts from.
+    defaults: Defaults,
+    /// The application's own cluster connection, for commands.
+    #[cfg(feature = "cluster")]
+    cluster_connection: Option<redis::cluster_async::ClusterConnection>,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -61,6 +69,7 @@ impl fmt::Debug for ClientBuilder {
             .field("notifications", &self.notifications)
             .field("tls_root", &self.tls_root.as_ref().map(|_| "<pem>"))
             .field("holder_note", &self.holder_note)
+            .field("defaults", &self.defaults)
             .finish_non_exhaustive()
     }
 }
@@ -74,7 +83,65 @@ impl ClientBuilder {
             notifications: Notifications::default(),
             tls_root: None,
             holder_note: None,
+            defaults: Defaults {
+                prefix: DEFAULT_PREFIX.to_owned(),
+                ttl: DEFAULT_TTL,
+                wait: DEFAULT_WAIT,
+                renewal: Renewal::Auto,
+            },
+            #[cfg(feature = "cluster")]
+            cluster_connection: None,
         }
+    }
+
+    /// The key prefix of every primitive of this client (default [`DEFAULT_PREFIX`]),
+    /// unless its builder sets its own ([`Lock::prefix`](crate::Lock::prefix) and the like). An empty prefix
+    /// makes each key the bare name.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example() -> redlease::Result<()> {
+    /// use std::time::Duration;
+    ///
+    /// let client = redlease::Client::builder("redis://127.0.0.1:6379")
+    ///     .prefix("billing:locks:")
+    ///     .ttl(Duration::from_secs(10))
+    ///     .wait(Duration::from_secs(2))
+    ///     .connect()
+    ///     .await?;
+    /// // Key `billing:locks:invoice-7`, a 10 s lease, waits up to 2 s.
+    /// let guard = client.lock("invoice-7").acquire().await?;
+    /// # guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.defaults.prefix = prefix.into();
+        self
+    }
+
+    /// The lease length of every primitive of this client (default [`DEFAULT_TTL`]),
+    /// unless its builder sets its own ([`Lock::ttl`](crate::Lock::ttl) and the like); checked when the
+    /// client connects.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.defaults.ttl = ttl;
+        self
+    }
+
+    /// How long every acquisition of this client waits for a busy name (default
+    /// [`DEFAULT_WAIT`]), unless its builder sets its own ([`Lock::wait`](crate::Lock::wait) and the like).
+    /// An election's campaign waits [`Wait::Forever`] unless its own builder says
+    /// otherwise.
+    pub fn wait(mut self, wait: impl Into<Wait>) -> Self {
+        self.defaults.wait = wait.into();
+        self
+    }
+
+    /// Whether leases of this client are renewed while held (default
+    /// [`Renewal::Auto`]), unless a builder sets its own ([`Lock::renewal`](crate::Lock::renewal) and the like).
+    /// `run` always renews.
+    pub fn renewal(mut self, renewal: Renewal) -> Self {
+        self.defaults.renewal = renewal;
+        self
     }
 
     /// Connect timeout (default [`DEFAULT_CONNECT_TIMEOUT`]).
@@ -115,7 +182,7 @@ impl ClientBuilder {
     ///
     /// Anyone who can read the lock's keys can read the note: never put a secret in it.
     /// Control characters are replaced by spaces and the note is cut to
-    /// [`MAX_HOLDER_NOTE`] bytes.
+    /// [`MAX_NOTE`] bytes.
     ///
     /// # Examples
     /// ```no_run
@@ -127,7 +194,7 @@ impl ClientBuilder {
     /// # Ok(()) }
     /// ```
     pub fn holder_note(mut self, note: impl Into<String>) -> Self {
-        self.holder_note = one_line(&note.into(), MAX_HOLDER_NOTE);
+        self.holder_note = one_line(&note.into(), MAX_NOTE);
         self
     }
 
@@ -155,11 +222,15 @@ impl ClientBuilder {
                 });
             }
         }
+        validate_ttl(self.defaults.ttl)?;
+        self.defaults.wait.validate()?;
         let settings = Settings {
             endpoints: self.endpoints.clone(),
             connect_timeout: self.connect_timeout,
             response_timeout: self.response_timeout,
             tls_root: self.tls_root.clone(),
+            #[cfg(feature = "cluster")]
+            cluster_connection: self.cluster_connection.clone(),
         };
         let (deployment, pubsub) = Box::pin(backend::connect(&settings)).await?;
         let notifications = self.notifications == Notifications::PubSub;
@@ -228,6 +299,7 @@ impl ClientBuilder {
                 wakeups,
                 observers,
                 holder_details(self.holder_note.as_deref()),
+                self.defaults,
             )),
         })
     }
@@ -303,6 +375,89 @@ impl Client {
     /// primary found through Sentinel (the credentials and database are the primary's).
     pub fn builder(url: &str) -> ClientBuilder {
         ClientBuilder::new(Endpoints::parse(url))
+    }
+
+    /// Starts building a client on the application's own redis-rs `client` (one Redis),
+    /// so that the connection details (address, credentials, TLS, RESP version) are set
+    /// in one place. Builder options that shape connections ([`ClientBuilder::tls_root_certificate`])
+    /// are then `client`'s business and ignored.
+    ///
+    /// What redlease opens from `client`: one reconnecting connection for commands (a
+    /// [`ConnectionManager`](redis::aio::ConnectionManager) with this builder's connect
+    /// and response timeouts; use [`Client::from_connection_manager`] to share the
+    /// application's own), and, on first wait, one pub/sub connection that carries every
+    /// waiter's hand-offs and the election observers' notices.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// use redlease::redis;
+    ///
+    /// let app_redis = redis::Client::open("redis://127.0.0.1:6379")?;
+    /// let client = redlease::Client::from_redis(app_redis.clone()).connect().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn from_redis(client: redis::Client) -> ClientBuilder {
+        ClientBuilder::new(Endpoints::Provided(Box::new(Provided {
+            client,
+            manager: None,
+        })))
+    }
+
+    /// As [`Client::from_redis`], with the application's own connection `manager` (made
+    /// from `client`) carrying redlease's commands too: no second data connection. Its
+    /// own response timeout then bounds each reply (keep it well below the locks' TTL;
+    /// see [`ClientBuilder::response_timeout`]). The pub/sub connection is still
+    /// redlease's own, from `client`: a connection manager cannot carry subscriptions
+    /// beside its commands.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// use redlease::redis;
+    ///
+    /// let app_redis = redis::Client::open("redis://127.0.0.1:6379")?;
+    /// let manager = redis::aio::ConnectionManager::new(app_redis.clone()).await?;
+    /// let client = redlease::Client::from_connection_manager(app_redis, manager)
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn from_connection_manager(
+        client: redis::Client,
+        manager: redis::aio::ConnectionManager,
+    ) -> ClientBuilder {
+        ClientBuilder::new(Endpoints::Provided(Box::new(Provided {
+            client,
+            manager: Some(manager),
+        })))
+    }
+
+    /// Starts building a Cluster client whose commands go over the application's own
+    /// cluster `connection` (which follows MOVED and ASK itself); redlease opens only its
+    /// pub/sub connections for hand-offs and release notices, through `seeds` (the
+    /// cluster's nodes' URLs, with the credentials the subscriptions need: a redis-rs
+    /// cluster client does not tell its nodes).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// use redlease::redis;
+    ///
+    /// let seeds = ["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"];
+    /// let app_cluster = redis::cluster::ClusterClient::new(seeds)?;
+    /// let connection = app_cluster.get_async_connection().await?;
+    /// let client = redlease::Client::cluster_from(seeds, connection).connect().await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "cluster")]
+    pub fn cluster_from<S: AsRef<str>>(
+        seeds: impl IntoIterator<Item = S>,
+        connection: redis::cluster_async::ClusterConnection,
+    ) -> ClientBuilder {
+        let mut builder = Self::cluster_builder(seeds);
+        builder.cluster_connection = Some(connection);
+        builder
     }
 
     /// Starts building a client for the Redis Cluster reachable through `seeds` (any of
@@ -526,10 +681,10 @@ mod tests {
     fn holder_notes_are_single_line_and_bounded() {
         let b = Client::builder("redis://h:1").holder_note(" cmd=a\nb\t ");
         assert_eq!(b.holder_note.as_deref(), Some("cmd=a b"));
-        let long = "é".repeat(MAX_HOLDER_NOTE);
+        let long = "é".repeat(MAX_NOTE);
         let b = Client::builder("redis://h:1").holder_note(long);
         let kept = b.holder_note.unwrap_or_default();
-        assert!(kept.len() <= MAX_HOLDER_NOTE && kept.len() > MAX_HOLDER_NOTE - 2);
+        assert!(kept.len() <= MAX_NOTE && kept.len() > MAX_NOTE - 2);
         assert_eq!(
             Client::builder("redis://h:1").holder_note("  ").holder_note,
             None

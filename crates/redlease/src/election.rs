@@ -1,8 +1,9 @@
 //! [`Election`]: leader election on the lease engine.
 
 use std::fmt;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::Stream;
@@ -151,17 +152,55 @@ impl Election {
     ///
     /// With [`Notifications::Polling`](crate::Notifications::Polling) it polls every
     /// [`Retry::max`](crate::Retry::max).
-    pub fn observe(&self) -> impl Stream<Item = Result<Option<Leader>>> + Send + 'static {
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example(client: redlease::Client) -> redlease::Result<()> {
+    /// use futures_util::StreamExt as _;
+    ///
+    /// let mut changes = client.election("scheduler").observe();
+    /// while let Some(leader) = changes.next().await {
+    ///     match leader? {
+    ///         Some(leader) => println!("term {}: {}", leader.term, leader.note),
+    ///         None => println!("nobody leads"),
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn observe(&self) -> LeaderChanges {
         let observer = Observer {
             election: self.clone(),
             watch: None,
             last: Told::Unknown,
             highest: None,
         };
-        futures_util::stream::unfold(observer, |mut observer| async move {
-            let item = observer.next().await;
-            Some((item, observer))
-        })
+        LeaderChanges(Box::pin(futures_util::stream::unfold(
+            observer,
+            |mut observer| async move {
+                let item = observer.next().await;
+                Some((item, observer))
+            },
+        )))
+    }
+}
+
+/// The changes of leader of an [`Election`], from [`Election::observe`]: a [`Stream`]
+/// that is `Unpin`, so `observe().next().await` needs no pinning. It ends only when
+/// dropped.
+#[must_use = "a stream does nothing unless polled"]
+pub struct LeaderChanges(Pin<Box<dyn Stream<Item = Result<Option<Leader>>> + Send>>);
+
+impl fmt::Debug for LeaderChanges {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeaderChanges").finish_non_exhaustive()
+    }
+}
+
+impl Stream for LeaderChanges {
+    type Item = Result<Option<Leader>>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.0.as_mut().poll_next(cx)
     }
 }
 
@@ -281,6 +320,18 @@ impl Leadership {
     /// Time left until the lease runs out unless renewed.
     pub fn remaining(&self) -> Duration {
         self.guard.remaining()
+    }
+
+    /// Asks Redis whether this leader still holds the election's lease; see
+    /// [`Guard::owned`].
+    ///
+    /// # Errors
+    /// As [`Guard::owned`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn owned(&self) -> Result<bool> {
+        self.guard.owned().await
     }
 
     /// Resolves the moment leadership is lost (the lease ran out or was taken).

@@ -16,11 +16,21 @@ use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::lease::{Lease, State, lost};
 use crate::notify::{Notifier, Wakeups};
-use crate::renew::Renewer;
+use crate::renew::{Renewal, Renewer};
 use crate::replies::Released;
 use crate::scripts::Kind;
 use crate::token::OwnerToken;
-use crate::wait::jitter;
+use crate::wait::{Wait, jitter};
+
+/// The client-wide options every primitive's builder starts from (each builder may
+/// override them).
+#[derive(Debug, Clone)]
+pub(crate) struct Defaults {
+    pub(crate) prefix: String,
+    pub(crate) ttl: Duration,
+    pub(crate) wait: Wait,
+    pub(crate) renewal: Renewal,
+}
 
 /// What a client's primitives share; a [`Client`](crate::Client) is an `Arc` of it.
 pub(crate) struct Engine {
@@ -37,6 +47,8 @@ pub(crate) struct Engine {
     pub(crate) renewer: Arc<Renewer>,
     /// Holder details recorded beside each lock, for operators.
     pub(crate) holder: String,
+    /// The options every primitive of the client starts from.
+    pub(crate) defaults: Defaults,
     /// Every lease handed out and not yet dropped, for `shutdown`.
     leases: Registry,
     /// Background give-backs (dropped guards, abandoned attempts), for `shutdown`.
@@ -50,8 +62,10 @@ impl Engine {
         wakeups: Option<Arc<Wakeups>>,
         observers: Option<Arc<Wakeups>>,
         holder: String,
+        defaults: Defaults,
     ) -> Self {
         Self {
+            defaults,
             renewer: Renewer::new(Arc::clone(&deployment)),
             deployment,
             notifier,

@@ -11,6 +11,7 @@ use std::time::Duration;
 pub enum Error {
     /// The lock stayed busy for the whole wait.
     #[error("lock `{name}` is held by another owner and stayed busy for {waited:?}{}; wait longer or retry later", holder_hint(*.holder_ttl))]
+    #[non_exhaustive]
     Timeout {
         /// The lock's name.
         name: String,
@@ -24,6 +25,7 @@ pub enum Error {
     #[error(
         "lock `{name}` was lost (its lease expired or another owner holds it); the work done under it may have overlapped with another holder"
     )]
+    #[non_exhaustive]
     Lost {
         /// The lock's name.
         name: String,
@@ -33,6 +35,7 @@ pub enum Error {
     #[error(
         "lock `{name}` was given back because its client was shut down; shut the client down only after the work under its locks ended"
     )]
+    #[non_exhaustive]
     ShutDown {
         /// The lock's name.
         name: String,
@@ -43,6 +46,7 @@ pub enum Error {
         "only {acquired} of the {needed} nodes needed for a majority {what}{}; check that most nodes are reachable",
         node_errors(errors)
     )]
+    #[non_exhaustive]
     NoQuorum {
         /// What the nodes were asked: `granted the lock`, or `answered` (a connection's
         /// `PING`, a read).
@@ -59,6 +63,7 @@ pub enum Error {
     #[error(
         "only {acked} of {wanted} replicas acknowledged the lock in time; the lock was given back"
     )]
+    #[non_exhaustive]
     Replication {
         /// Replicas that acknowledged.
         acked: usize,
@@ -67,12 +72,14 @@ pub enum Error {
     },
     /// The lock name cannot be used.
     #[error("invalid lock name: {reason}")]
+    #[non_exhaustive]
     InvalidName {
         /// Why.
         reason: String,
     },
     /// An option is out of range.
     #[error("invalid option `{option}`: {reason}")]
+    #[non_exhaustive]
     InvalidOption {
         /// The option.
         option: &'static str,
@@ -85,6 +92,7 @@ pub enum Error {
     #[error(
         "key `{key}` holds a value of another type (WRONGTYPE): another primitive (lock, semaphore or read-write lock) of the same name, or no lock at all; choose another name or key prefix"
     )]
+    #[non_exhaustive]
     WrongType {
         /// The Redis key.
         key: String,
@@ -93,6 +101,7 @@ pub enum Error {
     #[error(
         "semaphore `{key}` is in use with {in_use} permits, not the number asked for; ask with the same count, or change it once nothing holds or waits for it"
     )]
+    #[non_exhaustive]
     PermitsMismatch {
         /// The semaphore's key.
         key: String,
@@ -103,6 +112,7 @@ pub enum Error {
     #[error(
         "read-write lock `{name}` is held for reading by this owner, and a read lock cannot be upgraded to write (two upgrading readers would wait for each other forever); release the read lock, then acquire the write lock"
     )]
+    #[non_exhaustive]
     Upgrade {
         /// The read-write lock's name.
         name: String,
@@ -111,12 +121,14 @@ pub enum Error {
     #[error(
         "write lock `{name}` is also held by nested acquisitions of this owner, which still write; release them before downgrading"
     )]
+    #[non_exhaustive]
     NestedDowngrade {
         /// The read-write lock's name.
         name: String,
     },
     /// The primitive cannot be made sound on this deployment.
     #[error("{what} is not available here: {reason}")]
+    #[non_exhaustive]
     Unsupported {
         /// What was asked for.
         what: &'static str,
@@ -124,8 +136,10 @@ pub enum Error {
         reason: &'static str,
     },
     /// The blocking API could not drive its runtime: it was called from inside an async
-    /// runtime, or the runtime could not start.
+    /// task (whose thread it would block; a `spawn_blocking` thread is fine), or the
+    /// runtime could not start.
     #[error("{reason}")]
+    #[non_exhaustive]
     Runtime {
         /// What happened.
         reason: String,
@@ -135,12 +149,14 @@ pub enum Error {
     #[error(
         "the operating system's random source failed ({reason}); check that this process may use it (getrandom(2) or /dev/urandom, e.g. allowed by its seccomp or sandbox profile)"
     )]
+    #[non_exhaustive]
     Randomness {
         /// What the random source reported.
         reason: String,
     },
     /// A default client was set a second time; the first one stays.
     #[error("a default client is already set; call `{setter}` once, at start-up")]
+    #[non_exhaustive]
     DefaultClientSet {
         /// The function that was called twice.
         setter: &'static str,
@@ -149,6 +165,7 @@ pub enum Error {
     #[error(
         "the guard of lock `{name}` was already released; acquire the lock again for another hold"
     )]
+    #[non_exhaustive]
     Released {
         /// The lock's name.
         name: String,
@@ -159,6 +176,7 @@ pub enum Error {
     #[error(
         "`run` of lock `{name}` would re-enter a lease its owner holds without renewal (Renewal::Fixed); acquire the outer lock with Renewal::Auto, or do the work under the outer guard instead of a nested `run`"
     )]
+    #[non_exhaustive]
     FixedLeaseReentered {
         /// The lock's name.
         name: String,
@@ -167,6 +185,7 @@ pub enum Error {
     #[error(
         "no redlease client: call `{setter}` once at start-up, or pass `client = ...` to `#[redlease::locked]`"
     )]
+    #[non_exhaustive]
     NoDefaultClient {
         /// The function that sets the default client this call needed.
         setter: &'static str,
@@ -178,6 +197,7 @@ pub enum Error {
     /// expect (a short array, an unknown status, a negative fencing token) is one too,
     /// of kind `UnexpectedReturnType`: never taken for a busy lock or a zero token.
     #[error("redis error while {action}; {}", redis_hint(action, source))]
+    #[non_exhaustive]
     Redis {
         /// What we were doing.
         action: &'static str,
@@ -190,6 +210,7 @@ pub enum Error {
 /// One node's failure in a quorum operation (see [`Error::NoQuorum`]).
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{node}: {error}")]
+#[non_exhaustive]
 pub struct NodeError {
     /// The node's address, password redacted.
     pub node: String,

@@ -97,6 +97,48 @@ impl Guard {
         self.holding.lease.is_held()
     }
 
+    /// Asks Redis whether the lease still holds this guard's owner token, now: one read
+    /// round trip (over a quorum, whether a majority of nodes say so). Unlike
+    /// [`is_held`](Guard::is_held), which answers from what the guard already knows, this
+    /// notices a key deleted or taken behind the holder's back before the next renewal
+    /// does, and marks the lease lost then. It never revives a lease the guard already
+    /// counts as lost (that is `false` without asking). A `true` is a fact about the moment
+    /// Redis answered, not a promise for later: protect the work itself with
+    /// [`fencing_token`](Guard::fencing_token).
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be asked,
+    /// [`Error::NoQuorum`](crate::Error::NoQuorum) when too few quorum nodes answer.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example(guard: redlease::Guard) -> redlease::Result<()> {
+    /// // Before an expensive step: did an operator force the lock away meanwhile?
+    /// if !guard.owned().await? {
+    ///     return Ok(()); // no longer ours: skip the step
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn owned(&self) -> Result<bool> {
+        let lease = &self.holding.lease;
+        if !lease.is_held() {
+            return Ok(false);
+        }
+        let holds = self
+            .holding
+            .engine
+            .deployment()
+            .holds(&lease.keys, lease.kind(), lease.token.secret())
+            .await?;
+        if !holds {
+            lease.lose("Redis no longer holds the owner token");
+        }
+        Ok(holds && lease.is_held())
+    }
+
     /// Resolves when the lease is lost: the token was found gone by a renewal, or the lease
     /// ran out without a successful renewal. Never resolves while the lease is held and kept
     /// renewed. The loss is logged at `warn`.

@@ -7,11 +7,12 @@ use crate::client::Client;
 use crate::error::{Error, INSPECTING, REMOVING_HOLDS, Result};
 use crate::inspection::{self, Inspection, NodeSnapshot};
 use crate::keys::LockKeys;
-use crate::spec::DEFAULT_PREFIX;
 
 impl Client {
     /// Reads the state of the lock, semaphore or read-write lock named `name` (under the
-    /// default key prefix, [`DEFAULT_PREFIX`]; see [`Client::inspect_keys`] for another):
+    /// client's key prefix, [`ClientBuilder::prefix`](crate::ClientBuilder::prefix), by
+    /// default [`DEFAULT_PREFIX`](crate::DEFAULT_PREFIX); see [`Client::inspect_keys`] for
+    /// another):
     /// its holders with their details and time left, its queued waiters with how long
     /// they have waited, and its fencing counter. Nothing is taken or changed, and plain
     /// read commands suffice (`GET`, `PTTL`, `TYPE`, `TIME`, `LRANGE`, `HGET`, `HGETALL`,
@@ -47,8 +48,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn inspect(&self, name: &str) -> Result<Inspection> {
-        self.inspect_keys(&LockKeys::new(DEFAULT_PREFIX, name)?)
-            .await
+        self.inspect_keys(&self.keys_of(name)?).await
     }
 
     /// As [`Client::inspect`], for the name whose keys are `keys` (any prefix:
@@ -61,6 +61,19 @@ impl Client {
     /// Cancel safe: it only reads.
     pub async fn inspect_keys(&self, keys: &LockKeys) -> Result<Inspection> {
         self.read(keys, false).await
+    }
+
+    /// Removes every hold on the lock, semaphore or read-write lock named `name` (under
+    /// the client's key prefix, as [`Client::inspect`]; see [`Client::force_release_keys`]
+    /// for another), whoever holds it, and returns what it removed.
+    ///
+    /// # Errors
+    /// As [`Client::force_release_keys`].
+    ///
+    /// # Cancel safety
+    /// As [`Client::force_release_keys`].
+    pub async fn force_release(&self, name: &str) -> Result<Inspection> {
+        self.force_release_keys(&self.keys_of(name)?).await
     }
 
     /// Removes every hold on the name of `keys`, whoever holds it, and returns what it
@@ -80,12 +93,18 @@ impl Client {
     ///
     /// # Cancel safety
     /// Not cancel safe: cancelled after it was sent, the holds may be gone unreported.
-    pub async fn force_release(&self, keys: &LockKeys) -> Result<Inspection> {
+    pub async fn force_release_keys(&self, keys: &LockKeys) -> Result<Inspection> {
         let inspection = self.read(keys, true).await?;
         for holder in &inspection.snapshot.holders {
             tracing::warn!(key = %keys.key(), token = %holder.token_prefix, "hold removed by force");
         }
         Ok(inspection)
+    }
+
+    /// The keys of `name` under the client's prefix (whichever primitive it is: the key
+    /// `K` is the same, and the reads find out which).
+    fn keys_of(&self, name: &str) -> Result<LockKeys> {
+        LockKeys::new(&self.engine.defaults.prefix, name)
     }
 
     async fn read(&self, keys: &LockKeys, remove: bool) -> Result<Inspection> {

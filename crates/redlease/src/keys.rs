@@ -45,6 +45,15 @@ pub enum Primitive {
 }
 
 /// All the Redis names one lock uses.
+///
+/// **What is stable**: the lock key [`LockKeys::key`], `prefix + name`, and for a lock
+/// ([`Primitive::Lock`]) its value, the plain owner token with a `PX` expiry, so that a
+/// `SET K token NX PX` lock of another library on the same key (with an empty prefix)
+/// excludes redlease's and the other way round. Every other key and channel (the fencing
+/// counter, holder details, queues, waiter tables, channels, a semaphore's or read-write
+/// lock's layout) is an implementation detail that may change in any release: read it
+/// through [`Client::inspect`](crate::Client::inspect), never from Redis directly. (Hidden
+/// accessors for them exist for redlease's own CLI and tests.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockKeys {
     /// The lock key: the owner token with a PX expiry.
@@ -75,8 +84,8 @@ impl LockKeys {
     ///
     /// # Errors
     /// [`Error::InvalidName`] for an empty or oversized name, one whose side keys could
-    /// not share its cluster slot, or a name or prefix with a NUL byte (see the
-    /// [module docs](self)).
+    /// not share its cluster slot (a `}` without a valid `{hash tag}`), or a name or
+    /// prefix with a NUL byte.
     pub fn new(prefix: &str, name: &str) -> Result<Self> {
         Self::of(prefix, name, Primitive::Lock)
     }
@@ -164,18 +173,21 @@ impl LockKeys {
     }
 
     /// A semaphore's permit count (a string), or `None` for another primitive.
+    #[doc(hidden)]
     pub fn permits(&self) -> Option<&str> {
         (self.primitive == Primitive::Semaphore).then_some(self.extra.as_str())
     }
 
     /// A read-write lock's holds (a ZSET owner token -> lease expiry in ms since 1970), or
     /// `None` for another primitive.
+    #[doc(hidden)]
     pub fn holds(&self) -> Option<&str> {
         (self.primitive == Primitive::RwLock).then_some(self.extra.as_str())
     }
 
     /// The fencing counter (an integer, kept for a week after the last grant: see
     /// `fence.lua`).
+    #[doc(hidden)]
     pub fn fence(&self) -> &str {
         &self.fence
     }
@@ -184,28 +196,33 @@ impl LockKeys {
     /// without expiry, one per election name): written by a campaign on the nodes that
     /// granted it, so that a reader can tell a granted term from a counter that the
     /// campaign has not written back yet. Unused by other primitives and deployments.
+    #[doc(hidden)]
     pub fn term(&self) -> &str {
         &self.term
     }
 
     /// Holder details for operators (host, pid): a lock's string with the lock's expiry; a
     /// semaphore's or read-write lock's hash owner token -> `["<fence>", details]`.
+    #[doc(hidden)]
     pub fn holder(&self) -> &str {
         &self.holder
     }
 
     /// The FIFO queue of waiting owner tokens (a list).
+    #[doc(hidden)]
     pub fn queue(&self) -> &str {
         &self.queue
     }
 
     /// The waiter table (a hash: token -> lease length, grant channel, holder details).
+    #[doc(hidden)]
     pub fn waiters(&self) -> &str {
         &self.waiters
     }
 
     /// A pub/sub channel in the lock's cluster slot (for sharded pub/sub in Redis Cluster,
     /// where a channel must live in the slot of the keys a script touches).
+    #[doc(hidden)]
     pub fn channel(&self) -> &str {
         &self.channel
     }
@@ -243,6 +260,7 @@ impl LockKeys {
 /// Whether `key` is one that redlease stores beside a lock (a fencing counter, holder
 /// details, a queue, a waiter table, a semaphore's permit count, a read-write lock's
 /// holds) rather than a lock key: side keys, and only they, contain a NUL byte.
+#[doc(hidden)]
 pub fn is_side_key(key: &str) -> bool {
     key.contains(SEPARATOR)
 }
@@ -263,6 +281,7 @@ fn hash_tag(key: &[u8]) -> Option<&[u8]> {
 
 /// The Redis Cluster hash slot (0..16384) of `key`: CRC16/XMODEM of its hash tag or of
 /// the whole key.
+#[doc(hidden)]
 pub fn hash_slot(key: &[u8]) -> u16 {
     let data = hash_tag(key).unwrap_or(key);
     let mut crc: u16 = 0;

@@ -203,6 +203,17 @@
 //!   `multi_lock`), and `name` only for builders given `name_in_metrics()`. No exporter
 //!   is bundled: install a recorder (`examples/prometheus.rs` serves them for Prometheus).
 //!
+//! # With the code you already have
+//! [`Client::from_redis`] takes the application's own [`redis::Client`],
+//! [`Client::from_connection_manager`] its connection manager too (redlease's commands go
+//! over it), and [`Client::cluster_from`] its cluster connection; redlease still opens its
+//! own pub/sub connection. Options all locks of a client share go on its builder once
+//! ([`ClientBuilder::prefix`], [`ttl`](ClientBuilder::ttl), [`wait`](ClientBuilder::wait),
+//! [`renewal`](ClientBuilder::renewal)); each primitive's builder may override them.
+//! [`Guard::owned`] asks Redis whether a lease still holds, where [`Guard::is_held`]
+//! answers from what the guard knows. Only the lock key and its plain owner token are a
+//! stable Redis format (see [`LockKeys`]).
+//!
 //! # Cargo features
 //! `tls` (`rediss://`), `macros` (`#[locked]`, implies `blocking`), `cluster`
 //! ([`Client::cluster`]), `sentinel` ([`Client::sentinel`], `redis+sentinel://` URLs) and
@@ -221,6 +232,9 @@
 // leaves; where commands go; notifications; a lease and its renewal; the engine; the API.
 mod error;
 mod inspection;
+// The key layout beyond the lock key is not public API (see `LockKeys`); the module stays
+// reachable for the CLI and the test suites, which read side keys on purpose.
+#[doc(hidden)]
 pub mod keys;
 mod lua;
 mod observe;
@@ -265,16 +279,16 @@ pub mod __private;
 
 pub use backend::quorum;
 pub use client::{
-    Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, MAX_HOLDER_NOTE,
-    Notifications, holder_details,
+    Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, Notifications,
+    holder_details,
 };
 pub use conn::redact_url;
 pub use default_client::{default_client, set_default_client};
-pub use election::{Election, Leader, Leadership};
+pub use election::{Election, Leader, LeaderChanges, Leadership};
 pub use error::{Error, NodeError, Result, is_connection_error};
 pub use guard::Guard;
 pub use inspection::{Access, Holding, Inspection, NodeSnapshot, Snapshot, Waiting};
-pub use keys::{LockKeys, Primitive};
+pub use keys::{LockKeys, MAX_NAME_LEN, Primitive};
 pub use lease::LeaseHealth;
 pub use lock::Lock;
 pub use multilock::{MultiGuard, MultiLock};
@@ -290,6 +304,14 @@ pub use wait::{Retry, Wait};
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 pub use redlease_macros::locked;
+
+/// The redis-rs crate this version of redlease is built on, re-exported on purpose:
+/// its types are part of redlease's API ([`Error::Redis`]'s source, [`NodeError`]'s
+/// error, [`is_connection_error`], the connections [`resource::fenced_set`] takes, the
+/// client and connection manager [`Client::from_redis`] takes). Name them through
+/// `redlease::redis` (or depend on the same version) so that your types and redlease's are
+/// one and the same; a redis-rs upgrade is a breaking change of redlease.
+pub use redis;
 
 // The README's Rust examples, "Getting started" first, compiled as doc tests so that they
 // cannot drift from the API (`README.md` here is a link to the workspace's, and the file
@@ -350,6 +372,19 @@ mod send_sync {
         send_sync::<crate::Election>();
         send_sync::<crate::Leadership>();
         send_sync::<crate::Leader>();
+        send_sync::<crate::ClientBuilder>();
+        #[cfg(feature = "blocking")]
+        send_sync::<crate::blocking::ClientBuilder>();
+    }
+
+    /// The election's stream of changes can be awaited without pinning, and spawned.
+    #[allow(dead_code)]
+    async fn leader_changes_are_unpin_and_send(election: crate::Election) {
+        fn unpin_send<T: Unpin + Send + 'static>(_: &T) {}
+        use futures_util::StreamExt as _;
+        let mut changes = election.observe();
+        unpin_send(&changes);
+        let _ = changes.next().await;
     }
 
     /// The futures of the async API can be spawned.

@@ -51,6 +51,7 @@ const RENEW_LUA: &str = include_str!("../scripts/renew.lua");
 const RAISE_FENCE_LUA: &str = include_str!("../scripts/raise_fence.lua");
 const FENCED_SET_LUA: &str = include_str!("../scripts/fenced_set.lua");
 const LEADER_LUA: &str = include_str!("../scripts/leader.lua");
+const HOLDS_LUA: &str = include_str!("../scripts/holds.lua");
 /// `multi_acquire.lua` with `fence.lua` in front.
 const MULTI_ACQUIRE_LUA: &str = concat!(
     include_str!("../scripts/fence.lua"),
@@ -103,9 +104,13 @@ pub(crate) static MULTI_ACQUIRE: LazyLock<Script> =
 /// Who holds a lock now (an election's leader), read-only.
 pub(crate) static LEADER: LazyLock<Script> = LazyLock::new(|| Script::new(LEADER_LUA));
 
+/// Whether a lease still holds an owner token, read-only.
+pub(crate) static HOLDS: LazyLock<Script> = LazyLock::new(|| Script::new(HOLDS_LUA));
+
 /// Every script: the loaded script, its file name, and the exact text it was made from.
-fn all() -> [(&'static Script, &'static str, &'static str); 15] {
+fn all() -> [(&'static Script, &'static str, &'static str); 16] {
     [
+        (&*HOLDS, "holds.lua", HOLDS_LUA),
         (&*MULTI_ACQUIRE, "multi_acquire.lua", MULTI_ACQUIRE_LUA),
         (&*LEADER, "leader.lua", LEADER_LUA),
         (&*SEM_ACQUIRE, "sem_acquire.lua", SEM_ACQUIRE_LUA),

@@ -403,6 +403,23 @@ impl MultiGuard {
             .map(Guard::fencing_token)
     }
 
+    /// Asks Redis whether every lease still holds its owner token; see [`Guard::owned`]
+    /// (the names are asked one after the other, and a lease found gone is marked lost).
+    ///
+    /// # Errors
+    /// As [`Guard::owned`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn owned(&self) -> Result<bool> {
+        for guard in &self.guards {
+            if !guard.owned().await? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// Whether every lease is still held, without asking Redis.
     pub fn is_held(&self) -> bool {
         self.guards.iter().all(Guard::is_held)

@@ -334,6 +334,7 @@ impl std::fmt::Debug for Renewer {
 
 /// Whether [`Lock::acquire`](crate::Lock::acquire) keeps the lease renewed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Renewal {
     /// Renew every `ttl/3` for as long as the guard lives (the default; what
     /// [`Lock::run`](crate::Lock::run) always does).

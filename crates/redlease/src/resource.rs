@@ -41,6 +41,7 @@ pub const FENCING_TOKEN_HEADER: &str = "Redlease-Fencing-Token";
 
 /// What [`fenced_set`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Fenced {
     /// The value was written; the resource now remembers this token.
     Written,
@@ -88,15 +89,17 @@ pub fn fence_key(key: &str) -> Result<String> {
 ///
 /// # Examples
 /// ```no_run
-/// # async fn example(client: redlease::Client, mut conn: redis::aio::MultiplexedConnection) -> redlease::Result<()> {
+/// # #[derive(Debug)] enum AppError { Stale, Lock(redlease::Error) }
+/// # impl From<redlease::Error> for AppError { fn from(e: redlease::Error) -> Self { Self::Lock(e) } }
+/// # async fn example(client: redlease::Client, mut conn: redis::aio::MultiplexedConnection) -> Result<(), AppError> {
 /// use redlease::resource::{Fenced, fenced_set};
 /// client
 ///     .lock("stock")
 ///     .run(async |guard| {
 ///         match fenced_set(&mut conn, "coupon:stock", 99, guard.fencing_token()).await? {
 ///             Fenced::Written => Ok(()),
-///             // A newer holder wrote: our lease must have run out.
-///             Fenced::Refused { .. } => Err(redlease::Error::Lost { name: "stock".into() }),
+///             // Refused: a newer holder wrote, so our lease must have run out.
+///             _ => Err(AppError::Stale),
 ///         }
 ///     })
 ///     .await

@@ -8,8 +8,8 @@ use redis::{Cmd, FromRedisValue, Pipeline, RedisResult, Script, ToRedisArgs};
 use crate::keys::{LockKeys, Primitive};
 pub(crate) use crate::lua::EXTEND;
 use crate::lua::{
-    ACQUIRE, FENCED_SET, LEADER, LEASE_EXTEND, LEASE_RENEW, MULTI_ACQUIRE, RAISE_FENCE, RELEASE,
-    RENEW, RW_ACQUIRE, RW_DOWNGRADE, RW_RELEASE, SEM_ACQUIRE, SEM_RELEASE,
+    ACQUIRE, FENCED_SET, HOLDS, LEADER, LEASE_EXTEND, LEASE_RENEW, MULTI_ACQUIRE, RAISE_FENCE,
+    RELEASE, RENEW, RW_ACQUIRE, RW_DOWNGRADE, RW_RELEASE, SEM_ACQUIRE, SEM_RELEASE,
 };
 
 /// What a lease is a lease on: which scripts take, give back and renew it.
@@ -302,6 +302,18 @@ pub(crate) fn acquire_all(keys: &[&LockKeys], token: &str, ttl_ms: u64, holder: 
 /// `leader.lua`: who holds the lock at `keys` now, with the term recorded for it.
 pub(crate) fn leader(keys: &LockKeys) -> Call {
     Call::new(&LEADER, &[&keys.key, &keys.fence, &keys.holder, &keys.term])
+}
+
+/// `holds.lua`: whether the lease of `kind` at `keys` holds `token` now.
+pub(crate) fn holds(keys: &LockKeys, kind: Kind, token: &str) -> Call {
+    let (key, layout): (&str, _) = if kind.is_lock() {
+        (&keys.key, "lock")
+    } else {
+        (lease_keys(keys, kind)[0], "zset")
+    };
+    let mut invocation = Call::new(&HOLDS, &[key]);
+    invocation.arg(token).arg(layout);
+    invocation
 }
 
 /// The file name of `kind`'s release script, for messages.

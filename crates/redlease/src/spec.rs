@@ -17,7 +17,7 @@ use crate::observe::{self, Acquisition, Labels, Outcome};
 use crate::owner::Owner;
 use crate::renew::Renewal;
 use crate::scripts::Kind;
-use crate::ttl::{MAX_TTL, validate_ttl};
+use crate::ttl::validate_ttl;
 use crate::wait::{Retry, Wait};
 
 /// Lease length when none is set.
@@ -26,8 +26,9 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 pub const DEFAULT_WAIT: Wait = Wait::For(Duration::from_secs(10));
 /// Key prefix when none is set.
 pub const DEFAULT_PREFIX: &str = "redlease:";
-/// The longest leader's note [`Election::campaign`](crate::Election::campaign) keeps, in
-/// bytes.
+/// The longest note kept, in bytes: a client's holder note
+/// ([`ClientBuilder::holder_note`](crate::ClientBuilder::holder_note)) and a leader's note
+/// ([`Election::campaign`](crate::Election::campaign)) alike; a longer one is cut.
 pub const MAX_NOTE: usize = 256;
 
 /// A name on an engine, with the options of its builder.
@@ -73,15 +74,17 @@ impl fmt::Debug for Spec {
 }
 
 impl Spec {
+    /// The options of `name`: the client's defaults.
     pub(crate) fn new(engine: Arc<Engine>, name: String) -> Self {
+        let defaults = engine.defaults.clone();
         Self {
             engine,
             name: name.into(),
-            prefix: DEFAULT_PREFIX.to_owned(),
-            ttl: DEFAULT_TTL,
-            wait: DEFAULT_WAIT,
+            prefix: defaults.prefix,
+            ttl: defaults.ttl,
+            wait: defaults.wait,
             retry: Retry::default(),
-            renewal: Renewal::default(),
+            renewal: defaults.renewal,
             max_hold: None,
             owner: None,
             min_replicas: None,
@@ -135,14 +138,7 @@ impl Spec {
         }
         validate_ttl(self.ttl)?;
         self.retry.validate()?;
-        if let Wait::For(d) = self.wait
-            && d > MAX_TTL
-        {
-            return Err(Error::InvalidOption {
-                option: "wait",
-                reason: format!("{d:?} is longer than 30 days; use Wait::Forever"),
-            });
-        }
+        self.wait.validate()?;
         if self.max_hold.is_some_and(|m| m.is_zero()) {
             return Err(Error::InvalidOption {
                 option: "max_hold",
@@ -294,22 +290,28 @@ impl Spec {
 macro_rules! option_setters {
     ($builder:ident) => {
         impl $builder {
-            /// Lease length (default [`DEFAULT_TTL`](crate::DEFAULT_TTL), between
-            /// [`MIN_TTL`](crate::MIN_TTL) and [`MAX_TTL`](crate::MAX_TTL)).
+            /// Lease length (default: the client's,
+            /// [`ClientBuilder::ttl`](crate::ClientBuilder::ttl), itself by default
+            /// [`DEFAULT_TTL`](crate::DEFAULT_TTL)), between [`MIN_TTL`](crate::MIN_TTL)
+            /// and [`MAX_TTL`](crate::MAX_TTL).
             pub fn ttl(mut self, ttl: std::time::Duration) -> Self {
                 self.spec.ttl = ttl;
                 self
             }
 
-            /// How long an acquisition waits while the name is busy (default
-            /// [`DEFAULT_WAIT`](crate::DEFAULT_WAIT)).
+            /// How long an acquisition waits while the name is busy (default: the
+            /// client's, [`ClientBuilder::wait`](crate::ClientBuilder::wait), itself by
+            /// default [`DEFAULT_WAIT`](crate::DEFAULT_WAIT); an election's campaign
+            /// waits [`Wait::Forever`](crate::Wait::Forever) unless told otherwise).
             pub fn wait(mut self, wait: impl Into<crate::Wait>) -> Self {
                 self.spec.wait = wait.into();
                 self
             }
 
-            /// Key prefix (default [`DEFAULT_PREFIX`](crate::DEFAULT_PREFIX)). An empty
-            /// prefix makes the key the bare name.
+            /// Key prefix (default: the client's,
+            /// [`ClientBuilder::prefix`](crate::ClientBuilder::prefix), itself by default
+            /// [`DEFAULT_PREFIX`](crate::DEFAULT_PREFIX)). An empty prefix makes the key
+            /// the bare name.
             pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
                 self.spec.set_prefix(prefix.into());
                 self
@@ -321,7 +323,8 @@ macro_rules! option_setters {
                 self
             }
 
-            /// Whether the lease is renewed while held (default
+            /// Whether the lease is renewed while held (default: the client's,
+            /// [`ClientBuilder::renewal`](crate::ClientBuilder::renewal), itself by default
             /// [`Renewal::Auto`](crate::Renewal::Auto)); [`Renewal::Fixed`](crate::Renewal::Fixed)
             /// for a lease that simply expires after its TTL. `run` always renews (and
             /// refuses to re-enter a fixed lease).

@@ -39,6 +39,7 @@ use crate::error::{Error, Result};
 
 /// How long [`Lock::acquire`](crate::Lock::acquire) waits for a busy lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Wait {
     /// One attempt only.
     No,
@@ -46,6 +47,19 @@ pub enum Wait {
     For(Duration),
     /// Until the lock is acquired (or the future is dropped).
     Forever,
+}
+
+impl Wait {
+    /// Checks that a bounded wait fits the longest lease Redis keeps.
+    pub(crate) fn validate(self) -> Result<()> {
+        match self {
+            Self::For(d) if d > crate::ttl::MAX_TTL => Err(Error::InvalidOption {
+                option: "wait",
+                reason: format!("{d:?} is longer than 30 days; use Wait::Forever"),
+            }),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl From<Duration> for Wait {

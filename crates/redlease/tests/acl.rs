@@ -107,6 +107,7 @@ async fn every_single_redis_path_works_as_the_acl_user() {
     // extend.
     let key = c.lock("acl").keys().unwrap().key().to_owned();
     g2.extend(Duration::from_secs(60)).await.unwrap();
+    assert!(g2.owned().await.unwrap(), "asked as the ACL user");
     let pttl: i64 = adm.pttl(&key).await.unwrap();
     assert!(pttl > 5_000, "extend did not take: pttl {pttl}");
 
@@ -225,6 +226,7 @@ async fn semaphores_and_read_write_locks_work_as_the_acl_user() {
     });
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(permit.is_held(), "renewed as the ACL user");
+    assert!(permit.owned().await.unwrap(), "asked as the ACL user");
     permit.extend(Duration::from_secs(5)).await.unwrap();
     permit.release().await.unwrap();
     bounded("the handed-off permit", waiter)
@@ -242,6 +244,7 @@ async fn semaphores_and_read_write_locks_work_as_the_acl_user() {
     read.release().await.unwrap();
     other.release().await.unwrap();
     let write = lock.write().acquire().await.unwrap();
+    assert!(write.owned().await.unwrap());
     let read = write.downgrade().await.unwrap();
     read.release().await.unwrap();
     assert_nothing_denied(&server).await;

@@ -139,7 +139,7 @@ fn nested_run_refuses_to_re_enter_a_fixed_lease() {
         })
     });
     assert!(
-        matches!(&nested, Err(Error::FixedLeaseReentered { name }) if name == "blocking-fixed"),
+        matches!(&nested, Err(Error::FixedLeaseReentered { name, .. }) if name == "blocking-fixed"),
         "{nested:?}"
     );
     assert!(!ran);
@@ -238,7 +238,7 @@ fn a_synchronous_caller_inspects_and_forces_a_release() {
         Some(guard.fencing_token())
     );
     let keys = redlease::LockKeys::new(redlease::DEFAULT_PREFIX, "blocking-inspect").unwrap();
-    let removed = operator.force_release(&keys).unwrap();
+    let removed = operator.force_release_keys(&keys).unwrap();
     assert!(removed.is_held(), "it reports what it removed");
     assert!(!operator.inspect_keys(&keys).unwrap().is_held());
     assert!(matches!(guard.release(), Err(Error::Lost { .. })));

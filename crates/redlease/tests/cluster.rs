@@ -314,3 +314,21 @@ async fn a_silent_primary_does_not_cost_the_healthy_ones_their_leases() {
     );
     bounded("release", healthy.release()).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_on_the_apps_cluster_connection_locks_and_hands_off() {
+    let cluster = cluster();
+    let app_cluster = redlease::redis::cluster::ClusterClient::new(cluster.urls()).unwrap();
+    let connection = app_cluster.get_async_connection().await.unwrap();
+    let mine = bounded(
+        "connect on the app's connection",
+        Client::cluster_from(cluster.urls(), connection).connect(),
+    )
+    .await
+    .unwrap();
+    let other = connect(&cluster).await;
+    let guard = other.lock("app-conn").acquire().await.unwrap();
+    let handed = common::handed_over(guard, &mine, "app-conn").await;
+    assert!(handed.owned().await.unwrap());
+    handed.release().await.unwrap();
+}

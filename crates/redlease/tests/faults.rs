@@ -36,6 +36,8 @@ async fn every_script_survives_script_flush() {
     flush().await;
     guard.extend(Duration::from_secs(10)).await.unwrap();
     flush().await;
+    assert!(guard.owned().await.unwrap());
+    flush().await;
     guard.release().await.unwrap();
     flush().await;
     assert!(lock.try_acquire().await.unwrap().is_some());
@@ -76,7 +78,7 @@ async fn a_foreign_value_of_another_type_is_wrongtype() {
     let _: i64 = conn.lpush("redlease:listy", "x").await.unwrap();
     let err = c.lock("listy").try_acquire().await.unwrap_err();
     assert!(
-        matches!(err, Error::WrongType { ref key } if key == "redlease:listy"),
+        matches!(err, Error::WrongType { ref key, .. } if key == "redlease:listy"),
         "{err:?}"
     );
     assert!(err.to_string().contains("WRONGTYPE"));
@@ -156,7 +158,7 @@ async fn bad_names_and_options_are_refused() {
             lock.acquire().await.unwrap_err(),
         ] {
             match (&err, what) {
-                (Error::InvalidName { reason }, "name") => assert!(!reason.is_empty()),
+                (Error::InvalidName { reason, .. }, "name") => assert!(!reason.is_empty()),
                 (Error::InvalidOption { option, .. }, _) => assert_eq!(*option, what),
                 _ => panic!("{lock:?}: expected an error about {what}, got {err:?}"),
             }

@@ -257,7 +257,7 @@ async fn bad_names_and_foreign_keys_get_clear_errors() {
         .unwrap();
     let err = ops.inspect("a-list").await.unwrap_err();
     assert!(
-        matches!(err, Error::WrongType { ref key } if key == "redlease:a-list"),
+        matches!(err, Error::WrongType { ref key, .. } if key == "redlease:a-list"),
         "{err}"
     );
     // A name nothing ever took: free, no counter. (Spawned: the future is `Send`.)
@@ -279,7 +279,7 @@ async fn a_forced_release_removes_the_holds_and_keeps_the_counter_and_the_queue(
     );
     let guard = a.lock("inspect-force").ttl(TTL).acquire().await.unwrap();
     let keys = LockKeys::new(redlease::DEFAULT_PREFIX, "inspect-force").unwrap();
-    let removed = ops.force_release(&keys).await.unwrap();
+    let removed = ops.force_release_keys(&keys).await.unwrap();
     assert_eq!(
         removed.snapshot.holders[0].fencing_token,
         Some(guard.fencing_token())
@@ -306,7 +306,7 @@ async fn a_forced_release_removes_the_holds_and_keeps_the_counter_and_the_queue(
         Primitive::Semaphore,
     )
     .unwrap();
-    let removed = ops.force_release(&keys).await.unwrap().snapshot;
+    let removed = ops.force_release_keys(&keys).await.unwrap().snapshot;
     assert_eq!(removed.holders.len(), 1);
     assert_eq!(removed.permits, Some(1));
     let again = b

@@ -33,7 +33,7 @@ async fn async_functions_use_the_default_client_once_it_is_set() {
 
     let again = redlease::set_default_client(client(&server).await).unwrap_err();
     assert!(
-        matches!(again, Error::DefaultClientSet { setter } if setter == "redlease::set_default_client"),
+        matches!(again, Error::DefaultClientSet { setter, .. } if setter == "redlease::set_default_client"),
         "{again:?}"
     );
     assert_eq!(
@@ -60,7 +60,7 @@ fn sync_functions_use_the_default_blocking_client() {
     assert_eq!(sync_report(2).unwrap(), 2);
     let again = redlease::blocking::set_default_client(c).unwrap_err();
     assert!(
-        matches!(again, Error::DefaultClientSet { setter } if setter == "redlease::blocking::set_default_client"),
+        matches!(again, Error::DefaultClientSet { setter, .. } if setter == "redlease::blocking::set_default_client"),
         "{again:?}"
     );
 }

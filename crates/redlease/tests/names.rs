@@ -116,7 +116,7 @@ async fn a_name_with_a_nul_byte_is_refused_with_a_reason() {
     let server = server();
     let client = client(&server).await;
     match client.lock("a\0b").try_acquire().await {
-        Err(Error::InvalidName { reason }) => {
+        Err(Error::InvalidName { reason, .. }) => {
             assert!(reason.contains("NUL"), "{reason}");
         }
         other => panic!("a NUL byte in a name: {other:?}"),

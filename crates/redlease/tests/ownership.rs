@@ -72,7 +72,7 @@ async fn release_after_expiry_is_lost() {
     assert_eq!(guard.remaining(), Duration::ZERO);
     let err = guard.release().await.unwrap_err();
     assert!(
-        matches!(err, Error::Lost { ref name } if name == "expiring"),
+        matches!(err, Error::Lost { ref name, .. } if name == "expiring"),
         "{err:?}"
     );
     assert!(err.to_string().contains("lost"));

@@ -152,7 +152,7 @@ async fn nested_run_refuses_to_re_enter_a_fixed_lease() {
                 })
                 .await;
             assert!(
-                matches!(&nested, Err(Error::FixedLeaseReentered { name }) if name == "fixed-outer"),
+                matches!(&nested, Err(Error::FixedLeaseReentered { name, .. }) if name == "fixed-outer"),
                 "{nested:?}"
             );
             assert!(!ran, "work ran under a lease nobody renews");

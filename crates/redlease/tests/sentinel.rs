@@ -128,6 +128,7 @@ async fn min_replicas_refuses_a_lock_no_replica_acknowledged() {
         Err(Error::Replication {
             acked: 0,
             wanted: 1,
+            ..
         }) => {}
         other => panic!("expected a Replication error, got {other:?}"),
     }

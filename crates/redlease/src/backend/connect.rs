@@ -33,6 +33,21 @@ pub(crate) async fn connect(settings: &Settings) -> Result<(Deployment, Option<r
             let node = Node::new(Conn::Single(conn), redact_url(url));
             (deployment(Topology::Single, vec![node]), Some(redis))
         }
+        Endpoints::Provided(provided) => {
+            let client = &provided.client;
+            let conn = match &provided.manager {
+                Some(manager) => manager.clone(),
+                None => ConnectionManager::new_with_config(client.clone(), config)
+                    .await
+                    .map_err(connecting)?,
+            };
+            let label = settings.endpoints.labels().join(",");
+            let node = Node::new(Conn::Single(conn), label);
+            (
+                deployment(Topology::Single, vec![node]),
+                Some(client.clone()),
+            )
+        }
         #[cfg(feature = "sentinel")]
         Endpoints::Sentinel {
             sentinels,
@@ -56,7 +71,10 @@ pub(crate) async fn connect(settings: &Settings) -> Result<(Deployment, Option<r
         }
         #[cfg(feature = "cluster")]
         Endpoints::Cluster(urls) => {
-            let conn = Box::pin(cluster_connection(settings, urls)).await?;
+            let conn = match &settings.cluster_connection {
+                Some(conn) => conn.clone(),
+                None => Box::pin(cluster_connection(settings, urls)).await?,
+            };
             let node = Node::new(
                 cluster::connection(conn),
                 settings.endpoints.labels().join(","),

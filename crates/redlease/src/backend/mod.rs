@@ -171,6 +171,30 @@ impl Deployment {
         quorum::leader(self, answers)
     }
 
+    /// Whether the lease of `kind` at `keys` holds `token` now, by a read. Over a quorum,
+    /// whether a majority of nodes say so.
+    pub(crate) async fn holds(&self, keys: &LockKeys, kind: Kind, token: &str) -> Result<bool> {
+        let invocation = scripts::holds(keys, kind, token);
+        let parse = |value: &Value| replies::flag("holds.lua", value);
+        if self.topology != Topology::Quorum {
+            let value: Value = self
+                .across_reconnects(|| self.primary().invoke(&invocation))
+                .await
+                .map_err(|e| Error::redis("asking whether a lease is held", &keys.key, e))?;
+            return parse(&value)
+                .map_err(|e| Error::redis("asking whether a lease is held", &keys.key, e));
+        }
+        let answers = node::fan_out(
+            self.nodes.iter().map(|node| {
+                node.health
+                    .call(async { parse(&node.invoke::<Value>(&invocation).await?) })
+            }),
+            self.response_timeout,
+        )
+        .await;
+        quorum::holds(self, answers)
+    }
+
     /// Turns the write hold of `token` into a read hold; whether it still held the lock.
     pub(crate) async fn downgrade(&self, keys: &LockKeys, token: &str) -> Result<bool> {
         if self.topology == Topology::Quorum {

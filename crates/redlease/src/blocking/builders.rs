@@ -4,8 +4,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::runtime::Runtime;
-
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::owner::Owner;
@@ -14,7 +12,7 @@ use crate::token::FencingToken;
 use crate::wait::{Retry, Wait};
 
 use super::guards::{Guard, Hold, MultiGuard, Permit, ReadGuard, WriteGuard};
-use super::runtime::block_on;
+use super::runtime::{Runtime, block_on};
 
 /// An async builder and the runtime that drives it: what every blocking builder is.
 #[derive(Clone)]
@@ -198,7 +196,7 @@ macro_rules! acquisitions {
             ///
             /// # Errors
             #[doc = concat!("As [`crate::", stringify!($async), "::acquire`], and")]
-            /// [`Error::Runtime`] inside an async runtime.
+            /// [`Error::Runtime`] inside an async task.
             pub fn acquire(&self) -> Result<$held> {
                 self.0.acquire()
             }
@@ -208,7 +206,7 @@ macro_rules! acquisitions {
             ///
             /// # Errors
             #[doc = concat!("As [`crate::", stringify!($async), "::try_acquire`], and")]
-            /// [`Error::Runtime`] inside an async runtime.
+            /// [`Error::Runtime`] inside an async task.
             pub fn try_acquire(&self) -> Result<Option<$held>> {
                 self.0.try_acquire()
             }
@@ -386,7 +384,7 @@ impl Election {
     /// Waits to lead; see [`crate::Election::campaign`].
     ///
     /// # Errors
-    /// As [`crate::Election::campaign`], and [`Error::Runtime`] inside an async runtime.
+    /// As [`crate::Election::campaign`], and [`Error::Runtime`] inside an async task.
     pub fn campaign(&self, note: impl Into<String>) -> Result<Leadership> {
         let leadership = block_on(&self.0.runtime, self.0.inner.campaign(note))??;
         let (guard, note) = leadership.into_parts();
@@ -399,7 +397,7 @@ impl Election {
     /// Who leads now, or `None`; see [`crate::Election::leader`].
     ///
     /// # Errors
-    /// As [`crate::Election::leader`], and [`Error::Runtime`] inside an async runtime.
+    /// As [`crate::Election::leader`], and [`Error::Runtime`] inside an async task.
     pub fn leader(&self) -> Result<Option<crate::Leader>> {
         block_on(&self.0.runtime, self.0.inner.leader())?
     }
@@ -409,7 +407,7 @@ impl Election {
     /// runtime, each item is [`Error::Runtime`].
     pub fn observe(&self) -> Observe {
         Observe {
-            changes: Box::pin(self.0.inner.observe()),
+            changes: self.0.inner.observe(),
             runtime: Arc::clone(&self.0.runtime),
         }
     }
@@ -417,8 +415,7 @@ impl Election {
 
 /// The changes of leader of a blocking [`Election`]; see [`Election::observe`].
 pub struct Observe {
-    changes:
-        std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Option<crate::Leader>>> + Send>>,
+    changes: crate::LeaderChanges,
     runtime: Arc<Runtime>,
 }
 
@@ -463,6 +460,15 @@ impl Leadership {
     /// Whether the lease is still ours, without asking Redis.
     pub fn is_leading(&self) -> bool {
         self.guard.is_held()
+    }
+
+    /// Asks Redis whether this leader still holds the election's lease; see
+    /// [`crate::Leadership::owned`].
+    ///
+    /// # Errors
+    /// As [`Guard::owned`].
+    pub fn owned(&self) -> Result<bool> {
+        self.guard.owned()
     }
 
     /// Blocks until leadership is lost; see [`crate::Leadership::lost`].

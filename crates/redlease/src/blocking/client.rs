@@ -3,12 +3,10 @@
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use tokio::runtime::Runtime;
-
 use crate::error::{Error, Result};
 
 use super::builders::{Driven, Election, Lock, MultiLock, RwLock, Semaphore};
-use super::runtime::block_on;
+use super::runtime::{Runtime, block_on, in_async_task, inside_runtime};
 
 /// A blocking handle to one Redis deployment; see [`crate::Client`].
 #[derive(Clone)]
@@ -23,21 +21,147 @@ impl fmt::Debug for Client {
     }
 }
 
+/// Builds a blocking [`Client`]: the options of [`crate::ClientBuilder`], and a
+/// [`connect`](ClientBuilder::connect) that blocks. Start with [`Client::builder`],
+/// [`Client::cluster_builder`], [`Client::sentinel_builder`], [`Client::quorum_builder`],
+/// [`Client::from_redis`] or [`Client::from_connection_manager`].
+#[must_use]
+#[derive(Debug, Clone)]
+pub struct ClientBuilder(crate::ClientBuilder);
+
+/// Setters of the blocking builder, each its async twin's.
+macro_rules! forward {
+    ($($name:ident($($arg:ident: $ty:ty),*);)*) => {
+        $(
+            #[doc = concat!("See [`crate::ClientBuilder::", stringify!($name), "`].")]
+            pub fn $name(self, $($arg: $ty),*) -> Self {
+                Self(self.0.$name($($arg),*))
+            }
+        )*
+    };
+}
+
+impl ClientBuilder {
+    forward! {
+        connect_timeout(timeout: std::time::Duration);
+        response_timeout(timeout: std::time::Duration);
+        notifications(notifications: crate::Notifications);
+        tls_root_certificate(pem: impl Into<Vec<u8>>);
+        holder_note(note: impl Into<String>);
+        prefix(prefix: impl Into<String>);
+        ttl(ttl: std::time::Duration);
+        wait(wait: impl Into<crate::Wait>);
+        renewal(renewal: crate::Renewal);
+    }
+
+    /// Connects, blocking until connected or failed; see
+    /// [`crate::ClientBuilder::connect`].
+    ///
+    /// # Errors
+    /// As [`crate::ClientBuilder::connect`], and [`Error::Runtime`] when the runtime
+    /// cannot start or this is called from inside an async task.
+    pub fn connect(self) -> Result<Client> {
+        Client::from_builder(self.0)
+    }
+}
+
+impl From<crate::ClientBuilder> for ClientBuilder {
+    fn from(builder: crate::ClientBuilder) -> Self {
+        Self(builder)
+    }
+}
+
 impl Client {
     /// Connects with default options; see [`crate::Client::connect`].
     ///
     /// # Errors
-    /// As [`crate::ClientBuilder::connect`], and [`Error::Runtime`] when the runtime cannot
-    /// start or this is called from inside an async runtime.
+    /// As [`ClientBuilder::connect`].
     pub fn connect(url: &str) -> Result<Self> {
-        Self::from_builder(crate::Client::builder(url))
+        Self::builder(url).connect()
+    }
+
+    /// Starts building a client for `url`; see [`crate::Client::builder`].
+    pub fn builder(url: &str) -> ClientBuilder {
+        ClientBuilder(crate::Client::builder(url))
+    }
+
+    /// Starts building a Redis Cluster client; see [`crate::Client::cluster_builder`].
+    #[cfg(feature = "cluster")]
+    pub fn cluster_builder<S: AsRef<str>>(seeds: impl IntoIterator<Item = S>) -> ClientBuilder {
+        ClientBuilder(crate::Client::cluster_builder(seeds))
+    }
+
+    /// Connects to a Redis Cluster with default options; see [`crate::Client::cluster`].
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::connect`].
+    #[cfg(feature = "cluster")]
+    pub fn cluster<S: AsRef<str>>(seeds: impl IntoIterator<Item = S>) -> Result<Self> {
+        Self::cluster_builder(seeds).connect()
+    }
+
+    /// Starts building a client for a Sentinel-managed primary; see
+    /// [`crate::Client::sentinel_builder`].
+    #[cfg(feature = "sentinel")]
+    pub fn sentinel_builder<S: AsRef<str>>(
+        sentinels: impl IntoIterator<Item = S>,
+        master: &str,
+    ) -> ClientBuilder {
+        ClientBuilder(crate::Client::sentinel_builder(sentinels, master))
+    }
+
+    /// Connects to a Sentinel-managed primary with default options; see
+    /// [`crate::Client::sentinel`].
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::connect`].
+    #[cfg(feature = "sentinel")]
+    pub fn sentinel<S: AsRef<str>>(
+        sentinels: impl IntoIterator<Item = S>,
+        master: &str,
+    ) -> Result<Self> {
+        Self::sentinel_builder(sentinels, master).connect()
+    }
+
+    /// Starts building a quorum (Redlock) client; see [`crate::Client::quorum_builder`].
+    pub fn quorum_builder<S: AsRef<str>>(nodes: impl IntoIterator<Item = S>) -> ClientBuilder {
+        ClientBuilder(crate::Client::quorum_builder(nodes))
+    }
+
+    /// Connects to a quorum of independent primaries with default options; see
+    /// [`crate::Client::quorum`].
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::connect`].
+    pub fn quorum<S: AsRef<str>>(nodes: impl IntoIterator<Item = S>) -> Result<Self> {
+        Self::quorum_builder(nodes).connect()
+    }
+
+    /// Starts building a client on the application's own redis-rs client; see
+    /// [`crate::Client::from_redis`].
+    pub fn from_redis(client: redis::Client) -> ClientBuilder {
+        ClientBuilder(crate::Client::from_redis(client))
+    }
+
+    /// Starts building a client on the application's own redis-rs client and connection
+    /// manager; see [`crate::Client::from_connection_manager`]. The manager must have
+    /// been made on a runtime that keeps running (its connection's task lives there).
+    pub fn from_connection_manager(
+        client: redis::Client,
+        manager: redis::aio::ConnectionManager,
+    ) -> ClientBuilder {
+        ClientBuilder(crate::Client::from_connection_manager(client, manager))
     }
 
     /// Connects with the options of `builder`.
     ///
     /// # Errors
-    /// As [`Client::connect`].
+    /// As [`ClientBuilder::connect`].
     pub fn from_builder(builder: crate::ClientBuilder) -> Result<Self> {
+        // Before the runtime exists: tokio refuses to drop one inside an async task.
+        if in_async_task() {
+            return Err(inside_runtime());
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("redlease")
@@ -46,6 +170,7 @@ impl Client {
             .map_err(|e| Error::Runtime {
                 reason: format!("could not start the runtime that drives blocking locks: {e}"),
             })?;
+        let runtime = Runtime::new(runtime);
         let inner = block_on(&runtime, builder.connect())??;
         Ok(Self {
             inner,
@@ -57,7 +182,7 @@ impl Client {
     /// releases; see [`crate::Client::shutdown`].
     ///
     /// # Errors
-    /// As [`crate::Client::shutdown`], and [`Error::Runtime`] inside an async runtime.
+    /// As [`crate::Client::shutdown`], and [`Error::Runtime`] inside an async task.
     pub fn shutdown(&self) -> Result<()> {
         block_on(&self.runtime, self.inner.shutdown())?
     }
@@ -96,7 +221,7 @@ impl Client {
     /// [`crate::Client::inspect`].
     ///
     /// # Errors
-    /// As [`crate::Client::inspect`], and [`Error::Runtime`] inside an async runtime.
+    /// As [`crate::Client::inspect`], and [`Error::Runtime`] inside an async task.
     pub fn inspect(&self, name: &str) -> Result<crate::Inspection> {
         block_on(&self.runtime, self.inner.inspect(name))?
     }
@@ -110,13 +235,22 @@ impl Client {
         block_on(&self.runtime, self.inner.inspect_keys(keys))?
     }
 
-    /// Removes every hold on the name of `keys`, whoever holds it; see
+    /// Removes every hold on the name `name`, whoever holds it; see
     /// [`crate::Client::force_release`].
     ///
     /// # Errors
-    /// As [`crate::Client::force_release`], and [`Error::Runtime`] inside an async runtime.
-    pub fn force_release(&self, keys: &crate::LockKeys) -> Result<crate::Inspection> {
-        block_on(&self.runtime, self.inner.force_release(keys))?
+    /// As [`crate::Client::force_release`], and [`Error::Runtime`] inside an async task.
+    pub fn force_release(&self, name: &str) -> Result<crate::Inspection> {
+        block_on(&self.runtime, self.inner.force_release(name))?
+    }
+
+    /// Removes every hold on the name of `keys`, whoever holds it; see
+    /// [`crate::Client::force_release_keys`].
+    ///
+    /// # Errors
+    /// As [`Client::force_release`].
+    pub fn force_release_keys(&self, keys: &crate::LockKeys) -> Result<crate::Inspection> {
+        block_on(&self.runtime, self.inner.force_release_keys(keys))?
     }
 
     /// The async client this one drives.

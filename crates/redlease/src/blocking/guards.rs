@@ -4,14 +4,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::runtime::Runtime;
-use tokio::time::Instant;
-
 use crate::error::{Error, Result};
 use crate::guard::derefs_to_guard;
 use crate::token::FencingToken;
 
-use super::runtime::{block_on, inside_runtime};
+use super::runtime::{Runtime, block_on, in_async_task, inside_runtime};
 
 /// A blocking guard, made from its async twin.
 pub(super) trait Hold: Sized {
@@ -87,7 +84,7 @@ impl<G: Release> Held<G> {
     /// Runs `f` on the async guard, on the runtime.
     ///
     /// # Errors
-    /// [`Error::Released`] once released, [`Error::Runtime`] inside an async runtime.
+    /// [`Error::Released`] once released, [`Error::Runtime`] inside an async task.
     fn block_on_mut<T>(&mut self, f: impl AsyncFnOnce(&mut G) -> T) -> Result<T> {
         let runtime = Arc::clone(&self.runtime);
         let Some(inner) = self.inner.as_mut() else {
@@ -96,17 +93,17 @@ impl<G: Release> Held<G> {
         block_on(&runtime, f(inner))
     }
 
-    /// Releases now, on the runtime: `None` inside an async runtime, where the async
+    /// Releases now, on the runtime: `None` inside an async task, where the async
     /// guard's own `Drop` releases it in the background instead.
     fn give_back(&mut self) -> Option<Result<()>> {
         let inner = self.inner.take()?;
-        if tokio::runtime::Handle::try_current().is_ok() {
-            // Inside the runtime's context, the async guard's Drop spawns its release there.
+        if in_async_task() {
+            // Inside an async task, which must not block, the async guard's Drop spawns its release there.
             let _entered = self.runtime.enter();
             drop(inner);
             return None;
         }
-        Some(self.runtime.block_on(inner.release()))
+        Some(self.runtime.block_on_here(inner.release()).and_then(|r| r))
     }
 
     fn release(mut self) -> Result<()> {
@@ -139,9 +136,24 @@ macro_rules! held_surface {
             /// Meant for a watchdog thread of its own.
             ///
             /// # Errors
-            /// [`Error::Runtime`] inside an async runtime.
+            /// [`Error::Runtime`] inside an async task.
             pub fn wait_lost(&self) -> Result<()> {
                 block_on(&self.0.runtime, self.0.inner()?.lost())
+            }
+
+            /// Asks Redis whether the lease (every one, for a multi-lock) still holds its
+            /// owner token; see
+            #[doc = concat!("[`crate::", stringify!($async), "::owned`].")]
+            /// `false` once released.
+            ///
+            /// # Errors
+            #[doc = concat!("As [`crate::", stringify!($async), "::owned`], and")]
+            /// [`Error::Runtime`] inside an async task.
+            pub fn owned(&self) -> Result<bool> {
+                match self.0.inner.as_ref() {
+                    Some(guard) => block_on(&self.0.runtime, guard.owned())?,
+                    None => Ok(false),
+                }
             }
 
             /// Resets the lease (every one, for a multi-lock) to `ttl` from now; see
@@ -149,7 +161,7 @@ macro_rules! held_surface {
             ///
             /// # Errors
             #[doc = concat!("As [`crate::", stringify!($async), "::extend`], and")]
-            /// [`Error::Runtime`] inside an async runtime.
+            /// [`Error::Runtime`] inside an async task.
             pub fn extend(&mut self, ttl: Duration) -> Result<()> {
                 self.0.block_on_mut(async |g| g.extend(ttl).await)?
             }
@@ -159,7 +171,7 @@ macro_rules! held_surface {
             ///
             /// # Errors
             #[doc = concat!("As [`crate::", stringify!($async), "::release`], and")]
-            /// [`Error::Runtime`] inside an async runtime (the release then runs in the
+            /// [`Error::Runtime`] inside an async task (the release then runs in the
             /// background).
             pub fn release(self) -> Result<()> {
                 self.0.release()
@@ -171,7 +183,7 @@ macro_rules! held_surface {
 /// A held lock (blocking); see [`crate::Guard`]. Dropping it releases the lock before the
 /// drop returns (bounded by the response timeout), so a program may simply end.
 #[must_use = "dropping a Guard releases the lock at once"]
-pub struct Guard(Held<crate::Guard>);
+pub struct Guard(Held<crate::Guard>, FencingToken);
 
 impl fmt::Debug for Guard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -197,16 +209,18 @@ impl Guard {
         &self.0.name
     }
 
-    /// See [`crate::Guard::fencing_token`].
+    /// See [`crate::Guard::fencing_token`]. The token of this hold, also once it is
+    /// released (a late write it fences is refused all the same).
     pub fn fencing_token(&self) -> FencingToken {
-        self.inner()
-            .map_or(FencingToken::new(0), crate::Guard::fencing_token)
+        self.1
     }
 
-    /// See [`crate::Guard::valid_until`].
-    pub fn valid_until(&self) -> Instant {
-        self.inner()
-            .map_or_else(Instant::now, crate::Guard::valid_until)
+    /// See [`crate::Guard::valid_until`], as a [`std::time::Instant`] (the clock of
+    /// synchronous code). Once the lease is lost or released, a time in the past.
+    pub fn valid_until(&self) -> std::time::Instant {
+        self.inner().map_or_else(std::time::Instant::now, |guard| {
+            guard.valid_until().into_std()
+        })
     }
 
     /// See [`crate::Guard::remaining`].
@@ -236,7 +250,8 @@ impl Hold for Guard {
     type View = Self;
 
     fn wrap(guard: crate::Guard, runtime: &Arc<Runtime>) -> Self {
-        Self(Held::new(guard.name().into(), guard, runtime))
+        let fence = guard.fencing_token();
+        Self(Held::new(guard.name().into(), guard, runtime), fence)
     }
 
     fn view(&self) -> &Self {
@@ -314,7 +329,7 @@ derefs_to_guard!(WriteGuard);
 /// name; see [`crate::MultiGuard`]. Dropping it releases every lock before the drop
 /// returns (bounded by the response timeout), as a [`Guard`] does.
 #[must_use = "dropping a MultiGuard releases its locks at once"]
-pub struct MultiGuard(Held<crate::MultiGuard>);
+pub struct MultiGuard(Held<crate::MultiGuard>, Vec<(String, FencingToken)>);
 
 impl fmt::Debug for MultiGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -338,9 +353,12 @@ impl MultiGuard {
     }
 
     /// The fencing token of `name`'s lease, or `None` for a name this guard does not hold;
-    /// see [`crate::MultiGuard::fencing_token`].
+    /// see [`crate::MultiGuard::fencing_token`]. Also once released.
     pub fn fencing_token(&self, name: &str) -> Option<FencingToken> {
-        self.inner()?.fencing_token(name)
+        self.1
+            .iter()
+            .find(|(held, _)| held == name)
+            .map(|&(_, token)| token)
     }
 
     /// Whether every lease is still held, without asking Redis; see
@@ -365,7 +383,12 @@ impl Hold for MultiGuard {
 
     fn wrap(guard: crate::MultiGuard, runtime: &Arc<Runtime>) -> Self {
         let names: Vec<&str> = guard.guards().iter().map(crate::Guard::name).collect();
-        Self(Held::new(names.join(",").into(), guard, runtime))
+        let tokens = guard
+            .guards()
+            .iter()
+            .map(|g| (g.name().to_owned(), g.fencing_token()))
+            .collect();
+        Self(Held::new(names.join(",").into(), guard, runtime), tokens)
     }
 
     fn view(&self) -> &Self {
@@ -389,17 +412,22 @@ mod tests {
     /// A guard whose hold is over (the state its `release` and `Drop` leave behind).
     fn released_guard() -> std::io::Result<Guard> {
         let runtime = tokio::runtime::Builder::new_current_thread().build()?;
-        Ok(Guard(Held {
-            name: "job".into(),
-            inner: None,
-            runtime: Arc::new(runtime),
-        }))
+        Ok(Guard(
+            Held {
+                name: "job".into(),
+                inner: None,
+                runtime: Arc::new(Runtime::new(runtime)),
+            },
+            FencingToken::new(7),
+        ))
     }
 
     #[test]
     fn a_released_guard_says_so_with_its_own_error() -> std::io::Result<()> {
         let mut guard = released_guard()?;
         assert_eq!(guard.name(), "job");
+        assert_eq!(guard.fencing_token(), FencingToken::new(7));
+        assert!(guard.valid_until() <= std::time::Instant::now());
         for result in [guard.wait_lost(), guard.extend(Duration::from_secs(1))] {
             assert!(
                 matches!(&result, Err(Error::Released { name }) if name == "job"),

@@ -5,8 +5,14 @@
 //! renewal scheduler and background releases). Locks taken here and with the async API
 //! exclude each other like any two clients.
 //!
-//! Do not call these methods from inside an async runtime: they block the thread. They
-//! return an error saying so instead of panicking.
+//! Call these methods from any thread that is not polling an async task: a plain thread,
+//! or a `tokio::task::spawn_blocking` closure. Inside an async task they would block its
+//! thread, so they return [`Error::Runtime`](crate::Error::Runtime) there instead of
+//! blocking or panicking.
+//!
+//! [`Client`] has the async client's constructors ([`Client::builder`],
+//! [`Client::cluster`], [`Client::sentinel`], [`Client::quorum`], [`Client::from_redis`],
+//! ...), and its [`ClientBuilder`] the same options.
 //!
 //! All three primitives are here: [`Client::lock`], [`Client::semaphore`] (a [`Permit`] is
 //! a [`Guard`]) and [`Client::rwlock`] (a [`ReadGuard`] is a [`Guard`]; a [`WriteGuard`]
@@ -36,5 +42,5 @@ mod runtime;
 pub use builders::{
     Election, Leadership, Lock, MultiLock, Observe, ReadLock, RwLock, Semaphore, WriteLock,
 };
-pub use client::{Client, default_client, set_default_client};
+pub use client::{Client, ClientBuilder, default_client, set_default_client};
 pub use guards::{Guard, MultiGuard, Permit, ReadGuard, WriteGuard};

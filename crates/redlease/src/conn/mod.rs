@@ -35,7 +35,7 @@ pub(crate) mod shards {
 
 use std::time::Duration;
 
-use redis::aio::ConnectionManagerConfig;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::{Error, Result};
 
@@ -44,6 +44,9 @@ use crate::error::{Error, Result};
 pub(crate) enum Endpoints {
     /// One Redis: `redis://` or `rediss://`.
     Single(String),
+    /// One Redis, through the application's own redis-rs client (which opens the
+    /// subscriptions), and its connection manager for commands when it gave one.
+    Provided(Box<Provided>),
     /// Sentinels (`redis://host:port` each) and the name of the primary they watch; the
     /// credentials of `data` (a `redis://` URL without host meaning) are the primary's.
     #[cfg(feature = "sentinel")]
@@ -73,6 +76,10 @@ impl Endpoints {
     pub(crate) fn labels(&self) -> Vec<String> {
         match self {
             Self::Single(url) => vec![redact_url(url)],
+            // The address alone: a connection's Display never shows its credentials.
+            Self::Provided(provided) => {
+                vec![provided.client.get_connection_info().addr().to_string()]
+            }
             #[cfg(feature = "sentinel")]
             Self::Sentinel {
                 sentinels, master, ..
@@ -87,6 +94,13 @@ impl Endpoints {
     }
 }
 
+/// The application's own redis-rs client, and its connection manager when it gave one.
+#[derive(Clone)]
+pub(crate) struct Provided {
+    pub(crate) client: redis::Client,
+    pub(crate) manager: Option<ConnectionManager>,
+}
+
 /// What every connection of one client shares.
 #[derive(Clone)]
 pub(crate) struct Settings {
@@ -95,6 +109,9 @@ pub(crate) struct Settings {
     pub(crate) response_timeout: Duration,
     /// PEM of the CA(s) that sign the server's certificate, instead of the system's roots.
     pub(crate) tls_root: Option<Vec<u8>>,
+    /// The application's own cluster connection, for commands (a Cluster only).
+    #[cfg(feature = "cluster")]
+    pub(crate) cluster_connection: Option<redis::cluster_async::ClusterConnection>,
 }
 
 impl Settings {

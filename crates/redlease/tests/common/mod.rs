@@ -158,3 +158,26 @@ pub async fn quorum_of_three() -> (redlease_local::Nodes, Client) {
         .unwrap();
     (nodes, client)
 }
+
+/// Queues a waiter of `waiter` for the lock `name` that `held` holds, releases `held`, and
+/// returns the waiter's guard: the lock handed over through `waiter`'s notifications.
+pub async fn handed_over(held: redlease::Guard, waiter: &Client, name: &str) -> redlease::Guard {
+    let queued = tokio::spawn({
+        let (waiter, name) = (waiter.clone(), name.to_owned());
+        async move {
+            waiter
+                .lock(name)
+                .wait(Duration::from_secs(20))
+                .acquire()
+                .await
+        }
+    });
+    bounded("the waiter queues", async {
+        while waiter.waiting() == 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    held.release().await.unwrap();
+    bounded("the hand-off", queued).await.unwrap().unwrap()
+}

@@ -653,30 +653,47 @@ pub(crate) async fn renew(deployment: &Deployment, batch: &[RenewItem<'_>]) -> V
 /// written back yet), and any value read from them could be a term never granted. A
 /// leader whose record is not on a majority yet is reported as nobody: it has not been
 /// granted leadership yet; so is the holder of a plain lock of the same name (no record).
+/// The majority needed, or the error when fewer nodes than that answered a read.
+fn too_few_answered<T>(deployment: &Deployment, answers: &[RedisResult<T>]) -> Result<usize> {
+    let needed = deployment.majority();
+    let answered = answers.iter().filter(|a| a.is_ok()).count();
+    if answered >= needed {
+        return Ok(needed);
+    }
+    let errors = answers
+        .iter()
+        .zip(&deployment.nodes)
+        .filter_map(|(answer, node)| {
+            answer.as_ref().err().map(|error| NodeError {
+                node: node.label.clone(),
+                error: error.clone(),
+            })
+        })
+        .collect();
+    Err(Error::NoQuorum {
+        what: "answered",
+        acquired: answered,
+        needed,
+        errors,
+    })
+}
+
+/// Whether a majority of nodes say that a lease holds its token (`holds.lua`'s answers):
+/// a lease a majority no longer confirms is not held.
+pub(crate) fn holds(deployment: &Deployment, answers: Vec<RedisResult<bool>>) -> Result<bool> {
+    let needed = too_few_answered(deployment, &answers)?;
+    Ok(answers
+        .into_iter()
+        .filter(|a| matches!(a, Ok(true)))
+        .count()
+        >= needed)
+}
+
 pub(crate) fn leader(
     deployment: &Deployment,
     answers: Vec<RedisResult<Option<replies::Holder>>>,
 ) -> Result<Option<replies::Holder>> {
-    let needed = deployment.majority();
-    let answered = answers.iter().filter(|a| a.is_ok()).count();
-    if answered < needed {
-        let errors = answers
-            .into_iter()
-            .zip(&deployment.nodes)
-            .filter_map(|(answer, node)| {
-                answer.err().map(|error| NodeError {
-                    node: node.label.clone(),
-                    error,
-                })
-            })
-            .collect();
-        return Err(Error::NoQuorum {
-            what: "answered",
-            acquired: answered,
-            needed,
-            errors,
-        });
-    }
+    let needed = too_few_answered(deployment, &answers)?;
     let mut by_token: HashMap<String, Vec<replies::Holder>> = HashMap::new();
     for holder in answers.into_iter().flatten().flatten() {
         by_token
