@@ -266,7 +266,7 @@ impl Request<'_> {
             // see release.lua). The epoch changes when it comes back, and the next attempt
             // queues again, keeping that place if it is still there.
             let grants = registration.is_some() && notifier.subscribed(keys);
-            let queue = Queue::pick(grants, silent, watch.is_some());
+            let queue = Queue::pick(grants, silent, watch.is_some(), attempts > 1);
             give_back.keep_trying_until(sent + self.lingers(queue));
             let outcome = self.attempt_until(keys, &token, queue, attempts, deadline);
             let Some(outcome) = outcome.await else {
@@ -479,6 +479,7 @@ impl Request<'_> {
         let channel = self.engine.notifier.channel(keys);
         let join = match queue {
             Queue::No => Join::No,
+            Queue::Leave => Join::Leave,
             Queue::Grants => Join::Grants {
                 channel: &channel,
                 linger_ms,
@@ -564,7 +565,7 @@ impl Request<'_> {
     /// lock taken, a queue place) can still be granted: a give-back keeps trying through
     /// an outage until then.
     fn lingers(&self, queue: Queue) -> Duration {
-        if queue == Queue::No {
+        if matches!(queue, Queue::No | Queue::Leave) {
             self.ttl
         } else {
             self.ttl.max(self.queue_linger())
@@ -582,6 +583,11 @@ impl Request<'_> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Queue {
     No,
+    /// Only try, but withdraw the place an earlier attempt of this acquisition may have
+    /// taken (its reply lost, or queued while the grant subscription was up): a lock taken
+    /// now must leave no place behind, or a later release hands the lock to a finished
+    /// acquisition and it sits with nobody for a ttl.
+    Leave,
     Grants,
     Silent,
     /// No place, but a mark that a waiter listens for release notices.
@@ -590,12 +596,14 @@ enum Queue {
 
 impl Queue {
     /// For hand-offs while they can reach us, else silently where places are kept so,
-    /// else a mark while we listen for release notices.
-    fn pick(grants: bool, silent: bool, listening: bool) -> Self {
+    /// else a mark while we listen for release notices; `again`: not the acquisition's
+    /// first attempt, so an earlier one may have left a place to withdraw.
+    fn pick(grants: bool, silent: bool, listening: bool, again: bool) -> Self {
         match (grants, silent, listening) {
             (true, _, _) => Self::Grants,
             (false, true, _) => Self::Silent,
             (false, false, true) => Self::Listen,
+            (false, false, false) if again => Self::Leave,
             (false, false, false) => Self::No,
         }
     }

@@ -100,6 +100,9 @@ pub(crate) const QUORUM_FENCE_STEP: u64 = 10_000;
 pub(crate) enum Join<'a> {
     /// Only try.
     No,
+    /// Only try, and withdraw a place this token may hold (a lock's script, when it takes
+    /// the lock; the semaphore's and read-write lock's serve a caller's own place anyway).
+    Leave,
     /// Queue for a hand-off on this client's grant `channel`; the queue keys live
     /// `linger_ms` past the last arrival. `first`: the acquisition's first attempt, whose
     /// fresh token cannot be queued yet (a lock's script then skips withdrawing it when
@@ -236,12 +239,15 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
         Join::Listen { linger_ms } if lock => {
             invocation.arg("w").arg("").arg(linger_ms);
         }
-        Join::No | Join::Listen { .. } => {
+        Join::Leave if lock => {
+            invocation.arg("c");
+        }
+        Join::No | Join::Leave | Join::Listen { .. } => {
             invocation.arg("0");
         }
     }
     if lock && (args.kind == Kind::Leader || args.fence_step > 1) {
-        if matches!(args.join, Join::No) {
+        if matches!(args.join, Join::No | Join::Leave) {
             invocation.arg("").arg(0);
         }
         // ARGV[7]: the channel a fresh grant is announced on ("": none); ARGV[8] how

@@ -64,7 +64,7 @@ impl OwnedAttempt {
             notices: deployment.announces(),
             listen_ms: match args.join {
                 Join::Listen { linger_ms } => Some(linger_ms),
-                Join::No | Join::Grants { .. } | Join::Silent { .. } => None,
+                Join::No | Join::Leave | Join::Grants { .. } | Join::Silent { .. } => None,
             },
         }
     }

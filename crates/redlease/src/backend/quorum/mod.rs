@@ -113,7 +113,7 @@ pub(crate) async fn acquire(
     let args = AcquireArgs {
         join: match args.join {
             listen @ Join::Listen { .. } => listen,
-            Join::No | Join::Grants { .. } | Join::Silent { .. } => Join::No,
+            Join::No | Join::Leave | Join::Grants { .. } | Join::Silent { .. } => Join::No,
         },
         ..*args
     };
