@@ -48,6 +48,7 @@ const LAYERS: &[&[&str]] = &[
         "ttl",
         "lua",
         "scripts",
+        "server",
         "replies",
         "wait",
         "observe",

@@ -42,11 +42,18 @@ pub const RW_DOWNGRADE: &str = concat!(
     include_str!("../../scripts/rwlock.lua"),
     include_str!("../../scripts/rw_downgrade.lua")
 );
-pub const LEASE_EXTEND: &str = include_str!("../../scripts/lease_extend.lua");
-pub const LEASE_RENEW: &str = include_str!("../../scripts/lease_renew.lua");
+pub const LEASE_EXTEND: &str = concat!(
+    include_str!("../../scripts/expiry.lua"),
+    include_str!("../../scripts/lease_extend.lua")
+);
+pub const LEASE_RENEW: &str = concat!(
+    include_str!("../../scripts/expiry.lua"),
+    include_str!("../../scripts/lease_renew.lua")
+);
 /// The mutex's own scripts, for the conflict tests.
 pub const MUTEX_ACQUIRE: &str = concat!(
     include_str!("../../scripts/fence.lua"),
+    include_str!("../../scripts/expiry.lua"),
     include_str!("../../scripts/acquire.lua")
 );
 pub const MUTEX_RELEASE: &str = concat!(
