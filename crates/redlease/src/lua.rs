@@ -143,14 +143,15 @@ pub(crate) fn named_in(text: &str) -> Option<&'static str> {
 
 /// What a script error (a Redis error message naming the script by its SHA1) says the
 /// server lacks: the script's file name and the commands named on the failing line, when
-/// the server refused a command the script called ("Unknown Redis command called from ...
-/// script", or a command called with arguments this server does not know). `None` for
+/// the server refused a command the script called (an unknown command, or one called with
+/// arguments this server does not know). `None` for
 /// any other error.
 pub(crate) fn lacking(text: &str) -> Option<(&'static str, Vec<&'static str>)> {
     let lower = text.to_ascii_lowercase();
-    if !lower.contains("unknown redis command called from")
-        && !lower.contains("wrong number of args calling redis command")
-    {
+    // Redis: "Unknown Redis command called from (Lua) script"; Valkey: "Unknown command
+    // called from script".
+    let unknown = lower.contains("unknown") && lower.contains("command called from");
+    if !unknown && !lower.contains("wrong number of args calling redis command") {
         return None;
     }
     let (_, name, source) = all()
