@@ -71,6 +71,10 @@ impl Server {
 
     /// Whether the server has sharded pub/sub (`SSUBSCRIBE`, `SPUBLISH`: Redis 7.0, every
     /// Valkey).
+    #[cfg_attr(
+        not(feature = "cluster"),
+        allow(dead_code, reason = "only a Cluster client asks")
+    )]
     pub(crate) fn sharded_pubsub(&self) -> bool {
         self.redis >= (7, 0)
     }

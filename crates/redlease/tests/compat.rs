@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use common::{bounded, client, eventually, raw, server};
 use redlease::{Client, Error, FencingToken};
-use redlease_local::{Cluster, Nodes, RedisServer, ServerOptions};
+#[cfg(feature = "cluster")]
+use redlease_local::Cluster;
+use redlease_local::{Nodes, RedisServer, ServerOptions};
 
 /// Long enough for any wait here (a bound, not a pause).
 const WAIT: Duration = Duration::from_secs(20);
@@ -38,6 +40,7 @@ async fn hello(server: &RedisServer) -> (String, String) {
 }
 
 /// Whether the server has sharded pub/sub (Redis 7.0 and later; every Valkey).
+#[cfg(feature = "cluster")]
 async fn has_sharded_pubsub(server: &RedisServer) -> bool {
     let (product, version) = hello(server).await;
     let major: u32 = version
@@ -263,6 +266,7 @@ async fn a_quorum_mutex_acquires_waits_renews_and_fences() {
 /// A Redis Cluster client needs sharded pub/sub: where the server has it, a lock is taken,
 /// handed on and released there; where not (Redis 6.2), connecting says which server lacks
 /// what.
+#[cfg(feature = "cluster")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_works_or_names_what_its_server_lacks() {
     let cluster = Cluster::start_with(3, 0).unwrap();
