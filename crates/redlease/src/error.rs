@@ -240,7 +240,10 @@ pub(crate) const REMOVING_HOLDS: &str = "removing a lock's holds";
 /// What to do about a Redis error met while doing `action`.
 fn redis_hint(action: &str, source: &redis::RedisError) -> String {
     let text = source.to_string();
-    let in_script = text.contains("user executing the script can't run");
+    // Redis 7.0: "The user executing the script can't run this command"; Redis 7.2+ and
+    // Valkey: "ACL failure in script: ... no permissions to run the 'time' command".
+    let in_script = text.contains("user executing the script can't run")
+        || text.contains("ACL failure in script");
     if error_code(source) == Some("NOPERM") || in_script {
         let script = crate::lua::named_in(&text)
             .map(|name| format!(" (in {name})"))
