@@ -360,7 +360,22 @@ impl Listener {
 pub fn server_error<T: std::fmt::Debug>(result: RedisResult<T>) -> (String, String) {
     match result {
         Ok(v) => panic!("expected an error reply, got {v:?}"),
-        Err(e) => (e.code().unwrap_or_default().to_owned(), e.to_string()),
+        Err(e) => {
+            let text = e.to_string();
+            // Redis 6.2 wraps an error raised in a script as "ERR Error running script
+            // (call to f_<sha1>): @user_script:<line>: WRONGTYPE ..."; 7.0+ keep its code.
+            let wrapped = text
+                .split_once("@user_script:")
+                .map(|(_, rest)| rest.trim_start_matches(|c: char| c.is_ascii_digit()))
+                .and_then(|rest| rest.strip_prefix(": "))
+                .and_then(|rest| rest.split_whitespace().next())
+                .filter(|code| code.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'));
+            let code = match (e.code(), wrapped) {
+                (Some("ERR"), Some(inner)) if !inner.is_empty() => inner,
+                (code, _) => code.unwrap_or_default(),
+            };
+            (code.to_owned(), text)
+        }
     }
 }
 
