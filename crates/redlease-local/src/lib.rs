@@ -99,7 +99,6 @@ pub const REDLEASE_ACL_RULES: &[&str] = &[
     "+hset",
     "+lindex",
     "+pexpireat",
-    "+pexpiretime",
     "+zadd",
     "+zcard",
     "+zrange",

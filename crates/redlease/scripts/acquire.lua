@@ -1,7 +1,8 @@
 -- acquire: one attempt to take the lock.
 -- KEYS, those of one lock, all in one cluster slot:
 --   KEYS[1] lock key: the owner token alone, with a PX expiry (a plain SET NX PX lock)
---   KEYS[2] fencing counter: the last token granted (see fence.lua, prepended to this script)
+--   KEYS[2] fencing counter: the last token granted (see fence.lua, prepended to this script
+--           with expiry.lua)
 --   KEYS[3] holder details for operators (free text), same expiry as KEYS[1]
 --   KEYS[4] FIFO queue of waiting tokens (list)
 --   KEYS[5] waiter table: token -> cjson [ttl_ms, grant channel, holder details, since,
@@ -81,8 +82,8 @@ if ARGV[4] == 'w' then
     redis.call('RPUSH', KEYS[4], '~')
     redis.call('PEXPIRE', KEYS[4], ARGV[6])
   else
-    -- Queued waiters keep the queue as long as they asked for.
-    redis.call('PEXPIRE', KEYS[4], ARGV[6], 'GT')
+    -- Queued waiters keep the queue as long as they asked for (see expiry.lua).
+    raise_expiry(KEYS[4], ARGV[6])
   end
 end
 return {0, tonumber(redis.call('GET', KEYS[2]) or '0'), redis.call('PTTL', KEYS[1])}

@@ -1,6 +1,6 @@
 -- lease_renew: extend many ZSET-kept leases at once (semaphore permits and read-write lock
--- holds, mixed freely in one call: one call per batch, one round trip per sweep). Needs no
--- prelude; each lease is handled as lease_extend.lua handles one.
+-- holds, mixed freely in one call: one call per batch, one round trip per sweep). Sent as
+-- expiry.lua .. lease_renew.lua; each lease is handled as lease_extend.lua handles one.
 --   KEYS[3i-2] the ZSET of lease i   KEYS[3i-1] its holders HASH   KEYS[3i] its other key
 --   (semaphore: K, B:sem:holders, B:sem:permits; rwlock: B:rw:owners, B:rw:holders, K)
 --   ARGV[2i-1] owner token of lease i   ARGV[2i] its ttl in ms
@@ -16,9 +16,9 @@ for i = 1, #KEYS / 3 do
   if type(score) == 'string' and tonumber(score) > now then
     local at = string.format('%d', now + tonumber(ARGV[2 * i]))
     redis.call('ZADD', leases, 'XX', at, token)
-    redis.call('PEXPIREAT', leases, at, 'GT')
-    redis.call('PEXPIREAT', KEYS[3 * i - 1], at, 'GT')
-    redis.call('PEXPIREAT', KEYS[3 * i], at, 'GT')
+    raise_expiry(leases, ARGV[2 * i])
+    raise_expiry(KEYS[3 * i - 1], ARGV[2 * i])
+    raise_expiry(KEYS[3 * i], ARGV[2 * i])
     out[i] = 1
   else
     out[i] = 0

@@ -107,20 +107,27 @@ local function serve(permits, now, caller, ttl, details)
   return mine, free
 end
 
--- Sets each key's expiry to when the semaphore goes idle (see the top).
+-- Sets each key's expiry to when the semaphore goes idle (see the top). The permit count
+-- outlives the latest permit and the queue: with PTTL (Redis 6.2 has no PEXPIRETIME), the
+-- queue's expiry is read as ms from now and the count's set with PEXPIRE from the same
+-- command clock, so the count never expires before the queue.
 local function settle()
   local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-  local idle = -1
+  local held = false
   if last[2] then
     redis.call('PEXPIREAT', KEYS[1], last[2])
     redis.call('PEXPIREAT', KEYS[3], last[2])
-    idle = tonumber(last[2])
+    held = true
   end
   -- -2: no queue; -1 cannot happen (the queue always gets a linger).
-  idle = math.max(idle, redis.call('PEXPIRETIME', KEYS[4]))
-  if idle > 0 then
-    redis.call('PEXPIREAT', KEYS[6], ms(idle))
-  else
+  local queued = redis.call('PTTL', KEYS[4])
+  if held then
+    redis.call('PEXPIREAT', KEYS[6], last[2])
+  end
+  if queued > 0 and (not held or queued > redis.call('PTTL', KEYS[6])) then
+    redis.call('PEXPIRE', KEYS[6], queued)
+  end
+  if not held and queued <= 0 then
     redis.call('DEL', KEYS[6])
   end
 end

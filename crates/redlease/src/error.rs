@@ -190,6 +190,24 @@ pub enum Error {
         /// The function that sets the default client this call needed.
         setter: &'static str,
     },
+    /// The server lacks a command (or a command's option) that this operation needs: it
+    /// is older than the operation needs (a Redis Cluster before 7.0 has no sharded
+    /// pub/sub), or the command was renamed away (`rename-command`). Nothing was changed.
+    #[error("{server} lacks {lacks}, which {action} needs; {advice}")]
+    ServerLacks {
+        /// What we were doing (`acquiring a lock`, `connecting to a Redis Cluster`).
+        action: &'static str,
+        /// The server and its version as it reported them at connect (`Redis 6.2.14`,
+        /// `Valkey 8.1.1`), or `the server` when it did not say.
+        server: String,
+        /// What it lacks (`` the command `SPUBLISH` (called by acquire.lua) ``).
+        lacks: String,
+        /// What to do.
+        advice: &'static str,
+        /// The server's error, when one was met.
+        #[source]
+        source: Option<redis::RedisError>,
+    },
     /// A Redis connection, protocol or server error.
     ///
     /// A permission the Redis ACL user lacks (`NOPERM`, or a command a script may not
@@ -243,8 +261,11 @@ pub(crate) const REMOVING_HOLDS: &str = "removing a lock's holds";
 /// What to do about a Redis error met while doing `action`.
 fn redis_hint(action: &str, source: &redis::RedisError) -> String {
     let text = source.to_string();
-    let in_script = text.contains("user executing the script can't run");
-    if source.code() == Some("NOPERM") || in_script {
+    // Redis 7.0: "The user executing the script can't run this command"; Redis 7.2+ and
+    // Valkey: "ACL failure in script: ... no permissions to run the 'time' command".
+    let in_script = text.contains("user executing the script can't run")
+        || text.contains("ACL failure in script");
+    if error_code(source) == Some("NOPERM") || in_script {
         let script = crate::lua::named_in(&text)
             .map(|name| format!(" (in {name})"))
             .unwrap_or_default();
@@ -254,10 +275,12 @@ fn redis_hint(action: &str, source: &redis::RedisError) -> String {
         format!(
             "the Redis ACL user lacks a permission that redlease needs{script}; grant it the least-privilege ACL line of redlease's docs/SECURITY.md"
         )
+    } else if let Some((script, _)) = crate::lua::lacking(&text) {
+        format!("the server lacks a command that {script} calls; {SCRIPT_COMMANDS}")
     } else if source.kind() == redis::ErrorKind::UnexpectedReturnType {
         "a redlease script answered something it never sends; check that no proxy rewrites replies and that the server runs redlease's own scripts".into()
     } else {
-        match source.code() {
+        match error_code(source) {
             Some("BUSY") => {
                 "Redis is busy running a long script (BUSY); retry later, or end the script with SCRIPT KILL".into()
             }
@@ -265,17 +288,23 @@ fn redis_hint(action: &str, source: &redis::RedisError) -> String {
             Some(code @ ("TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN")) => {
                 format!("the deployment is not ready ({code}); retry later")
             }
-            _ => "check that Redis is reachable and that the user may run scripts".into(),
+            Some(code) if !is_connection_error(source) => {
+                format!("the server refused it ({code}); see the cause for what it said")
+            }
+            _ => "check that Redis is reachable (its address, TLS and credentials)".into(),
         }
     }
 }
+
+/// What to do about a command the scripts call that the server lacks.
+const SCRIPT_COMMANDS: &str = "redlease's scripts need Redis >= 6.2 or Valkey >= 7.2 with every command of the least-privilege ACL line of docs/SECURITY.md; check that no rename-command removed it";
 
 /// Result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub(crate) fn redis(action: &'static str, key: &str, source: redis::RedisError) -> Self {
-        if source.code() == Some("WRONGTYPE") {
+        if error_code(&source) == Some("WRONGTYPE") {
             Self::WrongType {
                 key: key.to_owned(),
             }
@@ -291,6 +320,30 @@ impl Error {
             }
         } else {
             Self::Redis { action, source }
+        }
+    }
+
+    /// This error, as [`Error::ServerLacks`] naming `server` when it is a command a script
+    /// called that the server does not know.
+    pub(crate) fn on_server(self, server: Option<&crate::server::Server>) -> Self {
+        let Self::Redis { action, source } = self else {
+            return self;
+        };
+        let Some((script, commands)) = crate::lua::lacking(&source.to_string()) else {
+            return Self::Redis { action, source };
+        };
+        let lacks = if commands.is_empty() {
+            format!("a command that {script} calls")
+        } else {
+            let names: Vec<String> = commands.iter().map(|c| format!("`{c}`")).collect();
+            format!("the command {} (called by {script})", names.join(" or "))
+        };
+        Self::ServerLacks {
+            action,
+            server: server.map_or_else(|| "the server".to_owned(), ToString::to_string),
+            lacks,
+            advice: SCRIPT_COMMANDS,
+            source: Some(source),
         }
     }
 
@@ -310,11 +363,30 @@ impl Error {
             self,
             Self::Redis { source, .. }
                 if matches!(
-                    source.code(),
+                    error_code(source),
                     Some("BUSY" | "LOADING" | "TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN")
                 )
         )
     }
+}
+
+/// The error code of `e` (`WRONGTYPE`, `READONLY`...), also where a script raised it on
+/// Redis 6.2, which wraps it as `ERR Error running script (call to f_<sha1>):
+/// @user_script:<line>: <CODE> <message>` (Redis 7.0 and later pass the code through).
+pub(crate) fn error_code(e: &redis::RedisError) -> Option<&str> {
+    let code = e.code()?;
+    if code != "ERR" {
+        return Some(code);
+    }
+    let inner = e
+        .detail()
+        .filter(|d| d.starts_with("Error running script"))
+        .and_then(|d| d.split_once("@user_script:"))
+        .map(|(_, rest)| rest.trim_start_matches(|c: char| c.is_ascii_digit()))
+        .and_then(|rest| rest.strip_prefix(": "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .filter(|word| word.len() > 1 && word.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'));
+    Some(inner.unwrap_or(code))
 }
 
 /// Whether a redis-rs error means that Redis could not be reached (refused, dropped, timed

@@ -4,7 +4,7 @@
 //! --force` are these calls.
 
 use crate::client::Client;
-use crate::error::{Error, INSPECTING, REMOVING_HOLDS, Result};
+use crate::error::{INSPECTING, REMOVING_HOLDS, Result};
 use crate::inspection::{self, Inspection, NodeSnapshot};
 use crate::keys::LockKeys;
 
@@ -112,7 +112,7 @@ impl Client {
         let mut answers = deployment.inspect(keys, remove).await;
         let key = keys.key().to_owned();
         let action = if remove { REMOVING_HOLDS } else { INSPECTING };
-        let error = |e| Error::redis(action, &key, e);
+        let error = |e| deployment.error(action, &key, e);
         if !deployment.is_quorum() {
             let snapshot = match answers.pop() {
                 Some((_, answer)) => answer.map_err(error)?.snapshot(),

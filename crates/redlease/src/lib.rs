@@ -240,6 +240,7 @@ mod lua;
 mod observe;
 mod replies;
 mod scripts;
+mod server;
 mod token;
 mod ttl;
 pub mod wait;

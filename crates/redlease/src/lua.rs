@@ -9,9 +9,11 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// `acquire.lua` with the hybrid-clock fencing rule of `fence.lua` in front.
+/// `acquire.lua` with the hybrid-clock fencing rule of `fence.lua` and the expiry helper of
+/// `expiry.lua` in front.
 const ACQUIRE_LUA: &str = concat!(
     include_str!("../scripts/fence.lua"),
+    include_str!("../scripts/expiry.lua"),
     include_str!("../scripts/acquire.lua")
 );
 /// `release.lua` (whose hand-off grants) with `fence.lua` in front.
@@ -44,8 +46,15 @@ const SEM_RELEASE_LUA: &str = semaphore_script!("../scripts/sem_release.lua");
 const RW_ACQUIRE_LUA: &str = rwlock_script!("../scripts/rw_acquire.lua");
 const RW_RELEASE_LUA: &str = rwlock_script!("../scripts/rw_release.lua");
 const RW_DOWNGRADE_LUA: &str = rwlock_script!("../scripts/rw_downgrade.lua");
-const LEASE_EXTEND_LUA: &str = include_str!("../scripts/lease_extend.lua");
-const LEASE_RENEW_LUA: &str = include_str!("../scripts/lease_renew.lua");
+/// The ZSET lease scripts, each with `expiry.lua` in front.
+const LEASE_EXTEND_LUA: &str = concat!(
+    include_str!("../scripts/expiry.lua"),
+    include_str!("../scripts/lease_extend.lua")
+);
+const LEASE_RENEW_LUA: &str = concat!(
+    include_str!("../scripts/expiry.lua"),
+    include_str!("../scripts/lease_renew.lua")
+);
 const EXTEND_LUA: &str = include_str!("../scripts/extend.lua");
 const RENEW_LUA: &str = include_str!("../scripts/renew.lua");
 const RAISE_FENCE_LUA: &str = include_str!("../scripts/raise_fence.lua");
@@ -135,6 +144,57 @@ pub(crate) fn named_in(text: &str) -> Option<&'static str> {
         .into_iter()
         .find(|(script, _, _)| text.contains(script.get_hash()))
         .map(|(_, name, _)| name)
+}
+
+/// What a script error (a Redis error message naming the script by its SHA1) says the
+/// server lacks: the script's file name and the commands named on the failing line, when
+/// the server refused a command the script called (an unknown command, or one called with
+/// arguments this server does not know). `None` for
+/// any other error.
+pub(crate) fn lacking(text: &str) -> Option<(&'static str, Vec<&'static str>)> {
+    let lower = text.to_ascii_lowercase();
+    // Redis: "Unknown Redis command called from (Lua) script"; Valkey: "Unknown command
+    // called from script".
+    let unknown = lower.contains("unknown") && lower.contains("command called from");
+    if !unknown && !lower.contains("wrong number of args calling redis command") {
+        return None;
+    }
+    let (_, name, source) = all()
+        .into_iter()
+        .find(|(script, _, _)| text.contains(script.get_hash()))?;
+    // Redis 6.2: "@user_script:46: ..."; 7.0 and later: "... on @user_script:46."
+    let line = text
+        .split("@user_script:")
+        .nth(1)
+        .map(|rest| {
+            rest.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        })
+        .and_then(|digits| digits.parse::<usize>().ok());
+    let commands = line
+        .and_then(|n| source.lines().nth(n.checked_sub(1)?))
+        .map(commands_on)
+        .unwrap_or_default();
+    Some((name, commands))
+}
+
+/// The command names quoted in the `redis.call(...)` of one script line (`'SPUBLISH'`,
+/// `'PUBLISH'`); none when the line calls a command held in a variable.
+fn commands_on(line: &'static str) -> Vec<&'static str> {
+    let Some(start) = line
+        .find("redis.call(")
+        .or_else(|| line.find("redis.pcall("))
+    else {
+        return Vec::new();
+    };
+    let call = &line[start..];
+    let head = call.split(',').next().unwrap_or_default();
+    head.split('\'')
+        .skip(1)
+        .step_by(2)
+        .filter(|word| word.len() > 1 && word.bytes().all(|b| b.is_ascii_uppercase()))
+        .collect()
 }
 
 /// The text of the script whose SHA1 is `sha`, to send with `EVAL` where a node lacks it

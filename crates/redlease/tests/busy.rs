@@ -20,14 +20,22 @@ async fn make_busy(server: &RedisServer) -> std::thread::JoinHandle<()> {
     const SPIN: &str = "local s = redis.call('TIME') \
         while true do local t = redis.call('TIME') if t[1] - s[1] > 20 then break end end \
         return 1";
-    let mut conn = raw(server).await;
-    let () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("busy-reply-threshold")
-        .arg(50)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let conn = raw(server).await;
+    // Redis 7.0's name for it; 6.2 knows only the older `lua-time-limit`.
+    let set = |name: &'static str| {
+        let mut conn = conn.clone();
+        async move {
+            redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(name)
+                .arg(50)
+                .query_async::<()>(&mut conn)
+                .await
+        }
+    };
+    if set("busy-reply-threshold").await.is_err() {
+        set("lua-time-limit").await.unwrap();
+    }
     let url = server.url();
     let spinner = std::thread::spawn(move || {
         let mut spin = redis::Client::open(url).unwrap().get_connection().unwrap();

@@ -38,6 +38,7 @@ const LAYERS: &[&[&str]] = &[
         "ttl",
         "lua",
         "scripts",
+        "server",
         "replies",
         "wait",
         "observe",

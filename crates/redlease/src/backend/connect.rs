@@ -1,10 +1,12 @@
 //! Making a client's [`Deployment`] from its endpoints.
 
+use std::collections::HashMap;
 #[cfg(feature = "sentinel")]
 use std::sync::Arc;
 
 use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
+use redis::Value;
 use redis::aio::ConnectionManager;
 #[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
@@ -17,11 +19,72 @@ use super::node::{Conn, Node};
 use super::sentinel::Follower;
 use crate::conn::{Endpoints, Settings, connecting, redact_url};
 use crate::error::{Error, NodeError, Result};
+use crate::server::Server;
 
 /// Connects to the deployment `settings` name. Also returns the Redis that carries the
 /// grant subscription where waiters queue for hand-offs (a single Redis or the Sentinel
 /// primary; none for a cluster or a quorum).
 pub(crate) async fn connect(settings: &Settings) -> Result<(Deployment, Option<redis::Client>)> {
+    let (mut deployment, grants) = Box::pin(nodes(settings)).await?;
+    if deployment.server.is_none() {
+        deployment.server = Box::pin(server_of(deployment.primary(), settings)).await;
+    }
+    #[cfg(feature = "cluster")]
+    if deployment.topology == Topology::Cluster
+        && let Some(server) = deployment.server.as_ref().filter(|s| !s.sharded_pubsub())
+    {
+        return Err(Error::ServerLacks {
+            action: "a Redis Cluster client",
+            server: server.to_string(),
+            lacks: "sharded pub/sub (SSUBSCRIBE and SPUBLISH, Redis 7.0)".into(),
+            advice: "redlease's waiters on a cluster listen on shard channels; run the cluster on Redis >= 7.0 or Valkey >= 7.2, or use a single Redis, Sentinel or quorum client with this server",
+            source: None,
+        });
+    }
+    Ok((deployment, grants))
+}
+
+/// The server behind `node`, read once at connect: `HELLO` (with no protocol version: it
+/// changes nothing on the connection; every ACL user may run it, so the least-privilege
+/// user leaves no NOPERM in the `ACL LOG`), or `INFO server` where `HELLO` takes no bare
+/// call (before Redis 6.2). `None` when neither answered in time (the connection's own
+/// errors come with the first command that needs it).
+async fn server_of(node: &Node, settings: &Settings) -> Option<Server> {
+    let read = async {
+        match node
+            .query::<HashMap<String, Value>>(&redis::cmd("HELLO"))
+            .await
+        {
+            Ok(hello) => {
+                let text = |name: &str| match hello.get(name) {
+                    Some(Value::BulkString(b)) => std::str::from_utf8(b).ok(),
+                    Some(Value::SimpleString(s)) => Some(s.as_str()),
+                    _ => None,
+                };
+                Server::from_hello(text("server"), text("version")?)
+            }
+            Err(e) => {
+                tracing::debug!(node = %node.label, error = %e, "HELLO refused; asking INFO server");
+                let info = node.query::<String>(redis::cmd("INFO").arg("server")).await;
+                Server::from_info(&info.ok()?)
+            }
+        }
+    };
+    let server = tokio::time::timeout(settings.connect_timeout, read)
+        .await
+        .ok()
+        .flatten();
+    if let Some(server) = &server {
+        tracing::debug!(node = %node.label, %server, "connected");
+    } else {
+        tracing::debug!(node = %node.label, "the server did not say its version");
+    }
+    server
+}
+
+/// The deployment's nodes, connected (a quorum's oldest server read from its nodes'
+/// answers at start).
+async fn nodes(settings: &Settings) -> Result<(Deployment, Option<redis::Client>)> {
     let config = settings.manager_config();
     let deployment = |topology, nodes| Deployment::new(topology, nodes, settings.response_timeout);
     Ok(match &settings.endpoints {
@@ -85,7 +148,7 @@ pub(crate) async fn connect(settings: &Settings) -> Result<(Deployment, Option<r
     })
 }
 
-/// A quorum over `urls`, once a majority answered `PING` (the others keep connecting
+/// A quorum over `urls`, once a majority answered `HELLO` (the others keep connecting
 /// lazily), or the error once so many failed or the connect timeout passed that no
 /// majority can: a slow or silent node costs nothing here while a majority is fast.
 async fn quorum(settings: &Settings, urls: &[String]) -> Result<Deployment> {
@@ -103,22 +166,29 @@ async fn quorum(settings: &Settings, urls: &[String]) -> Result<Deployment> {
             ConnectionManager::new_lazy_with_config(redis, config.clone()).map_err(connecting)?;
         nodes.push(Node::new(Conn::Single(conn), redact_url(url)));
     }
-    let deployment = Deployment::new(Topology::Quorum, nodes, settings.response_timeout);
+    let mut deployment = Deployment::new(Topology::Quorum, nodes, settings.response_timeout);
     let needed = deployment.majority();
-    let ping = redis::cmd("PING");
+    // The first answer is also the node's server (see `server_of`): a node that answers
+    // is up.
     let mut pings: FuturesUnordered<_> = deployment
         .nodes
         .iter()
-        .map(|node| {
-            let ping = &ping;
-            async move {
-                let result =
-                    tokio::time::timeout(settings.connect_timeout, node.query::<String>(ping))
-                        .await;
-                (node, result)
-            }
+        .map(|node| async move {
+            let result = tokio::time::timeout(settings.connect_timeout, async {
+                let server = Box::pin(server_of(node, settings)).await;
+                match server {
+                    Some(server) => Ok(Some(server)),
+                    None => node
+                        .query::<String>(&redis::cmd("PING"))
+                        .await
+                        .map(|_| None),
+                }
+            })
+            .await;
+            (node, result)
         })
         .collect();
+    let mut servers = Vec::new();
     let mut answered = 0;
     let mut errors = Vec::new();
     while answered < needed && deployment.nodes.len() - errors.len() >= needed {
@@ -126,7 +196,8 @@ async fn quorum(settings: &Settings, urls: &[String]) -> Result<Deployment> {
             break;
         };
         let error = match result {
-            Ok(Ok(_)) => {
+            Ok(Ok(server)) => {
+                servers.extend(server);
                 answered += 1;
                 continue;
             }
@@ -148,6 +219,7 @@ async fn quorum(settings: &Settings, urls: &[String]) -> Result<Deployment> {
         });
     }
     drop(pings);
+    deployment.server = Server::oldest(servers);
     if answered < needed {
         return Err(Error::NoQuorum {
             what: "answered",

@@ -4,8 +4,9 @@
 use redis::RedisResult;
 
 use super::node::Node;
-use crate::error::is_connection_error;
+use crate::error::{Error, is_connection_error};
 use crate::scripts::{Kind, Notices};
+use crate::server::Server;
 
 /// How a client reaches its deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +39,9 @@ pub(crate) struct Deployment {
     pub(crate) nodes: Vec<Node>,
     /// The client's bound on one reply (also the per-node bound of a quorum fan-out).
     pub(crate) response_timeout: std::time::Duration,
+    /// The server as it said at connect (the oldest of a quorum's nodes that answered);
+    /// `None` when it did not say.
+    pub(crate) server: Option<Server>,
     /// Set once the response timeout was found too long for a lease's renewal (warned
     /// about once).
     #[cfg(feature = "cluster")]
@@ -54,9 +58,17 @@ impl Deployment {
             topology,
             nodes,
             response_timeout,
+            server: None,
             #[cfg(feature = "cluster")]
             clamped: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// The error of a failed Redis call made while doing `action` on `key`: a command a
+    /// script called that the server lacks is named, with the server's version
+    /// ([`Error::ServerLacks`]).
+    pub(crate) fn error(&self, action: &'static str, key: &str, e: redis::RedisError) -> Error {
+        Error::redis(action, key, e).on_server(self.server.as_ref())
     }
 
     /// The sentinels' follower, for a Sentinel-managed primary.

@@ -73,7 +73,7 @@ async fn read_on(node: &Node, keys: &LockKeys, remove: bool) -> RedisResult<Read
                 return Ok(reading);
             }
             Ok(_) => {}
-            Err(e) if e.code() == Some("WRONGTYPE") && tries < READ_TRIES => {}
+            Err(e) if crate::error::error_code(&e) == Some("WRONGTYPE") && tries < READ_TRIES => {}
             Err(e) => return Err(e),
         }
     }

@@ -70,7 +70,7 @@ mod sentinel {
 
 use redis::Value;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::keys::LockKeys;
 pub(crate) use crate::replies::Reply;
 use crate::replies::{self, Released};
@@ -88,7 +88,7 @@ impl Deployment {
         }
         Box::pin(acquire_on(self.primary(), keys, args))
             .await
-            .map_err(|e| Error::redis("acquiring a lock", &keys.key, e))
+            .map_err(|e| self.error("acquiring a lock", &keys.key, e))
     }
 
     /// Runs the release script of `kind`: whether the lease held our token, and to whom
@@ -110,7 +110,7 @@ impl Deployment {
         let announce = self.announces();
         self.across_reconnects(|| release_on(self.primary(), keys, kind, token, announce))
             .await
-            .map_err(|e| Error::redis("releasing a lock", &keys.key, e))
+            .map_err(|e| self.error("releasing a lock", &keys.key, e))
     }
 
     /// Runs the extend script of `kind`; whether the lease held our token.
@@ -126,7 +126,7 @@ impl Deployment {
         }
         self.across_reconnects(|| extend_on(self.primary(), keys, kind, token, ttl_ms))
             .await
-            .map_err(|e| Error::redis("extending a lock", &keys.key, e))
+            .map_err(|e| self.error("extending a lock", &keys.key, e))
     }
 
     /// Every lock of `keys` for `token` in one script, all or nothing; only where
@@ -142,9 +142,8 @@ impl Deployment {
         let key = keys.first().map_or("", |k| k.key.as_str());
         let value: Value = Box::pin(self.primary().invoke(&invocation))
             .await
-            .map_err(|e| Error::redis("acquiring locks", key, e))?;
-        replies::acquire_all(&value, keys.len())
-            .map_err(|e| Error::redis("acquiring locks", key, e))
+            .map_err(|e| self.error("acquiring locks", key, e))?;
+        replies::acquire_all(&value, keys.len()).map_err(|e| self.error("acquiring locks", key, e))
     }
 
     /// Who holds the lock at `keys` now (an election's leader). Over a quorum, the holder
@@ -156,9 +155,9 @@ impl Deployment {
             let value: Value = self
                 .across_reconnects(|| self.primary().invoke(&invocation))
                 .await
-                .map_err(|e| Error::redis("reading the leader", &keys.key, e))?;
+                .map_err(|e| self.error("reading the leader", &keys.key, e))?;
             return replies::leader(&value)
-                .map_err(|e| Error::redis("reading the leader", &keys.key, e));
+                .map_err(|e| self.error("reading the leader", &keys.key, e));
         }
         let answers = node::fan_out(
             self.nodes.iter().map(|node| {
@@ -203,7 +202,7 @@ impl Deployment {
         let announce = self.announces();
         self.across_reconnects(|| downgrade_on(self.primary(), keys, token, announce))
             .await
-            .map_err(|e| Error::redis("downgrading a write lock", &keys.key, e))
+            .map_err(|e| self.error("downgrading a write lock", &keys.key, e))
     }
 
     /// Renews `batch`, telling `credit` each lease's outcome as soon as it is known (the
@@ -271,9 +270,9 @@ impl Deployment {
                 .primary()
                 .pipeline(&pipe, &[&scripts::EXTEND])
                 .await
-                .map_err(|e| Error::redis("waiting for replicas", &keys.key, e))?;
+                .map_err(|e| self.error("waiting for replicas", &keys.key, e))?;
             let extended = replies::flag("extend.lua", &extended)
-                .map_err(|e| Error::redis("waiting for replicas", &keys.key, e))?;
+                .map_err(|e| self.error("waiting for replicas", &keys.key, e))?;
             if !extended || acked >= replicas || left <= round {
                 return Ok((extended, acked));
             }

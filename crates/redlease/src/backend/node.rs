@@ -372,7 +372,7 @@ impl Health {
 
 /// True for errors after which a Sentinel-managed primary should be looked up again.
 fn primary_moved(e: &redis::RedisError) -> bool {
-    is_connection_error(e) || e.code() == Some("READONLY") || e.code() == Some("MASTERDOWN")
+    is_connection_error(e) || matches!(crate::error::error_code(e), Some("READONLY" | "MASTERDOWN"))
 }
 
 /// Runs `futures` concurrently, each bounded by `timeout`; a late one counts as a

@@ -42,11 +42,18 @@ pub const RW_DOWNGRADE: &str = concat!(
     include_str!("../../scripts/rwlock.lua"),
     include_str!("../../scripts/rw_downgrade.lua")
 );
-pub const LEASE_EXTEND: &str = include_str!("../../scripts/lease_extend.lua");
-pub const LEASE_RENEW: &str = include_str!("../../scripts/lease_renew.lua");
+pub const LEASE_EXTEND: &str = concat!(
+    include_str!("../../scripts/expiry.lua"),
+    include_str!("../../scripts/lease_extend.lua")
+);
+pub const LEASE_RENEW: &str = concat!(
+    include_str!("../../scripts/expiry.lua"),
+    include_str!("../../scripts/lease_renew.lua")
+);
 /// The mutex's own scripts, for the conflict tests.
 pub const MUTEX_ACQUIRE: &str = concat!(
     include_str!("../../scripts/fence.lua"),
+    include_str!("../../scripts/expiry.lua"),
     include_str!("../../scripts/acquire.lua")
 );
 pub const MUTEX_RELEASE: &str = concat!(
@@ -353,7 +360,22 @@ impl Listener {
 pub fn server_error<T: std::fmt::Debug>(result: RedisResult<T>) -> (String, String) {
     match result {
         Ok(v) => panic!("expected an error reply, got {v:?}"),
-        Err(e) => (e.code().unwrap_or_default().to_owned(), e.to_string()),
+        Err(e) => {
+            let text = e.to_string();
+            // Redis 6.2 wraps an error raised in a script as "ERR Error running script
+            // (call to f_<sha1>): @user_script:<line>: WRONGTYPE ..."; 7.0+ keep its code.
+            let wrapped = text
+                .split_once("@user_script:")
+                .map(|(_, rest)| rest.trim_start_matches(|c: char| c.is_ascii_digit()))
+                .and_then(|rest| rest.strip_prefix(": "))
+                .and_then(|rest| rest.split_whitespace().next())
+                .filter(|code| code.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'));
+            let code = match (e.code(), wrapped) {
+                (Some("ERR"), Some(inner)) if !inner.is_empty() => inner,
+                (code, _) => code.unwrap_or_default(),
+            };
+            (code.to_owned(), text)
+        }
     }
 }
 

@@ -210,7 +210,7 @@ pub(crate) async fn acquire(
         .iter()
         .position(|r| matches!(r, Some(Err(e)) if is_final(e)));
     if let Some(Some(Err(e))) = refused.and_then(|i| replies.get_mut(i)).map(Option::take) {
-        return Err(Error::redis("acquiring a lock", &keys.key, e));
+        return Err(deployment.error("acquiring a lock", &keys.key, e));
     }
     if answered < needed {
         return Err(Error::NoQuorum {
@@ -223,10 +223,12 @@ pub(crate) async fn acquire(
     Ok(Reply::busy_unseen(holder_pttl))
 }
 
-/// Whether a node's refusal is final: the same call would be refused again.
+/// Whether a node's refusal is final: the same call would be refused again (another
+/// primitive's key, another permit count, a command the node's server lacks).
 fn is_final(e: &redis::RedisError) -> bool {
-    e.code()
+    crate::error::error_code(e)
         .is_some_and(|code| code == "WRONGTYPE" || code.starts_with("REDLEASE_"))
+        || crate::lua::lacking(&e.to_string()).is_some()
 }
 
 /// The failed nodes of an attempt, each with its error (a timeout when it did not
@@ -599,7 +601,7 @@ fn settle(
         return Ok(false);
     }
     match replies.into_iter().find_map(std::result::Result::err) {
-        Some(e) => Err(Error::redis(action, &keys.key, e)),
+        Some(e) => Err(deployment.error(action, &keys.key, e)),
         None => Ok(false),
     }
 }
