@@ -266,7 +266,7 @@ impl Request<'_> {
             // see release.lua). The epoch changes when it comes back, and the next attempt
             // queues again, keeping that place if it is still there.
             let grants = registration.is_some() && notifier.subscribed(keys);
-            let queue = Queue::pick(grants, silent, watch.is_some(), attempts > 1);
+            let queue = Queue::pick(grants, silent, watch.is_some()).later(attempts > 1);
             give_back.keep_trying_until(sent + self.lingers(queue));
             let outcome = self.attempt_until(keys, &token, queue, attempts, deadline);
             let Some(outcome) = outcome.await else {
@@ -596,15 +596,23 @@ enum Queue {
 
 impl Queue {
     /// For hand-offs while they can reach us, else silently where places are kept so,
-    /// else a mark while we listen for release notices; `again`: not the acquisition's
-    /// first attempt, so an earlier one may have left a place to withdraw.
-    fn pick(grants: bool, silent: bool, listening: bool, again: bool) -> Self {
+    /// else a mark while we listen for release notices.
+    fn pick(grants: bool, silent: bool, listening: bool) -> Self {
         match (grants, silent, listening) {
             (true, _, _) => Self::Grants,
             (false, true, _) => Self::Silent,
             (false, false, true) => Self::Listen,
-            (false, false, false) if again => Self::Leave,
             (false, false, false) => Self::No,
+        }
+    }
+
+    /// As it is, except that an attempt that only tries withdraws a place when `again`
+    /// (not the acquisition's first attempt: an earlier one may have left a place).
+    fn later(self, again: bool) -> Self {
+        if self == Self::No && again {
+            Self::Leave
+        } else {
+            self
         }
     }
 }

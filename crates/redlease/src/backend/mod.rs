@@ -179,9 +179,9 @@ impl Deployment {
             let value: Value = self
                 .across_reconnects(|| self.primary().invoke(&invocation))
                 .await
-                .map_err(|e| Error::redis("asking whether a lease is held", &keys.key, e))?;
+                .map_err(|e| self.error("asking whether a lease is held", &keys.key, e))?;
             return parse(&value)
-                .map_err(|e| Error::redis("asking whether a lease is held", &keys.key, e));
+                .map_err(|e| self.error("asking whether a lease is held", &keys.key, e));
         }
         let answers = node::fan_out(
             self.nodes.iter().map(|node| {
