@@ -235,9 +235,16 @@ impl ClientBuilder {
         let (deployment, pubsub) = Box::pin(backend::connect(&settings)).await?;
         let notifications = self.notifications == Notifications::PubSub;
         let wakeups = match &self.endpoints {
+            // On the slot's primary over sharded pub/sub; on any node over classic pub/sub
+            // where the cluster has no sharded pub/sub (the bus carries it to every node).
             #[cfg(feature = "cluster")]
             Endpoints::Cluster(urls) if notifications => {
-                Some(wakeups(&settings, Reach::SlotOwner, urls)?)
+                let reach = if deployment.shard_channels() {
+                    Reach::SlotOwner
+                } else {
+                    Reach::AnyNode
+                };
+                Some(wakeups(&settings, reach, urls)?)
             }
             Endpoints::Quorum(urls) if notifications => {
                 Some(wakeups(&settings, Reach::EveryNode, urls)?)
@@ -261,6 +268,8 @@ impl ClientBuilder {
         };
         let grants = match (&self.endpoints, pubsub) {
             _ if !notifications => GrantSource::Off,
+            #[cfg(feature = "cluster")]
+            (Endpoints::Cluster(_), _) if !deployment.shard_channels() => GrantSource::Off,
             #[cfg(feature = "cluster")]
             (Endpoints::Cluster(urls), _) => GrantSource::Cluster(
                 urls.iter()

@@ -190,12 +190,12 @@ pub enum Error {
         /// The function that sets the default client this call needed.
         setter: &'static str,
     },
-    /// The server lacks a command (or a command's option) that this operation needs: it
-    /// is older than the operation needs (a Redis Cluster before 7.0 has no sharded
-    /// pub/sub), or the command was renamed away (`rename-command`). Nothing was changed.
+    /// The server lacks a command (or a command's option) that a script of this operation
+    /// calls: it is older than redlease supports (Redis 6.2), or the command was renamed
+    /// away (`rename-command`). Nothing was changed.
     #[error("{server} lacks {lacks}, which {action} needs; {advice}")]
     ServerLacks {
-        /// What we were doing (`acquiring a lock`, `connecting to a Redis Cluster`).
+        /// What we were doing (`acquiring a lock`).
         action: &'static str,
         /// The server and its version as it reported them at connect (`Redis 6.2.14`,
         /// `Valkey 8.1.1`), or `the server` when it did not say.

@@ -223,3 +223,43 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod lacking_tests {
+    use super::*;
+
+    /// The line of `acquire.lua`'s text (fence.lua and expiry.lua in front) that calls
+    /// `SPUBLISH` or `PUBLISH`, 1-based as Redis counts.
+    fn publish_line() -> usize {
+        ACQUIRE_LUA
+            .lines()
+            .position(|l| l.contains("redis.call(ARGV[8] == 'S' and 'SPUBLISH'"))
+            .map_or(0, |i| i + 1)
+    }
+
+    /// Each server's wording of a command a script called that it does not know names the
+    /// script and the commands on the failing line; other errors are not taken for it.
+    #[test]
+    fn every_servers_unknown_command_is_read() {
+        let sha = ACQUIRE.get_hash();
+        let n = publish_line();
+        let redis62 = format!(
+            "Error running script (call to f_{sha}): @user_script:{n}: @user_script: {n}: Unknown Redis command called from Lua script"
+        );
+        let redis70 =
+            format!("Unknown Redis command called from script script: {sha}, on @user_script:{n}.");
+        let valkey =
+            format!("Unknown command called from script script: {sha}, on @user_script:{n}.");
+        for text in [redis62, redis70, valkey] {
+            assert_eq!(
+                lacking(&text),
+                Some(("acquire.lua", vec!["SPUBLISH", "PUBLISH"])),
+                "{text}"
+            );
+        }
+        let wrongtype = format!(
+            "Error running script (call to f_{sha}): @user_script:{n}: WRONGTYPE Operation against a key"
+        );
+        assert_eq!(lacking(&wrongtype), None);
+    }
+}

@@ -4,8 +4,9 @@
 //! The scripts use nothing newer than Redis 6.2, so that every primitive runs on the
 //! servers people run (Redis 6.2, 7.x, 8.x; Valkey 7.2+). What remains newer is asked
 //! about here: sharded pub/sub (`SSUBSCRIBE`/`SPUBLISH`, Redis 7.0), which a Redis
-//! Cluster client needs. The version also names the server in the errors of a command it
-//! lacks (see [`crate::Error::ServerLacks`]).
+//! Cluster client uses for its waiters where the server has it, and replaces by classic
+//! pub/sub where not (see `Deployment::shard_channels`). The version also names the server
+//! in the errors of a command it lacks (see [`crate::Error::ServerLacks`]).
 //!
 //! The version comes from `HELLO`, which every ACL user may run (its `server` is `valkey`
 //! on Valkey 8 and later; Valkey 7.2 answers as Redis 7.2.4, which it is compatible with),

@@ -1,7 +1,8 @@
 //! The core behaviour of every primitive on the server binary under test: acquire, wait and
 //! hand-off, renewal, loss, release and fencing, for the mutex, the semaphore, the
-//! read-write lock, the multi-lock and the election; a quorum and a Redis Cluster; and the
-//! error of a command the server lacks.
+//! read-write lock, the multi-lock and the election; a quorum and a Redis Cluster (sharded
+//! pub/sub, or classic where the server has none); and the error of a command the server
+//! lacks.
 //!
 //! The binary is `redis-server` from the `PATH` (Debian's Redis 7.0), or the one named by
 //! `REDLEASE_REDIS_SERVER` (read by `redlease-local`): `make test` runs this file again
@@ -37,18 +38,6 @@ async fn hello(server: &RedisServer) -> (String, String) {
         other => panic!("HELLO gave {name} = {other:?}"),
     };
     (text("server"), text("version"))
-}
-
-/// Whether the server has sharded pub/sub (Redis 7.0 and later; every Valkey).
-#[cfg(feature = "cluster")]
-async fn has_sharded_pubsub(server: &RedisServer) -> bool {
-    let (product, version) = hello(server).await;
-    let major: u32 = version
-        .split('.')
-        .next()
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(0);
-    product == "valkey" || major >= 7
 }
 
 /// A server and two clients on it (a holder and a waiter).
@@ -263,25 +252,14 @@ async fn a_quorum_mutex_acquires_waits_renews_and_fences() {
     second.release().await.unwrap();
 }
 
-/// A Redis Cluster client needs sharded pub/sub: where the server has it, a lock is taken,
-/// handed on and released there; where not (Redis 6.2), connecting says which server lacks
-/// what.
+/// A Redis Cluster: waiters are handed a lock over sharded pub/sub where the server has it,
+/// and woken by release notices over classic pub/sub where it does not (Redis 6.2); either
+/// way a lock and a semaphore are taken, waited for, handed on and released.
 #[cfg(feature = "cluster")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cluster_works_or_names_what_its_server_lacks() {
+async fn a_cluster_hands_locks_and_permits_on() {
     let cluster = Cluster::start_with(3, 0).unwrap();
-    let node = &cluster.nodes()[0];
-    let connected = Client::cluster(cluster.urls()).await;
-    if !has_sharded_pubsub(node).await {
-        let Err(e @ Error::ServerLacks { .. }) = connected else {
-            panic!("a cluster without sharded pub/sub was accepted: {connected:?}");
-        };
-        let text = e.to_string();
-        assert!(text.contains(&hello(node).await.1), "{text}");
-        assert!(text.contains("sharded pub/sub"), "{text}");
-        return;
-    }
-    let a = connected.unwrap();
+    let a = Client::cluster(cluster.urls()).await.unwrap();
     let b = Client::cluster(cluster.urls()).await.unwrap();
     let first = a.lock("compat-cluster").acquire().await.unwrap();
     let token = first.fencing_token();
@@ -289,6 +267,16 @@ async fn a_cluster_works_or_names_what_its_server_lacks() {
     let second = handed_off(&b, async move { waiter.acquire().await }, first.release()).await;
     above(second.fencing_token(), token, "the cluster's next holder");
     second.release().await.unwrap();
+    let permit = a
+        .semaphore("compat-cluster-sem", 1)
+        .acquire()
+        .await
+        .unwrap();
+    let token = permit.fencing_token();
+    let waiter = b.semaphore("compat-cluster-sem", 1).wait(WAIT);
+    let next = handed_off(&b, async move { waiter.acquire().await }, permit.release()).await;
+    above(next.fencing_token(), token, "the cluster's next permit");
+    next.release().await.unwrap();
 }
 
 /// A command a script calls that the server lacks (renamed away here, as an older server

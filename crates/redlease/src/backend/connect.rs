@@ -30,16 +30,11 @@ pub(crate) async fn connect(settings: &Settings) -> Result<(Deployment, Option<r
         deployment.server = Box::pin(server_of(deployment.primary(), settings)).await;
     }
     #[cfg(feature = "cluster")]
-    if deployment.topology == Topology::Cluster
-        && let Some(server) = deployment.server.as_ref().filter(|s| !s.sharded_pubsub())
-    {
-        return Err(Error::ServerLacks {
-            action: "a Redis Cluster client",
-            server: server.to_string(),
-            lacks: "sharded pub/sub (SSUBSCRIBE and SPUBLISH, Redis 7.0)".into(),
-            advice: "redlease's waiters on a cluster listen on shard channels; run the cluster on Redis >= 7.0 or Valkey >= 7.2, or use a single Redis, Sentinel or quorum client with this server",
-            source: None,
-        });
+    if deployment.topology == Topology::Cluster && !deployment.shard_channels() {
+        tracing::info!(
+            server = %deployment.server.as_ref().map(ToString::to_string).unwrap_or_default(),
+            "no sharded pub/sub on this cluster: waiters listen for release notices over classic pub/sub"
+        );
     }
     Ok((deployment, grants))
 }

@@ -89,22 +89,40 @@ impl Deployment {
         match self.topology {
             Topology::Single | Topology::Sentinel => Notices::Off,
             #[cfg(feature = "cluster")]
-            Topology::Cluster => Notices::Sharded,
+            Topology::Cluster if self.shard_channels() => Notices::Sharded,
+            #[cfg(feature = "cluster")]
+            Topology::Cluster => Notices::Publish,
             Topology::Quorum => Notices::Publish,
         }
+    }
+
+    /// Whether waiters' messages go over sharded pub/sub: on a Cluster whose server has it
+    /// (Redis 7.0 and later, Valkey; assumed where the server did not say). A Redis 6.2
+    /// cluster falls back to classic pub/sub, which the cluster bus carries to every node:
+    /// there no waiter queues for a hand-off (a `PUBLISH` counts the subscribers of its
+    /// own node only, so a grant could not tell who heard it); each listens for release
+    /// notices, on any node, as a quorum's waiters do.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn shard_channels(&self) -> bool {
+        self.topology == Topology::Cluster
+            && self
+                .server
+                .as_ref()
+                .is_none_or(crate::server::Server::sharded_pubsub)
     }
 
     /// Whether waiters for a lease of `kind` queue for a hand-off (FIFO). Everywhere one
     /// node decides, for a lock; on a Cluster only for a lock (mutex, election), whose
     /// grants go by `SPUBLISH` on the waiter's per-lock grant channel; a semaphore's or
-    /// read-write lock's waiters there listen for release notices. Never over a quorum.
+    /// read-write lock's waiters there listen for release notices, as every waiter does on
+    /// a cluster without sharded pub/sub. Never over a quorum.
     pub(crate) fn hands_off(&self, kind: Kind) -> bool {
         #[cfg(not(feature = "cluster"))]
         let _ = kind;
         match self.topology {
             Topology::Single | Topology::Sentinel => true,
             #[cfg(feature = "cluster")]
-            Topology::Cluster => kind.is_lock(),
+            Topology::Cluster => kind.is_lock() && self.shard_channels(),
             Topology::Quorum => false,
         }
     }
