@@ -15,10 +15,14 @@
 --           an acquisition's first attempt (its token cannot be queued yet), "w" to only
 --           try but mark the queue with "~" when busy: a waiter that listens for release
 --           notices (Cluster, quorum), so that a release announces only when one may listen
---           (ARGV[6] then says how long the mark lasts), "c" to only try but withdraw the
---           token's place if it takes the lock (a waiter's later attempt made while its
---           grants cannot reach it: an earlier attempt whose reply was lost may have
---           queued it, and a place left behind would be handed the lock later); with "1"/"j":
+--           (ARGV[6] then says how long the mark lasts), and withdraw the token's place if
+--           it takes the lock (a Cluster waiter listens only after its grants stopped
+--           reaching it, a slot migration or a failover, and may have queued before), "c"
+--           to only try but withdraw the token's place if it takes the lock (a waiter's
+--           later attempt made while its grants cannot reach it: an earlier attempt whose
+--           reply was lost may have queued it); a place left behind would be handed the
+--           lock by a later release, and the lock would sit with nobody for a ttl; with
+--           "1"/"j":
 --   ARGV[5] the caller's grant channel   ARGV[6] queue linger in ms (queue keys' expiry)
 --   ARGV[7] (optional; an election's lock) a channel on which a fresh grant PUBLISHes the
 --           key, so that observers of the election learn of the new leader ("": none)
@@ -41,7 +45,7 @@ local token = ARGV[1]
 -- hand-off found no one listening; whoever asks first then takes it, and a queued waiter
 -- that does leaves the queue (else a release would hand the lock to its stale place).
 if redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
-  if (ARGV[4] == '1' or ARGV[4] == 'c') and redis.call('HDEL', KEYS[5], token) == 1 then
+  if (ARGV[4] == '1' or ARGV[4] == 'c' or ARGV[4] == 'w') and redis.call('HDEL', KEYS[5], token) == 1 then
     redis.call('LREM', KEYS[4], 1, token)
   end
   local fence = grant_fence(KEYS[2], tonumber(ARGV[9]))

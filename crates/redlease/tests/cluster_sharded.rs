@@ -390,17 +390,12 @@ async fn hand_offs_survive_a_slot_migration() {
 }
 
 /// The lock's primary fails over to its replica while waiters queue and the lock is handed
-/// on: the waiters' grant subscriptions follow to the new primary.
-///
-/// Known open liveness problem, so not in `make test`: under load (CI, a busy 2-vCPU
-/// host) all six non-polling waiters sometimes wait out their 20 s after a planned
-/// `CLUSTER FAILOVER` (1 run in 7 to 3 in 6 under load, none in 7 on a quiet machine). The
-/// reading so far: a release on the new primary finds no queued waiter listening there yet
-/// (their shard subscriptions are still moving), skips them and frees the lock, and nothing
-/// makes the skipped waiters re-check when their subscription arrives. Run it with
-/// `cargo test -p redlease --test cluster_sharded -- --ignored`.
+/// on: the waiters' grant subscriptions follow to the new primary. (This and the slot
+/// migration above once failed under load: a waiter listening for release notices while
+/// its subscription moved took the free lock and left its queue place behind, so a later
+/// release handed the lock to that finished acquisition and every waiter waited out its
+/// 20 s; see `a_waiter_taking_the_lock_by_a_later_attempt_leaves_no_place`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known liveness problem after a planned Cluster failover under load; see the doc comment"]
 async fn hand_offs_survive_a_failover() {
     let mut cluster = cluster();
     hand_offs_survive(&mut cluster, "failing-over", |cluster, key| {

@@ -8,7 +8,9 @@
 mod common;
 mod prims;
 
-use prims::{Keys, Listener, lrange, mutex_acquire, mutex_hand_off, mutex_join, now_ms, pttl};
+use prims::{
+    Keys, Listener, lrange, mutex_acquire, mutex_hand_off, mutex_join, mutex_try_as, now_ms, pttl,
+};
 use redis::Value;
 use redis::aio::MultiplexedConnection;
 
@@ -148,4 +150,48 @@ async fn a_holder_is_never_handed_its_own_place() {
     assert_eq!(holder(&mut conn, &keys).await, None);
     assert!(lrange(&mut conn, keys.mutex.queue()).await.is_empty());
     assert_eq!(entry(&mut conn, &keys, "h").await, None);
+}
+
+/// A queued waiter whose later attempt only tries (`c`: its grants cannot reach it now;
+/// `w`: a Cluster waiter listening for release notices after its grant subscription moved
+/// with a slot) and takes the free lock withdraws its place, wherever it is in the queue:
+/// else a later release hands the lock to that finished acquisition, and the lock sits with
+/// nobody for its ttl while the others wait.
+#[tokio::test]
+async fn a_waiter_taking_the_lock_by_a_later_attempt_leaves_no_place() {
+    let server = common::server();
+    let mut conn = common::raw(&server).await;
+    for flag in ["c", "w"] {
+        let keys = Keys::new(&format!("later-{flag}"));
+        mutex_acquire(&mut conn, &keys, "x").await.unwrap();
+        let _a = Listener::new(&server, "grant:a").await;
+        let _h = Listener::new(&server, "grant:h").await;
+        for token in ["a", "h"] {
+            let channel = format!("grant:{token}");
+            mutex_join(&mut conn, &keys, token, Some((&channel, LINGER)))
+                .await
+                .unwrap();
+        }
+        // x's lease ends; h, second in the queue, takes the free lock.
+        let _: () = redis::cmd("DEL")
+            .arg(keys.mutex.key())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let taken = mutex_try_as(&mut conn, &keys, "h", flag).await.unwrap();
+        assert_eq!(taken.0, 1, "{flag}");
+        assert_eq!(lrange(&mut conn, keys.mutex.queue()).await, ["a"], "{flag}");
+        assert_eq!(entry(&mut conn, &keys, "h").await, None, "{flag}");
+        // h hands the lock to a, and a's release frees it: nothing is handed to h again.
+        let handed = mutex_hand_off(&mut conn, &keys, "h").await.unwrap();
+        assert!(matches!(handed, Value::BulkString(_)), "{flag}: {handed:?}");
+        assert_eq!(
+            holder(&mut conn, &keys).await.as_deref(),
+            Some("a"),
+            "{flag}"
+        );
+        let freed = mutex_hand_off(&mut conn, &keys, "a").await.unwrap();
+        assert_eq!(freed, Value::Int(1), "{flag}");
+        assert_eq!(holder(&mut conn, &keys).await, None, "{flag}");
+    }
 }

@@ -431,6 +431,27 @@ pub async fn mutex_join(
     invocation.invoke_async(conn).await
 }
 
+/// The mutex's `acquire.lua` as a waiter's later attempt that only tries: `flag` is `c`
+/// (its grants cannot reach it) or `w` (it listens for release notices instead).
+pub async fn mutex_try_as(
+    conn: &mut MultiplexedConnection,
+    keys: &Keys,
+    token: &str,
+    flag: &str,
+) -> RedisResult<Reply> {
+    let script = Script::new(MUTEX_ACQUIRE);
+    let mut invocation = script.key(&mutex_keys(keys)[..]);
+    invocation
+        .arg(token)
+        .arg(60_000)
+        .arg("mutex holder")
+        .arg(flag);
+    if flag == "w" {
+        invocation.arg("").arg(60_000);
+    }
+    invocation.invoke_async(conn).await
+}
+
 /// The mutex's `release.lua` on the same name: 1 freed, 0 not ours (a hand-off's grant
 /// message is an error here; see [`mutex_hand_off`]).
 pub async fn mutex_release(
