@@ -16,6 +16,15 @@ use redis::aio::MultiplexedConnection;
 
 const LINGER: u64 = 60_000;
 
+/// The holder's lease ends (its key is deleted, as its expiry would).
+async fn end_lease(conn: &mut MultiplexedConnection, keys: &Keys) {
+    let _: () = redis::cmd("DEL")
+        .arg(keys.mutex.key())
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
 async fn holder(conn: &mut MultiplexedConnection, keys: &Keys) -> Option<String> {
     common::get(conn, keys.mutex.key()).await
 }
@@ -135,11 +144,7 @@ async fn a_holder_is_never_handed_its_own_place() {
         .unwrap();
     // x's lease ends; h, not queueing this time (its subscription was down), takes the
     // free lock and its old place stays queued.
-    let _: () = redis::cmd("DEL")
-        .arg(keys.mutex.key())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    end_lease(&mut conn, &keys).await;
     let taken = mutex_acquire(&mut conn, &keys, "h").await.unwrap();
     assert_eq!(taken.0, 1);
     assert_eq!(lrange(&mut conn, keys.mutex.queue()).await, ["h"]);
@@ -173,11 +178,7 @@ async fn a_waiter_taking_the_lock_by_a_later_attempt_leaves_no_place() {
                 .unwrap();
         }
         // x's lease ends; h, second in the queue, takes the free lock.
-        let _: () = redis::cmd("DEL")
-            .arg(keys.mutex.key())
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        end_lease(&mut conn, &keys).await;
         let taken = mutex_try_as(&mut conn, &keys, "h", flag).await.unwrap();
         assert_eq!(taken.0, 1, "{flag}");
         assert_eq!(lrange(&mut conn, keys.mutex.queue()).await, ["a"], "{flag}");
