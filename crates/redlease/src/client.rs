@@ -621,6 +621,13 @@ impl Client {
         self.engine.renewer.round_trips()
     }
 
+    /// How many times this client started its renewal scheduler task so far (diagnostics):
+    /// once, and again after it ended for want of leases (a second without one) or with
+    /// its runtime.
+    pub fn renewal_tasks_started(&self) -> u64 {
+        self.engine.renewer.starts()
+    }
+
     /// Gives back every lease this client (and its clones) still holds and waits until
     /// every release running in the background is done: call it before the program
     /// returns from `main`, so that no lock stays held by nobody until its TTL.

@@ -11,8 +11,9 @@
 //!
 //! A renewal that meets a connection error is retried every `ttl/10` (5 ms to 1 s) until
 //! the lease's `valid_until`; only then is the lease declared lost. A renewal that finds
-//! another token (or none) declares it lost at once. The task ends when no lease is left
-//! and starts again with the next one.
+//! another token (or none) declares it lost at once. The task ends when no lease has been
+//! left for [`IDLE_LINGER`] and starts again with the next one: a client that takes and
+//! releases locks one after another keeps one task rather than spawning one per lease.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,12 +28,16 @@ use crate::lease::{Lease, State};
 use crate::scripts::RenewItem;
 use crate::ttl::ttl_millis;
 
+/// How long the scheduler task waits, with no lease left, for the next one before it ends.
+const IDLE_LINGER: Duration = Duration::from_secs(1);
+
 /// Renews every auto-renewed lease of one client.
 pub(crate) struct Renewer {
     deployment: Arc<Deployment>,
     book: Mutex<Book>,
     wake: Notify,
     round_trips: AtomicU64,
+    starts: AtomicU64,
 }
 
 #[derive(Default)]
@@ -56,7 +61,17 @@ struct Entry {
     retrying: bool,
 }
 
-/// What a sweep decided to send.
+/// What a sweep found.
+struct Sweep {
+    /// The leases to renew now.
+    batch: Vec<Due>,
+    /// When to look again.
+    next: Instant,
+    /// No lease is left.
+    idle: bool,
+}
+
+/// A lease a sweep decided to renew.
 struct Due {
     id: u64,
     lease: Arc<Lease>,
@@ -70,6 +85,7 @@ impl Renewer {
             book: Mutex::new(Book::default()),
             wake: Notify::new(),
             round_trips: AtomicU64::new(0),
+            starts: AtomicU64::new(0),
         })
     }
 
@@ -104,6 +120,7 @@ impl Renewer {
             // Made before the task, so that a task dropped before its first poll (its
             // runtime shutting down) also marks the scheduler stopped.
             let mut running = Running(Arc::clone(self), true);
+            self.starts.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(async move {
                 let Running(renewer, armed) = &mut running;
                 renewer.run_loop(armed).await;
@@ -135,6 +152,11 @@ impl Renewer {
         }
     }
 
+    /// Scheduler tasks started so far (diagnostics and tests).
+    pub(crate) fn starts(&self) -> u64 {
+        self.starts.load(Ordering::Relaxed)
+    }
+
     /// Renewal round trips sent so far (diagnostics and tests).
     pub(crate) fn round_trips(&self) -> u64 {
         self.round_trips.load(Ordering::Relaxed)
@@ -146,13 +168,23 @@ impl Renewer {
     /// that the next lease starts it again in the runtime it is acquired in, instead of
     /// never being renewed; `armed` is cleared when the loop itself stops it.
     async fn run_loop(&self, armed: &mut bool) {
+        // Since when no lease has been left, if none is.
+        let mut idle_since: Option<Instant> = None;
         loop {
-            let Some((batch, next)) = self.sweep(Instant::now()) else {
+            let now = Instant::now();
+            let may_end = idle_since.is_some_and(|since| now >= since + IDLE_LINGER);
+            let Some(sweep) = self.sweep(now, may_end) else {
                 // `sweep` marked the scheduler stopped, with the book locked.
                 *armed = false;
                 return;
             };
-            if batch.is_empty() {
+            let next = if sweep.idle {
+                *idle_since.get_or_insert(now) + IDLE_LINGER
+            } else {
+                idle_since = None;
+                sweep.next
+            };
+            if sweep.batch.is_empty() {
                 self.book().wake_at = Some(next);
                 tokio::select! {
                     () = tokio::time::sleep_until(next) => {}
@@ -161,14 +193,15 @@ impl Renewer {
                 self.book().wake_at = None;
                 continue;
             }
-            self.renew(batch, next).await;
+            self.renew(sweep.batch, next).await;
         }
     }
 
     /// Drops finished entries and, when at least one lease is due, picks it together with
-    /// every lease that falls due soon after; `None` when nothing is left (the task then
-    /// ends). Also returns when to look again.
-    fn sweep(&self, now: Instant) -> Option<(Vec<Due>, Instant)> {
+    /// every lease that falls due soon after; also says when to look again. With nothing
+    /// left, `None` when `may_end` (the scheduler is then marked stopped and its task
+    /// ends), else an idle sweep.
+    fn sweep(&self, now: Instant, may_end: bool) -> Option<Sweep> {
         let mut book = self.book();
         let mut next = now + Duration::from_secs(3600);
         let mut any_due = false;
@@ -194,8 +227,15 @@ impl Renewer {
             true
         });
         if book.entries.is_empty() {
-            book.running = false;
-            return None;
+            if may_end {
+                book.running = false;
+                return None;
+            }
+            return Some(Sweep {
+                batch: Vec::new(),
+                next,
+                idle: true,
+            });
         }
         let mut batch = Vec::new();
         if any_due {
@@ -214,7 +254,11 @@ impl Renewer {
                 }
             }
         }
-        Some((batch, next))
+        Some(Sweep {
+            batch,
+            next,
+            idle: false,
+        })
     }
 
     /// Sends one round trip for `batch` and records the outcome of each lease.

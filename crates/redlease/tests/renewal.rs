@@ -278,3 +278,29 @@ async fn a_redis_pause_shorter_than_the_lease_does_not_lose_it() {
     assert!(c.renewal_round_trips() > trips);
     guard.release().await.unwrap();
 }
+
+/// A client that takes and releases locks one after another keeps one renewal scheduler
+/// task (not one spawned per lease); the task ends a second after the last lease, and the
+/// next lease starts it again and is renewed by it.
+#[tokio::test]
+async fn one_renewal_task_serves_leases_one_after_another() {
+    let server = server();
+    let c = client(&server).await;
+    for _ in 0..50 {
+        let guard = bounded("acquire", c.lock("serial").acquire())
+            .await
+            .unwrap();
+        bounded("release", guard.release()).await.unwrap();
+    }
+    assert_eq!(c.renewal_tasks_started(), 1);
+    // Idle past the scheduler's linger: its task ends, and the next lease restarts it.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let ttl = Duration::from_millis(300);
+    let guard = bounded("acquire", c.lock("serial").ttl(ttl).acquire())
+        .await
+        .unwrap();
+    assert_eq!(c.renewal_tasks_started(), 2);
+    tokio::time::sleep(ttl * 3).await;
+    assert!(guard.is_held(), "the restarted scheduler did not renew");
+    bounded("release", guard.release()).await.unwrap();
+}
