@@ -384,13 +384,10 @@ impl Request<'_> {
     /// an outage shorter than the wait is ridden out; the caller stops at the deadline and
     /// returns the last error.
     fn retry_after(&self, e: &Error, failures: &mut u32) -> Option<Duration> {
-        if e.is_transient() {
-            tracing::debug!(error = %e, "attempt refused for now, retrying");
-        } else if e.is_connection() || matches!(e, Error::NoQuorum { .. }) {
-            tracing::debug!(error = %e, "attempt failed; outcome unknown, retrying");
-        } else {
+        if !e.is_worth_retrying() {
             return None;
         }
+        tracing::debug!(error = %e, "attempt failed or refused for now; retrying");
         *failures += 1;
         // Polled often enough to notice a recovered Redis within a few tens of ms: an
         // attempt against a refused connection costs the server nothing.

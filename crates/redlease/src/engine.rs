@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use crate::backend::Deployment;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::keys::LockKeys;
 use crate::lease::{Lease, State, lost};
 use crate::notify::{Notifier, Wakeups};
@@ -396,9 +396,7 @@ async fn give_back(
             }
             Ok(false) => return,
             Err(e)
-                if (e.is_connection()
-                    || e.is_transient()
-                    || matches!(e, Error::NoQuorum { .. }))
+                if e.is_worth_retrying()
                     && until.is_some_and(|u| Instant::now() < u)
                     && !engine.background.is_closed() =>
             {

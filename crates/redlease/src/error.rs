@@ -353,6 +353,13 @@ impl Error {
         matches!(self, Self::Redis { source, .. } if is_connection_error(source))
     }
 
+    /// True when trying again later may succeed: a connection error (the outcome is
+    /// unknown), a passing refusal ([`is_transient`](Self::is_transient)), or a quorum
+    /// that did not answer.
+    pub(crate) fn is_worth_retrying(&self) -> bool {
+        self.is_connection() || self.is_transient() || matches!(self, Self::NoQuorum { .. })
+    }
+
     /// True when Redis refused the command for a passing reason, so that it did not run
     /// and trying again later may succeed: a script keeps the server busy (`BUSY`), it is
     /// loading its dataset (`LOADING`), or a cluster or replicated primary is not ready
