@@ -169,6 +169,38 @@ pub(crate) struct BenchArgs {
     /// into this SVG file; needs --only scaling
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+
+    /// The tokio runtime the benchmark (both sides of every comparison) runs on: the
+    /// multi-thread one of the other commands (2 workers), or a current-thread one, where
+    /// every task the library spawns per operation is paid inline, as in the many services
+    /// and tools that run one. Worker processes (--processes above 1) keep the multi-thread one
+    #[arg(long, value_enum, value_name = "FLAVOR", default_value_t = Flavor::MultiThread)]
+    pub(crate) runtime: Flavor,
+}
+
+/// The tokio runtime flavours `redlease bench --runtime` can run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Flavor {
+    /// `Builder::new_multi_thread` with 2 workers (the CLI's runtime).
+    MultiThread,
+    /// `Builder::new_current_thread`.
+    CurrentThread,
+}
+
+impl Flavor {
+    /// A runtime of this flavour, with every driver on.
+    pub(crate) fn build(self) -> std::io::Result<tokio::runtime::Runtime> {
+        match self {
+            Self::MultiThread => tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build(),
+            Self::CurrentThread => tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build(),
+        }
+    }
 }
 
 /// Groups of scenarios, for `--only`.
@@ -360,6 +392,7 @@ async fn measure(env: &Env, args: &BenchArgs, server: String) -> anyhow::Result<
         pairs: args.pairs,
         workers: usize::from(args.workers),
         hot_cpus: args.hot_cpus,
+        runtime: args.runtime,
         failures,
         uncontended,
         contended,

@@ -178,7 +178,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         #[cfg(feature = "local")]
         Command::DemoWorker(args) => runtime()?.block_on(demo::worker(args)),
         #[cfg(feature = "local")]
-        Command::Bench(args) => runtime()?.block_on(bench::run(args)),
+        Command::Bench(args) => args.runtime.build()?.block_on(bench::run(args)),
         // Blocking: it runs valgrind four times and reads its files.
         #[cfg(feature = "local")]
         Command::BenchCallgrind(args) => bench::callgrind::main(&args),

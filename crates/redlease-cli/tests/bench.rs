@@ -253,8 +253,46 @@ fn table_output_and_help_name_the_scenarios() -> TestResult {
     ])?;
     let text = bench_text(&["--duration", "100ms", "--workers", "2", "--hot-cpus", "1"])?;
     assert!(text.contains("hot CPUs: 1"), "{text}");
+    assert!(text.contains("multi-thread (2 workers) runtime"), "{text}");
     assert!(text.contains("redlease acquire + release"), "{text}");
     assert!(text.contains("every counter matches"), "{text}");
+    Ok(())
+}
+
+/// `--runtime current-thread`: every scenario of the default set runs, and keeps its
+/// checks, on a current-thread runtime.
+#[test]
+fn every_scenario_runs_on_a_current_thread_runtime() -> TestResult {
+    let args = [
+        "--duration",
+        "150ms",
+        "--workers",
+        "3",
+        "--runtime",
+        "current-thread",
+    ];
+    let report = bench_json(&args)?;
+    assert_eq!(report["runtime"], "current-thread", "{report}");
+    for c in report["contended"].as_array().ok_or("no contended")? {
+        assert_eq!(c["counter"], c["sections"], "{c}");
+        assert!(c["sections"].as_u64() > Some(0), "{c}");
+    }
+    let uncontended = report["uncontended"].as_array().ok_or("no uncontended")?;
+    let quorum = report["quorum"].as_array().ok_or("no quorum")?;
+    for side in uncontended.iter().chain(quorum) {
+        assert!(side["ops"].as_u64() > Some(0), "{side}");
+        assert_eq!(side["checks"]["acquires_failed"], 0, "{side}");
+        assert_eq!(side["checks"]["releases_failed"], 0, "{side}");
+    }
+    let text = bench_text(&[
+        "--only",
+        "uncontended",
+        "--duration",
+        "100ms",
+        "--runtime",
+        "current-thread",
+    ])?;
+    assert!(text.contains("current-thread runtime"), "{text}");
     Ok(())
 }
 

@@ -28,6 +28,8 @@ pub(super) struct Report {
     pub(super) workers: usize,
     /// `SCHED_IDLE` spinners that kept CPUs out of idle states (`--hot-cpus`).
     pub(super) hot_cpus: u16,
+    /// The tokio runtime flavour (`--runtime`).
+    pub(super) runtime: super::Flavor,
     pub(super) uncontended: Vec<Uncontended>,
     pub(super) contended: Vec<Contended>,
     /// The redlease quorum of 5 and the bare parallel Redlock.
@@ -95,12 +97,16 @@ impl Report {
         writeln!(
             out,
             "redlease bench: redis {} ({}), {} per side in {} interleaved slice pairs, \
-             {} workers when contended{}\n",
+             {} workers when contended, {} runtime{}\n",
             self.redis_version,
             self.server,
             humantime::format_duration(self.duration),
             self.pairs,
             self.workers,
+            match self.runtime {
+                super::Flavor::MultiThread => "multi-thread (2 workers)",
+                super::Flavor::CurrentThread => "current-thread",
+            },
             match self.hot_cpus {
                 0 => String::new(),
                 n => format!(", hot CPUs: {n}"),
