@@ -220,6 +220,16 @@ pub fn measure_as(history: &[Event], primitive: Primitive) -> Liveness {
             | Kind::Fault => {}
         }
         let stalled = holding.len() < capacity && !wanting.is_empty();
+        // A stall that began without a death (a permit between two holders) and that a
+        // dead holder's lease keeps open now (the free permit was taken, the dead one is
+        // not): it is waited out like one that began after the death.
+        if let Some(stall) = &mut open
+            && stalled
+            && !dead.is_empty()
+            && holding.len() + dead.len() >= capacity
+        {
+            stall.after_death = true;
+        }
         match (&mut open, stalled) {
             (Some(_), false) => {
                 if let Some(stall) = open.take() {
@@ -471,6 +481,31 @@ mod tests {
         assert_eq!(l.longest_after_death, Some(at(910)));
         // The permit is back: a wait now with 2 holding is no stall.
         assert!(l.long.iter().all(|s| s.at < at(1212)));
+    }
+
+    /// A holder killed during a stall that had begun before (one permit between two
+    /// holders): its dead permit keeps that stall open for a ttl, which is waited out as
+    /// after any death, not counted as a stall of the library.
+    #[test]
+    fn a_death_during_a_stall_makes_it_one_after_a_death() {
+        let sem = Primitive::Semaphore { permits: 2 };
+        let h = vec![
+            ev(0, Kind::Acquire, 1),
+            ev(1, Kind::Acquire, 2),
+            wait(2, 3, 5000),
+            wait(3, 4, 5000),
+            // 1 releases: a stall; before 3 gets the free permit, 2 dies holding.
+            ev(10, Kind::Release, 1),
+            ev(11, Kind::Kill, 2),
+            ev(12, Kind::Acquire, 3),
+            // 4 still waits, for 2's permit, which expires a ttl after 2's last renewal.
+            ev(1009, Kind::Acquire, 4),
+        ];
+        let l = measure_as(&h, sem);
+        assert_eq!((l.stalls, l.over_limit), (0, 0), "{l:?}");
+        assert_eq!(l.after_death, 1, "{l:?}");
+        assert_eq!(l.longest_after_death, Some(at(999)));
+        assert!(l.meets_target(at(1000)));
     }
 
     /// A dead reader blocks a writer until its hold runs out: after a death; reads
