@@ -51,6 +51,7 @@ pub(crate) struct Request<'a> {
 }
 
 /// What one attempt found.
+#[derive(Debug)]
 enum Attempt {
     /// Acquired fresh by this very attempt.
     Fresh(FencingToken),
@@ -272,6 +273,7 @@ impl Request<'_> {
             let Some(outcome) = outcome.await else {
                 return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
             };
+            tracing::trace!(token = %token, attempts, ?queue, took = ?sent.elapsed(), ?outcome, "attempt");
             let delay = match outcome {
                 // Taken by this attempt, or found ours (a hand-off, an earlier attempt of
                 // ours): either way the script set the lease's expiry from when it ran,
@@ -340,8 +342,10 @@ impl Request<'_> {
             let Some(fence) =
                 wait_for_news(registration.as_mut(), released.as_mut(), wake, &mut epochs).await
             else {
+                tracing::trace!(token = %token, waited = ?now.elapsed(), "re-checking");
                 continue;
             };
+            tracing::trace!(token = %token, fence, waited = ?now.elapsed(), "granted");
             // The grant was read: later ones (after another queue place) need a new
             // registration. The old one goes first: its drop removes our token's entry.
             drop(registration.take());
