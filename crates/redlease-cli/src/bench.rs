@@ -12,6 +12,7 @@ mod bare;
 pub(crate) mod callgrind;
 mod contended;
 mod env;
+mod flavor;
 mod hot;
 mod looped;
 mod pairs;
@@ -31,6 +32,7 @@ mod worker;
 pub(crate) use worker::{WorkerArgs, worker};
 
 use env::Env;
+use flavor::Flavor;
 use report::Report;
 
 /// `--help` text of `redlease bench`.
@@ -176,31 +178,6 @@ pub(crate) struct BenchArgs {
     /// and tools that run one. Worker processes (--processes above 1) keep the multi-thread one
     #[arg(long, value_enum, value_name = "FLAVOR", default_value_t = Flavor::MultiThread)]
     pub(crate) runtime: Flavor,
-}
-
-/// The tokio runtime flavours `redlease bench --runtime` can run on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub(crate) enum Flavor {
-    /// `Builder::new_multi_thread` with 2 workers (the CLI's runtime).
-    MultiThread,
-    /// `Builder::new_current_thread`.
-    CurrentThread,
-}
-
-impl Flavor {
-    /// A runtime of this flavour, with every driver on.
-    pub(crate) fn build(self) -> std::io::Result<tokio::runtime::Runtime> {
-        match self {
-            Self::MultiThread => tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build(),
-            Self::CurrentThread => tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build(),
-        }
-    }
 }
 
 /// Groups of scenarios, for `--only`.

@@ -273,7 +273,6 @@ impl Request<'_> {
             let Some(outcome) = outcome.await else {
                 return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
             };
-            tracing::trace!(token = %token, attempts, ?queue, took = ?sent.elapsed(), ?outcome, "attempt");
             let delay = match outcome {
                 // Taken by this attempt, or found ours (a hand-off, an earlier attempt of
                 // ours): either way the script set the lease's expiry from when it ran,
@@ -342,10 +341,8 @@ impl Request<'_> {
             let Some(fence) =
                 wait_for_news(registration.as_mut(), released.as_mut(), wake, &mut epochs).await
             else {
-                tracing::trace!(token = %token, waited = ?now.elapsed(), "re-checking");
                 continue;
             };
-            tracing::trace!(token = %token, fence, waited = ?now.elapsed(), "granted");
             // The grant was read: later ones (after another queue place) need a new
             // registration. The old one goes first: its drop removes our token's entry.
             drop(registration.take());
@@ -524,12 +521,15 @@ impl Request<'_> {
         deadline: Option<Instant>,
     ) -> Option<Result<Attempt>> {
         let first = number == 1;
+        let sent = Instant::now();
         let attempt = self.attempt(keys, token, queue, first);
         let waits = matches!(self.wait, Wait::For(d) if !d.is_zero());
-        match deadline.filter(|_| !first || waits) {
+        let outcome = match deadline.filter(|_| !first || waits) {
             Some(at) => tokio::time::timeout_at(at, attempt).await.ok(),
             None => Some(attempt.await),
-        }
+        };
+        tracing::trace!(%token, number, ?queue, took = ?sent.elapsed(), ?outcome, "attempt");
+        outcome
     }
 
     /// How long a waiter may wait for its release-notice subscription: its whole wait,

@@ -29,7 +29,7 @@ pub(super) struct Report {
     /// `SCHED_IDLE` spinners that kept CPUs out of idle states (`--hot-cpus`).
     pub(super) hot_cpus: u16,
     /// The tokio runtime flavour (`--runtime`).
-    pub(super) runtime: super::Flavor,
+    pub(super) runtime: super::flavor::Flavor,
     pub(super) uncontended: Vec<Uncontended>,
     pub(super) contended: Vec<Contended>,
     /// The redlease quorum of 5 and the bare parallel Redlock.
@@ -104,8 +104,8 @@ impl Report {
             self.pairs,
             self.workers,
             match self.runtime {
-                super::Flavor::MultiThread => "multi-thread (2 workers)",
-                super::Flavor::CurrentThread => "current-thread",
+                super::flavor::Flavor::MultiThread => "multi-thread (2 workers)",
+                super::flavor::Flavor::CurrentThread => "current-thread",
             },
             match self.hot_cpus {
                 0 => String::new(),
