@@ -14,6 +14,7 @@ mod contended;
 mod env;
 mod flavor;
 mod hot;
+mod link;
 mod looped;
 mod pairs;
 mod plot;
@@ -85,6 +86,13 @@ operation. Client instructions per operation come from `make callgrind` (valgrin
    flat. --plot FILE draws sections/s and the longest wait against contenders (redlease
    and busy-retry) into an SVG.
 
+With --link-delay DURATION, every private redis-server (the quorum's 5 too) sits behind a
+delay line on loopback that delivers each chunk DURATION after it arrived, in each
+direction and in order, without serialising pipelined traffic: a link's latency, as users
+on a real network have it (0.1-0.5ms each way), where round trips and hand-off hops decide
+rather than CPU. Both sides of every comparison and the worker processes connect through
+it; INFO commandstats does not. --link-delay 0 measures the delay line's own cost.
+
 With --processes N above 1, this binary re-executes itself as N worker processes that
 share the contenders (each with one Client and one connection for all its tasks), and
 the contended group compares redlease and busy-retry that way, in alternating slices of
@@ -111,6 +119,7 @@ Examples:
   redlease bench --only shared           # scenarios 5 and 6 alone
   redlease bench --only scaling --plot scaling.svg
   redlease bench --only contended --processes 4 --workers 64
+  redlease bench --only uncontended --only contended --link-delay 500us
   redlease bench --hot-cpus 2            # CPUs kept out of idle states (see BENCHMARKS.md)
   redlease bench --redis redis://10.0.0.5:6379   # measure an existing server
   make callgrind                         # client instructions per uncontended pair";
@@ -178,6 +187,14 @@ pub(crate) struct BenchArgs {
     /// and tools that run one. Worker processes (--processes above 1) keep the multi-thread one
     #[arg(long, value_enum, value_name = "FLAVOR", default_value_t = Flavor::MultiThread)]
     pub(crate) runtime: Flavor,
+
+    /// A link's latency between the clients and Redis: a delay line in front of every
+    /// private redis-server (the quorum's too) delays each chunk by DURATION in each
+    /// direction, without serialising pipelined traffic; both sides of every comparison and
+    /// the worker processes connect through it. 0 runs through the delay line without
+    /// delay (its own cost). Not with --redis. Default: none (loopback)
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    link_delay: Option<Duration>,
 }
 
 /// Groups of scenarios, for `--only`.
@@ -215,6 +232,21 @@ impl BenchArgs {
                 "--slice {} is out of range; use 50ms to 10m",
                 humantime::format_duration(self.slice)
             );
+        }
+        if let Some(delay) = self.link_delay {
+            if self.redis.is_some() {
+                bail!(
+                    "--link-delay puts a delay line in front of the private redis-server; \
+                     it cannot be combined with --redis"
+                );
+            }
+            if delay > link::MAX_DELAY {
+                bail!(
+                    "--link-delay {} is out of range; use 0 to {}",
+                    humantime::format_duration(delay),
+                    humantime::format_duration(link::MAX_DELAY)
+                );
+            }
         }
         if self.plot.is_some() && !self.runs(Group::Scaling) {
             bail!("--plot draws the scaling scenario; add --only scaling");
@@ -272,7 +304,13 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     } else {
         "external".to_owned()
     };
-    let env = Env::connect(&url, args.duration).await?;
+    // Dropped after every connection through them, before `server`.
+    let mut lines = Vec::new();
+    let url = match &server {
+        Some(server) => link::url(server, args.link_delay, &mut lines)?,
+        None => url,
+    };
+    let env = Env::connect(&url, args.duration, args.link_delay).await?;
     let hot = hot::HotCpus::start(args.hot_cpus)?;
     let outcome = measure(&env, &args, where_).await;
     drop(hot);
@@ -293,6 +331,7 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .write_all(text.as_bytes())
         .context("writing the report")?;
     drop(env);
+    drop(lines);
     drop(server);
     if report.failures.is_empty() {
         Ok(ExitCode::SUCCESS)
@@ -370,6 +409,7 @@ async fn measure(env: &Env, args: &BenchArgs, server: String) -> anyhow::Result<
         workers: usize::from(args.workers),
         hot_cpus: args.hot_cpus,
         runtime: args.runtime,
+        link_delay: args.link_delay,
         failures,
         uncontended,
         contended,

@@ -453,3 +453,52 @@ fn a_counter_that_does_not_match_its_sections_fails_the_run() -> TestResult {
     );
     Ok(())
 }
+
+/// `--link-delay 200us`: both sides of the uncontended comparison reach Redis through a
+/// delay line of 200µs each way, so an acquire + release pair (two round trips) takes at
+/// least 4 x 200µs on either side (a lower bound the delay line guarantees, not a speed
+/// assertion), and the report says so in its header and its JSON.
+#[test]
+fn a_link_delay_puts_both_sides_behind_the_same_delay_line() -> TestResult {
+    let delay_us = 200.0;
+    let link = ["--only", "uncontended", "--link-delay", "200us"];
+    let report = bench_json(&[&link[..], &["--duration", "500ms"]].concat())?;
+    assert_eq!(report["link_delay_us"].as_f64(), Some(delay_us));
+    let uncontended = report["uncontended"].as_array().ok_or("no uncontended")?;
+    assert_eq!(uncontended.len(), 2);
+    for side in uncontended {
+        let p50 = side["latency"]["p50_us"].as_f64().ok_or("no p50")?;
+        assert!(
+            p50 >= 4.0 * delay_us,
+            "p50 {p50}µs below 2 round trips: {side}"
+        );
+        assert!(side["ops"].as_u64() > Some(0), "{side}");
+    }
+    assert_eq!(len(&report["failures"]), Some(0));
+
+    let text = bench_text(&[&link[..], &["--duration", "100ms"]].concat())?;
+    let header = text.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("link delay 200us each way"),
+        "the header does not state the delay: {header}"
+    );
+    Ok(())
+}
+
+/// `--link-delay` puts a delay line in front of the private server; with `--redis` there
+/// is none to put it in front of.
+#[test]
+fn a_link_delay_with_an_external_redis_is_refused() -> TestResult {
+    let out = run(
+        &[
+            "bench",
+            "--link-delay",
+            "100us",
+            "--redis",
+            "redis://127.0.0.1:1",
+        ],
+        2,
+    )?;
+    assert!(String::from_utf8(out.stderr)?.contains("cannot be combined with --redis"));
+    Ok(())
+}

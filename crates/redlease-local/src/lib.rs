@@ -26,6 +26,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod cluster;
+mod delay_line;
 mod nodes;
 mod proxy;
 mod resp;
@@ -33,6 +34,7 @@ mod sentinel;
 mod wait;
 
 pub use cluster::{Cluster, DEFAULT_CLUSTER_TIMEOUT};
+pub use delay_line::DelayLine;
 pub use nodes::Nodes;
 pub use proxy::Proxy;
 pub use resp::Reply;
@@ -111,6 +113,33 @@ pub const REDLEASE_ACL_RULES: &[&str] = &[
 /// Whether [`TEST_ACL_ENV`] asks for the least-privilege user.
 fn test_acl_wanted() -> bool {
     std::env::var(TEST_ACL_ENV).is_ok_and(|v| v == "1")
+}
+
+/// Binds a free loopback port for a [`Proxy`] or [`DelayLine`] in front of
+/// `127.0.0.1:target_port`, and runs `accept(listener, target)` on a thread named
+/// `NAME-PORT`: the port.
+fn listen(
+    name: &str,
+    target_port: u16,
+    accept: impl FnOnce(&TcpListener, std::net::SocketAddr) + Send + 'static,
+) -> std::io::Result<u16> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+    let port = listener.local_addr()?.port();
+    let target = std::net::SocketAddr::from((Ipv4Addr::LOCALHOST, target_port));
+    std::thread::Builder::new()
+        .name(format!("{name}-{port}"))
+        .spawn(move || accept(&listener, target))?;
+    Ok(port)
+}
+
+/// The URL of a [`Proxy`] or [`DelayLine`] listening on `port`: `redis://127.0.0.1:<port>`,
+/// with the `redlease` user's credentials under [`TEST_ACL_ENV`].
+fn forwarded_url(port: u16) -> String {
+    if test_acl_wanted() {
+        format!("redis://redlease:{TEST_ACL_PASSWORD}@127.0.0.1:{port}")
+    } else {
+        format!("redis://127.0.0.1:{port}")
+    }
 }
 
 /// What went wrong while starting or driving a server.

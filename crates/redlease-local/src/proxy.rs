@@ -106,14 +106,11 @@ impl Proxy {
     /// # Errors
     /// When no loopback port can be bound.
     pub fn start(target_port: u16) -> std::io::Result<Self> {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-        let port = listener.local_addr()?.port();
         let shared = Arc::new(Shared::default());
-        let target = SocketAddr::from((Ipv4Addr::LOCALHOST, target_port));
         let accept_shared = Arc::clone(&shared);
-        thread::Builder::new()
-            .name(format!("proxy-{port}"))
-            .spawn(move || accept_loop(&listener, target, &accept_shared))?;
+        let port = crate::listen("proxy", target_port, move |listener, target| {
+            accept_loop(listener, target, &accept_shared);
+        })?;
         Ok(Self { port, shared })
     }
 
@@ -125,15 +122,7 @@ impl Proxy {
     /// `redis://127.0.0.1:<port>`, with the `redlease` user's credentials under
     /// [`TEST_ACL_ENV`](crate::TEST_ACL_ENV).
     pub fn url(&self) -> String {
-        if crate::test_acl_wanted() {
-            format!(
-                "redis://redlease:{}@127.0.0.1:{}",
-                crate::TEST_ACL_PASSWORD,
-                self.port
-            )
-        } else {
-            format!("redis://127.0.0.1:{}", self.port)
-        }
+        crate::forwarded_url(self.port)
     }
 
     /// The next chunk the server sends (on any connection) is dropped, and that client's

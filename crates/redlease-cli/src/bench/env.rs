@@ -23,12 +23,19 @@ pub(super) struct Env {
     /// Makes this run's keys unique on a shared server.
     pub(super) run_id: String,
     pub(super) warm_up: Duration,
+    /// `--link-delay`: the delay each way of the delay line in front of every private
+    /// redis-server, if any (the quorum's nodes get theirs from it).
+    pub(super) link_delay: Option<Duration>,
     pub(super) show_progress: bool,
     pub(super) keys: Mutex<Vec<String>>,
 }
 
 impl Env {
-    pub(super) async fn connect(url: &str, duration: Duration) -> anyhow::Result<Self> {
+    pub(super) async fn connect(
+        url: &str,
+        duration: Duration,
+        link_delay: Option<Duration>,
+    ) -> anyhow::Result<Self> {
         // The library checks the URL and redacts passwords from its errors.
         drop(
             redlease::Client::connect(url)
@@ -45,6 +52,7 @@ impl Env {
             admin,
             run_id: std::process::id().to_string(),
             warm_up: warm_up(duration),
+            link_delay,
             show_progress: std::io::stderr().is_terminal(),
             keys: Mutex::new(Vec::new()),
         })

@@ -150,10 +150,16 @@ pub(super) async fn run(
     let nodes = tokio::task::spawn_blocking(|| redlease_local::Nodes::start(NODES))
         .await?
         .context("starting the quorum's private redis-servers")?;
-    let urls = nodes.urls();
+    // Both sides reach the nodes through the same delay lines, if any (dropped after every
+    // connection through them); `INFO commandstats` goes straight to the nodes.
+    let mut lines = Vec::new();
+    let urls = nodes
+        .servers()
+        .iter()
+        .map(|server| super::link::url(server, env.link_delay, &mut lines))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let conns = connect(&urls).await?;
-    // For `INFO commandstats`.
-    let admins = connect(&urls).await?;
+    let admins = connect(&nodes.urls()).await?;
     let client = redlease::Client::quorum(&urls)
         .await
         .context("connecting a redlease quorum client")?;
@@ -176,6 +182,7 @@ pub(super) async fn run(
         looped::compare(env, "quorum of 5", duration, pairs, &mut ours, &mut floor).await?;
     let results = vec![ours.finish().into(), floor.finish().into()];
     drop(client);
+    drop(lines);
     drop(nodes);
     Ok((results, comparison))
 }

@@ -30,6 +30,10 @@ pub(super) struct Report {
     pub(super) hot_cpus: u16,
     /// The tokio runtime flavour (`--runtime`).
     pub(super) runtime: super::flavor::Flavor,
+    /// `--link-delay`: the delay each way between the clients and Redis (`None`: loopback,
+    /// no delay line).
+    #[serde(rename = "link_delay_us", serialize_with = "link_delay_micros")]
+    pub(super) link_delay: Option<Duration>,
     pub(super) uncontended: Vec<Uncontended>,
     pub(super) contended: Vec<Contended>,
     /// The redlease quorum of 5 and the bare parallel Redlock.
@@ -45,6 +49,15 @@ pub(super) struct Report {
     pub(super) comparisons: Vec<Comparison>,
     /// Failed correctness checks (empty when all passed).
     pub(super) failures: Vec<String>,
+}
+
+/// `--link-delay` as fractional microseconds, `null` when there is no delay line.
+#[allow(clippy::ref_option)] // serde's `serialize_with` passes `&Option<_>`
+fn link_delay_micros<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => super::stats::micros(d, s),
+        None => s.serialize_none(),
+    }
 }
 
 impl Report {
@@ -97,7 +110,7 @@ impl Report {
         writeln!(
             out,
             "redlease bench: redis {} ({}), {} per side in {} interleaved slice pairs, \
-             {} workers when contended, {} runtime{}\n",
+             {} workers when contended, {} runtime{}, {}\n",
             self.redis_version,
             self.server,
             humantime::format_duration(self.duration),
@@ -110,7 +123,8 @@ impl Report {
             match self.hot_cpus {
                 0 => String::new(),
                 n => format!(", hot CPUs: {n}"),
-            }
+            },
+            super::link::shown(self.link_delay)
         )?;
         if !self.uncontended.is_empty() {
             self.render_uncontended(&mut out)?;
