@@ -6,6 +6,7 @@
 //! cargo run --release -p redlease-model --example explore            # full bounds
 //! cargo run --release -p redlease-model --example explore -- --quick  # what the tests run
 //! cargo run --release -p redlease-model --example explore -- --only hybrid  # names containing "hybrid"
+//! cargo run --release -p redlease-model --example explore -- --only "counter then clock"  # fence.lua's rule for one node
 //! cargo run --release -p redlease-model --example explore -- --only hand-off  # the hand-off model
 //! ```
 //! The full run takes about two minutes on one core; `--quick` (the tests' bounds, no slow
@@ -70,6 +71,18 @@ fn timelines(quick: bool, bounds: &dyn Fn(Scenario) -> Scenario) {
         &bounds(scenarios::hybrid_single_step_back()),
         FENCED_SAFETY,
     );
+    counterexample(
+        "Counter then clock, single node: an asynchronous failover loses the last grant",
+        &bounds(scenarios::counter_then_clock_single_last_write_lost()),
+        FENCED_SAFETY,
+    );
+    if !quick {
+        counterexample(
+            "Counter then clock, 3 nodes: a node down a tick whose clock steps back 2",
+            &scenarios::counter_then_clock_one_clock_back(),
+            FENCED_SAFETY,
+        );
+    }
 }
 
 /// Prints `report` and whether it showed what was expected (with its counterexamples
@@ -150,6 +163,10 @@ fn main() -> ExitCode {
         timelines(quick, &bounds);
     }
     let mut all = scenarios::all();
+    all.extend(scenarios::counter_then_clock_rows());
+    all.extend(scenarios::counter_then_clock_behind());
+    all.push(scenarios::hybrid_single_last_write_lost());
+    all.push(scenarios::counter_then_clock_single_last_write_lost());
     if quick {
         all.retain(|s| !s.slow);
     } else {

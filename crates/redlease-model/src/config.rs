@@ -36,6 +36,26 @@ pub enum Persistence {
     CounterOnly,
     /// No persistence: the node comes back empty, counter at 0.
     Nothing,
+    /// Its last write is lost: an asynchronous failover to a replica that had not received
+    /// it yet, or a restart from an RDB snapshot or an `appendfsync everysec` file. The
+    /// node comes back without the lock key and with the counter as it was before its last
+    /// change (a grant, a write-back or an expiry).
+    LastWriteLost,
+}
+
+impl Persistence {
+    /// What a crash does, for timelines.
+    pub fn crash(self) -> &'static str {
+        match self {
+            Persistence::Everything => "its lock key and counter are on disk",
+            Persistence::CounterOnly => "it loses the lock key; the counter is kept",
+            Persistence::Nothing => "no persistence: it loses the lock key and the counter",
+            Persistence::LastWriteLost => {
+                "its last write is lost (asynchronous replication or persistence): it loses \
+                 the lock key, and its counter is back to before its last change"
+            }
+        }
+    }
 }
 
 /// How a node comes back after a crash.
@@ -92,6 +112,17 @@ pub enum Fencing {
         /// Fence units per tick.
         per_tick: u8,
     },
+    /// `fence.lua` for one node (`step` <= 1): `stored + 1` while the node has a counter,
+    /// the node's clock only when it has none (never used, expired, lost in a restart
+    /// without persistence). One `INCR` on the common path instead of `TIME` and a `SET`.
+    /// The clock is modelled as under [`HybridClock`](Fencing::HybridClock). Unlike the
+    /// hybrid rule, a counter falls behind the clock as time passes (one unit a grant
+    /// against `per_tick` a tick), so the values below every clock's floor still grow by
+    /// one a grant and their distances matter (see `QuorumModel::canonical`).
+    CounterThenClock {
+        /// Fence units per tick.
+        per_tick: u8,
+    },
 }
 
 impl Fencing {
@@ -100,12 +131,31 @@ impl Fencing {
     /// enough for two-attempt ones, whose extra grants need a give-back in between.
     pub const HYBRID: Fencing = Fencing::HybridClock { per_tick: 4 };
 
+    /// The counter, then the clock, with the hybrid clock's 4 fence units per tick.
+    pub const COUNTER_THEN_CLOCK: Fencing = Fencing::CounterThenClock { per_tick: 4 };
+
     /// Fence units per tick of a node's clock (0 for a plain counter: no clock).
     pub fn per_tick(self) -> i8 {
         match self {
             Fencing::Counter => 0,
-            Fencing::HybridClock { per_tick } => i8::try_from(per_tick).unwrap_or(i8::MAX),
+            Fencing::HybridClock { per_tick } | Fencing::CounterThenClock { per_tick } => {
+                i8::try_from(per_tick).unwrap_or(i8::MAX)
+            }
         }
+    }
+
+    /// The grant as a node's script computes it, for timelines.
+    pub fn rule(self) -> &'static str {
+        match self {
+            Fencing::Counter => "INCR",
+            Fencing::HybridClock { .. } => "max(counter + 1, TIME)",
+            Fencing::CounterThenClock { .. } => "counter + 1, or TIME when none",
+        }
+    }
+
+    /// Whether a node's clock takes part in its grants.
+    pub fn uses_clock(self) -> bool {
+        self != Fencing::Counter
     }
 }
 
@@ -167,7 +217,11 @@ pub struct Config {
     /// it to every token and changes nothing else). Under [`Fencing::HybridClock`], a
     /// spread of 0 starts every node without a counter (never used, expired, or one its
     /// clock has passed: all three grant alike), and 1 or more lets each node start
-    /// either so or with a grant at this very instant (counter = its clock).
+    /// either so or with a grant at this very instant (counter = its clock). Under
+    /// [`Fencing::CounterThenClock`] (whose counters fall behind the clock, and where a
+    /// counter behind the clock does not grant like a missing one), 0 and 1 mean the
+    /// same, and 2 or more also lets each counter start behind the clock, by up to two
+    /// ticks and a unit, in every order and distance across the nodes.
     pub counter_spread: u8,
     /// How the token is chosen.
     pub token_rule: TokenRule,

@@ -3,7 +3,7 @@
 
 use stateright::{Model, Property};
 
-use crate::config::{Config, Drift, Fencing, TokenRule};
+use crate::config::{Config, Drift, Fencing, Persistence, TokenRule};
 use crate::properties::{fenced_violation, holders};
 use crate::slots::Slots;
 use crate::state::{ABSENT, Backlog, Budget, Client, Fence, Node, Phase, Reply, Resource, State};
@@ -113,9 +113,34 @@ impl QuorumModel {
 
     /// Every nondecreasing vector of counters in `0..=counter_spread` starting at 0; under
     /// the hybrid clock, of counters absent or at the clock (absent only, for a spread of
-    /// 0).
+    /// 0); counter then clock, the same, and for a spread of 2 or more, of counters absent
+    /// or anywhere from two ticks and a unit behind the clock up to it (the canonical
+    /// form then merges the ones that cannot be told apart).
     fn initial_counters(&self) -> Vec<Vec<Fence>> {
-        if let Fencing::HybridClock { .. } = self.config.fencing {
+        let behind = match self.config.fencing {
+            Fencing::CounterThenClock { per_tick } if self.config.counter_spread >= 2 => {
+                Some(i8::try_from(2 * u16::from(per_tick) + 1).unwrap_or(i8::MAX))
+            }
+            _ => None,
+        };
+        if let Some(behind) = behind {
+            let values: Vec<Fence> = std::iter::once(ABSENT).chain(-behind..=0).collect();
+            let mut all: Vec<Vec<Fence>> = vec![Vec::new()];
+            for _ in 0..self.config.nodes {
+                all = (all.into_iter())
+                    .flat_map(|prefix| {
+                        let low = prefix.last().copied().unwrap_or(ABSENT);
+                        (values.iter().copied().filter(move |v| *v >= low)).map(move |v| {
+                            let mut next = prefix.clone();
+                            next.push(v);
+                            next
+                        })
+                    })
+                    .collect();
+            }
+            return all;
+        }
+        if self.config.fencing.uses_clock() {
             let at_clock = usize::from(self.config.counter_spread.min(1));
             return (0..=self.config.nodes * at_clock)
                 .map(|k| {
@@ -180,7 +205,7 @@ impl QuorumModel {
             .filter(|(_, c)| !c.drifted && c.measures())
             .map(|(i, _)| ClockId::Client(i));
         // Under the hybrid clock a node's clock also sets its grants, so any node may drift.
-        let hybrid = self.config.fencing != Fencing::Counter;
+        let hybrid = self.config.fencing.uses_clock();
         let nodes = (state.nodes.iter().enumerate())
             .filter(|(_, n)| !n.drifted && (hybrid || n.lock.is_some()))
             .map(|(i, _)| ClockId::Node(i));
@@ -347,6 +372,11 @@ impl Model for QuorumModel {
                         down_for: 0,
                         lock: None,
                         counter,
+                        previous: if cfg.restart.persistence == Persistence::LastWriteLost {
+                            counter
+                        } else {
+                            ABSENT
+                        },
                         clock: 0,
                         drifted: false,
                         stepped_back: false,
@@ -381,7 +411,13 @@ impl Model for QuorumModel {
                 self.canonical(&mut s);
                 s
             })
-            .collect()
+            .fold(Vec::new(), |mut states, s| {
+                // Initial counters the canonical form merged are one state.
+                if !states.contains(&s) {
+                    states.push(s);
+                }
+                states
+            })
     }
 
     fn actions(&self, state: &State, actions: &mut Vec<Action>) {

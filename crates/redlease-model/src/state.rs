@@ -41,6 +41,9 @@ pub struct Node {
     pub lock: Option<LockKey>,
     /// The fencing counter (the last grant, raised by `raise_fence.lua`), or [`ABSENT`].
     pub counter: Fence,
+    /// Under [`Persistence::LastWriteLost`](crate::Persistence::LastWriteLost), the
+    /// counter before its last change, which a crash brings back; [`ABSENT`] otherwise.
+    pub previous: Fence,
     /// Under the hybrid clock, the node's clock (`TIME`) minus the global clock, in fence
     /// units: changed by drift and by a step back, never by a crash. Always 0 under a
     /// plain counter.
@@ -297,6 +300,7 @@ impl State {
         };
         for n in &mut self.nodes {
             visit(&mut n.counter);
+            visit(&mut n.previous);
         }
         for c in &mut self.clients {
             match &mut c.phase {

@@ -50,11 +50,14 @@ impl QuorumModel {
         node: usize,
         request: Request,
     ) -> Reply {
+        let remember = self.config.restart.persistence == Persistence::LastWriteLost;
         let n = &mut state.nodes[node];
         let ours = n.lock.is_some_and(|l| usize::from(l.owner) == client);
+        let before = n.counter;
         match request {
-            // acquire.lua: SET NX PX and a grant (INCR, or fence.lua's max(stored + 1,
-            // TIME)); our own key: GET the counter.
+            // acquire.lua: SET NX PX and a grant (INCR, fence.lua's max(stored + 1, TIME),
+            // or its INCR that takes TIME only when the counter is gone); our own key: GET
+            // the counter.
             Request::Acquire => match n.lock {
                 None => {
                     n.lock = Some(LockKey {
@@ -62,9 +65,15 @@ impl QuorumModel {
                         ttl_left: self.config.ttl,
                     });
                     n.counter = match self.config.fencing {
-                        Fencing::Counter => n.counter.saturating_add(1),
                         Fencing::HybridClock { .. } => n.counter.saturating_add(1).max(n.clock),
+                        Fencing::CounterThenClock { .. } if n.counter == ABSENT => n.clock,
+                        Fencing::Counter | Fencing::CounterThenClock { .. } => {
+                            n.counter.saturating_add(1)
+                        }
                     };
+                    if remember {
+                        n.previous = before;
+                    }
                     Reply::Granted(n.counter)
                 }
                 Some(_) if ours => Reply::Granted(n.counter),
@@ -76,6 +85,9 @@ impl QuorumModel {
                     return Reply::No;
                 }
                 n.counter = n.counter.max(token);
+                if remember && n.counter != before {
+                    n.previous = before;
+                }
                 Reply::Yes
             }
         }
@@ -385,24 +397,31 @@ impl QuorumModel {
     /// restart without persistence.
     pub(crate) fn expire_counter(&self, state: &mut State, i: usize) {
         state.budget.expiries = state.budget.expiries.saturating_sub(1);
-        state.nodes[i].counter = self.lost_counter();
+        let n = &mut state.nodes[i];
+        if self.config.restart.persistence == Persistence::LastWriteLost {
+            n.previous = n.counter;
+        }
+        n.counter = self.lost_counter();
     }
 
     /// A counter that is gone: `GET` answers nil, read as 0.
     pub(crate) fn lost_counter(&self) -> Fence {
         match self.config.fencing {
             Fencing::Counter => 0,
-            Fencing::HybridClock { .. } => ABSENT,
+            Fencing::HybridClock { .. } | Fencing::CounterThenClock { .. } => ABSENT,
         }
     }
 
     /// Whether a node's counter may expire now: the node holds no lock key (the counter
-    /// outlives every key by days) and, under the hybrid clock, its clock is past the
-    /// counter.
+    /// outlives every key by days) and, under a rule with a clock, its clock is past the
+    /// counter (`fence.lua` keeps a counter days after the grant that set it from the
+    /// clock, and grants fewer than one a µs).
     pub(crate) fn may_expire(&self, n: &Node) -> bool {
         let counted = match self.config.fencing {
             Fencing::Counter => n.counter > 0,
-            Fencing::HybridClock { .. } => n.counter != ABSENT && n.counter < n.clock,
+            Fencing::HybridClock { .. } | Fencing::CounterThenClock { .. } => {
+                n.counter != ABSENT && n.counter < n.clock
+            }
         };
         n.up && n.lock.is_none() && counted
     }
@@ -424,14 +443,47 @@ impl QuorumModel {
             .unwrap_or(0)
     }
 
-    /// The canonical form of a hybrid-clock state: the values below every clock's floor
-    /// (see [`clock_floor`](Self::clock_floor)) are renumbered just below it by rank,
-    /// keeping their order and equalities, which is all that can still matter about them.
-    /// This keeps the states finite though values keep falling as time passes.
+    /// Grants still possible in this run: every attempt left on every node, the acquire
+    /// requests in flight and those left behind on a connection. Each grant adds one to
+    /// one counter, so no value can gain more than this from here on.
+    fn grants_left(state: &State) -> i16 {
+        let nodes = state.nodes.len();
+        let grants: usize = (state.clients.iter())
+            .map(|c| {
+                let pending = match c.phase {
+                    Phase::Acquiring { .. } => {
+                        c.replies.iter().filter(|r| **r == Reply::Pending).count()
+                    }
+                    _ => 0,
+                };
+                let behind = (c.backlog.iter())
+                    .filter(|b| matches!(b, Backlog::Acquire | Backlog::AcquireRaise(_)))
+                    .count();
+                usize::from(c.attempts_left) * nodes + pending + behind
+            })
+            .sum();
+        i16::try_from(grants).unwrap_or(i16::MAX)
+    }
+
+    /// The canonical form of a state under a rule with a clock: the values below every
+    /// clock's floor (see [`clock_floor`](Self::clock_floor)) are renumbered just below
+    /// it, keeping their order and equalities, which is all that can still matter about
+    /// them under the hybrid clock (a grant there takes `max(value + 1, clock)`, and the
+    /// clock is above them: they only meet other values in comparisons), so they are
+    /// renumbered by rank. Under [`Fencing::CounterThenClock`] a grant adds one to such a
+    /// value, so distances matter too, but only up to the grants left in the run: a
+    /// distance is kept when it is at most that many, and cut down to one more than that
+    /// otherwise (the floor counts as a value, the top of the chain), which keeps every
+    /// comparison of `a + i` with `b + j` (or with a clock) that can still happen. This
+    /// keeps the states finite though values keep falling as time passes.
     pub(crate) fn canonical(&self, state: &mut State) {
-        if self.config.fencing == Fencing::Counter {
+        if !self.config.fencing.uses_clock() {
             return;
         }
+        let cap = match self.config.fencing {
+            Fencing::CounterThenClock { .. } => Self::grants_left(state).saturating_add(1),
+            _ => 1,
+        };
         let floor = self.clock_floor(state);
         let mut old: Vec<Fence> = Vec::new();
         state.for_each_fence(|v| {
@@ -444,10 +496,19 @@ impl QuorumModel {
         }
         old.sort_unstable_by(|a, b| b.cmp(a));
         old.dedup();
+        // Walking down from the floor: each value's new place, its distance to the one
+        // above it kept up to `cap`.
+        let mut renumbered: Vec<i16> = Vec::with_capacity(old.len());
+        let (mut above, mut above_new) = (floor, floor);
+        for &v in &old {
+            let gap = (above - i16::from(v)).min(cap);
+            above = i16::from(v);
+            above_new -= gap;
+            renumbered.push(above_new);
+        }
         state.for_each_fence(|v| {
             if let Some(rank) = old.iter().position(|o| o == v) {
-                let rank = i16::try_from(rank).unwrap_or(i16::MAX);
-                *v = i8::try_from(floor - 1 - rank).unwrap_or(ABSENT + 1);
+                *v = i8::try_from(renumbered[rank]).unwrap_or(ABSENT + 1);
             }
         });
     }
@@ -464,6 +525,10 @@ impl QuorumModel {
             Persistence::Nothing => {
                 n.lock = None;
                 n.counter = lost;
+            }
+            Persistence::LastWriteLost => {
+                n.lock = None;
+                n.counter = n.previous;
             }
         }
         // The connections break: requests on their way to the node are lost.

@@ -9,7 +9,7 @@
 
 use std::fmt::Write as _;
 
-use crate::config::{Config, Fencing, PauseClock, Persistence};
+use crate::config::{Config, Fencing, PauseClock};
 use crate::model::{Action, ClockId, MUTUAL_EXCLUSION, QuorumModel};
 use crate::properties::{fenced_violation, fenced_violation_shown, overlapping_holders};
 use crate::state::{ABSENT, Fence, Phase, Reply, Request, State};
@@ -109,7 +109,7 @@ pub fn timeline(config: &Config, steps: &[(State, Option<Action>)]) -> Vec<Strin
         .collect();
     let time = match config.fencing {
         Fencing::Counter => String::new(),
-        Fencing::HybridClock { per_tick } => {
+        Fencing::HybridClock { per_tick } | Fencing::CounterThenClock { per_tick } => {
             format!(" (a node's TIME reads {per_tick} units a tick of its clock)")
         }
     };
@@ -234,10 +234,7 @@ fn describe(
              a guard from this attempt is valid while its clock < {}",
             client_name(i),
             config.ttl,
-            match config.fencing {
-                Fencing::Counter => "INCR",
-                Fencing::HybridClock { .. } => "max(counter + 1, TIME)",
-            },
+            config.fencing.rule(),
             clocks.clients[i],
             clocks.clients[i] + i32::from(config.ttl.saturating_sub(config.drift_allowance))
         ),
@@ -280,11 +277,7 @@ fn describe(
         Action::Crash(i) => format!(
             "{} crashes ({})",
             node_name(i),
-            match config.restart.persistence {
-                Persistence::Everything => "its lock key and counter are on disk",
-                Persistence::CounterOnly => "it loses the lock key; the counter is kept",
-                Persistence::Nothing => "no persistence: it loses the lock key and the counter",
-            }
+            config.restart.persistence.crash()
         ),
         Action::Restart(i) => format!(
             "{} restarts (key: {}, counter {})",

@@ -193,6 +193,112 @@ fn mutation_a_clock_stepping_back_past_the_outage_breaks_the_tokens() {
     assert!(text.contains("counter none -> "), "{text}");
 }
 
+/// The row of [`scenarios::counter_then_clock_rows`] or
+/// [`scenarios::counter_then_clock_behind`] named `name`.
+fn counter_then_clock(name: &str) -> Scenario {
+    let rows = scenarios::counter_then_clock_rows();
+    let behind = scenarios::counter_then_clock_behind();
+    let found = rows
+        .into_iter()
+        .chain(behind)
+        .find(|s| s.config.name == name);
+    found.unwrap_or_else(|| panic!("no scenario named {name}"))
+}
+
+#[test]
+fn counter_then_clock_without_a_fault_keeps_both() {
+    verify(&counter_then_clock("counter then clock: no fault"));
+}
+
+#[test]
+fn counter_then_clock_keeps_the_tokens_across_a_delayed_restart_without_persistence() {
+    verify(&counter_then_clock(
+        "counter then clock: crash, no persistence, delayed restart",
+    ));
+}
+
+#[test]
+fn counter_then_clock_keeps_the_tokens_across_a_quick_restart_without_persistence() {
+    verify(&counter_then_clock(
+        "counter then clock: crash, no persistence, restart after a tick",
+    ));
+}
+
+#[test]
+fn counter_then_clock_keeps_the_tokens_when_a_counter_expires() {
+    verify(&counter_then_clock("counter then clock: counter expires"));
+}
+
+#[test]
+fn counter_then_clock_keeps_the_tokens_when_a_clock_steps_back_without_a_crash() {
+    verify(&counter_then_clock(
+        "counter then clock: a clock steps back 2 ticks, no crash",
+    ));
+}
+
+#[test]
+fn counter_then_clock_single_node_restart_without_persistence_keeps_the_tokens() {
+    verify(&counter_then_clock(
+        "counter then clock, single node: crash, no persistence, restart after a tick",
+    ));
+    verify(&counter_then_clock(
+        "counter then clock, counters behind the clock, single node: crash, no persistence, restart after a tick",
+    ));
+}
+
+#[test]
+fn counter_then_clock_needs_the_clock_assumption_as_the_hybrid_clock_does() {
+    let report = verify(&counter_then_clock(
+        "counter then clock, single node: crash, no persistence, down 1 tick, clock steps back 2",
+    ));
+    let text = report.discovery(FENCED_SAFETY).unwrap().to_string();
+    assert!(text.contains("steps back 2 tick(s)"), "{text}");
+    assert!(text.contains("counter + 1, or TIME when none"), "{text}");
+}
+
+#[test]
+fn every_single_node_hybrid_row_has_a_counter_then_clock_row_expecting_the_same() {
+    let rows = scenarios::counter_then_clock_rows();
+    let hybrid = (scenarios::all().into_iter())
+        .filter(|s| s.config.fencing == redlease_model::Fencing::HYBRID)
+        .chain(scenarios::hybrid_others());
+    for hybrid in hybrid.filter(|s| s.config.nodes == 1) {
+        let name = hybrid
+            .config
+            .name
+            .replacen("hybrid", "counter then clock", 1);
+        let row = rows.iter().find(|r| r.config.name == name);
+        let row = row.unwrap_or_else(|| panic!("no row {name}"));
+        assert_eq!(
+            (row.fenced, row.mutual_exclusion),
+            (hybrid.fenced, hybrid.mutual_exclusion),
+            "{name}"
+        );
+    }
+    // The fast ones have a test above; the slow ones run in `slow_scenarios`.
+    assert_eq!(rows.iter().filter(|s| !s.slow).count(), 7);
+}
+
+#[test]
+fn hybrid_clock_keeps_the_tokens_when_a_failover_loses_the_last_grant() {
+    verify(&scenarios::hybrid_single_last_write_lost());
+}
+
+#[test]
+fn counter_then_clock_hands_out_a_token_again_when_a_failover_loses_the_last_grant() {
+    // Why fence.lua keeps the hybrid clock: the counter comes back one grant behind and is
+    // still there, so the clock is never consulted.
+    let report = verify(&scenarios::counter_then_clock_single_last_write_lost());
+    let found = report.discovery(FENCED_SAFETY).unwrap();
+    let text = found.to_string();
+    assert!(text.contains("its last write is lost"), "{text}");
+    assert!(
+        found.verdict.contains("from two holders"),
+        "{}",
+        found.verdict
+    );
+}
+
 #[test]
 fn every_scenario_has_a_test() {
     // One test per scenario above (so they run in parallel and fail by name); the slow
@@ -208,8 +314,33 @@ fn slow_scenarios() {
     let slow = scenarios::all().into_iter().filter(|s| s.slow);
     let more = scenarios::combined()
         .into_iter()
-        .chain(scenarios::hybrid_others());
+        .chain(scenarios::hybrid_others())
+        .chain(
+            scenarios::counter_then_clock_rows()
+                .into_iter()
+                .filter(|s| s.slow),
+        )
+        .chain(
+            scenarios::counter_then_clock_behind()
+                .into_iter()
+                .filter(|s| s.slow),
+        );
     for scenario in slow.chain(more) {
         verify(&scenario);
     }
+}
+
+#[test]
+fn counter_then_clock_keeps_distances_below_the_clock_up_to_the_grants_left() {
+    // One node, two clients with one attempt each: two grants left, so a counter one,
+    // two or three units behind the clock is its own state (two grants could bring it up
+    // to the clock, or not), and every counter further behind is the same as three.
+    let scenario = counter_then_clock(
+        "counter then clock, counters behind the clock, single node: crash, no persistence, restart after a tick",
+    );
+    let model = redlease_model::QuorumModel::new(scenario.config);
+    let counters: Vec<redlease_model::Fence> = (stateright::Model::init_states(&model).iter())
+        .map(|s| s.nodes[0].counter)
+        .collect();
+    assert_eq!(counters, [redlease_model::ABSENT, -3, -2, -1, 0]);
 }

@@ -163,6 +163,29 @@ async fn a_counter_at_2_pow_53_is_a_clear_error() {
         source.as_deref().unwrap_or(&text).contains("2^53"),
         "{text} / {source:?}"
     );
+    // A refused grant leaves the counter as it was.
+    let counter = server.query(&["GET", keys.fence()]).unwrap();
+    assert_eq!(counter.text().unwrap(), LIMIT.to_string());
+}
+
+#[tokio::test]
+async fn a_counter_that_is_not_a_number_is_a_clear_error() {
+    let server = server();
+    let client = client(&server).await;
+    // A name each: the refused attempt's lock key stays until its ttl (acquire.lua sets it
+    // before the grant fails).
+    for (name, garbled, wanted) in [
+        ("text", "abc", "does not hold a number"),
+        ("wide", "99999999999999999999", "2^53"),
+    ] {
+        let keys = client.lock(name).keys().unwrap();
+        server.command(&["SET", keys.fence(), garbled]).unwrap();
+        let err = client.lock(name).try_acquire().await.unwrap_err();
+        let text = std::error::Error::source(&err).map_or(format!("{err:#}"), ToString::to_string);
+        assert!(text.contains(wanted), "{garbled}: {text}");
+        let counter = server.query(&["GET", keys.fence()]).unwrap();
+        assert_eq!(counter.text().unwrap(), garbled, "the counter was changed");
+    }
 }
 
 #[tokio::test]
