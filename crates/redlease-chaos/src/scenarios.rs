@@ -1047,6 +1047,18 @@ async fn inject(
                     Err(e) => e.to_string(),
                 };
             let before = fence(server);
+            if blocking(|| server.query(&["PING"])).is_err() {
+                // Not serving before this round's kill: the last restart did not hold (one
+                // run showed a 20 s "stall" after such a round). Its log says why.
+                let log = server.log();
+                let tail: Vec<&str> = log.lines().rev().take(6).collect();
+                let _ = write!(
+                    note,
+                    "round {}: redis was not serving before the kill ({before}); its log ends: {}. ",
+                    round + 1,
+                    tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
+                );
+            }
             runner.record(Kind::Fault, 0);
             runner.record(Kind::Down, 0);
             let stopped = Instant::now();
