@@ -388,7 +388,11 @@ impl Request<'_> {
         if !e.is_worth_retrying() {
             return None;
         }
-        tracing::debug!(error = %e, "attempt failed or refused for now; retrying");
+        if e.is_transient() {
+            tracing::debug!(error = %e, "attempt refused for now, retrying");
+        } else {
+            tracing::debug!(error = %e, "attempt failed; outcome unknown, retrying");
+        }
         *failures += 1;
         // Polled often enough to notice a recovered Redis within a few tens of ms: an
         // attempt against a refused connection costs the server nothing.
