@@ -514,10 +514,34 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         client = args.redis.client(Some(format!("cmd={program}"))) => client?,
         sig = signals.recv() => return Ok(exit::code(exit::of_signal(sig as i32))),
     };
+    let outcome = run_with(&client, &args, &mut signals, &program).await;
+    // What an acquisition that failed, timed out or was interrupted took is given back in
+    // the background (a multi-lock's names, a queue place): let that finish before the
+    // process exits, or a name stays taken until its ttl. Bounded: with Redis unreachable
+    // the leases expire by themselves.
+    if tokio::time::timeout(SETTLE, client.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::debug!("give-backs still running at exit; what they hold expires by itself");
+    }
+    outcome
+}
+
+/// How long `run` waits at exit for give-backs running in the background.
+const SETTLE: Duration = Duration::from_secs(2);
+
+/// `run` with its client: acquire, run the command, release.
+async fn run_with(
+    client: &redlease::Client,
+    args: &RunArgs,
+    signals: &mut Signals,
+    program: &str,
+) -> anyhow::Result<ExitCode> {
     let wait = args.wait();
     let what = args.what();
     let acquired = tokio::select! {
-        acquired = acquire(&client, &args, wait, &program) => acquired,
+        acquired = acquire(client, args, wait, program) => acquired,
         sig = signals.recv() => return Ok(exit::code(exit::of_signal(sig as i32))),
     };
     let hold = match acquired {
@@ -529,7 +553,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             ..
         }) => {
             if !args.quiet {
-                busy(&client, &args, &name, wait, waited, holder_ttl).await;
+                busy(client, args, &name, wait, waited, holder_ttl).await;
             }
             return Ok(exit::code(args.conflict(exit::BUSY)));
         }
@@ -537,9 +561,9 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             return Err(e).with_context(|| format!("acquiring {what}"));
         }
     };
-    tracing::debug!(%what, fences = %fencing_tokens(&args, &hold), "acquired; starting the command");
+    tracing::debug!(%what, fences = %fencing_tokens(args, &hold), "acquired; starting the command");
 
-    let mut child = match spawn(&args, &hold) {
+    let mut child = match spawn(args, &hold) {
         Ok(child) => child,
         Err(e) => {
             give_back(hold, &what).await;
@@ -562,7 +586,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             name = hold.lost() => {
                 eprintln!(
                     "redlease: {} was lost while `{program}` ran (its lease expired or the key was removed; another holder may be running); terminating `{program}` and its process group: SIGTERM now, SIGKILL in {}",
-                    lost_what(&args, Some(name)),
+                    lost_what(args, Some(name)),
                     human(args.kill_after())
                 );
                 let status = terminate(&mut child, group, args.kill_after()).await?;
@@ -571,11 +595,11 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 return Ok(exit::code(args.conflict(exit::LOST)));
             }
             sig = signals.recv() => forward(group, sig),
-            Some((name, now)) = health.next(), if !health.done => health.report(&args, &name, now),
+            Some((name, now)) = health.next(), if !health.done => health.report(args, &name, now),
         }
     };
     let code = exit::of_status(status);
-    let lost = lost_what(&args, hold.lost_name());
+    let lost = lost_what(args, hold.lost_name());
     match hold.release().await {
         Ok(()) => Ok(exit::code(code)),
         Err(redlease::Error::Lost { .. }) => {
