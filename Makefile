@@ -2,6 +2,8 @@
 # make demo   the coupon race of the seed articles against a private redis-server
 # make bench  the benchmark scenarios of BENCHMARKS.md
 # make chaos  the fault matrix (worker processes, real faults, a fencing judge): RELIABILITY.md
+# make figures  every current figure of BENCHMARKS.md regenerated in one run (~25 min, on an
+#             idle machine) into FIGURES.md, with the commit measured; the plots into docs/
 # make callgrind  client instructions per uncontended acquire + release (redlease and the bare
 #             loop) under valgrind --tool=callgrind; installs valgrind too when missing
 # make layers the module graphs of the library and the CLI bottom-up and their layering
@@ -22,7 +24,7 @@ CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 REDIS_PACKAGES := redis-server redis-tools redis-sentinel openssl
 
-.PHONY: test demo bench callgrind chaos layers redis valgrind fmt lint features msrv package compat redis-6.2
+.PHONY: test demo bench figures callgrind chaos layers redis valgrind fmt lint features msrv package compat redis-6.2
 
 redis:
 	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
@@ -123,6 +125,9 @@ bench: redis
 
 # The driver runs natively and starts a private redis-server; only the client loops run
 # under valgrind (without --trace-children), twice per side with 2000 and 4000 pairs.
+figures: redis valgrind
+	CARGO="$(CARGO)" bash scripts/figures.sh FIGURES.md
+
 callgrind: redis valgrind
 	$(CARGO) run --release -q -p redlease-cli -- bench-callgrind --short 2000 --long 4000
 
