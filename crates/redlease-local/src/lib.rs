@@ -214,6 +214,8 @@ pub struct ServerOptions {
     sentinel_config: Option<String>,
     /// Never under [`TEST_ACL_ENV`] (the data nodes of a Sentinel deployment).
     no_test_acl: bool,
+    /// Where the server's directory is made (the system's temporary directory if `None`).
+    parent: Option<std::path::PathBuf>,
 }
 
 impl ServerOptions {
@@ -235,6 +237,16 @@ impl ServerOptions {
     /// Adds a `redis-server` argument, e.g. `"--appendonly"` then `"yes"`.
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
         self.extra_args.push(arg.into());
+        self
+    }
+
+    /// Makes the server's directory (its append-only file, its RDB) inside `parent`
+    /// instead of the system's temporary directory: for example a memory file system
+    /// (`/dev/shm`), where `appendfsync always` costs no disk flush, so that a test of the
+    /// client is not also a test of the disk's flush latency. A SIGKILL of the server still
+    /// loses nothing it acknowledged there: its writes are in the kernel, not the process.
+    pub fn dir_in(mut self, parent: impl Into<std::path::PathBuf>) -> Self {
+        self.parent = Some(parent.into());
         self
     }
 
@@ -293,9 +305,12 @@ impl RedisServer {
 
     /// Starts a server with `options`.
     pub fn start_with(options: ServerOptions) -> Result<Self, Error> {
-        let dir = tempfile::Builder::new()
-            .prefix("redlease-redis-")
-            .tempdir()?;
+        let mut dir = tempfile::Builder::new();
+        dir.prefix("redlease-redis-");
+        let dir = match &options.parent {
+            Some(parent) => dir.tempdir_in(parent)?,
+            None => dir.tempdir()?,
+        };
         let mut server = Self {
             child: None,
             port: 0,
@@ -731,6 +746,29 @@ mod tests {
         drop(server);
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
         assert!(TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn dir_in_keeps_the_servers_files_there_across_a_restart() -> Result<(), Error> {
+        let parent = tempfile::tempdir()?;
+        let mut server = RedisServer::start_with(
+            ServerOptions::default()
+                .dir_in(parent.path())
+                .arg("--appendonly")
+                .arg("yes")
+                .arg("--appendfsync")
+                .arg("always"),
+        )?;
+        assert!(
+            server.dir().starts_with(parent.path()),
+            "{} is not inside {}",
+            server.dir().display(),
+            parent.path().display()
+        );
+        assert_eq!(server.command(&["SET", "k", "v"])?, "+OK");
+        server.restart()?;
+        assert_eq!(server.command(&["EXISTS", "k"])?, ":1", "the AOF was kept");
         Ok(())
     }
 }
