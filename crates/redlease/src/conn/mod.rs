@@ -122,8 +122,8 @@ pub(crate) struct Settings {
 impl Settings {
     /// The reconnecting data connections' configuration.
     ///
-    /// A reconnection tries [`RECONNECT_TRIES`] times, [`RECONNECT_STEP`] to twice that
-    /// apart (jittered), without growing the delay. Every command sent meanwhile waits for
+    /// A reconnection tries once, then [`RECONNECT_TRIES`] more times, [`RECONNECT_STEP`]
+    /// to twice that apart (jittered), without growing the delay. Every command sent meanwhile waits for
     /// it, so a server that comes back is used within one step: with the redis-rs default
     /// (doubling from the first delay) a command waited up to 80 ms past the restart in
     /// the delay before the last try. The tries span 50-100 ms, longer than a waiter's
