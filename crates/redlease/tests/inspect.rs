@@ -368,20 +368,15 @@ async fn a_quorum_is_shown_node_by_node_with_what_a_majority_agrees_on() {
         .await
         .unwrap();
     // The acquisition returns once a majority granted; the last node's grant may still be
-    // on its way (it completes in the background), so read until every node shows it,
-    // within a bound past which the assertions below fail.
-    let until = std::time::Instant::now() + Duration::from_secs(5);
-    let seen = loop {
+    // on its way (it completes in the background).
+    common::eventually("every node shows the lock", || async {
         let seen = client.inspect("inspect-quorum").await.unwrap();
-        let all = seen
-            .nodes
+        seen.nodes
             .iter()
-            .all(|n| n.snapshot.as_ref().is_ok_and(redlease::Snapshot::is_held));
-        if all || std::time::Instant::now() > until {
-            break seen;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
+            .all(|n| n.snapshot.as_ref().is_ok_and(redlease::Snapshot::is_held))
+    })
+    .await;
+    let seen = client.inspect("inspect-quorum").await.unwrap();
     assert_eq!(seen.nodes.len(), 3);
     assert!(seen.is_held());
     assert_eq!(
