@@ -2,7 +2,7 @@
 # make demo   the coupon race of the seed articles against a private redis-server
 # make bench  the benchmark scenarios of BENCHMARKS.md
 # make chaos  the fault matrix (worker processes, real faults, a fencing judge): RELIABILITY.md
-# make figures  every current figure of BENCHMARKS.md regenerated in one run (~25 min, on an
+# make figures  every current figure of BENCHMARKS.md regenerated in one run (~15 min, on an
 #             idle machine) into FIGURES.md, with the commit measured; the plots into docs/
 # make callgrind  client instructions per uncontended acquire + release (redlease and the bare
 #             loop) under valgrind --tool=callgrind; installs valgrind too when missing
@@ -122,6 +122,7 @@ bench: redis
 	$(CARGO) run --release -q -p redlease-cli -- bench --only scaling --plot docs/scaling.svg
 	$(CARGO) run --release -q -p redlease --example renewal_cost
 	$(CARGO) run --release -q -p redlease --example quorum_latency
+	$(CARGO) run --release -q -p redlease --example free_path_commands
 
 # The driver runs natively and starts a private redis-server; only the client loops run
 # under valgrind (without --trace-children), twice per side with 2000 and 4000 pairs.

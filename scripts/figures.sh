@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Regenerates every current figure of BENCHMARKS.md in one run: each benchmark command the
 # document names (targets, hot CPUs, scaling, both runtime flavours, a link's latency,
-# shared holds, the quorum and renewal examples, Redis' time and client instructions per
-# uncontended pair, the latter with and without metrics), one after another against
-# private redis-servers, the plots redrawn in docs/. The whole output goes to FIGURES.md
-# (or $1), headed by the commit measured, the machine and the load average around each
-# command. Run it on an otherwise idle machine: every host of this project has 2 vCPUs
-# shared by client and servers. Takes about 25 minutes.
+# shared holds, the quorum and renewal examples, Redis commands per uncontended operation
+# of each primitive, Redis' time and client instructions per uncontended pair, the latter
+# with and without metrics), one after another against private redis-servers, the plots
+# redrawn in docs/. The whole output goes to FIGURES.md (or $1), headed by the commit
+# measured, the machine and the load average around each command. Run it on an otherwise
+# idle machine: every host of this project has 2 vCPUs shared by client and servers.
+# Takes about 15 minutes.
 #
 # Usage: make figures   (installs Redis and valgrind first when missing)
 #        scripts/figures.sh [OUT]
@@ -26,7 +27,8 @@ fi
 
 echo "building the release binaries"
 "$cargo" build --release -q -p redlease-cli || exit 2
-"$cargo" build --release -q -p redlease --example renewal_cost --example quorum_latency || exit 2
+"$cargo" build --release -q -p redlease --example renewal_cost --example quorum_latency \
+  --example free_path_commands || exit 2
 
 tmp="$(mktemp)"
 trap 'rm -f "$tmp"' EXIT
@@ -90,6 +92,7 @@ run "Scaling over a 100 us link" "$bin" bench --only scaling --link-delay 100us 
 run "Scaling over a 500 us link" "$bin" bench --only scaling --link-delay 500us --plot docs/scaling-500us.svg
 run "Quorum of 5 against one Redis" "$examples/quorum_latency"
 run "Holding 10,000 locks" "$examples/renewal_cost"
+run "Redis commands per uncontended operation" "$examples/free_path_commands"
 run "Redis' own time per uncontended pair" bash scripts/redis-cpu.sh 20000 3
 run "Client instructions (callgrind)" "$bin" bench-callgrind --short 2000 --long 4000
 # Last: the metrics build replaces target/release/redlease, rebuilt without it after.

@@ -21,9 +21,15 @@ for i = 1, n do
   end
 end
 local out = {1}
+-- One clock reading for every grant (see fence.lua): each lock has its own counter.
+local clock = nil
 for i = 1, n do
   if redis.call('SET', KEYS[3 * i - 2], token, 'NX', 'PX', ARGV[2]) then
-    out[i + 1] = grant_fence(KEYS[3 * i - 1])
+    if not clock then
+      local t = redis.call('TIME')
+      clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    out[i + 1] = grant_fence(KEYS[3 * i - 1], nil, clock)
     redis.call('SET', KEYS[3 * i], ARGV[3], 'PX', ARGV[2])
   else
     out[i + 1] = tonumber(redis.call('GET', KEYS[3 * i - 1]) or '0')

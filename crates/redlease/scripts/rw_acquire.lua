@@ -5,13 +5,16 @@
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
 --   ARGV[4] "read" or "write"
 --   ARGV[5] "1" to join the FIFO queue when the lock is not granted, "0" (or absent) to only
---           try; with "1" also: ARGV[6] the caller's grant channel   ARGV[7] queue linger in ms
+--           try, "j" to join as "1" on an acquisition's first attempt (its token cannot be
+--           queued yet); with "1"/"j" also: ARGV[6] the caller's grant channel
+--           ARGV[7] queue linger in ms
 --           "2" to join silently (no hand-off can reach the waiter: a Cluster, polling; it
 --           comes back for the lock itself): ARGV[6] the lock's release channel, on which
 --           K is PUBLISHed when a silent place at the head can now be served (so that its
 --           waiter comes back), ARGV[7] queue linger in ms, ARGV[8] how long the place is
 --           kept without the waiter coming back, in ms (each attempt renews it),
---           ARGV[9] (optional) "S" to SPUBLISH there rather than PUBLISH (Redis Cluster)
+--           ARGV[9] (optional) "S" to SPUBLISH there rather than PUBLISH (Redis Cluster);
+--           "s" to join as "2" on an acquisition's first attempt
 -- Reply {status, fence, pttl}, as acquire.lua:
 --   {1, fence, 0}     granted now, with a fresh fencing token
 --   {2, fence, 0}     this token already holds the lock (a retried attempt, or a hand-off);
@@ -35,12 +38,19 @@
 -- head and fits (see serve in rwlock.lua), never earlier: so a queued writer stops every
 -- reader that comes after it, and readers queued together are granted together.
 local token, ttl, details, want = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local join = ARGV[5]
+local first = join == 'j' or join == 's'
+if join == 'j' then
+  join = '1'
+elseif join == 's' then
+  join = '2'
+end
 if want ~= 'read' and want ~= 'write' then
   return redis.error_reply('ERR redlease: the mode must be "read" or "write"')
 end
 local now = now_ms()
 local state = load(now)
-if redis.call('ZSCORE', KEYS[6], token) then
+if state.count > 0 and redis.call('ZSCORE', KEYS[6], token) then
   if want == 'write' and state.mode == 'read' then
     return redis.error_reply('REDLEASE_UPGRADE ' .. KEYS[1] .. ' is held for reading by this owner; '
       .. 'a read lock cannot be upgraded to write (it would deadlock with another upgrading reader): '
@@ -51,22 +61,25 @@ if redis.call('ZSCORE', KEYS[6], token) then
   return {2, fence_of(token), 0}
 end
 local mine, empty, wake = serve(state, now, token, ttl, details)
-if wake and ARGV[5] == '2' then
+if wake and join == '2' then
   redis.call(ARGV[9] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[6], KEYS[1])
 end
 if not mine and empty and fits(state, want) then
-  -- The queue is empty, so the caller is not in it; clear a stale table entry.
-  if ARGV[5] == '1' or ARGV[5] == '2' then
+  -- The queue is empty, so the caller is not in it; clear a stale table entry (an
+  -- acquisition's first attempt has had no place).
+  if (join == '1' or join == '2') and not first then
     redis.call('HDEL', KEYS[5], token)
   end
-  mine = grant_fence(KEYS[2])
+  mine = grant_fence(KEYS[2], nil, clock_us)
   hold(state, token, want, ttl, details, mine, now)
+  settle(state, now + ttl)
+  return {1, mine, 0}
 end
 if mine then
   settle()
   return {1, mine, 0}
 end
-if ARGV[5] == '1' then
+if join == '1' then
   local old = redis.call('HGET', KEYS[5], token)
   if not old then
     redis.call('HSET', KEYS[5], token, cjson.encode({ARGV[2], ARGV[6], details, want, '0', ms(now)}))
@@ -78,7 +91,7 @@ if ARGV[5] == '1' then
       redis.call('HSET', KEYS[5], token, cjson.encode({ARGV[2], ARGV[6], details, want, '0', w[6] or ms(now)}))
     end
   end
-elseif ARGV[5] == '2' then
+elseif join == '2' then
   -- A silent place is written again at every attempt (its `until` moves on); it keeps
   -- the `since` of when it was taken.
   local old = redis.call('HGET', KEYS[5], token)
@@ -89,7 +102,7 @@ elseif ARGV[5] == '2' then
     redis.call('RPUSH', KEYS[4], token)
   end
 end
-if ARGV[5] == '1' or ARGV[5] == '2' then
+if join == '1' or join == '2' then
   redis.call('PEXPIRE', KEYS[4], ARGV[7])
   redis.call('PEXPIRE', KEYS[5], ARGV[7])
 end

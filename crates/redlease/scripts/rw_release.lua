@@ -33,7 +33,7 @@ local _, _, wake = serve(state, now, nil, 0, '')
 if ARGV[2] and ((held and state.count == 0) or wake) then
   redis.call(ARGV[3] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[2], KEYS[1])
 end
-settle()
+settle(state)
 if held then
   return 1
 end

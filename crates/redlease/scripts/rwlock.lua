@@ -21,10 +21,15 @@
 -- lease's expiry, the queue keys a linger after the last join: an idle lock leaves no key
 -- behind but its fencing counter (kept 7 days, see fence.lua).
 
+-- The server's time as now_ms last read it, in µs since 1970: the fencing clock of this
+-- script's grants (see fence.lua), so that a grant reads TIME no second time.
+local clock_us = nil
+
 -- The server's time in ms since 1970.
 local function now_ms()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  clock_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return math.floor(clock_us / 1000)
 end
 
 -- A whole number of ms as Redis expects it (Lua would write 1.7e+12).
@@ -123,7 +128,7 @@ local function serve(state, now, caller, ttl, details)
       if w then
         redis.call('LPOP', KEYS[4])
         redis.call('HDEL', KEYS[5], head)
-        local fence = grant_fence(KEYS[2])
+        local fence = grant_fence(KEYS[2], nil, clock_us)
         if head == caller then
           hold(state, head, w[4], ttl, details, fence, now)
           mine = fence
@@ -139,14 +144,24 @@ local function serve(state, now, caller, ttl, details)
 end
 
 -- Sets each held key's expiry to the latest lease's; returns that expiry (ms since 1970),
--- or nil when no one holds.
-local function settle()
-  local last = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
-  if last[2] then
-    redis.call('PEXPIREAT', KEYS[1], last[2])
-    redis.call('PEXPIREAT', KEYS[3], last[2])
-    redis.call('PEXPIREAT', KEYS[6], last[2])
-    return tonumber(last[2])
+-- or nil when no one holds. `state` (optional) spares the read where it tells: no one
+-- holds (count 0), or one hold, granted by this script with expiry `only` (ms since 1970).
+local function settle(state, only)
+  local last = nil
+  if state and state.count == 0 then
+    return nil
+  elseif state and state.count == 1 and only then
+    last = only
+  else
+    local top = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
+    if not top[2] then
+      return nil
+    end
+    last = tonumber(top[2])
   end
-  return nil
+  local at = ms(last)
+  redis.call('PEXPIREAT', KEYS[1], at)
+  redis.call('PEXPIREAT', KEYS[3], at)
+  redis.call('PEXPIREAT', KEYS[6], at)
+  return last
 end

@@ -4,8 +4,10 @@
 --   KEYS[4] queue (LIST)   KEYS[5] waiter table (HASH)   KEYS[6] permit count
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
 --   ARGV[4] the permit count N (a whole number >= 1)
---   ARGV[5] "1" to join the FIFO queue when no permit is free, "0" (or absent) to only try;
---           with "1" also: ARGV[6] the caller's grant channel   ARGV[7] queue linger in ms
+--   ARGV[5] "1" to join the FIFO queue when no permit is free, "0" (or absent) to only try,
+--           "j" to join as "1" on an acquisition's first attempt (its token cannot be
+--           queued yet); with "1"/"j" also: ARGV[6] the caller's grant channel
+--           ARGV[7] queue linger in ms
 -- Reply {status, fence, pttl}, as acquire.lua:
 --   {1, fence, 0}     a permit freshly granted
 --   {2, fence, 0}     this token already holds a permit (a retried attempt, or a hand-off);
@@ -27,6 +29,11 @@
 -- queued, and a queued caller only when it reaches the head.
 local token, ttl, details = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local permits = tonumber(ARGV[4])
+local join = ARGV[5]
+local first = join == 'j'
+if first then
+  join = '1'
+end
 if not permits or permits < 1 or permits ~= math.floor(permits) then
   return redis.error_reply('ERR redlease: the permit count must be a whole number >= 1')
 end
@@ -37,29 +44,38 @@ if stored and tonumber(stored) ~= permits then
   return redis.error_reply('REDLEASE_PERMITS ' .. stored .. ' permits are in use for ' .. KEYS[1]
     .. ', not ' .. ARGV[4] .. '; ask with the same count, or change it once nothing holds or waits for it')
 end
+-- No count stored: the semaphore was idle. settle stores it, with its expiry.
+local count = nil
 if not stored then
-  redis.call('SET', KEYS[6], ARGV[4])
+  count = ARGV[4]
 end
 reclaim(expired, now)
-if redis.call('ZSCORE', KEYS[1], token) then
+local held = redis.call('ZCARD', KEYS[1])
+if held > 0 and redis.call('ZSCORE', KEYS[1], token) then
   redis.call('ZADD', KEYS[1], 'XX', ms(now + ttl), token)
-  settle()
+  settle({count = count})
   return {2, fence_of(token), 0}
 end
-local mine, free = serve(permits, now, token, ttl, details)
+local mine, free, absent = serve(permits, now, token, ttl, details, held)
 if not mine and free > 0 then
   -- The queue is empty (serve ran it dry), so the caller is not in it: a stale table
-  -- entry can be left by an entry whose list place expired, so clear it.
-  if ARGV[5] == '1' then
+  -- entry can be left by an entry whose list place expired, so clear it (an
+  -- acquisition's first attempt has had no place).
+  if join == '1' and not first then
     redis.call('HDEL', KEYS[5], token)
   end
   mine = grant(token, ttl, details, now)
+  if held == 0 and absent then
+    -- The free path: this permit is the only one, and there is no queue.
+    settle({last = now + ttl, no_queue = true, count = count})
+    return {1, mine, 0}
+  end
 end
 if mine then
-  settle()
+  settle({count = count})
   return {1, mine, 0}
 end
-if ARGV[5] == '1' then
+if join == '1' then
   local entry = cjson.encode({ARGV[2], ARGV[6], details, ms(now)})
   if redis.call('HSETNX', KEYS[5], token, entry) == 1 then
     redis.call('RPUSH', KEYS[4], token)
@@ -67,7 +83,7 @@ if ARGV[5] == '1' then
   redis.call('PEXPIRE', KEYS[4], ARGV[7])
   redis.call('PEXPIRE', KEYS[5], ARGV[7])
 end
-settle()
+settle({count = count})
 local seen = tonumber(redis.call('GET', KEYS[2]) or '0')
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if first[2] then

@@ -24,13 +24,19 @@ elseif redis.call('HDEL', KEYS[5], token) == 1 then
   redis.call('LREM', KEYS[4], 1, token)
 end
 local stored = redis.call('GET', KEYS[6])
+local known = nil
 if stored then
-  local _, free = serve(tonumber(stored), now, nil, 0, '')
+  local holding = redis.call('ZCARD', KEYS[1])
+  local _, free, absent = serve(tonumber(stored), now, nil, 0, '', holding)
   if held and free > 0 and ARGV[2] then
     redis.call(ARGV[3] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[2], KEYS[1])
   end
+  if holding == 0 and absent then
+    -- Nothing held, nothing queued: the semaphore goes idle.
+    known = {last = false, no_queue = true}
+  end
 end
-settle()
+settle(known)
 if held then
   return 1
 end

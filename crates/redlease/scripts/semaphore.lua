@@ -22,10 +22,15 @@
 -- the two, or is deleted as soon as nothing is held or queued: an idle semaphore leaves no
 -- key behind but its fencing counter (kept 7 days, see fence.lua).
 
+-- The server's time as now_ms last read it, in µs since 1970: the fencing clock of this
+-- script's grants (see fence.lua), so that a grant reads TIME no second time.
+local clock_us = nil
+
 -- The server's time in ms since 1970.
 local function now_ms()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  clock_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return math.floor(clock_us / 1000)
 end
 
 -- A whole number of ms as Redis expects it (Lua would write 1.7e+12).
@@ -57,7 +62,7 @@ end
 
 -- Grants a permit to `token` for `ttl` ms and returns its fencing token.
 local function grant(token, ttl, details, now)
-  local fence = grant_fence(KEYS[2])
+  local fence = grant_fence(KEYS[2], nil, clock_us)
   redis.call('ZADD', KEYS[1], ms(now + ttl), token)
   redis.call('HSET', KEYS[3], token, cjson.encode({string.format('%d', fence), details}))
   return fence
@@ -76,16 +81,22 @@ end
 -- "<fence> <token> <K>" on the waiter's grant channel each (the mutex's hand-off message);
 -- a waiter whose client no longer listens (PUBLISH reached no one) is dropped and only
 -- burns a fencing number. `caller` (or nil), when it reaches the head, is granted without
--- a message, with `ttl` and `details`. Returns the caller's fencing token (or nil) and the
--- permits still free; while any are free the queue is empty.
-local function serve(permits, now, caller, ttl, details)
-  local free = permits - redis.call('ZCARD', KEYS[1])
+-- a message, with `ttl` and `details`. `held` is the number of permits held (ZCARD of K),
+-- when the caller has it already. Returns the caller's fencing token (or nil), the permits
+-- still free (while any are free the queue is empty), and whether the queue was found
+-- absent at once, so that nothing was served and no queue key exists.
+local function serve(permits, now, caller, ttl, details, held)
+  local free = permits - (held or redis.call('ZCARD', KEYS[1]))
   local mine = nil
+  local absent = false
+  local first = true
   while free > 0 do
     local head = redis.call('LPOP', KEYS[4])
     if not head then
+      absent = first
       break
     end
+    first = false
     local entry = redis.call('HGET', KEYS[5], head)
     if entry then
       redis.call('HDEL', KEYS[5], head)
@@ -94,7 +105,7 @@ local function serve(permits, now, caller, ttl, details)
         free = free - 1
       else
         local w = cjson.decode(entry)
-        local fence = grant_fence(KEYS[2])
+        local fence = grant_fence(KEYS[2], nil, clock_us)
         local message = string.format('%d', fence) .. ' ' .. head .. ' ' .. KEYS[1]
         if redis.call('PUBLISH', w[2], message) > 0 then
           redis.call('ZADD', KEYS[1], ms(now + tonumber(w[1])), head)
@@ -104,25 +115,45 @@ local function serve(permits, now, caller, ttl, details)
       end
     end
   end
-  return mine, free
+  return mine, free, absent
 end
 
 -- Sets each key's expiry to when the semaphore goes idle (see the top). The permit count
 -- outlives the latest permit and the queue: with PTTL (Redis 6.2 has no PEXPIRETIME), the
 -- queue's expiry is read as ms from now and the count's set with PEXPIRE from the same
 -- command clock, so the count never expires before the queue.
-local function settle()
-  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-  local held = false
-  if last[2] then
-    redis.call('PEXPIREAT', KEYS[1], last[2])
-    redis.call('PEXPIREAT', KEYS[3], last[2])
-    held = true
+-- `known` (optional) is what the caller already knows, to spare the reads: `last`, the
+-- latest permit's expiry (ms since 1970; false: no permit held), `no_queue` (true: no
+-- queue key exists), `count` (a permit count to store: the caller found none stored).
+local function settle(known)
+  known = known or {}
+  local last = known.last
+  if last == nil then
+    local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+    last = top[2] or false
+  end
+  local held = last ~= false
+  if held then
+    last = ms(tonumber(last))
+    redis.call('PEXPIREAT', KEYS[1], last)
+    redis.call('PEXPIREAT', KEYS[3], last)
   end
   -- -2: no queue; -1 cannot happen (the queue always gets a linger).
-  local queued = redis.call('PTTL', KEYS[4])
-  if held then
-    redis.call('PEXPIREAT', KEYS[6], last[2])
+  local queued = -2
+  if not known.no_queue then
+    queued = redis.call('PTTL', KEYS[4])
+  end
+  if known.count then
+    if not held and queued <= 0 then
+      return
+    end
+    if held then
+      redis.call('SET', KEYS[6], known.count, 'PXAT', last)
+    else
+      redis.call('SET', KEYS[6], known.count)
+    end
+  elseif held then
+    redis.call('PEXPIREAT', KEYS[6], last)
   end
   if queued > 0 and (not held or queued > redis.call('PTTL', KEYS[6])) then
     redis.call('PEXPIRE', KEYS[6], queued)

@@ -490,6 +490,7 @@ impl Request<'_> {
             Queue::Silent => Join::Silent {
                 linger_ms,
                 stale_ms: ttl_millis(self.silent_place_kept()),
+                first,
             },
             // Kept at least until this waiter's next re-check.
             Queue::Listen => Join::Listen {

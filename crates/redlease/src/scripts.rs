@@ -105,8 +105,8 @@ pub(crate) enum Join<'a> {
     Leave,
     /// Queue for a hand-off on this client's grant `channel`; the queue keys live
     /// `linger_ms` past the last arrival. `first`: the acquisition's first attempt, whose
-    /// fresh token cannot be queued yet (a lock's script then skips withdrawing it when
-    /// it takes the lock: one Redis call fewer on the uncontended path).
+    /// fresh token cannot be queued yet (the script then skips withdrawing it when it
+    /// takes the lease: one Redis call fewer on the uncontended path).
     Grants {
         channel: &'a str,
         linger_ms: u64,
@@ -115,8 +115,12 @@ pub(crate) enum Join<'a> {
     /// Keep a place without a grant channel (read-write locks where no hand-off can reach
     /// the waiter): the waiter comes back for the lock itself (woken by release notices on
     /// a Cluster, by its own re-checks elsewhere); the place is dropped when it has not
-    /// come back for `stale_ms`.
-    Silent { linger_ms: u64, stale_ms: u64 },
+    /// come back for `stale_ms`. `first` as for `Grants`.
+    Silent {
+        linger_ms: u64,
+        stale_ms: u64,
+        first: bool,
+    },
     /// Only try, but mark the queue when busy (a lock's waiter that listens for release
     /// notices: Cluster, quorum), so that the release announces; the mark lives
     /// `linger_ms`. A release with nothing queued or marked announces nothing.
@@ -219,15 +223,16 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
             linger_ms,
             first,
         } => {
-            let code = if first && lock { "j" } else { "1" };
+            let code = if first { "j" } else { "1" };
             invocation.arg(code).arg(channel).arg(linger_ms);
         }
         Join::Silent {
             linger_ms,
             stale_ms,
+            first,
         } => {
             invocation
-                .arg("2")
+                .arg(if first { "s" } else { "2" })
                 .arg(&keys.channel)
                 .arg(linger_ms)
                 .arg(stale_ms);

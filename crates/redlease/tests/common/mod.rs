@@ -100,6 +100,36 @@ pub async fn evalsha_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 
         .map_or(0, |n| n.parse().unwrap())
 }
 
+/// Every command Redis ran since the last call (scripts' inner calls included, from
+/// `INFO commandstats`; the `INFO` and `CONFIG RESETSTAT` of this call left out), then a
+/// reset of the counts.
+pub async fn commands_run(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let total = info
+        .lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_"))
+        .filter(|l| !l.starts_with("info:") && !l.starts_with("config|"))
+        .filter_map(|l| {
+            l.split_once("calls=")?
+                .1
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async::<()>(conn)
+        .await
+        .unwrap();
+    total
+}
+
 /// A back-off so long that a waiter relying on polling would time out instead.
 pub fn no_polling() -> Retry {
     Retry::new(Duration::from_secs(60), Duration::from_secs(60))
