@@ -4,8 +4,9 @@
 # make chaos  the fault matrix (worker processes, real faults, a fencing judge): RELIABILITY.md
 # make figures  every current figure of BENCHMARKS.md regenerated in one run (~15 min, on an
 #             idle machine) into FIGURES.md, with the commit measured; the plots into docs/
-# make callgrind  client instructions per uncontended acquire + release (redlease and the bare
-#             loop) under valgrind --tool=callgrind; installs valgrind too when missing
+# make callgrind  client and Redis instructions per uncontended acquire + release (redlease
+#             and the bare loop) under valgrind --tool=callgrind (scripts/redis-callgrind.sh
+#             for the server side); installs valgrind too when missing
 # make layers the module graphs of the library and the CLI bottom-up and their layering
 #             problems (cycles, upward imports); the checks run in make test (tests/layers.rs)
 # make features  the cargo feature combinations that matter, linted (runs in make test)
@@ -131,6 +132,7 @@ figures: redis valgrind
 
 callgrind: redis valgrind
 	$(CARGO) run --release -q -p redlease-cli -- bench-callgrind --short 2000 --long 4000
+	bash scripts/redis-callgrind.sh
 
 chaos: redis
 	$(CARGO) run --release -q -p redlease-chaos -- --out RELIABILITY.md

@@ -2,12 +2,13 @@
 # Regenerates every current figure of BENCHMARKS.md in one run: each benchmark command the
 # document names (targets, hot CPUs, scaling, both runtime flavours, a link's latency,
 # shared holds, the quorum and renewal examples, Redis commands per uncontended operation
-# of each primitive, Redis' time and client instructions per uncontended pair, the latter
-# with and without metrics), one after another against private redis-servers, the plots
-# redrawn in docs/. The whole output goes to FIGURES.md (or $1), headed by the commit
-# measured, the machine and the load average around each command. Run it on an otherwise
-# idle machine: every host of this project has 2 vCPUs shared by client and servers.
-# Takes about 15 minutes.
+# of each primitive, Redis' time and instructions and the client's instructions per
+# uncontended pair, the latter with and without metrics), one after another against
+# private redis-servers, the plots redrawn in docs/. The whole output goes to FIGURES.md
+# (or $1), headed by the commit measured, the machine and the load average around each
+# command. Run it on an otherwise idle machine: every host of this project has 2 vCPUs
+# shared by client and servers. Takes about 15 minutes. REDIS_SERVER=path (a redis-server
+# built with debug info) gives the server-side profile its per-function groups.
 #
 # Usage: make figures   (installs Redis and valgrind first when missing)
 #        scripts/figures.sh [OUT]
@@ -94,6 +95,7 @@ run "Quorum of 5 against one Redis" "$examples/quorum_latency"
 run "Holding 10,000 locks" "$examples/renewal_cost"
 run "Redis commands per uncontended operation" "$examples/free_path_commands"
 run "Redis' own time per uncontended pair" bash scripts/redis-cpu.sh 20000 3
+run "Redis instructions per uncontended pair (callgrind)" bash scripts/redis-callgrind.sh
 run "Client instructions (callgrind)" "$bin" bench-callgrind --short 2000 --long 4000
 # Last: the metrics build replaces target/release/redlease, rebuilt without it after.
 run "Client instructions with metrics recorded (callgrind)" \

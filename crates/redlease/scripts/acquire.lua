@@ -29,8 +29,9 @@
 --   ARGV[8] (optional) "S": SPUBLISH rather than PUBLISH there (Redis Cluster, where the
 --           channel lives in the lock's slot and the notice stays in its shard)
 --   ARGV[9] (optional) the fencing clock's step in µs (see fence.lua; a quorum's nodes)
--- Reply {status, fence, pttl}:
---   {1, fence, 0}     freshly acquired
+-- Reply:
+--   fence             freshly acquired (an integer >= 1: the new fencing token alone, the
+--                     common reply, which Redis turns into RESP far cheaper than a table)
 --   {2, fence, 0}     already held with this token (a retried attempt, or a hand-off);
 --                     its expiry is set to ttl again, so that the caller may date the
 --                     lease from this attempt (a waiter confirming a hand-off)
@@ -48,12 +49,12 @@ if redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
   if (ARGV[4] == '1' or ARGV[4] == 'c' or ARGV[4] == 'w') and redis.call('HDEL', KEYS[5], token) == 1 then
     redis.call('LREM', KEYS[4], 1, token)
   end
-  local fence = grant_fence(KEYS[2], tonumber(ARGV[9]))
+  local fence = grant_fence(KEYS[2], ARGV[9] and tonumber(ARGV[9]))
   redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[2])
   if ARGV[7] and ARGV[7] ~= '' then
     redis.call(ARGV[8] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[7], KEYS[1])
   end
-  return {1, fence, 0}
+  return fence
 end
 local current = redis.call('GET', KEYS[1])
 if current == token then

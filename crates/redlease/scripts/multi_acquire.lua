@@ -27,7 +27,7 @@ for i = 1, n do
   if redis.call('SET', KEYS[3 * i - 2], token, 'NX', 'PX', ARGV[2]) then
     if not clock then
       local t = redis.call('TIME')
-      clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      clock = t[1] * 1000000 + t[2]
     end
     out[i + 1] = grant_fence(KEYS[3 * i - 1], nil, clock)
     redis.call('SET', KEYS[3 * i], ARGV[3], 'PX', ARGV[2])

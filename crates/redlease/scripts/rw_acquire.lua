@@ -15,8 +15,8 @@
 --           kept without the waiter coming back, in ms (each attempt renews it),
 --           ARGV[9] (optional) "S" to SPUBLISH there rather than PUBLISH (Redis Cluster);
 --           "s" to join as "2" on an acquisition's first attempt
--- Reply {status, fence, pttl}, as acquire.lua:
---   {1, fence, 0}     granted now, with a fresh fencing token
+-- Reply, as acquire.lua:
+--   fence             granted now, with this fresh fencing token (an integer >= 1)
 --   {2, fence, 0}     this token already holds the lock (a retried attempt, or a hand-off);
 --                     fence is that hold's token. A token holding write that asks for read
 --                     gets this too: its write hold covers reading (rw_downgrade.lua lets
@@ -73,11 +73,11 @@ if not mine and empty and fits(state, want) then
   mine = grant_fence(KEYS[2], nil, clock_us)
   hold(state, token, want, ttl, details, mine, now)
   settle(state, now + ttl)
-  return {1, mine, 0}
+  return mine
 end
 if mine then
   settle()
-  return {1, mine, 0}
+  return mine
 end
 if join == '1' then
   local old = redis.call('HGET', KEYS[5], token)

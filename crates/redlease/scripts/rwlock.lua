@@ -28,7 +28,7 @@ local clock_us = nil
 -- The server's time in ms since 1970.
 local function now_ms()
   local t = redis.call('TIME')
-  clock_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  clock_us = t[1] * 1000000 + t[2]
   return math.floor(clock_us / 1000)
 end
 

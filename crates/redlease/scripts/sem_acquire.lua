@@ -8,8 +8,8 @@
 --           "j" to join as "1" on an acquisition's first attempt (its token cannot be
 --           queued yet); with "1"/"j" also: ARGV[6] the caller's grant channel
 --           ARGV[7] queue linger in ms
--- Reply {status, fence, pttl}, as acquire.lua:
---   {1, fence, 0}     a permit freshly granted
+-- Reply, as acquire.lua:
+--   fence             a permit freshly granted (an integer >= 1, its fencing token)
 --   {2, fence, 0}     this token already holds a permit (a retried attempt, or a hand-off);
 --                     fence is that permit's fencing token; the permit's lease is set to
 --                     ttl again from now, so that the caller may date it from this attempt
@@ -68,12 +68,12 @@ if not mine and free > 0 then
   if held == 0 and absent then
     -- The free path: this permit is the only one, and there is no queue.
     settle({last = now + ttl, no_queue = true, count = count})
-    return {1, mine, 0}
+    return mine
   end
 end
 if mine then
   settle({count = count})
-  return {1, mine, 0}
+  return mine
 end
 if join == '1' then
   local entry = cjson.encode({ARGV[2], ARGV[6], details, ms(now)})

@@ -144,6 +144,18 @@ fn join_args(invocation: &mut redis::ScriptInvocation<'_>, join: Join<'_>) {
 /// `{status, fence, pttl}`.
 pub type Reply = (i64, i64, i64);
 
+/// An acquisition script's reply as `{status, fence, pttl}`: a fresh grant, which the
+/// scripts answer with its fencing token alone, as `{1, fence, 0}`.
+pub async fn acquired(
+    invocation: &redis::ScriptInvocation<'_>,
+    conn: &mut MultiplexedConnection,
+) -> RedisResult<Reply> {
+    match invocation.invoke_async(conn).await? {
+        Value::Int(fence) => Ok((1, fence, 0)),
+        other => Ok(redis::from_redis_value(other)?),
+    }
+}
+
 pub async fn sem_acquire(
     conn: &mut MultiplexedConnection,
     keys: &Keys,
@@ -160,7 +172,7 @@ pub async fn sem_acquire(
         .arg(format!("host of {token}"))
         .arg(permits);
     join_args(&mut invocation, join);
-    invocation.invoke_async(conn).await
+    acquired(&invocation, conn).await
 }
 
 pub async fn sem_release(
@@ -194,7 +206,7 @@ pub async fn rw_acquire(
         .arg(format!("host of {token}"))
         .arg(mode);
     join_args(&mut invocation, join);
-    invocation.invoke_async(conn).await
+    acquired(&invocation, conn).await
 }
 
 pub async fn rw_release(
@@ -428,7 +440,7 @@ pub async fn mutex_join(
     let mut invocation = script.key(&mutex_keys(keys)[..]);
     invocation.arg(token).arg(60_000).arg("mutex holder");
     join_args(&mut invocation, join);
-    invocation.invoke_async(conn).await
+    acquired(&invocation, conn).await
 }
 
 /// The mutex's `acquire.lua` as a waiter's later attempt that only tries: `flag` is `c`
@@ -449,7 +461,7 @@ pub async fn mutex_try_as(
     if flag == "w" {
         invocation.arg("").arg(60_000);
     }
-    invocation.invoke_async(conn).await
+    acquired(&invocation, conn).await
 }
 
 /// The mutex's `release.lua` on the same name: 1 freed, 0 not ours (a hand-off's grant
