@@ -371,15 +371,27 @@ async fn a_read_write_waiter_whose_link_is_down_still_takes_a_released_lock_soon
     });
     let keys = waiters.rwlock("down-rw").keys().unwrap();
     let conn = common::raw(&server).await;
-    eventually("the waiter to queue up", || {
+    // Its first attempt keeps a silent place before its client has a link (the mutex's
+    // waiter queues only once it listens): wait for the link too, so that there is one
+    // to cut.
+    eventually("the waiter to queue up and listen", || {
         let mut conn = conn.clone();
         let queue = keys.queue().to_owned();
-        async move { llen(&mut conn, &queue).await == 1 }
+        let server = &server;
+        async move { llen(&mut conn, &queue).await == 1 && pubsub_links(server) >= 1 }
     })
     .await;
     retried_after(links_down(&server).await).await;
 
     taken_soon(holder.release(), rx, waiter).await;
+}
+
+/// How many pub/sub connections `server` has (`CLIENT LIST TYPE pubsub`).
+fn pubsub_links(server: &RedisServer) -> usize {
+    match server.query(&["CLIENT", "LIST", "TYPE", "pubsub"]).unwrap() {
+        Reply::Bulk(list) => String::from_utf8_lossy(&list).lines().count(),
+        other => panic!("unexpected CLIENT LIST reply {other:?}"),
+    }
 }
 
 /// Kills every pub/sub connection of `server`; how many there were.
