@@ -39,7 +39,7 @@
 -- reader that comes after it, and readers queued together are granted together.
 local token, ttl, details, want = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local join = ARGV[5]
-local first = join == 'j' or join == 's'
+local first_attempt = join == 'j' or join == 's'
 if join == 'j' then
   join = '1'
 elseif join == 's' then
@@ -67,7 +67,7 @@ end
 if not mine and empty and fits(state, want) then
   -- The queue is empty, so the caller is not in it; clear a stale table entry (an
   -- acquisition's first attempt has had no place).
-  if (join == '1' or join == '2') and not first then
+  if (join == '1' or join == '2') and not first_attempt then
     redis.call('HDEL', KEYS[5], token)
   end
   mine = grant_fence(KEYS[2], nil, clock_us)

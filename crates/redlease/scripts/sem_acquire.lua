@@ -30,8 +30,8 @@
 local token, ttl, details = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local permits = tonumber(ARGV[4])
 local join = ARGV[5]
-local first = join == 'j'
-if first then
+local first_attempt = join == 'j'
+if first_attempt then
   join = '1'
 end
 if not permits or permits < 1 or permits ~= math.floor(permits) then
@@ -61,7 +61,7 @@ if not mine and free > 0 then
   -- The queue is empty (serve ran it dry), so the caller is not in it: a stale table
   -- entry can be left by an entry whose list place expired, so clear it (an
   -- acquisition's first attempt has had no place).
-  if join == '1' and not first then
+  if join == '1' and not first_attempt then
     redis.call('HDEL', KEYS[5], token)
   end
   mine = grant(token, ttl, details, now)
