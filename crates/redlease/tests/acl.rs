@@ -429,9 +429,33 @@ async fn a_quorum_of_acl_nodes_works_as_the_acl_user() {
         .unwrap();
     // Nothing was refused on the way and ridden out by a retry (a script calling a
     // command outside the rules fails on that node, and a quorum may still get by).
+    // First the work a quorum finishes in the background (the last node's release, after
+    // a majority answered) is waited for, so that its commands are in the logs too: the
+    // key is gone from every node (released, or run out: then the log shows why).
+    gone_from_every_node(&nodes, "redlease:acl-q").await;
     for node in nodes.servers() {
         assert_nothing_denied(node).await;
     }
+}
+
+/// Waits until `key` is on none of `nodes` (read as the admin).
+async fn gone_from_every_node(nodes: &Nodes, key: &str) {
+    let mut admins = Vec::new();
+    for node in nodes.servers() {
+        admins.push(admin(node).await);
+    }
+    eventually(&format!("`{key}` to leave every node"), || {
+        let mut admins = admins.clone();
+        async move {
+            for conn in &mut admins {
+                if conn.exists::<_, bool>(key).await.unwrap() {
+                    return false;
+                }
+            }
+            true
+        }
+    })
+    .await;
 }
 
 /// Asserts that the server's `ACL LOG` is empty: no command, key or channel was refused,

@@ -197,13 +197,32 @@ async fn owned_over_a_quorum_needs_a_majority() {
     let (nodes, client) = quorum_of_three().await;
     let guard = client.lock("q").acquire().await.unwrap();
     assert!(guard.owned().await.unwrap());
+    let mut conns = Vec::new();
+    for url in nodes.urls() {
+        conns.push(
+            redis::Client::open(url.as_str())
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap(),
+        );
+    }
+    // The acquisition returned at a majority; the last node is granted in the background.
+    common::eventually("every node to hold the lock", || {
+        let mut conns = conns.clone();
+        async move {
+            for conn in &mut conns {
+                if !conn.exists::<_, bool>("redlease:q").await.unwrap() {
+                    return false;
+                }
+            }
+            true
+        }
+    })
+    .await;
     // One node losing the key leaves a majority; two do not.
     for (node, still) in [(0, true), (1, false)] {
-        let mut conn = redis::Client::open(nodes.urls()[node].as_str())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
+        let conn = &mut conns[node];
         let _: () = conn.del("redlease:q").await.unwrap();
         assert_eq!(guard.owned().await.unwrap(), still);
     }

@@ -103,6 +103,19 @@ pub fn wait_for_file(path: &Path) {
     }
 }
 
+/// Calls `check` until it returns `Some`, within [`STEP`] (for a state another process
+/// reaches in the background); `what` names it when it does not.
+pub fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + STEP;
+    loop {
+        if let Some(found) = check() {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "{what} not within {STEP:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Sends `sig` to a process this test started.
 pub fn signal(pid: u32, sig: Signal) {
     if let Ok(raw) = i32::try_from(pid) {
