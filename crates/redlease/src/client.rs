@@ -630,7 +630,9 @@ impl Client {
 
     /// Gives back every lease this client (and its clones) still holds and waits until
     /// every release running in the background is done: call it before the program
-    /// returns from `main`, so that no lock stays held by nobody until its TTL.
+    /// returns from `main`, so that no lock stays held by nobody until its TTL. Over a
+    /// quorum that includes the requests to the nodes that had not answered when a
+    /// majority had (each bounded by the per-node bound), so that no node keeps the lock.
     ///
     /// Guards still alive afterwards report their lease ended ([`Guard::is_held`] is
     /// false, [`Guard::release`] returns `Ok`), and work under [`Lock::run`] is cancelled

@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tokio_util::task::TaskTracker;
 
 use crate::backend::Deployment;
 use crate::error::Result;
@@ -51,8 +50,6 @@ pub(crate) struct Engine {
     pub(crate) defaults: Defaults,
     /// Every lease handed out and not yet dropped, for `shutdown`.
     leases: Registry,
-    /// Background give-backs (dropped guards, abandoned attempts), for `shutdown`.
-    background: TaskTracker,
 }
 
 impl Engine {
@@ -73,7 +70,6 @@ impl Engine {
             observers,
             holder,
             leases: Registry::default(),
-            background: TaskTracker::new(),
         }
     }
 
@@ -101,17 +97,12 @@ impl Engine {
     /// Runs `task` in the background as a task of this engine (which
     /// [`Engine::shutdown`] waits for); false when no runtime is there to run it.
     pub(crate) fn background(&self, task: impl Future<Output = ()> + Send + 'static) -> bool {
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                self.background.spawn_on(task, &runtime);
-                true
-            }
-            Err(_) => false,
-        }
+        self.deployment.background(task)
     }
 
-    /// Gives back every live lease and waits for the background give-backs; the first
-    /// error of a give-back that could not reach Redis.
+    /// Gives back every live lease and waits for the background work (give-backs, a
+    /// quorum's requests to its last nodes); the first error of a give-back that could
+    /// not reach Redis.
     pub(crate) async fn shutdown(&self) -> Result<()> {
         let leases: Vec<_> = self
             .leases
@@ -128,10 +119,7 @@ impl Engine {
             )
         }))
         .await;
-        let tracker = &self.background;
-        tracker.close();
-        tracker.wait().await;
-        tracker.reopen();
+        self.deployment.settled().await;
         tracing::debug!(leases = leases.len(), "client shut down");
         given_back
             .into_iter()
@@ -398,7 +386,7 @@ async fn give_back(
             Err(e)
                 if e.is_worth_retrying()
                     && until.is_some_and(|u| Instant::now() < u)
-                    && !engine.background.is_closed() =>
+                    && !engine.deployment.settling() =>
             {
                 tries += 1;
                 tracing::debug!(key = %keys.key, error = %e, tries, "give-back cannot reach Redis yet; trying again");

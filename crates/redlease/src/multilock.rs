@@ -212,11 +212,11 @@ impl MultiLock {
             match self.member(name).try_acquire(Kind::Mutex).await {
                 Ok(Some(guard)) => guards.push(guard),
                 Ok(None) => {
-                    give_back(guards, None).await;
+                    give_back(&self.spec.engine, guards, None).await;
                     return Ok(None);
                 }
                 Err(e) => {
-                    give_back(guards, None).await;
+                    give_back(&self.spec.engine, guards, None).await;
                     return Err(e);
                 }
             }
@@ -267,7 +267,7 @@ impl MultiLock {
             if self.spec.wait != Wait::No
                 && let Some(deadline) = deadline.filter(|d| Instant::now() >= *d)
             {
-                give_back(guards, Some(deadline)).await;
+                give_back(&self.spec.engine, guards, Some(deadline)).await;
                 return Err(Error::Timeout {
                     name: name.to_string(),
                     waited: started.elapsed(),
@@ -282,7 +282,7 @@ impl MultiLock {
             match Box::pin(spec.acquire_metered(Kind::Mutex, meter)).await {
                 Ok(guard) => guards.push(guard),
                 Err(e) => {
-                    give_back(guards, deadline).await;
+                    give_back(&self.spec.engine, guards, deadline).await;
                     return Err(e);
                 }
             }
@@ -355,7 +355,7 @@ enum AtOnce {
 /// background, so that the caller gets its error by its deadline: with Redis unreachable,
 /// each release may retry for a whole response timeout, and one after another they took
 /// that many times longer (9 names, the last one busy, Redis gone during a 3 s wait: 19.2 s).
-async fn give_back(guards: Vec<Guard>, deadline: Option<Instant>) {
+async fn give_back(engine: &Engine, guards: Vec<Guard>, deadline: Option<Instant>) {
     if guards.is_empty() {
         return;
     }
@@ -365,16 +365,17 @@ async fn give_back(guards: Vec<Guard>, deadline: Option<Instant>) {
             tracing::debug!(lock = %name, error = %e, "a multi-lock could not give back a name it took");
         }
     }));
-    let (Some(deadline), Ok(runtime)) = (deadline, tokio::runtime::Handle::try_current()) else {
+    let Some(deadline) = deadline.filter(|_| tokio::runtime::Handle::try_current().is_ok()) else {
         all.await;
         return;
     };
     // Spawned, so that it goes on once nobody waits for it (also when the acquisition is
-    // dropped meanwhile).
-    if tokio::time::timeout_at(deadline, runtime.spawn(all))
-        .await
-        .is_err()
-    {
+    // dropped meanwhile), as the client's background work, which `Client::shutdown` waits
+    // for (`redlease run` exits after it: a name given back late stayed taken for its ttl).
+    let Some(handle) = engine.deployment().track(all) else {
+        return;
+    };
+    if tokio::time::timeout_at(deadline, handle).await.is_err() {
         tracing::debug!("the wait ran out; a multi-lock gives back its names in the background");
     }
 }

@@ -34,6 +34,17 @@ async fn existing(conn: &redis::aio::MultiplexedConnection, keys: &[String]) -> 
     found.into_iter().filter(|f| *f).count()
 }
 
+/// Cuts `proxy` (every byte held from then on), off the runtime's threads: a cut waits for
+/// chunks already being written past the proxy.
+async fn cut(proxy: Proxy) -> Proxy {
+    tokio::task::spawn_blocking(move || {
+        proxy.cut();
+        proxy
+    })
+    .await
+    .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_multi_lock_cut_off_from_redis_returns_at_its_deadline_and_gives_its_names_back() {
     let server = server();
@@ -81,12 +92,7 @@ async fn a_multi_lock_cut_off_from_redis_returns_at_its_deadline_and_gives_its_n
         },
     )
     .await;
-    let proxy = tokio::task::spawn_blocking(move || {
-        proxy.cut();
-        proxy
-    })
-    .await
-    .unwrap();
+    let proxy = cut(proxy).await;
     let taken = bounded("the multi-lock", acquiring).await.unwrap();
     let took = started.elapsed();
     assert!(
@@ -143,5 +149,59 @@ async fn a_multi_lock_of_many_names_returns_at_its_deadline_and_gives_them_back(
         async move { existing(&conn, &keys[..NAMES - 1]).await == 0 }
     })
     .await;
+    busy.release().await.unwrap();
+}
+
+/// What a multi-lock whose wait ran out gives back (the names it took, its queue place)
+/// is the client's background work, which `Client::shutdown` waits for, also while Redis
+/// is out of reach (here 300 ms): a program that returns from `main` after `shutdown`
+/// (`redlease run` exits so) leaves no name taken until its ttl.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_waits_for_the_names_a_multi_lock_gives_back() {
+    let server = server();
+    let proxy = Proxy::start(server.port()).unwrap();
+    let conn = raw(&server).await;
+    let holder = client(&server).await;
+    let busy = holder
+        .lock("late-b")
+        .ttl(Duration::from_secs(60))
+        .acquire()
+        .await
+        .unwrap();
+    let waiter = Client::connect(&proxy.url()).await.unwrap();
+    let a = waiter.lock("late-a").keys().unwrap().key().to_owned();
+    let queue = waiter.lock("late-b").keys().unwrap().queue().to_owned();
+    let multi = waiter
+        .multi_lock(["late-a", "late-b"])
+        .ttl(Duration::from_secs(60))
+        .wait(Wait::For(Duration::from_millis(800)));
+    let acquiring = tokio::spawn(async move { multi.acquire().await });
+    eventually("the multi-lock to take late-a and queue for late-b", || {
+        let (conn, a, queue) = (conn.clone(), a.clone(), queue.clone());
+        async move {
+            let mut c = conn.clone();
+            let queued: i64 = c.llen(&queue).await.unwrap();
+            existing(&conn, std::slice::from_ref(&a)).await == 1 && queued > 0
+        }
+    })
+    .await;
+    // Redis out of reach until after the wait ran out: late-a's give-back is held up.
+    let proxy = cut(proxy).await;
+    let taken = bounded("the multi-lock", acquiring).await.unwrap();
+    assert!(matches!(taken, Err(Error::Timeout { .. })), "{taken:?}");
+    let closing = waiter.clone();
+    let shutdown = tokio::spawn(async move { closing.shutdown().await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !shutdown.is_finished(),
+        "shutdown returned while late-a's give-back could not reach Redis"
+    );
+    proxy.heal();
+    bounded("shutdown", shutdown).await.unwrap().unwrap();
+    assert_eq!(
+        existing(&conn, std::slice::from_ref(&a)).await,
+        0,
+        "late-a is still taken after shutdown"
+    );
     busy.release().await.unwrap();
 }

@@ -252,3 +252,30 @@ async fn an_early_majority_still_reaches_every_node() {
     .await;
     proxy.delay_replies(Duration::ZERO);
 }
+
+/// `Client::shutdown` waits for the work a quorum finishes in the background: the slow
+/// node's acquisition, which the caller did not wait for, and then its release. Before, it
+/// returned while the slow node still held the lock (its release not sent yet), and a
+/// process that exited after `shutdown` (`redlease run`) left the lock on that node until
+/// its ttl.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_waits_for_the_slow_nodes_release() {
+    let nodes = nodes(5);
+    let proxy = Proxy::start(nodes[4].port()).unwrap();
+    let client = Client::quorum(urls_through(&nodes, &proxy)).await.unwrap();
+    proxy.delay_replies(Duration::from_millis(300));
+    let key = client.lock("bye").keys().unwrap().key().to_owned();
+    let exists = |i: usize| nodes[i].query(&["EXISTS", &key]).unwrap() == Reply::Integer(1);
+
+    let guard = bounded("acquire", client.lock("bye").ttl(TTL).acquire())
+        .await
+        .unwrap();
+    bounded("release", guard.release()).await.unwrap();
+    bounded("shutdown", client.shutdown()).await.unwrap();
+    let holding: Vec<usize> = (0..5).filter(|&i| exists(i)).collect();
+    assert!(
+        holding.is_empty(),
+        "nodes {holding:?} still hold the lock after shutdown"
+    );
+    proxy.delay_replies(Duration::ZERO);
+}

@@ -46,6 +46,10 @@ pub(crate) struct Deployment {
     /// about once).
     #[cfg(feature = "cluster")]
     pub(crate) clamped: std::sync::atomic::AtomicBool,
+    /// Work that outlives the call that started it (give-backs of dropped guards and
+    /// abandoned attempts, a quorum's requests to the nodes that had not answered when a
+    /// majority had), for `Client::shutdown` to wait for.
+    background: tokio_util::task::TaskTracker,
 }
 
 impl Deployment {
@@ -61,7 +65,41 @@ impl Deployment {
             server: None,
             #[cfg(feature = "cluster")]
             clamped: std::sync::atomic::AtomicBool::new(false),
+            background: tokio_util::task::TaskTracker::new(),
         }
+    }
+
+    /// Runs `task` in the background on the current runtime, tracked for
+    /// [`Deployment::settled`]; false (and `task` dropped) outside a runtime.
+    pub(crate) fn background(
+        &self,
+        task: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> bool {
+        self.track(task).is_some()
+    }
+
+    /// As [`Deployment::background`], with a handle to await `task` by; `None` (and `task`
+    /// dropped) outside a runtime.
+    pub(crate) fn track<T: Send + 'static>(
+        &self,
+        task: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> Option<tokio::task::JoinHandle<T>> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        Some(self.background.spawn_on(task, &runtime))
+    }
+
+    /// Whether [`Deployment::settled`] is waiting (a shutdown): retries in the background
+    /// stop rather than hold it up.
+    pub(crate) fn settling(&self) -> bool {
+        self.background.is_closed()
+    }
+
+    /// Resolves once no task started by [`Deployment::background`] is running, those
+    /// started meanwhile included.
+    pub(crate) async fn settled(&self) {
+        self.background.close();
+        self.background.wait().await;
+        self.background.reopen();
     }
 
     /// The error of a failed Redis call made while doing `action` on `key`: a command a

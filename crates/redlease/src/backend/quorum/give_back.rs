@@ -180,9 +180,8 @@ pub(super) fn give_back(
             let _ = tx.send((i, result));
         }
     };
-    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        runtime.spawn(run);
-    } else {
+    // Tracked, so that `Client::shutdown` waits for the nodes that had not answered.
+    if !deployment.background(run) {
         tracing::debug!("no runtime to give back on; the leases expire by themselves");
     }
     rx

@@ -411,9 +411,8 @@ async fn ask(
         .iter()
         .map(super::node::Node::conn)
         .collect();
-    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        runtime.spawn(finish(pending, told, conns, shared, (timeout, background)));
-    }
+    // Tracked, so that `Client::shutdown` waits for the nodes that had not answered.
+    deployment.background(finish(pending, told, conns, shared, (timeout, background)));
     asked
 }
 
