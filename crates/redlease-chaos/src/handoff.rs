@@ -75,27 +75,38 @@ fn woke_and_ended_wait(history: &[Event], worker: u32) -> bool {
         })
 }
 
+/// How many holders [`pause_waiter`] tries to find a waiter behind before it gives up the
+/// round.
+const PICK_TRIES: usize = 8;
+
 /// One round of [`pause_waiter`](self): returns how many waiters it paused (0 when no
 /// holder or no waiter showed up in time).
 pub(crate) async fn pause_waiter(runner: &mut Runner, ttl: Duration) -> anyhow::Result<usize> {
     let bound = ttl * 5 + Duration::from_secs(5);
     let writers_only = runner.primitive() == Primitive::RwLock;
     // A holder that stays inside half a lease: time to find a waiter behind it and pause
-    // it before the hand-off.
-    runner.hold_next_section(ttl / 2);
-    let Some(holder) = runner.held_by(bound).await else {
-        return Ok(0);
-    };
-    let pick = |j: &Judge| {
-        waiters(j.history())
-            .into_iter()
-            .find(|&(w, mode)| w != holder && (!writers_only || mode == Some(Mode::Write)))
-            .map(|(w, _)| w)
-    };
-    if !runner.wait_for(ttl / 2, |j| pick(j).is_some()).await {
-        return Ok(0);
+    // it before the hand-off. A read-write lock's writer waits only behind some holders
+    // (1 section in 3 writes): holders are tried until one has a writer behind it.
+    let mut found = None;
+    for _ in 0..PICK_TRIES {
+        runner.hold_next_section(ttl / 2);
+        let Some(holder) = runner.held_by(bound).await else {
+            return Ok(0);
+        };
+        let pick = |j: &Judge| {
+            waiters(j.history())
+                .into_iter()
+                .find(|&(w, mode)| w != holder && (!writers_only || mode == Some(Mode::Write)))
+                .map(|(w, _)| w)
+        };
+        if runner.wait_for(ttl / 2, |j| pick(j).is_some()).await {
+            found = runner.with_judge(pick);
+        }
+        if found.is_some() {
+            break;
+        }
     }
-    let Some(waiter) = runner.with_judge(pick) else {
+    let Some(waiter) = found else {
         return Ok(0);
     };
     runner.signal(waiter, Kind::Pause)?;
