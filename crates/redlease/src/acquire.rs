@@ -20,7 +20,7 @@ use crate::renew::Renewal;
 use crate::replies::Reply;
 use crate::scripts::{AcquireArgs, Join, Kind};
 use crate::token::{FencingToken, OwnerToken};
-use crate::ttl::{drift, ttl_millis};
+use crate::ttl::{claim, ttl_millis};
 use crate::wait::{Retry, Wait, jitter};
 
 /// The longest pause between attempts while Redis cannot be reached or refuses for now
@@ -116,7 +116,7 @@ pub(crate) fn min_validity(ttl: Duration) -> Duration {
 
 /// Whether a lease of `ttl` dated from `start` has at least [`min_validity`] left.
 fn lasts(ttl: Duration, start: Instant) -> bool {
-    start + ttl.saturating_sub(drift(ttl)) >= Instant::now() + min_validity(ttl)
+    start + claim(ttl) >= Instant::now() + min_validity(ttl)
 }
 
 impl Request<'_> {

@@ -241,16 +241,29 @@ impl Guard {
     /// for a zero or huge `ttl`; [`Error::Redis`](crate::Error::Redis) when Redis could not be asked (the lease
     /// then runs on unchanged).
     ///
+    /// An extend to a `ttl` shorter than the lease's current length lowers
+    /// [`valid_until`](Guard::valid_until) to what the shorter lease allows *before* it is
+    /// sent, and makes `ttl` the length renewals restore: if it is dropped or fails, it may
+    /// still have run in Redis, so both stay. A longer `ttl` moves `valid_until` on only
+    /// when Redis confirmed it. An extend waits for a renewal of this lease in flight, and
+    /// renewals wait for it: their replies are applied in the order Redis ran them.
+    ///
     /// # Cancel safety
-    /// Cancel safe: if dropped, the lease is either extended or unchanged, and
-    /// [`valid_until`](Guard::valid_until) keeps its old, safe value.
+    /// Cancel safe: if dropped, the lease is either extended or unchanged in Redis, and
+    /// [`valid_until`](Guard::valid_until) is never later than the lease's end in Redis
+    /// (lowered already for a shorter `ttl`).
     pub async fn extend(&mut self, ttl: Duration) -> Result<()> {
         validate_ttl(ttl)?;
         let lease = &self.holding.lease;
+        let _step = lease.step().await;
         if !matches!(lease.state(), State::Held(_)) {
             return Err(lost(&lease.name));
         }
         let sent = Instant::now();
+        if ttl < lease.ttl() {
+            lease.shorten(sent, ttl);
+            self.holding.reschedule(sent, ttl);
+        }
         let extended = self
             .holding
             .engine

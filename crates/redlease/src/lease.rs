@@ -5,8 +5,8 @@
 //! moves its validity on or declares it lost, and the engine (`crate::engine`) gives it
 //! back.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -17,7 +17,12 @@ use crate::keys::LockKeys;
 use crate::observe::{self, Hold, HoldEnd, Labels};
 use crate::scripts::Kind;
 use crate::token::{FencingToken, OwnerToken};
-use crate::ttl::{drift, ttl_millis};
+use crate::ttl::{claim, ttl_millis};
+
+/// How long a grant keeps the lock's fencing counter (`FENCE_KEEP` in `scripts/fence.lua`).
+const FENCE_KEEP: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How long before the counter's expiry a renewal keeps it again.
+const FENCE_KEEP_AHEAD: Duration = Duration::from_secs(24 * 3600);
 
 /// Where a lease stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,11 +93,17 @@ pub(crate) struct Lease {
     /// The lease length renewals restore, in ms (changed by `extend`).
     ttl_ms: AtomicU64,
     state: watch::Sender<State>,
-    /// Send time of the request behind the current `State::Held` validity. Expiry is set
-    /// by whichever request Redis ran last, so an older reply never overrides a newer one.
-    set_at: std::sync::Mutex<Instant>,
+    /// One step of the lease's life at a time: a renewal or an extend holds it from before
+    /// it reads the lease's ttl until its reply was applied (or it gave up). Redis runs a
+    /// lease's requests in an order that need not be their send order (a NOSCRIPT reload
+    /// or a retry across a reconnect sends again later), so replies are applied in the
+    /// order Redis ran them only when the requests never overlap.
+    steps: Arc<tokio::sync::Mutex<()>>,
     /// How its renewal stands, for the holder ([`LeaseHealth`]).
     health: watch::Sender<LeaseHealth>,
+    /// Until when the fencing counter is certainly kept (a grant keeps it a week):
+    /// renewals keep it again a day before (see [`Lease::fence_keep_due`]).
+    fence_kept_until: std::sync::Mutex<Instant>,
     /// Its metrics (nothing without the `metrics` feature).
     meter: Hold,
     /// The span every event of this hold is recorded in.
@@ -110,7 +121,7 @@ impl Lease {
         lease_start: Instant,
         labels: Labels,
     ) -> Self {
-        let valid_until = lease_start + ttl - drift(ttl);
+        let valid_until = lease_start + claim(ttl);
         let span = observe::hold_span(&name, observe::kind_label(kind), fence, &token);
         tracing::debug!(parent: &span, "acquired");
         Self {
@@ -122,7 +133,8 @@ impl Lease {
             fence,
             ttl_ms: AtomicU64::new(ttl_millis(ttl)),
             state: watch::Sender::new(State::Held(valid_until)),
-            set_at: std::sync::Mutex::new(lease_start),
+            steps: Arc::new(tokio::sync::Mutex::new(())),
+            fence_kept_until: std::sync::Mutex::new(lease_start + FENCE_KEEP),
             health: watch::Sender::new(LeaseHealth::Renewed { valid_until }),
             meter: Hold::start(labels),
             span,
@@ -150,6 +162,60 @@ impl Lease {
     /// Sets the lease length renewals restore (an extension).
     pub(crate) fn set_ttl(&self, ttl: Duration) {
         self.ttl_ms.store(ttl_millis(ttl), Ordering::Relaxed);
+    }
+
+    /// Waits for the lease's turn to take a step (an extend): no renewal of it is in
+    /// flight while the returned guard lives.
+    ///
+    /// Cancel safe: nothing was sent while waiting.
+    pub(crate) async fn step(&self) -> tokio::sync::OwnedMutexGuard<()> {
+        Arc::clone(&self.steps).lock_owned().await
+    }
+
+    /// Whether the fencing counter needs keeping at `now` (less than a day of its week
+    /// left): from six days into a hold, once a day (the caller sends `raise_fence.lua`,
+    /// which keeps it another week).
+    pub(crate) fn fence_keep_due(&self, now: Instant) -> bool {
+        let mut until = self
+            .fence_kept_until
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if now + FENCE_KEEP_AHEAD < *until {
+            return false;
+        }
+        // Due again in a day: a keep that failed is retried then, long before the week ends.
+        *until = now + 2 * FENCE_KEEP_AHEAD;
+        true
+    }
+
+    /// The lease's turn for a renewal, unless another step is in flight.
+    pub(crate) fn try_step(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        Arc::clone(&self.steps).try_lock_owned().ok()
+    }
+
+    /// Before a request that may shorten the lease to `ttl` is sent at `sent`: lowers the
+    /// claim to what that request would leave (if lower), and makes `ttl` the length later
+    /// renewals restore. Both stay if the request is cancelled or fails: it may still run
+    /// in Redis, even after a later renewal.
+    pub(crate) fn shorten(&self, sent: Instant, ttl: Duration) {
+        let until = sent + claim(ttl);
+        self.ttl_ms.fetch_min(ttl_millis(ttl), Ordering::Relaxed);
+        let lowered = self.state.send_if_modified(|s| match s {
+            State::Held(before) if until < *before => {
+                *s = State::Held(until);
+                true
+            }
+            _ => false,
+        });
+        if lowered {
+            self.health.send_modify(|health| match health {
+                LeaseHealth::Renewed { valid_until }
+                | LeaseHealth::Retrying { valid_until, .. } => {
+                    *valid_until = (*valid_until).min(until);
+                }
+                LeaseHealth::Lost | LeaseHealth::Released => {}
+            });
+        }
     }
 
     pub(crate) fn state(&self) -> State {
@@ -240,19 +306,15 @@ impl Lease {
     }
 
     /// Records a successful renewal or extension sent at `sent` for `ttl`, unless the lease
-    /// already ended or a later request already set it. The validity may move back (an
-    /// extension to a shorter TTL), as the expiry in Redis did.
+    /// already ended. The validity may move back (an extension to a shorter TTL), as the
+    /// expiry in Redis did. The caller holds the lease's [`step`](Lease::step), so this
+    /// reply is of the request Redis ran last.
     pub(crate) fn renewed(&self, sent: Instant, ttl: Duration) {
-        let until = sent + ttl - drift(ttl);
+        let until = sent + claim(ttl);
         let changed = self.state.send_if_modified(|s| {
             if !matches!(s, State::Held(_)) {
                 return false;
             }
-            let mut set_at = self.set_at.lock().unwrap_or_else(PoisonError::into_inner);
-            if sent < *set_at {
-                return false;
-            }
-            *set_at = sent;
             *s = State::Held(until);
             true
         });

@@ -9,8 +9,14 @@
 //! each other therefore cost one round trip (and a few dozen script calls) per interval,
 //! not ten thousand.
 //!
-//! A renewal that meets a connection error is retried every `ttl/10` (5 ms to 1 s) until
-//! the lease's `valid_until`; only then is the lease declared lost. A renewal that finds
+//! A renewal that meets a connection error, or gets no answer within a quarter of the ttl
+//! (a silent network), is retried every `ttl/10` (5 ms to 1 s) until the lease's
+//! `valid_until`; only then is the lease declared lost (`valid_until` keeps a twentieth of
+//! the ttl, plus the drift allowance, before Redis can expire the lease: `ttl::claim`).
+//!
+//! A renewal and an extend of one lease never overlap (`Lease::step`): a lease whose
+//! extend is in flight is left out of a sweep and looked at again shortly, so every reply
+//! is applied in the order Redis ran the requests. A renewal that finds
 //! another token (or none) declares it lost at once. The task ends when no lease has been
 //! left for [`IDLE_LINGER`] and starts again with the next one: a client that takes and
 //! releases locks one after another keeps one task rather than spawning one per lease.
@@ -76,6 +82,8 @@ struct Due {
     id: u64,
     lease: Arc<Lease>,
     ttl: Duration,
+    /// The lease's step, held until the renewal's outcome was applied.
+    _step: tokio::sync::OwnedMutexGuard<()>,
 }
 
 impl Renewer {
@@ -239,19 +247,34 @@ impl Renewer {
         }
         let mut batch = Vec::new();
         if any_due {
-            for (&id, entry) in &book.entries {
+            for (&id, entry) in &mut book.entries {
                 let Some(lease) = entry.lease.upgrade() else {
                     continue;
                 };
-                let ttl = lease.ttl();
                 let early = if entry.retrying {
                     Duration::ZERO
                 } else {
-                    ttl / 6
+                    lease.ttl() / 6
                 };
-                if entry.due <= now + early {
-                    batch.push(Due { id, lease, ttl });
+                if entry.due > now + early {
+                    continue;
                 }
+                // An extend of this lease is in flight: it sets the next renewal when it
+                // is answered; look again shortly in case it is dropped instead.
+                let Some(step) = lease.try_step() else {
+                    if entry.due <= now {
+                        entry.due = now + retry_pause(lease.ttl());
+                    }
+                    continue;
+                };
+                // Read under the step: an extend may have changed it.
+                let ttl = lease.ttl();
+                batch.push(Due {
+                    id,
+                    lease,
+                    ttl,
+                    _step: step,
+                });
             }
         }
         Some(Sweep {
@@ -264,7 +287,15 @@ impl Renewer {
     /// Sends one round trip for `batch` and records the outcome of each lease.
     async fn renew(&self, batch: Vec<Due>, next: Instant) {
         let sent = Instant::now();
-        // Never wait for a reply past the moment the first of these leases runs out.
+        // Never wait for a reply past the moment the first of these leases runs out, nor
+        // longer than a quarter of the shortest ttl: a silent network (packets dropped, no
+        // reset) then shows as `Retrying` within a third of the ttl, and leaves time to
+        // retry (on a new connection) before the lease runs out.
+        let patience = batch
+            .iter()
+            .map(|d| d.ttl / 4)
+            .min()
+            .unwrap_or(Duration::ZERO);
         let deadline = batch
             .iter()
             .filter_map(|d| match d.lease.state() {
@@ -272,7 +303,8 @@ impl Renewer {
                 _ => None,
             })
             .min()
-            .unwrap_or(next);
+            .unwrap_or(next)
+            .min(sent + patience);
         // Each lease is credited as soon as its outcome is known (in a cluster, when its
         // primary answers), not when the whole batch is: a slow or silent primary costs
         // the others nothing.
@@ -290,6 +322,9 @@ impl Renewer {
             let mut book = self.book();
             if outcome == Some(true) {
                 due.lease.renewed(sent, due.ttl);
+                if due.lease.fence_keep_due(sent) {
+                    self.keep_fence(&due.lease);
+                }
                 if let Some(entry) = book.entries.get_mut(&due.id) {
                     entry.due = sent + due.ttl / 3;
                     entry.retrying = false;
@@ -312,7 +347,7 @@ impl Renewer {
             return;
         }
         let why = if outcome.is_err() {
-            "no answer before the lease's deadline"
+            "no answer in time"
         } else {
             "redis could not be reached or did not answer"
         };
@@ -325,6 +360,22 @@ impl Renewer {
             due.lease.renewal_failed(&why);
         }
         retry_later(&mut self.book(), &failed);
+    }
+
+    /// Keeps the fencing counter of `lease`, held for days, in the background.
+    fn keep_fence(&self, lease: &Arc<Lease>) {
+        let deployment = Arc::clone(&self.deployment);
+        let lease = Arc::clone(lease);
+        tokio::spawn(async move {
+            deployment
+                .keep_fence(
+                    &lease.keys,
+                    lease.kind(),
+                    lease.fence.get(),
+                    lease.token.secret(),
+                )
+                .await;
+        });
     }
 
     /// Renews `batch` in one round trip per node, telling `credit` each lease's outcome
@@ -357,12 +408,16 @@ impl Drop for Running {
     }
 }
 
+/// How long to wait before trying a lease's renewal again: a tenth of its ttl, 5 ms to 1 s.
+fn retry_pause(ttl: Duration) -> Duration {
+    (ttl / 10).clamp(Duration::from_millis(5), Duration::from_secs(1))
+}
+
 fn retry_later(book: &mut Book, batch: &[&Due]) {
     let now = Instant::now();
     for due in batch {
         if let Some(entry) = book.entries.get_mut(&due.id) {
-            let pause = (due.ttl / 10).clamp(Duration::from_millis(5), Duration::from_secs(1));
-            entry.due = now + pause;
+            entry.due = now + retry_pause(due.ttl);
             entry.retrying = true;
         }
     }

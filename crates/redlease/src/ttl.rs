@@ -15,6 +15,21 @@ pub fn drift(ttl: Duration) -> Duration {
     ttl / 100 + Duration::from_millis(2)
 }
 
+/// How much earlier than Redis can expire a lease its holder reports the lease lost, on
+/// top of [`drift`]: a twentieth of the ttl, so that work under [`Lock::run`](crate::Lock::run)
+/// is cancelled (and a holder told) with time to stop before another holder can start,
+/// even when renewals failed silently until the end.
+pub(crate) fn loss_margin(ttl: Duration) -> Duration {
+    ttl / 20
+}
+
+/// How long a lease of `ttl` is claimed from the send time of the request that set it:
+/// `ttl - drift(ttl) - loss_margin(ttl)`.
+pub(crate) fn claim(ttl: Duration) -> Duration {
+    ttl.saturating_sub(drift(ttl))
+        .saturating_sub(loss_margin(ttl))
+}
+
 /// Checks a lease length.
 pub(crate) fn validate_ttl(ttl: Duration) -> Result<()> {
     if ttl < MIN_TTL || ttl > MAX_TTL {
