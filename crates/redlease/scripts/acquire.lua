@@ -3,7 +3,10 @@
 --   KEYS[1] lock key: the owner token alone, with a PX expiry (a plain SET NX PX lock)
 --   KEYS[2] fencing counter: the last token granted (see fence.lua, prepended to this script
 --           with expiry.lua)
---   KEYS[3] holder details for operators (free text), same expiry as KEYS[1]
+--   KEYS[3] holder details: "<fence> <details for operators>" (free text after the
+--           holder's fencing token), same expiry as KEYS[1]: the holder's token lives as
+--           long as its lease, whatever becomes of the counter (which may expire or be
+--           deleted during a hold of weeks)
 --   KEYS[4] FIFO queue of waiting tokens (list)
 --   KEYS[5] waiter table: token -> cjson [ttl_ms, grant channel, holder details, since,
 --           skipped] (since: when the place was taken, ms since 1970 by the server's TIME,
@@ -50,7 +53,7 @@ if redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
     redis.call('LREM', KEYS[4], 1, token)
   end
   local fence = grant_fence(KEYS[2], ARGV[9] and tonumber(ARGV[9]))
-  redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[2])
+  redis.call('SET', KEYS[3], string.format('%d', fence) .. ' ' .. ARGV[3], 'PX', ARGV[2])
   if ARGV[7] and ARGV[7] ~= '' then
     redis.call(ARGV[8] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[7], KEYS[1])
   end
@@ -60,7 +63,7 @@ local current = redis.call('GET', KEYS[1])
 if current == token then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   redis.call('PEXPIRE', KEYS[3], ARGV[2])
-  return {2, tonumber(redis.call('GET', KEYS[2]) or '0'), 0}
+  return {2, holder_fence(KEYS[3], KEYS[2]), 0}
 end
 if ARGV[4] == '1' or ARGV[4] == 'j' then
   -- A waiter that comes back keeps its place (and its `since`): only a new place reads
@@ -91,4 +94,10 @@ if ARGV[4] == 'w' then
     raise_expiry(KEYS[4], ARGV[6])
   end
 end
-return {0, tonumber(redis.call('GET', KEYS[2]) or '0'), redis.call('PTTL', KEYS[1])}
+-- The counter, or the holder's token when the counter is gone (expired or deleted during a
+-- long hold): a grant is never older than the current holder's.
+local seen = tonumber(redis.call('GET', KEYS[2]) or '')
+if not seen then
+  seen = holder_fence(KEYS[3], nil)
+end
+return {0, seen, redis.call('PTTL', KEYS[1])}

@@ -27,6 +27,18 @@
 local FENCE_KEEP = '604800'
 local FENCE_LIMIT = 9007199254740992
 
+-- holder_fence(details, counter): the fencing token a lock's holder details key records
+-- ("<fence> <details>", set with every grant), else the counter's value (`counter` may be
+-- nil), else 0.
+local function holder_fence(details, counter)
+  local recorded = redis.call('GET', details)
+  local fence = recorded and tonumber(string.match(recorded, '^(%d+) '))
+  if fence then
+    return fence
+  end
+  return counter and tonumber(redis.call('GET', counter) or '0') or 0
+end
+
 local function grant_fence(counter, step, clock)
   local micros = clock
   if not micros then

@@ -30,9 +30,9 @@ for i = 1, n do
       clock = t[1] * 1000000 + t[2]
     end
     out[i + 1] = grant_fence(KEYS[3 * i - 1], nil, clock)
-    redis.call('SET', KEYS[3 * i], ARGV[3], 'PX', ARGV[2])
+    redis.call('SET', KEYS[3 * i], string.format('%d', out[i + 1]) .. ' ' .. ARGV[3], 'PX', ARGV[2])
   else
-    out[i + 1] = tonumber(redis.call('GET', KEYS[3 * i - 1]) or '0')
+    out[i + 1] = holder_fence(KEYS[3 * i], KEYS[3 * i - 1])
   end
 end
 return out

@@ -1,6 +1,9 @@
 -- raise_fence: on a quorum node that granted the lock to this attempt, make the fencing
 -- counter at least the token just handed out, so that the next majority (which shares at
--- least one node with this one) counts past it.
+-- least one node with this one) counts past it. Also what keeps the counter of a lease
+-- held for days (renew.rs sends it once a day per lease): the counter's expiry is set
+-- to FENCE_KEEP again whenever it is raised or already high enough, and a counter that
+-- was deleted comes back at the holder's token.
 --   KEYS[1] fencing counter   KEYS[2] lock key (a read-write lock: its ZSET of holds)
 --   KEYS[3] (optional; an election's lock) its term record
 --   ARGV[1] the fencing token chosen for the new holder   ARGV[2] owner token
@@ -29,9 +32,11 @@ if not held then
   return 0
 end
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+-- Kept as long as a grant keeps it (FENCE_KEEP in fence.lua: 7 days).
 if current < tonumber(ARGV[1]) then
-  -- Kept as long as a grant keeps it (FENCE_KEEP in fence.lua: 7 days).
   redis.call('SET', KEYS[1], ARGV[1], 'EX', 604800)
+else
+  redis.call('EXPIRE', KEYS[1], 604800)
 end
 if KEYS[3] then
   redis.call('SET', KEYS[3], ARGV[1] .. ' ' .. ARGV[2])

@@ -59,7 +59,7 @@ if redis.call('GET', KEYS[1]) == token then
       if redis.call(publish, w[2], message) > 0 then
         redis.call('HDEL', KEYS[5], head)
         redis.call('SET', KEYS[1], head, 'PX', w[1])
-        redis.call('SET', KEYS[3], w[3], 'PX', w[1])
+        redis.call('SET', KEYS[3], string.format('%d', fence) .. ' ' .. w[3], 'PX', w[1])
         grant = message
         break
       end

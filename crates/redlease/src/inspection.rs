@@ -186,18 +186,36 @@ pub(crate) type LeaseReply = (
     Vec<String>,
 );
 
+/// A lock's holder details key as `acquire.lua` writes it, `"<fence> <details>"`: the
+/// holder's fencing token and the details for operators (all of it as details when it
+/// does not start with a token).
+pub(crate) fn split_details(recorded: Option<String>) -> (Option<u64>, Option<String>) {
+    let Some(recorded) = recorded else {
+        return (None, None);
+    };
+    match recorded.split_once(' ') {
+        Some((fence, rest)) if !fence.is_empty() && fence.bytes().all(|b| b.is_ascii_digit()) => {
+            (fence.parse().ok(), Some(rest.to_owned()))
+        }
+        _ => (None, Some(recorded)),
+    }
+}
+
 /// A lock's reading, and whether its key kept its token during the read (else it changed
 /// hands in between, and the read is worth repeating).
 pub(crate) fn lock(reply: LockReply) -> (Reading, bool) {
     let (token, pttl, fence, details, queue, table, time, token_after) = reply;
     let settled = token == token_after;
     let now = ms_of(time);
-    let fencing_counter = fence.and_then(|f| f.parse().ok());
+    let (held_fence, details) = split_details(details);
+    // The counter may have expired or been deleted during a long hold: the holder's own
+    // token (recorded with its details) is then the latest grant.
+    let fencing_counter = fence.and_then(|f| f.parse().ok()).or(held_fence);
     let holders = token
         .map(|token| {
             let holding = Holding {
                 token_prefix: prefix(&token),
-                fencing_token: fencing_counter.map(FencingToken::new),
+                fencing_token: held_fence.or(fencing_counter).map(FencingToken::new),
                 time_left: u64::try_from(pttl).ok().map(Duration::from_millis),
                 details: details.filter(|d| !d.is_empty()),
             };

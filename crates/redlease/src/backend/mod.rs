@@ -205,6 +205,29 @@ impl Deployment {
             .map_err(|e| self.error("downgrading a write lock", &keys.key, e))
     }
 
+    /// Keeps the fencing counter of a lease held for days (`raise_fence.lua`): its expiry
+    /// set to a week again, and raised to `fence` if it fell below it (deleted). On every
+    /// node of a quorum, best effort: a node that does not answer is left as it is.
+    pub(crate) async fn keep_fence(&self, keys: &LockKeys, kind: Kind, fence: u64, token: &str) {
+        // A leader's term record is not touched: the plain lock's call keeps the counter.
+        let kind = if kind == Kind::Leader {
+            Kind::Mutex
+        } else {
+            kind
+        };
+        let call = scripts::raise_fence(keys, kind, fence, token);
+        let nodes: Vec<&node::Node> = if self.topology == Topology::Quorum {
+            self.nodes.iter().collect()
+        } else {
+            vec![self.primary()]
+        };
+        for node in nodes {
+            if let Err(e) = node.invoke::<u64>(&call).await {
+                tracing::debug!(error = %e, "keeping a fencing counter failed; the next day tries again");
+            }
+        }
+    }
+
     /// Renews `batch`, telling `credit` each lease's outcome as soon as it is known (the
     /// lease's index in `batch`): `Some(true)` renewed, `Some(false)` lost (another token
     /// or none), `None` unknown (no answer; retry). In a cluster each primary's group of
