@@ -32,6 +32,7 @@
 mod check;
 mod config;
 pub mod handoff;
+pub mod life;
 mod model;
 mod properties;
 pub mod scenarios;
