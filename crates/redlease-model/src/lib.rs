@@ -31,6 +31,7 @@
 
 mod check;
 mod config;
+pub mod failover;
 pub mod handoff;
 pub mod life;
 mod model;

@@ -127,7 +127,7 @@ pub fn fixed_everything() -> Scenario {
             Rule::OneStepLowerFirst,
             |c| {
                 c.extends = 2;
-                c.cancels = 1;
+                c.cancels = 2;
                 c.reloads = 1;
                 c.retries = 1;
                 c.skew = true;
