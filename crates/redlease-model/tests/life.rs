@@ -66,6 +66,12 @@ fn the_fix_keeps_every_claim_within_its_key() {
 }
 
 #[test]
+fn the_fix_assumes_a_cancelled_request_never_runs_after_a_later_one() {
+    let text = counterexample(&verify(&scenarios::fixed_late_orphan()));
+    assert!(text.contains("held back on a dead connection"), "{text}");
+}
+
+#[test]
 fn the_drift_allowance_is_needed_when_redis_clock_runs_fast() {
     let text = counterexample(&verify(&scenarios::fixed_without_drift()));
     assert!(text.contains("Redis' clock gains a tick"), "{text}");
@@ -83,5 +89,5 @@ fn mutation_with_overlapping_steps_is_caught() {
 
 #[test]
 fn every_lease_life_scenario_has_a_test() {
-    assert_eq!(scenarios::all().len(), 7);
+    assert_eq!(scenarios::all().len(), 8);
 }

@@ -68,6 +68,10 @@ pub struct LifeConfig {
     /// How many times a request may run with its reply lost to a dropped connection: the
     /// client reconnects and re-sends it (`across_reconnects`), so it runs twice.
     pub retries: u8,
+    /// How many times a request the client stopped waiting for may reach Redis after
+    /// requests sent after it (stuck in a dead connection, delivered when a partition
+    /// heals, while the client went on over a new one).
+    pub late_orphans: u8,
     /// Whether the client reads a reply before time passes (`false`: a reply may come at
     /// any later moment; a failure after the request ran is then only a cancellation).
     pub prompt_replies: bool,
@@ -94,6 +98,7 @@ impl LifeConfig {
             cancelled_step: None,
             reloads: 0,
             retries: 0,
+            late_orphans: 0,
             prompt_replies: false,
             skew: false,
             rule,

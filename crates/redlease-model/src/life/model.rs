@@ -29,6 +29,9 @@ pub enum Action {
     /// Redis runs the request at the head, the connection drops before its reply: the
     /// waiting client reconnects and re-sends it.
     Retry,
+    /// The request at `index`, which nobody waits for, is held back on a dead connection:
+    /// it now reaches Redis after everything sent so far.
+    Late(usize),
     /// The holder reads the `index`-th of the replies on their way.
     Read(usize),
     /// The client stops waiting for its `step` (a cancelled extend, a response timeout):
@@ -132,6 +135,11 @@ impl LifeModel {
                 request.resent = true;
                 s.queue.push(request);
             }
+            Action::Late(index) => {
+                s.budget.late_orphans -= 1;
+                let request = s.queue.remove(index);
+                s.queue.push(request);
+            }
             Action::Read(index) => {
                 if index >= s.replies.len() {
                     return None;
@@ -213,6 +221,7 @@ impl LifeModel {
                 cancels: 0,
                 reloads: 0,
                 retries: 0,
+                late_orphans: 0,
             };
             s.since_skew = 0;
             if s.key != Key::Theirs {
@@ -290,6 +299,7 @@ impl Model for LifeModel {
                 cancels: cfg.cancels,
                 reloads: cfg.reloads,
                 retries: cfg.retries,
+                late_orphans: cfg.late_orphans,
             },
             seen: 0,
         }]
@@ -316,6 +326,14 @@ impl Model for LifeModel {
             if s.budget.retries > 0 && head.waited {
                 actions.push(Action::Retry);
             }
+        }
+        if s.budget.late_orphans > 0 {
+            let last = s.queue.len().saturating_sub(1);
+            actions.extend(
+                (s.queue.iter().enumerate())
+                    .filter(|(i, r)| !r.waited && *i < last)
+                    .map(|(i, _)| Action::Late(i)),
+            );
         }
         actions.extend((0..s.replies.len()).map(Action::Read));
         if s.holder.claim == 0 {

@@ -138,6 +138,26 @@ pub fn fixed_everything() -> Scenario {
     .examples(&[SHORTENED, RESENT_RAN, ORPHAN_RAN, RAISED, TAKEN])
 }
 
+/// The fix, a cancelled request reaching Redis after a later step (held back on a dead
+/// connection while the client went on over a new one): a shortening extend cancelled,
+/// then a lengthening one whose reply raises the claim, then the first one runs. The fix
+/// assumes that a request the client stopped waiting for runs before anything it sends
+/// later, or never.
+pub fn fixed_late_orphan() -> Scenario {
+    Scenario::new(
+        with(
+            "lease life fix: a cancelled request arrives after a later step",
+            Rule::OneStepLowerFirst,
+            |c| {
+                c.extends = 2;
+                c.cancels = 1;
+                c.late_orphans = 1;
+            },
+        ),
+        Expect::Violated,
+    )
+}
+
 /// The fix without the drift allowance, Redis' clock running fast: the claim outlives the
 /// key by the tick Redis' clock gained (the allowance is needed).
 pub fn fixed_without_drift() -> Scenario {
@@ -190,6 +210,7 @@ pub fn all() -> Vec<Scenario> {
         before_reload_reorder(),
         before_lengthening_overlap(),
         fixed_everything(),
+        fixed_late_orphan(),
         fixed_without_drift(),
         mutation_one_step(),
         mutation_lower_first(),

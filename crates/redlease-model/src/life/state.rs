@@ -84,6 +84,8 @@ pub struct Budget {
     pub reloads: u8,
     /// Replies lost to a reconnect, the request re-sent.
     pub retries: u8,
+    /// Requests nobody waits for that may arrive late.
+    pub late_orphans: u8,
 }
 
 /// An extend ran that set the key shorter than it had left (seen in [`State::seen`]).

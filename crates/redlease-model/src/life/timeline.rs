@@ -176,6 +176,15 @@ fn describe(config: &LifeConfig, t: u32, action: Action, before: &State, after: 
                 claim(after)
             )
         }
+        Action::Late(index) => {
+            let r = before.queue[index];
+            format!(
+                "the {} sent at t={} (nobody waits for it) is held back on a dead connection: \
+                 it will reach Redis after everything sent since",
+                step_text(r.step),
+                t - u32::from(r.age)
+            )
+        }
         Action::Take => format!(
             "another client takes the free key (SET NX PX {})",
             config.ttl
