@@ -10,6 +10,7 @@
 //! cargo run --release -p redlease-model --example explore -- --only hand-off  # the hand-off model
 //! cargo run --release -p redlease-model --example explore -- --only "lease life"  # the lease-life model
 //! cargo run --release -p redlease-model --example explore -- --only failover  # grants across a failover
+//! cargo run --release -p redlease-model --example explore -- --only serve  # the semaphore's serve
 //! ```
 //! The full run takes about two minutes on one core; `--quick` (the tests' bounds, no slow
 //! scenario) a quarter of that.
@@ -21,6 +22,7 @@ use redlease_model::failover::{self, scenarios as failovers};
 use redlease_model::handoff::{self, scenarios as handoffs};
 use redlease_model::life::{self, scenarios as lives};
 use redlease_model::scenarios::{self, Scenario};
+use redlease_model::serve::{self, scenarios as serves};
 use redlease_model::{FENCED_SAFETY, MUTUAL_EXCLUSION, Named, Report, STATE_LIMIT, check_until};
 
 fn counterexample(title: &str, scenario: &Scenario, property: &'static str) {
@@ -202,6 +204,24 @@ fn grants_across_failover(only: Option<&String>) -> usize {
     unexpected
 }
 
+/// The serve model: its counterexample as a timeline, then every scenario; how many did
+/// not show what they expect.
+fn semaphore_serve(only: Option<&String>) -> usize {
+    let mut all = serves::all();
+    if let Some(only) = only {
+        all.retain(|s| s.config.name.contains(only.as_str()));
+    }
+    let mut unexpected = 0;
+    for scenario in all {
+        let report = scenario.run();
+        if scenario.freed == scenarios::Expect::Violated {
+            print_counterexample(scenario.config.name, &report, serve::GONE_GRANT_FREED);
+        }
+        unexpected += usize::from(!shown(&report, scenario.verify(&report)));
+    }
+    unexpected
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
@@ -228,6 +248,7 @@ fn main() -> ExitCode {
     let mut unexpected = hand_off(quick, only);
     unexpected += lease_life(only);
     unexpected += grants_across_failover(only);
+    unexpected += semaphore_serve(only);
     if all.is_empty() {
         return if unexpected > 0 {
             ExitCode::FAILURE

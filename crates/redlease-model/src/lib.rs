@@ -19,6 +19,9 @@
 //! - [`life`] models one lease's life after the grant: renewals and extends (shorter or
 //!   longer) under NOSCRIPT reloads, retries, cancellation, replies out of order and a
 //!   fast Redis clock, with the property that the holder's claim never outlives its key.
+//! - [`serve`] models a semaphore's `serve` hand-off with waiters that crash or give up
+//!   unheard, for a bounded liveness property (a grant to a gone waiter is free again
+//!   within its bound).
 //! - [`failover`] models pushed grants across a failover behind one endpoint (a waiter's
 //!   link left on the demoted primary, replication delivering a grant the release skipped).
 //!
@@ -42,6 +45,7 @@ pub mod life;
 mod model;
 mod properties;
 pub mod scenarios;
+pub mod serve;
 mod slots;
 mod state;
 mod steps;
