@@ -8,6 +8,9 @@
 //! cargo run --release -p redlease-model --example explore -- --only hybrid  # names containing "hybrid"
 //! cargo run --release -p redlease-model --example explore -- --only "counter then clock"  # fence.lua's rule for one node
 //! cargo run --release -p redlease-model --example explore -- --only hand-off  # the hand-off model
+//! cargo run --release -p redlease-model --example explore -- --only "lease life"  # the lease-life model
+//! cargo run --release -p redlease-model --example explore -- --only failover  # grants across a failover
+//! cargo run --release -p redlease-model --example explore -- --only serve  # the semaphore's serve
 //! ```
 //! The full run takes about two minutes on one core; `--quick` (the tests' bounds, no slow
 //! scenario) a quarter of that.
@@ -15,8 +18,11 @@
 
 use std::process::ExitCode;
 
+use redlease_model::failover::{self, scenarios as failovers};
 use redlease_model::handoff::{self, scenarios as handoffs};
+use redlease_model::life::{self, scenarios as lives};
 use redlease_model::scenarios::{self, Scenario};
+use redlease_model::serve::{self, scenarios as serves};
 use redlease_model::{FENCED_SAFETY, MUTUAL_EXCLUSION, Named, Report, STATE_LIMIT, check_until};
 
 fn counterexample(title: &str, scenario: &Scenario, property: &'static str) {
@@ -153,6 +159,69 @@ fn hand_off(quick: bool, only: Option<&String>) -> usize {
     unexpected
 }
 
+/// The lease-life model: the counterexamples of the rule before the fix (and of the
+/// fix's assumptions) as timelines, then every scenario; how many did not show what they
+/// expect. Its bounds are small enough to run in full even with `--quick`.
+fn lease_life(only: Option<&String>) -> usize {
+    let mut all = lives::all();
+    if let Some(only) = only {
+        all.retain(|s| s.config.name.contains(only.as_str()));
+    }
+    for scenario in all
+        .iter()
+        .filter(|s| s.belief == scenarios::Expect::Violated)
+    {
+        let report = scenario.run(STATE_LIMIT);
+        print_counterexample(scenario.config.name, &report, life::BELIEF_WITHIN_TRUTH);
+    }
+    let mut unexpected = 0;
+    println!("== Every lease-life scenario\n");
+    for scenario in all {
+        let report = scenario.run(STATE_LIMIT);
+        unexpected += usize::from(!shown(&report, scenario.verify(&report)));
+    }
+    unexpected
+}
+
+/// The failover model: its counterexamples as timelines, then every scenario; how many
+/// did not show what they expect.
+fn grants_across_failover(only: Option<&String>) -> usize {
+    let mut all = failovers::all();
+    if let Some(only) = only {
+        all.retain(|s| s.config.name.contains(only.as_str()));
+    }
+    let mut unexpected = 0;
+    for scenario in all {
+        let report = scenario.run();
+        if scenario.expect == scenarios::Expect::Violated {
+            for property in [failover::MUTUAL_EXCLUSION, failover::WITHIN_TRUTH] {
+                let title = format!("{}: {property}", scenario.config.name);
+                print_counterexample(&title, &report, property);
+            }
+        }
+        unexpected += usize::from(!shown(&report, scenario.verify(&report)));
+    }
+    unexpected
+}
+
+/// The serve model: its counterexample as a timeline, then every scenario; how many did
+/// not show what they expect.
+fn semaphore_serve(only: Option<&String>) -> usize {
+    let mut all = serves::all();
+    if let Some(only) = only {
+        all.retain(|s| s.config.name.contains(only.as_str()));
+    }
+    let mut unexpected = 0;
+    for scenario in all {
+        let report = scenario.run();
+        if scenario.freed == scenarios::Expect::Violated {
+            print_counterexample(scenario.config.name, &report, serve::GONE_GRANT_FREED);
+        }
+        unexpected += usize::from(!shown(&report, scenario.verify(&report)));
+    }
+    unexpected
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
@@ -177,6 +246,9 @@ fn main() -> ExitCode {
         all.retain(|s| s.config.name.contains(only.as_str()));
     }
     let mut unexpected = hand_off(quick, only);
+    unexpected += lease_life(only);
+    unexpected += grants_across_failover(only);
+    unexpected += semaphore_serve(only);
     if all.is_empty() {
         return if unexpected > 0 {
             ExitCode::FAILURE

@@ -16,6 +16,14 @@
 //! - [`handoff`] is a second model, of the single-Redis FIFO hand-off (queued waiters
 //!   handed the lock by a release and told over pub/sub), with its own properties,
 //!   scenarios and timelines.
+//! - [`life`] models one lease's life after the grant: renewals and extends (shorter or
+//!   longer) under NOSCRIPT reloads, retries, cancellation, replies out of order and a
+//!   fast Redis clock, with the property that the holder's claim never outlives its key.
+//! - [`serve`] models a semaphore's `serve` hand-off with waiters that crash or give up
+//!   unheard, for a bounded liveness property (a grant to a gone waiter is free again
+//!   within its bound).
+//! - [`failover`] models pushed grants across a failover behind one endpoint (a waiter's
+//!   link left on the demoted primary, replication delivering a grant the release skipped).
 //!
 //! The crate's `README.md` tells what is modelled, the bounds, the results and the limits.
 //!
@@ -31,10 +39,13 @@
 
 mod check;
 mod config;
+pub mod failover;
 pub mod handoff;
+pub mod life;
 mod model;
 mod properties;
 pub mod scenarios;
+pub mod serve;
 mod slots;
 mod state;
 mod steps;

@@ -1,0 +1,171 @@
+//! A discovery path of the failover model told as a numbered timeline.
+
+use super::config::{FailoverConfig, Rule};
+use super::model::{Action, FailoverModel, MUTUAL_EXCLUSION, believers, beyond_truth};
+use super::state::{Phase, Reply, State};
+use crate::timeline::client_name;
+
+/// The numbered timeline of `steps` (a path the checker found in a model of `config`).
+pub fn timeline(config: &FailoverConfig, steps: &[(State, Option<Action>)]) -> Vec<String> {
+    let model = FailoverModel::new(config.clone());
+    let mut lines = vec![format!(
+        "{:>3}. start: A holds the lock on server 1 (the primary); B waits, its link on \
+         server 1; server 2 replicates server 1 ({})",
+        1,
+        rule_text(config.rule)
+    )];
+    let Some((first, _)) = steps.first() else {
+        return lines;
+    };
+    let mut s = first.clone();
+    for action in steps.iter().filter_map(|(_, a)| *a) {
+        let next = model.apply(&s, action);
+        lines.push(format!(
+            "{:>3}. {}",
+            lines.len() + 1,
+            describe(action, &s, &next)
+        ));
+        s = next;
+    }
+    lines
+}
+
+/// What the last state of `steps` shows for `property`.
+pub fn verdict_of(
+    config: &FailoverConfig,
+    property: &str,
+    steps: &[(State, Option<Action>)],
+) -> String {
+    let model = FailoverModel::new(config.clone());
+    let Some((first, _)) = steps.first() else {
+        return String::new();
+    };
+    let last =
+        (steps.iter().filter_map(|(_, a)| *a)).fold(first.clone(), |s, a| model.apply(&s, a));
+    let key = match last.key {
+        Some(k) => format!("the key holds {}'s token", client_name(k)),
+        None => String::from("the key is free"),
+    };
+    let who = believers(&last);
+    if property == MUTUAL_EXCLUSION && who.len() > 1 {
+        let names: Vec<String> = who.iter().map(|&i| client_name(i)).collect();
+        return format!(
+            "{} both believe they hold the lock; {key}",
+            names.join(" and ")
+        );
+    }
+    match beyond_truth(&last) {
+        Some(i) => format!("{} believes it holds the lock, but {key}", client_name(i)),
+        None => key,
+    }
+}
+
+fn server(node: u8) -> String {
+    format!("server {}", node + 1)
+}
+
+fn rule_text(rule: Rule) -> &'static str {
+    match rule {
+        Rule::TrustAnyLink => "before the fix: a pushed grant trusted from any link",
+        Rule::TrustLinkCheckedOnce => "mutation: a link's role checked only when it is made",
+        Rule::TrustLinkOnPrimary => {
+            "the fix: a pushed grant trusted only from a link on the primary, else confirmed"
+        }
+    }
+}
+
+fn describe(action: Action, before: &State, after: &State) -> String {
+    let name = |i: usize| client_name(i);
+    match action {
+        Action::Failover => format!(
+            "failover: {} is promoted, the endpoint leads new connections to it; {} is its \
+             replica now, the links on it stay open",
+            server(1),
+            server(0)
+        ),
+        Action::Begin(i) => format!(
+            "{} calls acquire: its link and its attempt go through the endpoint to {}",
+            name(i),
+            server(before.primary)
+        ),
+        Action::Run(i) => {
+            let result = match after.clients[i].phase {
+                Phase::Attempting(Some(Reply::Ours)) => String::from("the lock is ours"),
+                _ => format!("busy; the queue is {}", queue_text(after)),
+            };
+            format!(
+                "{} runs {}'s attempt: {result}",
+                server(before.primary),
+                name(i)
+            )
+        }
+        Action::Read(i) => match after.clients[i].phase {
+            Phase::Holding => format!("{} reads ours: acquire returns, it holds", name(i)),
+            _ => format!("{} reads busy: waits for a grant", name(i)),
+        },
+        Action::Recheck(i) => format!("{}'s re-check timer fires: it sends an attempt", name(i)),
+        Action::Take(i) => {
+            let link = before.clients[i].link.map_or(String::from("?"), server);
+            if after.clients[i].phase == Phase::Holding {
+                format!(
+                    "{} reads the grant pushed over its link on {link}: trusted, acquire \
+                     returns, it holds",
+                    name(i)
+                )
+            } else {
+                format!(
+                    "{} reads the grant pushed over its link on {link}: not the primary, it \
+                     confirms with an attempt",
+                    name(i)
+                )
+            }
+        }
+        Action::Release(i) => {
+            let skipped: Vec<String> = (before.queue.iter())
+                .filter(|&&q| !after.queue.contains(&q) && after.key != Some(q))
+                .map(|&q| client_name(q))
+                .collect();
+            let skips = if skipped.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ": PUBLISH to {} counts 0 receivers, skipped",
+                    skipped.join(", ")
+                )
+            };
+            let handed = match after.key {
+                Some(k) => format!(
+                    "the lock is handed to {} (a grant published)",
+                    client_name(k)
+                ),
+                None => String::from("the key is deleted"),
+            };
+            format!(
+                "{} releases on {}{skips}; {handed}; each PUBLISH is replicated to {}",
+                name(i),
+                server(before.primary),
+                server(1 - before.primary)
+            )
+        }
+        Action::Replicate => {
+            let to = before.relayed[0];
+            let delivered =
+                after.clients[usize::from(to)].grants > before.clients[usize::from(to)].grants;
+            format!(
+                "replication delivers the PUBLISH of {}'s grant on {}: {}",
+                client_name(to),
+                server(1 - before.primary),
+                if delivered {
+                    "its link there receives it"
+                } else {
+                    "no receiver there"
+                }
+            )
+        }
+    }
+}
+
+fn queue_text(s: &State) -> String {
+    let names: Vec<String> = s.queue.iter().map(|&q| client_name(q)).collect();
+    format!("[{}]", names.join(", "))
+}
