@@ -506,8 +506,14 @@ impl Request<'_> {
             fence_step: 1,
             notices: self.engine.deployment().announces(),
         };
+        let sent = Instant::now();
         Ok(match self.engine.deployment().acquire(keys, &args).await? {
-            Reply::Fresh(fence) => Attempt::Fresh(FencingToken::new(fence)),
+            Reply::Fresh(fence) => {
+                if let Some(clock) = &self.engine.clock {
+                    clock.observe(fence, sent, Instant::now());
+                }
+                Attempt::Fresh(FencingToken::new(fence))
+            }
             Reply::Ours(fence) => Attempt::Ours(FencingToken::new(fence)),
             Reply::Busy { pttl, seen } => Attempt::Busy { pttl, seen },
         })

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend;
+use crate::clock::ClockWatch;
 use crate::conn::{Endpoints, Provided, Settings};
 use crate::election::Election;
 use crate::engine::{Defaults, Engine, one_line};
@@ -619,6 +620,17 @@ impl Client {
     /// renewal scheduler, however many leases it renewed.
     pub fn renewal_round_trips(&self) -> u64 {
         self.engine.renewer.round_trips()
+    }
+
+    /// How fast the Redis server's clock runs against this process' monotonic clock, as
+    /// estimated from fresh grants (each grant's fencing token is the server's time): a
+    /// lower bound, `None` until two grants were a second apart, and always `None` on a
+    /// Cluster or quorum (many clocks). Claims assume it stays below 1.01 (the drift
+    /// allowance, a hundredth of the ttl); above that the client logs a warning, since a
+    /// guard may then claim a lease Redis already expired: check the server's time
+    /// synchronisation.
+    pub fn server_clock_rate(&self) -> Option<f64> {
+        self.engine.clock.as_ref().and_then(ClockWatch::rate)
     }
 
     /// How many times this client started its renewal scheduler task so far (diagnostics):

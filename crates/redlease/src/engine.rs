@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backend::Deployment;
+use crate::clock::ClockWatch;
 use crate::error::Result;
 use crate::keys::LockKeys;
 use crate::lease::{Lease, State, lost};
@@ -50,6 +51,8 @@ pub(crate) struct Engine {
     pub(crate) defaults: Defaults,
     /// Every lease handed out and not yet dropped, for `shutdown`.
     leases: Registry,
+    /// The server clock's rate, estimated from fresh grants (one server's clock only).
+    pub(crate) clock: Option<ClockWatch>,
 }
 
 impl Engine {
@@ -64,6 +67,7 @@ impl Engine {
         Self {
             defaults,
             renewer: Renewer::new(Arc::clone(&deployment)),
+            clock: deployment.one_clock().then(ClockWatch::default),
             deployment,
             notifier,
             wakeups,

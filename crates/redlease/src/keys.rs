@@ -201,8 +201,9 @@ impl LockKeys {
         &self.term
     }
 
-    /// Holder details for operators (host, pid): a lock's string with the lock's expiry; a
-    /// semaphore's or read-write lock's hash owner token -> `["<fence>", details]`.
+    /// Holder details for operators (host, pid): a lock's string `"<fence> <details>"`
+    /// (the holder's fencing token first) with the lock's expiry; a semaphore's or
+    /// read-write lock's hash owner token -> `["<fence>", details]`.
     #[doc(hidden)]
     pub fn holder(&self) -> &str {
         &self.holder

@@ -230,6 +230,7 @@
 
 // Layers, each importing only from those listed before it (see `tests/layers.rs`):
 // leaves; where commands go; notifications; a lease and its renewal; the engine; the API.
+mod clock;
 mod error;
 mod inspection;
 // The key layout beyond the lock key is not public API (see `LockKeys`); the module stays

@@ -36,6 +36,7 @@ const LAYERS: &[&[&str]] = &[
         "token",
         "keys",
         "ttl",
+        "clock",
         "lua",
         "scripts",
         "server",

@@ -204,7 +204,10 @@ async fn holder_details_carry_the_clients_note_and_are_gone_after_release() {
     let mut conn = raw(&server).await;
     let guard = c.lock("noted").acquire().await.unwrap();
     let keys = c.lock("noted").keys().unwrap();
-    let details = get(&mut conn, keys.holder()).await.unwrap();
+    let recorded = get(&mut conn, keys.holder()).await.unwrap();
+    // "<fencing token> <details>": the holder's token lives as long as its lease.
+    let (fence, details) = recorded.split_once(' ').unwrap();
+    assert_eq!(fence, guard.fencing_token().get().to_string());
     assert!(details.starts_with("host="), "{details}");
     assert!(
         details.ends_with(&format!("pid={} cmd=report.sh", std::process::id())),

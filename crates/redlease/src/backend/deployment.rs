@@ -224,6 +224,14 @@ impl Deployment {
         )
     }
 
+    /// Whether every lock lives on one server at a time, whose clock fresh grants read
+    /// (a single Redis, or Sentinel's primary): the client then estimates that clock's
+    /// rate (`crate::clock`). A Cluster's keys live on servers with clocks of their own, a
+    /// quorum's grants read a coarsened clock.
+    pub(crate) fn one_clock(&self) -> bool {
+        matches!(self.topology, Topology::Single | Topology::Sentinel)
+    }
+
     /// Whether the nodes are a quorum of independent ones (each answers on its own).
     pub(crate) fn is_quorum(&self) -> bool {
         self.topology == Topology::Quorum
