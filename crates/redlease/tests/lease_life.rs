@@ -251,3 +251,89 @@ async fn a_silent_link_warns_early_and_reports_the_loss_with_a_margin() {
         "the loss came when Redis kept the key {left} ms more, less than a twentieth of the ttl ({margin} ms)"
     );
 }
+
+/// Over a quorum of three (each node behind a proxy that delays replies), an extend to 1 s
+/// dropped in flight: the claim is lowered as on one node. Before: 30 s claimed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_shortening_extend_lowers_a_quorum_claim() {
+    let nodes = redlease_local::Nodes::start(3).unwrap();
+    let proxies: Vec<Proxy> = nodes
+        .servers()
+        .iter()
+        .map(|s| Proxy::start(s.port()).unwrap())
+        .collect();
+    let client = bounded(
+        "connect",
+        Client::quorum(proxies.iter().map(Proxy::url).collect::<Vec<_>>()),
+    )
+    .await
+    .unwrap();
+    let mut guard = bounded(
+        "acquire",
+        client.lock("quorum").ttl(Duration::from_secs(30)).acquire(),
+    )
+    .await
+    .unwrap();
+    for proxy in &proxies {
+        proxy.delay_replies(Duration::from_millis(400));
+    }
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(50),
+        guard.extend(Duration::from_secs(1)),
+    )
+    .await;
+    assert!(dropped.is_err(), "the extend's replies came back early");
+    assert!(
+        guard.remaining() <= Duration::from_secs(1),
+        "claims {:?} after a dropped extend to 1 s",
+        guard.remaining()
+    );
+    for proxy in &proxies {
+        proxy.delay_replies(Duration::ZERO);
+    }
+    for server in nodes.servers() {
+        claim_within_truth(server, &guard, &key("quorum")).await;
+    }
+}
+
+/// The blocking API, from `spawn_blocking`: an extend to 1 s that times out keeps the
+/// lower claim. Before: 30 s claimed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_shortening_extend_that_times_out_keeps_the_lower_claim() {
+    let server = server();
+    let proxy = std::sync::Arc::new(Proxy::start(server.port()).unwrap());
+    let url = proxy.url();
+    let (claimed, guard) = tokio::task::spawn_blocking({
+        let proxy = std::sync::Arc::clone(&proxy);
+        let proxy_delay = move |delay| proxy.delay_replies(delay);
+        move || {
+            let client = redlease::blocking::Client::builder(&url)
+                .response_timeout(Duration::from_millis(200))
+                .connect()
+                .unwrap();
+            let mut guard = client
+                .lock("blocking")
+                .ttl(Duration::from_secs(30))
+                .acquire()
+                .unwrap();
+            proxy_delay(Duration::from_millis(600));
+            assert!(guard.extend(Duration::from_secs(1)).is_err());
+            let claimed = guard.remaining();
+            proxy_delay(Duration::ZERO);
+            (claimed, (client, guard))
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        claimed <= Duration::from_secs(1),
+        "claims {claimed:?} after a failed extend to 1 s"
+    );
+    tokio::task::spawn_blocking(move || {
+        let (client, guard) = guard;
+        drop(guard);
+        drop(client);
+    })
+    .await
+    .unwrap();
+}
