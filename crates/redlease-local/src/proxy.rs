@@ -5,7 +5,9 @@
 //! swallow the next reply from the server and cut the client's connection, which is exactly
 //! "the command ran, but the client never heard back"; hold every reply back for a
 //! while, like a slower network or an overloaded node; or [cut](Proxy::cut) the link in
-//! both directions until it is [healed](Proxy::heal), like a network partition.
+//! both directions until it is [healed](Proxy::heal), like a network partition; or
+//! [silence](Proxy::silence) it, dropping every byte without closing anything, like a
+//! partition that outlasts the kernel's patience with the connections it cut.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -42,6 +44,8 @@ struct Shared {
     lost: AtomicU64,
     /// Microseconds each chunk from the server is held back.
     delay_us: AtomicU64,
+    /// Silenced: every byte read is dropped, and the connection it came on stays mute.
+    silent: AtomicBool,
     stopped: AtomicBool,
     /// The partition: whether chunks may pass, and who is passing or waiting.
     gate: Mutex<Gate>,
@@ -169,11 +173,37 @@ impl Proxy {
         }
     }
 
-    /// Ends a partition begun by [`cut`](Self::cut): the held bytes are delivered in order
-    /// and forwarding goes on. Healing a link that is not cut does nothing.
+    /// A silent partition: from the moment this returns until [`heal`](Self::heal), every
+    /// byte either side sends, on every connection, is read and dropped, and nothing is
+    /// closed (no FIN, no reset). The client's kernel sees its bytes acknowledged (by the
+    /// proxy's), so TCP keepalive and `TCP_USER_TIMEOUT` see nothing wrong: only a client
+    /// that gives up on a silent connection by itself gets out.
+    ///
+    /// Connections open during the silence (those open before it and those accepted
+    /// meanwhile) stay mute after the heal: their streams lost bytes, so they carry
+    /// nothing ever again, and stay open until the client closes them. This models a
+    /// kernel partition after which a connection that lived through it recovers only
+    /// at its next retransmission, which TCP's back-off puts up to two minutes away:
+    /// a client is usable again soon after the heal only if it opens a new connection.
+    /// Connections accepted after the heal forward as usual.
+    pub fn silence(&self) {
+        self.shared.silent.store(true, Ordering::SeqCst);
+    }
+
+    /// Ends a partition begun by [`cut`](Self::cut) or [`silence`](Self::silence): the
+    /// bytes held at a cut are delivered in order and forwarding goes on (on the
+    /// connections a silence muted, nothing passes ever again). Healing a link that is
+    /// not partitioned does nothing.
     pub fn heal(&self) {
+        self.shared.silent.store(false, Ordering::SeqCst);
         self.shared.gate().cut = false;
         self.shared.gate_changed.notify_all();
+    }
+
+    /// Whether the link is silenced (between [`silence`](Self::silence) and
+    /// [`heal`](Self::heal)).
+    pub fn is_silent(&self) -> bool {
+        self.shared.silent.load(Ordering::SeqCst)
     }
 
     /// Whether the link is cut (between [`cut`](Self::cut) and [`heal`](Self::heal)).
@@ -238,19 +268,29 @@ fn accept_loop(listener: &TcpListener, target: SocketAddr, shared: &Arc<Shared>)
         };
         let up_shared = Arc::clone(shared);
         let down_shared = Arc::clone(shared);
+        let muted = Arc::new(AtomicBool::new(shared.silent.load(Ordering::SeqCst)));
+        let up_muted = Arc::clone(&muted);
         let _ = thread::Builder::new()
             .name("proxy-up".into())
-            .spawn(move || pump(client_read, server, &up_shared, false));
+            .spawn(move || pump(client_read, server, &up_shared, &up_muted, false));
         let _ = thread::Builder::new()
             .name("proxy-down".into())
-            .spawn(move || pump(server_read, client, &down_shared, true));
+            .spawn(move || pump(server_read, client, &down_shared, &muted, true));
     }
 }
 
 /// Copies `from` to `to` until either side closes. On the server-to-client direction
 /// (`replies`), honours a pending "lose the next reply" and the reply delay. Each chunk
 /// waits at the gate while the link is cut, whole: it is never split or dropped there.
-fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, replies: bool) {
+/// While the link is silenced, every chunk is dropped and the connection is `muted` (in
+/// both directions) for good.
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    shared: &Shared,
+    muted: &AtomicBool,
+    replies: bool,
+) {
     let mut buf = [0u8; 16 * 1024];
     loop {
         let n = match from.read(&mut buf) {
@@ -259,6 +299,12 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, replies: bool) 
         };
         if shared.stopped.load(Ordering::SeqCst) {
             break;
+        }
+        if shared.silent.load(Ordering::SeqCst) {
+            muted.store(true, Ordering::SeqCst);
+        }
+        if muted.load(Ordering::SeqCst) {
+            continue;
         }
         if replies && shared.lose_next.swap(false, Ordering::SeqCst) {
             shared.lost.fetch_add(1, Ordering::SeqCst);
@@ -360,6 +406,27 @@ mod tests {
             Reply::Integer(2)
         );
         assert_eq!(proxy.held_chunks(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn a_silence_drops_bytes_and_mutes_its_connections_for_good() -> Result<(), Error> {
+        let server = RedisServer::start()?;
+        let proxy = Proxy::start(server.port())?;
+        let mut old = connect(&proxy)?;
+        proxy.silence();
+        assert!(proxy.is_silent());
+        send(&mut old, &["SET", "redlease:silenced", "1"])?;
+        assert!(silent(&mut old)?);
+        proxy.heal();
+        assert!(!proxy.is_silent());
+        // The request was dropped, not held: it never runs, and the old connection stays
+        // mute while a new one works.
+        send(&mut old, &["PING"])?;
+        assert!(silent(&mut old)?);
+        let mut new = connect(&proxy)?;
+        send(&mut new, &["EXISTS", "redlease:silenced"])?;
+        assert_eq!(read_reply(&mut new)?, Reply::Integer(0));
         Ok(())
     }
 

@@ -145,7 +145,9 @@ impl ClientBuilder {
         self
     }
 
-    /// Connect timeout (default [`DEFAULT_CONNECT_TIMEOUT`]).
+    /// Connect timeout (default [`DEFAULT_CONNECT_TIMEOUT`]): the bound on
+    /// [`connect`](Self::connect) altogether (every try of the first connection, the
+    /// sentinels' answer, the handshake), and on each try of a later reconnection.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
@@ -153,7 +155,11 @@ impl ClientBuilder {
 
     /// Per-command reply timeout (default [`DEFAULT_RESPONSE_TIMEOUT`]). Keep it well below
     /// the locks' TTL: a reply that comes later than this is treated as lost, and the
-    /// attempt's outcome as unknown. In a quorum it also bounds each node's answer (at
+    /// attempt's outcome as unknown. A connection that left a request unanswered this
+    /// long is replaced by a new one (the old one may sit behind a silent partition that
+    /// dropped its packets), and the kernel closes a connection whose sent bytes stay
+    /// unacknowledged for twice this long (`TCP_USER_TIMEOUT`, Linux; every connection
+    /// also sends TCP keepalive probes after 5 s idle). In a quorum it also bounds each node's answer (at
     /// most a tenth of the lease). In a cluster, renewals wait at most a third of the
     /// lease for each primary (a longer response timeout is clamped there, with a
     /// warning), and each primary's leases are credited as soon as it answers.
@@ -206,8 +212,9 @@ impl ClientBuilder {
     ///
     /// # Errors
     /// [`Error::InvalidOption`] for a malformed URL or zero timeout, [`Error::Redis`] when
-    /// Redis cannot be reached or refuses the credentials, [`Error::NoQuorum`] when fewer
-    /// than a majority of quorum nodes answer.
+    /// Redis cannot be reached or refuses the credentials, [`Error::ConnectTimeout`] when
+    /// no connection was made within the [connect timeout](Self::connect_timeout),
+    /// [`Error::NoQuorum`] when fewer than a majority of quorum nodes answer.
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future drops the half-made connection.

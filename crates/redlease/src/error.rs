@@ -40,6 +40,18 @@ pub enum Error {
         /// The lock's name.
         name: String,
     },
+    /// The first connection of a client was not made within its connect timeout (every
+    /// try of it, the sentinels' answer and the handshake together).
+    #[error(
+        "no connection to {endpoints} within {after:?} (the connect timeout); check the host and port, that the server is up and reachable from here (firewall, security group), that the URL's scheme matches the port (rediss:// only where the server speaks TLS), or raise the connect timeout"
+    )]
+    #[non_exhaustive]
+    ConnectTimeout {
+        /// The endpoints, passwords redacted.
+        endpoints: String,
+        /// The connect timeout.
+        after: Duration,
+    },
     /// Too few independent nodes granted the lock (or answered: a quorum client's `PING`
     /// when it connected, a read of the leader or an inspection).
     #[error(
@@ -350,7 +362,8 @@ impl Error {
     /// True when the error comes from the connection (refused, dropped, timed out), so
     /// that the outcome of the command is unknown and a retry may succeed.
     pub fn is_connection(&self) -> bool {
-        matches!(self, Self::Redis { source, .. } if is_connection_error(source))
+        matches!(self, Self::ConnectTimeout { .. })
+            || matches!(self, Self::Redis { source, .. } if is_connection_error(source))
     }
 
     /// True when trying again later may succeed: a connection error (the outcome is

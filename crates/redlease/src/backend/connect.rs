@@ -21,13 +21,27 @@ use crate::conn::{Endpoints, Settings, connecting, redact_url};
 use crate::error::{Error, NodeError, Result};
 use crate::server::Server;
 
-/// Connects to the deployment `settings` name. Also returns the Redis that carries the
-/// grant subscription where waiters queue for hand-offs (a single Redis or the Sentinel
-/// primary; none for a cluster or a quorum).
+/// Connects to the deployment `settings` name, within its connect timeout altogether
+/// (every reconnection try of the first connection, the sentinels' answer, the
+/// handshake). Also returns the Redis that carries the grant subscription where waiters
+/// queue for hand-offs (a single Redis or the Sentinel primary; none for a cluster or a
+/// quorum).
 pub(crate) async fn connect(settings: &Settings) -> Result<(Deployment, Option<redis::Client>)> {
-    let (mut deployment, grants) = Box::pin(nodes(settings)).await?;
+    let deadline = tokio::time::Instant::now() + settings.connect_timeout;
+    // A quorum bounds its own pings by the same deadline and says which nodes failed;
+    // its timer fires in the same tick as this one and is polled first.
+    let (mut deployment, grants) =
+        match tokio::time::timeout_at(deadline, Box::pin(nodes(settings, deadline))).await {
+            Ok(connected) => connected?,
+            Err(_) => {
+                return Err(Error::ConnectTimeout {
+                    endpoints: settings.endpoints.labels().join(","),
+                    after: settings.connect_timeout,
+                });
+            }
+        };
     if deployment.server.is_none() {
-        deployment.server = Box::pin(server_of(deployment.primary(), settings)).await;
+        deployment.server = Box::pin(server_of(deployment.primary(), deadline)).await;
     }
     #[cfg(feature = "cluster")]
     if deployment.topology == Topology::Cluster && !deployment.shard_channels() {
@@ -43,8 +57,8 @@ pub(crate) async fn connect(settings: &Settings) -> Result<(Deployment, Option<r
 /// changes nothing on the connection; every ACL user may run it, so the least-privilege
 /// user leaves no NOPERM in the `ACL LOG`), or `INFO server` where `HELLO` takes no bare
 /// call (before Redis 6.2). `None` when neither answered in time (the connection's own
-/// errors come with the first command that needs it).
-async fn server_of(node: &Node, settings: &Settings) -> Option<Server> {
+/// errors come with the first command that needs it, or the deadline passed).
+async fn server_of(node: &Node, deadline: tokio::time::Instant) -> Option<Server> {
     let read = async {
         match node
             .query::<HashMap<String, Value>>(&redis::cmd("HELLO"))
@@ -65,10 +79,7 @@ async fn server_of(node: &Node, settings: &Settings) -> Option<Server> {
             }
         }
     };
-    let server = tokio::time::timeout(settings.connect_timeout, read)
-        .await
-        .ok()
-        .flatten();
+    let server = tokio::time::timeout_at(deadline, read).await.ok().flatten();
     if let Some(server) = &server {
         tracing::debug!(node = %node.label, %server, "connected");
     } else {
@@ -79,28 +90,47 @@ async fn server_of(node: &Node, settings: &Settings) -> Option<Server> {
 
 /// The deployment's nodes, connected (a quorum's oldest server read from its nodes'
 /// answers at start).
-async fn nodes(settings: &Settings) -> Result<(Deployment, Option<redis::Client>)> {
+async fn nodes(
+    settings: &Settings,
+    deadline: tokio::time::Instant,
+) -> Result<(Deployment, Option<redis::Client>)> {
     let config = settings.manager_config();
     let deployment = |topology, nodes| Deployment::new(topology, nodes, settings.response_timeout);
     Ok(match &settings.endpoints {
         Endpoints::Single(url) => {
             let redis = settings.redis_client(url)?;
-            let conn = ConnectionManager::new_with_config(redis.clone(), config)
+            let conn = ConnectionManager::new_with_config(redis.clone(), config.clone())
                 .await
                 .map_err(connecting)?;
-            let node = Node::new(Conn::Single(conn), redact_url(url));
+            let node = Node::redialing(
+                conn,
+                redis.clone(),
+                config,
+                settings.response_timeout,
+                redact_url(url),
+            );
             (deployment(Topology::Single, vec![node]), Some(redis))
         }
         Endpoints::Provided(provided) => {
             let client = &provided.client;
-            let conn = match &provided.manager {
-                Some(manager) => manager.clone(),
-                None => ConnectionManager::new_with_config(client.clone(), config)
-                    .await
-                    .map_err(connecting)?,
-            };
             let label = settings.endpoints.labels().join(",");
-            let node = Node::new(Conn::Single(conn), label);
+            // The application's own connection manager is used as it is; one made here
+            // is replaced when it goes silent, as for a URL.
+            let node = match &provided.manager {
+                Some(manager) => Node::new(
+                    Conn::watched(manager.clone(), settings.response_timeout),
+                    label,
+                ),
+                None => Node::redialing(
+                    ConnectionManager::new_with_config(client.clone(), config.clone())
+                        .await
+                        .map_err(connecting)?,
+                    client.clone(),
+                    config,
+                    settings.response_timeout,
+                    label,
+                ),
+            };
             (
                 deployment(Topology::Single, vec![node]),
                 Some(client.clone()),
@@ -114,7 +144,6 @@ async fn nodes(settings: &Settings) -> Result<(Deployment, Option<redis::Client>
         } => {
             let follower = follower(settings, sentinels, master, data.as_deref())?;
             follower.listen();
-            let deadline = tokio::time::Instant::now() + settings.connect_timeout;
             let (redis, addr) = Box::pin(follower.elect(deadline))
                 .await
                 .map_err(connecting)?;
@@ -139,14 +168,18 @@ async fn nodes(settings: &Settings) -> Result<(Deployment, Option<redis::Client>
             );
             (deployment(Topology::Cluster, vec![node]), None)
         }
-        Endpoints::Quorum(urls) => (Box::pin(quorum(settings, urls)).await?, None),
+        Endpoints::Quorum(urls) => (Box::pin(quorum(settings, urls, deadline)).await?, None),
     })
 }
 
 /// A quorum over `urls`, once a majority answered `HELLO` (the others keep connecting
 /// lazily), or the error once so many failed or the connect timeout passed that no
 /// majority can: a slow or silent node costs nothing here while a majority is fast.
-async fn quorum(settings: &Settings, urls: &[String]) -> Result<Deployment> {
+async fn quorum(
+    settings: &Settings,
+    urls: &[String],
+    deadline: tokio::time::Instant,
+) -> Result<Deployment> {
     if urls.is_empty() {
         return Err(Error::InvalidOption {
             option: "urls",
@@ -157,9 +190,15 @@ async fn quorum(settings: &Settings, urls: &[String]) -> Result<Deployment> {
     let mut nodes = Vec::with_capacity(urls.len());
     for url in urls {
         let redis = settings.redis_client(url)?;
-        let conn =
-            ConnectionManager::new_lazy_with_config(redis, config.clone()).map_err(connecting)?;
-        nodes.push(Node::new(Conn::Single(conn), redact_url(url)));
+        let conn = ConnectionManager::new_lazy_with_config(redis.clone(), config.clone())
+            .map_err(connecting)?;
+        nodes.push(Node::redialing(
+            conn,
+            redis,
+            config.clone(),
+            settings.response_timeout,
+            redact_url(url),
+        ));
     }
     let mut deployment = Deployment::new(Topology::Quorum, nodes, settings.response_timeout);
     let needed = deployment.majority();
@@ -169,8 +208,8 @@ async fn quorum(settings: &Settings, urls: &[String]) -> Result<Deployment> {
         .nodes
         .iter()
         .map(|node| async move {
-            let result = tokio::time::timeout(settings.connect_timeout, async {
-                let server = Box::pin(server_of(node, settings)).await;
+            let result = tokio::time::timeout_at(deadline, async {
+                let server = Box::pin(server_of(node, deadline)).await;
                 match server {
                     Some(server) => Ok(Some(server)),
                     None => node
@@ -230,7 +269,8 @@ async fn quorum(settings: &Settings, urls: &[String]) -> Result<Deployment> {
 async fn cluster_connection(settings: &Settings, urls: &[String]) -> Result<ClusterConnection> {
     let builder = redis::cluster::ClusterClientBuilder::new(urls.iter().map(String::as_str))
         .connection_timeout(settings.connect_timeout)
-        .response_timeout(settings.response_timeout);
+        .response_timeout(settings.response_timeout)
+        .tcp_settings(settings.tcp());
     #[cfg(feature = "tls")]
     let builder = match &settings.tls_root {
         Some(pem) => builder.certs(redis::TlsCertificates {

@@ -1,8 +1,17 @@
 //! One endpoint and its connection: a Redis, a cluster (one routing connection), or a
 //! Sentinel-managed primary that is looked up again when it moves; and the script calls
 //! every operation makes on one node.
+//!
+//! A connection that left a request unanswered for the response timeout is replaced by a
+//! new one (a Sentinel-managed node asks the sentinels again): redis-rs reconnects by
+//! itself only when the connection is closed, and a silent partition (packets dropped,
+//! no reset) closes nothing. Once the partition heals, the old connection would carry
+//! nothing until the kernel's next retransmission, which backs off to minutes; a new one
+//! works at once.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
 
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
@@ -18,8 +27,9 @@ use crate::scripts::{self, AcquireArgs, Kind, Notices, RenewItem};
 /// One connection to one deployment or node, cheap to clone, multiplexed.
 #[derive(Clone)]
 pub(crate) enum Conn {
-    /// A single Redis, reconnecting by itself.
-    Single(ConnectionManager),
+    /// A single Redis, reconnecting by itself when closed, watched for requests left
+    /// unanswered.
+    Single(Watched),
     /// A cluster, routing each command by its first key's slot (MOVED/ASK followed).
     /// Type-erased: the cluster connection's type is so deep that every future holding
     /// it would overflow the compiler's recursion limit when checked for `Send`, in the
@@ -59,6 +69,107 @@ impl ErasedConn {
     }
 }
 
+impl Conn {
+    /// `manager`, watched: a request on it that goes unanswered for `stale_after` (it
+    /// times out, or is given up after waiting that long) marks it stale.
+    pub(crate) fn watched(manager: ConnectionManager, stale_after: Duration) -> Self {
+        Self::Single(Watched {
+            manager,
+            stale: Arc::default(),
+            stale_after,
+        })
+    }
+
+    /// Whether a request on this connection went unanswered for the response timeout.
+    fn is_stale(&self) -> bool {
+        match self {
+            Self::Single(c) => c.stale.load(Ordering::Acquire),
+            #[cfg(feature = "cluster")]
+            Self::Cluster(_) => false,
+        }
+    }
+}
+
+/// A single Redis' connection, and whether a request on it went unanswered (shared by
+/// its clones).
+#[derive(Clone)]
+pub(crate) struct Watched {
+    manager: ConnectionManager,
+    stale: Arc<AtomicBool>,
+    stale_after: Duration,
+}
+
+impl Watched {
+    /// Sends `request` on the connection, marking it stale when the request times out or
+    /// is dropped unanswered after [`Watched::stale_after`].
+    fn watch<'a, T: Send + 'a>(&self, request: RedisFuture<'a, T>) -> RedisFuture<'a, T> {
+        let mut watch = Watch {
+            stale: Arc::clone(&self.stale),
+            since: tokio::time::Instant::now(),
+            after: self.stale_after,
+            answered: false,
+        };
+        Box::pin(async move {
+            let result = request.await;
+            watch.answered = true;
+            if let Err(e) = &result
+                && e.is_timeout()
+            {
+                watch.mark();
+            }
+            result
+        })
+    }
+}
+
+/// One request on a [`Watched`] connection; marks it stale when dropped unanswered after
+/// waiting `after` (its caller gave up on it, as a quorum's node bound does).
+struct Watch {
+    stale: Arc<AtomicBool>,
+    since: tokio::time::Instant,
+    after: Duration,
+    answered: bool,
+}
+
+impl Watch {
+    fn mark(&self) {
+        if !self.stale.swap(true, Ordering::AcqRel) {
+            tracing::debug!(
+                "a request went unanswered for the response timeout; the connection will be replaced"
+            );
+        }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if !self.answered && self.since.elapsed() >= self.after {
+            self.mark();
+        }
+    }
+}
+
+impl ConnectionLike for Watched {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        let watch = self.clone();
+        watch.watch(self.manager.req_packed_command(cmd))
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        let watch = self.clone();
+        watch.watch(self.manager.req_packed_commands(cmd, offset, count))
+    }
+
+    fn get_db(&self) -> i64 {
+        self.manager.get_db()
+    }
+}
+
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
@@ -93,12 +204,23 @@ impl ConnectionLike for Conn {
 /// One endpoint: a Redis, a cluster, or a Sentinel-managed primary.
 pub(crate) struct Node {
     conn: RwLock<Conn>,
+    /// How to replace a single Redis' stale connection (none for a cluster, a
+    /// Sentinel-managed primary, or the application's own connection manager).
+    redial: Option<Redial>,
     /// Whether the node is taken for down after a connection error (quorum nodes).
     pub(crate) health: Arc<Health>,
     /// Set when the primary is found through Sentinel: asked again after a failover.
     sentinel: Option<SentinelLink>,
     /// The address, password redacted, for messages.
     pub(crate) label: String,
+}
+
+/// What a single Redis' connection is made from, to replace it.
+struct Redial {
+    client: redis::Client,
+    config: ConnectionManagerConfig,
+    /// The response timeout.
+    stale_after: Duration,
 }
 
 #[cfg_attr(
@@ -123,9 +245,33 @@ struct SentinelLink {
 }
 
 impl Node {
+    /// A node on `conn`, which is never replaced (it reconnects by itself when closed).
     pub(crate) fn new(conn: Conn, label: String) -> Self {
         Self {
             conn: RwLock::new(conn),
+            redial: None,
+            health: Arc::default(),
+            sentinel: None,
+            label,
+        }
+    }
+
+    /// A single Redis on `manager`, made of `client` and `config`, and made again the
+    /// same way when a request on it goes unanswered for `response_timeout`.
+    pub(crate) fn redialing(
+        manager: ConnectionManager,
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+        response_timeout: Duration,
+        label: String,
+    ) -> Self {
+        Self {
+            conn: RwLock::new(Conn::watched(manager, response_timeout)),
+            redial: Some(Redial {
+                client,
+                config,
+                stale_after: response_timeout,
+            }),
             health: Arc::default(),
             sentinel: None,
             label,
@@ -142,7 +288,8 @@ impl Node {
         label: String,
     ) -> Self {
         Self {
-            conn: RwLock::new(Conn::Single(conn)),
+            conn: RwLock::new(Conn::watched(conn, timeout)),
+            redial: None,
             health: Arc::default(),
             sentinel: Some(SentinelLink {
                 follower,
@@ -159,12 +306,47 @@ impl Node {
         self.sentinel.as_ref().map(|link| &link.follower)
     }
 
-    /// The current connection (a clone of a multiplexed handle).
+    /// The current connection (a clone of a multiplexed handle). A stale one (see
+    /// [`Conn::watched`]) is replaced first: a single Redis' by a new connection (made
+    /// lazily, by the first request on it); a Sentinel-managed primary's is taken for
+    /// moved, so that the next request asks the sentinels again.
     pub(crate) fn conn(&self) -> Conn {
-        self.conn
+        let conn = self
+            .conn
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .clone();
+        if !conn.is_stale() {
+            return conn;
+        }
+        if let Some(link) = &self.sentinel {
+            link.follower.set_adrift();
+            return conn;
+        }
+        let Some(redial) = &self.redial else {
+            return conn;
+        };
+        // A connection's tasks run on the runtime that makes it: outside one, keep the
+        // old connection (it still reconnects when the kernel closes it).
+        if tokio::runtime::Handle::try_current().is_err() {
+            return conn;
+        }
+        let mut slot = self.conn.write().unwrap_or_else(PoisonError::into_inner);
+        if !slot.is_stale() {
+            // Another task replaced it meanwhile.
+            return slot.clone();
+        }
+        match ConnectionManager::new_lazy_with_config(redial.client.clone(), redial.config.clone())
+        {
+            Ok(manager) => {
+                tracing::info!(node = %self.label, "no reply within the response timeout; connecting again");
+                *slot = Conn::watched(manager, redial.stale_after);
+            }
+            Err(e) => {
+                tracing::warn!(node = %self.label, error = %e, "could not make a new connection; keeping the old one");
+            }
+        }
+        slot.clone()
     }
 
     /// Runs a script on the node. For a Sentinel-managed node, an error that says the
@@ -272,9 +454,10 @@ impl Node {
     /// The connection to use now: for a Sentinel-managed node whose primary moved and
     /// was not found again yet, a fresh one to the primary the sentinels name.
     async fn current(&self) -> RedisResult<Conn> {
+        let conn = self.conn();
         match &self.sentinel {
             Some(link) if link.follower.adrift() => self.follow(None).await,
-            _ => Ok(self.conn()),
+            _ => Ok(conn),
         }
     }
 
@@ -310,7 +493,7 @@ impl Node {
             let (client, addr) = link.follower.elect(deadline).await?;
             let manager =
                 ConnectionManager::new_with_config(client.clone(), link.config.clone()).await?;
-            let conn = Conn::Single(manager);
+            let conn = Conn::watched(manager, link.timeout);
             *self.conn.write().unwrap_or_else(PoisonError::into_inner) = conn.clone();
             link.follower.connected(&addr, &client);
             Ok(conn)

@@ -226,11 +226,18 @@ impl Follower {
         }
     }
 
-    /// A client for the primary at `addr`, with the primary's credentials.
+    /// A client for the primary at `addr`, with the primary's credentials and the socket
+    /// options the sentinels' clients carry (the client's keepalive and user timeout).
     fn client_for(&self, addr: &Addr) -> RedisResult<redis::Client> {
+        let tcp = self
+            .sentinels
+            .first()
+            .map(|s| s.get_connection_info().tcp_settings().clone())
+            .unwrap_or_default();
         let info = redis::ConnectionAddr::Tcp(addr.0.clone(), addr.1)
             .into_connection_info()?
-            .set_redis_settings(self.data.clone());
+            .set_redis_settings(self.data.clone())
+            .set_tcp_settings(tcp);
         redis::Client::open(info)
     }
 

@@ -44,6 +44,33 @@ const RECONNECT_STEP: Duration = Duration::from_millis(10);
 /// Reconnection tries after the first, before commands waiting on it fail.
 const RECONNECT_TRIES: usize = 5;
 
+/// How long a connection may sit idle before the kernel probes whether its peer is
+/// still there (TCP keepalive), and then how far apart the probes go and how many may
+/// go unanswered before the kernel closes it: an idle connection cut by a silent
+/// partition (packets dropped, no reset) is closed within 8 s instead of the system's
+/// default two hours, so that the next command reconnects instead of waiting on it.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(5);
+/// See [`KEEPALIVE_IDLE`].
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "macos",
+    target_os = "freebsd"
+))]
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(1);
+/// See [`KEEPALIVE_IDLE`].
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "macos",
+    target_os = "freebsd"
+))]
+const KEEPALIVE_PROBES: u32 = 3;
+/// The shortest `TCP_USER_TIMEOUT` (see [`Settings::tcp`]): a few of the kernel's
+/// retransmissions (200 ms apart at the least, doubling) fit in it.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const USER_TIMEOUT_MIN: Duration = Duration::from_secs(1);
+
 /// Which Redis deployment a client connects to.
 #[derive(Clone)]
 pub(crate) enum Endpoints {
@@ -138,12 +165,42 @@ impl Settings {
             .set_number_of_retries(RECONNECT_TRIES)
     }
 
-    /// A redis-rs client for `url`, with the TLS roots when set.
+    /// The socket options of every connection: TCP keepalive ([`KEEPALIVE_IDLE`]), and on
+    /// Linux a `TCP_USER_TIMEOUT` of twice the response timeout (at least
+    /// [`USER_TIMEOUT_MIN`]): the kernel closes a connection whose sent bytes stay
+    /// unacknowledged that long. Without it a connection cut by a silent partition
+    /// stays open through the kernel's retransmission back-off, up to about two
+    /// minutes, and once the partition heals it carries nothing until the next
+    /// retransmission, seconds later. A slow server does not trip it: its kernel
+    /// acknowledges the bytes whatever the server does with them.
+    pub(crate) fn tcp(&self) -> redis::io::tcp::TcpSettings {
+        use redis::io::tcp::{TcpSettings, socket2::TcpKeepalive};
+        let keepalive = TcpKeepalive::new().with_time(KEEPALIVE_IDLE);
+        #[cfg(any(
+            target_os = "linux",
+            target_os = "android",
+            target_os = "macos",
+            target_os = "freebsd"
+        ))]
+        let keepalive = keepalive
+            .with_interval(KEEPALIVE_INTERVAL)
+            .with_retries(KEEPALIVE_PROBES);
+        let settings = TcpSettings::default().set_keepalive(keepalive);
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        let settings = settings.set_user_timeout((self.response_timeout * 2).max(USER_TIMEOUT_MIN));
+        settings
+    }
+
+    /// A redis-rs client for `url`, with the TLS roots when set and the socket options of
+    /// [`Settings::tcp`].
     pub(crate) fn redis_client(&self, url: &str) -> Result<redis::Client> {
+        let info = redis::IntoConnectionInfo::into_connection_info(url)
+            .map_err(|e| self.bad_url(&e))?
+            .set_tcp_settings(self.tcp());
         let client = match &self.tls_root {
             #[cfg(feature = "tls")]
             Some(pem) => redis::Client::build_with_tls(
-                url,
+                info,
                 redis::TlsCertificates {
                     client_tls: None,
                     root_cert: Some(pem.clone()),
@@ -154,7 +211,7 @@ impl Settings {
                 redis::ErrorKind::InvalidClientConfig,
                 "TLS support is not compiled in (enable the `tls` feature)",
             ))),
-            None => redis::Client::open(url),
+            None => redis::Client::open(info),
         };
         client.map_err(|e| self.bad_url(&e))
     }
