@@ -23,13 +23,14 @@
 
 CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-REDIS_PACKAGES := redis-server redis-tools redis-sentinel openssl
+REDIS_PACKAGES := redis-server redis-tools redis-sentinel openssl iptables
 
 .PHONY: test demo bench figures callgrind chaos layers redis valgrind fmt lint features msrv package compat redis-6.2
 
 redis:
 	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
-	    || ! command -v redis-sentinel >/dev/null || ! command -v openssl >/dev/null; then \
+	    || ! command -v redis-sentinel >/dev/null || ! command -v openssl >/dev/null \
+	    || ! command -v iptables >/dev/null; then \
 	  echo "installing Redis ($(REDIS_PACKAGES))"; \
 	  $(SUDO) apt-get update && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends $(REDIS_PACKAGES); \
