@@ -8,7 +8,7 @@
 //! both directions until it is [healed](Proxy::heal), like a network partition. It can
 //! also [move](Proxy::retarget) new connections to another server while the open ones
 //! stay where they are, as a failover endpoint (a managed primary endpoint, a Kubernetes
-//! Service, HAProxy) does after a failover.
+//! Service, `HAProxy`) does after a failover.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};

@@ -14,7 +14,7 @@ use crate::engine::{Engine, GiveBack, Holding};
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::lease::{Lease, lost};
-use crate::notify::{Registration, Watch};
+use crate::notify::{Grant, Registration, Watch};
 use crate::observe::{Acquisition, Labels};
 use crate::renew::Renewal;
 use crate::replies::Reply;
@@ -338,7 +338,7 @@ impl Request<'_> {
                 return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
             }
             let wake = deadline.map_or(now + delay, |d| d.min(now + delay));
-            let Some(fence) =
+            let Some(grant) =
                 wait_for_news(registration.as_mut(), released.as_mut(), wake, &mut epochs).await
             else {
                 continue;
@@ -347,20 +347,22 @@ impl Request<'_> {
             // registration. The old one goes first: its drop removes our token's entry.
             drop(registration.take());
             registration = Some(notifier.register(&token, keys));
-            if let Some(start) = self.usable_grant(&dating, fence) {
-                let fence = FencingToken::new(fence);
+            if let Some(start) = self.usable_grant(&dating, grant) {
+                let fence = FencingToken::new(grant.fence);
                 return Ok(self.taken(give_back, keys, token, fence, start));
             }
         }
     }
 
-    /// When the lease handed over with `fence` began at the earliest, if the grant can be
+    /// When the lease handed over with `grant` began at the earliest, if the grant can be
     /// used as it is; `None` when the next attempt must confirm it (it finds our token:
-    /// `Ours`) or find it gone and queue again.
-    fn usable_grant(&self, dating: &Dating, fence: u64) -> Option<Instant> {
-        if !self.engine.deployment().trusts_grants() {
+    /// `Ours`) or find it gone and queue again: also a grant nobody vouched for (it may
+    /// come from a demoted primary, relaying a grant its new primary counted for nobody).
+    fn usable_grant(&self, dating: &Dating, grant: Grant) -> Option<Instant> {
+        if !self.engine.deployment().trusts_grants() || !grant.vouched {
             return None;
         }
+        let fence = grant.fence;
         match dating.grant(fence) {
             Some(start) if lasts(self.ttl, start) => Some(start),
             Some(_) => {
@@ -624,13 +626,13 @@ impl Queue {
 }
 
 /// Sleeps until `wake`, a hand-off to `registration`, a `released` notice or a dropped
-/// pub/sub connection, whichever comes first; the fencing token when handed the lease.
+/// pub/sub connection, whichever comes first; the grant when handed the lease.
 async fn wait_for_news(
     registration: Option<&mut Registration>,
     released: Option<&mut Pin<Box<Notified<'_>>>>,
     wake: Instant,
     epochs: &mut watch::Receiver<u64>,
-) -> Option<u64> {
+) -> Option<Grant> {
     let granted = async {
         match registration {
             Some(r) => r.granted().await,
@@ -647,7 +649,7 @@ async fn wait_for_news(
     // process finds both ready), which saves an attempt; the grant is checked either way.
     tokio::select! {
         biased;
-        fence = granted => Some(fence),
+        grant = granted => Some(grant),
         () = released => None,
         () = tokio::time::sleep_until(wake) => None,
         _ = epochs.changed() => None,

@@ -276,7 +276,10 @@ impl ClientBuilder {
                     .map(|url| settings.redis_client(url))
                     .collect::<Result<Vec<_>>>()?,
             ),
-            (_, Some(primary)) => GrantSource::Node(Box::new(primary)),
+            (_, Some(primary)) => GrantSource::Node {
+                redis: Box::new(primary),
+                vouches: deployment.trusts_grants(),
+            },
             (_, None) => GrantSource::Off,
         };
         let notifier = Notifier::new(grants, self.connect_timeout, self.response_timeout)?;
