@@ -14,7 +14,7 @@ use crate::engine::{Engine, GiveBack, Holding};
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::lease::{Lease, lost};
-use crate::notify::{Grant, Registration, Watch};
+use crate::notify::{Grant, Place, Registration, Watch};
 use crate::observe::{Acquisition, Labels};
 use crate::renew::Renewal;
 use crate::replies::Reply;
@@ -232,13 +232,12 @@ impl Request<'_> {
         let mut give_back = GiveBack::new(self.engine, keys, self.kind, &token);
         // Not over a quorum, nor for a Cluster's semaphores and read-write locks.
         let hands_off = self.engine.deployment().hands_off(self.kind);
-        // With the client's notifications already up, queue up with the very first attempt
-        // (one round trip fewer under contention; a free lock is simply taken).
+        // Notifications up: queue with the first attempt (a free lock is simply taken).
+        let (mut place, mut dating) = (None, Dating::default());
         let mut registration: Option<Registration> =
             (self.wait != Wait::No && hands_off && notifier.subscribed(keys))
-                .then(|| notifier.register(&token, keys));
+                .then(|| self.register(&token, &mut place));
         let silent = self.keeps_silent_place();
-        let mut dating = Dating::default();
         let mut holder_ttl = None;
         let mut polls = 0u32;
         let mut failures = 0u32;
@@ -279,7 +278,7 @@ impl Request<'_> {
                 // after `sent`.
                 Ok(Attempt::Fresh(fence) | Attempt::Ours(fence)) => {
                     if lasts(self.ttl, sent) {
-                        return Ok(self.taken(give_back, keys, token, fence, sent));
+                        return Ok(self.taken(give_back, place, keys, token, fence, sent));
                     }
                     // Too late (paused): the next attempt finds it ours and sets it anew.
                     tracing::debug!("lease taken with too little validity left; confirming");
@@ -300,7 +299,7 @@ impl Request<'_> {
                         && notifier.ready(keys, deadline).await
                     {
                         // Subscribed: register, then queue up at once.
-                        registration = Some(notifier.register(&token, keys));
+                        registration = Some(self.register(&token, &mut place));
                         continue;
                     }
                     // Queued for a hand-off (a Cluster's lock), a waiter needs no notice.
@@ -349,7 +348,7 @@ impl Request<'_> {
             registration = Some(notifier.register(&token, keys));
             if let Some(start) = self.usable_grant(&dating, grant) {
                 let fence = FencingToken::new(grant.fence);
-                return Ok(self.taken(give_back, keys, token, fence, start));
+                return Ok(self.taken(give_back, place, keys, token, fence, start));
             }
         }
     }
@@ -439,16 +438,30 @@ impl Request<'_> {
         }
     }
 
-    /// The guard of a lock an acquisition took: nothing is left to give back.
+    /// Registers this acquisition of `token` for grants, and holds its queue `place`
+    /// from then on: if it ends without the lock, a grant for it is given back (see
+    /// [`Place`]).
+    fn register(&self, token: &OwnerToken, place: &mut Option<Place>) -> Registration {
+        let notifier = &self.engine.notifier;
+        place.get_or_insert_with(|| notifier.place(token, self.keys, self.kind));
+        notifier.register(token, self.keys)
+    }
+
+    /// The guard of a lock an acquisition took: nothing is left to give back, and its
+    /// queue place (if any) is settled.
     fn taken(
         &self,
         mut give_back: GiveBack,
+        place: Option<Place>,
         keys: &Arc<LockKeys>,
         token: OwnerToken,
         fence: FencingToken,
         lease_start: Instant,
     ) -> Arc<Holding> {
         give_back.disarm();
+        if let Some(place) = place {
+            place.settle();
+        }
         self.guard(Arc::clone(keys), token, fence, lease_start)
     }
 

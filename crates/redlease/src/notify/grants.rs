@@ -21,6 +21,13 @@
 //! commands run); one pushed on a single node's link is when `ROLE`, asked on that link
 //! right after it, says the server is a primary (see [`Link::vouch`]); any other is not,
 //! and its waiter confirms it with an attempt.
+//!
+//! A grant can also reach a waiter that is gone: it gave up while cut off from Redis, its
+//! give-back could not withdraw its place, and other waiters' joins kept the queue alive.
+//! Each acquisition that queues holds a [`Place`]; one that ends without the lock leaves
+//! its token *abandoned* for [`ABANDONED_KEPT`], and a grant for an abandoned token is
+//! given back at once (the release for that token, by [`Notifier::on_abandoned`]'s hook),
+//! rather than left with nobody for a ttl.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -36,6 +43,7 @@ use crate::conn::shards::Shards;
 use crate::error::Result;
 use crate::keys::LockKeys;
 use crate::replies::parse_grant;
+use crate::scripts::Kind;
 use crate::token::OwnerToken;
 
 /// Where a client's grants come from.
@@ -86,11 +94,30 @@ pub(crate) struct Notifier {
     /// Tokens of abandoned operations whose give-back has not reached Redis yet: a grant
     /// for one of them wakes its give-back at once (the lock would sit with nobody).
     orphans: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Tokens of acquisitions that queued and ended without the lock (see [`Place`]).
+    abandoned: Mutex<HashMap<String, Abandoned>>,
+    /// Gives back a lock granted to an abandoned token (set by the client).
+    give_back: std::sync::OnceLock<GiveBackHook>,
     /// When a waiter last asked for the subscription: the link keeps reconnecting for
     /// [`IN_USE_FOR`] after that, even with no waiter registered.
     last_used: Mutex<Option<Instant>>,
     epoch: watch::Sender<u64>,
 }
+
+/// Runs the release script of a lease on `keys` of `kind` for an abandoned token.
+pub(crate) type GiveBackHook = Box<dyn Fn(Arc<LockKeys>, Kind, String) + Send + Sync>;
+
+/// An acquisition that queued and ended without the lock: its place may still be granted.
+struct Abandoned {
+    keys: Arc<LockKeys>,
+    kind: Kind,
+    since: Instant,
+}
+
+/// How long a grant for an abandoned acquisition's token is still given back. Its place
+/// lingers as long as the queue does, which other waiters' joins renew; this bounds the
+/// memory kept for it (one entry per abandoned acquisition).
+const ABANDONED_KEPT: Duration = Duration::from_secs(600);
 
 /// How one Cluster grant channel is used.
 struct ChannelUse {
@@ -149,6 +176,8 @@ impl Notifier {
                 lock_channels: Mutex::new(HashMap::new()),
                 waiters: Mutex::new(HashMap::new()),
                 orphans: Mutex::new(HashMap::new()),
+                abandoned: Mutex::new(HashMap::new()),
+                give_back: std::sync::OnceLock::new(),
                 last_used: Mutex::new(None),
                 epoch: watch::Sender::new(0),
             }
@@ -368,10 +397,47 @@ impl Notifier {
             // it tries again now, and hands the lock on.
             tracing::debug!(fence, "hand-off to an abandoned waiter; giving it back");
             orphan.notify_one();
+        } else if let Some(gone) = self.lock_abandoned().remove(token) {
+            // The waiter ended without the lock and its give-back did not reach Redis
+            // (it was cut off): nobody would hold the lock for a ttl.
+            tracing::debug!(fence, "hand-off to a waiter that gave up; giving it back");
+            if let Some(give_back) = self.give_back.get() {
+                give_back(gone.keys, gone.kind, token.to_owned());
+            }
         } else {
             // Told already, or the waiter's give-back ran (it found the lock handed to
             // it and handed it on, or withdrew the place before the hand-off).
             tracing::trace!("hand-off for no waiter registered here");
+        }
+    }
+
+    fn lock_abandoned(&self) -> std::sync::MutexGuard<'_, HashMap<String, Abandoned>> {
+        // Single inserts, removes and retains: a poisoned lock is still usable.
+        self.abandoned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Sets how a lock granted to an abandoned acquisition is given back (once).
+    pub(crate) fn on_abandoned(&self, give_back: GiveBackHook) {
+        let _ = self.give_back.set(give_back);
+    }
+
+    /// The place in the queue of an acquisition of `token` for the lease on `keys`: unless
+    /// [settled](Place::settle) (the lock taken), a grant for it after the acquisition
+    /// ended is given back.
+    pub(crate) fn place(
+        self: &Arc<Self>,
+        token: &OwnerToken,
+        keys: &Arc<LockKeys>,
+        kind: Kind,
+    ) -> Place {
+        Place {
+            notifier: Arc::clone(self),
+            token: token.secret().to_owned(),
+            keys: Arc::clone(keys),
+            kind,
+            settled: false,
         }
     }
 
@@ -464,6 +530,40 @@ impl LinkOwner for Notifier {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .is_some_and(|t| t.elapsed() < IN_USE_FOR)
+    }
+}
+
+/// A queued acquisition's token: abandoned when dropped unless settled.
+pub(crate) struct Place {
+    notifier: Arc<Notifier>,
+    token: String,
+    keys: Arc<LockKeys>,
+    kind: Kind,
+    settled: bool,
+}
+
+impl Place {
+    /// The acquisition took the lock: a later grant for its token is its own.
+    pub(crate) fn settle(mut self) {
+        self.settled = true;
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let mut abandoned = self.notifier.lock_abandoned();
+        abandoned.retain(|_, gone| gone.since.elapsed() < ABANDONED_KEPT);
+        abandoned.insert(
+            std::mem::take(&mut self.token),
+            Abandoned {
+                keys: Arc::clone(&self.keys),
+                kind: self.kind,
+                since: Instant::now(),
+            },
+        );
     }
 }
 
