@@ -169,7 +169,7 @@ impl Link {
             response_timeout,
             owner,
             true,
-            true,
+            false,
         )
     }
 
