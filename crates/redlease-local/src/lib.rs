@@ -80,6 +80,7 @@ pub const REDLEASE_ACL_RULES: &[&str] = &[
     "+evalsha",
     "+script|load",
     "+ping",
+    "+role",
     "+subscribe",
     "+unsubscribe",
     "+wait",

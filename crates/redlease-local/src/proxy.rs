@@ -7,11 +7,14 @@
 //! while, like a slower network or an overloaded node; or [cut](Proxy::cut) the link in
 //! both directions until it is [healed](Proxy::heal), like a network partition; or
 //! [silence](Proxy::silence) it, dropping every byte without closing anything, like a
-//! partition that outlasts the kernel's patience with the connections it cut.
+//! partition that outlasts the kernel's patience with the connections it cut. It can
+//! also [move](Proxy::retarget) new connections to another server while the open ones
+//! stay where they are, as a failover endpoint (a managed primary endpoint, a Kubernetes
+//! Service, `HAProxy`) does after a failover.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -47,6 +50,9 @@ struct Shared {
     /// Silenced: every byte read is dropped, and the connection it came on stays mute.
     silent: AtomicBool,
     stopped: AtomicBool,
+    /// The port new connections go to, once [`Proxy::retarget`] moved them (0: the port
+    /// the proxy started with).
+    target_port: AtomicU16,
     /// The partition: whether chunks may pass, and who is passing or waiting.
     gate: Mutex<Gate>,
     /// Signalled whenever `gate` changes.
@@ -142,6 +148,13 @@ impl Proxy {
     pub fn delay_replies(&self, delay: Duration) {
         let us = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
         self.shared.delay_us.store(us, Ordering::SeqCst);
+    }
+
+    /// Sends every connection opened from now on to `127.0.0.1:target_port`; connections
+    /// already open stay with the server they were made to. This is what a failover
+    /// endpoint does when the primary moves.
+    pub fn retarget(&self, target_port: u16) {
+        self.shared.target_port.store(target_port, Ordering::SeqCst);
     }
 
     /// How many replies were lost on purpose so far.
@@ -255,6 +268,10 @@ fn accept_loop(listener: &TcpListener, target: SocketAddr, shared: &Arc<Shared>)
             return;
         }
         let Ok(client) = client else { continue };
+        let target = match shared.target_port.load(Ordering::SeqCst) {
+            0 => target,
+            port => SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+        };
         let Ok(server) = TcpStream::connect(target) else {
             let _ = client.shutdown(Shutdown::Both);
             continue;
@@ -464,6 +481,23 @@ mod tests {
             ])
         );
         assert_eq!(read_reply(&mut conn)?, Reply::Status("PONG".into()));
+        Ok(())
+    }
+
+    #[test]
+    fn a_retarget_moves_new_connections_and_leaves_open_ones() -> Result<(), Error> {
+        let first = RedisServer::start()?;
+        let second = RedisServer::start()?;
+        first.query(&["SET", "redlease:who", "first"])?;
+        second.query(&["SET", "redlease:who", "second"])?;
+        let proxy = Proxy::start(first.port())?;
+        let mut old = connect(&proxy)?;
+        proxy.retarget(second.port());
+        let mut new = connect(&proxy)?;
+        for (conn, want) in [(&mut old, "first"), (&mut new, "second")] {
+            send(conn, &["GET", "redlease:who"])?;
+            assert_eq!(read_reply(conn)?, Reply::Bulk(want.as_bytes().to_vec()));
+        }
         Ok(())
     }
 }

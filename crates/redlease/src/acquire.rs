@@ -14,7 +14,7 @@ use crate::engine::{Engine, GiveBack, Holding};
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::lease::{Lease, lost};
-use crate::notify::{Registration, Watch};
+use crate::notify::{Grant, Place, Registration, Watch};
 use crate::observe::{Acquisition, Labels};
 use crate::renew::Renewal;
 use crate::replies::Reply;
@@ -232,13 +232,12 @@ impl Request<'_> {
         let mut give_back = GiveBack::new(self.engine, keys, self.kind, &token);
         // Not over a quorum, nor for a Cluster's semaphores and read-write locks.
         let hands_off = self.engine.deployment().hands_off(self.kind);
-        // With the client's notifications already up, queue up with the very first attempt
-        // (one round trip fewer under contention; a free lock is simply taken).
+        // Notifications up: queue with the first attempt (a free lock is simply taken).
+        let (mut place, mut dating) = (None, Dating::default());
         let mut registration: Option<Registration> =
             (self.wait != Wait::No && hands_off && notifier.subscribed(keys))
-                .then(|| notifier.register(&token, keys));
+                .then(|| self.register(&token, &mut place));
         let silent = self.keeps_silent_place();
-        let mut dating = Dating::default();
         let mut holder_ttl = None;
         let mut polls = 0u32;
         let mut failures = 0u32;
@@ -279,7 +278,7 @@ impl Request<'_> {
                 // after `sent`.
                 Ok(Attempt::Fresh(fence) | Attempt::Ours(fence)) => {
                     if lasts(self.ttl, sent) {
-                        return Ok(self.taken(give_back, keys, token, fence, sent));
+                        return Ok(self.taken(give_back, place, keys, token, fence, sent));
                     }
                     // Too late (paused): the next attempt finds it ours and sets it anew.
                     tracing::debug!("lease taken with too little validity left; confirming");
@@ -300,7 +299,7 @@ impl Request<'_> {
                         && notifier.ready(keys, deadline).await
                     {
                         // Subscribed: register, then queue up at once.
-                        registration = Some(notifier.register(&token, keys));
+                        registration = Some(self.register(&token, &mut place));
                         continue;
                     }
                     // Queued for a hand-off (a Cluster's lock), a waiter needs no notice.
@@ -338,7 +337,7 @@ impl Request<'_> {
                 return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
             }
             let wake = deadline.map_or(now + delay, |d| d.min(now + delay));
-            let Some(fence) =
+            let Some(grant) =
                 wait_for_news(registration.as_mut(), released.as_mut(), wake, &mut epochs).await
             else {
                 continue;
@@ -347,20 +346,22 @@ impl Request<'_> {
             // registration. The old one goes first: its drop removes our token's entry.
             drop(registration.take());
             registration = Some(notifier.register(&token, keys));
-            if let Some(start) = self.usable_grant(&dating, fence) {
-                let fence = FencingToken::new(fence);
-                return Ok(self.taken(give_back, keys, token, fence, start));
+            if let Some(start) = self.usable_grant(&dating, grant) {
+                let fence = FencingToken::new(grant.fence);
+                return Ok(self.taken(give_back, place, keys, token, fence, start));
             }
         }
     }
 
-    /// When the lease handed over with `fence` began at the earliest, if the grant can be
+    /// When the lease handed over with `grant` began at the earliest, if the grant can be
     /// used as it is; `None` when the next attempt must confirm it (it finds our token:
-    /// `Ours`) or find it gone and queue again.
-    fn usable_grant(&self, dating: &Dating, fence: u64) -> Option<Instant> {
-        if !self.engine.deployment().trusts_grants() {
+    /// `Ours`) or find it gone and queue again: also a grant nobody vouched for (it may
+    /// come from a demoted primary, relaying a grant its new primary counted for nobody).
+    fn usable_grant(&self, dating: &Dating, grant: Grant) -> Option<Instant> {
+        if !self.engine.deployment().trusts_grants() || !grant.vouched {
             return None;
         }
+        let fence = grant.fence;
         match dating.grant(fence) {
             Some(start) if lasts(self.ttl, start) => Some(start),
             Some(_) => {
@@ -437,16 +438,30 @@ impl Request<'_> {
         }
     }
 
-    /// The guard of a lock an acquisition took: nothing is left to give back.
+    /// Registers this acquisition of `token` for grants, and holds its queue `place`
+    /// from then on: if it ends without the lock, a grant for it is given back (see
+    /// [`Place`]).
+    fn register(&self, token: &OwnerToken, place: &mut Option<Place>) -> Registration {
+        let notifier = &self.engine.notifier;
+        place.get_or_insert_with(|| notifier.place(token, self.keys, self.kind));
+        notifier.register(token, self.keys)
+    }
+
+    /// The guard of a lock an acquisition took: nothing is left to give back, and its
+    /// queue place (if any) is settled.
     fn taken(
         &self,
         mut give_back: GiveBack,
+        place: Option<Place>,
         keys: &Arc<LockKeys>,
         token: OwnerToken,
         fence: FencingToken,
         lease_start: Instant,
     ) -> Arc<Holding> {
         give_back.disarm();
+        if let Some(place) = place {
+            place.settle();
+        }
         self.guard(Arc::clone(keys), token, fence, lease_start)
     }
 
@@ -630,13 +645,13 @@ impl Queue {
 }
 
 /// Sleeps until `wake`, a hand-off to `registration`, a `released` notice or a dropped
-/// pub/sub connection, whichever comes first; the fencing token when handed the lease.
+/// pub/sub connection, whichever comes first; the grant when handed the lease.
 async fn wait_for_news(
     registration: Option<&mut Registration>,
     released: Option<&mut Pin<Box<Notified<'_>>>>,
     wake: Instant,
     epochs: &mut watch::Receiver<u64>,
-) -> Option<u64> {
+) -> Option<Grant> {
     let granted = async {
         match registration {
             Some(r) => r.granted().await,
@@ -653,7 +668,7 @@ async fn wait_for_news(
     // process finds both ready), which saves an attempt; the grant is checked either way.
     tokio::select! {
         biased;
-        fence = granted => Some(fence),
+        grant = granted => Some(grant),
         () = released => None,
         () = tokio::time::sleep_until(wake) => None,
         _ = epochs.changed() => None,

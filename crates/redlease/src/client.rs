@@ -284,7 +284,10 @@ impl ClientBuilder {
                     .map(|url| settings.redis_client(url))
                     .collect::<Result<Vec<_>>>()?,
             ),
-            (_, Some(primary)) => GrantSource::Node(Box::new(primary)),
+            (_, Some(primary)) => GrantSource::Node {
+                redis: Box::new(primary),
+                vouches: deployment.trusts_grants(),
+            },
             (_, None) => GrantSource::Off,
         };
         let notifier = Notifier::new(grants, self.connect_timeout, self.response_timeout)?;
@@ -309,17 +312,47 @@ impl ClientBuilder {
                 }
             });
         }
-        Ok(Client {
-            engine: Arc::new(Engine::new(
-                Arc::new(deployment),
-                notifier,
-                wakeups,
-                observers,
-                holder_details(self.holder_note.as_deref()),
-                self.defaults,
-            )),
-        })
+        let engine = Arc::new(Engine::new(
+            Arc::new(deployment),
+            notifier,
+            wakeups,
+            observers,
+            holder_details(self.holder_note.as_deref()),
+            self.defaults,
+        ));
+        engine.notifier.on_abandoned(give_back_abandoned(&engine));
+        Ok(Client { engine })
     }
+}
+
+/// Gives back a lock handed to an acquisition of `engine`'s client that ended without it:
+/// the release for its token, in the background; a hand-off on to a waiter of this client
+/// is told to it at once.
+fn give_back_abandoned(engine: &Arc<Engine>) -> crate::notify::grants::GiveBackHook {
+    let engine = Arc::downgrade(engine);
+    Box::new(move |keys, kind, token| {
+        let Some(engine) = engine.upgrade() else {
+            return;
+        };
+        let task = {
+            let engine = Arc::clone(&engine);
+            async move {
+                match engine.deployment().release(&keys, kind, &token).await {
+                    Ok(crate::replies::Released::HandedOff { fence, token }) => {
+                        tracing::debug!(key = %keys.key, "gave back a lock handed to a waiter that gave up");
+                        engine.notifier.deliver(fence, &token);
+                    }
+                    Ok(released) => {
+                        tracing::debug!(key = %keys.key, held = released.was_held(), "gave back a lock handed to a waiter that gave up");
+                    }
+                    Err(e) => {
+                        tracing::warn!(key = %keys.key, error = %e, "could not give back a lock handed to a waiter that gave up; it expires by itself");
+                    }
+                }
+            }
+        };
+        engine.background(task);
+    })
 }
 
 /// Release notifications over `urls` (cluster seeds or quorum nodes).

@@ -18,8 +18,19 @@
 //! push: the slot moved away, or the node stopped being a primary), the owner hears
 //! [`Owner::moved`] and places the channel on the slot's new primary
 //! (see `crate::conn::shards`).
+//!
+//! A *grant* link ([`Link::grants`]) carries hand-offs that its owner may take as proof that
+//! a lock is its own, which holds only on the primary that decides the locks: behind a
+//! failover endpoint (one URL whose new connections go to the new primary while old ones
+//! stay), a link made before a failover sits on the demoted primary, now a replica, which
+//! relays its new primary's grants, those the release script counted nobody for included.
+//! Such a link checks `ROLE` when it connects and with every health check (a replica:
+//! dropped and made again, through the endpoint, on the new primary), and vouches for one
+//! message at a time ([`Link::vouch`]): `ROLE` on the very connection that carried it,
+//! after it, says whether a primary sent it.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -61,6 +72,25 @@ pub(crate) trait Owner: Send + Sync + 'static {
     /// A sharded link's node refused `channel` or dropped it: its slot is served
     /// elsewhere now.
     fn moved(&self, _channel: &str) {}
+    /// A pub/sub message arrived on the link's `connection`-th connection (for
+    /// [`Link::vouch`]); by default, [`Owner::message`].
+    fn message_on(&self, push: &PushInfo, connection: u64) {
+        let _ = connection;
+        self.message(push);
+    }
+}
+
+/// What a server says it is (`ROLE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// A primary (`master`).
+    Primary,
+    /// A replica (`slave`).
+    Replica,
+    /// A server that refused `ROLE` (an ACL without it).
+    Refused,
+    /// A sentinel, or an answer not understood.
+    Other,
 }
 
 /// One self-healing subscription connection.
@@ -80,6 +110,13 @@ pub(crate) struct Link {
     closed: Arc<Notify>,
     /// Shard channels (`SSUBSCRIBE`), one per command, rather than classic ones.
     sharded: bool,
+    /// Only on a primary (a grant link): a connection to a replica is dropped.
+    primary_only: bool,
+    /// Counts connection attempts: the number of the one up now (see [`Link::vouch`]).
+    connections: AtomicU64,
+    /// Set once the server refused `ROLE` (an ACL without `+role`): a grant link stops
+    /// asking (it keeps no `NOPERM` in the `ACL LOG`), and vouches for nothing.
+    role_refused: AtomicBool,
 }
 
 impl Link {
@@ -90,7 +127,32 @@ impl Link {
         response_timeout: Duration,
         owner: Weak<dyn Owner>,
     ) -> redis::RedisResult<Arc<Self>> {
-        Self::with_mode(targets, connect_timeout, response_timeout, owner, false)
+        Self::with_mode(
+            targets,
+            connect_timeout,
+            response_timeout,
+            owner,
+            false,
+            false,
+        )
+    }
+
+    /// A link that carries hand-off grants: kept on a primary, and able to vouch for a
+    /// message ([`Link::vouch`]); starts on first use.
+    pub(crate) fn grants(
+        targets: &[redis::Client],
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        owner: Weak<dyn Owner>,
+    ) -> redis::RedisResult<Arc<Self>> {
+        Self::with_mode(
+            targets,
+            connect_timeout,
+            response_timeout,
+            owner,
+            false,
+            true,
+        )
     }
 
     /// A link to one cluster node for shard channels (`SSUBSCRIBE`); starts on first use.
@@ -107,6 +169,7 @@ impl Link {
             response_timeout,
             owner,
             true,
+            false,
         )
     }
 
@@ -116,6 +179,7 @@ impl Link {
         response_timeout: Duration,
         owner: Weak<dyn Owner>,
         sharded: bool,
+        primary_only: bool,
     ) -> redis::RedisResult<Arc<Self>> {
         Ok(Arc::new(Self {
             targets: Mutex::new(resp3(targets)?),
@@ -128,6 +192,9 @@ impl Link {
             commands: tokio::sync::Mutex::new(()),
             closed: Arc::new(Notify::new()),
             sharded,
+            primary_only,
+            connections: AtomicU64::new(0),
+            role_refused: AtomicBool::new(false),
         }))
     }
 
@@ -136,6 +203,12 @@ impl Link {
     pub(crate) fn retarget(&self, targets: &[redis::Client]) -> redis::RedisResult<()> {
         let targets = resp3(targets)?;
         *self.targets.lock().unwrap_or_else(PoisonError::into_inner) = targets;
+        self.drop_current();
+        Ok(())
+    }
+
+    /// Drops the connection up now (if any): the link reconnects.
+    fn drop_current(&self) {
         if let Some(dropped) = self
             .current
             .lock()
@@ -144,7 +217,49 @@ impl Link {
         {
             dropped.notify_one();
         }
-        Ok(())
+    }
+
+    /// Whether the message that arrived on the link's `connection`-th connection was sent
+    /// by a primary: `ROLE`, asked on that connection after the message, says `master`.
+    /// A server demoted since the message was sent may answer `slave` for a message it
+    /// sent as a primary: that message is not vouched for either (its receiver confirms
+    /// it another way). False when that connection is no longer up, or does not answer in
+    /// time. A link found on a replica is dropped, and made again.
+    pub(crate) async fn vouch(&self, connection: u64) -> bool {
+        let conn = match &*self.state.borrow() {
+            State::Up(conn) if self.connections.load(Ordering::SeqCst) == connection => {
+                conn.clone()
+            }
+            _ => return false,
+        };
+        let mut conn = conn;
+        match self.role(&mut conn).await {
+            Some(Role::Primary) => true,
+            Some(Role::Replica) => {
+                if self.connections.load(Ordering::SeqCst) == connection {
+                    tracing::debug!("the grant subscription is on a replica; moving it");
+                    self.drop_current();
+                }
+                false
+            }
+            Some(Role::Refused | Role::Other) | None => false,
+        }
+    }
+
+    /// What the server behind `conn` says it is, for a grant link: `None` when it does not
+    /// answer in time, [`Role::Refused`] without asking once it refused.
+    async fn role(&self, conn: &mut MultiplexedConnection) -> Option<Role> {
+        if self.role_refused.load(Ordering::Relaxed) {
+            return Some(Role::Refused);
+        }
+        let role = role(self.response_timeout, conn).await;
+        if role == Some(Role::Refused) {
+            tracing::warn!(
+                "the server refused ROLE: grants are confirmed by an attempt each; allow +role to save the round trip"
+            );
+            self.role_refused.store(true, Ordering::Relaxed);
+        }
+        role
     }
 
     fn wanted(&self) -> MutexGuard<'_, BTreeSet<String>> {
@@ -326,6 +441,7 @@ impl Link {
         let owner = self.owner.clone();
         let dropped = Arc::clone(dropped);
         let sharded = self.sharded;
+        let connection = self.connections.fetch_add(1, Ordering::SeqCst) + 1;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.response_timeout))
@@ -334,7 +450,7 @@ impl Link {
                     PushKind::Disconnection => dropped.notify_one(),
                     PushKind::Message | PushKind::SMessage => {
                         if let Some(owner) = owner.upgrade() {
-                            owner.message(&push);
+                            owner.message_on(&push, connection);
                         }
                     }
                     // Our own SUNSUBSCRIBE is confirmed so too: the owner tells them apart.
@@ -375,8 +491,15 @@ impl Link {
                         return Err(e);
                     }
                 }
-            } else if !channels.is_empty() {
-                conn.subscribe(&channels).await?;
+            } else {
+                if self.primary_only && self.role(&mut conn).await == Some(Role::Replica) {
+                    // A demoted primary behind a failover endpoint: the next connection
+                    // reaches the new one.
+                    return Err(not_primary());
+                }
+                if !channels.is_empty() {
+                    conn.subscribe(&channels).await?;
+                }
             }
             Ok(conn)
         };
@@ -428,13 +551,25 @@ async fn shard_command(
 /// as one: a subscription on a replica costs its waiters their turn, never a grant they did
 /// not get (a grant only wakes a Cluster waiter, which confirms it).
 async fn within_primary(timeout: Duration, conn: &mut MultiplexedConnection) -> bool {
+    matches!(
+        role(timeout, conn).await,
+        Some(Role::Primary | Role::Refused)
+    )
+}
+
+/// What the server behind `conn` says it is (`ROLE`), within `timeout`; `None` when it
+/// does not answer in time (or the connection failed).
+async fn role(timeout: Duration, conn: &mut MultiplexedConnection) -> Option<Role> {
     let cmd = redis::cmd("ROLE");
     match tokio::time::timeout(timeout, cmd.query_async::<redis::Value>(conn)).await {
-        Ok(Ok(redis::Value::Array(fields))) => {
-            matches!(fields.first(), Some(redis::Value::BulkString(role)) if role == b"master")
-        }
-        Ok(Err(e)) => e.code().is_some(),
-        Ok(Ok(_)) | Err(_) => false,
+        Ok(Ok(redis::Value::Array(fields))) => Some(match fields.first() {
+            Some(redis::Value::BulkString(role)) if role == b"master" => Role::Primary,
+            Some(redis::Value::BulkString(role)) if role == b"slave" => Role::Replica,
+            _ => Role::Other,
+        }),
+        Ok(Err(e)) if e.code().is_some() => Some(Role::Refused),
+        Ok(Ok(_)) => Some(Role::Other),
+        Ok(Err(_)) | Err(_) => None,
     }
 }
 
@@ -580,15 +715,33 @@ impl Task {
     /// Keeps `conn` until it drops or stops answering; false when the link itself went
     /// away (the task ends).
     async fn hold(&self, mut conn: MultiplexedConnection, dropped: &Notify) -> bool {
-        let response_timeout = match self.link.upgrade() {
-            Some(link) => link.response_timeout,
+        let (response_timeout, primary_only) = match self.link.upgrade() {
+            Some(link) => (
+                link.response_timeout,
+                link.primary_only && !link.role_refused.load(Ordering::Relaxed),
+            ),
             None => return false,
         };
         loop {
             tokio::select! {
                 () = dropped.notified() => return true,
                 () = self.closed.notified() => return false,
-                () = tokio::time::sleep(HEALTH_EVERY) => {
+                () = tokio::time::sleep(HEALTH_EVERY), if primary_only => {
+                    // ROLE answers as PING does, and says whether a failover demoted the
+                    // server since the link was made.
+                    match role(response_timeout, &mut conn).await {
+                        Some(Role::Replica) => {
+                            tracing::debug!("the grant subscription's server became a replica; moving it");
+                            return true;
+                        }
+                        Some(_) => {}
+                        None => {
+                            tracing::debug!("pub/sub connection did not answer its health check");
+                            return true;
+                        }
+                    }
+                }
+                () = tokio::time::sleep(HEALTH_EVERY), if !primary_only => {
                     let cmd = redis::cmd("PING");
                     let ping = cmd.query_async::<redis::Value>(&mut conn);
                     match tokio::time::timeout(response_timeout, ping).await {

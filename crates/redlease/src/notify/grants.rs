@@ -14,6 +14,20 @@
 //! script whether the waiter still listens, as `PUBLISH` does on a single Redis. A lock's
 //! grant channel stays subscribed for [`IN_USE_FOR`] after its last waiter left, so that a
 //! client that keeps contending does not subscribe again for every wait.
+//!
+//! A grant is proof that the lock is the waiter's only when the server that published it
+//! decides the lock. Each grant says whether it is vouched for ([`Grant::vouched`]): one
+//! from the reply of this client's own release is (the script ran where the client's
+//! commands run); one pushed on a single node's link is when `ROLE`, asked on that link
+//! right after it, says the server is a primary (see [`Link::vouch`]); any other is not,
+//! and its waiter confirms it with an attempt.
+//!
+//! A grant can also reach a waiter that is gone: it gave up while cut off from Redis, its
+//! give-back could not withdraw its place, and other waiters' joins kept the queue alive.
+//! Each acquisition that queues holds a [`Place`]; one that ends without the lock leaves
+//! its token *abandoned* for [`ABANDONED_KEPT`], and a grant for an abandoned token is
+//! given back at once (the release for that token, by [`Notifier::on_abandoned`]'s hook),
+//! rather than left with nobody for a ttl.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -29,6 +43,7 @@ use crate::conn::shards::Shards;
 use crate::error::Result;
 use crate::keys::LockKeys;
 use crate::replies::parse_grant;
+use crate::scripts::Kind;
 use crate::token::OwnerToken;
 
 /// Where a client's grants come from.
@@ -36,14 +51,34 @@ pub(crate) enum GrantSource {
     /// Nowhere: notifications are off, or waiters do not queue (a quorum).
     Off,
     /// One node (a single Redis, a Sentinel primary): one classic grant channel.
-    Node(Box<redis::Client>),
+    Node {
+        redis: Box<redis::Client>,
+        /// Whether a grant pushed there is checked for [`Grant::vouched`] (where the
+        /// deployment takes a vouched grant as proof; elsewhere no grant is vouched for).
+        vouches: bool,
+    },
     /// A Redis Cluster (its seeds): one shard grant channel per lock waited for.
     #[cfg(feature = "cluster")]
     Cluster(Vec<redis::Client>),
 }
 
+/// A hand-off of a lock to one of this client's waiters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Grant {
+    /// The fencing token it was granted with.
+    pub(crate) fence: u64,
+    /// Whether it is known to come from the server that decides the lock (the reply of
+    /// this client's release, or a push on a link a primary vouched for): else its waiter
+    /// confirms it with an attempt.
+    pub(crate) vouched: bool,
+}
+
 /// Routes hand-offs from this client's grant channel to the waiting tasks.
 pub(crate) struct Notifier {
+    /// Itself, for the tasks that vouch for a pushed grant.
+    me: Weak<Notifier>,
+    /// Whether pushed grants are vouched for (see [`GrantSource::Node`]).
+    vouches: bool,
     enabled: bool,
     /// This client's id in grant channel names.
     id: String,
@@ -55,15 +90,34 @@ pub(crate) struct Notifier {
     /// A Cluster client's grant channels in use: waiters registered on each, and when it
     /// was last asked for.
     lock_channels: Mutex<HashMap<String, ChannelUse>>,
-    waiters: Mutex<HashMap<String, oneshot::Sender<u64>>>,
+    waiters: Mutex<HashMap<String, oneshot::Sender<Grant>>>,
     /// Tokens of abandoned operations whose give-back has not reached Redis yet: a grant
     /// for one of them wakes its give-back at once (the lock would sit with nobody).
     orphans: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Tokens of acquisitions that queued and ended without the lock (see [`Place`]).
+    abandoned: Mutex<HashMap<String, Abandoned>>,
+    /// Gives back a lock granted to an abandoned token (set by the client).
+    give_back: std::sync::OnceLock<GiveBackHook>,
     /// When a waiter last asked for the subscription: the link keeps reconnecting for
     /// [`IN_USE_FOR`] after that, even with no waiter registered.
     last_used: Mutex<Option<Instant>>,
     epoch: watch::Sender<u64>,
 }
+
+/// Runs the release script of a lease on `keys` of `kind` for an abandoned token.
+pub(crate) type GiveBackHook = Box<dyn Fn(Arc<LockKeys>, Kind, String) + Send + Sync>;
+
+/// An acquisition that queued and ended without the lock: its place may still be granted.
+struct Abandoned {
+    keys: Arc<LockKeys>,
+    kind: Kind,
+    since: Instant,
+}
+
+/// How long a grant for an abandoned acquisition's token is still given back. Its place
+/// lingers as long as the queue does, which other waiters' joins renew; this bounds the
+/// memory kept for it (one entry per abandoned acquisition).
+const ABANDONED_KEPT: Duration = Duration::from_secs(600);
 
 /// How one Cluster grant channel is used.
 struct ChannelUse {
@@ -85,11 +139,11 @@ impl Notifier {
     ) -> Result<Arc<Self>> {
         let id = OwnerToken::generate()?;
         let channel = format!("redlease:grant:{}", id.secret());
-        let (redis, seeds): (_, Option<Vec<redis::Client>>) = match source {
-            GrantSource::Off => (None, None),
-            GrantSource::Node(redis) => (Some(*redis), None),
+        let (redis, seeds, vouches): (_, Option<Vec<redis::Client>>, _) = match source {
+            GrantSource::Off => (None, None, false),
+            GrantSource::Node { redis, vouches } => (Some(*redis), None, vouches),
             #[cfg(feature = "cluster")]
-            GrantSource::Cluster(seeds) => (None, Some(seeds)),
+            GrantSource::Cluster(seeds) => (None, Some(seeds), false),
         };
         Ok(Arc::new_cyclic(|weak: &Weak<Self>| {
             let owner: Weak<dyn LinkOwner> = weak.clone();
@@ -100,7 +154,7 @@ impl Notifier {
             #[cfg(not(feature = "cluster"))]
             let shards: Option<Arc<Shards>> = seeds.and(None);
             let link = redis.and_then(|redis| {
-                match Link::new(&[redis], connect_timeout, response_timeout, owner) {
+                match Link::grants(&[redis], connect_timeout, response_timeout, owner) {
                     Ok(link) => {
                         link.keep(&channel);
                         Some(link)
@@ -112,6 +166,8 @@ impl Notifier {
                 }
             });
             Self {
+                me: weak.clone(),
+                vouches,
                 enabled: link.is_some() || shards.is_some(),
                 id: id.secret().to_owned(),
                 channel,
@@ -120,6 +176,8 @@ impl Notifier {
                 lock_channels: Mutex::new(HashMap::new()),
                 waiters: Mutex::new(HashMap::new()),
                 orphans: Mutex::new(HashMap::new()),
+                abandoned: Mutex::new(HashMap::new()),
+                give_back: std::sync::OnceLock::new(),
                 last_used: Mutex::new(None),
                 epoch: watch::Sender::new(0),
             }
@@ -205,7 +263,7 @@ impl Notifier {
         link.up(deadline).await.is_some()
     }
 
-    fn lock_waiters(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<u64>>> {
+    fn lock_waiters(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<Grant>>> {
         // A panic while holding this lock cannot leave the map inconsistent (single inserts
         // and removes), so a poisoned lock is still usable.
         self.waiters
@@ -310,13 +368,27 @@ impl Notifier {
         self.epoch.subscribe()
     }
 
-    /// Tells the registered waiter `token` that it was handed the lock with `fence`: from
-    /// the grant subscription, or sooner from the reply of a release by this very client
-    /// (whichever comes first; the other finds nobody left to tell).
+    /// Tells the registered waiter `token` that it was handed the lock with `fence`, by the
+    /// reply of a release by this very client: it comes from the server that decides the
+    /// lock (vouched for). The grant's push on the subscription may come sooner or later;
+    /// the second finds nobody left to tell.
     pub(crate) fn deliver(&self, fence: u64, token: &str) {
+        self.tell(
+            Grant {
+                fence,
+                vouched: true,
+            },
+            token,
+        );
+    }
+
+    /// Tells the registered waiter `token` of `grant`, or gives the lock back for an
+    /// abandoned one.
+    fn tell(&self, grant: Grant, token: &str) {
+        let fence = grant.fence;
         let sender = self.lock_waiters().remove(token);
         if let Some(tx) = sender {
-            let _ = tx.send(fence);
+            let _ = tx.send(grant);
             return;
         }
         let orphan = self.lock_orphans().get(token).map(Arc::clone);
@@ -325,10 +397,47 @@ impl Notifier {
             // it tries again now, and hands the lock on.
             tracing::debug!(fence, "hand-off to an abandoned waiter; giving it back");
             orphan.notify_one();
+        } else if let Some(gone) = self.lock_abandoned().remove(token) {
+            // The waiter ended without the lock and its give-back did not reach Redis
+            // (it was cut off): nobody would hold the lock for a ttl.
+            tracing::debug!(fence, "hand-off to a waiter that gave up; giving it back");
+            if let Some(give_back) = self.give_back.get() {
+                give_back(gone.keys, gone.kind, token.to_owned());
+            }
         } else {
             // Told already, or the waiter's give-back ran (it found the lock handed to
             // it and handed it on, or withdrew the place before the hand-off).
             tracing::trace!("hand-off for no waiter registered here");
+        }
+    }
+
+    fn lock_abandoned(&self) -> std::sync::MutexGuard<'_, HashMap<String, Abandoned>> {
+        // Single inserts, removes and retains: a poisoned lock is still usable.
+        self.abandoned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Sets how a lock granted to an abandoned acquisition is given back (once).
+    pub(crate) fn on_abandoned(&self, give_back: GiveBackHook) {
+        let _ = self.give_back.set(give_back);
+    }
+
+    /// The place in the queue of an acquisition of `token` for the lease on `keys`: unless
+    /// [settled](Place::settle) (the lock taken), a grant for it after the acquisition
+    /// ended is given back.
+    pub(crate) fn place(
+        self: &Arc<Self>,
+        token: &OwnerToken,
+        keys: &Arc<LockKeys>,
+        kind: Kind,
+    ) -> Place {
+        Place {
+            notifier: Arc::clone(self),
+            token: token.secret().to_owned(),
+            keys: Arc::clone(keys),
+            kind,
+            settled: false,
         }
     }
 
@@ -360,13 +469,49 @@ impl Notifier {
 
 impl LinkOwner for Notifier {
     fn message(&self, push: &PushInfo) {
+        // A Cluster's shard channels: never vouched for (see `Deployment::trusts_grants`).
         let Some(Value::BulkString(payload)) = push.data.get(1) else {
             return;
         };
         let Some((fence, token)) = parse_grant(payload) else {
             return;
         };
-        self.deliver(fence, token);
+        let grant = Grant {
+            fence,
+            vouched: false,
+        };
+        self.tell(grant, token);
+    }
+
+    fn message_on(&self, push: &PushInfo, connection: u64) {
+        let (Some(link), Some(me), true) = (&self.link, self.me.upgrade(), self.vouches) else {
+            self.message(push);
+            return;
+        };
+        let Some(Value::BulkString(payload)) = push.data.get(1) else {
+            return;
+        };
+        let Some((fence, token)) = parse_grant(payload) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.message(push);
+            return;
+        };
+        // Asked after the message, on the connection that carried it: whether a primary
+        // sent it (a demoted one relays its new primary's grants, also those counted for
+        // nobody there).
+        let (link, token) = (Arc::clone(link), token.to_owned());
+        runtime.spawn(async move {
+            let vouched = link.vouch(connection).await;
+            if !vouched {
+                tracing::debug!(
+                    fence,
+                    "a pushed grant not vouched for by a primary; its waiter confirms it"
+                );
+            }
+            me.tell(Grant { fence, vouched }, &token);
+        });
     }
 
     fn changed(&self, up: bool) {
@@ -385,6 +530,40 @@ impl LinkOwner for Notifier {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .is_some_and(|t| t.elapsed() < IN_USE_FOR)
+    }
+}
+
+/// A queued acquisition's token: abandoned when dropped unless settled.
+pub(crate) struct Place {
+    notifier: Arc<Notifier>,
+    token: String,
+    keys: Arc<LockKeys>,
+    kind: Kind,
+    settled: bool,
+}
+
+impl Place {
+    /// The acquisition took the lock: a later grant for its token is its own.
+    pub(crate) fn settle(mut self) {
+        self.settled = true;
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let mut abandoned = self.notifier.lock_abandoned();
+        abandoned.retain(|_, gone| gone.since.elapsed() < ABANDONED_KEPT);
+        abandoned.insert(
+            std::mem::take(&mut self.token),
+            Abandoned {
+                keys: Arc::clone(&self.keys),
+                kind: self.kind,
+                since: Instant::now(),
+            },
+        );
     }
 }
 
@@ -415,13 +594,13 @@ pub(crate) struct Registration {
     token: String,
     /// The Cluster grant channel it keeps in use.
     channel: Option<String>,
-    grant: oneshot::Receiver<u64>,
+    grant: oneshot::Receiver<Grant>,
 }
 
 impl Registration {
-    /// Resolves with the fencing token when the lock is handed to this waiter.
+    /// Resolves with the grant when the lock is handed to this waiter.
     /// Pends forever if the sender is gone (the caller always races it with a timer).
-    pub(crate) async fn granted(&mut self) -> u64 {
+    pub(crate) async fn granted(&mut self) -> Grant {
         match (&mut self.grant).await {
             Ok(fence) => fence,
             Err(_) => std::future::pending().await,
