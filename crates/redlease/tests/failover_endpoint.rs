@@ -152,3 +152,42 @@ async fn a_grant_relayed_by_the_demoted_primary_is_never_taken() {
 fn client_waiting(w: &Client, x: &Client) -> usize {
     w.waiting() + x.waiting()
 }
+
+/// The holder's command connection stays on the demoted primary (nothing cut it): its
+/// release meets `READONLY`, moves to a new connection (the endpoint sends it to the new
+/// primary) and goes through there. Before: the release failed with `READONLY` and the
+/// lock sat on the new primary, held by nobody, for its whole ttl.
+#[tokio::test]
+async fn a_command_connection_left_on_the_demoted_primary_moves_to_the_new_one() {
+    let old = common::server();
+    let new = common::server();
+    replicate(&new, &old).await;
+    let endpoint = Proxy::start(old.port()).unwrap();
+    let keys = LockKeys::new("redlease:", NAME).unwrap();
+    let holder = Client::connect(&endpoint.url()).await.unwrap();
+    let held = bounded(
+        "acquire",
+        holder.lock(NAME).ttl(Duration::from_secs(30)).acquire(),
+    )
+    .await
+    .unwrap();
+    eventually("the lock replicated to B", || async {
+        lock_on(&new, &keys).1
+    })
+    .await;
+
+    new.query(&["REPLICAOF", "NO", "ONE"]).unwrap();
+    replicate(&old, &new).await;
+    endpoint.retarget(new.port());
+
+    bounded("release", held.release()).await.unwrap();
+    assert!(!lock_on(&new, &keys).1, "the lock is still held on B");
+    let again = bounded(
+        "acquire again",
+        holder.lock(NAME).ttl(Duration::from_secs(30)).acquire(),
+    )
+    .await
+    .unwrap();
+    assert!(lock_on(&new, &keys).1, "the new hold is not on B");
+    bounded("release again", again.release()).await.unwrap();
+}

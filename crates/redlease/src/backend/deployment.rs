@@ -243,8 +243,9 @@ impl Deployment {
     }
 
     /// Runs an idempotent script call, again after a connection error (a connection
-    /// killed under it, a server restarting) for as long as the response timeout lasts
-    /// since the first try: the connection reconnects by itself meanwhile. Without this,
+    /// killed under it, a server restarting) or a `READONLY` (a connection left on a
+    /// primary demoted behind a failover endpoint) for as long as the response timeout
+    /// lasts since the first try: the connection reconnects by itself meanwhile. Without this,
     /// a release that meets a dropped connection would leave the lock held by nobody
     /// until its TTL.
     pub(crate) async fn across_reconnects<T, F, Fut>(&self, mut call: F) -> RedisResult<T>
@@ -256,7 +257,7 @@ impl Deployment {
         let mut tries = 0u32;
         loop {
             match Box::pin(call()).await {
-                Err(e) if is_connection_error(&e) && tokio::time::Instant::now() < until => {
+                Err(e) if retried(&e) && tokio::time::Instant::now() < until => {
                     tries += 1;
                     tracing::debug!(error = %e, tries, "connection error; trying again after the reconnect");
                     let pause = RECONNECT_PAUSE.saturating_mul(1 << tries.min(5));
@@ -299,4 +300,10 @@ impl Deployment {
         }
         self.response_timeout.min(third)
     }
+}
+
+/// Whether [`Deployment::across_reconnects`] tries a call again after `e`: a connection
+/// error, or `READONLY` (the connection, now on a replica, is replaced by a new one).
+fn retried(e: &redis::RedisError) -> bool {
+    is_connection_error(e) || crate::error::error_code(e) == Some("READONLY")
 }

@@ -102,7 +102,11 @@ pub(crate) struct Watched {
 impl Watched {
     /// Sends `request` on the connection, marking it stale when the request times out or
     /// is dropped unanswered after [`Watched::stale_after`].
-    fn watch<'a, T: Send + 'a>(&self, request: RedisFuture<'a, T>) -> RedisFuture<'a, T> {
+    fn watch<'a, T: Send + 'a>(
+        &self,
+        request: RedisFuture<'a, T>,
+        on_replica: fn(&T) -> bool,
+    ) -> RedisFuture<'a, T> {
         let mut watch = Watch {
             stale: Arc::clone(&self.stale),
             since: tokio::time::Instant::now(),
@@ -112,14 +116,25 @@ impl Watched {
         Box::pin(async move {
             let result = request.await;
             watch.answered = true;
-            if let Err(e) = &result
-                && e.is_timeout()
-            {
+            // A timeout: the link may be silent. READONLY: the connection is on a
+            // replica, a primary demoted behind a failover endpoint whose new
+            // connections reach the new primary. Either way, the next request goes on a
+            // new connection.
+            let replace = match &result {
+                Err(e) => e.is_timeout() || crate::error::error_code(e) == Some("READONLY"),
+                Ok(value) => on_replica(value),
+            };
+            if replace {
                 watch.mark();
             }
             result
         })
     }
+}
+
+/// Whether a reply is a `READONLY` error: the connection is on a replica.
+fn is_readonly(value: &Value) -> bool {
+    matches!(value, Value::ServerError(e) if e.code() == "READONLY")
 }
 
 /// One request on a [`Watched`] connection; marks it stale when dropped unanswered after
@@ -152,7 +167,7 @@ impl Drop for Watch {
 impl ConnectionLike for Watched {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         let watch = self.clone();
-        watch.watch(self.manager.req_packed_command(cmd))
+        watch.watch(self.manager.req_packed_command(cmd), is_readonly)
     }
 
     fn req_packed_commands<'a>(
@@ -162,7 +177,10 @@ impl ConnectionLike for Watched {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         let watch = self.clone();
-        watch.watch(self.manager.req_packed_commands(cmd, offset, count))
+        watch.watch(
+            self.manager.req_packed_commands(cmd, offset, count),
+            |values: &Vec<Value>| values.iter().any(is_readonly),
+        )
     }
 
     fn get_db(&self) -> i64 {
