@@ -36,7 +36,7 @@ local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if current < tonumber(ARGV[1]) then
   redis.call('SET', KEYS[1], ARGV[1], 'EX', 604800)
 else
-  redis.call('EXPIRE', KEYS[1], 604800)
+  redis.call('PEXPIRE', KEYS[1], 604800000)
 end
 if KEYS[3] then
   redis.call('SET', KEYS[3], ARGV[1] .. ' ' .. ARGV[2])

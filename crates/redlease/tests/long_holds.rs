@@ -86,3 +86,84 @@ async fn a_lock_is_handed_over_after_its_counter_is_gone() {
     assert!(next.is_held());
     bounded("release", next.release()).await.unwrap();
 }
+
+/// What renewals send once a day for a hold of six days or more (`raise_fence.lua`): the
+/// counter comes back at the holder's token if it was deleted, and its expiry is set to a
+/// week again when it is already higher. Before, a counter at or above the token kept its
+/// old expiry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keeping_the_counter_restores_it_and_its_week() {
+    let server = server();
+    let client = client(&server).await;
+    let lock = client.lock("kept");
+    let guard = bounded("acquire", lock.acquire()).await.unwrap();
+    let keys = lock.keys().unwrap();
+    let mut conn = raw(&server).await;
+    let token: String = redis::cmd("GET")
+        .arg(keys.key())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let keeper = conn.clone();
+    let keep = || {
+        let mut conn = keeper.clone();
+        let (fence, key, token) = (
+            keys.fence().to_owned(),
+            keys.key().to_owned(),
+            token.clone(),
+        );
+        let fencing = guard.fencing_token().get();
+        async move {
+            let kept: i64 = redis::cmd("EVAL")
+                .arg(include_str!("../scripts/raise_fence.lua"))
+                .arg(2)
+                .arg(&fence)
+                .arg(&key)
+                .arg(fencing)
+                .arg(&token)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(kept, 1);
+        }
+    };
+    let week_ms = 7 * 24 * 3600 * 1000;
+    // Deleted: restored at the holder's token, for a week.
+    let () = redis::cmd("DEL")
+        .arg(keys.fence())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    keep().await;
+    let value: u64 = redis::cmd("GET")
+        .arg(keys.fence())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(value, guard.fencing_token().get());
+    // Higher than the token (another grant of the name), with a short expiry left: the
+    // value stays, the week comes back.
+    let higher = guard.fencing_token().get() + 10;
+    let () = redis::cmd("SET")
+        .arg(keys.fence())
+        .arg(higher)
+        .arg("PX")
+        .arg(5_000)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    keep().await;
+    let value: u64 = redis::cmd("GET")
+        .arg(keys.fence())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(value, higher);
+    let left: i64 = redis::cmd("PTTL")
+        .arg(keys.fence())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(left > week_ms - 60_000, "the counter keeps {left} ms");
+    bounded("release", guard.release()).await.unwrap();
+}
