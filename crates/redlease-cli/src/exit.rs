@@ -12,8 +12,8 @@ pub(crate) const UNAVAILABLE: u8 = 69;
 /// `run`: the lock stayed busy (`--no-wait`, or the wait ran out); `EX_TEMPFAIL` of
 /// sysexits.h: try again later.
 pub(crate) const BUSY: u8 = 75;
-/// `run`: the lease was lost while CMD ran (CMD was terminated), or found lost when it
-/// ended.
+/// `run`: the lease was lost while CMD ran (CMD was terminated), or not renewed in time
+/// (its supervisor terminated CMD), or found lost when it ended.
 pub(crate) const LOST: u8 = 79;
 /// `run`: CMD could not be started (as env(1) and timeout(1) say it).
 pub(crate) const CANNOT_START: u8 = 125;
@@ -45,8 +45,10 @@ Exit codes of run:
   79      the lease was lost while CMD ran (the key expired without renewal, e.g. Redis was
           unreachable for the whole TTL, or someone deleted it): CMD and its process group
           got SIGTERM, then SIGKILL after --kill-after. Also when CMD ended but its lock was
-          found lost at release: its work may have overlapped with another holder's. Any
-          one of several --key; leadership with --elect
+          found lost at release: its work may have overlapped with another holder's. Also
+          when redlease was stopped (SIGSTOP, Ctrl-Z) or could not renew until shortly
+          before the lease's end: its supervisor then ended CMD's process group, and
+          redlease says so when it resumes. Any one of several --key; leadership with --elect
   125     CMD could not be started; 126: CMD is not executable; 127: CMD was not found
   137     redlease was killed by SIGKILL (e.g. the OOM killer) while CMD ran: CMD and its
           process group got SIGTERM, then SIGKILL after --kill-after, from the supervisor

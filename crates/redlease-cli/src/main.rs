@@ -23,6 +23,7 @@ mod connect;
 mod demo;
 mod environment;
 mod exit;
+mod heartbeat;
 mod inspect;
 mod leader;
 mod name;

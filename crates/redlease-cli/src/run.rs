@@ -15,6 +15,7 @@ use tokio::process::Child;
 use crate::connect::RedisArgs;
 use crate::environment;
 use crate::exit;
+use crate::heartbeat::Heartbeat;
 use crate::inspect;
 use crate::output::human;
 use crate::signals::Signals;
@@ -88,8 +89,19 @@ and CMD (`redlease __supervise` in ps; it leads CMD's process group and passes C
 code through) then gives CMD's process group SIGTERM at once, then SIGKILL after
 --kill-after. The lease still has about two thirds of --ttl left when redlease dies (it
 is renewed every ttl/3): --kill-after must be below that, less the drift allowance
-(ttl/100 + 2ms), so that CMD is gone before anyone else can take the lock; redlease
-refuses a longer one (exit 2). Without --kill-after it is a third of --ttl, at most 10s.
+(ttl/100 + 2ms) and the margin below (ttl/20), so that CMD is gone before anyone else can
+take the lock; redlease refuses a longer one (exit 2). Without --kill-after it is a third
+of --ttl, at most 10s.
+
+If redlease lives on but stops renewing, because it is stopped (SIGSTOP, Ctrl-Z, a
+debugger) or Redis does not answer, the supervisor acts too: a stopped process cannot
+stop CMD. redlease moves the lease's end as it knows it (reckoned from when the renewal
+was sent, less the drift allowance) forward with every renewal, and unless it moves, the
+supervisor gives CMD's process group SIGTERM --kill-after before, and SIGKILL a margin of
+ttl/20 before, that end: CMD is gone at least ttl/20 + ttl/100 + 2ms before Redis can
+expire the lease. A redlease that resumes then says so and exits with 79. A machine that
+stalls as a whole (a paused VM) stops the supervisor with it; it acts as soon as the
+machine runs again, which may be too late: the fencing token protects the resource then.
 
 The holder's details recorded beside the lock (see redlease status) are this host, this
 pid and CMD's program name, never its arguments.
@@ -183,9 +195,10 @@ pub(crate) struct RunArgs {
     #[arg(long, conflicts_with = "wait")]
     no_wait: bool,
 
-    /// When the lease is lost, or redlease dies, how long CMD's process group has between
-    /// SIGTERM and SIGKILL; shorter than two thirds of --ttl less its drift allowance (the
-    /// lease left when redlease dies), else refused [default: a third of --ttl, at most 10s]
+    /// When the lease is lost, or redlease dies or stops renewing, how long CMD's process
+    /// group has between SIGTERM and SIGKILL; shorter than two thirds of --ttl less its
+    /// drift allowance (the lease left when redlease dies) and ttl/20 (the margin), else
+    /// refused [default: a third of --ttl, at most 10s]
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     kill_after: Option<Duration>,
 
@@ -315,13 +328,15 @@ impl RunArgs {
     /// The combinations clap cannot refuse by itself; the message for a usage error.
     pub(crate) fn check(&self) -> Result<(), String> {
         let lease_left = lease_left_at_death(self.ttl);
-        if self.kill_after() >= lease_left {
+        let below = lease_left.saturating_sub(kill_margin(self.ttl));
+        if self.kill_after() >= below {
             return Err(format!(
-                "--kill-after {} outlives the lease: when redlease dies the lease of --ttl {} may have only {} left (renewed every ttl/3, less the drift allowance), and the next holder could start while CMD still runs; give a --kill-after below {} or a longer --ttl",
+                "--kill-after {} outlives the lease: when redlease dies the lease of --ttl {} may have only {} left (renewed every ttl/3, less the drift allowance), and CMD must be gone {} (ttl/20) before that, or the next holder could start while CMD still runs; give a --kill-after below {} or a longer --ttl",
                 human(self.kill_after()),
                 human(self.ttl),
                 human(lease_left),
-                human(lease_left),
+                human(kill_margin(self.ttl)),
+                human(below),
             ));
         }
         let names = self.names().len();
@@ -397,6 +412,14 @@ fn lease_left_at_death(ttl: Duration) -> Duration {
     (ttl * 2 / 3).saturating_sub(redlease::drift(ttl))
 }
 
+/// How long before the end of its lease (as `run` knows it) CMD's process group gets
+/// SIGKILL when `run` stops renewing: a twentieth of the ttl, for the supervisor to wake
+/// and the kernel to end the group on a loaded machine, on top of the drift allowance the
+/// lease's end already leaves before Redis' expiry.
+fn kill_margin(ttl: Duration) -> Duration {
+    ttl / 20
+}
+
 /// A hold of any primitive: every one is one or more [`Guard`]s underneath (a
 /// [`WriteGuard`] derefs to one, a [`MultiGuard`] and a [`Leadership`] have them), so the
 /// rest of `run` is the same for all.
@@ -442,6 +465,15 @@ impl Hold {
             }
         }
         self.guards().first().map_or("", Guard::name)
+    }
+
+    /// The end of the soonest lease held, as this process knows it.
+    fn valid_until(&self) -> tokio::time::Instant {
+        self.guards()
+            .iter()
+            .map(Guard::valid_until)
+            .min()
+            .unwrap_or_else(tokio::time::Instant::now)
     }
 
     /// The name of a lease found lost, if one is.
@@ -563,8 +595,10 @@ async fn run_with(
     };
     tracing::debug!(%what, fences = %fencing_tokens(args, &hold), "acquired; starting the command");
 
-    let mut child = match spawn(args, &hold) {
-        Ok(child) => child,
+    let started = Heartbeat::create(hold.valid_until())
+        .and_then(|heartbeat| spawn(args, &hold, &heartbeat).map(|child| (child, heartbeat)));
+    let (mut child, heartbeat) = match started {
+        Ok(started) => started,
         Err(e) => {
             give_back(hold, &what).await;
             eprintln!(
@@ -595,9 +629,24 @@ async fn run_with(
                 return Ok(exit::code(args.conflict(exit::LOST)));
             }
             sig = signals.recv() => forward(group, sig),
-            Some((name, now)) = health.next(), if !health.done => health.report(args, &name, now),
+            Some((name, now)) = health.next(), if !health.done => {
+                // Every renewal moves the deadline the supervisor watches.
+                if let Err(e) = heartbeat.beat(hold.valid_until()) {
+                    tracing::warn!(error = %e, "cannot move the lease's deadline for the supervisor; it ends the command at the deadline it has");
+                }
+                health.report(args, &name, now);
+            }
         }
     };
+    if heartbeat.ended() {
+        eprintln!(
+            "redlease: {} was not renewed in time while `{program}` ran (redlease was stopped, or Redis did not answer), so its supervisor terminated `{program}` and its process group before the lease could end; another holder may be running now",
+            lost_what(args, hold.lost_name())
+        );
+        tracing::debug!(%status, "the command ended for the lease's deadline");
+        give_back(hold, &what).await;
+        return Ok(exit::code(args.conflict(exit::LOST)));
+    }
     let code = exit::of_status(status);
     let lost = lost_what(args, hold.lost_name());
     match hold.release().await {
@@ -699,10 +748,11 @@ fn fencing_tokens(args: &RunArgs, hold: &Hold) -> String {
 
 /// Starts the command under a supervisor (this binary again, see [`crate::supervise`]) that
 /// leads a new process group, which the command joins: signals for the command go to that
-/// group, and the supervisor ends the group should this process die. The supervisor passes
+/// group, and the supervisor ends the group should this process die, or should it not move
+/// `heartbeat`'s deadline forward before the lease can end. The supervisor passes
 /// the command's exit code through (128+N for signal N), and reports a command that cannot
 /// start with 125, 126 or 127 as the command itself would have been.
-fn spawn(args: &RunArgs, hold: &Hold) -> std::io::Result<Child> {
+fn spawn(args: &RunArgs, hold: &Hold, heartbeat: &Heartbeat) -> std::io::Result<Child> {
     let first = args.first();
     let token = hold
         .fencing_token(first)
@@ -712,7 +762,12 @@ fn spawn(args: &RunArgs, hold: &Hold) -> std::io::Result<Child> {
     let mut command = tokio::process::Command::new(supervise::program()?);
     command
         .arg0("redlease")
-        .args(supervise::arguments(args.kill_after(), &args.command))
+        .args(supervise::arguments(
+            args.kill_after(),
+            kill_margin(args.ttl),
+            heartbeat.dir(),
+            &args.command,
+        ))
         .env("REDLEASE_FENCING_TOKEN", &token)
         .env("REDLEASE_KEY", first)
         .env("REDLEASE_KEYS", environment::keys(args.names()))

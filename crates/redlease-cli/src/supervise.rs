@@ -22,13 +22,22 @@
 //!   parent died is adopted by another. Then it does what `run` does with a lost lease:
 //!   SIGTERM to the group, SIGKILL to what is left of it after `--kill-after`.
 //!
-//! Nothing but the parent's pid, `--kill-after` and the command line cross from `run`: no
-//! descriptor to inherit (this workspace forbids the `unsafe` that adopting one by number
-//! takes). The command's environment (`REDLEASE_FENCING_TOKEN`, `REDLEASE_KEY`) and its
-//! standard input, output and error are the supervisor's, which `run` set.
+//! - `run` may also live on without renewing: stopped (SIGSTOP, Ctrl-Z, a debugger), or
+//!   with renewals that fail. A stopped process cannot stop its command, so the supervisor
+//!   watches the lease's deadline, which `run` moves forward with every renewal (see
+//!   [`crate::heartbeat`]). Should it not move, the supervisor ends the group so that the
+//!   SIGKILL comes `--margin` before the deadline: SIGTERM `--kill-after` before that.
+//!   `run` ends a lost lease's command itself; this is for a `run` that cannot.
+//!
+//! Nothing but the parent's pid, `--kill-after`, `--margin`, the deadline's directory and
+//! the command line cross from `run`: no descriptor to inherit (this workspace forbids the
+//! `unsafe` that adopting one by number takes). The command's environment
+//! (`REDLEASE_FENCING_TOKEN`, `REDLEASE_KEY`) and its standard input, output and error are
+//! the supervisor's, which `run` set.
 
 use std::ffi::OsString;
 use std::io::{ErrorKind, Write as _};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -37,8 +46,10 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::{Pid, getpgrp, getppid, setpgid};
 use tokio::process::Child;
 use tokio::signal::unix::{SignalKind, signal};
+use tokio::time::Instant;
 
 use crate::exit;
+use crate::heartbeat;
 use crate::output::human;
 use crate::signals::Signals;
 
@@ -64,6 +75,14 @@ pub(crate) struct SuperviseArgs {
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     kill_after: Duration,
 
+    /// How long before the lease's deadline the command's process group gets SIGKILL
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    margin: Duration,
+
+    /// The directory that holds the lease's deadline, which `run` moves forward
+    #[arg(long, value_name = "DIR")]
+    deadline: PathBuf,
+
     /// The command to run, and its arguments
     #[arg(
         value_name = "CMD",
@@ -76,13 +95,22 @@ pub(crate) struct SuperviseArgs {
 }
 
 /// The arguments that make `redlease` a supervisor for `command`, after the program name.
-pub(crate) fn arguments(kill_after: Duration, command: &[OsString]) -> Vec<OsString> {
+pub(crate) fn arguments(
+    kill_after: Duration,
+    margin: Duration,
+    deadline: &Path,
+    command: &[OsString],
+) -> Vec<OsString> {
     let mut args: Vec<OsString> = vec![
         SUBCOMMAND.into(),
         "--parent".into(),
         std::process::id().to_string().into(),
         "--kill-after".into(),
         humantime::format_duration(kill_after).to_string().into(),
+        "--margin".into(),
+        humantime::format_duration(margin).to_string().into(),
+        "--deadline".into(),
+        deadline.into(),
         "--".into(),
     ];
     args.extend(command.iter().cloned());
@@ -138,6 +166,18 @@ async fn supervise(args: SuperviseArgs) -> anyhow::Result<ExitCode> {
         say(&format!(
             "`redlease run` (pid {parent}) died before `{program}` started; not starting it"
         ));
+        heartbeat::remove(&args.deadline);
+        return Ok(exit::code(exit::LOST));
+    }
+    let watch = Deadline::new(&args);
+    let mut deadline = watch.read(Instant::now());
+    if watch.term_at(deadline) <= Instant::now() {
+        say(&format!(
+            "the lease of `redlease run` (pid {parent}) is too close to its end to start `{program}`; not starting it"
+        ));
+        if let Err(e) = heartbeat::mark_ended(&args.deadline) {
+            tracing::debug!(error = %e, "marking the command ended for its deadline");
+        }
         return Ok(exit::code(exit::LOST));
     }
 
@@ -160,6 +200,24 @@ async fn supervise(args: SuperviseArgs) -> anyhow::Result<ExitCode> {
             status = child.wait() => break status.context("waiting for the command")?,
             _ = parent_died.recv() => getppid() != parent,
             _ = check.tick() => getppid() != parent,
+            () = tokio::time::sleep_until(watch.term_at(deadline)) => {
+                // Renewals move the deadline long before this: look whether they did.
+                deadline = watch.read(deadline);
+                if watch.term_at(deadline) > Instant::now() {
+                    continue;
+                }
+                if let Err(e) = heartbeat::mark_ended(&args.deadline) {
+                    tracing::debug!(error = %e, "marking the command ended for its deadline");
+                }
+                let kill_at = watch.kill_at(deadline);
+                say(&format!(
+                    "`redlease run` (pid {parent}) did not renew its lease in time (it is stopped, or Redis did not answer), which may end in {}; terminating `{program}` and its process group before it does: SIGTERM now, SIGKILL in {}",
+                    human(deadline.saturating_duration_since(Instant::now())),
+                    human(kill_at.saturating_duration_since(Instant::now())),
+                ));
+                end_group(&mut child, kill_at).await;
+                return Ok(exit::code(exit::LOST));
+            }
             // Sent to the group: the command got it too, and decides what it means.
             sig = forwarded.recv() => {
                 tracing::debug!(signal = %sig, "the command's group got a signal");
@@ -167,15 +225,62 @@ async fn supervise(args: SuperviseArgs) -> anyhow::Result<ExitCode> {
             }
         };
         if orphaned {
+            let kill_at = (Instant::now() + args.kill_after).min(watch.kill_at(deadline));
             say(&format!(
                 "`redlease run` (pid {parent}) died while `{program}` ran, so its lock is no longer renewed; terminating `{program}` and its process group: SIGTERM now, SIGKILL in {}",
-                human(args.kill_after)
+                human(kill_at.saturating_duration_since(Instant::now()))
             ));
-            end_group(&mut child, args.kill_after).await;
+            // Nobody else will remove it.
+            heartbeat::remove(&args.deadline);
+            end_group(&mut child, kill_at).await;
             return Ok(exit::code(exit::LOST));
         }
     };
     Ok(exit::code(exit::of_status(status)))
+}
+
+/// The lease's deadline as the supervisor watches it, and when to act on it.
+struct Deadline<'a> {
+    dir: &'a Path,
+    kill_after: Duration,
+    margin: Duration,
+}
+
+impl<'a> Deadline<'a> {
+    fn new(args: &'a SuperviseArgs) -> Self {
+        Self {
+            dir: &args.deadline,
+            kill_after: args.kill_after,
+            margin: args.margin,
+        }
+    }
+
+    /// The deadline `run` wrote last; `known` when it cannot be read (a deadline that
+    /// cannot be read does not move).
+    fn read(&self, known: Instant) -> Instant {
+        match heartbeat::read(self.dir) {
+            Ok(deadline) => deadline,
+            Err(e) => {
+                tracing::debug!(error = %e, "reading the lease's deadline");
+                known
+            }
+        }
+    }
+
+    /// When the command's group gets SIGKILL for `deadline`: `--margin` before it.
+    fn kill_at(&self, deadline: Instant) -> Instant {
+        deadline
+            .checked_sub(self.margin)
+            .unwrap_or_else(Instant::now)
+    }
+
+    /// When the command's group gets SIGTERM for `deadline`: `--kill-after` before the
+    /// SIGKILL.
+    fn term_at(&self, deadline: Instant) -> Instant {
+        self.kill_at(deadline)
+            .checked_sub(self.kill_after)
+            .unwrap_or_else(Instant::now)
+    }
 }
 
 /// Starts the command in this process's group (the supervisor leads it), with the
@@ -188,11 +293,10 @@ fn spawn(command: &[OsString]) -> std::io::Result<Child> {
 }
 
 /// SIGTERM to this process's group (the supervisor handles it), then, once the command
-/// ended and the rest of the group is gone or `grace` has passed, SIGKILL to whatever is
+/// ended and the rest of the group is gone or `deadline` has come, SIGKILL to whatever is
 /// left of the group, this process included.
-async fn end_group(child: &mut Child, grace: Duration) {
+async fn end_group(child: &mut Child, deadline: Instant) {
     let group = getpgrp();
-    let deadline = tokio::time::Instant::now() + grace;
     if let Err(e) = killpg(group, Signal::SIGTERM) {
         tracing::debug!(error = %e, "SIGTERM to the command's group");
     }
@@ -200,7 +304,7 @@ async fn end_group(child: &mut Child, grace: Duration) {
     tracing::debug!(?ended, "the command after SIGTERM");
     // A process group offers no event to wait on: look for the rest of it.
     while others_in_group(group) {
-        if tokio::time::Instant::now() >= deadline {
+        if Instant::now() >= deadline {
             let _ = killpg(group, Signal::SIGKILL);
             return;
         }

@@ -12,8 +12,16 @@ mod checker;
 /// The top-level modules of `src/`, from the bottom layer to the top. A module may use the
 /// modules of its own layer (without cycles) and of the layers below it, never above.
 const LAYERS: &[&[&str]] = &[
-    // Leaves: exit codes, output, signals, names, the environment of a run's command.
-    &["exit", "output", "signals", "name", "environment"],
+    // Leaves: exit codes, output, signals, names, the environment of a run's command, the
+    // lease's deadline that run hands its supervisor.
+    &[
+        "exit",
+        "output",
+        "signals",
+        "name",
+        "environment",
+        "heartbeat",
+    ],
     // Where Redis is.
     &["connect"],
     // What operators read of a lock; the supervisor between run and its command.

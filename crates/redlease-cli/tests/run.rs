@@ -341,6 +341,8 @@ fn help_reads_like_a_man_page_and_hides_secrets() {
         "79",
         "--kill-after",
         "crontab",
+        "SIGSTOP",
+        "SIGKILL a margin of\nttl/20 before",
     ] {
         assert!(help.contains(needle), "run --help lacks {needle:?}");
     }
@@ -422,18 +424,22 @@ fn a_kill_after_that_outlives_the_lease_is_refused_before_anything_is_taken() ->
         ))
     };
     // With --ttl 3s the lease may have 2s less the drift allowance (32ms) left when
-    // redlease dies.
-    let refused = run("2s");
-    let err = text(&refused.stderr);
-    assert_eq!(refused.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("--kill-after 2s outlives the lease") && err.contains("1s 968ms"),
-        "{err}"
-    );
-    assert!(!dir.path().join("ran").exists());
-    assert_eq!(server.command(&["EXISTS", "redlease:short"])?, ":0");
+    // redlease dies, and CMD must be gone a margin of ttl/20 (150ms) before that.
+    for (too_long, said) in [("2s", "2s"), ("1900ms", "1s 900ms")] {
+        let refused = run(too_long);
+        let err = text(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("--kill-after {said} outlives the lease"))
+                && err.contains("1s 968ms")
+                && err.contains("below 1s 818ms"),
+            "{err}"
+        );
+        assert!(!dir.path().join("ran").exists());
+        assert_eq!(server.command(&["EXISTS", "redlease:short"])?, ":0");
+    }
 
-    let accepted = run("1900ms");
+    let accepted = run("1800ms");
     assert_eq!(
         accepted.status.code(),
         Some(0),

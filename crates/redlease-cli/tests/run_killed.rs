@@ -9,48 +9,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{STEP, TestResult, server, signal, start_run, wait, wait_for_file};
+use common::{
+    Leftovers, STEP, TestResult, gone, pid_in, server, signal, start_run, wait, wait_for_file,
+};
 use nix::sys::signal::Signal;
-
-/// Whether process `pid` is gone: no such process, or a zombie (dead, not yet reaped by
-/// whoever adopted it).
-fn gone(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rfind(')')
-            .and_then(|end| stat[end + 1..].split_whitespace().next())
-            .is_some_and(|state| state == "Z"),
-    }
-}
-
-fn pid_in(path: &Path) -> Result<u32, Box<dyn std::error::Error>> {
-    wait_for_file(path);
-    // The file appears before its content: wait for the whole line.
-    let deadline = Instant::now() + STEP;
-    loop {
-        let text = std::fs::read_to_string(path)?;
-        if text.ends_with('\n') {
-            return Ok(text.trim().parse()?);
-        }
-        assert!(Instant::now() < deadline, "{} stayed empty", path.display());
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Kills, by PID, the processes a test started through `redlease run` if they outlive it
-/// (they do on a failure: they would otherwise run on after the test).
-struct Leftovers(Vec<u32>);
-
-impl Drop for Leftovers {
-    fn drop(&mut self) {
-        for &pid in &self.0 {
-            if !gone(pid) {
-                signal(pid, Signal::SIGKILL);
-            }
-        }
-    }
-}
 
 #[test]
 fn sigkill_of_redlease_ends_the_command_and_its_children() -> TestResult {
@@ -143,16 +105,24 @@ fn without_kill_after_a_short_lease_ends_the_command_before_the_lease_does() -> 
 }
 
 /// `redlease __supervise ARGS -- sh -c BODY`, as `redlease run` starts it: leading a new
-/// process group, which is what it ends.
-fn supervisor(parent: u32, dir: &Path, body: &str) -> Command {
+/// process group, which is what it ends. The lease's deadline, in `dir`, is a minute away
+/// (nothing here moves it).
+fn supervisor(parent: u32, dir: &Path, body: &str) -> std::io::Result<Command> {
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(Duration::from)
+        .unwrap_or_default();
+    let deadline = (now + STEP).as_nanos();
+    std::fs::write(dir.join("deadline"), format!("{deadline}\n"))?;
     let mut cmd = common::redlease();
     cmd.args(["__supervise", "--parent", &parent.to_string()])
-        .args(["--kill-after", "1s", "--", "sh", "-c"])
+        .args(["--kill-after", "1s", "--margin", "100ms", "--deadline"])
+        .arg(dir)
+        .args(["--", "sh", "-c"])
         .arg(common::script(dir, body))
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .process_group(0);
-    cmd
+    Ok(cmd)
 }
 
 #[test]
@@ -160,7 +130,7 @@ fn a_supervisor_whose_redlease_already_died_does_not_start_the_command() -> Test
     let dir = tempfile::tempdir()?;
     // Its parent is this test, not the pid it is told: as if `redlease run` had died
     // between starting it and its first look.
-    let out = common::output(supervisor(1, dir.path(), "touch DIR/ran"));
+    let out = common::output(supervisor(1, dir.path(), "touch DIR/ran")?);
     assert_eq!(out.status.code(), Some(79), "{}", common::text(&out.stderr));
     assert!(common::text(&out.stderr).contains("died before `sh` started"));
     assert!(!dir.path().join("ran").exists());
@@ -175,7 +145,7 @@ fn the_end_of_the_thread_that_started_the_supervisor_is_not_the_death_of_redleas
     let body = "trap 'touch DIR/term; exit 1' TERM; touch DIR/started; \
         while [ ! -e DIR/go ]; do sleep 0.05; done; exit 5";
     let started = dir.path().join("started");
-    let mut cmd = supervisor(std::process::id(), dir.path(), body);
+    let mut cmd = supervisor(std::process::id(), dir.path(), body)?;
     let child = std::thread::spawn(move || {
         let child = cmd.spawn();
         // The command runs, so the supervisor set its parent-death signal; this thread's

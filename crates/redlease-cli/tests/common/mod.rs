@@ -212,3 +212,44 @@ pub fn check_marks(dir: &Path, sections: usize) -> TestResult {
     }
     Ok(())
 }
+
+/// Whether process `pid` is gone: no such process, or a zombie (dead, not yet reaped by
+/// whoever adopted it).
+pub fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rfind(')')
+            .and_then(|end| stat[end + 1..].split_whitespace().next())
+            .is_some_and(|state| state == "Z"),
+    }
+}
+
+/// The pid a command wrote to `path` (a line), once the line is whole.
+pub fn pid_in(path: &Path) -> Result<u32, Box<dyn std::error::Error>> {
+    wait_for_file(path);
+    // The file appears before its content: wait for the whole line.
+    let deadline = Instant::now() + STEP;
+    loop {
+        let text = std::fs::read_to_string(path)?;
+        if text.ends_with('\n') {
+            return Ok(text.trim().parse()?);
+        }
+        assert!(Instant::now() < deadline, "{} stayed empty", path.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Kills, by PID, the processes a test started through `redlease run` if they outlive it
+/// (they do on a failure: they would otherwise run on after the test).
+pub struct Leftovers(pub Vec<u32>);
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            if !gone(pid) {
+                signal(pid, Signal::SIGKILL);
+            }
+        }
+    }
+}

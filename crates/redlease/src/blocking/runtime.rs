@@ -6,8 +6,12 @@ use std::task::{Context, Poll, Waker};
 use crate::error::{Error, Result};
 
 /// The runtime a blocking client drives its engine on (shared by its builders and
-/// guards). Dropped last inside an async task, it shuts down without blocking (tokio
-/// panics on a runtime dropped there the ordinary way); background releases still pending
+/// guards). Dropped last on a plain thread, it shuts down as tokio's runtimes do, waiting
+/// for its threads. Dropped last inside any runtime's context, it is handed to a thread of
+/// its own to shut down there, since tokio panics on a runtime dropped where blocking is
+/// not allowed, and no question tokio answers tells every such place (an async task, one
+/// polled without a budget, the shutdown of the runtime whose task held the client) from a
+/// `spawn_blocking` thread, where blocking is allowed. Background releases still pending
 /// then are dropped with it, and those leases expire after their TTL.
 pub(super) struct Runtime(Option<tokio::runtime::Runtime>);
 
@@ -34,11 +38,32 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        if let Some(runtime) = self.0.take()
-            && in_async_task()
-        {
-            runtime.shutdown_background();
+        let Some(runtime) = self.0.take() else {
+            return;
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            // A plain thread, where blocking is allowed.
+            drop(runtime);
+            return;
         }
+        // Handed over a channel: were the thread not to start, a runtime moved into its
+        // closure would be dropped here, which is what must not happen.
+        let (hand, over) = std::sync::mpsc::channel::<tokio::runtime::Runtime>();
+        let started = std::thread::Builder::new()
+            .name("redlease-blocking-shutdown".into())
+            .spawn(move || drop(over.recv()));
+        let runtime = match started {
+            Ok(_) => match hand.send(runtime) {
+                Ok(()) => return,
+                Err(std::sync::mpsc::SendError(runtime)) => runtime,
+            },
+            Err(e) => {
+                tracing::debug!(error = %e, "no thread to shut the blocking client's runtime down on");
+                runtime
+            }
+        };
+        // Without waiting for its threads, which never blocks.
+        runtime.shutdown_background();
     }
 }
 
