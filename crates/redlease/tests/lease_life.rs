@@ -298,6 +298,7 @@ async fn a_dropped_shortening_extend_lowers_a_quorum_claim() {
 
 /// The blocking API, from `spawn_blocking`: an extend to 1 s that times out keeps the
 /// lower claim. Before: 30 s claimed.
+#[cfg(feature = "blocking")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocking_shortening_extend_that_times_out_keeps_the_lower_claim() {
     let server = server();
