@@ -41,10 +41,12 @@
 //! `SIGSTOP`, a swapped-out VM), Redis was unreachable for that long, or someone deleted
 //! the key. redlease never hides it:
 //! - [`Guard::valid_until`] is measured from when the request that last set the lease
-//!   was *sent*, minus a drift margin (`ttl/100 + 2ms`), so the guard never claims more
-//!   than Redis grants;
+//!   was *sent*, minus a drift margin (`ttl/100 + 2ms`) and a loss margin (`ttl/20`), so
+//!   the guard never claims more than Redis grants and reports a loss with time to stop;
 //! - a renewal that finds another token (or none) marks the lease lost at once; one that
-//!   cannot reach Redis is retried until `valid_until`, then the lease is lost;
+//!   cannot reach Redis, or gets no answer within a quarter of the ttl (a silent network),
+//!   is retried until `valid_until` ([`Guard::health`] says `Retrying` meanwhile), then
+//!   the lease is lost;
 //! - [`Guard::lost`] resolves then, [`Guard::is_held`] turns false, a warning is logged,
 //!   [`Lock::run`] drops the work's future and returns [`Error::Lost`], and
 //!   [`Guard::release`] returns [`Error::Lost`].
@@ -61,7 +63,14 @@
 //! less than a tenth of its TTL left: one read too late is confirmed by another attempt
 //! (which sets the lease's expiry again), or waited on. The same holds for every primitive
 //! and deployment, async and blocking (Redis' clock and ours may drift apart by at most
-//! the margin above).
+//! the margin above: [`Client::server_clock_rate`] estimates it, and a faster Redis clock
+//! is logged as a warning).
+//!
+//! The claim holds for the lease's whole life. [`Guard::extend`] to a shorter ttl lowers
+//! the claim before it is sent (dropped or failed, it may still run in Redis); a lease's
+//! renewals and extends never overlap, so their replies are applied in the order Redis ran
+//! them, also when a `NOSCRIPT` reload or a retry sends one again later. The holder's
+//! fencing token is kept with its lease, so a hold of weeks outlives its fencing counter.
 //!
 //! What a lost lease cannot undo is a write the old holder already sent. That is what the
 //! [fencing token](Guard::fencing_token) is for: the resource remembers the highest token
