@@ -355,11 +355,13 @@ fn failing_renewals_give_one_warning_line_and_one_when_they_recover() -> TestRes
     // Runs until the test creates DIR/done.
     let body = "touch DIR/started; while [ ! -e DIR/done ]; do sleep 0.05; done";
     // Renewed every 4 s; a silent Redis fails a renewal after the 2 s response timeout,
-    // still 6 s before the lease could run out.
+    // still 6 s before the lease could run out. A short --kill-after keeps the
+    // supervisor, which ends CMD --kill-after plus ttl/20 before the lease's end when no
+    // renewal moved it, out of the way of the recovery.
     let mut child = start_run(
         &server,
         dir.path(),
-        &["--key", "shaky", "--ttl", "12s"],
+        &["--key", "shaky", "--ttl", "12s", "--kill-after", "1s"],
         body,
     );
     wait_for_file(&dir.path().join("started"));
