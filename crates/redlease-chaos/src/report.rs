@@ -37,6 +37,13 @@ fn safety_verdict(o: &Outcome) -> &'static str {
             "fenced safety held; exclusion broken by the data loss, as admitted"
         }
         Promise::DataLoss => "held (no exclusion broken this time)",
+        Promise::ClockBroken if f.claim_overlaps > 0 => {
+            "fenced safety held; claims outlived their keys, as the broken clock admits"
+        }
+        Promise::ClockBroken if !f.is_safe() => {
+            "fenced safety held; exclusion broken, as the broken clock admits"
+        }
+        Promise::ClockBroken => "held (no claim outlived its key this time)",
     }
 }
 
@@ -45,6 +52,7 @@ fn promise(o: &Outcome) -> String {
         Promise::Exclusive => "exclusive + fenced",
         Promise::Fenced => "fenced only",
         Promise::DataLoss => "fenced (data loss)",
+        Promise::ClockBroken => "fenced only (clock assumption broken)",
     };
     if o.live {
         format!("{safety} + live")
