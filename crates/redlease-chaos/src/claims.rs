@@ -90,13 +90,13 @@ pub(crate) fn judge(history: &[Event], primitive: Primitive) -> Claims {
                 }
             }
             // Still inside, and the guard's claim moved on (renewals): it runs until then.
-            // A claim lowered (a shortening extend) holds from this line on: what the guard
-            // claimed before held until now, and from now on it claims less.
+            // A claim lowered (a shortening extend), or run out, holds from this line on:
+            // what the guard claimed before held until now, and from now on it claims less.
             Kind::Claim => {
                 if let (Some(claim), Some(until)) =
                     (open.get_mut(&(e.worker, lane)), e.claimed_until)
                 {
-                    if until >= claim.end {
+                    if until >= claim.end && until > e.at {
                         claim.end = until;
                     } else {
                         done.push(claim.cut(e.at));
@@ -256,6 +256,16 @@ mod tests {
             ev(500, Kind::Release, 2),
         ];
         assert_eq!(judge(&kept, Primitive::Mutex).overlaps, 1);
+        // A claim run out (no time left) is no raise, even above a lowered one.
+        let ran_out = vec![
+            begin(0, 1, 1000),
+            Event::new(at(10), Kind::Claim, 1, 1).claimed_until(at(110)),
+            begin(120, 2, 1120),
+            Event::new(at(160), Kind::Claim, 1, 1).claimed_until(at(159)),
+            ev(170, Kind::Release, 1),
+            ev(500, Kind::Release, 2),
+        ];
+        assert_eq!(judge(&ran_out, Primitive::Mutex).overlaps, 0);
     }
 
     /// Semaphore of 2: two claims at once are fine, a third is an overlap; a read-write

@@ -445,14 +445,16 @@ fn lease_life_rows() -> Vec<Scenario> {
     dropped.proxied = true;
     dropped.shorten = Some(ShortenHow::Dropped);
     let mut slow = row(
-        "shortening extend (to ttl/10) answered after a 150 ms response timeout; script cache flushed every 20 ms",
+        "shortening extend (to ttl/10) answered after a 50 ms response timeout; script cache flushed every 20 ms",
         Fault::ScriptFlush,
         Single,
         Promise::Exclusive,
         "an extend that ran but failed keeps the lowered claim; reloaded scripts change nothing",
     );
     slow.shorten = Some(ShortenHow::Slow);
-    slow.response_timeout = Some(Duration::from_millis(150));
+    // Shorter than the short lease (100 ms at a 1 s ttl): a holder is not kept inside by
+    // its extend past the lease it shortened.
+    slow.response_timeout = Some(Duration::from_millis(50));
     let mut counter = row(
         "leadership held while its fencing counter is deleted",
         Fault::CounterDeletedWhileHeld,

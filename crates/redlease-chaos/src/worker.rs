@@ -611,6 +611,7 @@ impl<'a> Shorten<'a> {
             ttl: args.shorten.unwrap_or_default(),
             drop: (args.shorten_fault == Some(ShortenHow::Dropped)).then_some(jitter),
             slow: proxy.zip(args.response_timeout).map(|(p, t)| (p, t * 2)),
+            full: args.ttl,
         }
     }
 }
@@ -641,11 +642,14 @@ struct Shorten<'a> {
     drop: Option<&'a mut Jitter>,
     /// Hold every reply back this long at this proxy while the extend is in flight.
     slow: Option<(&'a redlease_local::Proxy, Duration)>,
+    /// The lease's own ttl.
+    full: Duration,
 }
 
 /// A section in which the holder shortens its lease: `BEGIN` with the guard's claim, an
-/// extend to `how.ttl` (dropped, or answered too late, as `how` says), a `CLAIM` with
-/// what the guard claims after it, then inside while the guard claims at least a quarter
+/// extend to `how.ttl` (dropped, or answered too late, as `how` says; the latter after an
+/// extend to the lease's own ttl answered at once, with its `CLAIM`), announced by a
+/// `CLAIM` of the short ttl from now, a `CLAIM` with what the guard claims after it, then inside while the guard claims at least a quarter
 /// of the short ttl, at most two short ttls, with a `CLAIM` every quarter of it (renewals
 /// at the short ttl move it on); then `WRITE` and `END`. A guard that kept its old claim
 /// after an extend that shortened the lease in Redis stays inside after the lease ran
@@ -661,8 +665,22 @@ async fn shortened_section(
     link.until = claim(|| guard.remaining());
     link.send(Kind::Begin, token).await?;
     if let Some((proxy, delay)) = how.slow {
+        // An extend to the lease's own ttl first, answered at once: it loads the script
+        // (after a flush), so that the slow extend runs at its first request instead of
+        // waiting for a `NOSCRIPT` held back by the proxy and never running.
+        if guard.extend(how.full).await.is_ok() {
+            link.until = claim(|| guard.remaining());
+            link.send(Kind::Claim, token).await?;
+        }
         proxy.delay_replies(delay);
     }
+    // The guard lowers its claim when it sends the extend, but cannot be read while the
+    // extend is in flight (it is borrowed), which may outlast the short lease (a slow
+    // reply): the worker announces the bound a true guard keeps to from now on, and the
+    // guard's own claim once the extend returned. A guard that claims more then meets the
+    // next holder's claim (a claim raised runs on from the announcement).
+    link.until = claim(|| short);
+    link.send(Kind::Claim, token).await?;
     let extend = guard.extend(short);
     match how.drop {
         Some(jitter) => {
