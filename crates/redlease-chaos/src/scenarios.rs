@@ -445,16 +445,15 @@ fn lease_life_rows() -> Vec<Scenario> {
     dropped.proxied = true;
     dropped.shorten = Some(ShortenHow::Dropped);
     let mut slow = row(
-        "shortening extend (to ttl/10) answered after a 50 ms response timeout; script cache flushed every 20 ms",
+        "shortening extend (to ttl/10) answered after a ttl/20 response timeout; script cache flushed every 20 ms",
         Fault::ScriptFlush,
         Single,
         Promise::Exclusive,
         "an extend that ran but failed keeps the lowered claim; reloaded scripts change nothing",
     );
     slow.shorten = Some(ShortenHow::Slow);
-    // Shorter than the short lease (100 ms at a 1 s ttl): a holder is not kept inside by
-    // its extend past the lease it shortened.
-    slow.response_timeout = Some(Duration::from_millis(50));
+    // The response timeout is a twentieth of the ttl (see `run`): half the short lease, so
+    // that a holder is not kept inside by its extend past the lease it shortened.
     let mut counter = row(
         "leadership held while its fencing counter is deleted",
         Fault::CounterDeletedWhileHeld,
@@ -805,11 +804,15 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
         Target::Cluster(c) => c.urls(),
     };
     let ttl = scenario.ttl.unwrap_or(budget.ttl);
+    let response_timeout = match scenario.shorten {
+        Some(ShortenHow::Slow) => Some(ttl / 20),
+        Some(ShortenHow::Dropped) | None => scenario.response_timeout,
+    };
     let mut runner = Runner::new(WorkerSpec {
         deployment: scenario.deployment,
         urls,
         ttl,
-        response_timeout: scenario.response_timeout,
+        response_timeout,
         min_replicas: scenario.min_replicas,
         wait: scenario.wait,
         storm: scenario.storm(),
