@@ -759,12 +759,18 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
         Ok(match scenario.deployment {
             Deployment::Single if scenario.own_links => {
                 let mut options = ServerOptions::default();
-                if let Some(rate) = scenario.clock_rate {
+                let shim = scenario.clock_rate.map(|_| fast_clock_shim()).transpose()?;
+                if let (Some(rate), Some(shim)) = (scenario.clock_rate, &shim) {
                     options = options
-                        .env("LD_PRELOAD", fast_clock_shim()?.display().to_string())
+                        .env("LD_PRELOAD", shim.display().to_string())
                         .env("FAST_CLOCK_RATE", rate);
                 }
-                Target::Partitioned(crate::partition::Partitioned::start_with(1, &options)?)
+                let started = crate::partition::Partitioned::start_with(1, &options);
+                // The server has mapped it (these rows never restart it).
+                if let Some(shim) = shim {
+                    let _ = std::fs::remove_file(shim);
+                }
+                Target::Partitioned(started?)
             }
             Deployment::Single => {
                 let server = if scenario.persistent() {
@@ -1239,16 +1245,13 @@ async fn inject(
     }
 }
 
-/// The fast-clock shim (`crates/redlease/tests/clock/fast_clock.c`), built with `cc` once
-/// per run into the system's temporary directory.
+/// The fast-clock shim (`crates/redlease/tests/clock/fast_clock.c`), built with `cc` into
+/// the system's temporary directory (the caller removes it).
 fn fast_clock_shim() -> anyhow::Result<std::path::PathBuf> {
     let out = std::env::temp_dir().join(format!(
         "redlease-chaos-fast-clock-{}.so",
         std::process::id()
     ));
-    if out.exists() {
-        return Ok(out);
-    }
     let source = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../redlease/tests/clock/fast_clock.c"
