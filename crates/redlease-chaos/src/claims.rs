@@ -90,11 +90,19 @@ pub(crate) fn judge(history: &[Event], primitive: Primitive) -> Claims {
                 }
             }
             // Still inside, and the guard's claim moved on (renewals): it runs until then.
+            // A claim lowered (a shortening extend), or run out, holds from this line on:
+            // what the guard claimed before held until now, and from now on it claims less.
             Kind::Claim => {
                 if let (Some(claim), Some(until)) =
                     (open.get_mut(&(e.worker, lane)), e.claimed_until)
                 {
-                    claim.end = claim.end.max(until);
+                    if until >= claim.end && until > e.at {
+                        claim.end = until;
+                    } else {
+                        done.push(claim.cut(e.at));
+                        claim.start = e.at;
+                        claim.end = until;
+                    }
                 }
             }
             Kind::Release | Kind::Lost => {
@@ -226,6 +234,38 @@ mod tests {
         ];
         let c = judge(&h, Primitive::Mutex);
         assert_eq!((c.made, c.overlaps), (2, 1));
+    }
+
+    /// A claim lowered by a shortening extend holds from its line on: a next holder that
+    /// begins after the lowered claim ended meets nothing; one that begins before it does.
+    #[test]
+    fn a_lowered_claim_ends_sooner() {
+        let lowered = vec![
+            begin(0, 1, 1000),
+            Event::new(at(50), Kind::Claim, 1, 1).claimed_until(at(150)),
+            begin(300, 2, 1300),
+            ev(400, Kind::Release, 1),
+            ev(500, Kind::Release, 2),
+        ];
+        assert_eq!(judge(&lowered, Primitive::Mutex).overlaps, 0);
+        let kept = vec![
+            begin(0, 1, 1000),
+            Event::new(at(50), Kind::Claim, 1, 1).claimed_until(at(1000)),
+            begin(300, 2, 1300),
+            ev(400, Kind::Release, 1),
+            ev(500, Kind::Release, 2),
+        ];
+        assert_eq!(judge(&kept, Primitive::Mutex).overlaps, 1);
+        // A claim run out (no time left) is no raise, even above a lowered one.
+        let ran_out = vec![
+            begin(0, 1, 1000),
+            Event::new(at(10), Kind::Claim, 1, 1).claimed_until(at(110)),
+            begin(120, 2, 1120),
+            Event::new(at(160), Kind::Claim, 1, 1).claimed_until(at(159)),
+            ev(170, Kind::Release, 1),
+            ev(500, Kind::Release, 2),
+        ];
+        assert_eq!(judge(&ran_out, Primitive::Mutex).overlaps, 0);
     }
 
     /// Semaphore of 2: two claims at once are fine, a third is an overlap; a read-write

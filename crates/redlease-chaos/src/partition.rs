@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use redlease_chaos::Kind;
-use redlease_local::{Nodes, Proxy};
+use redlease_local::{Nodes, Proxy, ServerOptions};
 
 use crate::runner::Runner;
 use crate::scenarios::{Fault, Promise, Scenario, row};
@@ -52,13 +52,21 @@ struct Tally {
     lost: usize,
     /// From each cut to the holder's loss report.
     detect: Vec<Duration>,
+    /// From each heal to the holder's next acquisition (`None`: none within the bound).
+    back: Vec<Option<Duration>>,
 }
 
 impl Partitioned {
     /// Starts `n` quorum nodes (workers get their proxies from [`spawn`](Self::spawn)).
     pub(crate) fn start(n: usize) -> anyhow::Result<Self> {
+        Self::start_with(n, &ServerOptions::default())
+    }
+
+    /// [`start`](Self::start) with `options` for every node (one node: a single Redis
+    /// whose every worker has a link of its own to cut).
+    pub(crate) fn start_with(n: usize, options: &ServerOptions) -> anyhow::Result<Self> {
         Ok(Self {
-            nodes: Nodes::start(n)?,
+            nodes: Nodes::start_with(n, options)?,
             links: HashMap::new(),
             tally: Tally::default(),
         })
@@ -84,15 +92,16 @@ impl Partitioned {
     }
 
     /// One round: lets a worker acquire and hold, cuts it off from `cut` of the nodes for
-    /// 1.5 TTL, heals, and waits until it has reported its loss (when it lost its
-    /// majority) or left its section (when it kept one). Returns how many faults it
-    /// injected (0 when no worker got to hold in time).
+    /// `heal_after`, heals, and waits until it has reported its loss (when it lost its
+    /// majority) or left its section (when it kept one), then (bounded) until it acquired
+    /// again. Returns how many faults it injected (0 when no worker got to hold in time).
     pub(crate) async fn cut_holder(
         &mut self,
         runner: &Runner,
         cut: usize,
         round: usize,
         ttl: Duration,
+        heal_after: Duration,
     ) -> anyhow::Result<usize> {
         let section_wait = ttl * 5 + Duration::from_secs(5);
         // Longer than the cut: a holder that keeps a majority renews across it and the
@@ -110,10 +119,11 @@ impl Partitioned {
         runner.record(Kind::Fault, victim);
         let cut_at = runner.with_judge(redlease_chaos::Judge::now);
         tokio::task::block_in_place(|| picks.iter().for_each(|p| p.cut()));
-        tokio::time::sleep(ttl + ttl / 2).await;
+        tokio::time::sleep(heal_after).await;
         for p in &picks {
             p.heal();
         }
+        let healed_at = runner.with_judge(redlease_chaos::Judge::now);
         // Until the holder reported its loss (cut off from a majority) or left its section
         // (it kept one), bounded.
         let awaited = if cut > links.len() / 2 {
@@ -135,7 +145,18 @@ impl Partitioned {
                 .find(|e| e.at >= cut_at && e.worker == victim && e.kind == Kind::Lost)
                 .map(|e| e.at)
         });
+        let again = |j: &redlease_chaos::Judge| {
+            j.history()
+                .iter()
+                .rev()
+                .take_while(|e| e.at >= healed_at)
+                .find(|e| e.worker == victim && e.kind == Kind::Acquire)
+                .map(|e| e.at.saturating_sub(healed_at))
+        };
+        runner.wait_for(section_wait, |j| again(j).is_some()).await;
+        let back = runner.with_judge(|j| again(j));
         let tally = &mut self.tally;
+        tally.back.push(back);
         tally.cut = cut;
         tally.rounds += 1;
         if let Some(at) = lost_at {
@@ -166,6 +187,18 @@ impl Partitioned {
             let _ = write!(
                 note,
                 " ({:.0}-{:.0} ms after the cut)",
+                min.as_secs_f64() * 1000.0,
+                max.as_secs_f64() * 1000.0
+            );
+        }
+        let mut back: Vec<Duration> = self.tally.back.iter().flatten().copied().collect();
+        back.sort();
+        if let (Some(min), Some(max)) = (back.first(), back.last()) {
+            let _ = write!(
+                note,
+                "; after the heal it acquired again in {} of {rounds} rounds, {:.0}-{:.0} ms \
+                 after it",
+                back.len(),
                 min.as_secs_f64() * 1000.0,
                 max.as_secs_f64() * 1000.0
             );

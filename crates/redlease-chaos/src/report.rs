@@ -37,6 +37,13 @@ fn safety_verdict(o: &Outcome) -> &'static str {
             "fenced safety held; exclusion broken by the data loss, as admitted"
         }
         Promise::DataLoss => "held (no exclusion broken this time)",
+        Promise::ClockBroken if f.claim_overlaps > 0 => {
+            "fenced safety held; claims outlived their keys, as the broken clock admits"
+        }
+        Promise::ClockBroken if !f.is_safe() => {
+            "fenced safety held; exclusion broken, as the broken clock admits"
+        }
+        Promise::ClockBroken => "held (no claim outlived its key this time)",
     }
 }
 
@@ -45,6 +52,7 @@ fn promise(o: &Outcome) -> String {
         Promise::Exclusive => "exclusive + fenced",
         Promise::Fenced => "fenced only",
         Promise::DataLoss => "fenced (data loss)",
+        Promise::ClockBroken => "fenced only (clock assumption broken)",
     };
     if o.live {
         format!("{safety} + live")
@@ -182,6 +190,37 @@ hand-off must reach a live waiter: a place left behind would keep the lock for a
 2 s stall. The row's note lists Redis' keys and their PTTL 100 ms after the first round's
 release.";
 
+/// What the rows of a lease's whole life run.
+const LEASE_LIFE: &str =
+    "The *shortening extend* rows run workers that, in every section, extend their lock's
+lease to a tenth of the ttl, then stay inside while the guard claims at least a quarter of
+that, at most two short ttls. The extend is dropped at a random 0-60 ms while a proxy in
+front of Redis delays replies 50-400 ms for 2 s per round; or each worker reaches Redis
+through a proxy of its own that holds the replies back for twice the response timeout (a
+twentieth of the ttl) while the extend is in flight, so that it runs and then fails, while
+the script cache is flushed every 20 ms (an extend to the lease's own ttl, answered at once,
+loads the script first). Just before the extend a worker announces the bound a true guard
+keeps to from then (the short ttl from now: the guard cannot be read while its extend is in
+flight), and once the extend returned it reports the guard's own claim: a guard that kept
+its old claim after Redis cut the lease stays inside and its claim meets the next holder's.
+With the guard, lease and renewal code of `5ba27a0` these rows counted 33 and 269
+overlapping claims (11 and 65 overlaps) in 2 rounds of 10 sections.
+The *leadership held while its fencing counter is deleted* row keeps a leader inside for two
+leases, deletes the election's fencing counter (as if it had expired during a hold longer
+than its week), and asks `leader()` from a client of the runner's for the term right after
+and a ttl later (the note says what it read); the next terms must keep growing.
+The *redis clock* rows start Redis with an `LD_PRELOAD` shim
+(`crates/redlease/tests/clock/fast_clock.c`) that makes its wall clock run x1.005 or x1.05,
+and cut the holder off silently for 1.5 leases; each worker's client estimates the server's
+clock rate (`Client::server_clock_rate`), and the note gives the estimates and how many were
+above the 1.01 allowance, where the client warns. The *cut off silently* rows give every
+worker a proxy of its own to one Redis and cut the holder's (nothing passes either way, no
+reset, what was sent is delivered at the heal) for 1 s, 5 s, or 8 s at a 200 ms lease (the
+40 s heal of a 1 s lease, scaled to a fifth to fit the run; 2 rounds); the note gives when
+the holder reported its loss and how soon after the heal it acquired again. A proxy's cut
+holds bytes in user space: the kernel's retransmission back-off after a real partition is
+not reproduced.";
+
 /// What the overlapping-claims column counts.
 const CLAIMS: &str =
     "*Overlapping claims* judge what the holders *believed*. With each BEGIN a worker sends its
@@ -191,9 +230,10 @@ keeps it inside on purpose (renewals move it on); the guard's *claim* runs from 
 the latest of them, cut where the hold ends for the judge (its REL, sent before the release request; its LOST;
 its death or departure). Two claims that meet beyond what the primitive allows (two for a
 lock, N + 1 for a semaphore of N permits, a writer's and any other for a read-write lock)
-are two holders who believed they held at once, fenced or not. A guard's `valid_until` is
-never later than the moment its lease ends in Redis, so this is 0 in every row but those of
-data loss, even where a holder paused past its lease overlaps the next holder's section
+are two holders who believed they held at once, fenced or not. A claim lower than the one
+so far (a shortening extend), or run out, holds from its line on. A guard's `valid_until` is
+never later than the moment its lease ends in Redis (while Redis' clock runs at most 1 %
+fast), so this is 0 in every row but those of data loss and of a clock beyond that, even where a holder paused past its lease overlaps the next holder's section
 (its claim ended before the next grant), and a row with an overlapping claim breaks its
 promise. In brackets, claims already run out at entry (`acquire` returned a lease with no
 validity left).";
@@ -264,6 +304,8 @@ most workers seen between BEGIN and END together.
 
 {primitives}
 
+{lease_life}
+
 {liveness}
 
 {table}
@@ -288,6 +330,11 @@ most workers seen between BEGIN and END together.
   as a server's clock does not step back by more than the outage lasted and a promoted
   replica's clock does not trail its old primary's by more than the failover took
   (NTP-synchronised hosts: milliseconds against seconds). Tokens stay below 2^53.
+- **The clock assumption**: every claim (`valid_until`) assumes Redis' clock runs at most
+  1 % faster than the client's (the drift allowance); a claim also ends a twentieth of the
+  ttl before Redis can expire the lease. Beyond the allowance (rows *fenced only (clock
+  assumption broken)*) a claim may outlive its key; fencing still holds, and the client
+  estimates the rate from fresh grants and warns above 1.01 (`Client::server_clock_rate`).
 - **Liveness** (rows marked *live*): no stall longer than 100 ms, unless the holder really
   died (SIGKILL), and then no longer than its ttl (+ 100 ms); no wait ending more than
   100 ms past its bound. A lock is never left held by nobody: whatever an attempt, a
@@ -310,6 +357,8 @@ cargo run --release -p redlease-chaos -- --only 'cancellation storm' --only 'CLI
     --only 'restarted with its data'              # the liveness rows alone (about a minute)
 cargo run --release -p redlease-chaos -- --only 'waiter SIGSTOP' --only 'waits give up'
                                                   # the hand-off rows
+cargo run --release -p redlease-chaos -- --only 'shortening extend' --only 'fencing counter is deleted' \\
+    --only 'redis clock' --only 'cut off silently'  # the rows of a lease's whole life (about 2.5 min)
 cargo test -p redlease-chaos                      # the reduced matrix + the checker's own tests
 ```
 
@@ -321,6 +370,7 @@ cool-down, every wait bounded.
         ttl = humantime::format_duration(budget.ttl),
         table = table(outcomes),
         primitives = PRIMITIVES,
+        lease_life = LEASE_LIFE,
         claims = CLAIMS,
         liveness = LIVENESS,
         rounds = budget.rounds,

@@ -34,6 +34,18 @@ pub(crate) struct WorkerSpec {
     /// What the workers hold (`worker --permits N`, `worker --rwlock`, `worker --multi N`,
     /// `worker --elect`).
     pub(crate) primitive: Primitive,
+    /// Every section extends its lease to this shorter ttl (`worker --shorten`), and how
+    /// the extend goes wrong.
+    pub(crate) shorten: Option<(Duration, ShortenHow)>,
+}
+
+/// How a shortening extend goes wrong in the workers (see `worker --shorten`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ShortenHow {
+    /// Its future is dropped at a random 0-60 ms (`worker --shorten-fault dropped`).
+    Dropped,
+    /// Its reply comes later than the response timeout (`worker --shorten-fault slow`).
+    Slow,
 }
 
 /// Worker processes and their judge.
@@ -117,24 +129,7 @@ impl Runner {
             cmd.arg("--response-timeout")
                 .arg(humantime::format_duration(timeout).to_string());
         }
-        if self.spec.storm {
-            cmd.arg("--storm");
-        }
-        match self.spec.primitive {
-            Primitive::Mutex => {}
-            Primitive::Semaphore { permits } => {
-                cmd.args(["--permits", &permits.to_string()]);
-            }
-            Primitive::RwLock => {
-                cmd.arg("--rwlock");
-            }
-            Primitive::Election => {
-                cmd.arg("--elect");
-            }
-            Primitive::MultiLock { names } => {
-                cmd.args(["--multi", &names.to_string()]);
-            }
-        }
+        self.primitive_args(&mut cmd);
         for url in urls {
             cmd.args(["--url", url]);
         }
@@ -189,6 +184,37 @@ impl Runner {
         });
         self.workers.insert(id, child);
         Ok(id)
+    }
+
+    /// The worker arguments of the spec's storm, primitive and shortening extends.
+    fn primitive_args(&self, cmd: &mut tokio::process::Command) {
+        if self.spec.storm {
+            cmd.arg("--storm");
+        }
+        if let Some((short, how)) = self.spec.shorten {
+            cmd.arg("--shorten")
+                .arg(humantime::format_duration(short).to_string())
+                .arg("--shorten-fault")
+                .arg(match how {
+                    ShortenHow::Dropped => "dropped",
+                    ShortenHow::Slow => "slow",
+                });
+        }
+        match self.spec.primitive {
+            Primitive::Mutex => {}
+            Primitive::Semaphore { permits } => {
+                cmd.args(["--permits", &permits.to_string()]);
+            }
+            Primitive::RwLock => {
+                cmd.arg("--rwlock");
+            }
+            Primitive::Election => {
+                cmd.arg("--elect");
+            }
+            Primitive::MultiLock { names } => {
+                cmd.args(["--multi", &names.to_string()]);
+            }
+        }
     }
 
     /// What the workers hold.

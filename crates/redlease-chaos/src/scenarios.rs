@@ -11,7 +11,7 @@ use redlease_local::{Cluster, Nodes, Proxy, RedisServer, Sentinel, ServerOptions
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::runner::{Runner, WorkerSpec};
+use crate::runner::{Runner, ShortenHow, WorkerSpec};
 use crate::worker::{Deployment, LOCK};
 
 /// What redlease claims under a fault.
@@ -25,6 +25,10 @@ pub(crate) enum Promise {
     /// asynchronous failover): the lock can be forgotten, so overlaps are admitted; the
     /// hybrid-clock tokens keep growing.
     DataLoss,
+    /// Fenced safety only, with Redis' clock running faster than the client's beyond what
+    /// a claim allows for: a guard's claim may outlive its lease in Redis (overlapping
+    /// claims admitted); tokens keep growing.
+    ClockBroken,
 }
 
 /// The faults of the matrix.
@@ -73,6 +77,14 @@ pub(crate) enum Fault {
     /// holder stays in and the waiters' short waits end (see
     /// [`crate::handoff::outage_while_waiters_quit`]).
     OutageWaitersQuit,
+    /// The holder alone cut off silently from Redis (its own proxy holds every byte, no
+    /// reset) for `heal_ms` (0: 1.5 TTL), then healed.
+    CutHolder {
+        heal_ms: u64,
+    },
+    /// The lock's fencing counter deleted while a leader holds (as if it had expired
+    /// mid-hold); `leader()` asked for the term right after and a ttl later.
+    CounterDeletedWhileHeld,
 }
 
 /// One row of the matrix.
@@ -95,6 +107,14 @@ pub(crate) struct Scenario {
     pub(crate) ttl: Option<Duration>,
     /// The workers' response timeout, instead of the library's default.
     pub(crate) response_timeout: Option<Duration>,
+    /// Every section extends its lease to a tenth of the ttl, going wrong this way.
+    pub(crate) shorten: Option<ShortenHow>,
+    /// A single Redis reached by every worker through a proxy of its own (to cut one
+    /// worker off alone).
+    pub(crate) own_links: bool,
+    /// Redis' wall clock runs this many times as fast (`FAST_CLOCK_RATE` of an
+    /// `LD_PRELOAD` shim, `crates/redlease/tests/clock/fast_clock.c`).
+    pub(crate) clock_rate: Option<&'static str>,
 }
 
 impl Scenario {
@@ -138,6 +158,9 @@ pub(crate) const fn row(
         primitive: Primitive::Mutex,
         ttl: None,
         response_timeout: None,
+        shorten: None,
+        own_links: false,
+        clock_rate: None,
     }
 }
 
@@ -407,6 +430,92 @@ fn election_row() -> Scenario {
     scenario
 }
 
+/// The rows of a lease's whole life: shortening extends that are dropped, or fail after
+/// they ran, a leadership that outlives its fencing counter, a Redis clock running fast,
+/// a holder cut off silently.
+fn lease_life_rows() -> Vec<Scenario> {
+    use Deployment::Single;
+    let mut dropped = row(
+        "shortening extend (to ttl/10) dropped at 0-60 ms, proxy delays replies 50-400 ms",
+        Fault::ProxyDelay,
+        Single,
+        Promise::Exclusive,
+        "the claim is lowered before the extend is sent: a holder never believes past its shortened lease",
+    );
+    dropped.proxied = true;
+    dropped.shorten = Some(ShortenHow::Dropped);
+    let mut slow = row(
+        "shortening extend (to ttl/10) answered after a ttl/20 response timeout; script cache flushed every 20 ms",
+        Fault::ScriptFlush,
+        Single,
+        Promise::Exclusive,
+        "an extend that ran but failed keeps the lowered claim; reloaded scripts change nothing",
+    );
+    slow.shorten = Some(ShortenHow::Slow);
+    // The response timeout is a twentieth of the ttl (see `run`): half the short lease, so
+    // that a holder is not kept inside by its extend past the lease it shortened.
+    let mut counter = row(
+        "leadership held while its fencing counter is deleted",
+        Fault::CounterDeletedWhileHeld,
+        Single,
+        Promise::Exclusive,
+        "the leader keeps its term (leader() reports it, see the note); the next terms keep growing",
+    );
+    counter.primitive = Primitive::Election;
+    let cut = |name, heal_ms, promise, expected| {
+        let mut scenario = row(
+            name,
+            Fault::CutHolder { heal_ms },
+            Single,
+            promise,
+            expected,
+        );
+        scenario.own_links = true;
+        scenario
+    };
+    let mut within = cut(
+        "redis clock x1.005 (inside the drift allowance): holder cut off silently 1.5 TTL",
+        0,
+        Promise::Exclusive,
+        "claims end before Redis' fast clock expires the lease: no overlapping claims",
+    );
+    within.clock_rate = Some("1.005");
+    let mut beyond = cut(
+        "redis clock x1.05 (outside the drift allowance): holder cut off silently 1.5 TTL",
+        0,
+        Promise::ClockBroken,
+        "clock assumption broken: a claim may outlive its key (overlapping claims possible); the clients' rate estimate in the note",
+    );
+    beyond.clock_rate = Some("1.05");
+    let mut long = cut(
+        "holder cut off silently (no reset) 8 s = 40 leases of 200 ms, healed",
+        8000,
+        Promise::Exclusive,
+        "the 40 s heal of a 1 s lease at a fifth of the scale (2 rounds): loss reported before the lease ends; works again after the heal",
+    );
+    long.ttl = Some(Duration::from_millis(200));
+    vec![
+        dropped,
+        slow,
+        counter,
+        within,
+        beyond,
+        cut(
+            "holder cut off silently (no reset) > TTL, healed after 1 s",
+            1000,
+            Promise::Exclusive,
+            "loss reported before the lease ends in Redis; others take over; the holder works again after the heal",
+        ),
+        cut(
+            "holder cut off silently (no reset) > TTL, healed after 5 s",
+            5000,
+            Promise::Exclusive,
+            "loss reported before the lease ends in Redis; others take over; the holder works again after the heal",
+        ),
+        long,
+    ]
+}
+
 /// Every scenario, in report order.
 #[expect(
     clippy::too_many_lines,
@@ -563,6 +672,7 @@ pub(crate) fn matrix() -> Vec<Scenario> {
     rows.extend(multilock_rows());
     rows.push(election_row());
     rows.extend(handoff_rows());
+    rows.extend(lease_life_rows());
     rows
 }
 
@@ -611,7 +721,7 @@ impl Outcome {
             // A holder paused past its lease overlaps the next one's section, but its
             // claim (its `valid_until`) ended before the next grant.
             Promise::Fenced => self.findings.is_fenced_safe() && self.findings.is_truthful(),
-            Promise::DataLoss => self.findings.is_fenced_safe(),
+            Promise::DataLoss | Promise::ClockBroken => self.findings.is_fenced_safe(),
         }
     }
 
@@ -647,6 +757,21 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
     let started = Instant::now();
     let mut target = blocking(|| -> anyhow::Result<Target> {
         Ok(match scenario.deployment {
+            Deployment::Single if scenario.own_links => {
+                let mut options = ServerOptions::default();
+                let shim = scenario.clock_rate.map(|_| fast_clock_shim()).transpose()?;
+                if let (Some(rate), Some(shim)) = (scenario.clock_rate, &shim) {
+                    options = options
+                        .env("LD_PRELOAD", shim.display().to_string())
+                        .env("FAST_CLOCK_RATE", rate);
+                }
+                let started = crate::partition::Partitioned::start_with(1, &options);
+                // The server has mapped it (these rows never restart it).
+                if let Some(shim) = shim {
+                    let _ = std::fs::remove_file(shim);
+                }
+                Target::Partitioned(started?)
+            }
             Deployment::Single => {
                 let server = if scenario.persistent() {
                     RedisServer::start_with(
@@ -685,15 +810,20 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
         Target::Cluster(c) => c.urls(),
     };
     let ttl = scenario.ttl.unwrap_or(budget.ttl);
+    let response_timeout = match scenario.shorten {
+        Some(ShortenHow::Slow) => Some(ttl / 20),
+        Some(ShortenHow::Dropped) | None => scenario.response_timeout,
+    };
     let mut runner = Runner::new(WorkerSpec {
         deployment: scenario.deployment,
         urls,
         ttl,
-        response_timeout: scenario.response_timeout,
+        response_timeout,
         min_replicas: scenario.min_replicas,
         wait: scenario.wait,
         storm: scenario.storm(),
         primitive: scenario.primitive,
+        shorten: scenario.shorten.map(|how| (ttl / 10, how)),
     });
     for _ in 0..budget.workers {
         if let Target::Partitioned(p) = &mut target {
@@ -729,6 +859,9 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
     let settled = runner.with_judge(redlease_chaos::Judge::now);
     runner.sections(budget.warmup_sections, bound).await;
     let history = runner.finish().await;
+    if scenario.clock_rate.is_some() {
+        describe_rates(&history, &mut note);
+    }
     if injected > 0 {
         // From the first acquisition after the faults: a hold cut in two would read as a
         // release by a non-holder. Multi-lock holders hold several names, and sections over
@@ -965,7 +1098,22 @@ async fn inject(
             } else {
                 2
             };
-            p.cut_holder(runner, cut, round, ttl).await
+            p.cut_holder(runner, cut, round, ttl, beyond_ttl).await
+        }
+        (Fault::CutHolder { heal_ms }, Target::Partitioned(p)) => {
+            // The long cut twice only: the rows' whole budget is a few minutes.
+            if heal_ms > 5000 && round >= 2 {
+                return Ok(0);
+            }
+            let heal = if heal_ms == 0 {
+                beyond_ttl
+            } else {
+                Duration::from_millis(heal_ms)
+            };
+            p.cut_holder(runner, 1, round, ttl, heal).await
+        }
+        (Fault::CounterDeletedWhileHeld, Target::Single(server, _)) => {
+            counter_deleted_while_held(runner, server, ttl, note).await
         }
         (Fault::SentinelFailover, Target::Sentinel(sentinel)) => {
             runner
@@ -1095,6 +1243,102 @@ async fn inject(
         }
         (fault, _) => anyhow::bail!("fault {fault:?} does not fit this deployment"),
     }
+}
+
+/// The fast-clock shim (`crates/redlease/tests/clock/fast_clock.c`), built with `cc` into
+/// the system's temporary directory (the caller removes it).
+fn fast_clock_shim() -> anyhow::Result<std::path::PathBuf> {
+    let out = std::env::temp_dir().join(format!(
+        "redlease-chaos-fast-clock-{}.so",
+        std::process::id()
+    ));
+    let source = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../redlease/tests/clock/fast_clock.c"
+    );
+    let status = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&out)
+        .arg(source)
+        .arg("-ldl")
+        .status()
+        .context("running the C compiler `cc` (Debian: gcc) for the fast-clock shim")?;
+    anyhow::ensure!(status.success(), "cc failed to build {source}");
+    Ok(out)
+}
+
+/// The workers' estimates of the server's clock rate (`Client::server_clock_rate`, sent
+/// in millionths as their `BYE`'s token), for the row's note.
+fn describe_rates(history: &[redlease_chaos::Event], note: &mut String) {
+    let rates: Vec<f64> = history
+        .iter()
+        .filter(|e| e.kind == Kind::Bye && e.token > 0)
+        .filter_map(|e| u32::try_from(e.token).ok())
+        .map(|ppm| f64::from(ppm) / 1e6)
+        .collect();
+    let warned = rates.iter().filter(|&&r| r > 1.01).count();
+    let shown: Vec<String> = rates.iter().map(|r| format!("x{r:.4}")).collect();
+    let _ = write!(
+        note,
+        "the workers' clients estimated the server's clock at {} ({} of {} above the 1.01 \
+         allowance, where the client warns). ",
+        if shown.is_empty() {
+            "nothing".to_owned()
+        } else {
+            shown.join(", ")
+        },
+        warned,
+        rates.len()
+    );
+}
+
+/// One round of [`Fault::CounterDeletedWhileHeld`]: a leader is kept inside for two
+/// leases; its election's fencing counter is deleted, and `leader()` (from a client of
+/// the runner's) is asked for the term right after and a ttl later, while it still leads.
+async fn counter_deleted_while_held(
+    runner: &mut Runner,
+    server: &RedisServer,
+    ttl: Duration,
+    note: &mut String,
+) -> anyhow::Result<usize> {
+    let section_wait = ttl * 5 + Duration::from_secs(5);
+    runner.hold_next_section(ttl * 2);
+    let Some(victim) = runner.held_by(section_wait).await else {
+        return Ok(0);
+    };
+    let term = runner.with_judge(|j| {
+        j.history()
+            .iter()
+            .rev()
+            .find(|e| e.worker == victim && e.kind == Kind::Acquire)
+            .map(|e| e.token)
+    });
+    let keys = redlease::LockKeys::new(redlease::DEFAULT_PREFIX, LOCK)?;
+    runner.record(Kind::Fault, victim);
+    blocking(|| server.query(&["DEL", keys.fence()]))?;
+    let client = redlease::Client::connect(&server.url()).await?;
+    let election = client.election(LOCK);
+    let mut reads = Vec::new();
+    for pause in [Duration::ZERO, ttl] {
+        tokio::time::sleep(pause).await;
+        let leader = election.leader().await?;
+        reads.push(leader.map(|l| l.term.get()));
+    }
+    let _ = write!(
+        note,
+        "leader {victim} (term {}): leader() after the counter's deletion read {}. ",
+        term.map_or_else(|| "?".to_owned(), |t| t.to_string()),
+        reads
+            .iter()
+            .map(|r| match r {
+                Some(t) if Some(*t) == term => "its term".to_owned(),
+                Some(t) => format!("**term {t}**"),
+                None => "no leader".to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join(", then ")
+    );
+    Ok(1)
 }
 
 /// The index of the first `ACQ` at or after `from` at which no worker holds any lock (by

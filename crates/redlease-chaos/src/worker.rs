@@ -89,6 +89,15 @@ pub(crate) struct WorkerArgs {
     /// Campaign in an election and lead for one section instead of holding a lock
     #[arg(long, conflicts_with_all = ["rwlock", "storm", "permits", "multi"])]
     pub(crate) elect: bool,
+    /// In every section, extend the lock's lease to this shorter ttl, then stay inside
+    /// while the guard claims it (see [`shortened_section`])
+    #[arg(long, value_parser = humantime::parse_duration, conflicts_with_all = ["rwlock", "storm", "permits", "multi", "elect"])]
+    pub(crate) shorten: Option<Duration>,
+    /// With --shorten, how the extend goes wrong: `dropped`, its future dropped at a random
+    /// 0-60 ms; `slow`, its replies held back for twice the response timeout by a proxy
+    /// of this worker's own, through which it reaches Redis (the extend runs, then fails)
+    #[arg(long, value_enum, requires = "shorten")]
+    pub(crate) shorten_fault: Option<crate::runner::ShortenHow>,
 }
 
 /// The pipe to the judge.
@@ -222,9 +231,15 @@ impl Jitter {
     }
 }
 
-async fn connect(args: &WorkerArgs) -> redlease::Result<redlease::Client> {
+async fn connect(
+    args: &WorkerArgs,
+    proxy: Option<&redlease_local::Proxy>,
+) -> redlease::Result<redlease::Client> {
     let builder = match args.deployment {
-        Deployment::Single => redlease::Client::builder(&args.urls[0]),
+        Deployment::Single => match proxy {
+            Some(proxy) => redlease::Client::builder(&proxy.url()),
+            None => redlease::Client::builder(&args.urls[0]),
+        },
         Deployment::Quorum => redlease::Client::quorum_builder(&args.urls),
         Deployment::Sentinel => redlease::Client::sentinel_builder(&args.urls, &args.master),
         Deployment::Cluster => redlease::Client::cluster_builder(&args.urls),
@@ -394,11 +409,12 @@ impl Target {
 /// purpose) until `deadline`.
 async fn connect_until(
     args: &WorkerArgs,
+    proxy: Option<&redlease_local::Proxy>,
     link: &Mutex<Link>,
     deadline: Instant,
 ) -> anyhow::Result<redlease::Client> {
     loop {
-        match connect(args).await {
+        match connect(args, proxy).await {
             Ok(client) => return Ok(client),
             Err(e) if Instant::now() > deadline => return Err(e).context("connecting"),
             Err(_) => {
@@ -432,6 +448,10 @@ async fn stay_inside(
 }
 
 /// Runs one worker until the judge says stop, the pipe closes, or `--deadline`.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the worker's loop: wait, acquire, section, release, read top to bottom"
+)]
 pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let deadline = Instant::now() + args.deadline;
     let link = Arc::new(Mutex::new(Link {
@@ -446,7 +466,8 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         until: None,
         line: String::new(),
     }));
-    let client = connect_until(&args, &link, deadline).await?;
+    let proxy = own_proxy(&args)?;
+    let client = connect_until(&args, proxy.as_ref(), &link, deadline).await?;
     let mut lock = client.lock(LOCK).ttl(args.ttl).wait(args.wait);
     if args.min_replicas > 0 {
         lock = lock.min_replicas(args.min_replicas, Duration::from_millis(100));
@@ -482,6 +503,13 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         let tokens = acquired.tokens();
         let tokens = tokens.as_slice();
         link.lock().await.send_each(Kind::Acquire, tokens).await?;
+        if args.shorten.is_some()
+            && let Held::Guard(guard) = acquired
+        {
+            let how = Shorten::of(&args, proxy.as_ref(), &mut jitter);
+            shortened_hold(&mut *link.lock().await, guard, tokens[0].1, how).await?;
+            continue;
+        }
         let work = jitter.work();
         let section = async {
             let hold = {
@@ -538,6 +566,154 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             link.lock().await.send_each(Kind::Lost, &tokens).await?;
         }
     }
-    link.lock().await.send(Kind::Bye, 0).await?;
+    // The client's estimate of the server's clock rate, in millionths (0: none), rides on
+    // the `BYE` as its token: the runner reports it for the clock rows.
+    link.lock().await.send(Kind::Bye, rate_ppm(&client)).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The proxy of this worker's own that `--shorten-fault slow` needs, to the server of
+/// `--url`.
+fn own_proxy(args: &WorkerArgs) -> anyhow::Result<Option<redlease_local::Proxy>> {
+    if args.shorten_fault != Some(crate::runner::ShortenHow::Slow) {
+        return Ok(None);
+    }
+    let port = port_of(&args.urls[0]).context("the port of --url")?;
+    Ok(Some(redlease_local::Proxy::start(port)?))
+}
+
+/// The client's estimate of the server's clock rate, in millionths (0: none): the token
+/// of the worker's `BYE`, which the runner reports for the clock rows.
+fn rate_ppm(client: &redlease::Client) -> u64 {
+    client
+        .server_clock_rate()
+        .and_then(|r| format!("{:.0}", r * 1e6).parse().ok())
+        .unwrap_or(0)
+}
+
+/// The port of a `redis://[user:password@]host:port[/db]` URL.
+fn port_of(url: &str) -> Option<u16> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let host_port = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+    let host_port = host_port.split('/').next()?;
+    host_port.rsplit_once(':')?.1.parse().ok()
+}
+
+impl<'a> Shorten<'a> {
+    /// As `args` ask, to the short ttl of `--shorten` (`proxy`: the worker's own).
+    fn of(
+        args: &WorkerArgs,
+        proxy: Option<&'a redlease_local::Proxy>,
+        jitter: &'a mut Jitter,
+    ) -> Self {
+        use crate::runner::ShortenHow;
+        Shorten {
+            ttl: args.shorten.unwrap_or_default(),
+            drop: (args.shorten_fault == Some(ShortenHow::Dropped)).then_some(jitter),
+            slow: proxy.zip(args.response_timeout).map(|(p, t)| (p, t * 2)),
+            full: args.ttl,
+        }
+    }
+}
+
+/// A hold of a lock whose section shortens its lease (see [`shortened_section`]), then
+/// its release.
+async fn shortened_hold(
+    link: &mut Link,
+    guard: redlease::Guard,
+    token: u64,
+    how: Shorten<'_>,
+) -> anyhow::Result<()> {
+    let (guard, lost_reported) = shortened_section(link, guard, token, how).await?;
+    link.send(Kind::Release, token).await?;
+    if let Err(redlease::Error::Lost { .. }) = guard.release().await
+        && !lost_reported
+    {
+        link.send(Kind::Lost, token).await?;
+    }
+    Ok(())
+}
+
+/// How a [`shortened_section`] extends its lease.
+struct Shorten<'a> {
+    /// The shorter ttl.
+    ttl: Duration,
+    /// Drop the extend's future at a random 0-60 ms (drawn from this).
+    drop: Option<&'a mut Jitter>,
+    /// Hold every reply back this long at this proxy while the extend is in flight.
+    slow: Option<(&'a redlease_local::Proxy, Duration)>,
+    /// The lease's own ttl.
+    full: Duration,
+}
+
+/// A section in which the holder shortens its lease: `BEGIN` with the guard's claim, an
+/// extend to `how.ttl` (dropped, or answered too late, as `how` says; the latter after an
+/// extend to the lease's own ttl answered at once, with its `CLAIM`), announced by a
+/// `CLAIM` of the short ttl from now, a `CLAIM` with what the guard claims after it, then inside while the guard claims at least a quarter
+/// of the short ttl, at most two short ttls, with a `CLAIM` every quarter of it (renewals
+/// at the short ttl move it on); then `WRITE` and `END`. A guard that kept its old claim
+/// after an extend that shortened the lease in Redis stays inside after the lease ran
+/// out there: the next holder's claim meets its own. Returns the guard and whether a
+/// loss was reported.
+async fn shortened_section(
+    link: &mut Link,
+    mut guard: redlease::Guard,
+    token: u64,
+    how: Shorten<'_>,
+) -> anyhow::Result<(redlease::Guard, bool)> {
+    let short = how.ttl;
+    link.until = claim(|| guard.remaining());
+    link.send(Kind::Begin, token).await?;
+    if let Some((proxy, delay)) = how.slow {
+        // An extend to the lease's own ttl first, answered at once: it loads the script
+        // (after a flush), so that the slow extend runs at its first request instead of
+        // waiting for a `NOSCRIPT` held back by the proxy and never running.
+        if guard.extend(how.full).await.is_ok() {
+            link.until = claim(|| guard.remaining());
+            link.send(Kind::Claim, token).await?;
+        }
+        proxy.delay_replies(delay);
+    }
+    // The guard lowers its claim when it sends the extend, but cannot be read while the
+    // extend is in flight (it is borrowed), which may outlast the short lease (a slow
+    // reply): the worker announces the bound a true guard keeps to from now on, and the
+    // guard's own claim once the extend returned. A guard that claims more then meets the
+    // next holder's claim (a claim raised runs on from the announcement).
+    link.until = claim(|| short);
+    link.send(Kind::Claim, token).await?;
+    let extend = guard.extend(short);
+    match how.drop {
+        Some(jitter) => {
+            let after = Duration::from_millis(jitter.below(61));
+            let _ = tokio::time::timeout(after, extend).await;
+        }
+        None => {
+            let _ = extend.await;
+        }
+    }
+    if let Some((proxy, _)) = how.slow {
+        proxy.delay_replies(Duration::ZERO);
+    }
+    link.until = claim(|| guard.remaining());
+    link.send(Kind::Claim, token).await?;
+    let quarter = (short / 4).max(Duration::from_millis(5));
+    let until = Instant::now() + short * 2;
+    let mut lost = false;
+    loop {
+        let left = guard.remaining().saturating_sub(quarter);
+        if left.is_zero() || Instant::now() >= until {
+            break;
+        }
+        let next = (Instant::now() + quarter.min(left)).min(until);
+        if tokio::time::timeout_at(next, guard.lost()).await.is_ok() {
+            link.send(Kind::Lost, token).await?;
+            lost = true;
+            break;
+        }
+        link.until = claim(|| guard.remaining());
+        link.send(Kind::Claim, token).await?;
+    }
+    link.send(Kind::Write, token).await?;
+    link.send(Kind::End, token).await?;
+    Ok((guard, lost))
 }

@@ -371,6 +371,34 @@ fn a_hand_off_skips_places_left_during_an_outage() -> Result<(), Box<dyn std::er
     Ok(())
 }
 
+/// Holders that shorten their lease (to a tenth of the ttl) in every section, the extend
+/// dropped at a random 0-60 ms while a proxy delays replies, or answered after the response
+/// timeout (it ran) while the script cache is flushed every 20 ms: no guard claims past the
+/// lease it shortened (no overlapping claims), no section overlaps another, no stale write
+/// gets through, tokens keep growing.
+#[test]
+fn shortening_extends_never_claim_past_the_shortened_lease()
+-> Result<(), Box<dyn std::error::Error>> {
+    let (outcomes, stderr) = reduced_run(&["shortening extend"])?;
+    assert_eq!(outcomes.len(), 2, "{stderr}");
+    for o in &outcomes {
+        let f = &o["findings"];
+        let count = |k: &str| f[k].as_u64().unwrap_or(u64::MAX);
+        assert!(o["injected"].as_u64() > Some(0), "no fault: {o}");
+        assert!(count("claims") > 0, "{o}");
+        for k in [
+            "claim_overlaps",
+            "overlaps",
+            "mutex_violations",
+            "stale_accepted",
+            "tokens_backwards",
+        ] {
+            assert_eq!(count(k), 0, "{k} in `{}`: {o}", o["name"]);
+        }
+    }
+    Ok(())
+}
+
 /// A serialized `Option<Duration>` (`{"secs": .., "nanos": ..}` or null).
 fn duration(v: &serde_json::Value) -> Option<Duration> {
     let secs = v["secs"].as_u64()?;
