@@ -44,7 +44,7 @@
 //!   was *sent*, minus a drift margin (`ttl/100 + 2ms`) and a loss margin (`ttl/20`), so
 //!   the guard never claims more than Redis grants and reports a loss with time to stop;
 //! - a renewal that finds another token (or none) marks the lease lost at once; one that
-//!   cannot reach Redis, or gets no answer within a quarter of the ttl (a silent network),
+//!   cannot reach Redis, or gets no answer within a third of the ttl (a silent network),
 //!   is retried until `valid_until` ([`Guard::health`] says `Retrying` meanwhile), then
 //!   the lease is lost;
 //! - [`Guard::lost`] resolves then, [`Guard::is_held`] turns false, a warning is logged,

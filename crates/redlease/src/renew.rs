@@ -9,7 +9,7 @@
 //! each other therefore cost one round trip (and a few dozen script calls) per interval,
 //! not ten thousand.
 //!
-//! A renewal that meets a connection error, or gets no answer within a quarter of the ttl
+//! A renewal that meets a connection error, or gets no answer within a third of the ttl
 //! (a silent network), is retried every `ttl/10` (5 ms to 1 s) until the lease's
 //! `valid_until`; only then is the lease declared lost (`valid_until` keeps a twentieth of
 //! the ttl, plus the drift allowance, before Redis can expire the lease: `ttl::claim`).
@@ -288,12 +288,12 @@ impl Renewer {
     async fn renew(&self, batch: Vec<Due>, next: Instant) {
         let sent = Instant::now();
         // Never wait for a reply past the moment the first of these leases runs out, nor
-        // longer than a quarter of the shortest ttl: a silent network (packets dropped, no
+        // longer than a third of the shortest ttl: a silent network (packets dropped, no
         // reset) then shows as `Retrying` within a third of the ttl, and leaves time to
         // retry (on a new connection) before the lease runs out.
         let patience = batch
             .iter()
-            .map(|d| d.ttl / 4)
+            .map(|d| d.ttl / 3)
             .min()
             .unwrap_or(Duration::ZERO);
         let deadline = batch

@@ -237,9 +237,9 @@ async fn a_silent_link_warns_early_and_reports_the_loss_with_a_margin() {
         "lost without a warning first"
     );
     // The first renewal is sent a third of the ttl in: the warning is due within a third
-    // of the ttl after it (a loaded machine gets 300 ms more).
+    // of the ttl after it (a loaded machine gets 500 ms more).
     assert!(
-        warned <= ttl * 2 / 3 + Duration::from_millis(300),
+        warned <= ttl * 2 / 3 + Duration::from_millis(500),
         "`Retrying` came {warned:?} after the acquisition"
     );
     bounded("lost", guard.lost()).await;
