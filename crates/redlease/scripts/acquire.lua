@@ -29,8 +29,8 @@
 --   ARGV[5] the caller's grant channel   ARGV[6] queue linger in ms (queue keys' expiry)
 --   ARGV[7] (optional; an election's lock) a channel on which a fresh grant PUBLISHes the
 --           key, so that observers of the election learn of the new leader ("": none)
---   ARGV[8] (optional) "S": SPUBLISH rather than PUBLISH there (Redis Cluster, where the
---           channel lives in the lock's slot and the notice stays in its shard)
+--   ARGV[8] (optional) "S": SPUBLISH rather than PUBLISH there and for a hand-off (Redis
+--           Cluster, where the channels live in the lock's slot and stay in its shard)
 --   ARGV[9] (optional) the fencing clock's step in µs (see fence.lua; a quorum's nodes)
 -- Reply:
 --   fence             freshly acquired (an integer >= 1: the new fencing token alone, the
@@ -43,21 +43,34 @@
 --                     none), so that a waiter recognises a grant older than this reply
 --                     (its fence is at most seen) as stale
 local token = ARGV[1]
--- Fast path: the lock is free (4 calls: SET, and TIME + SET of the fence, SET of the
--- holder details). Releases hand the lock straight to the oldest
--- queued waiter, so a lock is free with waiters queued only after its holder crashed or a
--- hand-off found no one listening; whoever asks first then takes it, and a queued waiter
--- that does leaves the queue (else a release would hand the lock to its stale place).
+local publish = ARGV[8] == 'S' and 'SPUBLISH' or 'PUBLISH'
+-- Fast path: the lock is free (5 calls: SET, LINDEX of the queue, and TIME + SET of the
+-- fence, SET of the holder details). Releases hand the lock straight to the oldest queued
+-- waiter, so a lock is free with waiters queued only after its holder crashed or a
+-- hand-off's waiter did not confirm it in its claim window (handoff.lua). Then the oldest
+-- waiter is served first (the caller only if that is its own place): an attempt never
+-- takes the lock past a waiter that queued before it.
 if redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
-  if (ARGV[4] == '1' or ARGV[4] == 'c' or ARGV[4] == 'w') and redis.call('HDEL', KEYS[5], token) == 1 then
-    redis.call('LREM', KEYS[4], 1, token)
+  local head = redis.call('LINDEX', KEYS[4], 0)
+  local handed = false
+  if head and head ~= '~' then
+    handed = hand_on(token, publish, true) ~= nil
   end
-  local fence = grant_fence(KEYS[2], ARGV[9] and tonumber(ARGV[9]))
-  redis.call('SET', KEYS[3], string.format('%d', fence) .. ' ' .. ARGV[3], 'PX', ARGV[2])
+  if not handed then
+    if (ARGV[4] == '1' or ARGV[4] == 'c' or ARGV[4] == 'w') and redis.call('HDEL', KEYS[5], token) == 1 then
+      redis.call('LREM', KEYS[4], 1, token)
+    end
+    local fence = grant_fence(KEYS[2], ARGV[9] and tonumber(ARGV[9]))
+    redis.call('SET', KEYS[3], string.format('%d', fence) .. ' ' .. ARGV[3], 'PX', ARGV[2])
+    if ARGV[7] and ARGV[7] ~= '' then
+      redis.call(publish, ARGV[7], KEYS[1])
+    end
+    return fence
+  end
+  -- Handed to an older waiter: the caller finds it busy (and queues, if it joins).
   if ARGV[7] and ARGV[7] ~= '' then
-    redis.call(ARGV[8] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[7], KEYS[1])
+    redis.call(publish, ARGV[7], KEYS[1])
   end
-  return fence
 end
 local current = redis.call('GET', KEYS[1])
 if current == token then

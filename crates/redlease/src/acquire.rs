@@ -357,8 +357,12 @@ impl Request<'_> {
     /// used as it is; `None` when the next attempt must confirm it (it finds our token:
     /// `Ours`) or find it gone and queue again: also a grant nobody vouched for (it may
     /// come from a demoted primary, relaying a grant its new primary counted for nobody).
+    ///
+    /// A lock's grant is always confirmed: the hand-off set it for a short claim window
+    /// only (`scripts/handoff.lua`), and the confirming attempt sets the whole ttl.
     fn usable_grant(&self, dating: &Dating, grant: Grant) -> Option<Instant> {
-        if !self.engine.deployment().trusts_grants() || !grant.vouched {
+        let window_only = matches!(self.kind, Kind::Mutex | Kind::Leader);
+        if window_only || !self.engine.deployment().trusts_grants() || !grant.vouched {
             return None;
         }
         let fence = grant.fence;

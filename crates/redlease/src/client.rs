@@ -338,11 +338,10 @@ fn give_back_abandoned(engine: &Arc<Engine>) -> crate::notify::grants::GiveBackH
             let engine = Arc::clone(&engine);
             async move {
                 match engine.deployment().release(&keys, kind, &token).await {
-                    Ok(crate::replies::Released::HandedOff { fence, token }) => {
-                        tracing::debug!(key = %keys.key, "gave back a lock handed to a waiter that gave up");
-                        engine.notifier.deliver(fence, &token);
-                    }
                     Ok(released) => {
+                        if let Some(handoff) = released.handoff() {
+                            engine.handed_off(&keys, kind, &token, handoff);
+                        }
                         tracing::debug!(key = %keys.key, held = released.was_held(), "gave back a lock handed to a waiter that gave up");
                     }
                     Err(e) => {

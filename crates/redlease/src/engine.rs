@@ -17,7 +17,7 @@ use crate::keys::LockKeys;
 use crate::lease::{Lease, State, lost};
 use crate::notify::{Notifier, Wakeups};
 use crate::renew::{Renewal, Renewer};
-use crate::replies::Released;
+use crate::replies::{Handoff, Released};
 use crate::scripts::Kind;
 use crate::token::OwnerToken;
 use crate::wait::{Wait, jitter};
@@ -53,6 +53,8 @@ pub(crate) struct Engine {
     leases: Registry,
     /// The server clock's rate, estimated from fresh grants (one server's clock only).
     pub(crate) clock: Option<ClockWatch>,
+    /// This client's hand-offs whose claim window is still open.
+    followups: Arc<Followups>,
 }
 
 impl Engine {
@@ -68,6 +70,11 @@ impl Engine {
             defaults,
             renewer: Renewer::new(Arc::clone(&deployment)),
             clock: deployment.one_clock().then(ClockWatch::default),
+            followups: Arc::new(Followups {
+                deployment: Arc::clone(&deployment),
+                notifier: Arc::clone(&notifier),
+                pending: Mutex::default(),
+            }),
             deployment,
             notifier,
             wakeups,
@@ -81,6 +88,17 @@ impl Engine {
     /// client can subscribe: `None` with notifications off.
     pub(crate) fn notices(&self) -> Option<&Arc<Wakeups>> {
         self.wakeups.as_ref().or(self.observers.as_ref())
+    }
+
+    /// `handoff` was made by a release of `token` at `keys` (see [`Followups`]).
+    pub(crate) fn handed_off(
+        &self,
+        keys: &Arc<LockKeys>,
+        kind: Kind,
+        token: &str,
+        handoff: &Handoff,
+    ) {
+        self.followups.handed_off(keys, kind, token, handoff);
     }
 
     pub(crate) fn deployment(&self) -> &Deployment {
@@ -373,7 +391,7 @@ impl Drop for GiveBack {
 /// the token reaches this client.
 async fn give_back(
     engine: &Engine,
-    keys: &LockKeys,
+    keys: &Arc<LockKeys>,
     kind: Kind,
     token: &OwnerToken,
     until: Option<Instant>,
@@ -409,10 +427,11 @@ async fn give_back(
 /// Runs the release script of `token`'s lease at `keys` (also withdraws the token from the
 /// waiter queue). Returns whether the lease was still held. A hand-off to a waiter of this
 /// client is told to it at once, from the script's reply, instead of waiting for the
-/// grant's push on the subscription (one wake-up fewer on the lock's critical path).
+/// grant's push on the subscription (one wake-up fewer on the lock's critical path), and
+/// every hand-off is followed up (see [`Followups`]).
 async fn release_token(
     engine: &Engine,
-    keys: &LockKeys,
+    keys: &Arc<LockKeys>,
     kind: Kind,
     token: &OwnerToken,
 ) -> Result<bool> {
@@ -420,10 +439,120 @@ async fn release_token(
         .deployment()
         .release(keys, kind, token.secret())
         .await?;
-    if let Released::HandedOff { fence, token } = &released {
-        engine.notifier.deliver(*fence, token);
+    if let Some(handoff) = released.handoff() {
+        engine
+            .followups
+            .handed_off(keys, kind, token.secret(), handoff);
     }
     Ok(released.was_held())
+}
+
+/// A hand-off's waiter holds the lock for a short claim window only until it confirms the
+/// grant (`scripts/handoff.lua`): a waiter whose link was cut silently never does, and
+/// the lock is then free with waiters queued. The client that made the hand-off checks
+/// once the window is over, with one more run of the release script for its old token:
+/// it finds its token gone, and serves the queue if the lock is free. One check per lock
+/// and client covers every hand-off made meanwhile (the latest window), so a busy lock
+/// costs one script call per window, not one per hand-off. The queued waiters' own
+/// re-checks remain the safety net (a client that exits right after releasing checks
+/// nothing).
+pub(crate) struct Followups {
+    deployment: Arc<Deployment>,
+    notifier: Arc<Notifier>,
+    /// By lock key: when to check, and how (the lease's keys and kind, the token of the
+    /// latest release).
+    pending: Mutex<HashMap<String, Followup>>,
+}
+
+struct Followup {
+    at: Instant,
+    keys: Arc<LockKeys>,
+    kind: Kind,
+    token: String,
+}
+
+/// How much later than the claim window a follow-up runs: Redis' clock and ours may
+/// disagree by the drift allowance (see `ttl::drift`).
+fn followup_after(window: Duration) -> Duration {
+    window + crate::ttl::drift(window)
+}
+
+impl Followups {
+    /// `handoff` was made by the release of `token` at `keys`: told to the waiter if it is
+    /// this client's, and checked once its claim window is over.
+    fn handed_off(
+        self: &Arc<Self>,
+        keys: &Arc<LockKeys>,
+        kind: Kind,
+        token: &str,
+        handoff: &Handoff,
+    ) {
+        self.notifier.deliver(handoff.fence, &handoff.token);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let at = Instant::now() + followup_after(handoff.window);
+        let first = {
+            let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            let first = !pending.contains_key(&keys.key);
+            pending.insert(
+                keys.key.clone(),
+                Followup {
+                    at,
+                    keys: Arc::clone(keys),
+                    kind,
+                    token: token.to_owned(),
+                },
+            );
+            first
+        };
+        if first {
+            let me = Arc::clone(self);
+            let key = keys.key.clone();
+            runtime.spawn(async move { me.follow(key).await });
+        }
+    }
+
+    /// Waits for the latest window of the lock at `key` to close, then checks it.
+    async fn follow(self: Arc<Self>, key: String) {
+        loop {
+            let due = {
+                let pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+                match pending.get(&key) {
+                    Some(followup) => followup.at,
+                    None => return,
+                }
+            };
+            tokio::time::sleep_until(due).await;
+            let followup = {
+                let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+                match pending.get(&key) {
+                    // A later hand-off moved the check.
+                    Some(followup) if followup.at > Instant::now() => continue,
+                    Some(_) => pending.remove(&key),
+                    None => return,
+                }
+            };
+            let Some(Followup {
+                keys, kind, token, ..
+            }) = followup
+            else {
+                return;
+            };
+            match self.deployment.release(&keys, kind, &token).await {
+                Ok(Released::Served(handoff)) => {
+                    tracing::debug!(key = %keys.key, "a hand-off was not confirmed in its window; the next waiter is served");
+                    self.handed_off(&keys, kind, &token, &handoff);
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::debug!(key = %keys.key, error = %e, "could not check a hand-off; queued waiters re-check by themselves");
+                }
+            }
+            return;
+        }
+    }
 }
 
 /// `note` on one line (control characters become spaces), trimmed and cut to `max` bytes;

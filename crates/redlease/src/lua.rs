@@ -9,16 +9,18 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// `acquire.lua` with the hybrid-clock fencing rule of `fence.lua` and the expiry helper of
-/// `expiry.lua` in front.
+/// `acquire.lua` with the hybrid-clock fencing rule of `fence.lua`, the expiry helper of
+/// `expiry.lua` and the hand-off of `handoff.lua` in front.
 const ACQUIRE_LUA: &str = concat!(
     include_str!("../scripts/fence.lua"),
     include_str!("../scripts/expiry.lua"),
+    include_str!("../scripts/handoff.lua"),
     include_str!("../scripts/acquire.lua")
 );
-/// `release.lua` (whose hand-off grants) with `fence.lua` in front.
+/// `release.lua` (whose hand-off grants) with `fence.lua` and `handoff.lua` in front.
 const RELEASE_LUA: &str = concat!(
     include_str!("../scripts/fence.lua"),
+    include_str!("../scripts/handoff.lua"),
     include_str!("../scripts/release.lua")
 );
 /// The semaphore scripts, each with `fence.lua` and `semaphore.lua` in front.

@@ -6,6 +6,8 @@
 //! server is not the one this library sent (or a proxy mangled the reply), and guessing a
 //! default there (busy, fence 0, not renewed) would hide it.
 
+use std::time::Duration;
+
 use redis::{ErrorKind, RedisError, RedisResult, Value};
 
 /// What one acquisition attempt found (`acquire.lua`).
@@ -66,29 +68,55 @@ pub(crate) fn flag(script: &'static str, value: &Value) -> RedisResult<bool> {
 pub(crate) enum Released {
     /// The lease was ours and is gone (freed, or handed to a waiter of another client).
     Freed,
-    /// The lease was ours and went to the queued waiter `token` with `fence` (the grant
-    /// message `release.lua` also published).
-    HandedOff { fence: u64, token: String },
+    /// The lease was ours and went to a queued waiter (`release.lua`).
+    HandedOff(Handoff),
     /// The lease did not hold our token (expired, or another owner's).
     NotHeld,
+    /// The lease did not hold our token, but the lock was free with waiters queued, and
+    /// the script handed it to the oldest (`release.lua`).
+    Served(Handoff),
+}
+
+/// A hand-off of a lock to a queued waiter, as `release.lua` answers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Handoff {
+    /// The grant's fencing token.
+    pub(crate) fence: u64,
+    /// The waiter's owner token.
+    pub(crate) token: String,
+    /// How long the lock is the waiter's unless it confirms the grant (see
+    /// `scripts/handoff.lua`).
+    pub(crate) window: Duration,
 }
 
 impl Released {
     /// Whether the lease was still ours.
     pub(crate) fn was_held(&self) -> bool {
-        !matches!(self, Self::NotHeld)
+        matches!(self, Self::Freed | Self::HandedOff(_))
+    }
+
+    /// The hand-off the script made, if any.
+    pub(crate) fn handoff(&self) -> Option<&Handoff> {
+        match self {
+            Self::HandedOff(h) | Self::Served(h) => Some(h),
+            Self::Freed | Self::NotHeld => None,
+        }
     }
 }
 
-/// A release script's reply: 1, 0, or (`release.lua`) the grant message of a hand-off.
+/// A release script's reply: 1, 0, or (`release.lua`) a hand-off `"<window> <grant
+/// message>"`, alone (the lease was ours) or as `{0, hand-off}` (it was not, but the free
+/// lock was handed to its oldest waiter).
 pub(crate) fn released(script: &'static str, value: &Value) -> RedisResult<Released> {
+    let wrong = || unexpected(script, "1, 0, a hand-off or {0, hand-off}", value);
     match value {
-        Value::BulkString(message) => parse_grant(message)
-            .map(|(fence, token)| Released::HandedOff {
-                fence,
-                token: token.to_owned(),
-            })
-            .ok_or_else(|| unexpected(script, "1, 0 or a grant message", value)),
+        Value::BulkString(reply) => handoff(reply).map(Released::HandedOff).ok_or_else(wrong),
+        Value::Array(items) => match items.as_slice() {
+            [Value::Int(0), Value::BulkString(reply)] => {
+                handoff(reply).map(Released::Served).ok_or_else(wrong)
+            }
+            _ => Err(wrong()),
+        },
         other => flag(script, other).map(|held| {
             if held {
                 Released::Freed
@@ -97,6 +125,18 @@ pub(crate) fn released(script: &'static str, value: &Value) -> RedisResult<Relea
             }
         }),
     }
+}
+
+/// `"<window ms> <fence> <token> <key>"` -> the hand-off.
+fn handoff(reply: &[u8]) -> Option<Handoff> {
+    let split = reply.iter().position(|&b| b == b' ')?;
+    let window = std::str::from_utf8(&reply[..split]).ok()?.parse().ok()?;
+    let (fence, token) = parse_grant(&reply[split + 1..])?;
+    Some(Handoff {
+        fence,
+        token: token.to_owned(),
+        window: Duration::from_millis(window),
+    })
 }
 
 /// A grant message `"<fence> <token> <key>"` -> (fence, token).
@@ -265,14 +305,28 @@ mod tests {
         let released = |v: &Value| released("release.lua", v).ok();
         assert_eq!(released(&Value::Int(1)), Some(Released::Freed));
         assert_eq!(released(&Value::Int(0)), Some(Released::NotHeld));
+        let handoff = Handoff {
+            fence: 17,
+            token: "abcd".into(),
+            window: Duration::from_millis(300),
+        };
         assert_eq!(
-            released(&Value::BulkString(b"17 abcd redlease:x y".to_vec())),
-            Some(Released::HandedOff {
-                fence: 17,
-                token: "abcd".into()
-            })
+            released(&Value::BulkString(b"300 17 abcd redlease:x y".to_vec())),
+            Some(Released::HandedOff(handoff.clone()))
         );
-        assert_eq!(released(&Value::BulkString(b"x abcd k".to_vec())), None);
+        assert_eq!(
+            released(&Value::Array(vec![
+                Value::Int(0),
+                Value::BulkString(b"300 17 abcd redlease:x y".to_vec())
+            ])),
+            Some(Released::Served(handoff))
+        );
+        assert_eq!(released(&Value::BulkString(b"300 x abcd k".to_vec())), None);
+        assert_eq!(released(&Value::BulkString(b"17 abcd".to_vec())), None);
+        assert_eq!(
+            released(&Value::Array(vec![Value::Int(1), Value::Int(0)])),
+            None
+        );
         assert_eq!(released(&Value::Int(2)), None);
         assert!(Released::Freed.was_held() && !Released::NotHeld.was_held());
     }

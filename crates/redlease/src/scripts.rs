@@ -251,7 +251,9 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
             invocation.arg("0");
         }
     }
-    if lock && (args.kind == Kind::Leader || args.fence_step > 1) {
+    // A Cluster's hand-offs from an attempt are SPUBLISHed (ARGV[8]).
+    let sharded = args.notices.flag().is_some();
+    if lock && (args.kind == Kind::Leader || args.fence_step > 1 || sharded) {
         if matches!(args.join, Join::No | Join::Leave) {
             invocation.arg("").arg(0);
         }

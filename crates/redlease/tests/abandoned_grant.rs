@@ -51,7 +51,7 @@ async fn a_grant_to_a_waiter_that_gave_up_is_given_back() {
                 .await
         }
     });
-    queued_places(&server, &keys, 1).await;
+    common::queued_places(&server, &keys, 1).await;
     // From now on nothing the waiter's client runs reaches the lock: its give-back fails.
     server
         .query(&["ACL", "SETUSER", "waiter", "-evalsha", "-evalsha_ro"])
@@ -66,7 +66,7 @@ async fn a_grant_to_a_waiter_that_gave_up_is_given_back() {
                 .await
         }
     });
-    queued_places(&server, &keys, 2).await;
+    common::queued_places(&server, &keys, 2).await;
     let outcome = bounded("the waiter gives up", gave_up).await.unwrap();
     assert!(
         matches!(outcome, Err(redlease::Error::Timeout { .. })),
@@ -92,12 +92,4 @@ async fn a_grant_to_a_waiter_that_gave_up_is_given_back() {
         .unwrap();
     assert!(guard.is_held());
     guard.release().await.unwrap();
-}
-
-/// Waits until the lock's queue holds `n` places.
-async fn queued_places(server: &redlease_local::RedisServer, keys: &LockKeys, n: i64) {
-    common::eventually("the places queued", || async {
-        server.query(&["LLEN", keys.queue()]).unwrap() == Reply::Integer(n)
-    })
-    .await;
 }

@@ -48,7 +48,7 @@ async fn each_primitive_takes_and_gives_back_a_free_name_in_a_known_number_of_co
     pairs(
         &mut conn,
         "lock",
-        9,
+        10,
         || lock.acquire(),
         redlease::Guard::release,
     )

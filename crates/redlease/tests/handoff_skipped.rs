@@ -143,18 +143,16 @@ async fn a_holder_is_never_handed_its_own_place() {
         .await
         .unwrap();
     // x's lease ends; h, not queueing this time (its subscription was down), takes the
-    // free lock and its old place stays queued.
+    // free lock: its old place, at the head, was its turn, and is gone with it.
     end_lease(&mut conn, &keys).await;
     let taken = mutex_acquire(&mut conn, &keys, "h").await.unwrap();
     assert_eq!(taken.0, 1);
-    assert_eq!(lrange(&mut conn, keys.mutex.queue()).await, ["h"]);
-    // Its release frees the lock rather than handing it back to h, whose acquisition is
-    // over (the lock would sit with nobody for h's ttl).
+    assert!(lrange(&mut conn, keys.mutex.queue()).await.is_empty());
+    assert_eq!(entry(&mut conn, &keys, "h").await, None);
+    // Its release frees the lock rather than handing it back to h.
     let released = mutex_hand_off(&mut conn, &keys, "h").await.unwrap();
     assert_eq!(released, Value::Int(1));
     assert_eq!(holder(&mut conn, &keys).await, None);
-    assert!(lrange(&mut conn, keys.mutex.queue()).await.is_empty());
-    assert_eq!(entry(&mut conn, &keys, "h").await, None);
 }
 
 /// A queued waiter whose later attempt only tries (`c`: its grants cannot reach it now;
@@ -169,7 +167,6 @@ async fn a_waiter_taking_the_lock_by_a_later_attempt_leaves_no_place() {
     for flag in ["c", "w"] {
         let keys = Keys::new(&format!("later-{flag}"));
         mutex_acquire(&mut conn, &keys, "x").await.unwrap();
-        let _a = Listener::new(&server, "grant:a").await;
         let _h = Listener::new(&server, "grant:h").await;
         for token in ["a", "h"] {
             let channel = format!("grant:{token}");
@@ -177,13 +174,16 @@ async fn a_waiter_taking_the_lock_by_a_later_attempt_leaves_no_place() {
                 .await
                 .unwrap();
         }
-        // x's lease ends; h, second in the queue, takes the free lock.
+        // x's lease ends; h, second in the queue, takes the free lock: a, ahead of it,
+        // does not listen now (it is skipped, and keeps its place).
         end_lease(&mut conn, &keys).await;
         let taken = mutex_try_as(&mut conn, &keys, "h", flag).await.unwrap();
         assert_eq!(taken.0, 1, "{flag}");
         assert_eq!(lrange(&mut conn, keys.mutex.queue()).await, ["a"], "{flag}");
         assert_eq!(entry(&mut conn, &keys, "h").await, None, "{flag}");
-        // h hands the lock to a, and a's release frees it: nothing is handed to h again.
+        // h hands the lock to a, listening again, and a's release frees it: nothing is
+        // handed to h again.
+        let _a = Listener::new(&server, "grant:a").await;
         let handed = mutex_hand_off(&mut conn, &keys, "h").await.unwrap();
         assert!(matches!(handed, Value::BulkString(_)), "{flag}: {handed:?}");
         assert_eq!(
@@ -195,4 +195,65 @@ async fn a_waiter_taking_the_lock_by_a_later_attempt_leaves_no_place() {
         assert_eq!(freed, Value::Int(1), "{flag}");
         assert_eq!(holder(&mut conn, &keys).await, None, "{flag}");
     }
+}
+
+/// A hand-off sets the lock for a short claim window only (a tenth of the ttl, at most
+/// 1 s): the waiter's confirming attempt finds its token and sets the whole ttl. A grant
+/// its waiter never confirms (its link cut silently: Redis still counted it) leaves the
+/// lock free once the window is over, and the next attempt (a newcomer's included) or
+/// release serves the oldest waiter first.
+#[tokio::test]
+async fn an_unconfirmed_hand_off_lasts_its_window_then_the_next_waiter_is_served() {
+    let server = common::server();
+    let mut conn = common::raw(&server).await;
+    let keys = Keys::new("window");
+    mutex_acquire(&mut conn, &keys, "h").await.unwrap();
+    let mut a = Listener::new(&server, "grant:a").await;
+    let mut b = Listener::new(&server, "grant:b").await;
+    for token in ["a", "b", "c"] {
+        let channel = format!("grant:{token}");
+        mutex_join(&mut conn, &keys, token, Some((&channel, LINGER)))
+            .await
+            .unwrap();
+    }
+    // The release names the window (ms) before the grant message.
+    let Value::BulkString(reply) = mutex_hand_off(&mut conn, &keys, "h").await.unwrap() else {
+        panic!("no hand-off");
+    };
+    let reply = String::from_utf8(reply).unwrap();
+    assert!(reply.starts_with("1000 "), "{reply}");
+    assert_eq!(a.grant().await.1, "a");
+    let window = pttl(&mut conn, keys.mutex.key()).await;
+    assert!(window > 0 && window <= 1_000, "{window}");
+    assert!(pttl(&mut conn, keys.mutex.holder()).await <= 1_000);
+
+    // a never confirms; its window ends. A newcomer's attempt serves b, not itself.
+    end_lease(&mut conn, &keys).await;
+    let newcomer = mutex_acquire(&mut conn, &keys, "n").await.unwrap();
+    assert_eq!(newcomer.0, 0, "the newcomer waits behind b and c");
+    assert_eq!(b.grant().await.1, "b");
+    assert_eq!(holder(&mut conn, &keys).await.as_deref(), Some("b"));
+    // b confirms: its whole ttl.
+    let confirmed = mutex_join(&mut conn, &keys, "b", Some(("grant:b", LINGER)))
+        .await
+        .unwrap();
+    assert_eq!(confirmed.0, 2, "{confirmed:?}");
+    assert!(pttl(&mut conn, keys.mutex.key()).await > 1_000);
+    assert!(pttl(&mut conn, keys.mutex.holder()).await > 1_000);
+
+    // b's lease ends; a release by someone who no longer holds it (the releasing
+    // client's check after the window) serves c, which does not listen: skipped, kept.
+    end_lease(&mut conn, &keys).await;
+    let outcome = mutex_hand_off(&mut conn, &keys, "h").await.unwrap();
+    assert_eq!(outcome, Value::Int(0));
+    assert_eq!(holder(&mut conn, &keys).await, None);
+    assert_eq!(lrange(&mut conn, keys.mutex.queue()).await, ["c"]);
+    let mut c = Listener::new(&server, "grant:c").await;
+    let outcome = mutex_hand_off(&mut conn, &keys, "h").await.unwrap();
+    let Value::Array(outcome) = outcome else {
+        panic!("{outcome:?}");
+    };
+    assert_eq!(outcome[0], Value::Int(0));
+    assert_eq!(c.grant().await.1, "c");
+    assert_eq!(holder(&mut conn, &keys).await.as_deref(), Some("c"));
 }

@@ -70,6 +70,14 @@ where
     .await;
 }
 
+/// Waits until the queue of the lock at `keys` holds `n` places.
+pub async fn queued_places(server: &RedisServer, keys: &redlease::LockKeys, n: i64) {
+    eventually("the places queued", || async {
+        server.query(&["LLEN", keys.queue()]).unwrap() == Reply::Integer(n)
+    })
+    .await;
+}
+
 pub async fn llen(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
     conn.llen(key).await.unwrap()
 }

@@ -54,10 +54,12 @@ pub const LEASE_RENEW: &str = concat!(
 pub const MUTEX_ACQUIRE: &str = concat!(
     include_str!("../../scripts/fence.lua"),
     include_str!("../../scripts/expiry.lua"),
+    include_str!("../../scripts/handoff.lua"),
     include_str!("../../scripts/acquire.lua")
 );
 pub const MUTEX_RELEASE: &str = concat!(
     include_str!("../../scripts/fence.lua"),
+    include_str!("../../scripts/handoff.lua"),
     include_str!("../../scripts/release.lua")
 );
 
