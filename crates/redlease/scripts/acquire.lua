@@ -43,7 +43,7 @@
 --                     none), so that a waiter recognises a grant older than this reply
 --                     (its fence is at most seen) as stale
 local token = ARGV[1]
-local publish = ARGV[8] == 'S' and 'SPUBLISH' or 'PUBLISH'
+local sharded = ARGV[8] == 'S'
 -- Fast path: the lock is free (5 calls: SET, LINDEX of the queue, and TIME + SET of the
 -- fence, SET of the holder details). Releases hand the lock straight to the oldest queued
 -- waiter, so a lock is free with waiters queued only after its holder crashed or a
@@ -54,7 +54,7 @@ if redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
   local head = redis.call('LINDEX', KEYS[4], 0)
   local handed = false
   if head and head ~= '~' then
-    handed = hand_on(token, publish, true) ~= nil
+    handed = hand_on(token, sharded, true) ~= nil
   end
   if not handed then
     if (ARGV[4] == '1' or ARGV[4] == 'c' or ARGV[4] == 'w') and redis.call('HDEL', KEYS[5], token) == 1 then
@@ -63,13 +63,13 @@ if redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
     local fence = grant_fence(KEYS[2], ARGV[9] and tonumber(ARGV[9]))
     redis.call('SET', KEYS[3], string.format('%d', fence) .. ' ' .. ARGV[3], 'PX', ARGV[2])
     if ARGV[7] and ARGV[7] ~= '' then
-      redis.call(publish, ARGV[7], KEYS[1])
+      redis.call(sharded and 'SPUBLISH' or 'PUBLISH', ARGV[7], KEYS[1])
     end
     return fence
   end
   -- Handed to an older waiter: the caller finds it busy (and queues, if it joins).
   if ARGV[7] and ARGV[7] ~= '' then
-    redis.call(publish, ARGV[7], KEYS[1])
+    redis.call(sharded and 'SPUBLISH' or 'PUBLISH', ARGV[7], KEYS[1])
   end
 end
 local current = redis.call('GET', KEYS[1])

@@ -34,14 +34,13 @@ local function claim_window(ttl)
   return string.format('%d', math.min(1000, math.max(math.floor(asked / 10), math.min(asked, 50))))
 end
 
--- hand_on(own, publish, take_own): hands the lock at KEYS[1] to the oldest queued waiter
--- whose client listens, with the `publish` command ('PUBLISH', or 'SPUBLISH' on a
--- Cluster). `own` is the caller's token: its own place, if the popping reaches it, is
+-- hand_on(own, sharded, take_own): hands the lock at KEYS[1] to the oldest queued waiter
+-- whose client listens, told with PUBLISH (SPUBLISH when `sharded`: a Cluster). `own` is the caller's token: its own place, if the popping reaches it, is
 -- dropped, and when `take_own` the popping stops there (the caller, which holds the lock,
 -- keeps it: it was its turn). Returns the grant message "<fence> <token> <lock key>" (as
 -- published) and the claim window in ms, or nil when nobody took it; and whether anything
 -- was popped (a place or a listener's "~" mark: see acquire.lua).
-local function hand_on(own, publish, take_own)
+local function hand_on(own, sharded, take_own)
   local popped = false
   local grant, window = nil, nil
   local kept = {}
@@ -65,7 +64,7 @@ local function hand_on(own, publish, take_own)
       local w = cjson.decode(entry)
       local fence = grant_fence(KEYS[2])
       local message = string.format('%d', fence) .. ' ' .. head .. ' ' .. KEYS[1]
-      if redis.call(publish, w[2], message) > 0 then
+      if redis.call(sharded and 'SPUBLISH' or 'PUBLISH', w[2], message) > 0 then
         window = claim_window(w[1])
         redis.call('HDEL', KEYS[5], head)
         redis.call('SET', KEYS[1], head, 'PX', window)

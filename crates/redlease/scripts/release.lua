@@ -26,10 +26,11 @@
 -- SET), plus TIME, HSET once and LPUSH, PTTL, PEXPIRE per release that skips waiters; a
 -- release with no one queued or listening costs 3 (GET, LPOP, DEL).
 local token = ARGV[1]
-local publish = ARGV[4] == 'S' and 'SPUBLISH' or 'PUBLISH'
+local sharded = ARGV[4] == 'S'
+local publish = sharded and 'SPUBLISH' or 'PUBLISH'
 local current = redis.call('GET', KEYS[1])
 if current == token then
-  local grant, window, popped = hand_on(token, publish, false)
+  local grant, window, popped = hand_on(token, sharded, false)
   if grant then
     if ARGV[3] == '1' then
       redis.call(publish, ARGV[2], KEYS[1])
@@ -47,7 +48,7 @@ if redis.call('HDEL', KEYS[5], token) == 1 then
 end
 if not current then
   -- Free with waiters queued: serve the oldest (one LPOP when nobody is queued).
-  local grant, window, popped = hand_on(token, publish, false)
+  local grant, window, popped = hand_on(token, sharded, false)
   if grant then
     if ARGV[3] == '1' then
       redis.call(publish, ARGV[2], KEYS[1])

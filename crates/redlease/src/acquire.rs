@@ -28,6 +28,9 @@ use crate::wait::{Retry, Wait, jitter};
 const OUTAGE_POLL: Duration = Duration::from_millis(50);
 /// How long the queue keys outlive their last waiter's arrival, beyond its wait.
 const QUEUE_LINGER: Duration = Duration::from_secs(60);
+/// The longest a queued waiter that can be told of a hand-off sleeps between two
+/// attempts: half the queue keys' linger, so that its place outlives its sleep.
+const RECHECK_MAX: Duration = Duration::from_secs(30);
 
 /// One acquisition: what to take and how (the options of the primitive's builder, already
 /// checked).
@@ -413,10 +416,18 @@ impl Request<'_> {
         polls: &mut u32,
     ) -> Duration {
         match (reachable, holder_ttl) {
-            // Queued (or listening): the hand-off (or the release notice) wakes us; re-check
-            // when the holder's lease should have run out (it may have crashed), at most
-            // every `max`.
-            (true, Some(left)) => left.min(self.retry.max()) + jitter(self.retry.min()),
+            // Queued (or listening): the hand-off (or the release notice) wakes us, and a
+            // link in trouble does (the subscription's epoch). Nothing is sent meanwhile:
+            // re-check only when the holder's lease can have run out (it may have
+            // crashed; a renewed lease is found busy again, with its new end), and at
+            // least every `RECHECK_MAX`, which keeps the queue keys alive (they linger
+            // `QUEUE_LINGER` after the latest join).
+            // Spread over a twentieth of it, so that waiters that queued together do not
+            // all come back at the same instant.
+            (true, Some(left)) => {
+                let left = left.min(RECHECK_MAX);
+                left + jitter(self.retry.min().max(left / 20))
+            }
             (true, None) => self.retry.max(),
             // Normally told of releases, but the pub/sub link is down (Redis restarted, the
             // connection was killed): nothing can tell us of a release until it is back,

@@ -3,10 +3,14 @@
 //! and the way out when a holder cannot release. `redlease status`, `list` and `release
 //! --force` are these calls.
 
+use std::sync::Arc;
+
 use crate::client::Client;
 use crate::error::{INSPECTING, REMOVING_HOLDS, Result};
 use crate::inspection::{self, Inspection, NodeSnapshot};
-use crate::keys::LockKeys;
+use crate::keys::{LockKeys, Primitive};
+use crate::scripts::Kind;
+use crate::token::OwnerToken;
 
 impl Client {
     /// Reads the state of the lock, semaphore or read-write lock named `name` (under the
@@ -82,7 +86,8 @@ impl Client {
     /// working, so prefer waiting for its lease to run out.
     ///
     /// The fencing counter stays (the next holder still gets a larger token), and so do
-    /// the queue (its waiters are served next) and a semaphore's permit count. The old
+    /// the queue and a semaphore's permit count: a lock's oldest queued waiter is handed
+    /// it at once. The old
     /// holders are not told: each finds its lease lost at its next renewal. Over a quorum
     /// the holds are removed on every node that answers ([`Inspection::nodes`] says what
     /// each removed).
@@ -98,7 +103,40 @@ impl Client {
         for holder in &inspection.snapshot.holders {
             tracing::warn!(key = %keys.key(), token = %holder.token_prefix, "hold removed by force");
         }
+        let snapshot = &inspection.snapshot;
+        if snapshot.primitive == Some(Primitive::Lock) && !snapshot.waiters.is_empty() {
+            self.serve_queue(keys).await;
+        }
         Ok(inspection)
+    }
+
+    /// Hands the free lock of `keys` to its oldest queued waiter (which otherwise re-checks
+    /// only when the removed holder's lease would have ended): the release script, for a
+    /// token that holds nothing, serves the queue of a free lock.
+    async fn serve_queue(&self, keys: &LockKeys) {
+        let engine = &self.engine;
+        let token = match OwnerToken::generate() {
+            Ok(token) => token,
+            Err(e) => {
+                tracing::debug!(error = %e, "no token to serve the queue with; its waiters re-check by themselves");
+                return;
+            }
+        };
+        let keys = Arc::new(keys.clone());
+        match engine
+            .deployment()
+            .release(&keys, Kind::Mutex, token.secret())
+            .await
+        {
+            Ok(released) => {
+                if let Some(handoff) = released.handoff() {
+                    engine.handed_off(&keys, Kind::Mutex, token.secret(), handoff);
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "could not serve the queue; its waiters re-check by themselves");
+            }
+        }
     }
 
     /// The keys of `name` under the client's prefix (whichever primitive it is: the key

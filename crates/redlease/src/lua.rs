@@ -230,12 +230,12 @@ mod tests {
 mod lacking_tests {
     use super::*;
 
-    /// The line of `acquire.lua`'s text (fence.lua and expiry.lua in front) that calls
+    /// The first line of `acquire.lua`'s text (its preludes in front) that calls
     /// `SPUBLISH` or `PUBLISH`, 1-based as Redis counts.
     fn publish_line() -> usize {
         ACQUIRE_LUA
             .lines()
-            .position(|l| l.contains("redis.call(ARGV[8] == 'S' and 'SPUBLISH'"))
+            .position(|l| l.contains("redis.call(sharded and 'SPUBLISH' or 'PUBLISH'"))
             .map_or(0, |i| i + 1)
     }
 

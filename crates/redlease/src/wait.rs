@@ -70,9 +70,11 @@ impl From<Duration> for Wait {
 
 /// Bounds of the jittered exponential back-off between polls.
 ///
-/// Delay `n` is drawn uniformly from `0..=min(max, min * 2^n)` ("full jitter"). Waiters
-/// with pub/sub also re-check at most every `max`, which bounds how late they notice a
-/// lock released by something that does not notify (another library's `DEL`).
+/// Delay `n` is drawn uniformly from `0..=min(max, min * 2^n)` ("full jitter"): the
+/// polling of waiters that nothing can tell of a release (notifications off, a pub/sub
+/// link down). A waiter that is told (queued for a hand-off, or listening for release
+/// notices) sends nothing until the holder's lease can have ended; it then notices a lock
+/// deleted by something that does not notify (another library's `DEL`) only at that end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retry {
     min: Duration,

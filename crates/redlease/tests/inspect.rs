@@ -434,3 +434,35 @@ async fn a_cluster_is_read_where_the_name_lives() {
         guard.release().await.unwrap();
     }
 }
+
+/// A lock removed by force goes to its oldest queued waiter at once: the waiter, which
+/// sends nothing while the lock is held, would otherwise come back only when the removed
+/// holder's lease would have ended (a minute here, beyond the test's step bound).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_removed_by_force_goes_to_its_oldest_waiter_at_once() {
+    let server = server();
+    let holder = common::client(&server).await;
+    let waiter = common::client(&server).await;
+    let ops = common::client(&server).await;
+    let held = holder
+        .lock("forced-queue")
+        .ttl(Duration::from_secs(60))
+        .acquire()
+        .await
+        .unwrap();
+    let keys = holder.lock("forced-queue").keys().unwrap();
+    let waits = tokio::spawn(async move {
+        waiter
+            .lock("forced-queue")
+            .wait(Duration::from_secs(120))
+            .acquire()
+            .await
+    });
+    common::queued_places(&server, &keys, 1).await;
+    let removed = ops.force_release("forced-queue").await.unwrap().snapshot;
+    assert_eq!(removed.holders.len(), 1);
+    let guard = bounded("the waiter's turn", waits).await.unwrap().unwrap();
+    assert!(guard.fencing_token() > held.fencing_token());
+    assert!(guard.is_held());
+    guard.release().await.unwrap();
+}
