@@ -23,6 +23,8 @@ use crate::ttl::{claim, ttl_millis};
 const FENCE_KEEP: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How long before the counter's expiry a renewal keeps it again.
 const FENCE_KEEP_AHEAD: Duration = Duration::from_secs(24 * 3600);
+/// How many ttls a renewal that keeps a lock's holder details sets them for.
+const DETAILS_LEASES: u32 = 4;
 
 /// Where a lease stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +106,9 @@ pub(crate) struct Lease {
     /// Until when the fencing counter is certainly kept (a grant keeps it a week):
     /// renewals keep it again a day before (see [`Lease::fence_keep_due`]).
     fence_kept_until: std::sync::Mutex<Instant>,
+    /// Until when a lock's holder details key certainly lives (see
+    /// [`Lease::details_due`]).
+    details_until: std::sync::Mutex<Instant>,
     /// Its metrics (nothing without the `metrics` feature).
     meter: Hold,
     /// The span every event of this hold is recorded in.
@@ -135,6 +140,7 @@ impl Lease {
             state: watch::Sender::new(State::Held(valid_until)),
             steps: Arc::new(tokio::sync::Mutex::new(())),
             fence_kept_until: std::sync::Mutex::new(lease_start + FENCE_KEEP),
+            details_until: std::sync::Mutex::new(lease_start + ttl),
             health: watch::Sender::new(LeaseHealth::Renewed { valid_until }),
             meter: Hold::start(labels),
             span,
@@ -186,6 +192,29 @@ impl Lease {
         // Due again in a day: a keep that failed is retried then, long before the week ends.
         *until = now + 2 * FENCE_KEEP_AHEAD;
         true
+    }
+
+    /// Whether a renewal of this lock sent at `sent` for `ttl` must keep its holder
+    /// details key too, and for how long. A grant sets the details for one ttl; renewals
+    /// set them for [`DETAILS_LEASES`] ttls at a time, and again only once less than a
+    /// ttl and a third is left (a renewal answered a third of a ttl late then sets a
+    /// lock that still ends before them): one renewal in eight, at a third of a ttl
+    /// apart, costs the extra call. `None` for the others.
+    pub(crate) fn details_due(&self, sent: Instant, ttl: Duration) -> Option<Duration> {
+        let until = *self
+            .details_until
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (until < sent + ttl + ttl / 3).then(|| ttl * DETAILS_LEASES)
+    }
+
+    /// A renewal sent at `sent` set the holder details to last `span`.
+    pub(crate) fn details_kept(&self, sent: Instant, span: Duration) {
+        let mut until = self
+            .details_until
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *until = (*until).max(sent + span);
     }
 
     /// The lease's turn for a renewal, unless another step is in flight.

@@ -57,7 +57,11 @@ const LEASE_RENEW_LUA: &str = concat!(
     include_str!("../scripts/expiry.lua"),
     include_str!("../scripts/lease_renew.lua")
 );
-const EXTEND_LUA: &str = include_str!("../scripts/extend.lua");
+/// `extend.lua` with `expiry.lua` in front.
+const EXTEND_LUA: &str = concat!(
+    include_str!("../scripts/expiry.lua"),
+    include_str!("../scripts/extend.lua")
+);
 const RENEW_LUA: &str = include_str!("../scripts/renew.lua");
 const RAISE_FENCE_LUA: &str = include_str!("../scripts/raise_fence.lua");
 const FENCED_SET_LUA: &str = include_str!("../scripts/fenced_set.lua");

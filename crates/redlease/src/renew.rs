@@ -4,10 +4,13 @@
 //! A lease of length `ttl` falls due for renewal `ttl/3` after it was last set. When the
 //! scheduler wakes for the earliest due lease, it also takes every lease that falls due
 //! within the next `ttl/6` of its own (renewing a little early costs nothing), and renews
-//! them all in **one pipelined round trip**: batches of up to `BATCH` (in `scripts`) leases per
-//! `EVALSHA` of `scripts/renew.lua`. Ten thousand locks acquired within a few seconds of
-//! each other therefore cost one round trip (and a few dozen script calls) per interval,
-//! not ten thousand.
+//! them in **pipelined round trips** of up to `ROUND_TRIP_LEASES`, one after the other (so
+//! that no round trip keeps Redis from other clients for more than a few ms): batches of
+//! up to `BATCH` (in `scripts`) leases per `EVALSHA` of `scripts/renew.lua`. Ten thousand
+//! locks acquired within a few seconds of each other therefore cost ten round trips (and a
+//! few dozen script calls) per interval, not ten thousand. A lock's renewal runs two calls
+//! in Redis (`GET`, `PEXPIRE`); its holder details are kept several leases at a time
+//! (`Lease::details_due`).
 //!
 //! A renewal that meets a connection error, or gets no answer within a third of the ttl
 //! (a silent network), is retried every `ttl/10` (5 ms to 1 s) until the lease's
@@ -33,6 +36,12 @@ use crate::backend::Deployment;
 use crate::lease::{Lease, State};
 use crate::scripts::RenewItem;
 use crate::ttl::ttl_millis;
+
+/// The most leases one renewal round trip carries. Redis runs a pipeline's commands one
+/// after the other without serving anyone else, and a lease's renewal costs it about 2-3
+/// µs: a thousand keep every other client waiting a few milliseconds at most. A sweep
+/// with more sends them in round trips one after the other.
+const ROUND_TRIP_LEASES: usize = 1000;
 
 /// How long the scheduler task waits, with no lease left, for the next one before it ends.
 const IDLE_LINGER: Duration = Duration::from_secs(1);
@@ -82,6 +91,8 @@ struct Due {
     id: u64,
     lease: Arc<Lease>,
     ttl: Duration,
+    /// How long this renewal keeps a lock's holder details, when it does.
+    details: Option<Duration>,
     /// The lease's step, held until the renewal's outcome was applied.
     _step: tokio::sync::OwnedMutexGuard<()>,
 }
@@ -269,10 +280,16 @@ impl Renewer {
                 };
                 // Read under the step: an extend may have changed it.
                 let ttl = lease.ttl();
+                let details = lease
+                    .kind()
+                    .is_lock()
+                    .then(|| lease.details_due(now, ttl))
+                    .flatten();
                 batch.push(Due {
                     id,
                     lease,
                     ttl,
+                    details,
                     _step: step,
                 });
             }
@@ -322,6 +339,9 @@ impl Renewer {
             let mut book = self.book();
             if outcome == Some(true) {
                 due.lease.renewed(sent, due.ttl);
+                if let Some(span) = due.details {
+                    due.lease.details_kept(sent, span);
+                }
                 if due.lease.fence_keep_due(sent) {
                     self.keep_fence(&due.lease);
                 }
@@ -378,8 +398,9 @@ impl Renewer {
         });
     }
 
-    /// Renews `batch` in one round trip per node, telling `credit` each lease's outcome
-    /// (renewed, lost, or unknown) as soon as it is known.
+    /// Renews `batch` in round trips of at most [`ROUND_TRIP_LEASES`] leases per node, one
+    /// after the other, telling `credit` each lease's outcome (renewed, lost, or unknown)
+    /// as soon as it is known.
     async fn send(&self, batch: &[Due], credit: &(dyn Fn(usize, Option<bool>) + Sync)) {
         let items: Vec<RenewItem<'_>> = batch
             .iter()
@@ -388,9 +409,14 @@ impl Renewer {
                 kind: due.lease.kind(),
                 token: due.lease.token.secret(),
                 ttl_ms: ttl_millis(due.ttl),
+                details_ms: due.details.map(ttl_millis),
             })
             .collect();
-        self.deployment.renew(&items, credit).await;
+        for (n, chunk) in items.chunks(ROUND_TRIP_LEASES).enumerate() {
+            let offset = n * ROUND_TRIP_LEASES;
+            let credit = |i: usize, outcome: Option<bool>| credit(offset + i, outcome);
+            self.deployment.renew(chunk, &credit).await;
+        }
     }
 }
 

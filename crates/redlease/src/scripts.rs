@@ -133,6 +133,8 @@ pub(crate) struct RenewItem<'a> {
     pub(crate) kind: Kind,
     pub(crate) token: &'a str,
     pub(crate) ttl_ms: u64,
+    /// A lock's holder details' new expiry in ms, when this renewal keeps them too.
+    pub(crate) details_ms: Option<u64>,
 }
 
 /// Leases per renewal script call in a renewal round trip (each touches 2 or 3 keys).
@@ -418,7 +420,14 @@ pub(crate) fn renew(batch: &[RenewItem<'_>]) -> (Pipeline, Vec<Vec<usize>>) {
                 }
             }
             for &i in chunk {
-                cmd.arg(batch[i].token).arg(batch[i].ttl_ms);
+                let item = &batch[i];
+                cmd.arg(item.token).arg(item.ttl_ms);
+                if item.kind.is_lock() {
+                    match item.details_ms {
+                        Some(ms) => cmd.arg(ms),
+                        None => cmd.arg(""),
+                    };
+                }
             }
             pipe.add_command(cmd);
             calls.push(chunk.to_vec());

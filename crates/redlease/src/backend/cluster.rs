@@ -135,6 +135,7 @@ pub(crate) async fn renew_by_slot(
                 kind: batch[i].kind,
                 token: batch[i].token,
                 ttl_ms: batch[i].ttl_ms,
+                details_ms: batch[i].details_ms,
             })
             .collect();
         match tokio::time::timeout(bound, renew_on(node, &items)).await {
