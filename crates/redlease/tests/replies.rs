@@ -64,7 +64,8 @@ async fn serve(stream: TcpStream, fake: Arc<Fake>) {
                 let argv = command.len().saturating_sub(3 + keys);
                 if keys == 5 && argv >= 4 {
                     fake.acquire.into()
-                } else if keys >= 2 && keys.is_multiple_of(2) && argv == keys {
+                } else if keys >= 2 && keys.is_multiple_of(2) && argv == keys / 2 * 3 {
+                    // renew.lua: per lease two keys, and three arguments.
                     fake.renewals.fetch_add(1, Ordering::Relaxed);
                     fake.renew.into()
                 } else {

@@ -199,7 +199,12 @@ mod tests {
         assert_eq!(eval[0], b"EVAL");
         assert_eq!(
             eval[1],
-            include_str!("../../scripts/extend.lua").as_bytes().to_vec()
+            concat!(
+                include_str!("../../scripts/expiry.lua"),
+                include_str!("../../scripts/extend.lua")
+            )
+            .as_bytes()
+            .to_vec()
         );
         assert_eq!(words(&evalsha)[2..], eval[2..]);
         // Not ours, or not a script call: left alone.
