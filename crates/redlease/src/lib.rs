@@ -56,10 +56,13 @@
 //! guarantee is that **a guard's `valid_until` is never later than the moment its lease
 //! ends in Redis**, whatever happens in between: the waiter paused (`SIGSTOP`, a VM stall,
 //! a runtime thread blocked by synchronous code), pub/sub messages delayed, lost or
-//! reordered against replies, reconnects, cancellation. A lease handed to a waiter over
-//! pub/sub is dated from the send time of the waiter's latest attempt that found the lock
-//! busy (the hand-off came after it); a grant whose fencing token that attempt's reply had
-//! already seen is older than the reply and void. `acquire` never returns a lease with
+//! reordered against replies, reconnects, cancellation. A lock handed to a waiter over
+//! pub/sub is its for a short claim window only (a tenth of its ttl, at most 1 s) until
+//! the waiter confirms it with an attempt, from whose send time the lease is dated; so a
+//! waiter cut off silently costs the others that window, not a ttl. A semaphore's or
+//! read-write lock's grant is dated from the send time of the waiter's latest attempt
+//! that found it busy (the hand-off came after it); a grant whose fencing token that
+//! attempt's reply had already seen is older than the reply and void. `acquire` never returns a lease with
 //! less than a tenth of its TTL left: one read too late is confirmed by another attempt
 //! (which sets the lease's expiry again), or waited on. The same holds for every primitive
 //! and deployment, async and blocking (Redis' clock and ours may drift apart by at most
