@@ -174,7 +174,16 @@ fn status_list_and_forced_release_work_with_the_documented_acl_plus_the_operator
         "free now: {}",
         text(&out.stdout)
     );
-    assert!(text(&out.stdout).contains("free; fencing counter 5"));
+    // The forced release served the queue: its waiter (nobody listens for it here) was
+    // offered the lock, which burns a fencing number; the counter never goes back.
+    let status = text(&out.stdout);
+    let counter: u64 = status
+        .split("free; fencing counter ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(counter >= 5, "{status}");
     Ok(())
 }
 
