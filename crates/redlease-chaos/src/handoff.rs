@@ -295,6 +295,13 @@ pub(crate) fn describe_cut_waiters(rounds: &[CutWaiter], ttl: Duration, note: &m
         let _ = write!(note, "no next holder in {} rounds", rounds.len());
     }
     let _ = write!(note, " ({} ms)", each.join(", "));
+    let long = stalls.iter().filter(|&&d| d >= ttl / 2).count();
+    if long > 0 {
+        let _ = write!(
+            note,
+            ", **{long} of them half a lease or more: the hand-off outlived its window**"
+        );
+    }
     let mut back: Vec<Duration> = rounds.iter().filter_map(|r| r.back).collect();
     back.sort();
     let _ = write!(
@@ -450,5 +457,21 @@ mod tests {
         assert_eq!(claim_window(ms(200)), ms(50));
         assert_eq!(claim_window(ms(30)), ms(30));
         assert_eq!(claim_window(ms(20_000)), ms(1000));
+    }
+
+    #[test]
+    fn a_cut_waiter_note_flags_a_hand_off_that_outlived_its_window() {
+        let ms = Duration::from_millis;
+        let round = |stall| CutWaiter {
+            stall: Some(ms(stall)),
+            back: Some(ms(300)),
+        };
+        let mut kept = String::new();
+        describe_cut_waiters(&[round(104), round(103)], ms(1000), &mut kept);
+        assert!(kept.contains("103-104 ms in 2 of 2 rounds"), "{kept}");
+        assert!(!kept.contains("**"), "{kept}");
+        let mut outlived = String::new();
+        describe_cut_waiters(&[round(104), round(1003)], ms(1000), &mut outlived);
+        assert!(outlived.contains("**1 of them half a lease"), "{outlived}");
     }
 }
