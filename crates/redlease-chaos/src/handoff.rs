@@ -8,6 +8,13 @@
 //!   SIGCONT while it does. Awake, the waiter must not believe it holds a lease that Redis
 //!   gave to another: the claims (`crate::claims` in the library) and the sections show it
 //!   if it does.
+//! - [`cut_waiter`]: the same round with the waiter cut off silently instead of paused:
+//!   its own link to Redis drops every byte and closes nothing, so Redis still counts its
+//!   grant subscription and hands it the lock. The hand-off lasts its claim window only
+//!   (a tenth of the ttl, 50 ms to 1 s), then the next waiter must be served: the round
+//!   measures the time from the holder's release to the next holder's acquisition, and,
+//!   once the link heals, how soon the cut waiter acquires again. It must never believe
+//!   it holds a lease it did not confirm: the claims show it if it does.
 //! - [`outage_while_waiters_quit`]: a holder stays inside across a Redis outage (SIGKILL,
 //!   restart from the AOF) longer than the workers' response timeout, while the other
 //!   workers' short waits end during it (they give up their queue places, or try to).
@@ -19,7 +26,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use redlease_chaos::{Event, Judge, Kind, Mode, Primitive};
-use redlease_local::RedisServer;
+use redlease_local::{Proxy, RedisServer};
 use tokio::time::Instant;
 
 use crate::runner::Runner;
@@ -122,6 +129,191 @@ pub(crate) async fn pause_waiter(runner: &mut Runner, ttl: Duration) -> anyhow::
         .wait_for(bound, |j| woke_and_ended_wait(j.history(), waiter))
         .await;
     Ok(1)
+}
+
+/// What one round of [`cut_waiter`] measured.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CutWaiter {
+    /// From the holder's release to the next acquisition by a worker other than the cut
+    /// waiter (their own send times); `None`: none within the bound.
+    pub(crate) stall: Option<Duration>,
+    /// From the heal to the cut waiter's next acquisition; `None`: none within the bound.
+    pub(crate) back: Option<Duration>,
+}
+
+/// How long a mutex hand-off lasts until its waiter confirms it, as `scripts/handoff.lua`
+/// (`claim_window`) sets it: a tenth of the ttl, at least 50 ms (the ttl if shorter), at
+/// most 1 s.
+pub(crate) fn claim_window(ttl: Duration) -> Duration {
+    let floor = ttl.min(Duration::from_millis(50));
+    (ttl / 10).max(floor).min(Duration::from_secs(1))
+}
+
+/// One round of [`cut_waiter`](self): a holder stays inside while a worker queued behind
+/// it (the oldest waiter) is cut off silently through its own link (`link` gives each
+/// worker's proxy to `server`); the holder releases; the lock must go on to the next
+/// waiter. The link heals two leases after the cut. Returns what the round measured
+/// (`None` when no holder, waiter or release showed up in time).
+pub(crate) async fn cut_waiter<'a>(
+    runner: &Runner,
+    server: &RedisServer,
+    link: impl Fn(u32) -> Option<&'a Proxy>,
+    ttl: Duration,
+) -> anyhow::Result<Option<CutWaiter>> {
+    let bound = ttl * 5 + Duration::from_secs(5);
+    let mut found = None;
+    for tries in 0..PICK_TRIES {
+        runner.hold_next_section(ttl / 2);
+        let Some(holder) = runner.held_by(bound).await else {
+            return Ok(None);
+        };
+        // The oldest waiter (the queue's head most likely, the one handed the lock),
+        // unless it was cut off in the last round: a client whose grant subscription
+        // lived through a silence keeps it muted until its health check replaces it (up
+        // to 5 s), and cutting it again meanwhile would cut nothing new. Another holder
+        // has another waiter behind it; after the last try, the head is taken anyway.
+        let last_try = tries + 1 == PICK_TRIES;
+        let pick = |j: &Judge| {
+            let last_cut = j
+                .history()
+                .iter()
+                .rev()
+                .find(|e| e.kind == Kind::Fault)
+                .map(|e| e.worker);
+            waiters(j.history())
+                .into_iter()
+                .find(|&(w, _)| w != holder)
+                .map(|(w, _)| w)
+                .filter(|&w| last_try || last_cut != Some(w))
+        };
+        if runner.wait_for(ttl / 2, |j| pick(j).is_some()).await {
+            found = runner.with_judge(pick).map(|waiter| (holder, waiter));
+        }
+        if found.is_some() {
+            break;
+        }
+    }
+    let Some((holder, waiter)) = found else {
+        return Ok(None);
+    };
+    let Some(proxy) = link(waiter) else {
+        return Ok(None);
+    };
+    // A `WAIT` is sent before the attempt that queues: the cut comes once Redis' queue
+    // holds as many places as the history has waiters (bounded), so that the waiter's
+    // place and grant subscription reached Redis before its link went silent.
+    let keys = redlease::LockKeys::new(redlease::DEFAULT_PREFIX, crate::worker::LOCK)?;
+    let queued = |n: usize| {
+        matches!(
+            tokio::task::block_in_place(|| server.query(&["LLEN", keys.queue()])),
+            Ok(redlease_local::Reply::Integer(len)) if usize::try_from(len).is_ok_and(|len| len >= n)
+        )
+    };
+    let deadline = Instant::now() + ttl / 4;
+    loop {
+        let waiting = runner.with_judge(|j| {
+            waiters(j.history())
+                .iter()
+                .filter(|&&(w, _)| w != holder)
+                .count()
+        });
+        if queued(waiting) || Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    runner.record(Kind::Fault, waiter);
+    let cut_at = runner.with_judge(Judge::now);
+    let cut = Instant::now();
+    proxy.silence();
+    // The holder's release, then the next acquisition by another worker than the cut one.
+    let released = |j: &Judge| {
+        since(j.history(), cut_at)
+            .iter()
+            .find(|e| e.kind == Kind::Release && e.worker == holder)
+            .map(Event::time)
+    };
+    runner.wait_for(bound, |j| released(j).is_some()).await;
+    let next = |j: &Judge| {
+        let at = released(j)?;
+        since(j.history(), cut_at)
+            .iter()
+            .find(|e| e.kind == Kind::Acquire && e.worker != waiter && e.time() >= at)
+            .map(|e| e.time().saturating_sub(at))
+    };
+    runner.wait_for(bound, |j| next(j).is_some()).await;
+    let stall = runner.with_judge(next);
+    tokio::time::sleep_until(cut + ttl * 2).await;
+    proxy.heal();
+    let healed_at = runner.with_judge(Judge::now);
+    let again = |j: &Judge| {
+        since(j.history(), healed_at)
+            .iter()
+            .find(|e| e.worker == waiter && e.kind == Kind::Acquire)
+            .map(|e| e.at.saturating_sub(healed_at))
+    };
+    runner.wait_for(bound, |j| again(j).is_some()).await;
+    let back = runner.with_judge(again);
+    Ok(Some(CutWaiter { stall, back }))
+}
+
+/// The events of `history` the judge received at or after `from`.
+fn since(history: &[Event], from: Duration) -> &[Event] {
+    &history[history.partition_point(|e| e.at < from)..]
+}
+
+/// One sentence for the row's note: the rounds' stalls from the holder's release to the
+/// next holder (min-max, each), against the ttl and the claim window, and how soon the cut
+/// waiter acquired again after the heal.
+pub(crate) fn describe_cut_waiters(rounds: &[CutWaiter], ttl: Duration, note: &mut String) {
+    if rounds.is_empty() {
+        return;
+    }
+    let ms = |d: Duration| format!("{:.0}", d.as_secs_f64() * 1000.0);
+    let mut stalls: Vec<Duration> = rounds.iter().filter_map(|r| r.stall).collect();
+    let each: Vec<String> = rounds
+        .iter()
+        .map(|r| r.stall.map_or_else(|| "none".to_owned(), ms))
+        .collect();
+    stalls.sort();
+    let _ = write!(
+        note,
+        "from the holder's release to the next holder (ttl {} ms, claim window {} ms): ",
+        ms(ttl),
+        ms(claim_window(ttl))
+    );
+    if let (Some(min), Some(max)) = (stalls.first(), stalls.last()) {
+        let _ = write!(
+            note,
+            "{}-{} ms in {} of {} rounds",
+            ms(*min),
+            ms(*max),
+            stalls.len(),
+            rounds.len()
+        );
+    } else {
+        let _ = write!(note, "no next holder in {} rounds", rounds.len());
+    }
+    let _ = write!(note, " ({} ms)", each.join(", "));
+    let long = stalls.iter().filter(|&&d| d >= ttl / 2).count();
+    if long > 0 {
+        let _ = write!(
+            note,
+            ", **{long} of them half a lease or more: the hand-off outlived its window**"
+        );
+    }
+    let mut back: Vec<Duration> = rounds.iter().filter_map(|r| r.back).collect();
+    back.sort();
+    let _ = write!(
+        note,
+        "; after the heal the cut waiter acquired again in {} of {} rounds",
+        back.len(),
+        rounds.len()
+    );
+    if let (Some(min), Some(max)) = (back.first(), back.last()) {
+        let _ = write!(note, ", {}-{} ms after it", ms(*min), ms(*max));
+    }
+    note.push_str(". ");
 }
 
 /// One round of [`outage_while_waiters_quit`](self) on `server` (which keeps its data
@@ -256,5 +448,30 @@ mod tests {
         let mut ended = woke.clone();
         ended.push(ev(3, Kind::Acquire, 2));
         assert!(woke_and_ended_wait(&ended, 2));
+    }
+
+    #[test]
+    fn the_claim_window_is_a_tenth_of_the_ttl_within_50_ms_and_1_s() {
+        let ms = Duration::from_millis;
+        assert_eq!(claim_window(ms(1000)), ms(100));
+        assert_eq!(claim_window(ms(200)), ms(50));
+        assert_eq!(claim_window(ms(30)), ms(30));
+        assert_eq!(claim_window(ms(20_000)), ms(1000));
+    }
+
+    #[test]
+    fn a_cut_waiter_note_flags_a_hand_off_that_outlived_its_window() {
+        let ms = Duration::from_millis;
+        let round = |stall| CutWaiter {
+            stall: Some(ms(stall)),
+            back: Some(ms(300)),
+        };
+        let mut kept = String::new();
+        describe_cut_waiters(&[round(104), round(103)], ms(1000), &mut kept);
+        assert!(kept.contains("103-104 ms in 2 of 2 rounds"), "{kept}");
+        assert!(!kept.contains("**"), "{kept}");
+        let mut outlived = String::new();
+        describe_cut_waiters(&[round(104), round(1003)], ms(1000), &mut outlived);
+        assert!(outlived.contains("**1 of them half a lease"), "{outlived}");
     }
 }

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use redlease_chaos::Kind;
-use redlease_local::{Nodes, Proxy, ServerOptions};
+use redlease_local::{Nodes, Proxy, RedisServer, ServerOptions};
 
 use crate::runner::Runner;
 use crate::scenarios::{Fault, Promise, Scenario, row};
@@ -39,6 +39,8 @@ pub(crate) struct Partitioned {
     nodes: Nodes,
     links: HashMap<u32, Vec<Proxy>>,
     tally: Tally,
+    /// What the rounds of a cut-waiter row measured.
+    cut_waiters: Vec<crate::handoff::CutWaiter>,
 }
 
 /// What the rounds of a partition row saw of their holder, for the row's note.
@@ -69,12 +71,44 @@ impl Partitioned {
             nodes: Nodes::start_with(n, options)?,
             links: HashMap::new(),
             tally: Tally::default(),
+            cut_waiters: Vec::new(),
         })
     }
 
     /// The nodes' own URLs (without proxies).
     pub(crate) fn urls(&self) -> Vec<String> {
         self.nodes.urls()
+    }
+
+    /// The first node (the single Redis of the rows with a link per worker).
+    fn first(&self) -> Option<&RedisServer> {
+        self.nodes.servers().first()
+    }
+
+    /// One round of [`crate::handoff::cut_waiter`] on the first node, each worker cut
+    /// through its own link to it; its measures go into the note
+    /// ([`describe`](Self::describe)). Returns how many faults it injected.
+    pub(crate) async fn cut_waiter(
+        &mut self,
+        runner: &Runner,
+        ttl: Duration,
+    ) -> anyhow::Result<usize> {
+        let Some(server) = self.first() else {
+            return Ok(0);
+        };
+        let links = &self.links;
+        let round = crate::handoff::cut_waiter(
+            runner,
+            server,
+            |worker| links.get(&worker).and_then(|l| l.first()),
+            ttl,
+        )
+        .await?;
+        let Some(round) = round else {
+            return Ok(0);
+        };
+        self.cut_waiters.push(round);
+        Ok(1)
     }
 
     /// Starts a worker that reaches every node through a proxy of its own.
@@ -167,8 +201,10 @@ impl Partitioned {
     }
 
     /// One sentence for the row's note: how often, and how soon, the cut-off holder
-    /// reported its loss.
-    pub(crate) fn describe(&self, note: &mut String) {
+    /// reported its loss; or, in a cut-waiter row, what its rounds measured (`ttl`: the
+    /// row's lease).
+    pub(crate) fn describe(&self, ttl: Duration, note: &mut String) {
+        crate::handoff::describe_cut_waiters(&self.cut_waiters, ttl, note);
         let Tally {
             cut, rounds, lost, ..
         } = self.tally;

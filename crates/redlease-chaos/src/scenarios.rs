@@ -82,6 +82,10 @@ pub(crate) enum Fault {
     CutHolder {
         heal_ms: u64,
     },
+    /// A waiter cut off silently from Redis (its own proxy drops every byte, no reset)
+    /// while the lock is handed to it, healed two leases after the cut (see
+    /// [`crate::handoff::cut_waiter`]).
+    CutWaiter,
     /// The lock's fencing counter deleted while a leader holds (as if it had expired
     /// mid-hold); `leader()` asked for the term right after and a ttl later.
     CounterDeletedWhileHeld,
@@ -432,7 +436,7 @@ fn election_row() -> Scenario {
 
 /// The rows of a lease's whole life: shortening extends that are dropped, or fail after
 /// they ran, a leadership that outlives its fencing counter, a Redis clock running fast,
-/// a holder cut off silently.
+/// a holder cut off silently, a waiter cut off silently when the lock is handed to it.
 fn lease_life_rows() -> Vec<Scenario> {
     use Deployment::Single;
     let mut dropped = row(
@@ -462,16 +466,18 @@ fn lease_life_rows() -> Vec<Scenario> {
         "the leader keeps its term (leader() reports it, see the note); the next terms keep growing",
     );
     counter.primitive = Primitive::Election;
+    let own_links = |mut scenario: Scenario| {
+        scenario.own_links = true;
+        scenario
+    };
     let cut = |name, heal_ms, promise, expected| {
-        let mut scenario = row(
+        own_links(row(
             name,
             Fault::CutHolder { heal_ms },
             Single,
             promise,
             expected,
-        );
-        scenario.own_links = true;
-        scenario
+        ))
     };
     let mut within = cut(
         "redis clock x1.005 (inside the drift allowance): holder cut off silently 1.5 TTL",
@@ -513,6 +519,13 @@ fn lease_life_rows() -> Vec<Scenario> {
             "loss reported before the lease ends in Redis; others take over; the holder works again after the heal",
         ),
         long,
+        own_links(row(
+            "waiter cut off silently (no reset) when handed the lock, healed after 2 TTL",
+            Fault::CutWaiter,
+            Single,
+            Promise::Exclusive,
+            "the hand-off lasts its claim window (ttl/10), then the next waiter is served: a stall of about the window, not a ttl (see the note); no overlapping claims; the waiter works again after the heal",
+        )),
     ]
 }
 
@@ -854,7 +867,7 @@ pub(crate) async fn run(scenario: Scenario, budget: Budget) -> anyhow::Result<Ou
         runner.sections(budget.warmup_sections / 2, bound).await;
     }
     if let Target::Partitioned(p) = &target {
-        p.describe(&mut note);
+        p.describe(ttl, &mut note);
     }
     let settled = runner.with_judge(redlease_chaos::Judge::now);
     runner.sections(budget.warmup_sections, bound).await;
@@ -1112,6 +1125,7 @@ async fn inject(
             };
             p.cut_holder(runner, 1, round, ttl, heal).await
         }
+        (Fault::CutWaiter, Target::Partitioned(p)) => p.cut_waiter(runner, ttl).await,
         (Fault::CounterDeletedWhileHeld, Target::Single(server, _)) => {
             counter_deleted_while_held(runner, server, ttl, note).await
         }
