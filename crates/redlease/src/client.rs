@@ -321,7 +321,23 @@ impl ClientBuilder {
             self.defaults,
         ));
         engine.notifier.on_abandoned(give_back_abandoned(&engine));
+        check_links_on_silence(&engine);
         Ok(Client { engine })
+    }
+}
+
+/// When a command connection of `engine` goes silent (a request unanswered for the
+/// response timeout), the grant subscription checks its own at once instead of at its next
+/// health check (up to 5 s later): the network that muted one may have muted both.
+fn check_links_on_silence(engine: &Arc<Engine>) {
+    let notifier = Arc::downgrade(&engine.notifier);
+    let hook: crate::backend::StaleHook = Arc::new(move || {
+        if let Some(notifier) = notifier.upgrade() {
+            notifier.check_soon();
+        }
+    });
+    for node in &engine.deployment().nodes {
+        node.on_stale(Arc::clone(&hook));
     }
 }
 

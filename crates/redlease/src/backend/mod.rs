@@ -78,6 +78,7 @@ use crate::scripts::{self, AcquireArgs, Kind, RenewItem};
 pub(crate) use connect::connect;
 pub(crate) use deployment::Deployment;
 use deployment::Topology;
+pub(crate) use node::StaleHook;
 use node::{acquire_on, downgrade_on, extend_on, release_on, renew_on};
 
 impl Deployment {

@@ -231,7 +231,14 @@ pub(crate) struct Node {
     sentinel: Option<SentinelLink>,
     /// The address, password redacted, for messages.
     pub(crate) label: String,
+    /// Told when a request went unanswered for the response timeout (see
+    /// [`Node::on_stale`]).
+    stale_hook: std::sync::OnceLock<StaleHook>,
 }
+
+/// What a node tells when its connection went silent: the client's pub/sub links check
+/// theirs at once.
+pub(crate) type StaleHook = Arc<dyn Fn() + Send + Sync>;
 
 /// What a single Redis' connection is made from, to replace it.
 struct Redial {
@@ -271,6 +278,7 @@ impl Node {
             health: Arc::default(),
             sentinel: None,
             label,
+            stale_hook: std::sync::OnceLock::new(),
         }
     }
 
@@ -293,6 +301,7 @@ impl Node {
             health: Arc::default(),
             sentinel: None,
             label,
+            stale_hook: std::sync::OnceLock::new(),
         }
     }
 
@@ -316,7 +325,14 @@ impl Node {
                 timeout,
             }),
             label,
+            stale_hook: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sets what to tell (once) when a request on this node goes unanswered for the
+    /// response timeout.
+    pub(crate) fn on_stale(&self, hook: StaleHook) {
+        let _ = self.stale_hook.set(hook);
     }
 
     /// The sentinels' follower of a Sentinel-managed node.
@@ -336,6 +352,9 @@ impl Node {
             .clone();
         if !conn.is_stale() {
             return conn;
+        }
+        if let Some(hook) = self.stale_hook.get() {
+            hook();
         }
         if let Some(link) = &self.sentinel {
             link.follower.set_adrift();

@@ -108,6 +108,9 @@ pub(crate) struct Link {
     commands: tokio::sync::Mutex<()>,
     /// Signalled when the link is dropped, so that its task ends.
     closed: Arc<Notify>,
+    /// Signalled to run the health check of the connection up now at once (see
+    /// [`Link::check_soon`]).
+    check: Arc<Notify>,
     /// Shard channels (`SSUBSCRIBE`), one per command, rather than classic ones.
     sharded: bool,
     /// Only on a primary (a grant link): a connection to a replica is dropped.
@@ -191,6 +194,7 @@ impl Link {
             state: watch::Sender::new(State::Idle),
             commands: tokio::sync::Mutex::new(()),
             closed: Arc::new(Notify::new()),
+            check: Arc::new(Notify::new()),
             sharded,
             primary_only,
             connections: AtomicU64::new(0),
@@ -267,6 +271,14 @@ impl Link {
         self.wanted.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Runs the health check of the connection up now without waiting for its turn: the
+    /// client's command connection went silent (a request unanswered for the response
+    /// timeout), and the network that muted it may have muted this one too. A link whose
+    /// connection does not answer in time reconnects.
+    pub(crate) fn check_soon(&self) {
+        self.check.notify_one();
+    }
+
     /// Whether the link is connected and subscribed right now.
     pub(crate) fn is_up(&self) -> bool {
         matches!(*self.state.borrow(), State::Up(_))
@@ -289,6 +301,7 @@ impl Link {
             let task = Task {
                 link: Arc::downgrade(self),
                 closed: Arc::clone(&self.closed),
+                check: Arc::clone(&self.check),
                 running: true,
             };
             runtime.spawn(task.run());
@@ -600,6 +613,7 @@ async fn within(
 struct Task {
     link: Weak<Link>,
     closed: Arc<Notify>,
+    check: Arc<Notify>,
     /// Cleared when the task ends by itself; otherwise (its runtime shut down) dropping
     /// it marks the link idle, so that the next use starts a new task.
     running: bool,
@@ -723,37 +737,45 @@ impl Task {
             None => return false,
         };
         loop {
+            let turn = async {
+                tokio::select! {
+                    () = tokio::time::sleep(HEALTH_EVERY) => {}
+                    () = self.check.notified() => {}
+                }
+            };
             tokio::select! {
                 () = dropped.notified() => return true,
                 () = self.closed.notified() => return false,
-                () = tokio::time::sleep(HEALTH_EVERY), if primary_only => {
-                    // ROLE answers as PING does, and says whether a failover demoted the
-                    // server since the link was made.
-                    match role(response_timeout, &mut conn).await {
-                        Some(Role::Replica) => {
-                            tracing::debug!("the grant subscription's server became a replica; moving it");
-                            return true;
-                        }
-                        Some(_) => {}
-                        None => {
-                            tracing::debug!("pub/sub connection did not answer its health check");
-                            return true;
-                        }
+                () = turn => {}
+            }
+            if primary_only {
+                // ROLE answers as PING does, and says whether a failover demoted the
+                // server since the link was made.
+                match role(response_timeout, &mut conn).await {
+                    Some(Role::Replica) => {
+                        tracing::debug!(
+                            "the grant subscription's server became a replica; moving it"
+                        );
+                        return true;
+                    }
+                    Some(_) => {}
+                    None => {
+                        tracing::debug!("pub/sub connection did not answer its health check");
+                        return true;
                     }
                 }
-                () = tokio::time::sleep(HEALTH_EVERY), if !primary_only => {
-                    let cmd = redis::cmd("PING");
-                    let ping = cmd.query_async::<redis::Value>(&mut conn);
-                    match tokio::time::timeout(response_timeout, ping).await {
-                        Ok(Ok(_)) => {}
-                        Ok(Err(e)) => {
-                            tracing::debug!(error = %e, "pub/sub connection failed its health check");
-                            return true;
-                        }
-                        Err(_) => {
-                            tracing::debug!("pub/sub connection did not answer its health check");
-                            return true;
-                        }
+            } else {
+                let cmd = redis::cmd("PING");
+                let ping = cmd.query_async::<redis::Value>(&mut conn);
+                match tokio::time::timeout(response_timeout, ping).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "pub/sub connection failed its health check");
+                        return true;
+                    }
+                    Err(_) => {
+                        tracing::debug!("pub/sub connection did not answer its health check");
+                        return true;
                     }
                 }
             }

@@ -194,6 +194,14 @@ impl Notifier {
         }
     }
 
+    /// Checks the grant subscription's connection at once (the command connection went
+    /// silent: the same network may have muted this one too).
+    pub(crate) fn check_soon(&self) {
+        if let Some(link) = &self.link {
+            link.check_soon();
+        }
+    }
+
     /// Makes every waiter re-check the lock now (a failover moves the queues elsewhere).
     pub(crate) fn recheck(&self) {
         self.epoch.send_modify(|e| *e += 1);
