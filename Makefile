@@ -2,7 +2,7 @@
 # make demo   the coupon race of the seed articles against a private redis-server
 # make bench  the benchmark scenarios of BENCHMARKS.md
 # make chaos  the fault matrix (worker processes, real faults, a fencing judge): RELIABILITY.md
-# make figures  every current figure of BENCHMARKS.md regenerated in one run (~15 min, on an
+# make figures  every current figure of BENCHMARKS.md regenerated in one run (~20 min, on an
 #             idle machine) into FIGURES.md, with the commit measured; the plots into docs/
 # make callgrind  client and Redis instructions per uncontended acquire + release (redlease
 #             and the bare loop) under valgrind --tool=callgrind (scripts/redis-callgrind.sh

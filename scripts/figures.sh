@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Regenerates every current figure of BENCHMARKS.md in one run: each benchmark command the
 # document names (targets, hot CPUs, scaling, both runtime flavours, a link's latency,
-# shared holds, the quorum and renewal examples, Redis commands per uncontended operation
-# of each primitive, Redis' time and instructions and the client's instructions per
-# uncontended pair, the latter with and without metrics), one after another against
-# private redis-servers, the plots redrawn in docs/. The whole output goes to FIGURES.md
-# (or $1), headed by the commit measured, the machine and the load average around each
-# command. Run it on an otherwise idle machine: every host of this project has 2 vCPUs
-# shared by client and servers. Takes about 15 minutes. REDIS_SERVER=path (a redis-server
-# built with debug info) gives the server-side profile its per-function groups.
+# shared holds, held leases and queued waiters at scale, the quorum and renewal examples,
+# Redis commands per uncontended operation of each primitive, Redis' time and
+# instructions and the client's instructions per uncontended pair, the latter with and
+# without metrics), one after another against private redis-servers, the plots redrawn
+# in docs/. The whole output goes to FIGURES.md (or $1), headed by the commit measured,
+# the machine and the load average around each command. Run it on an otherwise idle
+# machine: every host of this project has 2 vCPUs shared by client and servers. Takes
+# about 20 minutes. REDIS_SERVER=path (a redis-server built with debug info) gives the
+# server-side profile its per-function groups.
 #
 # Usage: make figures   (installs Redis and valgrind first when missing)
 #        scripts/figures.sh [OUT]
@@ -91,6 +92,7 @@ run "2 workers over a 100 us link" "$bin" bench --only contended --workers 2 --l
 run "2 workers over a 500 us link" "$bin" bench --only contended --workers 2 --link-delay 500us
 run "Scaling over a 100 us link" "$bin" bench --only scaling --link-delay 100us --plot docs/scaling-100us.svg
 run "Scaling over a 500 us link" "$bin" bench --only scaling --link-delay 500us --plot docs/scaling-500us.svg
+run "Waiting and holding at scale" "$bin" bench --only scale --plot docs/scale.svg
 run "Quorum of 5 against one Redis" "$examples/quorum_latency"
 run "Holding 10,000 locks" "$examples/renewal_cost"
 run "Redis commands per uncontended operation" "$examples/free_path_commands"

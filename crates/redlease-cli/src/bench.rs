@@ -13,15 +13,20 @@ pub(crate) mod callgrind;
 mod contended;
 mod env;
 mod flavor;
+mod gauges;
+mod held;
 mod hot;
 mod link;
 mod looped;
 mod pairs;
 mod plot;
 mod processes;
+mod queued;
 mod quorum;
 mod render;
 mod report;
+mod scale;
+mod scale_plot;
 mod scaling;
 mod section;
 mod shared;
@@ -85,6 +90,20 @@ operation. Client instructions per operation come from `make callgrind` (valgrin
    fewest, longest wait <= 1.5 x contenders x mean section time, commands per section
    flat. --plot FILE draws sections/s and the longest wait against contenders (redlease
    and busy-retry) into an SVG.
+9. scale (only with --only scale; about 4 minutes): (a) N locks held at once by one Client
+   (--leases, default 1000,10000,50000,100000; ttl 3s, renewed): a quiet window of 3s right
+   after acquiring them all (Redis commands/s and EVALSHA/s from INFO commandstats, Redis
+   CPU from INFO cpu, the bench process' CPU from /proc/self/stat, its RSS, Redis used_memory per
+   lease, MEMORY USAGE of one lock's keys), then a probed window of 3s (another connection
+   sends PING every 2ms: p50, p99, max; PTTL of 1,000 sampled lock keys every 100ms: the
+   least lease left), then the floor: the same N keys kept alive by a loop of pipelined
+   PEXPIRE, one per key per ttl/3, spread over the period, for 3s (commands/s and Redis CPU,
+   ours / floor). (b) W tasks of one Client queued on one held lock (--waiters, default
+   10,100,1000,5000; holder ttl 5s, renewed), nothing else happening, for 5s after the
+   holder alone: commands and EVALSHA per second, commands per waiter per 5s above the
+   holder alone, Redis and client memory per waiter; at the fewest and the most W, the
+   hand-off: the W tasks loop acquire -> 1ms section -> release for 3s: sections/s and
+   commands per section. Targets computed, not asserted. --plot FILE draws (a) into an SVG.
 
 With --link-delay DURATION, every private redis-server (the quorum's 5 too) sits behind a
 delay line on loopback that delivers each chunk DURATION after it arrived, in each
@@ -118,6 +137,7 @@ Examples:
   redlease bench --only quorum           # scenario 7 alone
   redlease bench --only shared           # scenarios 5 and 6 alone
   redlease bench --only scaling --plot scaling.svg
+  redlease bench --only scale --plot scale.svg
   redlease bench --only contended --processes 4 --workers 64
   redlease bench --only uncontended --only contended --link-delay 500us
   redlease bench --hot-cpus 2            # CPUs kept out of idle states (see BENCHMARKS.md)
@@ -141,6 +161,17 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = humantime::parse_duration)]
     duration: Duration,
 
+    /// Held leases at each point of the scale scenario
+    #[arg(long, value_name = "N,N,...", value_delimiter = ',', default_value = "1000,10000,50000,100000",
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    leases: Vec<u32>,
+
+    /// Queued waiters at each point of the scale scenario (the hand-off is measured at the
+    /// fewest and the most)
+    #[arg(long, value_name = "N,N,...", value_delimiter = ',', default_value = "10,100,1000,5000",
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    waiters: Vec<u32>,
+
     /// Interleaved slice pairs per comparison (at least 5): each side of a comparison is
     /// measured for --duration in all, cut into this many slices of --duration / N
     #[arg(long, value_name = "N", default_value_t = pairs::MIN_PAIRS)]
@@ -157,7 +188,7 @@ pub(crate) struct BenchArgs {
     hot_cpus: u16,
 
     /// Run only these groups of scenarios (repeat the option for several; all but scaling
-    /// by default)
+    /// and scale by default)
     #[arg(long, value_enum, value_name = "GROUP")]
     only: Vec<Group>,
 
@@ -176,8 +207,9 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
     slice: Duration,
 
-    /// Draw the scaling scenario's curves (sections/s and longest wait against contenders)
-    /// into this SVG file; needs --only scaling
+    /// Draw the scaling scenario's curves (sections/s and longest wait against contenders),
+    /// or the scale scenario's (Redis commands/s and CPU against held leases, ours and the
+    /// floor's), into this SVG file; needs --only scaling or --only scale (not both)
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
 
@@ -211,11 +243,15 @@ enum Group {
     /// Scenario 8: 8, 64, 256 contenders over 4 processes (only when asked for: about 2
     /// minutes)
     Scaling,
+    /// Scenario 9: held leases and queued waiters at scale (only when asked for: about 4
+    /// minutes)
+    Scale,
 }
 
 impl BenchArgs {
     fn runs(&self, group: Group) -> bool {
-        self.only.contains(&group) || (self.only.is_empty() && group != Group::Scaling)
+        self.only.contains(&group)
+            || (self.only.is_empty() && !matches!(group, Group::Scaling | Group::Scale))
     }
 
     /// Checks the options that clap cannot.
@@ -248,8 +284,10 @@ impl BenchArgs {
                 );
             }
         }
-        if self.plot.is_some() && !self.runs(Group::Scaling) {
-            bail!("--plot draws the scaling scenario; add --only scaling");
+        if self.plot.is_some() && self.runs(Group::Scaling) == self.runs(Group::Scale) {
+            bail!(
+                "--plot draws the scaling or the scale scenario; add --only scaling or --only scale"
+            );
         }
         Ok(())
     }
@@ -257,6 +295,20 @@ impl BenchArgs {
     /// Slice pairs per comparison.
     fn pair_count(&self) -> usize {
         usize::try_from(self.pairs).unwrap_or(usize::MAX)
+    }
+
+    /// The scale scenario's options.
+    fn scale(&self) -> scale::Options {
+        let sorted = |v: &[u32]| {
+            let mut v: Vec<usize> = v
+                .iter()
+                .map(|&n| usize::try_from(n).unwrap_or(usize::MAX))
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        scale::Options::new(sorted(&self.leases), sorted(&self.waiters))
     }
 
     /// The scaling scenario's options.
@@ -326,6 +378,9 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if let (Some(path), Some(scaling)) = (&args.plot, &report.scaling) {
         plot::write(path, scaling)?;
     }
+    if let (Some(path), Some(scale)) = (&args.plot, &report.scale) {
+        scale_plot::write(path, scale)?;
+    }
     std::io::stdout()
         .lock()
         .write_all(text.as_bytes())
@@ -393,7 +448,13 @@ async fn measure(env: &Env, args: &BenchArgs, server: String) -> anyhow::Result<
     } else {
         None
     };
+    let scale = if args.runs(Group::Scale) {
+        Some(scale::run(env, &args.scale()).await?)
+    } else {
+        None
+    };
     let mut failures = Report::check(&uncontended, &contended, &quorum, &shared);
+    failures.extend(scale.iter().flat_map(scale::Scale::failures));
     failures.extend(
         contended_processes
             .iter()
@@ -417,6 +478,7 @@ async fn measure(env: &Env, args: &BenchArgs, server: String) -> anyhow::Result<
         quorum,
         shared,
         scaling,
+        scale,
         comparisons,
     })
 }

@@ -10,6 +10,7 @@ use super::pairs::Comparison;
 use super::processes::Point;
 use super::quorum::Quorum;
 use super::render::{duration, fewest_most, table};
+use super::scale::Scale;
 use super::scaling::Scaling;
 use super::shared::Shared;
 use super::stats::{CommandCost, LoopChecks, Summary};
@@ -45,6 +46,8 @@ pub(super) struct Report {
     pub(super) shared: Vec<Shared>,
     /// The scaling scenario (`--only scaling`).
     pub(super) scaling: Option<Scaling>,
+    /// The scale scenario (`--only scale`).
+    pub(super) scale: Option<Scale>,
     /// Each redlease scenario against its floor, over interleaved slice pairs.
     pub(super) comparisons: Vec<Comparison>,
     /// Failed correctness checks (empty when all passed).
@@ -152,6 +155,9 @@ impl Report {
         }
         if let Some(s) = &self.scaling {
             super::scaling::render(&mut out, s)?;
+        }
+        if let Some(s) = &self.scale {
+            super::scale::render(&mut out, s)?;
         }
         if self.failures.is_empty() {
             writeln!(out)?;
