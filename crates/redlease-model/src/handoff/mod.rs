@@ -28,6 +28,7 @@
 
 mod config;
 mod model;
+mod redis;
 pub mod scenarios;
 mod state;
 mod timeline;

@@ -179,3 +179,10 @@ pub struct State {
     /// a hand-off made by a release ran out unconfirmed (`None`: it is not).
     pub stranded: Option<u8>,
 }
+
+impl State {
+    /// Whether a waiter whose subscription is up (as Redis counts it) is queued.
+    pub fn listener_queued(&self) -> bool {
+        (self.queue.iter()).any(|&q| self.clients[usize::from(q)].subscribed)
+    }
+}
