@@ -133,6 +133,21 @@ fn hand_off(quick: bool, only: Option<&String>) -> usize {
                 handoffs::mutation_no_refresh(),
                 handoff::WITHIN_LEASE,
             ),
+            (
+                "Hand-off, mutation of claim windows: a grant to a silent waiter sets the whole ttl",
+                handoffs::mutation_whole_ttl(),
+                handoff::WINDOW_BOUND,
+            ),
+            (
+                "Hand-off, mutation of claim windows: no follow-up, the lock sits free with a waiter queued",
+                handoffs::mutation_no_follow_up(),
+                handoff::SERVED_AFTER_WINDOW,
+            ),
+            (
+                "Hand-off, mutation of claim windows: an attempt takes a free lock past the queue",
+                handoffs::mutation_takes_free_lock(),
+                handoff::IN_ORDER,
+            ),
         ] {
             let scenario = bounds(scenario);
             let report = handoff::check_limited(scenario.config, &[property], STATE_LIMIT);

@@ -9,8 +9,9 @@
 use redlease_model::Report;
 use redlease_model::handoff::scenarios::{self, Scenario};
 use redlease_model::handoff::{
-    CONFIRMED, HANDED_OFF, HandoffConfig, MUTUAL_EXCLUSION, PAUSED_HANDOFF, SHORT_LEASE,
-    VOID_DISCARDED, WITHIN_LEASE,
+    CONFIRMED, HANDED_OFF, HandoffConfig, IN_ORDER, MUTUAL_EXCLUSION, PAUSED_HANDOFF,
+    SERVED_AFTER_WINDOW, SERVED_PAST_SILENT, SHORT_LEASE, VOID_DISCARDED, WINDOW_BOUND,
+    WITHIN_LEASE,
 };
 
 /// Runs `scenario` with the tests' lease, prints the report and every counterexample
@@ -123,8 +124,55 @@ fn mutation_without_refreshing_on_ours_is_caught() {
 }
 
 #[test]
+fn claim_windows_hold_and_serve_the_queue_past_a_silent_waiter() {
+    let report = verify(&scenarios::window_silent_waiter());
+    // Not vacuous: the lock is handed to the silent waiter, and a waiter behind it holds.
+    for example in [PAUSED_HANDOFF, SERVED_PAST_SILENT, CONFIRMED] {
+        assert!(report.discovery(example).is_some(), "{example}");
+    }
+    for property in [WINDOW_BOUND, SERVED_AFTER_WINDOW, IN_ORDER] {
+        assert!(report.holds(property), "{property}");
+    }
+}
+
+#[test]
+fn claim_windows_hold_with_slow_pubsub_and_a_waiter_giving_up() {
+    let report = verify(&scenarios::window_slow_pubsub_give_up());
+    assert!(report.discovery(SERVED_PAST_SILENT).is_some());
+}
+
+#[test]
+fn mutation_handing_off_for_the_whole_ttl_leaves_the_lock_with_a_silent_waiter() {
+    let report = verify(&scenarios::mutation_whole_ttl());
+    let found = report.discovery(WINDOW_BOUND).unwrap();
+    let text = found.to_string();
+    // The lock handed to a waiter that is cut off before it confirms: the key stands a
+    // whole ttl instead of a claim window.
+    assert!(text.contains("Redis hands the lock to"), "{text}");
+    assert!(text.contains("is cut off silently"), "{text}");
+    assert!(found.verdict.contains("sits with nobody"), "{found}");
+}
+
+#[test]
+fn mutation_without_a_follow_up_leaves_the_lock_free_with_a_waiter_queued() {
+    let report = verify(&scenarios::mutation_no_follow_up());
+    let found = report.discovery(SERVED_AFTER_WINDOW).unwrap();
+    assert!(found.verdict.contains("nobody served the queue"), "{found}");
+}
+
+#[test]
+fn mutation_taking_a_free_lock_past_the_queue_breaks_fifo() {
+    let report = verify(&scenarios::mutation_takes_free_lock());
+    let found = report.discovery(IN_ORDER).unwrap();
+    assert!(
+        found.verdict.contains("took the free lock while"),
+        "{found}"
+    );
+}
+
+#[test]
 fn every_hand_off_scenario_has_a_test() {
-    assert_eq!(scenarios::all().len(), 11);
+    assert_eq!(scenarios::all().len(), 16);
 }
 
 #[test]

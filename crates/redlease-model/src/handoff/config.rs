@@ -26,12 +26,57 @@ pub enum Rule {
     /// Mutation of [`Rule::Fixed`]: `Ours` is dated from its own send, but the script
     /// does not refresh the expiry.
     NoRefresh,
+    /// The mutex's rule with claim windows (`scripts/handoff.lua`, `usable_grant`,
+    /// `Followups`): a hand-off sets the lock for [`HandoffConfig::window`] ticks only;
+    /// a grant only wakes its waiter, which confirms it with an attempt (`Ours` sets the
+    /// expiry to now + ttl and is dated from its own send); a skipped waiter whose
+    /// subscription is down keeps its place at the head; an attempt that finds the lock
+    /// free serves the oldest queued waiter first (itself only if it is that waiter);
+    /// the client that made a hand-off by a release runs the release script again, with
+    /// its old token, once the window is over, serving the queue if the lock is free.
+    ConfirmInWindow,
+    /// Mutation of [`Rule::ConfirmInWindow`]: a hand-off sets the whole ttl (the waiter
+    /// still confirms it, and the follow-up comes a ttl later).
+    HandOffWholeTtl,
+    /// Mutation of [`Rule::ConfirmInWindow`]: nobody follows a hand-off up; a window that
+    /// runs out leaves the lock free until some waiter's re-check.
+    NoFollowUp,
+    /// Mutation of [`Rule::ConfirmInWindow`]: an attempt that finds the lock free takes it
+    /// (`SET NX`) without serving the queue first.
+    TakesFreeLock,
 }
 
 impl Rule {
-    /// Whether a grant not above the latest busy reply's fence is discarded.
+    /// Whether a grant not above the latest busy reply's fence is discarded (under the
+    /// rules that confirm every grant, a grant only wakes the waiter and is never void).
     pub fn voids_stale(self) -> bool {
-        !matches!(self, Rule::Today | Rule::NoVoid)
+        !matches!(self, Rule::Today | Rule::NoVoid) && !self.confirms_every_grant()
+    }
+
+    /// Whether a hand-off lasts a claim window until its waiter confirms it, a waiter
+    /// treating every grant as a wake-up only.
+    pub fn confirms_every_grant(self) -> bool {
+        matches!(
+            self,
+            Rule::ConfirmInWindow | Rule::HandOffWholeTtl | Rule::NoFollowUp | Rule::TakesFreeLock
+        )
+    }
+
+    /// Whether a hand-off sets the lock for the claim window (else the whole ttl).
+    pub fn hands_off_for_window(self) -> bool {
+        self.confirms_every_grant() && self != Rule::HandOffWholeTtl
+    }
+
+    /// Whether the client that made a hand-off by a release checks it once its window
+    /// (the lock's expiry the hand-off set) is over.
+    pub fn follows_up(self) -> bool {
+        self.confirms_every_grant() && self != Rule::NoFollowUp
+    }
+
+    /// Whether an attempt that finds the lock free serves the oldest queued waiter
+    /// first, and a waiter skipped by a hand-off (subscription down) keeps its place.
+    pub fn serves_queue_first(self) -> bool {
+        self.confirms_every_grant() && self != Rule::TakesFreeLock
     }
 
     /// Whether a grant is dated from the floor (else from the latest attempt's send).
@@ -94,12 +139,19 @@ pub struct HandoffConfig {
     pub prompt_grants: bool,
     /// How many waiters may give up (their give-back runs `release.lua`).
     pub give_ups: u8,
+    /// How long a hand-off sets the lock for under [`Rule::ConfirmInWindow`], in ticks
+    /// (less than `ttl`: a tenth of it in the code).
+    pub window: u8,
+    /// How many waiters may be cut off silently: Redis still counts their subscription,
+    /// they never read a grant or send again, and what they had on its way is lost.
+    /// Also turns on the bookkeeping of the claim-window properties.
+    pub cut_offs: u8,
 }
 
 impl HandoffConfig {
-    /// Three clients, a lease of 3 ticks, a floor of validity of 1 tick, grants read as
-    /// soon as they arrive by a running waiter, one pause and no other fault, under
-    /// `rule`.
+    /// Three clients, a lease of 3 ticks, a floor of validity of 1 tick, a claim window
+    /// of 1 tick, grants read as soon as they arrive by a running waiter, one pause and
+    /// no other fault, under `rule`.
     pub fn code(rule: Rule) -> Self {
         HandoffConfig {
             name: "hand-off",
@@ -113,6 +165,8 @@ impl HandoffConfig {
             link_drops: 0,
             subscription_drops: 0,
             give_ups: 0,
+            window: 1,
+            cut_offs: 0,
         }
     }
 }

@@ -10,6 +10,12 @@
 //! guard's `valid_until` never later than its lease's end in Redis) and [`SHORT_LEASE`]
 //! (`acquire` never returns less than the floor of validity).
 //!
+//! Under [`Rule::ConfirmInWindow`] (the mutex's rule: a hand-off lasts a claim window
+//! until its waiter confirms it with an attempt) waiters may also be cut off silently,
+//! and three more properties are checked: [`WINDOW_BOUND`] and [`SERVED_AFTER_WINDOW`]
+//! (bounded liveness: a grant to a silent waiter costs the others the window, and the
+//! next waiter is then served at once by the follow-up) and [`IN_ORDER`] (FIFO).
+//!
 //! ```
 //! use redlease_model::handoff::{self, HandoffConfig, Rule};
 //!
@@ -22,18 +28,20 @@
 
 mod config;
 mod model;
+mod redis;
 pub mod scenarios;
 mod state;
 mod timeline;
 
 pub use config::{HandoffConfig, Rule};
 pub use model::{
-    Action, CONFIRMED, HANDED_OFF, HandoffModel, MUTUAL_EXCLUSION, PAUSED_HANDOFF, SHORT_LEASE,
-    VOID_DISCARDED, WITHIN_LEASE, believers, beyond_lease,
+    Action, CONFIRMED, HANDED_OFF, HandoffModel, IN_ORDER, MUTUAL_EXCLUSION, PAUSED_HANDOFF,
+    SERVED_AFTER_WINDOW, SERVED_PAST_SILENT, SHORT_LEASE, VOID_DISCARDED, WINDOW_BOUND,
+    WITHIN_LEASE, believers, beyond_lease, silent_too_long,
 };
 pub use state::{
-    Budget, Client, Fence, Key, Phase, Reply, Request, SEEN_CONFIRM, SEEN_HANDOFF, SEEN_SHORT,
-    SEEN_VOID, State,
+    Budget, Client, Fence, Handed, Key, Phase, Reply, Request, Run, SEEN_CONFIRM, SEEN_HANDOFF,
+    SEEN_JUMP, SEEN_PAST_SILENT, SEEN_SHORT, SEEN_VOID, State,
 };
 pub use timeline::{timeline, verdict_of};
 

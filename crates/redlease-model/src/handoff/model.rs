@@ -5,8 +5,8 @@ use stateright::{Model, Property};
 
 use super::config::{HandoffConfig, Rule};
 use super::state::{
-    Budget, Client, Fence, Key, Phase, Reply, Request, SEEN_CONFIRM, SEEN_HANDOFF, SEEN_SHORT,
-    SEEN_VOID, State,
+    Budget, Client, Fence, Handed, Key, Phase, Reply, Request, Run, SEEN_CONFIRM, SEEN_HANDOFF,
+    SEEN_JUMP, SEEN_PAST_SILENT, SEEN_SHORT, SEEN_VOID, State,
 };
 
 /// One step of the system.
@@ -48,6 +48,12 @@ pub enum Action {
     DropSubscription(usize),
     /// The client's grant subscription is back.
     Resubscribe(usize),
+    /// The waiter is cut off silently (packets dropped, no RST): Redis still counts its
+    /// subscription; it never reads a grant or sends again; its attempt on the way is lost.
+    CutOff(usize),
+    /// The claim window of the client's latest hand-off is over: it runs the release
+    /// script again with its old token (serving the queue if the lock is free).
+    FollowUp(usize),
 }
 
 /// The model of the single-Redis FIFO hand-off for one [`HandoffConfig`].
@@ -72,6 +78,20 @@ pub const PAUSED_HANDOFF: &str = "sometimes the lock is handed to a paused waite
 pub const VOID_DISCARDED: &str = "sometimes a stale grant is discarded";
 /// Example: a waiter confirms with an attempt rather than return too little validity.
 pub const CONFIRMED: &str = "sometimes a waiter confirms a short lease";
+/// Property (bounded liveness): a key a hand-off gave to a waiter cut off silently is
+/// gone (expired, or handed on) within [`HandoffConfig::window`] ticks. Checked while
+/// waiters may be cut off ([`HandoffConfig::cut_offs`]).
+pub const WINDOW_BOUND: &str = "a lock handed to a silent waiter is free within the window";
+/// Property (bounded liveness): when a hand-off made by a release runs out unconfirmed
+/// with a waiter (subscription up) queued, that waiter is handed the lock before time
+/// passes. Checked while waiters may be cut off.
+pub const SERVED_AFTER_WINDOW: &str =
+    "a queued waiter is served as soon as an unconfirmed hand-off runs out";
+/// Property: an attempt never takes a free lock while an older waiter whose subscription
+/// is up is queued (FIFO). Checked while waiters may be cut off.
+pub const IN_ORDER: &str = "no attempt takes a free lock past an older queued waiter";
+/// Example: a waiter holds while a grant to a waiter cut off silently lies unread.
+pub const SERVED_PAST_SILENT: &str = "sometimes a waiter holds after a grant to a silent one";
 
 impl HandoffModel {
     /// A model of `config`.
@@ -79,8 +99,14 @@ impl HandoffModel {
         HandoffModel { config }
     }
 
-    fn rule(&self) -> Rule {
+    pub(super) fn rule(&self) -> Rule {
         self.config.rule
+    }
+
+    /// Whether the claim-window bookkeeping is kept (only while waiters may be cut off,
+    /// so that the other scenarios' state spaces stay as they were).
+    pub(super) fn tracks(&self) -> bool {
+        self.config.cut_offs > 0
     }
 
     /// The state after `action`, before ages are capped and fences renumbered (the
@@ -99,19 +125,33 @@ impl HandoffModel {
             Action::Recheck(i) => self.send(&mut s.clients[i]),
             Action::Take { client, index } => self.take(&mut s, client, index)?,
             Action::Release(i) => {
-                self.release(&mut s, i);
+                let handed = self.release(&mut s, i);
                 finish(&mut s.clients[i]);
+                self.follow(&mut s, i, handed);
             }
             Action::GiveUp(i) => {
-                self.release(&mut s, i);
+                let handed = self.release(&mut s, i);
                 finish(&mut s.clients[i]);
+                self.follow(&mut s, i, handed);
                 s.budget.give_ups -= 1;
             }
+            Action::FollowUp(i) => {
+                s.clients[i].followup = None;
+                let handed = self.release(&mut s, i);
+                self.follow(&mut s, i, handed);
+            }
+            Action::CutOff(i) => {
+                let c = &mut s.clients[i];
+                c.run = Run::CutOff;
+                c.orphan = false;
+                c.phase = Phase::Waiting;
+                s.budget.cut_offs -= 1;
+            }
             Action::Pause(i) => {
-                s.clients[i].paused = true;
+                s.clients[i].run = Run::Paused;
                 s.budget.pauses -= 1;
             }
-            Action::Resume(i) => s.clients[i].paused = false,
+            Action::Resume(i) => s.clients[i].run = Run::Running,
             Action::DropLink(i) => {
                 s.clients[i].phase = Phase::Waiting;
                 s.budget.link_drops -= 1;
@@ -132,13 +172,24 @@ impl HandoffModel {
             }
             Action::Resubscribe(i) => s.clients[i].subscribed = true,
         }
+        if self.tracks() {
+            s.stranded = stranded(last, &s, action);
+        }
         Some(s)
     }
 
     fn tick(s: &mut State) {
+        let holder_silent = s
+            .key
+            .is_some_and(|k| s.clients[usize::from(k.holder)].cut_off());
         s.key = s.key.and_then(|k| {
+            let handed = k.handed.map(|h| Handed {
+                silent_for: h.silent_for.saturating_add(u8::from(holder_silent)),
+                ..h
+            });
             (k.left > 1).then_some(Key {
                 left: k.left - 1,
+                handed,
                 ..k
             })
         });
@@ -150,6 +201,9 @@ impl HandoffModel {
             };
             older(&mut c.floor);
             older(&mut c.last_sent);
+            if let Some(due) = &mut c.followup {
+                *due = due.saturating_sub(1);
+            }
             match &mut c.phase {
                 Phase::Holding { left, .. } => *left = left.saturating_sub(1),
                 Phase::Attempting(request) => request.age = request.age.saturating_add(1),
@@ -163,40 +217,6 @@ impl HandoffModel {
         let reply = self.script(s, i);
         if let Phase::Attempting(request) = &mut s.clients[i].phase {
             request.reply = Some(reply);
-        }
-    }
-
-    /// `acquire.lua`, atomically: take a free lock, answer `Ours` for our own token
-    /// (refreshing the expiry under the fix), else join the queue once and answer busy.
-    fn script(&self, s: &mut State, i: usize) -> Reply {
-        let me = client_id(i);
-        let ttl = self.config.ttl;
-        match s.key {
-            None => {
-                s.counter += 1;
-                s.key = Some(Key {
-                    holder: me,
-                    left: ttl,
-                });
-                s.queue.retain(|&q| q != me);
-                Reply::Fresh(s.counter)
-            }
-            Some(k) if k.holder == me => {
-                if self.rule().refreshes() {
-                    s.key = Some(Key { left: ttl, ..k });
-                }
-                Reply::Ours(s.counter)
-            }
-            Some(_) => {
-                if s.clients[i].subscribed && !s.queue.contains(&me) {
-                    s.queue.push(me);
-                }
-                Reply::Busy(if self.rule().voids_stale() {
-                    s.counter
-                } else {
-                    0
-                })
-            }
         }
     }
 
@@ -242,7 +262,7 @@ impl HandoffModel {
             s.seen |= SEEN_VOID;
             return Some(());
         }
-        if self.config.confirms_grants {
+        if self.config.confirms_grants || self.rule().confirms_every_grant() {
             self.send(c);
             return Some(());
         }
@@ -278,32 +298,16 @@ impl HandoffModel {
         c.busy_fence = None;
         c.last_sent = None;
         c.subscribed = true;
+        if self.tracks() && (s.clients.iter()).any(|c| c.cut_off() && !c.grants.is_empty()) {
+            s.seen |= SEEN_PAST_SILENT;
+        }
     }
 
-    /// `release.lua` with client `i`'s token: if the key holds it, hand the lock to the
-    /// queue's head (a new fence, PUBLISH of the grant; a head whose subscription is down
-    /// is skipped and loses its place), or delete the key when no one is left; otherwise
-    /// withdraw the token from the queue.
-    fn release(&self, s: &mut State, i: usize) {
-        let me = client_id(i);
-        if s.key.is_none_or(|k| k.holder != me) {
-            s.queue.retain(|&q| q != me);
-            return;
-        }
-        s.key = None;
-        while !s.queue.is_empty() {
-            let head = s.queue.remove(0);
-            s.counter += 1;
-            let waiter = &mut s.clients[usize::from(head)];
-            if waiter.subscribed {
-                waiter.grants.push(s.counter);
-                waiter.grants.sort_unstable();
-                s.key = Some(Key {
-                    holder: head,
-                    left: self.config.ttl,
-                });
-                return;
-            }
+    /// After client `i`'s release script: if it handed the lock on and the rule follows
+    /// hand-offs up, the client checks again when the key it set runs out.
+    fn follow(&self, s: &mut State, i: usize, handed: bool) {
+        if handed && self.rule().follows_up() {
+            s.clients[i].followup = s.key.map(|k| k.left);
         }
     }
 
@@ -311,6 +315,12 @@ impl HandoffModel {
     /// fences renumbered by rank (only their order matters; the counter stays on top).
     fn canonical(&self, s: &mut State) {
         let ttl = self.config.ttl;
+        if let Some(Key {
+            handed: Some(h), ..
+        }) = &mut s.key
+        {
+            h.silent_for = h.silent_for.min(self.config.window);
+        }
         let mut fences: Vec<Fence> = vec![s.counter];
         for c in &mut s.clients {
             for age in [&mut c.floor, &mut c.last_sent].into_iter().flatten() {
@@ -363,9 +373,13 @@ impl HandoffModel {
 
     fn client_actions(s: &State, i: usize, actions: &mut Vec<Action>) {
         let c = &s.clients[i];
-        if c.paused {
-            actions.push(Action::Resume(i));
-            return;
+        match c.run {
+            Run::Running => {}
+            Run::Paused => {
+                actions.push(Action::Resume(i));
+                return;
+            }
+            Run::CutOff => return,
         }
         match c.phase {
             // Clients are interchangeable: only runs in which A calls first, then B, ...
@@ -392,11 +406,15 @@ impl HandoffModel {
                 }
             }
             Phase::Holding { .. } => actions.push(Action::Release(i)),
+            Phase::Done if c.followup == Some(0) => actions.push(Action::FollowUp(i)),
             Phase::Idle | Phase::Done => {}
         }
         if c.waits() {
             if s.budget.pauses > 0 {
                 actions.push(Action::Pause(i));
+            }
+            if s.budget.cut_offs > 0 {
+                actions.push(Action::CutOff(i));
             }
             if c.subscribed && s.budget.subscription_drops > 0 {
                 actions.push(Action::DropSubscription(i));
@@ -413,18 +431,33 @@ impl HandoffModel {
 fn finish(c: &mut Client) {
     *c = Client {
         phase: Phase::Done,
-        paused: false,
+        run: Run::Running,
         subscribed: false,
         grants: Vec::new(),
         floor: None,
         busy_fence: None,
         last_sent: None,
         orphan: c.orphan,
+        followup: None,
     };
 }
 
-fn client_id(i: usize) -> u8 {
-    u8::try_from(i).unwrap_or(u8::MAX)
+/// [`State::stranded`] after `action` led from `last` to `next`: it starts when time
+/// makes the key of a hand-off made by a release run out with a listener queued, grows
+/// with each tick after that, and ends when the lock is taken or nobody listening is
+/// queued.
+fn stranded(last: &State, next: &State, action: Action) -> Option<u8> {
+    if next.key.is_some() || !next.listener_queued() {
+        return None;
+    }
+    if action != Action::Tick {
+        return last.stranded;
+    }
+    match (last.stranded, last.key) {
+        (Some(ticks), _) => Some(ticks.saturating_add(1).min(1)),
+        (None, Some(k)) if k.handed.is_some_and(|h| h.by_release) => Some(0),
+        _ => None,
+    }
 }
 
 /// The clients that believe they hold the lock in `s`.
@@ -449,6 +482,13 @@ pub fn beyond_lease(s: &State) -> Option<usize> {
     })
 }
 
+/// The key in `s`, when a hand-off gave it to a waiter cut off silently at least
+/// `window` ticks ago and it is still there.
+pub fn silent_too_long(s: &State, window: u8) -> Option<Key> {
+    s.key
+        .filter(|k| k.handed.is_some_and(|h| h.silent_for >= window))
+}
+
 impl Model for HandoffModel {
     type State = State;
     type Action = Action;
@@ -457,13 +497,14 @@ impl Model for HandoffModel {
         let cfg = &self.config;
         let idle = Client {
             phase: Phase::Idle,
-            paused: false,
+            run: Run::Running,
             subscribed: true,
             grants: Vec::new(),
             floor: None,
             busy_fence: None,
             last_sent: None,
             orphan: false,
+            followup: None,
         };
         vec![State {
             key: None,
@@ -475,8 +516,10 @@ impl Model for HandoffModel {
                 link_drops: cfg.link_drops,
                 subscription_drops: cfg.subscription_drops,
                 give_ups: cfg.give_ups,
+                cut_offs: cfg.cut_offs,
             },
             seen: 0,
+            stranded: None,
         }]
     }
 
@@ -485,10 +528,12 @@ impl Model for HandoffModel {
         // time an attempt spends on its way); a pushed grant is read by a running waiter
         // before time passes too, unless pub/sub may hold it back any time.
         let urgent = s.clients.iter().any(|c| {
-            !c.paused
+            !c.stopped()
                 && match c.phase {
                     Phase::Attempting(Request { reply, .. }) => reply.is_some(),
                     Phase::Waiting => self.config.prompt_grants && !c.grants.is_empty(),
+                    // A follow-up whose time has come runs before time passes.
+                    Phase::Done => c.followup == Some(0),
                     _ => false,
                 }
         });
@@ -521,10 +566,20 @@ impl Model for HandoffModel {
             Property::sometimes(HANDED_OFF, |_, s: &State| s.seen & SEEN_HANDOFF != 0),
             Property::sometimes(PAUSED_HANDOFF, |_, s: &State| {
                 s.key
-                    .is_some_and(|k| s.clients[usize::from(k.holder)].paused)
+                    .is_some_and(|k| s.clients[usize::from(k.holder)].stopped())
             }),
             Property::sometimes(VOID_DISCARDED, |_, s: &State| s.seen & SEEN_VOID != 0),
             Property::sometimes(CONFIRMED, |_, s: &State| s.seen & SEEN_CONFIRM != 0),
+            Property::always(WINDOW_BOUND, |m: &HandoffModel, s: &State| {
+                silent_too_long(s, m.config.window).is_none()
+            }),
+            Property::always(SERVED_AFTER_WINDOW, |_, s: &State| {
+                s.stranded.is_none_or(|ticks| ticks == 0)
+            }),
+            Property::always(IN_ORDER, |_, s: &State| s.seen & SEEN_JUMP == 0),
+            Property::sometimes(SERVED_PAST_SILENT, |_, s: &State| {
+                s.seen & SEEN_PAST_SILENT != 0
+            }),
         ]
     }
 }

@@ -4,8 +4,8 @@
 use super::check_limited;
 use super::config::{HandoffConfig, Rule};
 use super::model::{
-    CONFIRMED, HANDED_OFF, MUTUAL_EXCLUSION, PAUSED_HANDOFF, SHORT_LEASE, VOID_DISCARDED,
-    WITHIN_LEASE,
+    CONFIRMED, HANDED_OFF, IN_ORDER, MUTUAL_EXCLUSION, PAUSED_HANDOFF, SERVED_AFTER_WINDOW,
+    SERVED_PAST_SILENT, SHORT_LEASE, VOID_DISCARDED, WINDOW_BOUND, WITHIN_LEASE,
 };
 use crate::check::Report;
 use crate::scenarios::{Expect, judge};
@@ -22,6 +22,9 @@ pub struct Scenario {
     /// The expectation for [`SHORT_LEASE`]: violated by today's rule, held by the fix
     /// (by construction), not asserted for the mutations (their runs stop early).
     pub short_lease: Expect,
+    /// The expectation for [`WINDOW_BOUND`], [`SERVED_AFTER_WINDOW`] and [`IN_ORDER`], in
+    /// that order (checked only while waiters may be cut off).
+    pub claim_window: [Expect; 3],
     /// The examples (`sometimes` properties) a run that visits every state must find.
     pub examples: Vec<&'static str>,
 }
@@ -37,9 +40,13 @@ impl Scenario {
             within_lease: expect,
             short_lease: match config.rule {
                 Rule::Today => Expect::Violated,
-                Rule::Fixed => Expect::Holds,
+                Rule::Fixed | Rule::ConfirmInWindow => Expect::Holds,
                 _ => Expect::Unchecked,
             },
+            claim_window: [match config.rule {
+                Rule::ConfirmInWindow if config.cut_offs > 0 => Expect::Holds,
+                _ => Expect::Unchecked,
+            }; 3],
             examples: Vec::new(),
             config,
         }
@@ -58,11 +65,29 @@ impl Scenario {
         smaller
     }
 
-    fn expected(&self) -> [(&'static str, Expect); 3] {
+    /// A mutation expected to break `property` alone (the run stops at its first
+    /// counterexample, so nothing else is asserted).
+    fn breaking(config: HandoffConfig, property: &'static str) -> Self {
+        let mut scenario = Scenario::new(config, Expect::Unchecked);
+        scenario.short_lease = Expect::Unchecked;
+        let at = [WINDOW_BOUND, SERVED_AFTER_WINDOW, IN_ORDER]
+            .iter()
+            .position(|p| *p == property);
+        scenario.claim_window = [Expect::Unchecked; 3];
+        if let Some(at) = at {
+            scenario.claim_window[at] = Expect::Violated;
+        }
+        scenario
+    }
+
+    fn expected(&self) -> [(&'static str, Expect); 6] {
         [
             (MUTUAL_EXCLUSION, self.mutual_exclusion),
             (WITHIN_LEASE, self.within_lease),
             (SHORT_LEASE, self.short_lease),
+            (WINDOW_BOUND, self.claim_window[0]),
+            (SERVED_AFTER_WINDOW, self.claim_window[1]),
+            (IN_ORDER, self.claim_window[2]),
         ]
     }
 
@@ -260,6 +285,105 @@ pub fn mutation_no_refresh() -> Scenario {
     )
 }
 
+/// The claim-window rule, a waiter that may be cut off silently (no pause): both safety
+/// properties hold, a grant to a silent waiter costs the window, the next waiter is
+/// served at once and in order.
+pub fn window_silent_waiter() -> Scenario {
+    Scenario::new(
+        with(
+            "hand-off with claim windows: a silent waiter",
+            Rule::ConfirmInWindow,
+            silent_only,
+        ),
+        Expect::Holds,
+    )
+    .examples(&[PAUSED_HANDOFF, SERVED_PAST_SILENT, CONFIRMED])
+}
+
+/// The claim-window rule, a silent waiter, pub/sub slower than a lease and a waiter giving
+/// up (no pause).
+pub fn window_slow_pubsub_give_up() -> Scenario {
+    Scenario::new(
+        with(
+            "hand-off with claim windows: a silent waiter, slow pub/sub, a waiter giving up",
+            Rule::ConfirmInWindow,
+            |c| {
+                silent_only(c);
+                c.prompt_grants = false;
+                c.give_ups = 1;
+            },
+        ),
+        Expect::Holds,
+    )
+    .examples(&[SERVED_PAST_SILENT])
+}
+
+/// The claim-window rule, a silent waiter and a dropped grant subscription (a skipped
+/// waiter keeps its place at the head), no pause.
+pub fn window_subscription_drop() -> Scenario {
+    Scenario::new(
+        with(
+            "hand-off with claim windows: a silent waiter and a dropped subscription",
+            Rule::ConfirmInWindow,
+            |c| {
+                c.ttl = TEST_TTL;
+                c.cut_offs = 1;
+                c.pauses = 0;
+                c.subscription_drops = 1;
+            },
+        ),
+        Expect::Holds,
+    )
+    .examples(&[SERVED_PAST_SILENT])
+}
+
+/// One waiter may be cut off, nothing else, with the tests' lease (the claim-window
+/// scenarios keep it in `explore` too: a lease of 3 ticks takes millions of states).
+fn silent_only(c: &mut HandoffConfig) {
+    c.ttl = TEST_TTL;
+    c.cut_offs = 1;
+    c.pauses = 0;
+}
+
+/// Mutation: a hand-off sets the whole ttl: a grant to a silent waiter leaves the lock
+/// with nobody for a ttl.
+pub fn mutation_whole_ttl() -> Scenario {
+    Scenario::breaking(
+        with(
+            "hand-off mutation: the hand-off sets the whole ttl",
+            Rule::HandOffWholeTtl,
+            silent_only,
+        ),
+        WINDOW_BOUND,
+    )
+}
+
+/// Mutation: nobody follows a hand-off up: after a window runs out the lock is free until
+/// some waiter happens to re-check.
+pub fn mutation_no_follow_up() -> Scenario {
+    Scenario::breaking(
+        with(
+            "hand-off mutation: no follow-up after the window",
+            Rule::NoFollowUp,
+            silent_only,
+        ),
+        SERVED_AFTER_WINDOW,
+    )
+}
+
+/// Mutation: an attempt takes a free lock without serving the queue: a younger waiter's
+/// re-check overtakes an older one after a window runs out.
+pub fn mutation_takes_free_lock() -> Scenario {
+    Scenario::breaking(
+        with(
+            "hand-off mutation: an attempt takes a free lock past the queue",
+            Rule::TakesFreeLock,
+            silent_only,
+        ),
+        IN_ORDER,
+    )
+}
+
 /// Every hand-off scenario.
 pub fn all() -> Vec<Scenario> {
     vec![
@@ -274,6 +398,11 @@ pub fn all() -> Vec<Scenario> {
         mutation_no_void(),
         mutation_latest_send(),
         mutation_no_refresh(),
+        window_silent_waiter(),
+        window_slow_pubsub_give_up(),
+        mutation_whole_ttl(),
+        mutation_no_follow_up(),
+        mutation_takes_free_lock(),
     ]
 }
 
@@ -283,7 +412,9 @@ pub const SLOW_STATE_LIMIT: usize = 100_000_000;
 /// The fix under two faults at once, a pause and a dropped data link (or an abandoned
 /// attempt), with a lease of [`TEST_TTL`] ticks: more than [`STATE_LIMIT`](crate::STATE_LIMIT)
 /// states generated, too slow for a debug `cargo test` (checked by `explore` and the
-/// ignored test, with [`SLOW_STATE_LIMIT`]).
+/// ignored test, with [`SLOW_STATE_LIMIT`]); and the claim-window rule with a pause, a
+/// silent waiter and a pause, or a silent waiter and a dropped subscription (1 to 5
+/// million states each with a lease of [`TEST_TTL`] ticks).
 pub fn slow() -> Vec<Scenario> {
     vec![
         Scenario::new(
@@ -298,5 +429,37 @@ pub fn slow() -> Vec<Scenario> {
             Expect::Holds,
         )
         .examples(&[HANDED_OFF, PAUSED_HANDOFF, VOID_DISCARDED, CONFIRMED]),
+        window_pause(),
+        window_silent_and_pause(),
+        window_subscription_drop(),
     ]
+}
+
+/// The claim-window rule and a pause (nothing cut off: the safety properties only).
+pub fn window_pause() -> Scenario {
+    Scenario::new(
+        with(
+            "hand-off with claim windows: a paused waiter",
+            Rule::ConfirmInWindow,
+            |c| c.ttl = TEST_TTL,
+        ),
+        Expect::Holds,
+    )
+    .examples(&[PAUSED_HANDOFF, CONFIRMED])
+}
+
+/// The claim-window rule, a silent waiter and a pause.
+pub fn window_silent_and_pause() -> Scenario {
+    Scenario::new(
+        with(
+            "hand-off with claim windows: a silent waiter and a pause",
+            Rule::ConfirmInWindow,
+            |c| {
+                c.ttl = TEST_TTL;
+                c.cut_offs = 1;
+            },
+        ),
+        Expect::Holds,
+    )
+    .examples(&[PAUSED_HANDOFF, SERVED_PAST_SILENT, CONFIRMED])
 }

@@ -14,6 +14,20 @@ pub struct Key {
     pub holder: u8,
     /// Ticks until it expires (at least 1: an expired key is gone).
     pub left: u8,
+    /// Set by a hand-off its waiter has not confirmed yet (kept only while waiters may be
+    /// cut off: [`HandoffConfig::cut_offs`](super::HandoffConfig::cut_offs)).
+    pub handed: Option<Handed>,
+}
+
+/// A key set by a hand-off and not confirmed yet by its waiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Handed {
+    /// Made by a release, whose client follows it up once the window is over under
+    /// [`Rule::ConfirmInWindow`](super::Rule::ConfirmInWindow) (else by an attempt that
+    /// found the lock free and served the queue).
+    pub by_release: bool,
+    /// Ticks it has stood while its waiter was cut off.
+    pub silent_for: u8,
 }
 
 /// What `acquire.lua` answered.
@@ -59,8 +73,8 @@ pub enum Phase {
 pub struct Client {
     /// Where it is.
     pub phase: Phase,
-    /// Stopped (`SIGSTOP`, a blocked runtime): it takes no step, its clock runs on.
-    pub paused: bool,
+    /// Whether it takes steps.
+    pub run: Run,
     /// Its grant subscription is up (a release skips it otherwise).
     pub subscribed: bool,
     /// Grants published to it and not read yet, sorted (pub/sub delivers them at any
@@ -76,9 +90,35 @@ pub struct Client {
     /// Ticks since the send of its latest attempt (kept only under the rules that date
     /// grants from it).
     pub last_sent: Option<u8>,
+    /// Ticks until it checks the latest hand-off its release made (the script's claim
+    /// window), when it follows hand-offs up.
+    pub followup: Option<u8>,
+}
+
+/// Whether a client takes steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Run {
+    /// It runs.
+    Running,
+    /// Stopped (`SIGSTOP`, a blocked runtime): it takes no step until it runs again, its
+    /// clock runs on.
+    Paused,
+    /// Cut off silently (packets dropped, no RST): Redis still counts its subscription,
+    /// it never reads nor sends again.
+    CutOff,
 }
 
 impl Client {
+    /// Whether it takes no step now (paused, or cut off).
+    pub fn stopped(&self) -> bool {
+        self.run != Run::Running
+    }
+
+    /// Whether it is cut off silently.
+    pub fn cut_off(&self) -> bool {
+        self.run == Run::CutOff
+    }
+
     /// Whether `is_held()` would say true now.
     pub fn believes_held(&self) -> bool {
         matches!(self.phase, Phase::Holding { left, .. } if left > 0)
@@ -101,6 +141,8 @@ pub struct Budget {
     pub subscription_drops: u8,
     /// Waiters giving up.
     pub give_ups: u8,
+    /// Waiters cut off silently.
+    pub cut_offs: u8,
 }
 
 /// A waiter discarded a void grant (seen in [`State::seen`]).
@@ -111,6 +153,10 @@ pub const SEEN_CONFIRM: u8 = 2;
 pub const SEEN_HANDOFF: u8 = 4;
 /// An `acquire` returned a lease with less than the floor of validity left.
 pub const SEEN_SHORT: u8 = 8;
+/// An attempt took a free lock while an older waiter whose subscription is up was queued.
+pub const SEEN_JUMP: u8 = 16;
+/// A waiter holds while a grant to a waiter cut off silently lies unread.
+pub const SEEN_PAST_SILENT: u8 = 32;
 
 /// A state of the hand-off model.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -126,7 +172,17 @@ pub struct State {
     /// Faults left.
     pub budget: Budget,
     /// Things that happened on the way here ([`SEEN_VOID`], [`SEEN_CONFIRM`], [`SEEN_HANDOFF`],
-    /// [`SEEN_SHORT`]): for [`SHORT_LEASE`](super::SHORT_LEASE) and for the examples that
-    /// show runs are not vacuous.
+    /// [`SEEN_SHORT`], [`SEEN_JUMP`], [`SEEN_PAST_SILENT`]): for [`SHORT_LEASE`](super::SHORT_LEASE),
+    /// [`IN_ORDER`](super::IN_ORDER) and for the examples that show runs are not vacuous.
     pub seen: u8,
+    /// Ticks the lock has been free, with a waiter whose subscription is up queued, since
+    /// a hand-off made by a release ran out unconfirmed (`None`: it is not).
+    pub stranded: Option<u8>,
+}
+
+impl State {
+    /// Whether a waiter whose subscription is up (as Redis counts it) is queued.
+    pub fn listener_queued(&self) -> bool {
+        (self.queue.iter()).any(|&q| self.clients[usize::from(q)].subscribed)
+    }
 }

@@ -5,8 +5,11 @@
 use std::fmt::Write as _;
 
 use super::config::HandoffConfig;
-use super::model::{Action, HandoffModel, MUTUAL_EXCLUSION, SHORT_LEASE, believers, beyond_lease};
-use super::state::{Phase, Reply, Request, SEEN_SHORT, State};
+use super::model::{
+    Action, HandoffModel, IN_ORDER, MUTUAL_EXCLUSION, SERVED_AFTER_WINDOW, SHORT_LEASE,
+    WINDOW_BOUND, believers, beyond_lease, silent_too_long,
+};
+use super::state::{Phase, Reply, Request, Run, SEEN_JUMP, SEEN_SHORT, State};
 use crate::timeline::client_name;
 
 /// The numbered timeline of `steps` (a path the checker found in a model of `config`).
@@ -80,6 +83,30 @@ pub fn verdict_of(
     {
         return found;
     }
+    if property == WINDOW_BOUND
+        && let Some(k) = silent_too_long(last, config.window)
+    {
+        return format!(
+            "at t={t} {key}: handed to {} (cut off silently) at least {} tick(s) ago, a claim \
+             window of {} tick(s), and never confirmed; the lock sits with nobody",
+            client_name(k.holder),
+            config.window,
+            config.window
+        );
+    }
+    if property == SERVED_AFTER_WINDOW && last.stranded.is_some_and(|n| n > 0) {
+        return format!(
+            "at t={t} {key} while {} is queued: the hand-off ran out unconfirmed at t={} \
+             or before, and nobody served the queue",
+            queue_text(last),
+            t.saturating_sub(1)
+        );
+    }
+    if property == IN_ORDER
+        && let Some(found) = jumped(&states, &actions)
+    {
+        return found;
+    }
     match beyond_lease(last) {
         Some(i) => format!(
             "at t={t} {} believes it holds the lock until {}, but {key}",
@@ -118,6 +145,29 @@ fn short_return(config: &HandoffConfig, states: &[State], actions: &[Action]) ->
     None
 }
 
+/// The step at which an attempt took a free lock past an older queued waiter, told.
+fn jumped(states: &[State], actions: &[Action]) -> Option<String> {
+    let mut t = 0u32;
+    for (k, action) in actions.iter().enumerate() {
+        let (before, after) = (&states[k], &states[k + 1]);
+        if *action == Action::Tick {
+            t += 1;
+        }
+        if before.seen & SEEN_JUMP != 0 || after.seen & SEEN_JUMP == 0 {
+            continue;
+        }
+        let (Action::Run(i) | Action::RunOrphan(i)) = *action else {
+            continue;
+        };
+        return Some(format!(
+            "at t={t} {} took the free lock while {} was queued before it",
+            client_name(i),
+            queue_text(before)
+        ));
+    }
+    None
+}
+
 /// The states along `steps`, replayed from its first without the canonical form, and
 /// the actions between them.
 fn replay(config: &HandoffConfig, steps: &[(State, Option<Action>)]) -> (Vec<State>, Vec<Action>) {
@@ -147,6 +197,18 @@ fn rule_text(config: &HandoffConfig) -> String {
         Rule::NoVoid => String::from("the fix without voiding stale grants"),
         Rule::LatestSend => String::from("the fix, grants dated from the latest attempt"),
         Rule::NoRefresh => String::from("the fix without refreshing on Ours"),
+        Rule::ConfirmInWindow => format!(
+            "claim windows: a hand-off sets the key for {} tick(s), every grant is confirmed \
+             by an attempt, the releaser follows up, a free lock serves the queue first",
+            config.window
+        ),
+        Rule::HandOffWholeTtl => {
+            String::from("claim windows, but a hand-off sets the key for the whole ttl")
+        }
+        Rule::NoFollowUp => String::from("claim windows without the releaser's follow-up"),
+        Rule::TakesFreeLock => {
+            String::from("claim windows, but an attempt takes a free lock past the queue")
+        }
     }
 }
 
@@ -161,11 +223,18 @@ fn time_passes(from: u32, to: u32, before: &State, after: &State) -> String {
         );
     }
     let paused: Vec<String> = (before.clients.iter().enumerate())
-        .filter(|(_, c)| c.paused)
+        .filter(|(_, c)| c.run == Run::Paused)
         .map(|(i, _)| client_name(i))
         .collect();
     if !paused.is_empty() {
         let _ = write!(text, "; {} paused", paused.join(", "));
+    }
+    let silent: Vec<String> = (before.clients.iter().enumerate())
+        .filter(|(_, c)| c.cut_off())
+        .map(|(i, _)| client_name(i))
+        .collect();
+    if !silent.is_empty() {
+        let _ = write!(text, "; {} cut off", silent.join(", "));
     }
     text
 }
@@ -217,7 +286,7 @@ fn describe(config: &HandoffConfig, t: u32, action: Action, prev: &State, next: 
                     c.busy_fence.unwrap_or(0)
                 );
             }
-            if config.confirms_grants {
+            if config.confirms_grants || config.rule.confirms_every_grant() {
                 return format!(
                     "{who} reads grant(fence {fence}) from its mailbox: confirms it with an \
                      attempt of its own"
@@ -238,13 +307,21 @@ fn describe(config: &HandoffConfig, t: u32, action: Action, prev: &State, next: 
         Action::Release(i) => format!(
             "{} releases: {}",
             client_name(i),
-            released(t, config, prev, next, i)
+            released(t, prev, next, i)
         ),
         Action::GiveUp(i) => format!(
             "{} gives up: its give-back {}",
             client_name(i),
-            released(t, config, prev, next, i)
+            released(t, prev, next, i)
         ),
+        Action::RunOrphan(i) => orphan_ran(config, t, prev, next, i),
+        _ => fault(t, action, prev, next),
+    }
+}
+
+/// A step that is a fault, a timer or a client's life outside `acquire`, told.
+fn fault(t: u32, action: Action, prev: &State, next: &State) -> String {
+    match action {
         Action::Pause(i) => format!(
             "{} is paused (SIGSTOP, a blocked runtime): it does nothing, its clock runs on",
             client_name(i)
@@ -266,7 +343,6 @@ fn describe(config: &HandoffConfig, t: u32, action: Action, prev: &State, next: 
              way; it retries later",
             client_name(i)
         ),
-        Action::RunOrphan(i) => orphan_ran(config, t, prev, next, i),
         Action::DropSubscription(i) => {
             let lost = &prev.clients[i].grants;
             let with = if lost.is_empty() {
@@ -277,6 +353,18 @@ fn describe(config: &HandoffConfig, t: u32, action: Action, prev: &State, next: 
             format!("{}'s grant subscription drops{with}", client_name(i))
         }
         Action::Resubscribe(i) => format!("{}'s grant subscription is back", client_name(i)),
+        Action::CutOff(i) => format!(
+            "{} is cut off silently (packets dropped, no RST): Redis still counts its \
+             subscription; it never reads nor sends again",
+            client_name(i)
+        ),
+        Action::FollowUp(i) => format!(
+            "{}'s follow-up: the window of its hand-off is over; it runs release.lua with \
+             its old token: {}",
+            client_name(i),
+            released(t, prev, next, i)
+        ),
+        _ => String::new(),
     }
 }
 
@@ -306,7 +394,17 @@ fn ran(config: &HandoffConfig, t: u32, prev: &State, next: &State, i: usize) -> 
             format!("{head}: the key holds {who}'s own token: Ours (fence {f}){refreshed}")
         }
         Reply::Busy(f) => {
-            let holder = prev.key.map_or(String::from("?"), |k| {
+            let served = match (prev.key, next.key) {
+                (None, Some(k)) => format!(
+                    "the lock is free: Redis serves the oldest waiter first, {} (fence {}, key \
+                     until t={}, PUBLISH grant); ",
+                    client_name(k.holder),
+                    next.counter,
+                    until(k.left)
+                ),
+                _ => String::new(),
+            };
+            let holder = next.key.map_or(String::from("?"), |k| {
                 format!("{} until t={}", client_name(k.holder), until(k.left))
             });
             let fence = if config.rule.voids_stale() {
@@ -319,7 +417,7 @@ fn ran(config: &HandoffConfig, t: u32, prev: &State, next: &State, i: usize) -> 
             } else {
                 String::new()
             };
-            format!("{head}: held by {holder}: busy{fence}{joined}")
+            format!("{head}: {served}held by {holder}: busy{fence}{joined}")
         }
     }
 }
@@ -375,9 +473,21 @@ fn outcome(t: u32, prev: &State, next: &State, i: usize) -> String {
     }
 }
 
-fn released(t: u32, config: &HandoffConfig, prev: &State, next: &State, i: usize) -> String {
+fn released(t: u32, prev: &State, next: &State, i: usize) -> String {
     let mine = prev.key.is_some_and(|k| usize::from(k.holder) == i);
     if !mine {
+        if let (None, Some(k)) = (prev.key, next.key) {
+            return format!(
+                "the lock is free with waiters queued {}: Redis serves the oldest, {}: fence \
+                 {}, key until t={}, PUBLISH grant({}) to {}",
+                queue_text(prev),
+                client_name(k.holder),
+                next.counter,
+                t + u32::from(k.left),
+                next.counter,
+                client_name(k.holder)
+            );
+        }
         return if prev.queue.len() > next.queue.len() {
             String::from("withdraws its token from the queue")
         } else {
@@ -385,7 +495,7 @@ fn released(t: u32, config: &HandoffConfig, prev: &State, next: &State, i: usize
         };
     }
     let skipped: Vec<String> = (prev.queue.iter())
-        .take(prev.queue.len() - next.queue.len())
+        .take(prev.queue.len().saturating_sub(next.queue.len()))
         .filter(|q| next.key.is_none_or(|k| k.holder != **q))
         .map(|q| client_name(*q))
         .collect();
@@ -400,7 +510,7 @@ fn released(t: u32, config: &HandoffConfig, prev: &State, next: &State, i: usize
              to {}",
             client_name(k.holder),
             next.counter,
-            t + u32::from(config.ttl),
+            t + u32::from(k.left),
             next.counter,
             client_name(k.holder)
         ),
