@@ -423,39 +423,30 @@ fn render_queued_targets(
 ) -> std::fmt::Result {
     let ttl = humantime::format_duration(s.holder_ttl);
     writeln!(out, "  targets (computed, not asserted):")?;
-    let per_waiter: Vec<String> = s
-        .queued
-        .iter()
-        .filter_map(|p| {
-            let v = s.per_waiter(p)?;
-            Some(format!(
-                "{}: {v:.3} {}",
-                p.waiters,
-                verdict(v <= PER_WAITER_TARGET)
-            ))
-        })
-        .collect();
+    // Each W's figure per waiter per holder ttl, with its verdict.
+    let per_waiter = |rate: fn(&QueuedPoint) -> f64| -> String {
+        s.queued
+            .iter()
+            .filter_map(|p| {
+                let v = s.above_alone(p, rate)?;
+                Some(format!(
+                    "{}: {v:.3} {}",
+                    p.waiters,
+                    verdict(v <= PER_WAITER_TARGET)
+                ))
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
     writeln!(
         out,
         "    at most {PER_WAITER_TARGET} command per queued waiter per {ttl}: {}",
-        per_waiter.join("; ")
+        per_waiter(|q| q.commands_per_sec)
     )?;
-    let per_request: Vec<String> = s
-        .queued
-        .iter()
-        .filter_map(|p| {
-            let v = s.above_alone(p, |q| q.requests_per_sec)?;
-            Some(format!(
-                "{}: {v:.3} {}",
-                p.waiters,
-                verdict(v <= PER_WAITER_TARGET)
-            ))
-        })
-        .collect();
     writeln!(
         out,
         "    (the same counting requests, not the commands they run: {})",
-        per_request.join("; ")
+        per_waiter(|q| q.requests_per_sec)
     )?;
     if let (Some(first), Some(last)) = (
         handoffs
