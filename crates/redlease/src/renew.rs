@@ -137,7 +137,9 @@ impl Renewer {
                 retrying: false,
             },
         );
-        if !book.running {
+        if book.running {
+            self.wake_for(&mut book, due);
+        } else {
             book.running = true;
             // Made before the task, so that a task dropped before its first poll (its
             // runtime shutting down) also marks the scheduler stopped.
@@ -147,11 +149,19 @@ impl Renewer {
                 let Running(renewer, armed) = &mut running;
                 renewer.run_loop(armed).await;
             });
-        } else if book.wake_at.is_some_and(|wake| due < wake) {
+        }
+        id
+    }
+
+    /// Wakes the scheduler for a lease due at `due`, unless it sleeps until earlier. While
+    /// it is not asleep (`wake_at` unset: sweeping, renewing, or between its sweep and its
+    /// sleep) the wake is stored as a permit, so a due moment set in that gap is not
+    /// missed: the scheduler sweeps once more before it sleeps.
+    fn wake_for(&self, book: &mut Book, due: Instant) {
+        if book.wake_at.is_none_or(|wake| due < wake) {
             book.wake_at = None;
             self.wake.notify_one();
         }
-        id
     }
 
     /// Stops renewing the entry `id` (a released lease).
@@ -168,10 +178,7 @@ impl Renewer {
         };
         entry.due = due;
         entry.retrying = false;
-        if book.wake_at.is_some_and(|wake| due < wake) {
-            book.wake_at = None;
-            self.wake.notify_one();
-        }
+        self.wake_for(&mut book, due);
     }
 
     /// Scheduler tasks started so far (diagnostics and tests).
