@@ -101,7 +101,8 @@ operation. Client instructions per operation come from `make callgrind` (valgrin
    ours / floor). (b) W tasks of one Client queued on one held lock (--waiters, default
    10,100,1000,5000; holder ttl 5s, renewed), nothing else happening, for 5s after the
    holder alone: commands and EVALSHA per second, commands per waiter per 5s above the
-   holder alone, Redis and client memory per waiter; at the fewest and the most W, the
+   holder alone, Redis and client memory per waiter; the same on a semaphore of 3 whose
+   permits are all held, at the most W; on the lock at the fewest and the most W, the
    hand-off: the W tasks loop acquire -> 1ms section -> release for 3s: sections/s and
    commands per section. Targets computed, not asserted. --plot FILE draws (a) into an SVG.
 

@@ -42,6 +42,9 @@
 --                     (-1: the holder set no expiry); seen is the fencing counter now (0:
 --                     none), so that a waiter recognises a grant older than this reply
 --                     (its fence is at most seen) as stale
+--   {0, seen, pttl, 1} the same for a queued waiter ("1"/"j") whose place is not among
+--                     the first two of the queue: it need not re-check when the holder's
+--                     lease can end (the waiter next in line does; hand_on nudges it)
 local token = ARGV[1]
 local sharded = ARGV[8] == 'S'
 -- Fast path: the lock is free (5 calls: SET, LINDEX of the queue, and TIME + SET of the
@@ -54,7 +57,7 @@ if redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
   local head = redis.call('LINDEX', KEYS[4], 0)
   local handed = false
   if head and head ~= '~' then
-    handed = hand_on(token, sharded, true) ~= nil
+    handed = hand_on(token, sharded, ARGV[2]) ~= nil
   end
   if not handed then
     if (ARGV[4] == '1' or ARGV[4] == 'c' or ARGV[4] == 'w') and redis.call('HDEL', KEYS[5], token) == 1 then
@@ -113,4 +116,9 @@ local seen = tonumber(redis.call('GET', KEYS[2]) or '')
 if not seen then
   seen = holder_fence(KEYS[3], nil)
 end
-return {0, seen, redis.call('PTTL', KEYS[1])}
+local pttl = redis.call('PTTL', KEYS[1])
+if (ARGV[4] == '1' or ARGV[4] == 'j') and redis.call('LINDEX', KEYS[4], 0) ~= token
+    and redis.call('LINDEX', KEYS[4], 1) ~= token then
+  return {0, seen, pttl, 1}
+end
+return {0, seen, pttl}

@@ -34,13 +34,33 @@ local function claim_window(ttl)
   return string.format('%d', math.min(1000, math.max(math.floor(asked / 10), math.min(asked, 50))))
 end
 
--- hand_on(own, sharded, take_own): hands the lock at KEYS[1] to the oldest queued waiter
--- whose client listens, told with PUBLISH (SPUBLISH when `sharded`: a Cluster). `own` is the caller's token: its own place, if the popping reaches it, is
--- dropped, and when `take_own` the popping stops there (the caller, which holds the lock,
--- keeps it: it was its turn). Returns the grant message "<fence> <token> <lock key>" (as
+-- nudge_next(sharded, ttl): tells the waiter now at the head of the queue that it is next,
+-- with "next <ttl> <token> <lock key>" on its grant channel: the lock was just given to a
+-- holder whose lease is `ttl` ms. Waiters further back re-check rarely (the grant is
+-- pushed to them); the one next in line re-checks when that holder's lease can end, so
+-- that a holder that crashes does not stall the queue. Costs LINDEX, HGET and PUBLISH.
+local function nudge_next(sharded, ttl)
+  local next = redis.call('LINDEX', KEYS[4], 0)
+  if not next or next == '~' then
+    return
+  end
+  local entry = redis.call('HGET', KEYS[5], next)
+  if entry then
+    local channel = cjson.decode(entry)[2]
+    redis.call(sharded and 'SPUBLISH' or 'PUBLISH', channel,
+      'next ' .. ttl .. ' ' .. next .. ' ' .. KEYS[1])
+  end
+end
+
+-- hand_on(own, sharded, own_ttl): hands the lock at KEYS[1] to the oldest queued waiter
+-- whose client listens, told with PUBLISH (SPUBLISH when `sharded`: a Cluster). `own` is
+-- the caller's token: its own place, if the popping reaches it, is dropped, and when
+-- `own_ttl` is given the popping stops there (the caller, which holds the lock for
+-- `own_ttl` ms, keeps it: it was its turn). Whoever gets the lock, the waiter next in line
+-- is nudged (nudge_next). Returns the grant message "<fence> <token> <lock key>" (as
 -- published) and the claim window in ms, or nil when nobody took it; and whether anything
 -- was popped (a place or a listener's "~" mark: see acquire.lua).
-local function hand_on(own, sharded, take_own)
+local function hand_on(own, sharded, own_ttl)
   local popped = false
   local grant, window = nil, nil
   local kept = {}
@@ -54,7 +74,8 @@ local function hand_on(own, sharded, take_own)
     local entry = nil
     if head == own then
       redis.call('HDEL', KEYS[5], head)
-      if take_own then
+      if own_ttl then
+        nudge_next(sharded, own_ttl)
         break
       end
     elseif head ~= '~' then
@@ -70,6 +91,8 @@ local function hand_on(own, sharded, take_own)
         redis.call('SET', KEYS[1], head, 'PX', window)
         redis.call('SET', KEYS[3], string.format('%d', fence) .. ' ' .. w[3], 'PX', window)
         grant = message
+        -- Before the skipped places go back at the head: those clients do not listen.
+        nudge_next(sharded, w[1])
         break
       end
       if not now then

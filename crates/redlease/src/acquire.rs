@@ -14,7 +14,7 @@ use crate::engine::{Engine, GiveBack, Holding};
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::lease::{Lease, lost};
-use crate::notify::{Grant, Place, Registration, Watch};
+use crate::notify::{Grant, Place, Registration, Told, Watch};
 use crate::observe::{Acquisition, Labels};
 use crate::renew::Renewal;
 use crate::replies::Reply;
@@ -26,11 +26,13 @@ use crate::wait::{Retry, Wait, jitter};
 /// The longest pause between attempts while Redis cannot be reached or refuses for now
 /// (the lease's [`Retry`] may cap it lower).
 const OUTAGE_POLL: Duration = Duration::from_millis(50);
-/// How long the queue keys outlive their last waiter's arrival, beyond its wait.
-const QUEUE_LINGER: Duration = Duration::from_secs(60);
+/// How long the queue keys outlive their last waiter's arrival (or re-check), beyond its
+/// wait.
+const QUEUE_LINGER: Duration = Duration::from_secs(90);
 /// The longest a queued waiter that can be told of a hand-off sleeps between two
-/// attempts: half the queue keys' linger, so that its place outlives its sleep.
-const RECHECK_MAX: Duration = Duration::from_secs(30);
+/// attempts: half the queue keys' linger, so that its place outlives its sleep (and its
+/// jitter, a twentieth more).
+const RECHECK_MAX: Duration = Duration::from_secs(45);
 
 /// One acquisition: what to take and how (the options of the primitive's builder, already
 /// checked).
@@ -60,9 +62,9 @@ enum Attempt {
     Fresh(FencingToken),
     /// Already held with our token: an earlier attempt of ours, or a hand-off.
     Ours(FencingToken),
-    /// Held by another owner; the holder's remaining lease in ms (-1: none), and the
-    /// fencing counter when Redis answered.
-    Busy { pttl: i64, seen: u64 },
+    /// Held by another owner; the holder's remaining lease in ms (-1: none), the fencing
+    /// counter when Redis answered, and whether our queue place is behind the first two.
+    Busy { pttl: i64, seen: u64, behind: bool },
 }
 
 /// How many attempts [`Request::try_once`] makes at most when each one's reply comes too
@@ -287,7 +289,7 @@ impl Request<'_> {
                     tracing::debug!("lease taken with too little validity left; confirming");
                     continue;
                 }
-                Ok(Attempt::Busy { pttl, seen }) => {
+                Ok(Attempt::Busy { pttl, seen, behind }) => {
                     self.meter.waiting();
                     failure = None;
                     dating.busy(sent, seen);
@@ -325,7 +327,7 @@ impl Request<'_> {
                     let reachable = queue == Queue::Grants || watch.is_some();
                     let told = (hands_off && notifier.enabled()) || wakeups.is_some();
                     let link_down = told && !reachable;
-                    self.busy_delay(reachable, link_down, holder_ttl, &mut polls)
+                    self.busy_delay(reachable, link_down, holder_ttl, behind, &mut polls)
                 }
                 Err(e) => match self.retry_after(&e, &mut failures) {
                     Some(delay) => {
@@ -340,9 +342,9 @@ impl Request<'_> {
                 return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
             }
             let wake = deadline.map_or(now + delay, |d| d.min(now + delay));
-            let Some(grant) =
-                wait_for_news(registration.as_mut(), released.as_mut(), wake, &mut epochs).await
-            else {
+            let told = registration.as_mut();
+            let news = self.wait_turn(told, released.as_mut(), &mut epochs, wake, deadline);
+            let Some(grant) = news.await else {
                 continue;
             };
             // The grant was read: later ones (after another queue place) need a new
@@ -407,15 +409,50 @@ impl Request<'_> {
         Some(self.retry.delay_within(*failures, OUTAGE_POLL))
     }
 
+    /// Waits as [`wait_for_news`] does until `wake` (or `deadline`), and on: a nudge (next
+    /// in line) moves the wake-up to when the new holder's lease can end. The grant when
+    /// handed the lease, `None` when it is time to attempt again.
+    async fn wait_turn(
+        &self,
+        mut registration: Option<&mut Registration>,
+        mut released: Option<&mut Pin<Box<Notified<'_>>>>,
+        epochs: &mut watch::Receiver<u64>,
+        mut wake: Instant,
+        deadline: Option<Instant>,
+    ) -> Option<Grant> {
+        loop {
+            let news = wait_for_news(
+                registration.as_deref_mut(),
+                released.as_deref_mut(),
+                wake,
+                epochs,
+            );
+            match news.await {
+                News::Granted(grant) => return Some(grant),
+                News::Check => return None,
+                News::Next(ttl) => {
+                    let delay = self.busy_delay(true, false, Some(ttl), false, &mut 0);
+                    let now = Instant::now();
+                    wake = deadline.map_or(now + delay, |d| d.min(now + delay));
+                }
+            }
+        }
+    }
+
     /// How long a waiter that found the lease busy sleeps at most before trying again.
     fn busy_delay(
         &self,
         reachable: bool,
         link_down: bool,
         holder_ttl: Option<Duration>,
+        behind: bool,
         polls: &mut u32,
     ) -> Duration {
         match (reachable, holder_ttl) {
+            // Queued behind the first two: the hand-off reaches us when it is our turn, and
+            // the waiters ahead re-check for a holder that crashed (the one next in line
+            // is nudged by every hand-off). Re-check only to keep the place alive.
+            (true, Some(_)) if behind => RECHECK_MAX + jitter(RECHECK_MAX / 20),
             // Queued (or listening): the hand-off (or the release notice) wakes us, and a
             // link in trouble does (the subscription's epoch). Nothing is sent meanwhile:
             // re-check only when the holder's lease can have run out (it may have
@@ -545,7 +582,7 @@ impl Request<'_> {
                 Attempt::Fresh(FencingToken::new(fence))
             }
             Reply::Ours(fence) => Attempt::Ours(FencingToken::new(fence)),
-            Reply::Busy { pttl, seen } => Attempt::Busy { pttl, seen },
+            Reply::Busy { pttl, seen, behind } => Attempt::Busy { pttl, seen, behind },
         })
     }
 
@@ -659,17 +696,20 @@ impl Queue {
     }
 }
 
-/// Sleeps until `wake`, a hand-off to `registration`, a `released` notice or a dropped
-/// pub/sub connection, whichever comes first; the grant when handed the lease.
+/// Sleeps until `wake`, a hand-off to `registration` (or a nudge: it is next), a
+/// `released` notice or a dropped pub/sub connection, whichever comes first.
 async fn wait_for_news(
     registration: Option<&mut Registration>,
     released: Option<&mut Pin<Box<Notified<'_>>>>,
     wake: Instant,
     epochs: &mut watch::Receiver<u64>,
-) -> Option<Grant> {
+) -> News {
     let granted = async {
         match registration {
-            Some(r) => r.granted().await,
+            Some(r) => match r.told().await {
+                Told::Granted(grant) => News::Granted(grant),
+                Told::Next(ttl) => News::Next(ttl),
+            },
             None => std::future::pending().await,
         }
     };
@@ -683,9 +723,20 @@ async fn wait_for_news(
     // process finds both ready), which saves an attempt; the grant is checked either way.
     tokio::select! {
         biased;
-        grant = granted => Some(grant),
-        () = released => None,
-        () = tokio::time::sleep_until(wake) => None,
-        _ = epochs.changed() => None,
+        news = granted => news,
+        () = released => News::Check,
+        () = tokio::time::sleep_until(wake) => News::Check,
+        _ = epochs.changed() => News::Check,
     }
+}
+
+/// What ended a queued waiter's wait.
+enum News {
+    /// The lock was handed to it.
+    Granted(Grant),
+    /// A hand-off told it that it is next in line, behind a holder with this lease length.
+    Next(Duration),
+    /// Time to attempt again: its timer ran out, a release was announced, or its grant
+    /// subscription changed.
+    Check,
 }

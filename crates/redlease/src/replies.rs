@@ -25,30 +25,42 @@ pub(crate) enum Reply {
         /// waiters are handed nothing): a grant whose fence is at most this is older than
         /// the reply, and void.
         seen: u64,
+        /// A queued waiter's place is behind the first two of the queue: the waiter next
+        /// in line re-checks when the holder's lease can end (and is nudged by every
+        /// hand-off), this one need not.
+        behind: bool,
     },
 }
 
 impl Reply {
     /// A busy reply that saw no fencing counter (a quorum's: no grant reaches its waiters).
     pub(crate) fn busy_unseen(pttl: i64) -> Self {
-        Self::Busy { pttl, seen: 0 }
+        Self::Busy {
+            pttl,
+            seen: 0,
+            behind: false,
+        }
     }
 }
 
 /// `acquire.lua` (and the semaphore's and read-write lock's): `fence` fresh, `{2, fence,
-/// 0}` ours, `{0, seen, pttl}` busy, with `fence >= 1`, `seen >= 0` and `pttl >= -1`.
+/// 0}` ours, `{0, seen, pttl}` busy, `{0, seen, pttl, 1}` busy with our place behind the
+/// first two, with `fence >= 1`, `seen >= 0` and `pttl >= -1`.
 pub(crate) fn acquire(value: &Value) -> RedisResult<Reply> {
     let unexpected = || unexpected("acquire.lua", "fence or {status, fence, pttl}", value);
     let fence_of = |fence: i64| u64::try_from(fence).ok().filter(|f| *f >= 1);
     if let Value::Int(fence) = value {
         return fence_of(*fence).map(Reply::Fresh).ok_or_else(unexpected);
     }
-    let [status, fence, pttl] = ints::<3>(value).ok_or_else(unexpected)?;
+    let ([status, fence, pttl], behind) = match ints::<4>(value) {
+        Some([0, seen, pttl, 1]) => ([0, seen, pttl], true),
+        _ => (ints::<3>(value).ok_or_else(unexpected)?, false),
+    };
     match status {
         2 => fence_of(fence).map(Reply::Ours),
         0 if pttl >= -1 => u64::try_from(fence)
             .ok()
-            .map(|seen| Reply::Busy { pttl, seen }),
+            .map(|seen| Reply::Busy { pttl, seen, behind }),
         _ => None,
     }
     .ok_or_else(unexpected)
@@ -146,6 +158,17 @@ pub(crate) fn parse_grant(payload: &[u8]) -> Option<(u64, &str)> {
     let fence = parts.next()?.parse().ok()?;
     let token = parts.next()?;
     Some((fence, token))
+}
+
+/// A nudge pushed on a grant channel, "next <ttl ms> <token> <lock key>"
+/// (`handoff.lua` `nudge_next`): the waiter `token` is next in line behind a holder whose
+/// lease lasts `ttl`.
+pub(crate) fn parse_nudge(payload: &[u8]) -> Option<(Duration, &str)> {
+    let text = std::str::from_utf8(payload).ok()?;
+    let mut parts = text.strip_prefix("next ")?.splitn(3, ' ');
+    let ttl = Duration::from_millis(parts.next()?.parse().ok()?);
+    let token = parts.next()?;
+    Some((ttl, token))
 }
 
 /// `renew.lua` for a batch of `leases`: one 1 (renewed) or 0 (lost) per lease, in order.
@@ -339,13 +362,38 @@ mod tests {
             acquire(&array(&[0, 0, 1500])).ok(),
             Some(Reply::Busy {
                 pttl: 1500,
-                seen: 0
+                seen: 0,
+                behind: false
             })
         );
         assert_eq!(
             acquire(&array(&[0, 9, -1])).ok(),
-            Some(Reply::Busy { pttl: -1, seen: 9 })
+            Some(Reply::Busy {
+                pttl: -1,
+                seen: 9,
+                behind: false
+            })
         );
+        assert_eq!(
+            acquire(&array(&[0, 9, 300, 1])).ok(),
+            Some(Reply::Busy {
+                pttl: 300,
+                seen: 9,
+                behind: true
+            })
+        );
+        assert!(acquire(&array(&[2, 9, 0, 1])).is_err());
+    }
+
+    #[test]
+    fn nudges_are_told_from_grants() {
+        assert_eq!(
+            parse_nudge(b"next 5000 abc redlease:a b"),
+            Some((Duration::from_secs(5), "abc"))
+        );
+        assert_eq!(parse_nudge(b"7 abc redlease:a"), None);
+        assert_eq!(parse_nudge(b"next x abc redlease:a"), None);
+        assert_eq!(parse_grant(b"next 5000 abc redlease:a"), None);
         assert!(acquire(&array(&[0, -1, 5])).is_err());
     }
 

@@ -11,6 +11,7 @@
 mod common;
 
 use std::time::Duration;
+use tokio::time::Instant;
 
 use common::{bounded, client, eventually, get, llen, no_polling, raw, server};
 use redis::AsyncCommands as _;
@@ -235,43 +236,28 @@ async fn a_waiter_taking_an_expired_lock_leaves_the_queue() {
     );
 }
 
-/// Queued waiters send nothing while the lock is held: each comes back only when the
-/// holder's lease can have ended (a renewed lease is found busy again, with its new end),
-/// not every `retry.max` (200 ms). Counted by Redis (`INFO commandstats`) over a window of
-/// two leases of a held, renewed lock: at most one attempt per waiter per two thirds of a
-/// lease (the holder renews every third), plus the holder's renewals. Before: about ten
-/// attempts per waiter per lease of 2 s.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn queued_waiters_stay_silent_until_the_holders_lease_can_end() {
+/// Queued waiters send nothing until the holder's lease can have run out (the grant is
+/// pushed to them), not every `retry.max` (200 ms). Counted by Redis (`INFO commandstats`)
+/// over a window of two leases of held, renewed holds: at most one attempt per waiter per
+/// two thirds of a lease (the holders renew every third), plus the holders' renewals.
+/// Before: about ten attempts per waiter per lease of 2 s. The same for a lock, for a
+/// semaphore of 3 with its 3 permits held, and for a read-write lock held for writing with
+/// readers queued.
+async fn queued_waiters_stay_silent(shape: Shape) {
     const WAITERS: u64 = 20;
-    const TTL: Duration = Duration::from_secs(2);
     const WINDOW: Duration = Duration::from_secs(4);
+    let name = format!("idle-{shape:?}");
     let server = server();
     let holder_client = client(&server).await;
     let waiter_client = client(&server).await;
     let mut conn = raw(&server).await;
-    let held = holder_client
-        .lock("idle-queue")
-        .ttl(TTL)
-        .acquire()
-        .await
-        .unwrap();
+    let holds = shape.hold(&holder_client, &name).await;
     let waiters: Vec<_> = (0..WAITERS)
-        .map(|_| {
-            let waiter_client = waiter_client.clone();
-            tokio::spawn(async move {
-                let guard = waiter_client
-                    .lock("idle-queue")
-                    .ttl(TTL)
-                    .wait(Duration::from_secs(60))
-                    .acquire()
-                    .await?;
-                guard.release().await
-            })
-        })
+        .map(|_| tokio::spawn(shape.take_turn(waiter_client.clone(), name.clone())))
         .collect();
+    let queue = shape.keys(&holder_client, &name);
     eventually("every waiter queued", || async {
-        queue_len(&conn, &holder_client, "idle-queue").await == i64::try_from(WAITERS).unwrap()
+        llen(&mut conn.clone(), queue.queue()).await == i64::try_from(WAITERS).unwrap()
     })
     .await;
     common::commands_run(&mut conn).await;
@@ -281,18 +267,193 @@ async fn queued_waiters_stay_silent_until_the_holders_lease_can_end() {
     let requests = common::evalsha_calls(&mut conn).await - before;
     let commands = common::commands_run(&mut conn).await;
     let per_window = |interval: Duration| WINDOW.as_millis() / interval.as_millis() + 1;
-    let renewals = u64::try_from(per_window(TTL / 3)).unwrap();
-    let rechecks = u64::try_from(per_window(TTL * 2 / 3)).unwrap();
+    let holders = u64::try_from(holds.len()).unwrap();
+    let renewals = holders * u64::try_from(per_window(Shape::TTL / 3)).unwrap();
+    let rechecks = u64::try_from(per_window(Shape::TTL * 2 / 3)).unwrap();
     println!(
-        "{WAITERS} queued waiters over {WINDOW:?} of a held {TTL:?} lease: {requests} requests \
-         ({commands} Redis commands), the holder's renewals included"
+        "{shape:?}: {WAITERS} queued waiters over {WINDOW:?} of {holders} held {:?} leases: \
+         {requests} requests ({commands} Redis commands), the holders' renewals included",
+        Shape::TTL
     );
     assert!(
         requests <= WAITERS * rechecks + renewals,
         "{requests} requests: at most {rechecks} per waiter and {renewals} renewals expected"
     );
-    held.release().await.unwrap();
+    for hold in holds {
+        hold.await.unwrap();
+    }
     for waiter in waiters {
         bounded("a waiter's turn", waiter).await.unwrap().unwrap();
     }
+}
+
+/// What the waiters of [`queued_waiters_stay_silent`] queue on.
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    Lock,
+    SemaphoreOf3,
+    ReadWrite,
+}
+
+/// A boxed future of a hold's release or a waiter's turn.
+type Step = std::pin::Pin<Box<dyn Future<Output = redlease::Result<()>> + Send>>;
+
+impl Shape {
+    const TTL: Duration = Duration::from_secs(2);
+    const WAIT: Duration = Duration::from_secs(60);
+
+    fn keys(self, client: &Client, name: &str) -> redlease::LockKeys {
+        match self {
+            Self::Lock => client.lock(name).keys(),
+            Self::SemaphoreOf3 => client.semaphore(name, 3).keys(),
+            Self::ReadWrite => client.rwlock(name).keys(),
+        }
+        .unwrap()
+    }
+
+    /// Takes every hold there is (one lock, 3 permits, the write lock) and returns their
+    /// releases.
+    async fn hold(self, client: &Client, name: &str) -> Vec<Step> {
+        match self {
+            Self::Lock => {
+                let guard = client.lock(name).ttl(Self::TTL).acquire().await.unwrap();
+                vec![Box::pin(guard.release())]
+            }
+            Self::SemaphoreOf3 => {
+                let semaphore = client.semaphore(name, 3).ttl(Self::TTL);
+                let mut holds: Vec<Step> = Vec::new();
+                for _ in 0..3 {
+                    let permit = semaphore.acquire().await.unwrap();
+                    holds.push(Box::pin(permit.release()));
+                }
+                holds
+            }
+            Self::ReadWrite => {
+                let rwlock = client.rwlock(name);
+                let write = rwlock.write().ttl(Self::TTL).acquire().await.unwrap();
+                vec![Box::pin(write.release())]
+            }
+        }
+    }
+
+    /// One waiter: waits for its turn, then gives it back.
+    fn take_turn(self, client: Client, name: String) -> Step {
+        Box::pin(async move {
+            match self {
+                Self::Lock => {
+                    let lock = client.lock(&name).ttl(Self::TTL).wait(Self::WAIT);
+                    lock.acquire().await?.release().await
+                }
+                Self::SemaphoreOf3 => {
+                    let semaphore = client.semaphore(&name, 3).ttl(Self::TTL).wait(Self::WAIT);
+                    semaphore.acquire().await?.release().await
+                }
+                Self::ReadWrite => {
+                    let rwlock = client.rwlock(&name);
+                    let read = rwlock.read().ttl(Self::TTL).wait(Self::WAIT);
+                    read.acquire().await?.release().await
+                }
+            }
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_waiters_stay_silent_on_a_lock() {
+    queued_waiters_stay_silent(Shape::Lock).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_waiters_stay_silent_on_a_semaphore() {
+    queued_waiters_stay_silent(Shape::SemaphoreOf3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_waiters_stay_silent_on_a_read_write_lock() {
+    queued_waiters_stay_silent(Shape::ReadWrite).await;
+}
+
+/// A waiter queued behind the first two places re-checks only to keep its place alive
+/// (every 45 s), yet a holder that crashes does not stall it that long: every hand-off
+/// tells the waiter now next in line, which re-checks when the new holder's lease can
+/// end. Here the third waiter is told when the second is handed the lock, and takes over
+/// once that holder, cut off, lets its 1 s lease run out. Before the nudge it would have
+/// waited for its own re-check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_waiter_next_in_line_takes_over_from_a_crashed_holder() {
+    const TTL: Duration = Duration::from_secs(1);
+    let server = server();
+    let holder = client(&server).await;
+    let proxy = Proxy::start(server.port()).unwrap();
+    let doomed_client = Client::builder(&proxy.url()).connect().await.unwrap();
+    let conn = raw(&server).await;
+    let queued = |n: i64| {
+        let (conn, holder) = (conn.clone(), holder.clone());
+        async move {
+            eventually("the waiter queued", || async {
+                queue_len(&conn, &holder, "crash-next").await == n
+            })
+            .await;
+        }
+    };
+    let wait = |client: &Client| {
+        client
+            .lock("crash-next")
+            .ttl(TTL)
+            .wait(Duration::from_secs(120))
+    };
+    let held = wait(&holder).acquire().await.unwrap();
+    let (first_done, first_may_go) = tokio::sync::oneshot::channel::<()>();
+    let first = tokio::spawn({
+        let lock = wait(&client(&server).await);
+        async move {
+            let guard = lock.acquire().await?;
+            let _ = first_may_go.await;
+            guard.release().await
+        }
+    });
+    queued(1).await;
+    let doomed = tokio::spawn({
+        let lock = wait(&doomed_client);
+        async move { lock.acquire().await }
+    });
+    queued(2).await;
+    let last = tokio::spawn({
+        let lock = wait(&client(&server).await);
+        async move {
+            let guard = lock.acquire().await?;
+            let took = Instant::now();
+            guard.release().await?;
+            Ok::<_, Error>(took)
+        }
+    });
+    queued(3).await;
+    held.release().await.unwrap();
+    first_done.send(()).unwrap();
+    bounded("the first waiter's turn", first)
+        .await
+        .unwrap()
+        .unwrap();
+    let doomed_guard = bounded("the second waiter's turn", doomed)
+        .await
+        .unwrap()
+        .unwrap();
+    proxy.cut();
+    let cut = Instant::now();
+    let took = bounded("the third waiter's turn", last)
+        .await
+        .unwrap()
+        .unwrap();
+    println!(
+        "the third waiter took the lock {:?} after its holder was cut off",
+        took - cut
+    );
+    // The holder's lease (1 s) runs out, then the third waiter's re-check: far below its
+    // 45 s re-check as a waiter behind the first two.
+    assert!(
+        took - cut < Duration::from_secs(10),
+        "the waiter next in line took over {:?} after the holder was cut off",
+        took - cut
+    );
+    drop(doomed_guard);
 }

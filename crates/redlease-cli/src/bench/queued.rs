@@ -1,7 +1,8 @@
 //! The scale scenario's queued waiters: W tasks of one `Client` queued on one lock that
-//! another task of the same client holds (ttl 5 s, renewed), measured while nothing else
-//! happens; then, at the fewest and the most W, the hand-off: the holder lets go and the W
-//! tasks loop acquire -> 1 ms section -> release on that lock.
+//! another task of the same client holds (ttl 5 s, renewed), or on a semaphore of 3 whose
+//! permits are all held, measured while nothing else happens; then, for the lock at the
+//! fewest and the most W, the hand-off: the holder lets go and the W tasks loop acquire ->
+//! 1 ms section -> release on that lock.
 //!
 //! A point with no waiter (the holder alone) comes first, so that what the waiters add can
 //! be told from what the holder's renewals cost.
@@ -30,9 +31,79 @@ const HANDOFF_WARM_UP: Duration = Duration::from_millis(500);
 /// to end.
 const SETTLE_LIMIT: Duration = Duration::from_secs(60);
 
-/// One point: W waiters queued on a held lock.
+/// What the waiters queue on: a lock (1 permit) or a semaphore of `permits`, every
+/// permit held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum Shape {
+    Lock,
+    Semaphore { permits: u32 },
+}
+
+impl Shape {
+    /// How many holds keep it busy.
+    fn holds(self) -> usize {
+        match self {
+            Self::Lock => 1,
+            Self::Semaphore { permits } => permits as usize,
+        }
+    }
+
+    /// Its name in the tables.
+    pub(super) fn label(self) -> String {
+        match self {
+            Self::Lock => "lock".to_owned(),
+            Self::Semaphore { permits } => format!("semaphore of {permits}"),
+        }
+    }
+}
+
+/// A lock or a semaphore, behind one `acquire`.
+#[derive(Clone)]
+enum Target {
+    Lock(redlease::Lock),
+    Semaphore(redlease::Semaphore),
+}
+
+impl Target {
+    /// `shape` named `name` on `client`, and its keys.
+    fn of(
+        client: &redlease::Client,
+        shape: Shape,
+        name: String,
+    ) -> redlease::Result<(Self, redlease::LockKeys)> {
+        Ok(match shape {
+            Shape::Lock => {
+                let lock = client
+                    .lock(name)
+                    .ttl(HOLDER_TTL)
+                    .wait(redlease::Wait::Forever);
+                let keys = lock.keys()?;
+                (Self::Lock(lock), keys)
+            }
+            Shape::Semaphore { permits } => {
+                let semaphore = client
+                    .semaphore(name, permits)
+                    .ttl(HOLDER_TTL)
+                    .wait(redlease::Wait::Forever);
+                let keys = semaphore.keys()?;
+                (Self::Semaphore(semaphore), keys)
+            }
+        })
+    }
+
+    async fn acquire(&self) -> redlease::Result<redlease::Guard> {
+        match self {
+            Self::Lock(lock) => lock.acquire().await,
+            Self::Semaphore(semaphore) => semaphore.acquire().await,
+        }
+    }
+}
+
+/// One point: W waiters queued on a held lock (or semaphore).
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct QueuedPoint {
+    pub(super) shape: Shape,
     pub(super) waiters: usize,
     #[serde(rename = "window_us", serialize_with = "super::stats::micros")]
     pub(super) window: Duration,
@@ -69,10 +140,11 @@ pub(super) struct Handoff {
     pub(super) errors: usize,
 }
 
-/// Measures `waiters` queued on a held lock for `window`; then, when `handoff` is given,
-/// the hand-off loop for that long.
+/// Measures `waiters` queued on a held `shape` for `window`; then, when `handoff` is
+/// given, the hand-off loop for that long.
 pub(super) async fn point(
     env: &Env,
+    shape: Shape,
     waiters: usize,
     window: Duration,
     handoff: Option<Duration>,
@@ -80,13 +152,13 @@ pub(super) async fn point(
     let admin = &env.admin;
     gauges::quiesce(admin, SETTLE_LIMIT).await?;
     let client = env.client().await?;
-    let lock = client
-        .lock(env.name(&format!("queued-{waiters}")))
-        .ttl(HOLDER_TTL)
-        .wait(redlease::Wait::Forever);
-    let keys = lock.keys()?;
+    let name = env.name(&format!("queued-{}-{waiters}", shape.holds()));
+    let (target, keys) = Target::of(&client, shape, name)?;
     env.clean_up_keys(&keys);
-    let holder = lock.acquire().await.context("acquiring the held lock")?;
+    let mut holders = Vec::with_capacity(shape.holds());
+    for _ in 0..shape.holds() {
+        holders.push(target.acquire().await.context("taking the held permits")?);
+    }
     let memory_before = gauges::used_memory(admin).await?;
     let rss_before = gauges::client_rss();
 
@@ -94,10 +166,10 @@ pub(super) async fn point(
     let sections = Arc::new(AtomicU64::new(0));
     let tasks: Vec<JoinHandle<redlease::Result<()>>> = (0..waiters)
         .map(|_| {
-            let (lock, sections) = (lock.clone(), Arc::clone(&sections));
+            let (target, sections) = (target.clone(), Arc::clone(&sections));
             tokio::spawn(async move {
                 loop {
-                    let guard = lock.acquire().await?;
+                    let guard = target.acquire().await?;
                     tokio::time::sleep(SECTION).await;
                     guard.release().await?;
                     sections.fetch_add(1, Ordering::Relaxed);
@@ -114,11 +186,12 @@ pub(super) async fn point(
     let memory_after = gauges::used_memory(admin).await?;
     let rss_after = gauges::client_rss();
 
-    let mut holder = Some(holder);
-    let handoff = match (handoff, handoff.and_then(|_| holder.take())) {
-        (Some(length), Some(holder)) => {
+    let handoff = match handoff {
+        Some(length) => {
             env.progress(&format!("scale: hand-off among {waiters} waiters"));
-            holder.release().await.context("releasing the held lock")?;
+            for holder in holders.drain(..) {
+                holder.release().await.context("releasing the held lock")?;
+            }
             tokio::time::sleep(HANDOFF_WARM_UP).await;
             let start = Mark::take(admin).await?;
             let before = sections.load(Ordering::Relaxed);
@@ -137,7 +210,7 @@ pub(super) async fn point(
                 errors: tasks.iter().filter(|t| t.is_finished()).count(),
             })
         }
-        _ => None,
+        None => None,
     };
     for task in &tasks {
         task.abort();
@@ -146,7 +219,7 @@ pub(super) async fn point(
         // Aborted, or ended by an error counted above.
         drop(task.await);
     }
-    if let Some(holder) = holder {
+    for holder in holders {
         holder.release().await.context("releasing the held lock")?;
     }
     client
@@ -160,6 +233,7 @@ pub(super) async fn point(
         (waiters > 0).then(|| (after as f64 - before as f64) / waiters as f64)
     };
     Ok(QueuedPoint {
+        shape,
         waiters,
         window: idle.elapsed,
         commands_per_sec: idle.commands_per_sec(),

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::env::Env;
 use super::held::{self, HeldPoint};
-use super::queued::{self, QueuedPoint};
+use super::queued::{self, QueuedPoint, Shape};
 use super::render::{duration, table};
 use super::stats::share;
 
@@ -88,7 +88,14 @@ pub(super) async fn run(env: &Env, options: &Options) -> anyhow::Result<Scale> {
     for waiters in std::iter::once(0).chain(options.waiters.iter().copied()) {
         let handoff = (waiters > 0 && (Some(waiters) == fewest || Some(waiters) == most))
             .then_some(options.handoff_window);
-        queued.push(queued::point(env, waiters, options.queued_window, handoff).await?);
+        queued
+            .push(queued::point(env, Shape::Lock, waiters, options.queued_window, handoff).await?);
+    }
+    // A semaphore of 3 whose permits are all held, alone and at the most waiters (its
+    // re-check reads every permit: the dearest attempt).
+    let semaphore = Shape::Semaphore { permits: 3 };
+    for waiters in std::iter::once(0).chain(most) {
+        queued.push(queued::point(env, semaphore, waiters, options.queued_window, None).await?);
     }
     Ok(Scale {
         idle_ping,
@@ -131,7 +138,10 @@ impl Scale {
 
     /// `rate` per waiter per holder ttl above the holder alone.
     fn above_alone(&self, p: &QueuedPoint, rate: fn(&QueuedPoint) -> f64) -> Option<f64> {
-        let alone = self.queued.iter().find(|q| q.waiters == 0)?;
+        let alone = self
+            .queued
+            .iter()
+            .find(|q| q.waiters == 0 && q.shape == p.shape)?;
         #[allow(clippy::cast_precision_loss)] // waiters <= a few thousand
         (p.waiters > 0)
             .then(|| (rate(p) - rate(alone)) * self.holder_ttl.as_secs_f64() / p.waiters as f64)
@@ -327,7 +337,8 @@ fn render_queued(out: &mut String, s: &Scale) -> std::fmt::Result {
     writeln!(
         out,
         "\nScale, queued waiters: W tasks of one Client queued on one lock that another task holds\n\
-         (ttl {ttl}, renewed), nothing else happening, a window of {}; the first row is the holder alone",
+         (ttl {ttl}, renewed), or on a semaphore of 3 whose 3 permits are held, nothing else\n\
+         happening, a window of {}; the rows with 0 waiters are the holders alone",
         humantime::format_duration(window),
     )?;
     let rows: Vec<Vec<String>> = s
@@ -335,6 +346,7 @@ fn render_queued(out: &mut String, s: &Scale) -> std::fmt::Result {
         .iter()
         .map(|p| {
             vec![
+                p.shape.label(),
                 p.waiters.to_string(),
                 format!("{:.1}", p.commands_per_sec),
                 format!("{:.1}", p.requests_per_sec),
@@ -354,6 +366,7 @@ fn render_queued(out: &mut String, s: &Scale) -> std::fmt::Result {
     table(
         out,
         &[
+            "on",
             "waiters",
             "cmds/s",
             "EVALSHA/s",
@@ -429,8 +442,12 @@ fn render_queued_targets(
             .iter()
             .filter_map(|p| {
                 let v = s.above_alone(p, rate)?;
+                let on = match p.shape {
+                    Shape::Lock => String::new(),
+                    shape @ Shape::Semaphore { .. } => format!(" on a {}", shape.label()),
+                };
                 Some(format!(
-                    "{}: {v:.3} {}",
+                    "{}{on}: {v:.3} {}",
                     p.waiters,
                     verdict(v <= PER_WAITER_TARGET)
                 ))

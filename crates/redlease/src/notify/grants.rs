@@ -42,7 +42,7 @@ use crate::conn::pubsub::{Link, Owner as LinkOwner};
 use crate::conn::shards::Shards;
 use crate::error::Result;
 use crate::keys::LockKeys;
-use crate::replies::parse_grant;
+use crate::replies::{parse_grant, parse_nudge};
 use crate::scripts::Kind;
 use crate::token::OwnerToken;
 
@@ -73,6 +73,13 @@ pub(crate) struct Grant {
     pub(crate) vouched: bool,
 }
 
+/// A registered waiter's two ways to be told: its grant (once), and that it is next in
+/// line (any number of times, with the new holder's lease length).
+struct Waiter {
+    grant: oneshot::Sender<Grant>,
+    next: watch::Sender<Option<Duration>>,
+}
+
 /// Routes hand-offs from this client's grant channel to the waiting tasks.
 pub(crate) struct Notifier {
     /// Itself, for the tasks that vouch for a pushed grant.
@@ -90,7 +97,7 @@ pub(crate) struct Notifier {
     /// A Cluster client's grant channels in use: waiters registered on each, and when it
     /// was last asked for.
     lock_channels: Mutex<HashMap<String, ChannelUse>>,
-    waiters: Mutex<HashMap<String, oneshot::Sender<Grant>>>,
+    waiters: Mutex<HashMap<String, Waiter>>,
     /// Tokens of abandoned operations whose give-back has not reached Redis yet: a grant
     /// for one of them wakes its give-back at once (the lock would sit with nobody).
     orphans: Mutex<HashMap<String, Arc<Notify>>>,
@@ -271,7 +278,7 @@ impl Notifier {
         link.up(deadline).await.is_some()
     }
 
-    fn lock_waiters(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<Grant>>> {
+    fn lock_waiters(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiter>> {
         // A panic while holding this lock cannot leave the map inconsistent (single inserts
         // and removes), so a poisoned lock is still usable.
         self.waiters
@@ -282,8 +289,10 @@ impl Notifier {
     /// Registers a waiter for the lock at `keys` before it joins the queue, so that no
     /// hand-off can be missed.
     pub(crate) fn register(self: &Arc<Self>, token: &OwnerToken, keys: &LockKeys) -> Registration {
-        let (tx, rx) = oneshot::channel();
-        self.lock_waiters().insert(token.secret().to_owned(), tx);
+        let (grant, rx) = oneshot::channel();
+        let (next, next_rx) = watch::channel(None);
+        self.lock_waiters()
+            .insert(token.secret().to_owned(), Waiter { grant, next });
         // A registered waiter needs the subscription: (re)start it if it went idle.
         if self.enabled
             && let Some(link) = &self.link
@@ -300,6 +309,7 @@ impl Notifier {
             token: token.secret().to_owned(),
             channel,
             grant: rx,
+            next: next_rx,
         }
     }
 
@@ -390,13 +400,21 @@ impl Notifier {
         );
     }
 
+    /// Tells the registered waiter `token` that it is next in line, behind a holder whose
+    /// lease lasts `ttl` (a hint for when to re-check: from any server, never vouched for).
+    fn nudge(&self, ttl: Duration, token: &str) {
+        if let Some(waiter) = self.lock_waiters().get(token) {
+            waiter.next.send_replace(Some(ttl));
+        }
+    }
+
     /// Tells the registered waiter `token` of `grant`, or gives the lock back for an
     /// abandoned one.
     fn tell(&self, grant: Grant, token: &str) {
         let fence = grant.fence;
         let sender = self.lock_waiters().remove(token);
-        if let Some(tx) = sender {
-            let _ = tx.send(grant);
+        if let Some(waiter) = sender {
+            let _ = waiter.grant.send(grant);
             return;
         }
         let orphan = self.lock_orphans().get(token).map(Arc::clone);
@@ -481,6 +499,10 @@ impl LinkOwner for Notifier {
         let Some(Value::BulkString(payload)) = push.data.get(1) else {
             return;
         };
+        if let Some((ttl, token)) = parse_nudge(payload) {
+            self.nudge(ttl, token);
+            return;
+        }
         let Some((fence, token)) = parse_grant(payload) else {
             return;
         };
@@ -499,6 +521,10 @@ impl LinkOwner for Notifier {
         let Some(Value::BulkString(payload)) = push.data.get(1) else {
             return;
         };
+        if let Some((ttl, token)) = parse_nudge(payload) {
+            me.nudge(ttl, token);
+            return;
+        }
         let Some((fence, token)) = parse_grant(payload) else {
             return;
         };
@@ -603,17 +629,44 @@ pub(crate) struct Registration {
     /// The Cluster grant channel it keeps in use.
     channel: Option<String>,
     grant: oneshot::Receiver<Grant>,
+    next: watch::Receiver<Option<Duration>>,
 }
 
 impl Registration {
-    /// Resolves with the grant when the lock is handed to this waiter.
-    /// Pends forever if the sender is gone (the caller always races it with a timer).
-    pub(crate) async fn granted(&mut self) -> Grant {
-        match (&mut self.grant).await {
-            Ok(fence) => fence,
-            Err(_) => std::future::pending().await,
+    /// Resolves when the lock is handed to this waiter (its grant), or each time a
+    /// hand-off tells it that it is next in line (the new holder's lease length). Pends
+    /// forever once the notifier is gone (the caller always races it with a timer).
+    pub(crate) async fn told(&mut self) -> Told {
+        let granted = async {
+            match (&mut self.grant).await {
+                Ok(grant) => grant,
+                Err(_) => std::future::pending().await,
+            }
+        };
+        let nudged = async {
+            loop {
+                if self.next.changed().await.is_err() {
+                    return std::future::pending().await;
+                }
+                if let Some(ttl) = *self.next.borrow_and_update() {
+                    return ttl;
+                }
+            }
+        };
+        tokio::select! {
+            biased;
+            grant = granted => Told::Granted(grant),
+            ttl = nudged => Told::Next(ttl),
         }
     }
+}
+
+/// What a queued waiter was told on its grant channel.
+pub(crate) enum Told {
+    /// The lock was handed to it.
+    Granted(Grant),
+    /// It is next in line, behind a holder whose lease lasts this long.
+    Next(Duration),
 }
 
 impl Drop for Registration {

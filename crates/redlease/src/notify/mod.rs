@@ -12,5 +12,5 @@
 pub(crate) mod grants;
 pub(crate) mod releases;
 
-pub(crate) use grants::{Grant, GrantSource, Notifier, Place, Registration};
+pub(crate) use grants::{Grant, GrantSource, Notifier, Place, Registration, Told};
 pub(crate) use releases::{Reach, Wakeups, Watch};

@@ -154,7 +154,14 @@ pub async fn acquired(
 ) -> RedisResult<Reply> {
     match invocation.invoke_async(conn).await? {
         Value::Int(fence) => Ok((1, fence, 0)),
-        other => Ok(redis::from_redis_value(other)?),
+        other => {
+            // A queued waiter behind the first two places gets a fourth element (1).
+            let parts: Vec<i64> = redis::from_redis_value(other)?;
+            match parts[..] {
+                [status, fence, pttl] | [status, fence, pttl, 1] => Ok((status, fence, pttl)),
+                _ => panic!("an acquire reply of an unexpected shape: {parts:?}"),
+            }
+        }
     }
 }
 
@@ -348,12 +355,18 @@ impl Listener {
         }
     }
 
-    /// The next message, as (fence, token, key) of a hand-off "<fence> <token> <key>".
+    /// The next hand-off, as (fence, token, key) of "<fence> <token> <key>" (nudges,
+    /// "next <ttl> <token> <key>", passed over).
     pub async fn grant(&mut self) -> (i64, String, String) {
-        let msg = crate::common::bounded("a grant message", self.stream.next())
-            .await
-            .unwrap();
-        let text: String = msg.get_payload().unwrap();
+        let text = loop {
+            let msg = crate::common::bounded("a grant message", self.stream.next())
+                .await
+                .unwrap();
+            let text: String = msg.get_payload().unwrap();
+            if !text.starts_with("next ") {
+                break text;
+            }
+        };
         let mut parts = text.splitn(3, ' ');
         let fence = parts.next().unwrap().parse().unwrap();
         let token = parts.next().unwrap().to_owned();
