@@ -35,14 +35,27 @@ pub(crate) struct RedisArgs {
     pub(crate) prefix: String,
 }
 
+/// The environment variable that gives the password (redis-cli's name), so that it need
+/// not be on the command line, where `/proc/PID/cmdline` shows it to every user.
+const AUTH_ENV: &str = "REDISCLI_AUTH";
+
 impl RedisArgs {
-    /// The URLs to use: those given, else the default.
-    pub(crate) fn urls(&self) -> Vec<&str> {
-        if self.urls.is_empty() {
-            vec![DEFAULT_URL]
+    /// The URLs to use: those given, else the default; the password of `REDISCLI_AUTH`
+    /// (when set) in each that has no credentials of its own.
+    pub(crate) fn urls(&self) -> Vec<String> {
+        let password = std::env::var(AUTH_ENV).ok().filter(|p| !p.is_empty());
+        let given = if self.urls.is_empty() {
+            vec![DEFAULT_URL.to_owned()]
         } else {
-            self.urls.iter().map(String::as_str).collect()
-        }
+            self.urls.clone()
+        };
+        given
+            .into_iter()
+            .map(|url| match &password {
+                Some(password) => with_password(&url, password),
+                None => url,
+            })
+            .collect()
     }
 
     /// Where the locks live, for messages: the URL, or `a quorum of N nodes`.
@@ -158,4 +171,58 @@ pub(crate) async fn url_or_private_server(
     let url = server.url();
     let where_ = format!("a private redis-server on 127.0.0.1:{}", server.port());
     Ok((Some(server), url, where_))
+}
+
+/// `url` with `password`, when it gives none: for its user (`redis://user@host`), or the
+/// default user. Unchanged when it has a password (`user:password@`, `:password@`), or
+/// when it is no `redis://`, `rediss://` or `redis+sentinel://` URL (the connection then
+/// says what is wrong with it).
+fn with_password(url: &str, password: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    if !matches!(scheme, "redis" | "rediss" | "redis+sentinel") {
+        return url.to_owned();
+    }
+    let authority = rest.split('/').next().unwrap_or_default();
+    let (user, host) = match authority.rfind('@') {
+        Some(_) if authority.contains(':') && authority.find(':') < authority.rfind('@') => {
+            return url.to_owned();
+        }
+        Some(at) => (&rest[..at], &rest[at + 1..]),
+        None => ("", rest),
+    };
+    let encoded =
+        percent_encoding::utf8_percent_encode(password, percent_encoding::NON_ALPHANUMERIC);
+    format!("{scheme}://{user}:{encoded}@{host}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_password;
+
+    #[test]
+    fn a_password_goes_into_urls_without_credentials_only() {
+        assert_eq!(
+            with_password("redis://127.0.0.1:6379/2", "p@ss:w/rd"),
+            "redis://:p%40ss%3Aw%2Frd@127.0.0.1:6379/2"
+        );
+        assert_eq!(
+            with_password("rediss://user:own@host:6380", "other"),
+            "rediss://user:own@host:6380"
+        );
+        assert_eq!(
+            with_password("redis://:own@host:6379", "other"),
+            "redis://:own@host:6379"
+        );
+        assert_eq!(
+            with_password("redis://user@host:6379", "pw"),
+            "redis://user:pw@host:6379"
+        );
+        assert_eq!(
+            with_password("redis+sentinel://s1:26379,s2:26379/main", "pw"),
+            "redis+sentinel://:pw@s1:26379,s2:26379/main"
+        );
+        assert_eq!(with_password("not a url", "pw"), "not a url");
+    }
 }

@@ -9,6 +9,9 @@ pub(crate) const NEGATIVE: u8 = 1;
 pub(crate) const ERROR: u8 = 2;
 /// Redis could not be reached (`EX_UNAVAILABLE` of sysexits.h).
 pub(crate) const UNAVAILABLE: u8 = 69;
+/// The server refused the credentials (none given where it wants a password, or wrong
+/// ones): `EX_NOPERM` of sysexits.h. Trying again does not help.
+pub(crate) const NO_PERMISSION: u8 = 77;
 /// `run`: the lock stayed busy (`--no-wait`, or the wait ran out); `EX_TEMPFAIL` of
 /// sysexits.h: try again later.
 pub(crate) const BUSY: u8 = 75;
@@ -33,6 +36,8 @@ Exit codes (every command):
           lease) or another error
   69      Redis (or a majority of a quorum's nodes) could not be reached (EX_UNAVAILABLE);
           run: CMD was not started
+  77      Redis refused the credentials: it wants a password and none was given, or the
+          user or password is wrong (EX_NOPERM); run: CMD was not started
   128+N   ended by signal N (SIGINT, SIGTERM, SIGHUP): status --watch, leader --watch, or
           run while still waiting for the lock
 
@@ -58,6 +63,8 @@ Exit codes of run:
 
 Environment:
   REDIS_URL   the Redis to use when no --redis is given (default redis://127.0.0.1:6379)
+  REDISCLI_AUTH  the password, when the URL has none (as redis-cli): kept out of the
+              command line, where other users of the machine could read it
   RUST_LOG    log filter for diagnostics on stderr (default error), e.g. warn or debug";
 
 /// The end of every subcommand's `--help`: where the exit codes are (once, for all).
@@ -71,9 +78,18 @@ pub(crate) fn negative_unless(yes: bool) -> u8 {
     if yes { 0 } else { NEGATIVE }
 }
 
-/// The exit code for an error that stopped a command: [`UNAVAILABLE`] when Redis (or a
-/// quorum's majority) could not be reached, else [`ERROR`].
+/// The exit code for an error that stopped a command: [`NO_PERMISSION`] when Redis
+/// refused the credentials, [`UNAVAILABLE`] when Redis (or a quorum's majority) could not
+/// be reached, else [`ERROR`].
 pub(crate) fn code_of(err: &anyhow::Error) -> u8 {
+    let refused = err.chain().any(|cause| {
+        cause
+            .downcast_ref::<redlease::Error>()
+            .is_some_and(|e| matches!(e, redlease::Error::Auth { .. }))
+    });
+    if refused {
+        return NO_PERMISSION;
+    }
     let unreachable = err.chain().any(|cause| {
         cause
             .downcast_ref::<redlease::Error>()

@@ -126,3 +126,56 @@ fn a_wrong_password_is_refused_without_echoing_it() -> TestResult {
     }
     Ok(())
 }
+
+/// A server that wants a password and got none (or a wrong one): exit 77 (`EX_NOPERM`)
+/// with a message that says the credentials were refused, for `status` and for `run`
+/// (whose command does not start). The password from `REDISCLI_AUTH` then connects,
+/// without being on the command line, and is never printed.
+#[test]
+fn a_refused_password_exits_77_and_redis_cli_auth_gives_one() -> TestResult {
+    let server =
+        RedisServer::start_with(ServerOptions::default().arg("--requirepass").arg(SECRET))?;
+    let url = format!("redis://127.0.0.1:{}", server.port());
+    let marker = server.dir().join("ran");
+    let marker_arg = marker.display().to_string();
+    let status = ["status", "--redis", &url, "--json", "--key", "job"];
+    let run = [
+        "run",
+        "--redis",
+        &url,
+        "--key",
+        "job",
+        "--",
+        "touch",
+        &marker_arg,
+    ];
+    let with = |auth: Option<&str>, args: &[&str]| {
+        let mut cmd = redlease();
+        if let Some(auth) = auth {
+            cmd.env("REDISCLI_AUTH", auth);
+        }
+        cmd.args(args);
+        output(cmd)
+    };
+    for args in [&status[..], &run[..]] {
+        let out = with(None, args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(77), "{args:?}: {stderr}");
+        assert!(stderr.contains("refused the credentials"), "{stderr}");
+        assert!(stderr.contains("NOAUTH"), "{stderr}");
+        let out = with(Some("not-the-password"), args);
+        assert_eq!(
+            out.status.code(),
+            Some(77),
+            "{args:?}, wrong password: {out:?}"
+        );
+    }
+    assert!(!marker.exists(), "run started its command without a lock");
+    for args in [&status[..], &run[..]] {
+        let out = with(Some(SECRET), args);
+        assert_clean("redlease with REDISCLI_AUTH", &out);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+    }
+    assert!(marker.exists(), "run did not run its command");
+    Ok(())
+}

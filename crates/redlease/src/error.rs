@@ -52,6 +52,19 @@ pub enum Error {
         /// The connect timeout.
         after: Duration,
     },
+    /// The server refused this client's credentials: it wants a password and none was
+    /// given (`NOAUTH`), or the user name or password is wrong (`WRONGPASS`). Trying again
+    /// does not help; the message carries the server's words, never the password.
+    #[error(
+        "{endpoints} refused the credentials ({detail}); give the user and password in the URL (redis://USER:PASSWORD@host:port, or redis://:PASSWORD@host:port for the default user)"
+    )]
+    #[non_exhaustive]
+    Auth {
+        /// The endpoints, passwords redacted.
+        endpoints: String,
+        /// What the server answered (`NOAUTH ...`, `WRONGPASS ...`).
+        detail: String,
+    },
     /// Too few independent nodes granted the lock (or answered: a quorum client's `PING`
     /// when it connected, a read of the leader or an inspection).
     #[error(
@@ -407,6 +420,13 @@ pub(crate) fn error_code(e: &redis::RedisError) -> Option<&str> {
         .and_then(|rest| rest.split_whitespace().next())
         .filter(|word| word.len() > 1 && word.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'));
     Some(inner.unwrap_or(code))
+}
+
+/// True when `e` is the server refusing the credentials (`NOAUTH`, `WRONGPASS`, or the
+/// handshake's authentication failure).
+pub(crate) fn is_auth_refusal(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(error_code(e), Some("NOAUTH" | "WRONGPASS"))
 }
 
 /// Whether a redis-rs error means that Redis could not be reached (refused, dropped, timed

@@ -578,7 +578,7 @@ async fn a_wrong_password_fails_fast_without_echoing_it() {
     let err = bounded("connect with a wrong password", Client::connect(&bad))
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::Redis { .. }), "{err:?}");
+    assert!(matches!(err, Error::Auth { .. }), "{err:?}");
     let text = format!("{} {err:?}", chain(&err));
     assert!(!text.contains(PASSWORD), "{text}");
     assert!(

@@ -118,8 +118,8 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let url = args
         .redis
         .urls()
-        .first()
-        .map(|u| (*u).to_owned())
+        .into_iter()
+        .next()
         .context("no Redis URL")?;
     let client = args.redis.client(None).await?;
     let conn = ConnectionManager::new(redis::Client::open(url).context("opening the Redis URL")?)

@@ -31,7 +31,9 @@ pub fn server() -> RedisServer {
 /// The `redlease` binary with a clean environment for Redis (no inherited `REDIS_URL`).
 pub fn redlease() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_redlease"));
-    cmd.env_remove("REDIS_URL").env_remove("RUST_LOG");
+    cmd.env_remove("REDIS_URL")
+        .env_remove("REDISCLI_AUTH")
+        .env_remove("RUST_LOG");
     cmd
 }
 

@@ -27,6 +27,16 @@ use crate::server::Server;
 /// queue for hand-offs (a single Redis or the Sentinel primary; none for a cluster or a
 /// quorum).
 pub(crate) async fn connect(settings: &Settings) -> Result<(Deployment, Option<redis::Client>)> {
+    connect_to(settings).await.map_err(|e| match e {
+        Error::Auth { detail, .. } => Error::Auth {
+            endpoints: settings.endpoints.labels().join(","),
+            detail,
+        },
+        e => e,
+    })
+}
+
+async fn connect_to(settings: &Settings) -> Result<(Deployment, Option<redis::Client>)> {
     let deadline = tokio::time::Instant::now() + settings.connect_timeout;
     // A quorum bounds its own pings by the same deadline and says which nodes failed;
     // its timer fires in the same tick as this one and is polled first.
@@ -41,7 +51,7 @@ pub(crate) async fn connect(settings: &Settings) -> Result<(Deployment, Option<r
             }
         };
     if deployment.server.is_none() {
-        deployment.server = Box::pin(server_of(deployment.primary(), deadline)).await;
+        deployment.server = Box::pin(server_of(deployment.primary(), deadline)).await?;
     }
     #[cfg(feature = "cluster")]
     if deployment.topology == Topology::Cluster && !deployment.shard_channels() {
@@ -58,34 +68,42 @@ pub(crate) async fn connect(settings: &Settings) -> Result<(Deployment, Option<r
 /// user leaves no NOPERM in the `ACL LOG`), or `INFO server` where `HELLO` takes no bare
 /// call (before Redis 6.2). `None` when neither answered in time (the connection's own
 /// errors come with the first command that needs it, or the deadline passed).
-async fn server_of(node: &Node, deadline: tokio::time::Instant) -> Option<Server> {
+///
+/// # Errors
+/// [`Error::Auth`] when the server wants credentials that were not given, or refuses
+/// them: no command would run.
+async fn server_of(node: &Node, deadline: tokio::time::Instant) -> Result<Option<Server>> {
     let read = async {
         match node
             .query::<HashMap<String, Value>>(&redis::cmd("HELLO"))
             .await
         {
+            Err(e) if crate::error::is_auth_refusal(&e) => Err(connecting(e)),
             Ok(hello) => {
                 let text = |name: &str| match hello.get(name) {
                     Some(Value::BulkString(b)) => std::str::from_utf8(b).ok(),
                     Some(Value::SimpleString(s)) => Some(s.as_str()),
                     _ => None,
                 };
-                Server::from_hello(text("server"), text("version")?)
+                Ok(text("version").and_then(|v| Server::from_hello(text("server"), v)))
             }
             Err(e) => {
                 tracing::debug!(node = %node.label, error = %e, "HELLO refused; asking INFO server");
                 let info = node.query::<String>(redis::cmd("INFO").arg("server")).await;
-                Server::from_info(&info.ok()?)
+                Ok(info.ok().and_then(|info| Server::from_info(&info)))
             }
         }
     };
-    let server = tokio::time::timeout_at(deadline, read).await.ok().flatten();
+    let server = match tokio::time::timeout_at(deadline, read).await {
+        Ok(read) => read?,
+        Err(_) => None,
+    };
     if let Some(server) = &server {
         tracing::debug!(node = %node.label, %server, "connected");
     } else {
         tracing::debug!(node = %node.label, "the server did not say its version");
     }
-    server
+    Ok(server)
 }
 
 /// The deployment's nodes, connected (a quorum's oldest server read from its nodes'
@@ -209,7 +227,20 @@ async fn quorum(
         .iter()
         .map(|node| async move {
             let result = tokio::time::timeout_at(deadline, async {
-                let server = Box::pin(server_of(node, deadline)).await;
+                let server = match Box::pin(server_of(node, deadline)).await {
+                    Ok(server) => server,
+                    Err(e) => {
+                        let detail = match e {
+                            Error::Auth { detail, .. } => detail,
+                            e => e.to_string(),
+                        };
+                        return Err(redis::RedisError::from((
+                            redis::ErrorKind::AuthenticationFailed,
+                            "the node refused the credentials",
+                            detail,
+                        )));
+                    }
+                };
                 match server {
                     Some(server) => Ok(Some(server)),
                     None => node

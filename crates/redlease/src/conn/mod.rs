@@ -232,9 +232,26 @@ impl Settings {
 
 /// The error for a connection that could not be made.
 pub(crate) fn connecting(source: redis::RedisError) -> Error {
+    if crate::error::is_auth_refusal(&source) {
+        // The endpoints are filled in by `backend::connect`, which knows them.
+        return Error::Auth {
+            endpoints: String::new(),
+            detail: auth_detail(&source),
+        };
+    }
     Error::Redis {
         action: "connecting",
         source,
+    }
+}
+
+/// The server's words in an authentication refusal (`NOAUTH Authentication required.`),
+/// or the error's kind where the handshake failed without them.
+pub(crate) fn auth_detail(e: &redis::RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_owned(),
+        _ => format!("{:?}", e.kind()),
     }
 }
 
