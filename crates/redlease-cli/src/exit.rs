@@ -151,5 +151,16 @@ pub(crate) fn one_line(err: &anyhow::Error) -> String {
             parts.push(text);
         }
     }
-    parts.join(": ")
+    // A name in the library's own messages may carry control characters: shown escaped.
+    parts
+        .join(": ")
+        .chars()
+        .flat_map(|c| {
+            let escaped = c.is_control().then(|| c.escape_default());
+            escaped
+                .into_iter()
+                .flatten()
+                .chain((!c.is_control()).then_some(c))
+        })
+        .collect()
 }

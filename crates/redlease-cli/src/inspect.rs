@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::connect::RedisArgs;
 use crate::exit;
 use crate::name::KeyArg;
-use crate::output::{human, print, shown, time_left};
+use crate::output::{echo, human, print, shown, time_left};
 use crate::signals::Signals;
 
 mod quorum;
@@ -184,7 +184,7 @@ pub(crate) async fn read(
     client
         .inspect_keys(keys)
         .await
-        .with_context(|| format!("reading lock `{name}` (key {})", keys.key()))
+        .with_context(|| format!("reading lock `{}` (key {})", echo(name), echo(keys.key())))
 }
 
 /// An operator's client: no holder note (it takes nothing).
@@ -264,12 +264,17 @@ fn render_status(state: &LockState) -> String {
         };
         return format!(
             "{noun} `{}` (key {}): free{permits}; fencing counter {fence}{waiters}",
-            state.name, state.key
+            echo(&state.name),
+            echo(&state.key)
         );
     }
     if state.kind == Kind::Lock {
         let holder = state.holders.first();
-        let mut out = format!("lock `{}` (key {}): held\n", state.name, state.key);
+        let mut out = format!(
+            "lock `{}` (key {}): held\n",
+            echo(&state.name),
+            echo(&state.key)
+        );
         let rows = [
             (
                 "holder token",
@@ -462,7 +467,7 @@ fn render_list(states: &[LockState]) -> String {
     }
     let name_width = states
         .iter()
-        .map(|s| s.name.chars().count())
+        .map(|s| echo(&s.name).chars().count())
         .max()
         .unwrap_or(0)
         .max(4);
@@ -498,10 +503,10 @@ fn render_list(states: &[LockState]) -> String {
                 out,
                 "{:<node_width$}{:<name_width$}  {kind:<kind_width$}  {:<9}  {left:>10}  {fence:>fence_width$}  {:>7}  {}",
                 s.node.as_deref().unwrap_or(""),
-                s.name,
+                echo(&s.name),
                 shown(&h.token_prefix),
                 s.waiters.len(),
-                h.details.as_deref().unwrap_or("-"),
+                h.details.as_deref().map_or_else(|| "-".to_owned(), echo),
             );
         }
     }

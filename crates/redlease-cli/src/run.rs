@@ -17,7 +17,7 @@ use crate::environment;
 use crate::exit;
 use crate::heartbeat::Heartbeat;
 use crate::inspect;
-use crate::output::human;
+use crate::output::{echo, human};
 use crate::signals::Signals;
 use crate::supervise::{self, program_name};
 
@@ -370,7 +370,11 @@ impl RunArgs {
     /// `pool` (3 permits)``, ``read-write lock `cfg` (write)``, ``election `sched` ``.
     fn what(&self) -> String {
         if self.primitive() == Primitive::Multi {
-            let names: Vec<String> = self.names().iter().map(|n| format!("`{n}`")).collect();
+            let names: Vec<String> = self
+                .names()
+                .iter()
+                .map(|n| format!("`{}`", echo(n)))
+                .collect();
             return format!("locks {}", names.join(", "));
         }
         self.named(self.first(), None)
@@ -389,8 +393,9 @@ impl RunArgs {
             Primitive::Write => ("read-write lock", Some("write".to_owned())),
             Primitive::Leader => ("election", None),
         };
-        let key = key.map(|k| format!("key {k}"));
+        let key = key.map(|k| format!("key {}", echo(k)));
         let inner: Vec<String> = key.into_iter().chain(detail).collect();
+        let name = echo(name);
         if inner.is_empty() {
             format!("{noun} `{name}`")
         } else {

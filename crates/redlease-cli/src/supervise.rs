@@ -50,7 +50,7 @@ use tokio::time::Instant;
 
 use crate::exit;
 use crate::heartbeat;
-use crate::output::human;
+use crate::output::{echo, human};
 use crate::signals::Signals;
 
 /// The hidden subcommand's name.
@@ -184,7 +184,12 @@ async fn supervise(args: SuperviseArgs) -> anyhow::Result<ExitCode> {
     let mut child = match spawn(&args.command) {
         Ok(child) => child,
         Err(e) => {
-            say(&format!("cannot run `{program}`: {e}"));
+            // The path as given (as env(1) says it), not only its file name.
+            let tried = args.command.first().map(|p| p.to_string_lossy());
+            say(&format!(
+                "cannot run `{}`: {e}",
+                echo(tried.as_deref().unwrap_or("?"))
+            ));
             return Ok(exit::code(match e.kind() {
                 ErrorKind::NotFound => exit::NOT_FOUND,
                 ErrorKind::PermissionDenied => exit::NOT_EXECUTABLE,

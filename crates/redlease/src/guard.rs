@@ -319,8 +319,13 @@ impl Drop for Guard {
         let span = tracing::debug_span!("release on drop", lock = %holding.lease.name);
         let spawned = self.holding.engine.background(
             async move {
-                if let Err(e) = holding.release().await {
-                    tracing::warn!(error = %e, "background release failed");
+                match holding.release().await {
+                    Ok(()) => {}
+                    // Warned of already, once: when the loss was found.
+                    Err(e @ crate::Error::Lost { .. }) => {
+                        tracing::debug!(error = %e, "background release: the lease was lost");
+                    }
+                    Err(e) => tracing::warn!(error = %e, "background release failed"),
                 }
             }
             .instrument(span),

@@ -301,15 +301,15 @@ fn parse_sentinel_url(url: &str) -> Option<Endpoints> {
 /// );
 /// ```
 pub fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return "***".into();
-    };
-    let rest = &url[scheme_end + 3..];
+    // A password lives only before an `@` (`user:password@`, `:password@`); a text with
+    // none (a typo, a bare host) is shown as it is, so that the typo can be seen.
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let rest = &url[start..];
     match rest.rfind('@') {
         Some(at) => {
             let creds = &rest[..at];
             let user = creds.split(':').next().unwrap_or("");
-            format!("{}{user}:***@{}", &url[..scheme_end + 3], &rest[at + 1..])
+            format!("{}{user}:***@{}", &url[..start], &rest[at + 1..])
         }
         None => url.to_owned(),
     }
@@ -329,5 +329,8 @@ mod tests {
             redact_url("redis://127.0.0.1:6379"),
             "redis://127.0.0.1:6379"
         );
+        assert_eq!(redact_url("not a url"), "not a url");
+        assert_eq!(redact_url("app:s3cret@db:6379"), "app:***@db:6379");
+        assert_eq!(redact_url("redis://:p@ss@db"), "redis://:***@db");
     }
 }
