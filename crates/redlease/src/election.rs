@@ -122,6 +122,51 @@ impl Election {
         Ok(Leadership { guard, note })
     }
 
+    /// Campaigns with `note` (as [`campaign`](Election::campaign)), runs `work` while
+    /// leading, and resigns after it, as [`Lock::run`](crate::Lock::run) does for a lock:
+    /// if leadership is lost while `work` runs, `work` is dropped (cancelled at its next
+    /// `.await`) and the call returns [`Error::Lost`]. The hand-written `select!` over
+    /// [`Leadership::lost`] and the work, in one call.
+    ///
+    /// # Errors
+    /// `work`'s own error, unchanged. Otherwise, converted with `From<Error>`: anything
+    /// [`campaign`](Election::campaign) returns; [`Error::Lost`] when leadership was lost
+    /// during `work` or found lost when resigning; [`Error::Redis`] when the resignation
+    /// could not reach Redis (the lease then runs out by itself).
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops `work` and resigns in the background.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example(client: redlease::Client) -> redlease::Result<()> {
+    /// client
+    ///     .election("scheduler")
+    ///     .run("scheduler on host-a", async |leadership| {
+    ///         // Runs only while leading; stamp writes with the term.
+    ///         println!("leading in term {}", leadership.term());
+    ///         Ok::<_, redlease::Error>(())
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run<T, E, F>(&self, note: impl Into<String>, work: F) -> std::result::Result<T, E>
+    where
+        F: AsyncFnOnce(&Leadership) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        let leadership = self.campaign(note).await?;
+        let outcome = {
+            let work = work(&leadership);
+            tokio::select! {
+                biased;
+                () = leadership.lost() => Err(leadership.guard.holding().lease.ended_error()),
+                out = work => Ok(out),
+            }
+        };
+        crate::spec::settle(outcome, leadership.resign().await)
+    }
+
     /// Who leads now, or `None`. Over a quorum, the leader a majority of nodes name, once
     /// its term is recorded on that majority (the second round trip of its campaign):
     /// until then it is not leading yet, and `None` is reported. The term reported is

@@ -372,6 +372,13 @@ impl Error {
         }
     }
 
+    /// True when the lock was held by another owner for the whole wait
+    /// ([`Error::Timeout`]): with [`Wait::No`](crate::Wait::No), "skip if busy". Nothing
+    /// went wrong; the work may be skipped, or tried again later.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, Self::Timeout { .. })
+    }
+
     /// True when the error comes from the connection (refused, dropped, timed out), so
     /// that the outcome of the command is unknown and a retry may succeed.
     pub fn is_connection(&self) -> bool {

@@ -171,4 +171,38 @@ impl Lock {
     {
         self.spec.run(Kind::Mutex, work).await
     }
+
+    /// "Skip if busy": runs `work` as [`run`](Lock::run) does if the lock can be taken at
+    /// once (no wait, whatever [`wait`](Lock::wait) says), and returns `Ok(None)` without
+    /// running it when another owner holds the lock.
+    ///
+    /// # Errors
+    /// As [`run`](Lock::run), except that a busy lock is `Ok(None)`, not
+    /// [`Error::Timeout`].
+    ///
+    /// # Cancel safety
+    /// As [`run`](Lock::run).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example(client: redlease::Client) -> redlease::Result<()> {
+    /// let swept = client
+    ///     .lock("sweep")
+    ///     .try_run(async |_guard| Ok::<_, redlease::Error>(42))
+    ///     .await?;
+    /// match swept {
+    ///     Some(n) => println!("swept {n} rows"),
+    ///     None => println!("another instance is sweeping; skipped"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_run<T, E, F>(&self, work: F) -> std::result::Result<Option<T>, E>
+    where
+        F: AsyncFnOnce(&Guard) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        let mut spec = self.spec.clone();
+        spec.wait = crate::Wait::No;
+        spec.run_unless_busy(Kind::Mutex, work).await
+    }
 }

@@ -328,12 +328,7 @@ impl MultiLock {
                     }
                 };
                 let released = guard.release().await;
-                match (outcome, released) {
-                    (Err(ended), _) => Err(E::from(ended)),
-                    (Ok(Err(e)), _) => Err(e),
-                    (Ok(Ok(_)), Err(e)) => Err(E::from(e)),
-                    (Ok(Ok(value)), Ok(())) => Ok(value),
-                }
+                crate::spec::settle(outcome, released)
             })
             .await
     }

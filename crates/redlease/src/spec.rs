@@ -251,13 +251,52 @@ impl Spec {
         F: AsyncFnOnce(&Guard) -> std::result::Result<T, E>,
         E: From<Error>,
     {
+        match self.run_or_busy(kind, work).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(busy)) => Err(E::from(busy)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// As [`run`](Spec::run), with `Ok(None)` where the lock stayed busy.
+    pub(crate) async fn run_unless_busy<T, E, F>(
+        &self,
+        kind: Kind,
+        work: F,
+    ) -> std::result::Result<Option<T>, E>
+    where
+        F: AsyncFnOnce(&Guard) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        match self.run_or_busy(kind, work).await {
+            Ok(Ok(value)) => Ok(Some(value)),
+            Ok(Err(_busy)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Runs `work` under the lease (see [`run`](Spec::run)); `Ok(Err(timeout))` when the
+    /// lock stayed busy and `work` never ran.
+    async fn run_or_busy<T, E, F>(
+        &self,
+        kind: Kind,
+        work: F,
+    ) -> std::result::Result<std::result::Result<T, Error>, E>
+    where
+        F: AsyncFnOnce(&Guard) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
         let owner = self.effective_owner().unwrap_or_default();
         let mut spec = self.clone();
         spec.renewal = Renewal::Auto;
         spec.owner = Some(owner.clone());
         owner
             .scope(async move {
-                let guard = Box::pin(spec.acquire(kind)).await?;
+                let guard = match Box::pin(spec.acquire(kind)).await {
+                    Ok(guard) => guard,
+                    Err(busy) if busy.is_busy() => return Ok(Err(busy)),
+                    Err(e) => return Err(E::from(e)),
+                };
                 // `spec` renews every lease it acquires: one that is not renewed was
                 // re-entered, acquired earlier by this owner with `Renewal::Fixed`.
                 if !guard.holding().is_renewed() {
@@ -275,14 +314,24 @@ impl Spec {
                     }
                 };
                 let released = guard.release().await;
-                match (outcome, released) {
-                    (Err(ended), _) => Err(E::from(ended)),
-                    (Ok(Err(e)), _) => Err(e),
-                    (Ok(Ok(_)), Err(e)) => Err(E::from(e)),
-                    (Ok(Ok(value)), Ok(())) => Ok(value),
-                }
+                settle(outcome, released).map(Ok)
             })
             .await
+    }
+}
+
+/// What a `run` returns once its work ended (`outcome`: its result, or the lease's end
+/// that cancelled it) and the lease was given back (`released`): the work's own error
+/// first, then the lease's.
+pub(crate) fn settle<T, E: From<Error>>(
+    outcome: std::result::Result<std::result::Result<T, E>, Error>,
+    released: Result<()>,
+) -> std::result::Result<T, E> {
+    match (outcome, released) {
+        (Err(ended), _) => Err(E::from(ended)),
+        (Ok(Err(e)), _) => Err(e),
+        (Ok(Ok(_)), Err(e)) => Err(E::from(e)),
+        (Ok(Ok(value)), Ok(())) => Ok(value),
     }
 }
 
