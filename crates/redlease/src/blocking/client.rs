@@ -153,6 +153,16 @@ impl Client {
         ClientBuilder(crate::Client::from_connection_manager(client, manager))
     }
 
+    /// A blocking client over `client`, an async client of the application, driven on
+    /// the application's runtime (`handle`): the same connections, subscriptions and
+    /// renewal, no second runtime. See [`crate::Client::blocking`].
+    pub(crate) fn on_app_runtime(client: crate::Client, handle: tokio::runtime::Handle) -> Self {
+        Self {
+            inner: client,
+            runtime: Arc::new(Runtime::of_app(handle)),
+        }
+    }
+
     /// Connects with the options of `builder`.
     ///
     /// # Errors

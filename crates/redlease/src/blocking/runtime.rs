@@ -13,18 +13,31 @@ use crate::error::{Error, Result};
 /// polled without a budget, the shutdown of the runtime whose task held the client) from a
 /// `spawn_blocking` thread, where blocking is allowed. Background releases still pending
 /// then are dropped with it, and those leases expire after their TTL.
-pub(super) struct Runtime(Option<tokio::runtime::Runtime>);
+///
+/// Or the application's own runtime, by its handle ([`crate::Client::blocking`]): the
+/// blocking client then shares the async client's connections and renewal, and dropping
+/// it shuts nothing down.
+pub(super) struct Runtime(
+    Option<tokio::runtime::Runtime>,
+    Option<tokio::runtime::Handle>,
+);
 
 impl Runtime {
     pub(super) fn new(runtime: tokio::runtime::Runtime) -> Self {
-        Self(Some(runtime))
+        Self(Some(runtime), None)
+    }
+
+    /// The application's runtime, which it keeps running.
+    pub(super) fn of_app(handle: tokio::runtime::Handle) -> Self {
+        Self(None, Some(handle))
     }
 
     /// Runs `future` to completion on this thread, which the caller checked may block.
     pub(super) fn block_on_here<F: Future>(&self, future: F) -> Result<F::Output> {
-        match &self.0 {
-            Some(runtime) => Ok(runtime.block_on(future)),
-            None => Err(Error::Runtime {
+        match (&self.0, &self.1) {
+            (Some(runtime), _) => Ok(runtime.block_on(future)),
+            (None, Some(handle)) => Ok(handle.block_on(future)),
+            (None, None) => Err(Error::Runtime {
                 reason: "the blocking client's runtime has shut down".into(),
             }),
         }
@@ -32,7 +45,11 @@ impl Runtime {
 
     /// Enters the runtime's context, so that what is dropped meanwhile spawns there.
     pub(super) fn enter(&self) -> Option<tokio::runtime::EnterGuard<'_>> {
-        self.0.as_ref().map(tokio::runtime::Runtime::enter)
+        match (&self.0, &self.1) {
+            (Some(runtime), _) => Some(runtime.enter()),
+            (None, Some(handle)) => Some(handle.enter()),
+            (None, None) => None,
+        }
     }
 }
 
