@@ -279,7 +279,8 @@ impl Client {
 static DEFAULT: OnceLock<Client> = OnceLock::new();
 
 /// Makes `client` the default of synchronous `#[locked]` functions without
-/// `client = ...`.
+/// `client = ...` (else they use the async default, [`crate::set_default_client`], on the
+/// runtime it was set in).
 ///
 /// # Errors
 /// [`Error::DefaultClientSet`] when a default blocking client was already set (the
@@ -290,12 +291,19 @@ pub fn set_default_client(client: Client) -> Result<()> {
     })
 }
 
-/// The client set by [`set_default_client`].
+/// The client set by [`set_default_client`]; else, once the async default client is set
+/// (inside a runtime), a blocking client over it, driven on that runtime (and then kept:
+/// [`set_default_client`] is refused after it).
 ///
 /// # Errors
-/// [`Error::NoDefaultClient`] when none was set.
+/// [`Error::NoDefaultClient`] when neither was set.
 pub fn default_client() -> Result<&'static Client> {
-    DEFAULT.get().ok_or(Error::NoDefaultClient {
-        setter: "redlease::blocking::set_default_client",
-    })
+    if let Some(client) = DEFAULT.get() {
+        return Ok(client);
+    }
+    let (client, runtime) =
+        crate::default_client::default_on_its_runtime().ok_or(Error::NoDefaultClient {
+            setter: "redlease::blocking::set_default_client",
+        })?;
+    Ok(DEFAULT.get_or_init(|| Client::on_app_runtime(client.clone(), runtime)))
 }
