@@ -43,6 +43,11 @@ pub use sentinel::{DEFAULT_MASTER_NAME, DEFAULT_SENTINEL_TIMEOUT, Sentinel};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+// The README's Rust example, compiled as a doc test so that it cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 /// How long [`RedisServer::start`] waits for a new server to answer `PING`.
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(10);
 

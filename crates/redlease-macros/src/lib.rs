@@ -8,6 +8,13 @@ mod template;
 
 use proc_macro::TokenStream;
 
+// The README's Rust example, compiled as a doc test so that it cannot drift from the
+// attribute. Private: a proc-macro crate exports nothing but its macros (rustdoc runs the
+// doc tests of private items too).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 /// Runs a function under a distributed lock whose name is built from its arguments.
 ///
 /// ```

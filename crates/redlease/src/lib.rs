@@ -327,9 +327,14 @@ pub use redlease_macros::locked;
 /// one and the same; a redis-rs upgrade is a breaking change of redlease.
 pub use redis;
 
-// The README's Rust examples, "Getting started" first, compiled as doc tests so that they
-// cannot drift from the API (`README.md` here is a link to the workspace's, and the file
-// `cargo package` ships beside this crate's sources).
+// The READMEs' Rust examples compiled as doc tests, so that they cannot drift from the API:
+// the workspace's (its "Getting started" first) and this crate's own, the one `cargo package`
+// ships and crates.io shows. A `cfg(doctest)` item is removed before its `include_str!` is
+// expanded, so a build from the packaged sources, which lack the workspace's README, works.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct WorkspaceReadmeDoctests;
+
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
