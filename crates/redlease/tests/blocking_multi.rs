@@ -128,7 +128,7 @@ fn losing_one_name_is_losing_the_multi_lock() {
         .query(&mut raw)
         .map(|_: i64| ())
         .unwrap();
-    guard.wait_lost().unwrap();
+    guard.lost().unwrap();
     assert!(!guard.is_held());
     assert!(matches!(guard.release(), Err(Error::Lost { .. })));
 
@@ -142,7 +142,7 @@ fn losing_one_name_is_losing_the_multi_lock() {
                 .query(&mut raw)
                 .map(|_: i64| ())
                 .unwrap();
-            guard.wait_lost()?;
+            guard.lost()?;
             Ok::<_, Error>("finished")
         });
     assert!(matches!(ran, Err(Error::Lost { .. })), "{ran:?}");

@@ -474,9 +474,18 @@ impl Leadership {
     /// Blocks until leadership is lost; see [`crate::Leadership::lost`].
     ///
     /// # Errors
-    /// As [`Guard::wait_lost`].
+    /// As [`Guard::lost`].
+    pub fn lost(&self) -> Result<()> {
+        self.guard.lost()
+    }
+
+    /// The former name of [`lost`](Self::lost).
+    ///
+    /// # Errors
+    /// As [`lost`](Self::lost).
+    #[deprecated(note = "renamed `lost`, the name of the async API's")]
     pub fn wait_lost(&self) -> Result<()> {
-        self.guard.wait_lost()
+        self.lost()
     }
 
     /// Steps down; see [`crate::Leadership::resign`].

@@ -126,7 +126,7 @@ impl<G: Release> Drop for Held<G> {
     }
 }
 
-/// `wait_lost`, `extend` and `release` of a blocking guard over the async guard `$async`,
+/// `lost`, `extend` and `release` of a blocking guard over the async guard `$async`,
 /// each its async twin run on the client's runtime.
 macro_rules! held_surface {
     ($name:ident($async:ident)) => {
@@ -137,8 +137,17 @@ macro_rules! held_surface {
             ///
             /// # Errors
             /// [`Error::Runtime`] inside an async task.
-            pub fn wait_lost(&self) -> Result<()> {
+            pub fn lost(&self) -> Result<()> {
                 block_on(&self.0.runtime, self.0.inner()?.lost())
+            }
+
+            /// The former name of [`lost`](Self::lost).
+            ///
+            /// # Errors
+            /// As [`lost`](Self::lost).
+            #[deprecated(note = "renamed `lost`, the name of the async API's")]
+            pub fn wait_lost(&self) -> Result<()> {
+                self.lost()
             }
 
             /// Asks Redis whether the lease (every one, for a multi-lock) still holds its
@@ -428,7 +437,7 @@ mod tests {
         assert_eq!(guard.name(), "job");
         assert_eq!(guard.fencing_token(), FencingToken::new(7));
         assert!(guard.valid_until() <= std::time::Instant::now());
-        for result in [guard.wait_lost(), guard.extend(Duration::from_secs(1))] {
+        for result in [guard.lost(), guard.extend(Duration::from_secs(1))] {
             assert!(
                 matches!(&result, Err(Error::Released { name }) if name == "job"),
                 "{result:?}"
