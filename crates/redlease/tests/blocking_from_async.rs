@@ -5,6 +5,19 @@
 
 mod common;
 
+/// Redis' count of connected clients.
+async fn connected_clients(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("clients")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("connected_clients:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap()
+}
+
 /// `Client::blocking` drives blocking locks on the application's runtime over the async
 /// client's own connections: a blocking guard taken in `spawn_blocking` excludes the async
 /// client's acquisitions of the same name, and no second client connects to Redis.
@@ -13,19 +26,7 @@ async fn a_blocking_client_from_an_async_one_shares_its_connections() {
     let server = common::server();
     let client = common::client(&server).await;
     let mut conn = common::raw(&server).await;
-    let clients = |info: String| {
-        info.lines()
-            .find_map(|l| l.strip_prefix("connected_clients:"))
-            .and_then(|n| n.trim().parse::<u64>().ok())
-            .unwrap()
-    };
-    let before = clients(
-        redis::cmd("INFO")
-            .arg("clients")
-            .query_async(&mut conn)
-            .await
-            .unwrap(),
-    );
+    let before = connected_clients(&mut conn).await;
     let blocking = client.blocking().unwrap();
     let guard = tokio::task::spawn_blocking(move || blocking.lock("shared").acquire())
         .await
@@ -38,13 +39,7 @@ async fn a_blocking_client_from_an_async_one_shares_its_connections() {
         .await
         .unwrap_err();
     assert!(busy.is_busy(), "{busy:?}");
-    let after = clients(
-        redis::cmd("INFO")
-            .arg("clients")
-            .query_async(&mut conn)
-            .await
-            .unwrap(),
-    );
+    let after = connected_clients(&mut conn).await;
     assert_eq!(
         after, before,
         "the blocking client opened connections of its own"
