@@ -276,6 +276,40 @@ impl Client {
     }
 }
 
+// Here rather than beside the async client's other methods: the async client knows
+// nothing of the blocking API built over it (no import cycle between the two).
+impl crate::Client {
+    /// A [`blocking::Client`](crate::blocking::Client) over this client, for the
+    /// synchronous parts of an async application (`tokio::task::spawn_blocking`, threads
+    /// of its own): it shares this client's connections, subscriptions and renewal, and
+    /// is driven on the application's runtime (the one this is called in), instead of a
+    /// second runtime and second connections. A multi-thread runtime suits it best: on a
+    /// current-thread runtime its calls progress only while that runtime is driven.
+    ///
+    /// # Errors
+    /// [`Error::Runtime`] when called outside a Tokio runtime.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example(client: redlease::Client) -> redlease::Result<()> {
+    /// let blocking = client.blocking()?;
+    /// tokio::task::spawn_blocking(move || {
+    ///     let guard = blocking.lock("report").acquire()?;
+    ///     // ... synchronous work under the lock ...
+    ///     guard.release()
+    /// })
+    /// .await
+    /// .expect("the blocking task panicked")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn blocking(&self) -> Result<Client> {
+        let handle = tokio::runtime::Handle::try_current().map_err(|_| Error::Runtime {
+            reason: "Client::blocking needs the Tokio runtime the application runs on; call it from inside that runtime".into(),
+        })?;
+        Ok(Client::on_app_runtime(self.clone(), handle))
+    }
+}
+
 static DEFAULT: OnceLock<Client> = OnceLock::new();
 
 /// Makes `client` the default of synchronous `#[locked]` functions without
