@@ -108,7 +108,14 @@ test: redis redis-6.2 fmt lint features msrv
 # registry). --offline: the packaged lock files come from Cargo.lock, so the registry
 # cache that the builds above filled is enough; a crate missing from it is an error here,
 # not a download. --allow-dirty lets it run on a tree with changes not yet committed.
+# Cargo takes a registry crate of a given name and version to never change: it reuses
+# the overlay's crates unpacked under $CARGO_HOME/registry/src/-<hash of the overlay's
+# path>/ and their builds in the target directory without looking at the sources again,
+# so a tree packaged before at the same path would be verified against its old sources.
+# Both go first (those directories hold only this workspace's crates).
 package:
+	rm -rf $(or $(CARGO_HOME),$(HOME)/.cargo)/registry/src/-*/redlease-*
+	$(CARGO) clean --offline -p redlease -p redlease-cli -p redlease-local -p redlease-macros
 	$(CARGO) package --workspace --exclude redlease-chaos --exclude redlease-model --offline --allow-dirty
 
 layers:
