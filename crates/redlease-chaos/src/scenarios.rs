@@ -988,7 +988,7 @@ async fn inject(
             runner.record(Kind::Down, 0);
             blocking(|| server.kill());
             if fault == Fault::RestartDelayed {
-                tokio::time::sleep(ttl + redlease::drift(ttl)).await;
+                tokio::time::sleep(ttl + redlease::diagnostics::drift(ttl)).await;
             }
             blocking(|| server.restart())?;
             runner.record(Kind::Up, 0);
@@ -1064,7 +1064,7 @@ async fn inject(
             runner.record(Kind::Fault, 0);
             blocking(|| picks.iter().for_each(|&i| nodes[i].kill()));
             if fault == Fault::QuorumMinorityDelayed {
-                tokio::time::sleep(ttl + redlease::drift(ttl)).await;
+                tokio::time::sleep(ttl + redlease::diagnostics::drift(ttl)).await;
             }
             blocking(|| picks.iter().try_for_each(|&i| nodes[i].restart_empty()))?;
             Ok(1)
@@ -1076,7 +1076,7 @@ async fn inject(
                 .await;
             runner.record(Kind::Fault, 0);
             blocking(|| nodes[pick].kill());
-            tokio::time::sleep((ttl * 2).max(ttl + redlease::drift(ttl))).await;
+            tokio::time::sleep((ttl * 2).max(ttl + redlease::diagnostics::drift(ttl))).await;
             blocking(|| nodes[pick].restart_empty())?;
             Ok(1)
         }

@@ -61,12 +61,12 @@ impl RedisArgs {
     /// Where the locks live, for messages: the URL, or `a quorum of N nodes`.
     fn shown(&self) -> String {
         match self.urls().as_slice() {
-            [url] => redlease::redact_url(url),
+            [url] => redlease::diagnostics::redact_url(url),
             urls => format!(
                 "a quorum of {} nodes ({})",
                 urls.len(),
                 urls.iter()
-                    .map(|u| redlease::redact_url(u))
+                    .map(|u| redlease::diagnostics::redact_url(u))
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
@@ -98,7 +98,7 @@ impl RedisArgs {
         let urls = self.urls();
         if let [url] = urls.as_slice() {
             return Ok(vec![Node {
-                url: redlease::redact_url(url),
+                url: redlease::diagnostics::redact_url(url),
                 conn: Ok(raw(url).await?),
             }]);
         }
@@ -107,7 +107,7 @@ impl RedisArgs {
             .iter()
             .zip(connections)
             .map(|(url, conn)| Node {
-                url: redlease::redact_url(url),
+                url: redlease::diagnostics::redact_url(url),
                 conn: conn.map_err(|e| crate::exit::one_line(&e)),
             })
             .collect())
@@ -137,7 +137,7 @@ pub(crate) struct Node {
 
 /// A plain redis-rs connection to `url`.
 async fn raw(url: &str) -> anyhow::Result<MultiplexedConnection> {
-    let shown = redlease::redact_url(url);
+    let shown = redlease::diagnostics::redact_url(url);
     // redis-rs' own message may repeat the URL, password included: keep only its kind.
     let client = redis::Client::open(url).map_err(|e| {
         anyhow::anyhow!(
@@ -163,7 +163,7 @@ pub(crate) async fn url_or_private_server(
     url: Option<&str>,
 ) -> anyhow::Result<(Option<RedisServer>, String, String)> {
     if let Some(url) = url {
-        return Ok((None, url.to_owned(), redlease::redact_url(url)));
+        return Ok((None, url.to_owned(), redlease::diagnostics::redact_url(url)));
     }
     let server = tokio::task::spawn_blocking(RedisServer::start)
         .await?

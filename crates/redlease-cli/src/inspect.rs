@@ -53,14 +53,14 @@ snapshot that cannot reach Redis says so and the watch goes on. A signal ends it
 The exit code tells held (0) from free (1). With --json it is 0 for either, so that a
 script under `set -e` reads the answer from the JSON: {\"name\", \"key\", \"kind\",
 \"held\", \"fencing_counter\", \"holders\": [{\"token_prefix\", \"fencing_token\",
-\"ttl_ms\", \"details\"}], \"waiters\": [{\"token_prefix\", \"waited_ms\", \"details\"}]}
+\"remaining_ms\", \"details\"}], \"waiters\": [{\"token_prefix\", \"waited_ms\", \"details\"}]}
 (a semaphore adds \"permits\", a read-write lock \"mode\" and each waiter's \"wants\"),
 in ASCII; a lock's holder is holders[0].
 
 Examples:
   redlease status --key nightly-report
   redlease status --watch --key nightly-report
-  redlease status --json --key nightly-report | jq '.holders[0].ttl_ms'
+  redlease status --json --key nightly-report | jq '.holders[0].remaining_ms'
   if redlease status -k nightly-report >/dev/null; then echo busy; fi";
 
 /// `--help` of `redlease list`.
@@ -282,7 +282,7 @@ fn render_status(state: &LockState) -> String {
             ),
             (
                 "time left",
-                time_left(holder.and_then(|h| h.ttl_ms)).replace(" left", ""),
+                time_left(holder.and_then(|h| h.remaining_ms)).replace(" left", ""),
             ),
             ("fencing token", fence),
             (
@@ -332,7 +332,7 @@ fn render_status(state: &LockState) -> String {
             "                  {:<9}  {:>10}  {:>fence_width$}  {}",
             shown(&holder.token_prefix),
             holder
-                .ttl_ms
+                .remaining_ms
                 .map_or_else(|| "-".into(), |ms| human(Duration::from_millis(ms))),
             holder
                 .fencing_token
@@ -450,7 +450,7 @@ async fn lock_keys(
             found.extend(
                 batch
                     .into_iter()
-                    .filter(|k| !redlease::keys::is_side_key(k)),
+                    .filter(|k| !redlease::LockKeys::is_side_key(k)),
             );
             cursor = next;
             if cursor == 0 {
@@ -494,7 +494,7 @@ fn render_list(states: &[LockState]) -> String {
         let kind = s.kind_label();
         for h in &s.holders {
             let left = h
-                .ttl_ms
+                .remaining_ms
                 .map_or_else(|| "-".into(), |ms| human(Duration::from_millis(ms)));
             let fence = h
                 .fencing_token

@@ -36,7 +36,7 @@ Each line starts with the time of the change (RFC 3339, UTC). When Redis cannot 
 for a while, it says so on stderr and goes on trying.
 
 --json prints one JSON object: {\"name\", \"key\", \"leader\": null or {\"note\", \"term\",
-\"ttl_ms\"}}; with --watch one such object per line (JSON Lines), with \"at\", the time.
+\"remaining_ms\"}}; with --watch one such object per line (JSON Lines), with \"at\", the time.
 
 Examples:
   redlease leader --elect scheduler
@@ -77,7 +77,7 @@ struct LeaderJson<'a> {
 struct LeaderState<'a> {
     note: &'a str,
     term: u64,
-    ttl_ms: u64,
+    remaining_ms: u64,
 }
 
 /// `redlease leader`.
@@ -143,7 +143,7 @@ fn render(
             leader: current.map(|l| LeaderState {
                 note: &l.note,
                 term: l.term.get(),
-                ttl_ms: u64::try_from(l.remaining.as_millis()).unwrap_or(u64::MAX),
+                remaining_ms: u64::try_from(l.remaining.as_millis()).unwrap_or(u64::MAX),
             }),
         };
         return Ok(if args.watch {

@@ -18,8 +18,8 @@ pub(crate) fn human(d: Duration) -> String {
 }
 
 /// `12s 300ms left`, or `no expiry`.
-pub(crate) fn time_left(ttl_ms: Option<u64>) -> String {
-    match ttl_ms {
+pub(crate) fn time_left(remaining_ms: Option<u64>) -> String {
+    match remaining_ms {
         Some(ms) => format!("{} left", human(Duration::from_millis(ms))),
         None => "no expiry".into(),
     }

@@ -414,7 +414,7 @@ const DEFAULT_KILL_AFTER: Duration = Duration::from_secs(10);
 /// keep their schedule: renewed every ttl/3, so two thirds of the ttl, less the drift
 /// allowance by which the holder's clock may run slow against the server's.
 fn lease_left_at_death(ttl: Duration) -> Duration {
-    (ttl * 2 / 3).saturating_sub(redlease::drift(ttl))
+    (ttl * 2 / 3).saturating_sub(redlease::diagnostics::drift(ttl))
 }
 
 /// How long before the end of its lease (as `run` knows it) CMD's process group gets
@@ -540,7 +540,7 @@ async fn acquire(
 /// The note a `run --elect` campaigns with, what `redlease leader` and `status` show: this
 /// host, this pid and CMD's program name (the holder details of every other `run`).
 fn leader_note(program: &str) -> String {
-    redlease::holder_details(Some(&format!("cmd={program}")))
+    redlease::diagnostics::holder_details(Some(&format!("cmd={program}")))
 }
 
 /// `redlease run`.
@@ -716,14 +716,14 @@ impl RenewalWarnings {
                     "redlease: warning: renewing {} is failing (Redis did not answer; {failures} attempt{}); retrying, the lease is certain for another {}",
                     args.named(name, None),
                     if failures == 1 { "" } else { "s" },
-                    human(health.time_left()),
+                    human(health.remaining()),
                 );
             }
             LeaseHealth::Renewed { .. } if self.failing.remove(name) => {
                 eprintln!(
                     "redlease: renewing {} recovered; the lease is certain for another {}",
                     args.named(name, None),
-                    human(health.time_left()),
+                    human(health.remaining()),
                 );
             }
             _ => {}

@@ -77,7 +77,7 @@ fn status_list_and_forced_release_of_a_running_job() -> TestResult {
     assert_eq!(json["waiters"], serde_json::json!([]), "{json}");
     let holder = &json["holders"][0];
     assert!(
-        holder["ttl_ms"]
+        holder["remaining_ms"]
             .as_u64()
             .is_some_and(|t| t > 0 && t <= 20_000),
         "{json}"

@@ -231,7 +231,7 @@ fn status_list_and_release_show_semaphore_and_read_write_holders() -> TestResult
     assert_eq!(json_fences(&json), fences(dir.path())?, "{json}");
     for holder in json["holders"].as_array().into_iter().flatten() {
         assert!(
-            holder["ttl_ms"]
+            holder["remaining_ms"]
                 .as_u64()
                 .is_some_and(|t| t > 0 && t <= 20_000),
             "{json}"

@@ -237,7 +237,10 @@ fn leader_shows_the_leader_of_run_elect_and_nobody_after_it_ends() -> TestResult
         leader["note"].as_str().is_some_and(|n| n.contains(&pid)),
         "{leader}"
     );
-    assert!(leader["ttl_ms"].as_u64().is_some_and(|t| t > 0), "{leader}");
+    assert!(
+        leader["remaining_ms"].as_u64().is_some_and(|t| t > 0),
+        "{leader}"
+    );
 
     std::fs::write(dir.path().join("stop-1"), "")?;
     assert!(job.wait().success(), "{}", job.stderr());

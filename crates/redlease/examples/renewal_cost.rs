@@ -43,10 +43,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let per_guard = live / LOCKS.cast_signed();
 
     let calls_before = evalsha_calls(&mut conn).await?;
-    let trips_before = client.renewal_round_trips();
+    let trips_before = client.stats().renewal_round_trips;
     let window = ttl * 3; // 9 renewal intervals of ttl/3
     tokio::time::sleep(window).await;
-    let trips = client.renewal_round_trips() - trips_before;
+    let trips = client.stats().renewal_round_trips - trips_before;
     let calls = evalsha_calls(&mut conn).await? - calls_before;
     let held = guards.iter().filter(|g| g.is_held()).count();
     let intervals = 9;

@@ -665,16 +665,14 @@ impl Client {
         RwLock::new(Arc::clone(&self.engine), name.into())
     }
 
-    /// How many tasks of this client are waiting for a busy lock right now, queued for a
-    /// hand-off or listening for a release (diagnostics).
-    pub fn waiting(&self) -> usize {
-        self.engine.waiting()
-    }
-
-    /// Renewal round trips this client has sent so far (diagnostics): one per sweep of the
-    /// renewal scheduler, however many leases it renewed.
-    pub fn renewal_round_trips(&self) -> u64 {
-        self.engine.renewer.round_trips()
+    /// What this client (and its clones) is doing and has done so far: counters for
+    /// diagnostics and tests, read at the call (call again for new values).
+    pub fn stats(&self) -> ClientStats {
+        ClientStats {
+            waiting: self.engine.waiting(),
+            renewal_round_trips: self.engine.renewer.round_trips(),
+            renewal_tasks_started: self.engine.renewer.starts(),
+        }
     }
 
     /// How fast the Redis server's clock runs against this process' monotonic clock, as
@@ -686,13 +684,6 @@ impl Client {
     /// synchronisation.
     pub fn server_clock_rate(&self) -> Option<f64> {
         self.engine.clock.as_ref().and_then(ClockWatch::rate)
-    }
-
-    /// How many times this client started its renewal scheduler task so far (diagnostics):
-    /// once, and again after it ended for want of leases (a second without one) or with
-    /// its runtime.
-    pub fn renewal_tasks_started(&self) -> u64 {
-        self.engine.renewer.starts()
     }
 
     /// Gives back every lease this client (and its clones) still holds and waits until
@@ -731,13 +722,29 @@ impl Client {
     }
 }
 
+/// Counters of one [`Client`] and its clones, from [`Client::stats`]: for diagnostics and
+/// tests, not for deciding anything about a lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientStats {
+    /// Tasks waiting for a busy lock right now, queued for a hand-off or listening for a
+    /// release.
+    pub waiting: usize,
+    /// Renewal round trips sent so far: one per sweep of the renewal scheduler, however
+    /// many leases it renewed.
+    pub renewal_round_trips: u64,
+    /// How many times the renewal scheduler task was started so far: once, and again
+    /// after it ended for want of leases (a second without one) or with its runtime.
+    pub renewal_tasks_started: u64,
+}
+
 /// The holder details a client records beside its locks, for operators who ask who holds
 /// one: `host=<hostname> pid=<pid>`, then `note` when given. Also a ready note for
 /// [`Election::campaign`] that names the campaigning process the same way.
 ///
 /// # Examples
 /// ```
-/// let note = redlease::holder_details(Some("cmd=backup"));
+/// let note = redlease::diagnostics::holder_details(Some("cmd=backup"));
 /// assert!(note.starts_with("host=") && note.ends_with(" cmd=backup"));
 /// ```
 pub fn holder_details(note: Option<&str>) -> String {

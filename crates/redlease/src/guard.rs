@@ -74,7 +74,7 @@ impl Guard {
     }
 
     /// The instant until which the lease is certainly ours: measured from when the request
-    /// that last set or renewed it was *sent*, minus [`drift`](crate::drift). Each renewal moves it on.
+    /// that last set or renewed it was *sent*, minus [`drift`](crate::diagnostics::drift). Each renewal moves it on.
     /// Once the lease is lost or released, the instant it was lost is not tracked and this
     /// returns a time in the past.
     pub fn valid_until(&self) -> Instant {

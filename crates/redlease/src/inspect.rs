@@ -46,7 +46,7 @@ impl Client {
     /// let client = redlease::Client::connect("redis://127.0.0.1:6379").await?;
     /// let state = client.inspect("nightly-report").await?.snapshot;
     /// for holder in &state.holders {
-    ///     println!("held by {}… ({:?} left)", holder.token_prefix, holder.time_left);
+    ///     println!("held by {}… ({:?} left)", holder.token_prefix, holder.remaining);
     /// }
     /// println!("{} waiting", state.waiters.len());
     /// # Ok(()) }

@@ -46,7 +46,7 @@ pub struct Holding {
     /// The fencing token of its acquisition, when known.
     pub fencing_token: Option<FencingToken>,
     /// Its lease left, by the server's clock; `None` for a lock set without expiry.
-    pub time_left: Option<Duration>,
+    pub remaining: Option<Duration>,
     /// Its holder details (`host=... pid=...` and the client's holder note), if recorded.
     pub details: Option<String>,
 }
@@ -216,7 +216,7 @@ pub(crate) fn lock(reply: LockReply) -> (Reading, bool) {
             let holding = Holding {
                 token_prefix: prefix(&token),
                 fencing_token: held_fence.or(fencing_counter).map(FencingToken::new),
-                time_left: u64::try_from(pttl).ok().map(Duration::from_millis),
+                remaining: u64::try_from(pttl).ok().map(Duration::from_millis),
                 details: details.filter(|d| !d.is_empty()),
             };
             (token, holding)
@@ -255,7 +255,7 @@ pub(crate) fn leases(primitive: Primitive, reply: LeaseReply) -> (Reading, bool)
             let holding = Holding {
                 token_prefix: prefix(&token),
                 fencing_token: entry.first().and_then(number).map(FencingToken::new),
-                time_left: Some(Duration::from_millis(left)),
+                remaining: Some(Duration::from_millis(left)),
                 details: entry.get(1).and_then(text),
             };
             Some((token, holding))
@@ -417,7 +417,7 @@ pub(crate) fn agree(
         let lefts: Option<Vec<u64>> = found
             .iter()
             .map(|h| {
-                h.time_left
+                h.remaining
                     .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
             })
             .collect();
@@ -430,7 +430,7 @@ pub(crate) fn agree(
             Holding {
                 token_prefix: first.token_prefix.clone(),
                 fencing_token: reached(fences).map(FencingToken::new),
-                time_left: lefts.and_then(reached).map(Duration::from_millis),
+                remaining: lefts.and_then(reached).map(Duration::from_millis),
                 details: first.details.clone(),
             },
         ));

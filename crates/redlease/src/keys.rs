@@ -172,6 +172,29 @@ impl LockKeys {
         self.primitive
     }
 
+    /// The Redis Cluster hash slot (0..16384) of the lock key, which every side key and
+    /// channel of the lock shares.
+    pub fn hash_slot(&self) -> u16 {
+        hash_slot(self.key.as_bytes())
+    }
+
+    /// Whether `key` is one that redlease stores beside a lock (a fencing counter, holder
+    /// details, a queue, a waiter table, a semaphore's permit count, a read-write lock's
+    /// holds) rather than a lock key: side keys, and only they, contain a NUL byte. For
+    /// tools that list a keyspace and want the locks only.
+    ///
+    /// # Examples
+    /// ```
+    /// use redlease::LockKeys;
+    /// let keys = LockKeys::new("redlease:", "job")?;
+    /// assert!(!LockKeys::is_side_key(keys.key()));
+    /// assert!(LockKeys::is_side_key(keys.fence()));
+    /// # Ok::<(), redlease::Error>(())
+    /// ```
+    pub fn is_side_key(key: &str) -> bool {
+        key.contains(SEPARATOR)
+    }
+
     /// A semaphore's permit count (a string), or `None` for another primitive.
     #[doc(hidden)]
     pub fn permits(&self) -> Option<&str> {
@@ -258,14 +281,6 @@ impl LockKeys {
     }
 }
 
-/// Whether `key` is one that redlease stores beside a lock (a fencing counter, holder
-/// details, a queue, a waiter table, a semaphore's permit count, a read-write lock's
-/// holds) rather than a lock key: side keys, and only they, contain a NUL byte.
-#[doc(hidden)]
-pub fn is_side_key(key: &str) -> bool {
-    key.contains(SEPARATOR)
-}
-
 fn invalid(reason: impl Into<String>) -> Error {
     Error::InvalidName {
         reason: reason.into(),
@@ -282,8 +297,7 @@ fn hash_tag(key: &[u8]) -> Option<&[u8]> {
 
 /// The Redis Cluster hash slot (0..16384) of `key`: CRC16/XMODEM of its hash tag or of
 /// the whole key.
-#[doc(hidden)]
-pub fn hash_slot(key: &[u8]) -> u16 {
+pub(crate) fn hash_slot(key: &[u8]) -> u16 {
     let data = hash_tag(key).unwrap_or(key);
     let mut crc: u16 = 0;
     for &byte in data {
@@ -451,10 +465,10 @@ mod tests {
         assert_eq!(keys.permits(), Some("{redlease:job}\0sem:permits"));
         let tagged = LockKeys::new("redlease:", "{t}job")?;
         assert_eq!(tagged.fence(), "redlease:{t}job\0\0fence");
-        assert!(!is_side_key(keys.key()));
+        assert!(!LockKeys::is_side_key(keys.key()));
         for key in everything(&keys).iter().chain(&everything(&tagged)) {
             assert_eq!(
-                is_side_key(key),
+                LockKeys::is_side_key(key),
                 key != keys.key() && key != tagged.key(),
                 "{key:?}"
             );

@@ -66,14 +66,21 @@ pub enum LeaseHealth {
 }
 
 impl LeaseHealth {
-    /// Time left on the lease: zero once lost or released, or once `valid_until` passed.
-    pub fn time_left(&self) -> Duration {
+    /// Time left on the lease: zero once lost or released, or once `valid_until` passed
+    /// (as [`Guard::remaining`](crate::Guard::remaining) says it).
+    pub fn remaining(&self) -> Duration {
         match self {
             Self::Renewed { valid_until } | Self::Retrying { valid_until, .. } => {
                 valid_until.saturating_duration_since(Instant::now())
             }
             Self::Lost | Self::Released => Duration::ZERO,
         }
+    }
+
+    /// The old name of [`LeaseHealth::remaining`].
+    #[deprecated(note = "renamed `remaining`, as on `Guard` and `Leader`")]
+    pub fn time_left(&self) -> Duration {
+        self.remaining()
     }
 
     /// Whether the lease is still held (renewed or retrying).

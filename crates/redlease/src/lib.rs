@@ -245,10 +245,7 @@
 mod clock;
 mod error;
 mod inspection;
-// The key layout beyond the lock key is not public API (see `LockKeys`); the module stays
-// reachable for the CLI and the test suites, which read side keys on purpose.
-#[doc(hidden)]
-pub mod keys;
+mod keys;
 mod lua;
 mod observe;
 mod replies;
@@ -286,6 +283,14 @@ pub mod resource;
 mod rwlock;
 mod semaphore;
 
+/// Helpers for operators, logs and tests, beside the locks themselves: what a client has
+/// done, who holds a lock, a URL fit for a log, and the drift margin a claim leaves out.
+pub mod diagnostics {
+    pub use crate::client::{ClientStats, holder_details};
+    pub use crate::conn::redact_url;
+    pub use crate::ttl::drift;
+}
+
 #[cfg(feature = "macros")]
 #[doc(hidden)]
 #[path = "private.rs"]
@@ -294,9 +299,7 @@ pub mod __private;
 pub use backend::quorum;
 pub use client::{
     Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, Notifications,
-    holder_details,
 };
-pub use conn::redact_url;
 pub use default_client::{default_client, set_default_client};
 pub use election::{Election, Leader, LeaderChanges, Leadership};
 pub use error::{Error, NodeError, Result, is_connection_error};
@@ -312,7 +315,7 @@ pub use rwlock::{ReadGuard, ReadLock, RwLock, WriteGuard, WriteLock};
 pub use semaphore::{Permit, Semaphore};
 pub use spec::{DEFAULT_PREFIX, DEFAULT_TTL, DEFAULT_WAIT, MAX_NOTE};
 pub use token::FencingToken;
-pub use ttl::{MAX_TTL, MIN_TTL, drift};
+pub use ttl::{MAX_TTL, MIN_TTL};
 pub use wait::{Retry, Wait};
 
 #[cfg(feature = "macros")]

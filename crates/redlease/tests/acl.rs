@@ -143,7 +143,10 @@ async fn every_single_redis_path_works_as_the_acl_user() {
                 .await
         })
     };
-    eventually("the waiter to queue", || async { rival.waiting() == 1 }).await;
+    eventually("the waiter to queue", || async {
+        rival.stats().waiting == 1
+    })
+    .await;
     let f2 = g2.fencing_token();
     g2.release().await.unwrap();
     let handed = bounded("hand-off", waiter).await.unwrap().unwrap();
@@ -163,7 +166,7 @@ async fn every_single_redis_path_works_as_the_acl_user() {
 
     // Renewal: a section three times its lease keeps the lock.
     let ttl = Duration::from_millis(300);
-    let before = c.renewal_round_trips();
+    let before = c.stats().renewal_round_trips;
     c.lock("acl-renewed")
         .ttl(ttl)
         .run(async |guard| {
@@ -175,7 +178,7 @@ async fn every_single_redis_path_works_as_the_acl_user() {
         })
         .await
         .unwrap();
-    assert!(c.renewal_round_trips() >= before + 3);
+    assert!(c.stats().renewal_round_trips >= before + 3);
 
     // An admin flushes the scripts: every script is loaded again (SCRIPT LOAD), including
     // renewal's pipeline.
@@ -370,7 +373,10 @@ async fn a_quorum_of_acl_nodes_works_as_the_acl_user() {
                 .await
         })
     };
-    eventually("the waiter to listen", || async { rival.waiting() == 1 }).await;
+    eventually("the waiter to listen", || async {
+        rival.stats().waiting == 1
+    })
+    .await;
     let keys = redlease::LockKeys::new("redlease:", "acl-q").unwrap();
     let channel = keys.channel();
     for node in nodes.servers() {

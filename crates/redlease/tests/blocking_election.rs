@@ -30,7 +30,7 @@ fn a_blocking_election_hands_over_and_is_observed() {
         move || election.campaign("b").unwrap()
     });
     let bound = std::time::Instant::now() + common::STEP;
-    while client.as_async().waiting() == 0 {
+    while client.as_async().stats().waiting == 0 {
         assert!(std::time::Instant::now() < bound, "b never queued");
         std::thread::sleep(Duration::from_millis(5));
     }

@@ -63,12 +63,12 @@ async fn renewal_spans_slots() {
             .unwrap(),
         );
     }
-    let start = client.renewal_round_trips();
+    let start = client.stats().renewal_round_trips;
     // Outlive the TTL several times over; a lease that was not renewed is reported lost.
     let all_lost = futures_util::future::select_all(guards.iter().map(|g| Box::pin(g.lost())));
     let outlived = tokio::time::timeout(ttl * 4, all_lost).await.is_err();
     assert!(outlived, "a lease in some slot was not renewed");
-    assert!(client.renewal_round_trips() > start);
+    assert!(client.stats().renewal_round_trips > start);
     for g in guards {
         assert!(g.is_held());
         bounded("release", g.release()).await.unwrap();
@@ -179,7 +179,7 @@ async fn a_cluster_waiter_is_woken_by_the_release() {
     eventually("the waiter to listen", listening(1)).await;
     abandoned.abort();
     assert!(abandoned.await.unwrap_err().is_cancelled());
-    assert_eq!(waiter_client.waiting(), 0);
+    assert_eq!(waiter_client.stats().waiting, 0);
     eventually("the subscription to go", listening(0)).await;
     bounded("release", holder.release()).await.unwrap();
 }

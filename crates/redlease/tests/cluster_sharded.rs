@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use common::cluster::{cluster, connect};
 use common::{bounded, eventually, no_polling};
-use redlease::Client;
 use redlease_local::{Cluster, RedisServer, Reply};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -161,7 +160,7 @@ async fn hand_offs_reach_only_the_shard_of_the_lock() {
         }
     }
     eventually("every contender to wait", || async {
-        clients.iter().map(Client::waiting).sum::<usize>() == 9
+        clients.iter().map(|c| c.stats().waiting).sum::<usize>() == 9
     })
     .await;
     // Queued (asserted below, after the burst, so that the code before sharded pub/sub

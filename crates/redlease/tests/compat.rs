@@ -81,7 +81,10 @@ async fn handed_off<T: Send + 'static>(
     release: impl Future<Output = redlease::Result<()>>,
 ) -> T {
     let task = tokio::spawn(acquire);
-    eventually("the waiter waiting", || async { waiter.waiting() > 0 }).await;
+    eventually("the waiter waiting", || async {
+        waiter.stats().waiting > 0
+    })
+    .await;
     release.await.unwrap();
     bounded("the hand-off", task).await.unwrap().unwrap()
 }

@@ -106,7 +106,7 @@ async fn campaign_leader_resign_and_hand_over() {
     });
     common::eventually("host-b to queue", || {
         let client = client.clone();
-        async move { client.waiting() == 1 }
+        async move { client.stats().waiting == 1 }
     })
     .await;
     let a_term = a.term();
@@ -151,7 +151,7 @@ async fn observers_learn_of_changes_from_notices_not_from_lease_expiry() {
     });
     common::eventually("b to queue", || {
         let client = client.clone();
-        async move { client.waiting() == 1 }
+        async move { client.stats().waiting == 1 }
     })
     .await;
     a.resign().await.unwrap();
@@ -191,7 +191,7 @@ async fn observe_follows_a_killed_a_resigning_and_a_paused_leader_in_order() {
     });
     common::eventually("second to queue", || {
         let client = client.clone();
-        async move { client.waiting() == 1 }
+        async move { client.stats().waiting == 1 }
     })
     .await;
     first.start_kill().unwrap();

@@ -150,7 +150,7 @@ async fn a_grant_relayed_by_the_demoted_primary_is_never_taken() {
 }
 
 fn client_waiting(w: &Client, x: &Client) -> usize {
-    w.waiting() + x.waiting()
+    w.stats().waiting + x.stats().waiting
 }
 
 /// The holder's command connection stays on the demoted primary (nothing cut it): its

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::{bounded, client, raw, server};
 use redis::AsyncCommands as _;
-use redlease::{Client, Error, MAX_TTL, Retry, keys::MAX_NAME_LEN};
+use redlease::{Client, Error, MAX_NAME_LEN, MAX_TTL, Retry};
 
 #[tokio::test]
 async fn every_script_survives_script_flush() {

@@ -53,7 +53,7 @@ async fn failing_renewals_are_reported_while_the_lease_lasts_and_recovery_too() 
     };
     assert_eq!(failures, 1);
     // Reported while there is time left: the lease is still ours.
-    assert!(failing.time_left() > Duration::ZERO, "{failing:?}");
+    assert!(failing.remaining() > Duration::ZERO, "{failing:?}");
     assert!(guard.is_held());
 
     server.resume().unwrap();
@@ -68,7 +68,7 @@ async fn failing_renewals_are_reported_while_the_lease_lasts_and_recovery_too() 
     })
     .await;
     assert!(
-        recovered.time_left() > Duration::from_secs(1),
+        recovered.remaining() > Duration::from_secs(1),
         "{recovered:?}"
     );
     assert!(matches!(
@@ -99,7 +99,7 @@ async fn a_lost_lease_reports_lost_distinct_from_failing() {
         .map(|h| *h)
         .unwrap();
     assert_eq!(seen, LeaseHealth::Lost);
-    assert_eq!(seen.time_left(), Duration::ZERO);
+    assert_eq!(seen.remaining(), Duration::ZERO);
     assert!(matches!(guard.release().await, Err(Error::Lost { .. })));
 }
 

@@ -86,7 +86,7 @@ async fn a_held_lock_shows_its_holder_and_its_queued_waiters_with_how_long_they_
     assert_eq!(holder.token_prefix.len(), 8, "{holder:?}");
     assert_eq!(holder.fencing_token, Some(guard.fencing_token()));
     assert_eq!(state.fencing_counter, Some(guard.fencing_token()));
-    let left = holder.time_left.unwrap();
+    let left = holder.remaining.unwrap();
     assert!(left > Duration::ZERO && left <= TTL, "{left:?}");
     assert!(
         holder.details.as_deref().unwrap().ends_with("job=a"),
@@ -159,7 +159,7 @@ async fn a_semaphore_shows_each_permit_and_its_waiters() {
     );
     for holder in &state.holders {
         assert!(holder.details.as_deref().unwrap().ends_with("pool=a"));
-        assert!(holder.time_left.unwrap() <= TTL);
+        assert!(holder.remaining.unwrap() <= TTL);
     }
     assert_eq!(state.waiters.len(), 1);
     assert!(state.waiters[0].waited.is_some(), "{state:?}");

@@ -58,11 +58,7 @@ async fn every_key_of_a_lock_shares_its_cluster_slot() {
                     .query_async(&mut conn)
                     .await
                     .unwrap();
-                assert_eq!(
-                    i64::from(redlease::keys::hash_slot(key.as_bytes())),
-                    slot,
-                    "{key}"
-                );
+                assert_eq!(i64::from(keys.hash_slot()), slot, "{key}");
                 slots.push(slot);
             }
             slots.dedup();

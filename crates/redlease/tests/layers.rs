@@ -71,6 +71,7 @@ const LAYERS: &[&[&str]] = &[
         "election",
         "spec",
         "__private",
+        "diagnostics",
     ],
 ];
 

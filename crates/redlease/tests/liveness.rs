@@ -179,7 +179,7 @@ async fn a_guard_extended_to_a_shorter_lease_is_renewed_on_its_schedule() {
         "the lease extended to 600 ms was lost: renewal kept the 30 s schedule"
     );
     assert!(guard.is_held());
-    assert!(client.renewal_round_trips() > 0);
+    assert!(client.stats().renewal_round_trips > 0);
     guard.release().await.unwrap();
 }
 
@@ -204,7 +204,10 @@ async fn tasks_of_one_owner_keep_their_own_bounds() {
             .wait(Duration::from_secs(8));
         tokio::spawn(async move { lock.acquire().await })
     };
-    eventually("the first task to wait", || async { client.waiting() == 1 }).await;
+    eventually("the first task to wait", || async {
+        client.stats().waiting == 1
+    })
+    .await;
 
     let started = Instant::now();
     let tried = bounded(
@@ -321,7 +324,7 @@ fn renewal_starts_again_in_a_new_runtime() {
     drop(guard);
 
     let second = tokio::runtime::Runtime::new().unwrap();
-    let before = client.renewal_round_trips();
+    let before = client.stats().renewal_round_trips;
     let outcome = second.block_on(
         client
             .lock("renewed")
@@ -336,7 +339,7 @@ fn renewal_starts_again_in_a_new_runtime() {
         outcome.is_ok(),
         "a 600 ms lease over a 2 s section: {outcome:?}"
     );
-    assert!(client.renewal_round_trips() > before);
+    assert!(client.stats().renewal_round_trips > before);
 }
 
 /// Item 10: a program that ends right after dropping its guard (or while holding one)
@@ -457,7 +460,7 @@ async fn a_cancelled_quorum_acquire_gives_back_its_grants() {
         })
     };
     eventually("the waiter to listen for the release", || async {
-        waiter_client.waiting() == 1
+        waiter_client.stats().waiting == 1
     })
     .await;
     for proxy in &proxies {

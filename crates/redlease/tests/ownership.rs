@@ -91,11 +91,15 @@ async fn extend_resets_the_lease_and_validity() {
         .await
         .unwrap();
     let before = guard.valid_until();
-    assert!(guard.remaining() <= Duration::from_secs(1) - redlease::drift(Duration::from_secs(1)));
+    assert!(
+        guard.remaining()
+            <= Duration::from_secs(1) - redlease::diagnostics::drift(Duration::from_secs(1))
+    );
     guard.extend(Duration::from_secs(60)).await.unwrap();
     assert!(guard.valid_until() > before);
     assert!(
-        guard.remaining() <= Duration::from_secs(60) - redlease::drift(Duration::from_secs(60))
+        guard.remaining()
+            <= Duration::from_secs(60) - redlease::diagnostics::drift(Duration::from_secs(60))
     );
     let key = c.lock("extended").keys().unwrap();
     let pttl: i64 = conn.pttl(key.key()).await.unwrap();

@@ -162,7 +162,7 @@ async fn two_of_five_down_still_works_three_down_is_no_quorum() {
             // busy, which is no failure.
             let dead: Vec<String> = nodes.urls()[..3]
                 .iter()
-                .map(|u| redlease::redact_url(u))
+                .map(|u| redlease::diagnostics::redact_url(u))
                 .collect();
             let failed: Vec<&str> = errors.iter().map(|e| e.node.as_str()).collect();
             for url in &dead {
@@ -216,7 +216,7 @@ async fn connecting_without_a_majority_names_each_failed_node() {
     );
     for url in [&urls[0], &urls[2]] {
         assert!(
-            failed.contains(&redlease::redact_url(url).as_str()),
+            failed.contains(&redlease::diagnostics::redact_url(url).as_str()),
             "{url} not in {failed:?}"
         );
     }
@@ -371,7 +371,7 @@ async fn a_quorum_waiter_is_woken_by_the_release_with_two_nodes_down() {
         live.iter().all(|s| subscribers(s, &channel) == 1)
     })
     .await;
-    assert_eq!(waiter_client.waiting(), 1);
+    assert_eq!(waiter_client.stats().waiting, 1);
     let released = holder.fencing_token();
     bounded("release", holder.release()).await.unwrap();
     let guard = bounded("the woken waiter", waiter).await.unwrap().unwrap();
@@ -392,7 +392,7 @@ async fn a_quorum_waiter_is_woken_by_the_release_with_two_nodes_down() {
     .await;
     abandoned.abort();
     assert!(abandoned.await.unwrap_err().is_cancelled());
-    assert_eq!(waiter_client.waiting(), 0);
+    assert_eq!(waiter_client.stats().waiting, 0);
     eventually("every subscription to go", || async {
         live.iter().all(|s| subscribers(s, &channel) == 0)
     })

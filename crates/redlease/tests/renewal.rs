@@ -43,9 +43,9 @@ async fn a_section_three_times_the_ttl_keeps_the_lock() {
         .await
         .unwrap();
     assert!(
-        holder.renewal_round_trips() >= 3,
+        holder.stats().renewal_round_trips >= 3,
         "{}",
-        holder.renewal_round_trips()
+        holder.stats().renewal_round_trips
     );
     // Released at the end: the rival gets it now, with a larger token.
     let next = rival.lock("long").try_acquire().await.unwrap().unwrap();
@@ -123,7 +123,7 @@ async fn a_fixed_lease_expires_and_reports_it() {
     bounded("lost() of a fixed lease", guard.lost()).await;
     assert!(!guard.is_held());
     until_absent(&conn, &key).await;
-    assert_eq!(c.renewal_round_trips(), 0);
+    assert_eq!(c.stats().renewal_round_trips, 0);
     assert!(matches!(guard.release().await, Err(Error::Lost { .. })));
 }
 
@@ -143,7 +143,7 @@ async fn max_hold_stops_renewal() {
     bounded("lost() after the hold budget", guard.lost()).await;
     until_absent(&conn, &key).await;
     assert!(
-        c.renewal_round_trips() >= 1,
+        c.stats().renewal_round_trips >= 1,
         "it was renewed before the budget ran out"
     );
     assert!(matches!(
@@ -172,10 +172,10 @@ async fn a_dropped_guard_stops_renewing_and_releases() {
             .unwrap(),
     );
     until_absent(&conn, &key).await;
-    let trips = c.renewal_round_trips();
+    let trips = c.stats().renewal_round_trips;
     // Over several renewal intervals, nothing more is sent for the dropped lease.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(c.renewal_round_trips(), trips);
+    assert_eq!(c.stats().renewal_round_trips, trips);
     assert_eq!(get(&mut conn.clone(), &key).await, None);
 }
 
@@ -229,10 +229,10 @@ async fn ten_thousand_locks_renew_in_a_few_round_trips() {
         guards.extend(acquired.into_iter().map(Result::unwrap));
     }
     let evalsha_before = evalsha_calls(&mut conn).await;
-    let trips_before = c.renewal_round_trips();
+    let trips_before = c.stats().renewal_round_trips;
     // Two and a half TTLs: without renewal every lock would be gone.
     tokio::time::sleep(ttl * 5 / 2).await;
-    let trips = c.renewal_round_trips() - trips_before;
+    let trips = c.stats().renewal_round_trips - trips_before;
     let calls = evalsha_calls(&mut conn).await - evalsha_before;
     let intervals = 7; // 7.5 s / (ttl / 3)
     assert!(trips >= 5, "renewal stalled: {trips} round trips");
@@ -272,13 +272,13 @@ async fn a_redis_pause_shorter_than_the_lease_does_not_lose_it() {
     server.pause().unwrap();
     tokio::time::sleep(Duration::from_millis(350)).await;
     server.resume().unwrap();
-    let trips = c.renewal_round_trips();
+    let trips = c.stats().renewal_round_trips;
     tokio::select! {
         () = guard.lost() => panic!("a short pause lost the lease"),
         () = tokio::time::sleep(ttl * 2) => {}
     }
     assert!(guard.is_held());
-    assert!(c.renewal_round_trips() > trips);
+    assert!(c.stats().renewal_round_trips > trips);
     guard.release().await.unwrap();
 }
 
@@ -295,14 +295,14 @@ async fn one_renewal_task_serves_leases_one_after_another() {
             .unwrap();
         bounded("release", guard.release()).await.unwrap();
     }
-    assert_eq!(c.renewal_tasks_started(), 1);
+    assert_eq!(c.stats().renewal_tasks_started, 1);
     // Idle past the scheduler's linger: its task ends, and the next lease restarts it.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let ttl = Duration::from_millis(300);
     let guard = bounded("acquire", c.lock("serial").ttl(ttl).acquire())
         .await
         .unwrap();
-    assert_eq!(c.renewal_tasks_started(), 2);
+    assert_eq!(c.stats().renewal_tasks_started, 2);
     tokio::time::sleep(ttl * 3).await;
     assert!(guard.is_held(), "the restarted scheduler did not renew");
     bounded("release", guard.release()).await.unwrap();

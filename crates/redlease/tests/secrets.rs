@@ -183,8 +183,11 @@ async fn trace_logs_carry_no_password_and_no_whole_token() {
     let mut guard = lock.acquire().await.unwrap();
     tokens.push(adm.get::<_, String>(&key).await.unwrap());
     guard.extend(Duration::from_millis(300)).await.unwrap();
-    let before = c.renewal_round_trips();
-    eventually("a renewal", || async { c.renewal_round_trips() > before }).await;
+    let before = c.stats().renewal_round_trips;
+    eventually("a renewal", || async {
+        c.stats().renewal_round_trips > before
+    })
+    .await;
     let waiter = {
         let rival = rival.clone();
         tokio::spawn(async move {
@@ -197,7 +200,10 @@ async fn trace_logs_carry_no_password_and_no_whole_token() {
                 .await
         })
     };
-    eventually("the waiter to queue", || async { rival.waiting() == 1 }).await;
+    eventually("the waiter to queue", || async {
+        rival.stats().waiting == 1
+    })
+    .await;
     let keys = redlease::LockKeys::new("redlease:", "logged").unwrap();
     let queued: Vec<String> = adm.lrange(keys.queue(), 0, -1).await.unwrap();
     tokens.extend(queued);

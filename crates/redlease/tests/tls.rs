@@ -25,7 +25,7 @@ async fn tls_with_a_trusted_ca_works_and_an_unknown_ca_is_refused() {
         let c = c.clone();
         tokio::spawn(async move { c.lock("over-tls").acquire().await })
     };
-    common::eventually("the waiter to queue", || async { c.waiting() == 1 }).await;
+    common::eventually("the waiter to queue", || async { c.stats().waiting == 1 }).await;
     guard.release().await.unwrap();
     bounded("hand-off over TLS", waiter)
         .await

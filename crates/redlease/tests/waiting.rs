@@ -109,10 +109,14 @@ async fn a_dropped_acquire_leaves_nothing_behind() {
         queue_len(&conn, &c, "abandoned").await == 1
     })
     .await;
-    assert_eq!(c.waiting(), 1);
+    assert_eq!(c.stats().waiting, 1);
     waiting.abort();
     assert!(waiting.await.unwrap_err().is_cancelled());
-    assert_eq!(c.waiting(), 0, "the dropped waiter is still registered");
+    assert_eq!(
+        c.stats().waiting,
+        0,
+        "the dropped waiter is still registered"
+    );
     eventually("the queue to empty", || async {
         queue_len(&conn, &c, "abandoned").await == 0
     })

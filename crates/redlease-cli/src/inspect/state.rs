@@ -30,7 +30,7 @@ pub(crate) struct Holder {
     /// The fencing token of its acquisition.
     pub(crate) fencing_token: Option<u64>,
     /// Its lease left, in ms; `None` without expiry.
-    pub(crate) ttl_ms: Option<u64>,
+    pub(crate) remaining_ms: Option<u64>,
     /// Its details (host, pid, command).
     pub(crate) details: Option<String>,
 }
@@ -42,7 +42,7 @@ impl Holder {
         if let Some(details) = &self.details {
             let _ = write!(out, " ({details})");
         }
-        let _ = write!(out, ", {}", time_left(self.ttl_ms));
+        let _ = write!(out, ", {}", time_left(self.remaining_ms));
         out
     }
 }
@@ -174,7 +174,7 @@ impl LockState {
             .map(|h| Holder {
                 token_prefix: h.token_prefix.clone(),
                 fencing_token: h.fencing_token.map(redlease::FencingToken::get),
-                ttl_ms: h.time_left.map(millis),
+                remaining_ms: h.remaining.map(millis),
                 details: h.details.clone(),
             })
             .collect();

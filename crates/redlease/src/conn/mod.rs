@@ -296,7 +296,7 @@ fn parse_sentinel_url(url: &str) -> Option<Endpoints> {
 /// # Examples
 /// ```
 /// assert_eq!(
-///     redlease::redact_url("rediss://app:s3cret@db:6380/0"),
+///     redlease::diagnostics::redact_url("rediss://app:s3cret@db:6380/0"),
 ///     "rediss://app:***@db:6380/0"
 /// );
 /// ```

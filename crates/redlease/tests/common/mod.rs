@@ -211,7 +211,7 @@ pub async fn handed_over(held: redlease::Guard, waiter: &Client, name: &str) -> 
         }
     });
     bounded("the waiter queues", async {
-        while waiter.waiting() == 0 {
+        while waiter.stats().waiting == 0 {
             tokio::task::yield_now().await;
         }
     })
