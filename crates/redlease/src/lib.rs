@@ -244,6 +244,7 @@
 // leaves; where commands go; notifications; a lease and its renewal; the engine; the API.
 mod clock;
 mod error;
+mod handle;
 mod inspection;
 // The key layout beyond the lock key is not public API (see `LockKeys`); the module stays
 // reachable for the CLI and the test suites, which read side keys on purpose.
@@ -301,6 +302,7 @@ pub use default_client::{default_client, set_default_client};
 pub use election::{Election, Leader, LeaderChanges, Leadership};
 pub use error::{Error, NodeError, Result, is_connection_error};
 pub use guard::Guard;
+pub use handle::LeaseHandle;
 pub use inspection::{Access, Holding, Inspection, NodeSnapshot, Snapshot, Waiting};
 pub use keys::{LockKeys, MAX_NAME_LEN, Primitive};
 pub use lease::LeaseHealth;
