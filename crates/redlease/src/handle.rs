@@ -79,8 +79,11 @@ impl Held {
 /// [`Client`](crate::Client) of the same deployment).
 ///
 /// Its [`Display`](fmt::Display) form is one line to pass through an environment variable,
-/// a file or a command line, and [`FromStr`] reads it back (see the module docs of
-/// `handle` for the format).
+/// a file or a command line, and [`FromStr`] reads it back:
+/// `redlease1:<kind>:<fencing token>:<ttl in ms>:<owner token>:<prefix length>:<prefix><name>`,
+/// where `<kind>` is `lock`, `leader`, `permit`, `read` or `write`, the owner token is 32
+/// lowercase hex digits, and `<prefix length>` counts the prefix's bytes (so the prefix
+/// and the name may hold any character, colons included).
 ///
 /// # A secret
 /// The string carries the lease's **owner token** whole: whoever has it can renew, extend
@@ -96,16 +99,15 @@ impl Held {
 ///
 /// # Examples
 /// ```no_run
-/// # async fn example(client: redlease::Client) -> redlease::Result<()> {
+/// # async fn example(client: redlease::Client) -> Result<(), Box<dyn std::error::Error>> {
 /// let guard = client.lock("migration").acquire().await?;
 /// let handle = guard.detach(); // no longer renewed here; still held in Redis
 /// std::process::Command::new("migrate")
 ///     .env("MIGRATION_LOCK", handle.to_string())
-///     .spawn()
-///     .map_err(|e| redlease::Error::Runtime { reason: e.to_string() })?;
+///     .spawn()?;
 /// // In `migrate`:
-/// // let handle: redlease::LeaseHandle = std::env::var("MIGRATION_LOCK")?.parse()?;
-/// // let guard = client.lock(handle.name()).adopt(handle).await?;
+/// let handle: redlease::LeaseHandle = std::env::var("MIGRATION_LOCK")?.parse()?;
+/// let guard = client.lock(handle.name()).adopt(handle).await?;
 /// # Ok(()) }
 /// ```
 #[derive(Clone, PartialEq, Eq)]

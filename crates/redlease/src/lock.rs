@@ -249,11 +249,9 @@ impl Lock {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn example(client: redlease::Client) -> redlease::Result<()> {
+    /// # async fn example(client: redlease::Client) -> Result<(), Box<dyn std::error::Error>> {
     /// // The handle a parent process passed down (`guard.detach().to_string()`).
-    /// let handle: redlease::LeaseHandle = std::env::var("JOB_LOCK")
-    ///     .map_err(|e| redlease::Error::Runtime { reason: e.to_string() })?
-    ///     .parse()?;
+    /// let handle: redlease::LeaseHandle = std::env::var("JOB_LOCK")?.parse()?;
     /// let guard = client.lock(handle.name()).adopt(handle).await?;
     /// // ... exclusive work, stamped with guard.fencing_token() ...
     /// guard.release().await?;

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use redlease::{Error, LeaseHandle, LeaseHealth, Wait};
+use redlease::{Error, LeaseHandle, LeaseHealth, Owner, Wait};
 use tokio::time::Instant;
 
 use common::{bounded, client, get, raw, server, until_absent};
@@ -186,6 +186,31 @@ async fn a_handle_round_trips_through_its_string_and_keeps_the_fencing_token() {
         .unwrap();
     assert_eq!(guard.fencing_token(), fence);
     assert!(guard.remaining() > Duration::ZERO);
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_guards_of_a_detached_lease_do_not_release_it() {
+    let server = server();
+    let (first, adopter) = (client(&server).await, client(&server).await);
+    let mut conn = raw(&server).await;
+    let lock = first.lock("adopt:nested").ttl(TTL);
+    let key = lock.keys().unwrap().key().to_owned();
+    let (outer, handle) = Owner::new()
+        .scope(async {
+            let outer = lock.acquire().await.unwrap();
+            let inner = lock.acquire().await.unwrap();
+            assert_eq!(inner.fencing_token(), outer.fencing_token());
+            (outer, inner.detach())
+        })
+        .await;
+    assert!(!outer.is_held());
+    // The outer guard's release finds the lease handed on, and leaves it in Redis.
+    let released = outer.release().await;
+    assert!(matches!(&released, Err(Error::Lost { .. })), "{released:?}");
+    assert_eq!(get(&mut conn, &key).await, Some(token_of(&handle)));
+    let guard = adopter.lock("adopt:nested").adopt(handle).await.unwrap();
+    assert!(guard.owned().await.unwrap());
     guard.release().await.unwrap();
 }
 
