@@ -351,6 +351,7 @@ mod send_sync {
         send_sync::<crate::Client>();
         send_sync::<crate::Lock>();
         send_sync::<crate::Guard>();
+        send_sync::<crate::LeaseHandle>();
         send_sync::<crate::Owner>();
         send_sync::<crate::Error>();
         #[cfg(feature = "blocking")]
