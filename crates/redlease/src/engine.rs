@@ -239,6 +239,10 @@ impl Holding {
             // `Client::shutdown` gave it back already.
             return Ok(());
         }
+        if before == State::Detached {
+            // Another holder has it now: never released from here.
+            return Err(lost(&lease.name));
+        }
         let mut give_back = GiveBack::new(&self.engine, &lease.keys, lease.kind(), &lease.token);
         give_back.keep_trying_until(Instant::now() + lease.ttl());
         let released = release_token(&self.engine, &lease.keys, lease.kind(), &lease.token).await;
@@ -260,6 +264,14 @@ impl Holding {
             }
             _ => Err(lost(&lease.name)),
         }
+    }
+
+    /// Hands the lease to another holder ([`Guard::detach`](crate::Guard::detach)): stops
+    /// its renewal here and marks it detached, so that neither a guard sharing it nor
+    /// [`Client::shutdown`](crate::Client::shutdown) gives it back. Nothing is sent.
+    pub(crate) fn detach(&self) {
+        self.lease.detach();
+        self.stop_renewal();
     }
 
     /// Ends the lease for [`Client::shutdown`](crate::Client::shutdown): true when it was

@@ -102,6 +102,16 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A [`LeaseHandle`](crate::LeaseHandle) string could not be read, or a handle was
+    /// given to a [`Lock`](crate::Lock) of another name or key prefix.
+    #[error(
+        "invalid lease handle: {reason}; pass the whole string `LeaseHandle` wrote, to a lock of its name and prefix"
+    )]
+    #[non_exhaustive]
+    InvalidHandle {
+        /// What is wrong with it.
+        reason: String,
+    },
     /// An option is out of range.
     #[error("invalid option `{option}`: {reason}")]
     #[non_exhaustive]

@@ -9,6 +9,7 @@ use tracing::Instrument;
 
 use crate::engine::Holding;
 use crate::error::Result;
+use crate::handle::LeaseHandle;
 use crate::lease::{LeaseHealth, State, lost};
 use crate::token::FencingToken;
 use crate::ttl::{ttl_millis, validate_ttl};
@@ -80,7 +81,7 @@ impl Guard {
     pub fn valid_until(&self) -> Instant {
         match self.holding.lease.state() {
             State::Held(until) => until,
-            State::Lost | State::Released | State::Closed => {
+            State::Lost | State::Released | State::Closed | State::Detached => {
                 Instant::now() - Duration::from_nanos(1)
             }
         }
@@ -307,6 +308,57 @@ impl Guard {
         } else {
             Err(lost(&self.holding.lease.name))
         }
+    }
+}
+
+impl Guard {
+    /// Hands the lease to another process: stops renewing it here and returns the
+    /// [`LeaseHandle`] that [`Lock::adopt`](crate::Lock::adopt) takes over, in this
+    /// process or another (pass its string form through an environment variable or a
+    /// file). The lock is **not** released: it stays held in Redis, with the expiry its
+    /// last renewal set, until the adopter renews it or it runs out. Adopt it within the
+    /// [`ttl`](LeaseHandle::ttl) (less what passed since the last renewal), or it expires.
+    ///
+    /// Nothing is sent, so it cannot fail; this guard's [`is_held`](Guard::is_held) is
+    /// false from then on, and [`health`](Guard::health) reports `Released`. A lease
+    /// shared with nested guards of the same owner is handed on whole: they no longer hold
+    /// it, and their `release` returns [`Error::Lost`](crate::Error::Lost) without
+    /// touching Redis. [`Client::shutdown`](crate::Client::shutdown) leaves a detached
+    /// lease alone.
+    ///
+    /// Only a lock's handle can be adopted: detaching a semaphore permit or a read hold
+    /// ends its renewal here, and it then expires in Redis.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example(client: redlease::Client) -> redlease::Result<()> {
+    /// let guard = client.lock("nightly-report").acquire().await?;
+    /// let handle = guard.detach().to_string(); // a secret: give it to one process
+    /// // ... in that process:
+    /// let handle: redlease::LeaseHandle = handle.parse()?;
+    /// let guard = client.lock(handle.name()).adopt(handle).await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn detach(mut self) -> LeaseHandle {
+        self.done = true;
+        let lease = &self.holding.lease;
+        // The key is the prefix followed by the name.
+        let prefix = lease
+            .keys
+            .key
+            .strip_suffix(&*lease.name)
+            .unwrap_or_default();
+        let handle = LeaseHandle::new(
+            lease.kind(),
+            (prefix, &lease.name),
+            &lease.token,
+            lease.fence,
+            lease.ttl(),
+        );
+        self.holding.exit();
+        self.holding.detach();
+        handle
     }
 }
 

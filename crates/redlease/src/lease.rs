@@ -37,6 +37,9 @@ pub(crate) enum State {
     Released,
     /// Given back by [`Client::shutdown`](crate::Client::shutdown).
     Closed,
+    /// Handed to another holder ([`Guard::detach`](crate::Guard::detach)): still held in
+    /// Redis, no longer by this process, which neither renews nor releases it.
+    Detached,
 }
 
 /// How a held lease's renewal stands, as [`Guard::health`](crate::Guard::health) reports
@@ -264,6 +267,34 @@ impl Lease {
         if matches!(self.state.send_replace(State::Released), State::Held(_)) {
             self.hold_ended(HoldEnd::Released);
         }
+    }
+
+    /// Hands the lease on ([`State::Detached`]); true when it was held. Its renewal is the
+    /// caller's to stop.
+    pub(crate) fn detach(&self) -> bool {
+        let detached = self.state.send_if_modified(|s| {
+            if matches!(s, State::Held(_)) {
+                *s = State::Detached;
+                true
+            } else {
+                false
+            }
+        });
+        if detached {
+            tracing::debug!(parent: &self.span, lock = %self.name, "detached: handed to another holder");
+            self.hold_ended(HoldEnd::Released);
+        }
+        detached
+    }
+
+    /// Makes the fencing counter's keep due at the next renewal: for a lease taken over
+    /// from another process ([`Lock::adopt`](crate::Lock::adopt)), whose grant may be days
+    /// old.
+    pub(crate) fn keep_fence_soon(&self) {
+        *self
+            .fence_kept_until
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
     }
 
     /// Moves to `Released` for a release about to be sent; returns where it stood. The

@@ -244,6 +244,7 @@
 // leaves; where commands go; notifications; a lease and its renewal; the engine; the API.
 mod clock;
 mod error;
+mod handle;
 mod inspection;
 mod keys;
 mod lua;
@@ -304,6 +305,7 @@ pub use default_client::{default_client, set_default_client};
 pub use election::{Election, Leader, LeaderChanges, Leadership};
 pub use error::{Error, NodeError, Result, is_connection_error};
 pub use guard::Guard;
+pub use handle::LeaseHandle;
 pub use inspection::{Access, Holding, Inspection, NodeSnapshot, Snapshot, Waiting};
 pub use keys::{LockKeys, MAX_NAME_LEN, Primitive};
 pub use lease::LeaseHealth;
@@ -352,6 +354,7 @@ mod send_sync {
         send_sync::<crate::Client>();
         send_sync::<crate::Lock>();
         send_sync::<crate::Guard>();
+        send_sync::<crate::LeaseHandle>();
         send_sync::<crate::Owner>();
         send_sync::<crate::Error>();
         #[cfg(feature = "blocking")]

@@ -4,12 +4,18 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::Engine;
+use tokio::time::Instant;
+
+use crate::engine::{Engine, Holding};
 use crate::error::{Error, Result};
 use crate::guard::Guard;
-use crate::keys::LockKeys;
+use crate::handle::LeaseHandle;
+use crate::keys::{LockKeys, Primitive};
+use crate::lease::{Lease, lost};
+use crate::renew::Renewal;
 use crate::scripts::Kind;
 use crate::spec::{Spec, option_setters};
+use crate::ttl::ttl_millis;
 
 /// A distributed lock: a name on a [`Client`](crate::Client)'s deployment plus options.
 ///
@@ -204,5 +210,98 @@ impl Lock {
         let mut spec = self.spec.clone();
         spec.wait = crate::Wait::No;
         spec.run_unless_busy(Kind::Mutex, work).await
+    }
+
+    /// Takes over a lease another holder handed on with
+    /// [`Guard::detach`](crate::Guard::detach), in this process or another: the guard
+    /// returned holds it with the handle's owner token and fencing token, and renews it as
+    /// [`renewal`](Lock::renewal) says (by default: kept renewed), within
+    /// [`max_hold`](Lock::max_hold) counted from now.
+    ///
+    /// One round trip: the extend script, which resets the lease to the handle's
+    /// [`ttl`](LeaseHandle::ttl) only if the key still holds the handle's owner token (the
+    /// compare every renewal makes; over a quorum, on a majority of nodes). So a lease
+    /// that ran out, or that another owner took meanwhile, is never claimed; and the
+    /// guard's [`valid_until`](Guard::valid_until) is dated from when that request was
+    /// sent, as for any renewal. The lease keeps the handle's length; this `Lock`'s
+    /// [`ttl`](Lock::ttl) and [`min_replicas`](Lock::min_replicas) are not applied
+    /// ([`Guard::extend`] changes the length).
+    ///
+    /// The adopted guard belongs to no [`Owner`](crate::Owner): a nested acquisition of
+    /// the same name does not re-enter it. Hand a handle to **one** process: two adopters
+    /// of one handle both renew the same owner token and both believe they hold the lock
+    /// (see [`LeaseHandle`]).
+    ///
+    /// # Errors
+    /// [`Error::Lost`] when the lock no longer holds the handle's owner token (the lease
+    /// expired before it was adopted, or another owner holds it): nothing was changed.
+    /// [`Error::InvalidHandle`] when the handle is of another name or key prefix than
+    /// this `Lock`; [`Error::Unsupported`] for a handle of a semaphore permit, a
+    /// read-write lock's hold or an election's lock (only a lock's lease can be adopted);
+    /// [`Error::Redis`] (or [`Error::NoQuorum`]) when Redis could not be asked;
+    /// [`Error::InvalidName`], [`Error::InvalidOption`] as for
+    /// [`acquire`](Lock::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: if dropped, the lease was either extended to the handle's ttl or left
+    /// as it was; either way nobody renews it, and it expires by itself (adopt it again
+    /// from a clone of the handle to keep it).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example(client: redlease::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// // The handle a parent process passed down (`guard.detach().to_string()`).
+    /// let handle: redlease::LeaseHandle = std::env::var("JOB_LOCK")?.parse()?;
+    /// let guard = client.lock(handle.name()).adopt(handle).await?;
+    /// // ... exclusive work, stamped with guard.fencing_token() ...
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    #[tracing::instrument(skip_all, fields(lock = %self.spec.name))]
+    pub async fn adopt(&self, handle: LeaseHandle) -> Result<Guard> {
+        let spec = &self.spec;
+        if !handle.is_lock() {
+            return Err(Error::Unsupported {
+                what: "adopting a semaphore permit, a read-write lock's hold or an election's lock",
+                reason: "only a lock's lease can be handed to another holder; detach and adopt a Lock's guard",
+            });
+        }
+        if handle.name() != &*spec.name || handle.prefix() != spec.prefix {
+            return Err(Error::InvalidHandle {
+                reason: format!(
+                    "it is a handle of lock `{}` under prefix `{}`, given to lock `{}` under prefix `{}`",
+                    handle.name(),
+                    handle.prefix(),
+                    spec.name,
+                    spec.prefix
+                ),
+            });
+        }
+        let keys = spec.plan(Primitive::Lock)?;
+        let ttl = handle.ttl();
+        let sent = Instant::now();
+        let held = spec
+            .engine
+            .deployment()
+            .extend(&keys, Kind::Mutex, handle.token.secret(), ttl_millis(ttl))
+            .await?;
+        if !held {
+            tracing::debug!("the handle's lease is gone: expired, or another owner holds the lock");
+            return Err(lost(&spec.name));
+        }
+        let lease = Lease::new(
+            Arc::clone(&spec.name),
+            keys,
+            Kind::Mutex,
+            (handle.token, handle.fence),
+            ttl,
+            sent,
+            spec.labels(Kind::Mutex),
+        );
+        // The grant may be days old: keep the fencing counter at the first renewal.
+        lease.keep_fence_soon();
+        tracing::debug!(parent: &lease.span, "adopted");
+        let renew = (spec.renewal == Renewal::Auto).then_some((sent, spec.max_hold));
+        Ok(Guard::new(Holding::new(&spec.engine, lease, renew)))
     }
 }

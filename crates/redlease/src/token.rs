@@ -31,6 +31,13 @@ impl OwnerToken {
         Ok(Self(hex))
     }
 
+    /// A token read back from its full hex form (a lease handle's): `None` unless it is
+    /// 32 lowercase hex digits, the form [`OwnerToken::generate`] makes.
+    pub(crate) fn from_secret(secret: &str) -> Option<Self> {
+        let hex = secret.len() == 32 && secret.bytes().all(|b| HEX.contains(&b));
+        hex.then(|| Self(secret.to_owned()))
+    }
+
     /// The full token, for the wire only.
     pub(crate) fn secret(&self) -> &str {
         &self.0

@@ -44,6 +44,7 @@ const LAYERS: &[&[&str]] = &[
         "wait",
         "observe",
         "inspection",
+        "handle",
     ],
     // How a client reaches Redis: endpoints, connection settings, the pub/sub link.
     &["conn"],

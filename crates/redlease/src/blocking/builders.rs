@@ -266,6 +266,18 @@ builder!(
 named!(Lock);
 acquisitions!(Lock(Lock) -> Guard);
 
+impl Lock {
+    /// Takes over a lease another holder handed on with [`Guard::detach`] (or the async
+    /// [`crate::Guard::detach`]), in this process or another; see [`crate::Lock::adopt`].
+    ///
+    /// # Errors
+    /// As [`crate::Lock::adopt`], and [`Error::Runtime`] inside an async task.
+    pub fn adopt(&self, handle: crate::LeaseHandle) -> Result<Guard> {
+        let guard = block_on(&self.0.runtime, self.0.inner.adopt(handle))??;
+        Ok(Guard::wrap(guard, &self.0.runtime))
+    }
+}
+
 builder!(
     /// A blocking semaphore: at most `permits` holders at once; see [`crate::Semaphore`].
     ///

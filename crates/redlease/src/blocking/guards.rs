@@ -242,6 +242,17 @@ impl Guard {
         self.inner().is_some_and(crate::Guard::is_held)
     }
 
+    /// Hands the lease to another process without releasing it; see
+    /// [`crate::Guard::detach`]. Adopt the handle with [`Lock::adopt`](super::Lock::adopt)
+    /// (or the async [`crate::Lock::adopt`]) before the lease runs out.
+    ///
+    /// # Errors
+    /// [`Error::Released`] when the guard no longer holds anything to hand on.
+    pub fn detach(mut self) -> Result<crate::LeaseHandle> {
+        let guard = self.0.inner.take().ok_or_else(|| self.0.released())?;
+        Ok(guard.detach())
+    }
+
     /// How the lease's renewal stands now (see [`crate::Guard::health`]): a synchronous
     /// holder checks it between steps of its work, and stops starting new ones while it is
     /// [`LeaseHealth::Retrying`](crate::LeaseHealth::Retrying).
