@@ -134,11 +134,11 @@ async fn a_bounded_wait_on_a_latch_that_never_opens_times_out() {
     let client = client(&server).await;
     let latch = client.latch("stuck").ttl(Duration::from_secs(60));
     let _count = latch.count_up().await.unwrap();
-    let waited = latch
-        .clone()
-        .wait(Duration::from_millis(300))
-        .wait_open()
-        .await;
+    let waited = bounded(
+        "the bounded wait",
+        latch.clone().wait(Duration::from_millis(300)).wait_open(),
+    )
+    .await;
     match waited {
         Err(Error::Timeout {
             holder_ttl: Some(left),
