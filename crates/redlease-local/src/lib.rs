@@ -114,6 +114,11 @@ pub const REDLEASE_ACL_RULES: &[&str] = &[
     "+zrem",
     "+zremrangebyscore",
     "+zscore",
+    "+sadd",
+    "+srem",
+    "+scard",
+    "+hincrby",
+    "+hmget",
 ];
 
 /// Whether [`TEST_ACL_ENV`] asks for the least-privilege user.

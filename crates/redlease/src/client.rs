@@ -10,6 +10,7 @@ use crate::conn::{Endpoints, Provided, Settings};
 use crate::election::Election;
 use crate::engine::{Defaults, Engine, one_line};
 use crate::error::{Error, Result};
+use crate::latch::Latch;
 use crate::lock::Lock;
 use crate::multilock::MultiLock;
 use crate::notify::{GrantSource, Notifier, Reach, Wakeups};
@@ -656,6 +657,13 @@ impl Client {
     /// permit is acquired.
     pub fn semaphore(&self, name: impl Into<String>, permits: u32) -> Semaphore {
         Semaphore::new(Arc::clone(&self.engine), name.into(), permits)
+    }
+
+    /// A count-down latch named `name` (see [`Latch`]), with default options; set others
+    /// with the [`Latch`] builder methods. Nothing is sent to Redis until a count is
+    /// registered or someone waits.
+    pub fn latch(&self, name: impl Into<String>) -> Latch {
+        Latch::new(Arc::clone(&self.engine), name.into())
     }
 
     /// A read-write lock named `name`, with default options; take it with

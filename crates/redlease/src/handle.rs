@@ -8,7 +8,7 @@
 //!
 //! # The string form
 //! `redlease1:<kind>:<fencing token>:<ttl in ms>:<owner token>:<prefix length>:<prefix><name>`
-//! where `<kind>` is `lock`, `leader`, `permit`, `read` or `write`, the owner token is
+//! where `<kind>` is `lock`, `leader`, `permit`, `read`, `write` or `count`, the owner token is
 //! 32 lowercase hex digits, and `<prefix length>` counts the prefix's bytes, so that the
 //! prefix and the name may hold any character (colons included) but NUL.
 
@@ -37,6 +37,8 @@ pub(crate) enum Held {
     Read,
     /// A write hold of a read-write lock.
     Write,
+    /// A count of a latch.
+    Count,
 }
 
 impl Held {
@@ -47,6 +49,7 @@ impl Held {
             Kind::Permit { .. } => Self::Permit,
             Kind::Read => Self::Read,
             Kind::Write => Self::Write,
+            Kind::Count => Self::Count,
         }
     }
 
@@ -57,6 +60,7 @@ impl Held {
             Self::Permit => "permit",
             Self::Read => "read",
             Self::Write => "write",
+            Self::Count => "count",
         }
     }
 
@@ -67,6 +71,7 @@ impl Held {
             Self::Permit,
             Self::Read,
             Self::Write,
+            Self::Count,
         ]
         .into_iter()
         .find(|held| held.word() == word)
@@ -81,7 +86,7 @@ impl Held {
 /// Its [`Display`](fmt::Display) form is one line to pass through an environment variable,
 /// a file or a command line, and [`FromStr`] reads it back:
 /// `redlease1:<kind>:<fencing token>:<ttl in ms>:<owner token>:<prefix length>:<prefix><name>`,
-/// where `<kind>` is `lock`, `leader`, `permit`, `read` or `write`, the owner token is 32
+/// where `<kind>` is `lock`, `leader`, `permit`, `read`, `write` or `count`, the owner token is 32
 /// lowercase hex digits, and `<prefix length>` counts the prefix's bytes (so the prefix
 /// and the name may hold any character, colons included).
 ///

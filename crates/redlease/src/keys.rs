@@ -42,6 +42,9 @@ pub enum Primitive {
     /// A read-write lock: `K` is a hash with the `mode` (`read` or `write`) while held;
     /// [`LockKeys::holds`] is the ZSET owner token -> lease expiry.
     RwLock,
+    /// A count-down latch: `K` is the SET of outstanding counts' owner tokens; a side key
+    /// keeps their leases (a ZSET owner token -> lease expiry), another its rounds.
+    Latch,
 }
 
 /// All the Redis names one lock uses.
@@ -73,8 +76,11 @@ pub struct LockKeys {
     /// The start of the lock's grant channels on a Cluster (`{K}\0grant:`), each client's
     /// id follows: a shard channel in the lock's slot.
     grants: String,
-    /// The semaphore's permit count, the read-write lock's holds (empty for a lock).
+    /// The semaphore's permit count, the read-write lock's holds, the latch's counts'
+    /// leases (empty for a lock).
     pub(crate) extra: String,
+    /// A latch's rounds (empty for the other primitives).
+    pub(crate) rounds: String,
     /// Whose keys these are.
     primitive: Primitive,
 }
@@ -142,6 +148,12 @@ impl LockKeys {
             Primitive::Lock => ("", String::new()),
             Primitive::Semaphore => ("sem:", format!("{base}sem:permits")),
             Primitive::RwLock => ("rw:", format!("{base}rw:owners")),
+            Primitive::Latch => ("latch:", format!("{base}latch:counts")),
+        };
+        let rounds = if primitive == Primitive::Latch {
+            format!("{base}latch:rounds")
+        } else {
+            String::new()
         };
         Ok(Self {
             fence: format!("{base}fence"),
@@ -156,6 +168,7 @@ impl LockKeys {
             channel: format!("{base}released"),
             grants: format!("{base}grant:"),
             extra,
+            rounds,
             primitive,
             key,
         })
@@ -268,6 +281,17 @@ impl LockKeys {
         ]
     }
 
+    /// The keys in the order the latch scripts declare them.
+    pub(crate) fn latch_keys(&self) -> [&str; 5] {
+        [
+            &self.key,
+            &self.fence,
+            &self.holder,
+            &self.rounds,
+            &self.extra,
+        ]
+    }
+
     /// The keys in the order the semaphore and read-write lock scripts declare them.
     pub(crate) fn shared_lease_keys(&self) -> [&str; 6] {
         [
@@ -329,6 +353,7 @@ mod tests {
             &keys.waiters,
             &keys.channel,
             &keys.extra,
+            &keys.rounds,
         ]
         .iter()
         .filter(|k| !k.is_empty())
@@ -368,7 +393,12 @@ mod tests {
         assert!(LockKeys::new("", "a{b").is_ok());
     }
 
-    const PRIMITIVES: [Primitive; 3] = [Primitive::Lock, Primitive::Semaphore, Primitive::RwLock];
+    const PRIMITIVES: [Primitive; 4] = [
+        Primitive::Lock,
+        Primitive::Semaphore,
+        Primitive::RwLock,
+        Primitive::Latch,
+    ];
 
     /// Every key and channel of `keys`, a grant channel included.
     fn everything(keys: &LockKeys) -> Vec<String> {
@@ -382,6 +412,7 @@ mod tests {
             keys.waiters.clone(),
             keys.channel.clone(),
             keys.extra.clone(),
+            keys.rounds.clone(),
         ]
         .into_iter()
         .filter(|k| !k.is_empty())
@@ -505,7 +536,7 @@ mod tests {
 
         #[test]
         fn every_key_of_a_lock_shares_one_slot(prefix in "[a-z:{}]{0,6}", name in "[a-z{}:]{1,12}") {
-            for primitive in [Primitive::Lock, Primitive::Semaphore, Primitive::RwLock] {
+            for primitive in PRIMITIVES {
             match LockKeys::of(&prefix, &name, primitive) {
                 Ok(keys) => {
                     let slots = all_slots(&keys);

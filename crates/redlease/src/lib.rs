@@ -109,6 +109,7 @@
 //! | many readers or one writer (config reload, cache rebuild) | [`Client::rwlock`] | all (over a quorum a majority rule is sound: a reader and a writer conflict on every node, and two majorities share one) |
 //! | several locks at once, all or nothing (a transfer between two accounts) | [`Client::multi_lock`] | all: one script on one node or Cluster slot, else one by one in canonical order |
 //! | exactly one active instance, and everyone can see which | [`Client::election`] | all |
+//! | wait until N parties are done, without hanging on one that died (a count-down latch) | [`Client::latch`] | single, Sentinel, Cluster (refused over a quorum) |
 //!
 //! ```no_run
 //! # async fn example(client: redlease::Client) -> redlease::Result<()> {
@@ -212,7 +213,7 @@
 //!   `closed`), counters `redlease_acquired_total`, `redlease_timeouts_total`,
 //!   `redlease_lost_total`, `redlease_renewal_failures_total`, gauges `redlease_held` and
 //!   `redlease_waiting`; label `kind` (`lock`, `election`, `semaphore`, `read`, `write`,
-//!   `multi_lock`), and `name` only for builders given `name_in_metrics()`. No exporter
+//!   `latch`, `multi_lock`), and `name` only for builders given `name_in_metrics()`. No exporter
 //!   is bundled: install a recorder (`examples/prometheus.rs` serves them for Prometheus).
 //!
 //! # With the code you already have
@@ -277,6 +278,7 @@ mod default_client;
 mod election;
 mod guard;
 mod inspect;
+mod latch;
 mod lock;
 mod multilock;
 mod owner;
@@ -308,6 +310,7 @@ pub use guard::Guard;
 pub use handle::LeaseHandle;
 pub use inspection::{Access, Holding, Inspection, NodeSnapshot, Snapshot, Waiting};
 pub use keys::{LockKeys, MAX_NAME_LEN, Primitive};
+pub use latch::{Count, Latch, Opened};
 pub use lease::LeaseHealth;
 pub use lock::Lock;
 pub use multilock::{MultiGuard, MultiLock};
@@ -364,6 +367,9 @@ mod send_sync {
         #[cfg(feature = "blocking")]
         send_sync::<crate::blocking::Guard>();
         send_sync::<crate::Semaphore>();
+        send_sync::<crate::Latch>();
+        send_sync::<crate::Count>();
+        send_sync::<crate::Opened>();
         send_sync::<crate::RwLock>();
         send_sync::<crate::ReadLock>();
         send_sync::<crate::WriteLock>();

@@ -262,7 +262,7 @@ impl Lock {
         let spec = &self.spec;
         if !handle.is_lock() {
             return Err(Error::Unsupported {
-                what: "adopting a semaphore permit, a read-write lock's hold or an election's lock",
+                what: "adopting a semaphore permit, a read-write lock's hold, a latch's count or an election's lock",
                 reason: "only a lock's lease can be handed to another holder; detach and adopt a Lock's guard",
             });
         }

@@ -43,6 +43,19 @@ macro_rules! rwlock_script {
         )
     };
 }
+/// The latch scripts, each with `fence.lua` and `latch.lua` in front.
+macro_rules! latch_script {
+    ($file:literal) => {
+        concat!(
+            include_str!("../scripts/fence.lua"),
+            include_str!("../scripts/latch.lua"),
+            include_str!($file)
+        )
+    };
+}
+const LATCH_UP_LUA: &str = latch_script!("../scripts/latch_up.lua");
+const LATCH_DOWN_LUA: &str = latch_script!("../scripts/latch_down.lua");
+const LATCH_CHECK_LUA: &str = latch_script!("../scripts/latch_check.lua");
 const SEM_ACQUIRE_LUA: &str = semaphore_script!("../scripts/sem_acquire.lua");
 const SEM_RELEASE_LUA: &str = semaphore_script!("../scripts/sem_release.lua");
 const RW_ACQUIRE_LUA: &str = rwlock_script!("../scripts/rw_acquire.lua");
@@ -122,9 +135,21 @@ pub(crate) static LEADER: LazyLock<Script> = LazyLock::new(|| Script::new(LEADER
 /// Whether a lease still holds an owner token, read-only.
 pub(crate) static HOLDS: LazyLock<Script> = LazyLock::new(|| Script::new(HOLDS_LUA));
 
+/// One more outstanding count of a latch.
+pub(crate) static LATCH_UP: LazyLock<Script> = LazyLock::new(|| Script::new(LATCH_UP_LUA));
+
+/// Counts a latch down, ending (and announcing) its round at zero.
+pub(crate) static LATCH_DOWN: LazyLock<Script> = LazyLock::new(|| Script::new(LATCH_DOWN_LUA));
+
+/// What a latch's waiter sees now (after reclaiming expired counts).
+pub(crate) static LATCH_CHECK: LazyLock<Script> = LazyLock::new(|| Script::new(LATCH_CHECK_LUA));
+
 /// Every script: the loaded script, its file name, and the exact text it was made from.
-fn all() -> [(&'static Script, &'static str, &'static str); 16] {
+fn all() -> [(&'static Script, &'static str, &'static str); 19] {
     [
+        (&*LATCH_UP, "latch_up.lua", LATCH_UP_LUA),
+        (&*LATCH_DOWN, "latch_down.lua", LATCH_DOWN_LUA),
+        (&*LATCH_CHECK, "latch_check.lua", LATCH_CHECK_LUA),
         (&*HOLDS, "holds.lua", HOLDS_LUA),
         (&*MULTI_ACQUIRE, "multi_acquire.lua", MULTI_ACQUIRE_LUA),
         (&*LEADER, "leader.lua", LEADER_LUA),

@@ -30,6 +30,7 @@ pub(crate) fn kind_label(kind: Kind) -> &'static str {
         Kind::Permit { .. } => "semaphore",
         Kind::Read => "read",
         Kind::Write => "write",
+        Kind::Count => "latch",
     }
 }
 

@@ -292,6 +292,58 @@ pub(crate) fn leader(value: &Value) -> RedisResult<Option<Holder>> {
 }
 
 /// The `N` integers of an array of exactly `N` integers.
+/// What a latch's waiter sees (`latch_check.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LatchState {
+    /// The waiter's round ended (or, on a first check, none was open).
+    pub(crate) done: bool,
+    /// How many rounds ended.
+    pub(crate) round: u64,
+    /// Live counts now.
+    pub(crate) outstanding: u64,
+    /// Until the earliest live count's lease runs out (`None`: no count is live).
+    pub(crate) earliest: Option<Duration>,
+    /// Counts of the latest ended round that were counted down.
+    pub(crate) last_down: u64,
+    /// Counts of the latest ended round whose lease expired.
+    pub(crate) last_expired: u64,
+    /// This very check ended that round (its last count had expired).
+    pub(crate) ended_now: bool,
+}
+
+/// `latch_check.lua`: `{status, round, outstanding, pttl, last_down, last_expired,
+/// ended}`, status and ended 0 or 1, pttl -1 or more, the others 0 or more.
+pub(crate) fn latch_check(value: &Value) -> RedisResult<LatchState> {
+    let wrong = || {
+        unexpected(
+            "latch_check.lua",
+            "{status, round, outstanding, pttl, last_down, last_expired, ended}",
+            value,
+        )
+    };
+    let [status, round, outstanding, pttl, down, expired, ended] =
+        ints::<7>(value).ok_or_else(wrong)?;
+    let count = |n: i64| u64::try_from(n).ok();
+    let flag = |n: i64| match n {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
+    };
+    let earliest = match pttl {
+        -1 => None,
+        ms => Some(Duration::from_millis(count(ms).ok_or_else(wrong)?)),
+    };
+    Ok(LatchState {
+        done: flag(status).ok_or_else(wrong)?,
+        round: count(round).ok_or_else(wrong)?,
+        outstanding: count(outstanding).ok_or_else(wrong)?,
+        earliest,
+        last_down: count(down).ok_or_else(wrong)?,
+        last_expired: count(expired).ok_or_else(wrong)?,
+        ended_now: flag(ended).ok_or_else(wrong)?,
+    })
+}
+
 fn ints<const N: usize>(value: &Value) -> Option<[i64; N]> {
     let Value::Array(items) = value else {
         return None;

@@ -8,8 +8,9 @@ use redis::{Cmd, FromRedisValue, Pipeline, RedisResult, Script, ToRedisArgs};
 use crate::keys::{LockKeys, Primitive};
 pub(crate) use crate::lua::EXTEND;
 use crate::lua::{
-    ACQUIRE, FENCED_SET, HOLDS, LEADER, LEASE_EXTEND, LEASE_RENEW, MULTI_ACQUIRE, RAISE_FENCE,
-    RELEASE, RENEW, RW_ACQUIRE, RW_DOWNGRADE, RW_RELEASE, SEM_ACQUIRE, SEM_RELEASE,
+    ACQUIRE, FENCED_SET, HOLDS, LATCH_CHECK, LATCH_DOWN, LATCH_UP, LEADER, LEASE_EXTEND,
+    LEASE_RENEW, MULTI_ACQUIRE, RAISE_FENCE, RELEASE, RENEW, RW_ACQUIRE, RW_DOWNGRADE, RW_RELEASE,
+    SEM_ACQUIRE, SEM_RELEASE,
 };
 
 /// What a lease is a lease on: which scripts take, give back and renew it.
@@ -29,6 +30,8 @@ pub(crate) enum Kind {
     Read,
     /// A write hold of a read-write lock.
     Write,
+    /// One outstanding count of a latch.
+    Count,
 }
 
 impl Kind {
@@ -43,6 +46,7 @@ impl Kind {
             Self::Mutex | Self::Leader => Primitive::Lock,
             Self::Permit { .. } => Primitive::Semaphore,
             Self::Read | Self::Write => Primitive::RwLock,
+            Self::Count => Primitive::Latch,
         }
     }
 }
@@ -193,13 +197,42 @@ fn with_keys(script: &'static Script, keys: &LockKeys, kind: Kind) -> Call {
         Kind::Permit { .. } | Kind::Read | Kind::Write => {
             Call::new(script, &keys.shared_lease_keys())
         }
+        Kind::Count => Call::new(script, &keys.latch_keys()),
     }
+}
+
+/// The release channel and how to publish on it, as every latch script ends its ARGV:
+/// a latch's waiters listen on every deployment, so its scripts always announce.
+fn latch_notices(invocation: &mut Call, keys: &LockKeys, notices: Notices) {
+    invocation
+        .arg(&keys.channel)
+        .arg(notices.flag().unwrap_or(""));
+}
+
+/// `latch_check.lua`: what a latch's waiter sees, `seen` the round it saw open on its
+/// previous check (`None`: its first check).
+pub(crate) fn latch_check(keys: &LockKeys, seen: Option<u64>, notices: Notices) -> Call {
+    let mut invocation = with_keys(&LATCH_CHECK, keys, Kind::Count);
+    match seen {
+        Some(round) => invocation.arg(round),
+        None => invocation.arg(""),
+    };
+    latch_notices(&mut invocation, keys, notices);
+    invocation
 }
 
 /// One acquisition attempt (`acquire.lua`, `sem_acquire.lua`, `rw_acquire.lua`), joining
 /// the queue when `args.queue` says so.
 pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
+    if args.kind == Kind::Count {
+        // A latch is never busy: no queue, nothing to join.
+        let mut invocation = with_keys(&LATCH_UP, keys, Kind::Count);
+        invocation.arg(args.token).arg(args.ttl_ms).arg(args.holder);
+        latch_notices(&mut invocation, keys, args.notices);
+        return invocation;
+    }
     let script = match args.kind {
+        Kind::Count => &*LATCH_UP,
         Kind::Mutex | Kind::Leader => &*ACQUIRE,
         Kind::Permit { .. } => &*SEM_ACQUIRE,
         Kind::Read | Kind::Write => &*RW_ACQUIRE,
@@ -208,7 +241,7 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
     let mut invocation = with_keys(script, keys, args.kind);
     invocation.arg(args.token).arg(args.ttl_ms).arg(args.holder);
     match args.kind {
-        Kind::Mutex | Kind::Leader => {}
+        Kind::Mutex | Kind::Leader | Kind::Count => {}
         Kind::Permit { permits } => {
             invocation.arg(permits);
         }
@@ -279,7 +312,14 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
 /// with [`Notices::Sharded`] every message of the script (grants included) is an
 /// `SPUBLISH`.
 pub(crate) fn release(keys: &LockKeys, kind: Kind, token: &str, notices: Notices) -> Call {
+    if kind == Kind::Count {
+        let mut invocation = with_keys(&LATCH_DOWN, keys, kind);
+        invocation.arg(token);
+        latch_notices(&mut invocation, keys, notices);
+        return invocation;
+    }
     let script = match kind {
+        Kind::Count => &*LATCH_DOWN,
         Kind::Mutex | Kind::Leader => &*RELEASE,
         Kind::Permit { .. } => &*SEM_RELEASE,
         Kind::Read | Kind::Write => &*RW_RELEASE,
@@ -337,6 +377,7 @@ pub(crate) fn release_name(kind: Kind) -> &'static str {
         Kind::Mutex | Kind::Leader => "release.lua",
         Kind::Permit { .. } => "sem_release.lua",
         Kind::Read | Kind::Write => "rw_release.lua",
+        Kind::Count => "latch_down.lua",
     }
 }
 
@@ -356,7 +397,7 @@ pub(crate) fn downgrade(keys: &LockKeys, token: &str, notices: Notices) -> Call 
 /// The three keys `lease_extend.lua` and `lease_renew.lua` take for a lease of `kind`.
 fn lease_keys(keys: &LockKeys, kind: Kind) -> [&str; 3] {
     match kind {
-        Kind::Read | Kind::Write => [&keys.extra, &keys.holder, &keys.key],
+        Kind::Read | Kind::Write | Kind::Count => [&keys.extra, &keys.holder, &keys.key],
         Kind::Mutex | Kind::Leader | Kind::Permit { .. } => [&keys.key, &keys.holder, &keys.extra],
     }
 }
@@ -365,7 +406,7 @@ fn lease_keys(keys: &LockKeys, kind: Kind) -> [&str; 3] {
 pub(crate) fn extend(keys: &LockKeys, kind: Kind, token: &str, ttl_ms: u64) -> Call {
     let mut invocation = match kind {
         Kind::Mutex | Kind::Leader => Call::new(&EXTEND, &[&keys.key, &keys.holder]),
-        Kind::Permit { .. } | Kind::Read | Kind::Write => {
+        Kind::Permit { .. } | Kind::Read | Kind::Write | Kind::Count => {
             Call::new(&LEASE_EXTEND, &lease_keys(keys, kind))
         }
     };
@@ -377,7 +418,7 @@ pub(crate) fn extend(keys: &LockKeys, kind: Kind, token: &str, ttl_ms: u64) -> C
 pub(crate) fn extend_name(kind: Kind) -> &'static str {
     match kind {
         Kind::Mutex | Kind::Leader => "extend.lua",
-        Kind::Permit { .. } | Kind::Read | Kind::Write => "lease_extend.lua",
+        Kind::Permit { .. } | Kind::Read | Kind::Write | Kind::Count => "lease_extend.lua",
     }
 }
 
@@ -451,7 +492,7 @@ pub(crate) fn raise_fence(keys: &LockKeys, kind: Kind, fence: u64, token: &str) 
             invocation.arg(fence).arg(token).arg(&keys.channel);
             invocation
         }
-        Kind::Read | Kind::Write => {
+        Kind::Read | Kind::Write | Kind::Count => {
             let mut invocation = Call::new(&RAISE_FENCE, &[&keys.fence, &keys.extra]);
             invocation.arg(fence).arg(token).arg("zset");
             invocation

@@ -210,6 +210,20 @@ impl Spec {
         Ok(holding?.map(Guard::new))
     }
 
+    /// A fresh lease of `kind` in one attempt, which no owner re-enters (a latch's count:
+    /// every call is one count more); `Ok(None)` when busy.
+    pub(crate) async fn take_fresh(&self, kind: Kind) -> Result<Option<Guard>> {
+        let keys = self.plan(kind.primitive())?;
+        let meter = Acquisition::start(self.labels(kind), self.measured);
+        let taken = self.request(&keys, kind, &meter).try_once().await;
+        meter.finish(match &taken {
+            Ok(Some(_)) => Outcome::Acquired,
+            Ok(None) => Outcome::Busy,
+            Err(_) => Outcome::Failed,
+        });
+        Ok(taken?.map(Guard::new))
+    }
+
     /// A lease of `kind`, waiting up to the builder's `wait`.
     pub(crate) async fn acquire(&self, kind: Kind) -> Result<Guard> {
         let meter = Acquisition::start(self.labels(kind), self.measured);

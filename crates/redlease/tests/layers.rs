@@ -73,6 +73,7 @@ const LAYERS: &[&[&str]] = &[
         "spec",
         "__private",
         "diagnostics",
+        "latch",
     ],
 ];
 

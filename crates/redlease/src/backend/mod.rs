@@ -171,6 +171,21 @@ impl Deployment {
         quorum::leader(self, answers)
     }
 
+    /// What a latch's waiter sees now (`seen`: the round it saw open on its previous
+    /// check). Never over a quorum (a latch's counts are refused there).
+    pub(crate) async fn latch_check(
+        &self,
+        keys: &LockKeys,
+        seen: Option<u64>,
+    ) -> Result<replies::LatchState> {
+        let invocation = scripts::latch_check(keys, seen, self.announces());
+        let value: Value = self
+            .across_reconnects(|| self.primary().invoke(&invocation))
+            .await
+            .map_err(|e| self.error("checking a latch", &keys.key, e))?;
+        replies::latch_check(&value).map_err(|e| self.error("checking a latch", &keys.key, e))
+    }
+
     /// Whether the lease of `kind` at `keys` holds `token` now, by a read. Over a quorum,
     /// whether a majority of nodes say so.
     pub(crate) async fn holds(&self, keys: &LockKeys, kind: Kind, token: &str) -> Result<bool> {

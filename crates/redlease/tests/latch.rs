@@ -1,0 +1,185 @@
+//! Count-down latches: waiters wake when the last count is counted down (over pub/sub, not
+//! by polling), a dead party's count expires after its ttl and is reported as expired,
+//! and a bounded wait on a latch that never opens times out.
+#![allow(
+    clippy::unwrap_used,
+    clippy::panic,
+    clippy::print_stderr,
+    reason = "tests fail loudly and say what they measured"
+)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use common::{bounded, client, evalsha_calls, no_polling, raw, server};
+use redlease::{Error, Renewal, Wait};
+
+#[tokio::test]
+async fn a_waiter_wakes_only_after_every_count_is_counted_down() {
+    let server = server();
+    let parties = [
+        client(&server).await,
+        client(&server).await,
+        client(&server).await,
+    ];
+    let mut counts = Vec::new();
+    for party in &parties {
+        let count = party
+            .latch("import")
+            .ttl(Duration::from_secs(60))
+            .count_up()
+            .await
+            .unwrap();
+        counts.push(count);
+    }
+    let waiter = client(&server).await;
+    assert_eq!(waiter.latch("import").count().await.unwrap(), 3);
+    let last_down = Arc::new(AtomicBool::new(false));
+    let seen_last = Arc::clone(&last_down);
+    // Counts live a minute and the back-off is a minute: only the notice of the last
+    // count down can wake the waiter within the test's bound.
+    let waiting = tokio::spawn(async move {
+        let opened = waiter
+            .latch("import")
+            .wait(Duration::from_secs(120))
+            .retry(no_polling())
+            .wait_open()
+            .await;
+        (opened, seen_last.load(Ordering::SeqCst))
+    });
+    let third = counts.pop().unwrap();
+    for count in counts {
+        count.count_down().await.unwrap();
+    }
+    assert_eq!(parties[0].latch("import").count().await.unwrap(), 1);
+    assert!(
+        !waiting.is_finished(),
+        "the waiter left with a count outstanding"
+    );
+    last_down.store(true, Ordering::SeqCst);
+    third.count_down().await.unwrap();
+    let (opened, after_last) = bounded("the waiter to wake", waiting).await.unwrap();
+    let opened = opened.unwrap();
+    assert!(after_last, "the waiter returned before the last count down");
+    assert_eq!(opened.counted_down(), 3, "{opened:?}");
+    assert_eq!(opened.expired(), 0, "{opened:?}");
+    assert!(!opened.is_broken());
+}
+
+#[tokio::test]
+async fn a_dead_partys_count_expires_after_its_ttl_and_is_reported_as_expired() {
+    let server = server();
+    let alive = client(&server).await;
+    let dead = client(&server).await;
+    let waiter = client(&server).await;
+    let live = alive
+        .latch("job")
+        .ttl(Duration::from_secs(60))
+        .count_up()
+        .await
+        .unwrap();
+    // The party "dies": its count is never counted down, and nothing renews it.
+    let ttl = Duration::from_millis(800);
+    let doomed = dead
+        .latch("job")
+        .ttl(ttl)
+        .renewal(Renewal::Fixed)
+        .count_up()
+        .await
+        .unwrap();
+    std::mem::forget(doomed);
+    drop(dead);
+    let waiting = tokio::spawn(async move {
+        waiter
+            .latch("job")
+            .wait(Duration::from_secs(120))
+            .retry(no_polling())
+            .wait_open()
+            .await
+    });
+    live.count_down().await.unwrap();
+    // No notice comes for the dead count: the waiter must look again at its expiry.
+    let opened = bounded("the waiter to see the dead count expire", waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(opened.counted_down(), 1, "{opened:?}");
+    assert_eq!(opened.expired(), 1, "{opened:?}");
+    assert!(opened.is_broken());
+    assert_eq!(alive.latch("job").count().await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn waiting_with_nothing_outstanding_returns_at_once() {
+    let server = server();
+    let client = client(&server).await;
+    let latch = client.latch("idle").wait(Wait::No);
+    assert_eq!(
+        latch.wait_open().await.unwrap(),
+        redlease::Opened::default()
+    );
+    // A round that ended before the waiter came is not the waiter's to report.
+    let count = latch.count_up().await.unwrap();
+    count.count_down().await.unwrap();
+    let opened = latch.wait_open().await.unwrap();
+    assert_eq!((opened.counted_down(), opened.expired()), (0, 0));
+}
+
+#[tokio::test]
+async fn a_bounded_wait_on_a_latch_that_never_opens_times_out() {
+    let server = server();
+    let client = client(&server).await;
+    let latch = client.latch("stuck").ttl(Duration::from_secs(60));
+    let _count = latch.count_up().await.unwrap();
+    let waited = bounded(
+        "the bounded wait",
+        latch.clone().wait(Duration::from_millis(300)).wait_open(),
+    )
+    .await;
+    match waited {
+        Err(Error::Timeout {
+            holder_ttl: Some(left),
+            ..
+        }) => assert!(left > Duration::from_secs(30), "{left:?}"),
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    assert_eq!(latch.count().await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn a_waiter_looks_again_only_at_the_count_expiry() {
+    let server = server();
+    let party = client(&server).await;
+    let waiter = client(&server).await;
+    let mut conn = raw(&server).await;
+    let ttl = Duration::from_millis(1500);
+    let doomed = party
+        .latch("quiet")
+        .ttl(ttl)
+        .renewal(Renewal::Fixed)
+        .count_up()
+        .await
+        .unwrap();
+    std::mem::forget(doomed);
+    // Loads the waiter's script, so that no NOSCRIPT retry is counted below.
+    assert_eq!(waiter.latch("quiet").count().await.unwrap(), 1);
+    let before = evalsha_calls(&mut conn).await;
+    // The default back-off: a waiter that polled would look every few hundred ms.
+    let opened = bounded(
+        "the waiter",
+        waiter
+            .latch("quiet")
+            .wait(Duration::from_secs(60))
+            .wait_open(),
+    )
+    .await
+    .unwrap();
+    let looks = evalsha_calls(&mut conn).await - before;
+    eprintln!("one count expiring after {ttl:?}: the waiter ran {looks} scripts");
+    assert_eq!(opened.expired(), 1, "{opened:?}");
+    // Its first look, and one at the count's expiry.
+    assert!(looks <= 2, "the waiter looked {looks} times");
+}
