@@ -67,6 +67,7 @@ const RAISE_FENCE_LUA: &str = include_str!("../scripts/raise_fence.lua");
 const FENCED_SET_LUA: &str = include_str!("../scripts/fenced_set.lua");
 const LEADER_LUA: &str = include_str!("../scripts/leader.lua");
 const HOLDS_LUA: &str = include_str!("../scripts/holds.lua");
+const PROCLAIM_LUA: &str = include_str!("../scripts/proclaim.lua");
 /// `multi_acquire.lua` with `fence.lua` in front.
 const MULTI_ACQUIRE_LUA: &str = concat!(
     include_str!("../scripts/fence.lua"),
@@ -122,9 +123,13 @@ pub(crate) static LEADER: LazyLock<Script> = LazyLock::new(|| Script::new(LEADER
 /// Whether a lease still holds an owner token, read-only.
 pub(crate) static HOLDS: LazyLock<Script> = LazyLock::new(|| Script::new(HOLDS_LUA));
 
+/// Replaces an election leader's note while it leads, and announces it.
+pub(crate) static PROCLAIM: LazyLock<Script> = LazyLock::new(|| Script::new(PROCLAIM_LUA));
+
 /// Every script: the loaded script, its file name, and the exact text it was made from.
-fn all() -> [(&'static Script, &'static str, &'static str); 16] {
+fn all() -> [(&'static Script, &'static str, &'static str); 17] {
     [
+        (&*PROCLAIM, "proclaim.lua", PROCLAIM_LUA),
         (&*HOLDS, "holds.lua", HOLDS_LUA),
         (&*MULTI_ACQUIRE, "multi_acquire.lua", MULTI_ACQUIRE_LUA),
         (&*LEADER, "leader.lua", LEADER_LUA),
