@@ -44,3 +44,21 @@ fn a_blocking_election_hands_over_and_is_observed() {
     b.resign().unwrap();
     assert_eq!(changes.next().unwrap().unwrap(), None);
 }
+
+#[test]
+fn a_blocking_leader_proclaims_a_new_note_in_its_term() {
+    let server = common::server();
+    let client = Client::connect(&server.url()).unwrap();
+    let election = client.election("scheduler").ttl(Duration::from_secs(60));
+    let mut changes = election.observe();
+    assert_eq!(changes.next().unwrap().unwrap(), None);
+    let mut a = election.campaign("a").unwrap();
+    let seen = changes.next().unwrap().unwrap().unwrap();
+    assert_eq!(seen.note, "a");
+    a.proclaim("a, ready").unwrap();
+    assert_eq!(a.note(), "a, ready");
+    let seen = changes.next().unwrap().unwrap().unwrap();
+    assert_eq!((seen.note.as_str(), seen.term), ("a, ready", a.term()));
+    assert_eq!(election.leader().unwrap().unwrap().note, "a, ready");
+    a.resign().unwrap();
+}
