@@ -64,11 +64,53 @@ impl fmt::Debug for Election {
 
 option_setters!(Election);
 
+/// `note` as a leader's note: one line, at most [`MAX_NOTE`] bytes, control characters
+/// turned into spaces.
+///
+/// # Errors
+/// [`Error::InvalidOption`] for a note that is empty (or only spaces).
+fn leader_note(note: &str) -> Result<Arc<str>> {
+    one_line(note, MAX_NOTE)
+        .map(Arc::from)
+        .ok_or_else(|| Error::InvalidOption {
+            option: "note",
+            reason: "a leader's note must not be empty".into(),
+        })
+}
+
+/// Replaces the note of the leadership held by `guard` with `note` (see
+/// [`Leadership::proclaim`]); the note now recorded.
+pub(crate) async fn proclaim(guard: &Guard, note: &str) -> Result<Arc<str>> {
+    let note = leader_note(note)?;
+    let holding = guard.holding();
+    let lease = &holding.lease;
+    if !lease.is_held() {
+        return Err(lease.ended_error());
+    }
+    let taken = holding
+        .engine
+        .deployment()
+        .proclaim(
+            &lease.keys,
+            lease.token.secret(),
+            &note,
+            guard.fencing_token().get(),
+        )
+        .await?;
+    if !taken {
+        lease.lose("proclaim found another token");
+        return Err(lease.ended_error());
+    }
+    tracing::info!(term = %guard.fencing_token(), "proclaimed a new note");
+    Ok(note)
+}
+
 /// Who leads an election, as [`Election::leader`] and [`Election::observe`] see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Leader {
-    /// The note the leader campaigned with.
+    /// The leader's note: the one it campaigned with, or the last it
+    /// [proclaimed](Leadership::proclaim).
     pub note: String,
     /// The leader's term: its lease's fencing token.
     pub term: FencingToken,
@@ -109,12 +151,7 @@ impl Election {
     /// leadership handed to it meanwhile, in the background.
     #[tracing::instrument(skip_all, fields(election = %self.spec.name))]
     pub async fn campaign(&self, note: impl Into<String>) -> Result<Leadership> {
-        let note: Arc<str> = one_line(&note.into(), MAX_NOTE)
-            .ok_or_else(|| Error::InvalidOption {
-                option: "note",
-                reason: "a leader's note must not be empty".into(),
-            })?
-            .into();
+        let note = leader_note(&note.into())?;
         let mut spec = self.spec.clone();
         spec.holder = Some(Arc::clone(&note));
         let guard = spec.acquire(Kind::Leader).await?;
@@ -188,8 +225,10 @@ impl Election {
         }))
     }
 
-    /// Every change of leader, starting with the current one (`None`: nobody leads),
-    /// driven by the notices the election's grants, hand-offs and releases publish; it
+    /// Every change of leader, starting with the current one (`None`: nobody leads), and
+    /// every new note a leader [proclaims](Leadership::proclaim) (the same term, another
+    /// note), driven by the notices the election's grants, hand-offs, releases and
+    /// proclaims publish; it
     /// also looks again when the leader's lease should have run out (a leader that died
     /// without resigning). Changes are told in order, terms never going backwards; one that
     /// came and went between two looks may be skipped. The stream ends only when dropped. An error (Redis could not
@@ -250,14 +289,14 @@ impl Stream for LeaderChanges {
 }
 
 /// What an observer told last.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Told {
     /// Nothing yet.
     Unknown,
     /// That nobody leads.
     Nobody,
-    /// The leader of this term.
-    Term(FencingToken),
+    /// The leader of this term, with this note.
+    Leader(FencingToken, String),
 }
 
 /// The state of one [`Election::observe`] stream.
@@ -299,13 +338,13 @@ impl Observer {
             };
             let told = current
                 .as_ref()
-                .map_or(Told::Nobody, |l| Told::Term(l.term));
-            let stale = matches!(told, Told::Term(t) if self.highest.is_some_and(|h| t < h));
+                .map_or(Told::Nobody, |l| Told::Leader(l.term, l.note.clone()));
+            let stale = matches!(&told, Told::Leader(t, _) if self.highest.is_some_and(|h| *t < h));
             if self.last != told && !stale {
-                self.last = told;
-                if let Told::Term(t) = told {
-                    self.highest = Some(t);
+                if let Told::Leader(t, _) = &told {
+                    self.highest = Some(*t);
                 }
+                self.last = told;
                 return Ok(current);
             }
             let wake = match (&current, &notified) {
@@ -352,9 +391,47 @@ impl Leadership {
         self.guard.fencing_token()
     }
 
-    /// The note this leader campaigned with.
+    /// The note this leader campaigned with, or the last it
+    /// [proclaimed](Leadership::proclaim).
     pub fn note(&self) -> &str {
         &self.note
+    }
+
+    /// Replaces the note that [`Election::leader`] and [`Election::observe`] report for
+    /// this leader (etcd's `proclaim`), keeping the term and the lease: one script that
+    /// writes `note` (one line, at most [`MAX_NOTE`] bytes; control characters become
+    /// spaces) only while the lock still holds this leadership's token, leaves the
+    /// note's expiry as it was, and announces the change on the election's channel, so
+    /// that observers tell the same term with the new note. Over a quorum the note is
+    /// written on every node, as an extend is, and taken when a majority took it; a node
+    /// that missed it keeps the earlier note, and a read that a majority of nodes with
+    /// the new one did not answer may still report the earlier one.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] for an empty note; [`Error::Lost`] when leadership was
+    /// lost (then nothing is written; over a quorum, the minority of nodes that may still
+    /// hold the token take it, and no read reports it: a leader is named only by a
+    /// majority) ([`Error::ShutDown`] after the client's shutdown);
+    /// [`Error::Redis`] when Redis could not be asked (over a quorum, when too few nodes
+    /// answered to tell): the note may or may not have been replaced, and
+    /// [`note`](Self::note) keeps the earlier one.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: if dropped, the note in Redis is either replaced or unchanged, and
+    /// [`note`](Self::note) keeps the earlier one.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example(client: redlease::Client) -> redlease::Result<()> {
+    /// let mut leadership = client.election("scheduler").campaign("host-a: starting").await?;
+    /// // ... warm up ...
+    /// leadership.proclaim("host-a: serving on :8080").await?;
+    /// # Ok(()) }
+    /// ```
+    #[tracing::instrument(skip_all, fields(election = %self.guard.holding().lease.name))]
+    pub async fn proclaim(&mut self, note: impl Into<String>) -> Result<()> {
+        self.note = proclaim(&self.guard, &note.into()).await?;
+        Ok(())
     }
 
     /// Whether the lease is still ours, without asking Redis.

@@ -80,6 +80,7 @@ const RAISE_FENCE_LUA: &str = include_str!("../scripts/raise_fence.lua");
 const FENCED_SET_LUA: &str = include_str!("../scripts/fenced_set.lua");
 const LEADER_LUA: &str = include_str!("../scripts/leader.lua");
 const HOLDS_LUA: &str = include_str!("../scripts/holds.lua");
+const PROCLAIM_LUA: &str = include_str!("../scripts/proclaim.lua");
 /// `multi_acquire.lua` with `fence.lua` in front.
 const MULTI_ACQUIRE_LUA: &str = concat!(
     include_str!("../scripts/fence.lua"),
@@ -144,9 +145,13 @@ pub(crate) static LATCH_DOWN: LazyLock<Script> = LazyLock::new(|| Script::new(LA
 /// What a latch's waiter sees now (after reclaiming expired counts).
 pub(crate) static LATCH_CHECK: LazyLock<Script> = LazyLock::new(|| Script::new(LATCH_CHECK_LUA));
 
+/// Replaces an election leader's note while it leads, and announces it.
+pub(crate) static PROCLAIM: LazyLock<Script> = LazyLock::new(|| Script::new(PROCLAIM_LUA));
+
 /// Every script: the loaded script, its file name, and the exact text it was made from.
-fn all() -> [(&'static Script, &'static str, &'static str); 19] {
+fn all() -> [(&'static Script, &'static str, &'static str); 20] {
     [
+        (&*PROCLAIM, "proclaim.lua", PROCLAIM_LUA),
         (&*LATCH_UP, "latch_up.lua", LATCH_UP_LUA),
         (&*LATCH_DOWN, "latch_down.lua", LATCH_DOWN_LUA),
         (&*LATCH_CHECK, "latch_check.lua", LATCH_CHECK_LUA),

@@ -9,8 +9,8 @@ use crate::keys::{LockKeys, Primitive};
 pub(crate) use crate::lua::EXTEND;
 use crate::lua::{
     ACQUIRE, FENCED_SET, HOLDS, LATCH_CHECK, LATCH_DOWN, LATCH_UP, LEADER, LEASE_EXTEND,
-    LEASE_RENEW, MULTI_ACQUIRE, RAISE_FENCE, RELEASE, RENEW, RW_ACQUIRE, RW_DOWNGRADE, RW_RELEASE,
-    SEM_ACQUIRE, SEM_RELEASE,
+    LEASE_RENEW, MULTI_ACQUIRE, PROCLAIM, RAISE_FENCE, RELEASE, RENEW, RW_ACQUIRE, RW_DOWNGRADE,
+    RW_RELEASE, SEM_ACQUIRE, SEM_RELEASE,
 };
 
 /// What a lease is a lease on: which scripts take, give back and renew it.
@@ -357,6 +357,29 @@ pub(crate) fn acquire_all(keys: &[&LockKeys], token: &str, ttl_ms: u64, holder: 
 /// `leader.lua`: who holds the lock at `keys` now, with the term recorded for it.
 pub(crate) fn leader(keys: &LockKeys) -> Call {
     Call::new(&LEADER, &[&keys.key, &keys.fence, &keys.holder, &keys.term])
+}
+
+/// `proclaim.lua`: the note of the leader holding `token` at `keys` replaced by `note`
+/// (`fence` written in front of it where the holder details key has none), and the change
+/// announced on the election's channel as `notices` says (`SPUBLISH` for
+/// [`Notices::Sharded`], else `PUBLISH`: an election's changes are always announced).
+pub(crate) fn proclaim(
+    keys: &LockKeys,
+    token: &str,
+    note: &str,
+    fence: u64,
+    notices: Notices,
+) -> Call {
+    let mut invocation = Call::new(&PROCLAIM, &[&keys.key, &keys.holder]);
+    invocation
+        .arg(token)
+        .arg(note)
+        .arg(fence)
+        .arg(&keys.channel);
+    if let Some(flag) = notices.flag() {
+        invocation.arg(flag);
+    }
+    invocation
 }
 
 /// `holds.lua`: whether the lease of `kind` at `keys` holds `token` now.

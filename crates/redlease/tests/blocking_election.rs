@@ -44,3 +44,40 @@ fn a_blocking_election_hands_over_and_is_observed() {
     b.resign().unwrap();
     assert_eq!(changes.next().unwrap().unwrap(), None);
 }
+
+/// The next item of `changes`, read on a thread of its own and bounded by
+/// [`common::STEP`] (a hang detector, not a speed assertion).
+fn next_within_a_step(
+    changes: redlease::blocking::Observe,
+) -> (
+    redlease::Result<Option<redlease::Leader>>,
+    redlease::blocking::Observe,
+) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut changes = changes;
+        let item = changes.next().unwrap();
+        let _ = tx.send((item, changes));
+    });
+    rx.recv_timeout(common::STEP)
+        .unwrap_or_else(|_| panic!("no change told within {:?}", common::STEP))
+}
+
+#[test]
+fn a_blocking_leader_proclaims_a_new_note_in_its_term() {
+    let server = common::server();
+    let client = Client::connect(&server.url()).unwrap();
+    let election = client.election("scheduler").ttl(Duration::from_secs(60));
+    let (first, changes) = next_within_a_step(election.observe());
+    assert_eq!(first.unwrap(), None);
+    let mut a = election.campaign("a").unwrap();
+    let (seen, changes) = next_within_a_step(changes);
+    assert_eq!(seen.unwrap().unwrap().note, "a");
+    a.proclaim("a, ready").unwrap();
+    assert_eq!(a.note(), "a, ready");
+    let (seen, _changes) = next_within_a_step(changes);
+    let seen = seen.unwrap().unwrap();
+    assert_eq!((seen.note.as_str(), seen.term), ("a, ready", a.term()));
+    assert_eq!(election.leader().unwrap().unwrap().note, "a, ready");
+    a.resign().unwrap();
+}

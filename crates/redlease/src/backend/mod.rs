@@ -79,7 +79,7 @@ pub(crate) use connect::connect;
 pub(crate) use deployment::Deployment;
 use deployment::Topology;
 pub(crate) use node::StaleHook;
-use node::{acquire_on, downgrade_on, extend_on, release_on, renew_on};
+use node::{acquire_on, downgrade_on, extend_on, proclaim_on, release_on, renew_on};
 
 impl Deployment {
     /// One acquisition attempt.
@@ -128,6 +128,25 @@ impl Deployment {
         self.across_reconnects(|| extend_on(self.primary(), keys, kind, token, ttl_ms))
             .await
             .map_err(|e| self.error("extending a lock", &keys.key, e))
+    }
+
+    /// Replaces the note of the leader holding `token` at `keys` (`proclaim.lua`) and
+    /// announces it; whether the lock still held our token. Over a quorum, on every node,
+    /// true when a majority took it.
+    pub(crate) async fn proclaim(
+        &self,
+        keys: &LockKeys,
+        token: &str,
+        note: &str,
+        fence: u64,
+    ) -> Result<bool> {
+        if self.topology == Topology::Quorum {
+            return Box::pin(quorum::proclaim(self, keys, token, note, fence)).await;
+        }
+        let announce = self.announces();
+        self.across_reconnects(|| proclaim_on(self.primary(), keys, token, note, fence, announce))
+            .await
+            .map_err(|e| self.error("proclaiming a leader's note", &keys.key, e))
     }
 
     /// Every lock of `keys` for `token` in one script, all or nothing; only where

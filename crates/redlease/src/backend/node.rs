@@ -672,6 +672,19 @@ pub(crate) async fn extend_on(
     replies::flag(scripts::extend_name(kind), &node.invoke(&invocation).await?)
 }
 
+/// `proclaim.lua` on one node: whether the lock still held `token` (and took the note).
+pub(crate) async fn proclaim_on(
+    node: &Node,
+    keys: &LockKeys,
+    token: &str,
+    leader_note: &str,
+    fence: u64,
+    notices: Notices,
+) -> RedisResult<bool> {
+    let invocation = scripts::proclaim(keys, token, leader_note, fence, notices);
+    replies::flag("proclaim.lua", &node.invoke(&invocation).await?)
+}
+
 /// One pipeline of renewal script calls (batches of [`BATCH`](scripts::BATCH) leases) on
 /// one node; whether each lease of `batch` was renewed, in order.
 pub(crate) async fn renew_on(node: &Node, batch: &[RenewItem<'_>]) -> RedisResult<Vec<bool>> {

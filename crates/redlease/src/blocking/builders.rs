@@ -464,9 +464,20 @@ impl Leadership {
         self.guard.fencing_token()
     }
 
-    /// The note this leader campaigned with.
+    /// The note this leader campaigned with, or the last it
+    /// [proclaimed](Self::proclaim).
     pub fn note(&self) -> &str {
         &self.note
+    }
+
+    /// Replaces the note observers see, keeping the term and the lease; see
+    /// [`crate::Leadership::proclaim`].
+    ///
+    /// # Errors
+    /// As [`crate::Leadership::proclaim`], and [`Error::Runtime`] inside an async task.
+    pub fn proclaim(&mut self, note: impl Into<String>) -> Result<()> {
+        self.note = self.guard.proclaim(&note.into())?;
+        Ok(())
     }
 
     /// Whether the lease is still ours, without asking Redis.

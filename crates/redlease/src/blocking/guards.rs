@@ -203,6 +203,17 @@ impl fmt::Debug for Guard {
 }
 
 impl Guard {
+    /// A leader's note replaced (see [`crate::Leadership::proclaim`]), on the runtime; the
+    /// note now recorded.
+    ///
+    /// # Errors
+    /// As [`crate::Leadership::proclaim`]; [`Error::Released`] once released,
+    /// [`Error::Runtime`] inside an async task.
+    pub(super) fn proclaim(&mut self, note: &str) -> Result<Arc<str>> {
+        self.0
+            .block_on_mut(async |g| crate::election::proclaim(g, note).await)?
+    }
+
     /// The name of a lease re-entered from one that nobody renews.
     pub(super) fn unrenewed(&self) -> Option<&str> {
         let guard = self.0.inner.as_ref()?;

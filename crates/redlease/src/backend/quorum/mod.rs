@@ -78,7 +78,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::deployment::Deployment;
-use super::node::{Conn, downgrade_on, extend_on, fan_out, renew_on};
+use super::node::{Conn, downgrade_on, extend_on, fan_out, proclaim_on, renew_on};
 use crate::error::{Error, NodeError, Result};
 use crate::keys::LockKeys;
 use crate::replies::{self, Reply};
@@ -561,6 +561,27 @@ pub(crate) async fn extend(
     settle(deployment, keys, "extending a lock", replies)
 }
 
+/// A leader's note replaced on every node (as `extend` reaches every node): `Ok(true)`
+/// when a majority still held our token and took the note.
+pub(crate) async fn proclaim(
+    deployment: &Deployment,
+    keys: &LockKeys,
+    token: &str,
+    note: &str,
+    fence: u64,
+) -> Result<bool> {
+    let announce = deployment.announces();
+    let replies = fan_out(
+        deployment.nodes.iter().map(|node| {
+            node.health
+                .call(proclaim_on(node, keys, token, note, fence, announce))
+        }),
+        deployment.response_timeout,
+    )
+    .await;
+    settle(deployment, keys, "proclaiming a leader's note", replies)
+}
+
 /// Downgrade on every node: `Ok(true)` when a majority still held our write hold (now a
 /// read hold there). A node that missed it still counts our hold as a write, which only
 /// keeps other readers out there: the read hold a majority records is what the next
@@ -715,7 +736,21 @@ pub(crate) fn leader(
     else {
         return Ok(None);
     };
-    let mut leader = holders.swap_remove(0);
+    // The note most of these nodes give: a proclaim reaches the nodes one by one, and a
+    // node it missed keeps the earlier note (a tie, while one is under way, goes to the
+    // first node's).
+    let mut best = 0;
+    let mut best_count = 0;
+    for (i, holder) in holders.iter().enumerate() {
+        let count = holders
+            .iter()
+            .filter(|h| h.details == holder.details)
+            .count();
+        if count > best_count {
+            (best, best_count) = (i, count);
+        }
+    }
+    let mut leader = holders.swap_remove(best);
     leader.fence = term;
     leader.pttl = pttl;
     Ok(Some(leader))
