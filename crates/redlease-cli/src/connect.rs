@@ -1,5 +1,6 @@
 //! Where Redis is (`--redis URL`, `REDIS_URL`, or the default) and connecting to it.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -14,7 +15,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one reply may take.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
-const REDIS_HELP: &str = "The Redis to use: redis://[USER:PASSWORD@]HOST:PORT[/DB], or rediss://... for TLS (the server certificate is verified). Credentials in the URL are never printed. Repeat it for a quorum (Redlock) of independent primaries: a lock is held when a majority of them grant it. [default: $REDIS_URL, else redis://127.0.0.1:6379]";
+const REDIS_HELP: &str = "The Redis to use: redis://[USER:PASSWORD@]HOST:PORT[/DB], or rediss://... for TLS (the server certificate is verified against the system's roots, or --cacert). Credentials in the URL are never printed. Repeat it for a quorum (Redlock) of independent primaries: a lock is held when a majority of them grant it. [default: $REDIS_URL, else redis://127.0.0.1:6379]";
 
 /// The connection options every subcommand that talks to Redis shares.
 #[derive(Debug, Clone, clap::Args)]
@@ -33,6 +34,144 @@ pub(crate) struct RedisArgs {
     /// the prefix of the programs that take the lock (the library's default is redlease:)
     #[arg(long, value_name = "PREFIX", default_value = redlease::DEFAULT_PREFIX)]
     pub(crate) prefix: String,
+
+    #[command(flatten)]
+    pub(crate) tls: TlsArgs,
+}
+
+/// How `rediss://` connections trust the server and present themselves (redis-cli's
+/// flags, but for the key: `--key` names the lock of `run`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct TlsArgs {
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "TLS",
+        help = "PEM file of the CA certificate(s) that sign the server's certificate (rediss://), instead of the system's roots: a private CA needs no SSL_CERT_FILE (redis-cli's --cacert). The server's certificate must still name the URL's host or IP"
+    )]
+    pub(crate) cacert: Option<PathBuf>,
+
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_key",
+        help_heading = "TLS",
+        help = "PEM file of this client's certificate (chain), for a server that requires one (mutual TLS: tls-auth-clients yes); needs --tls-key (redis-cli's --cert)"
+    )]
+    pub(crate) cert: Option<PathBuf>,
+
+    #[arg(
+        long = "tls-key",
+        value_name = "FILE",
+        requires = "cert",
+        help_heading = "TLS",
+        help = "PEM file of the unencrypted private key of --cert (redis-cli calls it --key; here --key names the lock of `run`)"
+    )]
+    pub(crate) tls_key: Option<PathBuf>,
+
+    #[arg(
+        long,
+        help_heading = "TLS",
+        help = "Do not verify the server's certificate (rediss://): any certificate is accepted. The traffic is encrypted, but anyone on the network path can impersonate the server, read the password and every lock's traffic, and grant or deny locks: for test servers only; give --cacert instead (redis-cli's --insecure). The only way to turn verification off: a rediss://...#insecure URL is refused without it"
+    )]
+    pub(crate) insecure: bool,
+}
+
+/// The PEM of a `--cacert`, `--cert` or `--tls-key` file.
+struct Pem {
+    ca: Option<Vec<u8>>,
+    client: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl TlsArgs {
+    /// The files' contents, read now.
+    fn read(&self) -> anyhow::Result<Pem> {
+        let ca = self
+            .cacert
+            .as_deref()
+            .map(|path| read_pem("--cacert", path))
+            .transpose()?;
+        let client = match (&self.cert, &self.tls_key) {
+            (Some(cert), Some(key)) => {
+                Some((read_pem("--cert", cert)?, read_pem("--tls-key", key)?))
+            }
+            // clap requires each with the other.
+            _ => None,
+        };
+        Ok(Pem { ca, client })
+    }
+
+    /// `builder` with these options.
+    fn apply(&self, builder: redlease::ClientBuilder) -> anyhow::Result<redlease::ClientBuilder> {
+        let pem = self.read()?;
+        let mut builder = builder;
+        if let Some(ca) = pem.ca {
+            builder = builder.tls_root_certificate(ca);
+        }
+        if let Some((cert, key)) = pem.client {
+            builder = builder.tls_client_certificate(cert, key);
+        }
+        if self.insecure {
+            builder = builder.danger_accept_invalid_certificates();
+        }
+        Ok(builder)
+    }
+
+    /// A plain redis-rs client for `url` with these options (the library's rules: a
+    /// `#insecure` URL only with `--insecure`).
+    fn redis_client(&self, url: &str, shown: &str) -> anyhow::Result<redis::Client> {
+        use redis::{ConnectionAddr, IntoConnectionInfo as _};
+        // redis-rs' own message may repeat the URL, password included: keep only its kind.
+        let bad_url = |e: &redis::RedisError| {
+            anyhow::anyhow!(
+                "`{shown}` is not a usable Redis URL ({:?}); expected redis://[user:password@]host:port[/db] or rediss://...",
+                e.kind()
+            )
+        };
+        let info = url.into_connection_info().map_err(|e| bad_url(&e))?;
+        let addr = match info.addr().clone() {
+            ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure,
+                tls_params,
+            } => {
+                if insecure && !self.insecure {
+                    anyhow::bail!(
+                        "`{shown}` turns off the server's certificate verification (#insecure), which redlease takes only as an explicit option: drop #insecure and give the server's CA with --cacert, or, knowing what it gives up, add --insecure"
+                    );
+                }
+                ConnectionAddr::TcpTls {
+                    host,
+                    port,
+                    insecure: self.insecure,
+                    tls_params,
+                }
+            }
+            other => other,
+        };
+        let info = info.set_addr(addr);
+        let pem = self.read()?;
+        if pem.ca.is_none() && pem.client.is_none() {
+            return redis::Client::open(info).map_err(|e| bad_url(&e));
+        }
+        let certificates = redis::TlsCertificates {
+            client_tls: pem
+                .client
+                .map(|(client_cert, client_key)| redis::ClientTlsConfig {
+                    client_cert,
+                    client_key,
+                }),
+            root_cert: pem.ca,
+        };
+        redis::Client::build_with_tls(info, certificates)
+            .with_context(|| format!("setting up TLS for {shown} (--cacert, --cert, --tls-key)"))
+    }
+}
+
+/// The contents of `path`, given with `flag`.
+fn read_pem(flag: &str, path: &Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("reading the {flag} file {}", path.display()))
 }
 
 /// The environment variable that gives the password (redis-cli's name), so that it need
@@ -82,6 +221,7 @@ impl RedisArgs {
             urls => redlease::Client::quorum_builder(urls),
         }
         .connect_timeout(CONNECT_TIMEOUT);
+        builder = self.tls.apply(builder)?;
         if let Some(note) = note {
             builder = builder.holder_note(note);
         }
@@ -99,10 +239,11 @@ impl RedisArgs {
         if let [url] = urls.as_slice() {
             return Ok(vec![Node {
                 url: redlease::diagnostics::redact_url(url),
-                conn: Ok(raw(url).await?),
+                conn: Ok(raw(url, &self.tls).await?),
             }]);
         }
-        let connections = futures_util::future::join_all(urls.iter().map(|url| raw(url))).await;
+        let connections =
+            futures_util::future::join_all(urls.iter().map(|url| raw(url, &self.tls))).await;
         Ok(urls
             .iter()
             .zip(connections)
@@ -117,7 +258,7 @@ impl RedisArgs {
     #[cfg(feature = "local")]
     pub(crate) async fn raw(&self) -> anyhow::Result<MultiplexedConnection> {
         match self.urls().as_slice() {
-            [url] => raw(url).await,
+            [url] => raw(url, &self.tls).await,
             urls => anyhow::bail!(
                 "{} --redis URLs given, but this command works on one Redis; give one URL",
                 urls.len()
@@ -135,16 +276,10 @@ pub(crate) struct Node {
     pub(crate) conn: Result<MultiplexedConnection, String>,
 }
 
-/// A plain redis-rs connection to `url`.
-async fn raw(url: &str) -> anyhow::Result<MultiplexedConnection> {
+/// A plain redis-rs connection to `url`, with the TLS options of `tls`.
+async fn raw(url: &str, tls: &TlsArgs) -> anyhow::Result<MultiplexedConnection> {
     let shown = redlease::diagnostics::redact_url(url);
-    // redis-rs' own message may repeat the URL, password included: keep only its kind.
-    let client = redis::Client::open(url).map_err(|e| {
-        anyhow::anyhow!(
-            "`{shown}` is not a usable Redis URL ({:?}); expected redis://[user:password@]host:port[/db] or rediss://...",
-            e.kind()
-        )
-    })?;
+    let client = tls.redis_client(url, &shown)?;
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(CONNECT_TIMEOUT))
         .set_response_timeout(Some(RESPONSE_TIMEOUT));

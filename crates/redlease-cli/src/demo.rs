@@ -75,6 +75,7 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let redis = RedisArgs {
         urls: vec![url.clone()],
         prefix: String::new(),
+        tls: crate::connect::TlsArgs::default(),
     };
     let conn = redis.raw().await?;
     let ns = format!("redlease-demo:{}:", std::process::id());

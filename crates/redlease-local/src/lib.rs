@@ -214,13 +214,23 @@ pub enum Error {
     },
 }
 
+/// Whether a TLS server asks its clients for a certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClientCertificates {
+    /// `--tls-auth-clients no`.
+    Optional,
+    /// `--tls-auth-clients yes`: a client must present a certificate of the CA.
+    Required,
+}
+
 /// Options for a server to start; build with [`ServerOptions::default`] and the setters.
 #[derive(Debug, Clone, Default)]
 #[must_use]
 pub struct ServerOptions {
     extra_args: Vec<String>,
     cluster: bool,
-    tls: bool,
+    /// Serves TLS too, and whether clients must present a certificate.
+    tls: Option<ClientCertificates>,
     /// Runs `--sentinel` with this text as its (rewritable) configuration file.
     sentinel_config: Option<String>,
     /// Never under [`TEST_ACL_ENV`] (the data nodes of a Sentinel deployment).
@@ -243,7 +253,14 @@ impl ServerOptions {
     /// by a throw-away CA made with `openssl` in the server's directory (see
     /// [`RedisServer::tls_url`] and [`RedisServer::ca_certificate`]).
     pub fn tls(mut self) -> Self {
-        self.tls = true;
+        self.tls = Some(ClientCertificates::Optional);
+        self
+    }
+
+    /// As [`ServerOptions::tls`], and the TLS port requires a client certificate signed by
+    /// the same CA (`--tls-auth-clients yes`; see [`RedisServer::client_certificate`]).
+    pub fn tls_client_certificates(mut self) -> Self {
+        self.tls = Some(ClientCertificates::Required);
         self
     }
 
@@ -281,7 +298,7 @@ impl ServerOptions {
         test_acl_wanted()
             && !self.no_test_acl
             && !self.cluster
-            && !self.tls
+            && self.tls.is_none()
             && self.sentinel_config.is_none()
             && !self
                 .extra_args
@@ -339,7 +356,7 @@ impl RedisServer {
             acl: options.test_acl(),
             options,
         };
-        if server.options.tls {
+        if server.options.tls.is_some() {
             make_certificates(server.dir.path())?;
         }
         // A free port can be taken by someone else between our probe and the server's bind;
@@ -348,7 +365,7 @@ impl RedisServer {
         loop {
             attempt += 1;
             server.port = free_port()?;
-            if server.options.tls {
+            if server.options.tls.is_some() {
                 server.tls_port = Some(free_port()?);
             }
             match server.spawn() {
@@ -394,7 +411,11 @@ impl RedisServer {
                 .arg(dir.join("server.key"))
                 .arg("--tls-ca-cert-file")
                 .arg(dir.join("ca.crt"))
-                .args(["--tls-auth-clients", "no"]);
+                .arg("--tls-auth-clients")
+                .arg(match self.options.tls {
+                    Some(ClientCertificates::Required) => "yes",
+                    _ => "no",
+                });
         }
         if self.options.cluster {
             cmd.args(["--cluster-enabled", "yes", "--cluster-config-file"])
@@ -571,6 +592,19 @@ impl RedisServer {
         self.tls_port.map(|_| self.dir.path().join("ca.crt"))
     }
 
+    /// The PEM files of a client certificate signed by the CA of
+    /// [`RedisServer::ca_certificate`] and of its key (unencrypted PKCS#8), when started
+    /// with [`ServerOptions::tls`]: what a server started with
+    /// [`ServerOptions::tls_client_certificates`] asks for.
+    pub fn client_certificate(&self) -> Option<(PathBuf, PathBuf)> {
+        self.tls_port.map(|_| {
+            (
+                self.dir.path().join("client.crt"),
+                self.dir.path().join("client.key"),
+            )
+        })
+    }
+
     /// The server's process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
@@ -649,7 +683,8 @@ impl Drop for RedisServer {
     }
 }
 
-/// A CA and a server certificate for IP 127.0.0.1 signed by it, made with `openssl`.
+/// A CA, a server certificate for IP 127.0.0.1 and a client certificate signed by it, made
+/// with `openssl`.
 fn make_certificates(dir: &Path) -> Result<(), Error> {
     let ec = [
         "-newkey",
@@ -659,7 +694,9 @@ fn make_certificates(dir: &Path) -> Result<(), Error> {
         "-nodes",
     ];
     std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n")?;
-    let steps: [&[&str]; 3] = [
+    // An extension makes an X.509 v3 certificate (rustls takes no v1 client certificate).
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n")?;
+    let steps: [&[&str]; 5] = [
         &[
             &["req", "-x509"],
             &ec[..],
@@ -705,24 +742,57 @@ fn make_certificates(dir: &Path) -> Result<(), Error> {
             "-extfile",
             "san.ext",
         ],
+        &[
+            &["req"],
+            &ec[..],
+            &[
+                "-keyout",
+                "client.key",
+                "-out",
+                "client.csr",
+                "-subj",
+                "/CN=redlease test client",
+            ],
+        ]
+        .concat(),
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "client.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "client.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "client.ext",
+        ],
     ];
-    for args in steps {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|source| Error::Spawn {
-                binary: "openssl".into(),
-                source,
-            })?;
-        if !out.status.success() {
-            return Err(Error::Io(std::io::Error::other(format!(
-                "openssl {} failed: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr)
-            ))));
-        }
+    steps.into_iter().try_for_each(|args| openssl(dir, args))
+}
+
+/// Runs `openssl ARGS` in `dir`.
+fn openssl(dir: &Path, args: &[&str]) -> Result<(), Error> {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| Error::Spawn {
+            binary: "openssl".into(),
+            source,
+        })?;
+    if !out.status.success() {
+        return Err(Error::Io(std::io::Error::other(format!(
+            "openssl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        ))));
     }
     Ok(())
 }

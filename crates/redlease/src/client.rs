@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::backend;
 use crate::clock::ClockWatch;
+use crate::conn::tls::{Tls, Verify};
 use crate::conn::{Endpoints, Provided, Settings};
 use crate::election::Election;
 use crate::engine::{Defaults, Engine, one_line};
@@ -51,8 +52,8 @@ pub struct ClientBuilder {
     connect_timeout: Duration,
     response_timeout: Duration,
     notifications: Notifications,
-    /// PEM of the CA(s) that sign the server's certificate, instead of the system's roots.
-    tls_root: Option<Vec<u8>>,
+    /// How `rediss://` connections trust the server and present themselves.
+    tls: Tls,
     /// Appended to the holder details (`host=... pid=...`) that locks record.
     holder_note: Option<String>,
     /// What every primitive of the client starts from.
@@ -69,7 +70,7 @@ impl fmt::Debug for ClientBuilder {
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
             .field("notifications", &self.notifications)
-            .field("tls_root", &self.tls_root.as_ref().map(|_| "<pem>"))
+            .field("tls", &self.tls)
             .field("holder_note", &self.holder_note)
             .field("defaults", &self.defaults)
             .finish_non_exhaustive()
@@ -83,7 +84,7 @@ impl ClientBuilder {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             notifications: Notifications::default(),
-            tls_root: None,
+            tls: Tls::default(),
             holder_note: None,
             defaults: Defaults {
                 prefix: DEFAULT_PREFIX.to_owned(),
@@ -178,8 +179,84 @@ impl ClientBuilder {
     /// Trust the CA certificate(s) in `pem` (PEM text) for `rediss://` connections, instead
     /// of the system's root store. The server's certificate is always verified, including
     /// its name or IP against the URL's host.
+    ///
+    /// The PEM is checked when the client connects: text without a certificate fails
+    /// [`connect`](Self::connect) with [`Error::InvalidOption`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = redlease::Client::builder("rediss://redis.internal:6380")
+    ///     .tls_root_certificate(std::fs::read("/etc/redis/ca.crt")?)
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
-        self.tls_root = Some(pem.into());
+        self.tls.root = Some(pem.into());
+        self
+    }
+
+    /// Presents the client certificate (chain) in `cert_pem` with its private key in
+    /// `key_pem` (both PEM text; the key unencrypted: PKCS#8, SEC1 or PKCS#1) on
+    /// `rediss://` connections: mutual TLS, for a server that requires client certificates
+    /// (`tls-auth-clients yes`). Combine it with
+    /// [`tls_root_certificate`](Self::tls_root_certificate) when the server's own
+    /// certificate is signed by a private CA.
+    ///
+    /// Both are checked when the client connects: a PEM without a certificate, a key that
+    /// cannot be read, or a key that is not the certificate's fails
+    /// [`connect`](Self::connect) with [`Error::InvalidOption`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = redlease::Client::builder("rediss://redis.internal:6380")
+    ///     .tls_root_certificate(std::fs::read("/etc/redis/ca.crt")?)
+    ///     .tls_client_certificate(
+    ///         std::fs::read("/etc/redis/client.crt")?,
+    ///         std::fs::read("/etc/redis/client.key")?,
+    ///     )
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn tls_client_certificate(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.client = Some((cert_pem.into(), key_pem.into()));
+        self
+    }
+
+    /// **Turns off the verification of the server's certificate** on `rediss://`
+    /// connections: any certificate is accepted, whoever signed it and whatever name it
+    /// carries. The traffic is still encrypted, but to whoever answers: anyone on the
+    /// network path (a compromised router, a spoofed DNS record, a rogue host on the same
+    /// network) can impersonate the server, read the password sent at connect and every
+    /// lock's traffic, and grant or deny locks at will, so mutual exclusion holds only as
+    /// long as nobody does. Use it for a test server with a throw-away certificate; in
+    /// production give the server's CA with
+    /// [`tls_root_certificate`](Self::tls_root_certificate) instead.
+    ///
+    /// It is the only way to turn verification off: a `rediss://...#insecure` URL (which
+    /// redis-rs reads as this mode) is refused unless this option is set too, so that a
+    /// URL copied into a configuration cannot turn it off unseen. A client certificate
+    /// ([`tls_client_certificate`](Self::tls_client_certificate)) is still presented.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example() -> redlease::Result<()> {
+    /// // A disposable test server with a self-signed certificate.
+    /// let client = redlease::Client::builder("rediss://127.0.0.1:6380")
+    ///     .danger_accept_invalid_certificates()
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn danger_accept_invalid_certificates(mut self) -> Self {
+        self.tls.verify = Verify::Nothing;
         self
     }
 
@@ -212,7 +289,10 @@ impl ClientBuilder {
     /// the others keep connecting in the background as they are used.
     ///
     /// # Errors
-    /// [`Error::InvalidOption`] for a malformed URL or zero timeout, [`Error::Redis`] when
+    /// [`Error::InvalidOption`] for a malformed URL or zero timeout, for TLS PEM that holds
+    /// no certificate or key (or a key that is not the certificate's), or for a
+    /// `rediss://...#insecure` URL without
+    /// [`danger_accept_invalid_certificates`](Self::danger_accept_invalid_certificates); [`Error::Redis`] when
     /// Redis cannot be reached or refuses the credentials, [`Error::ConnectTimeout`] when
     /// no connection was made within the [connect timeout](Self::connect_timeout),
     /// [`Error::NoQuorum`] when fewer than a majority of quorum nodes answer.
@@ -233,11 +313,12 @@ impl ClientBuilder {
         }
         validate_ttl(self.defaults.ttl)?;
         self.defaults.wait.validate()?;
+        self.tls.validate()?;
         let settings = Settings {
             endpoints: self.endpoints.clone(),
             connect_timeout: self.connect_timeout,
             response_timeout: self.response_timeout,
-            tls_root: self.tls_root.clone(),
+            tls: self.tls.clone(),
             #[cfg(feature = "cluster")]
             cluster_connection: self.cluster_connection.clone(),
         };

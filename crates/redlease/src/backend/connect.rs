@@ -302,13 +302,21 @@ async fn cluster_connection(settings: &Settings, urls: &[String]) -> Result<Clus
         .connection_timeout(settings.connect_timeout)
         .response_timeout(settings.response_timeout)
         .tcp_settings(settings.tcp());
+    settings.tls.check_urls(urls)?;
     #[cfg(feature = "tls")]
-    let builder = match &settings.tls_root {
-        Some(pem) => builder.certs(redis::TlsCertificates {
-            client_tls: None,
-            root_cert: Some(pem.clone()),
-        }),
+    let builder = match settings.tls.certificates() {
+        Some(certificates) => builder.certs(certificates),
         None => builder,
+    };
+    // Insecure only where the URLs ask for TLS: the mode alone would make a `redis://`
+    // cluster's connections TLS ones.
+    #[cfg(feature = "tls")]
+    let builder = if settings.tls.verify == crate::conn::tls::Verify::Nothing
+        && urls.iter().any(|u| u.starts_with("rediss://"))
+    {
+        builder.tls(redis::TlsMode::Insecure)
+    } else {
+        builder
     };
     let client = builder.build().map_err(|e| settings.bad_url(&e))?;
     client.get_async_connection().await.map_err(connecting)

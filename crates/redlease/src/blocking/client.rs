@@ -47,6 +47,8 @@ impl ClientBuilder {
         response_timeout(timeout: std::time::Duration);
         notifications(notifications: crate::Notifications);
         tls_root_certificate(pem: impl Into<Vec<u8>>);
+        tls_client_certificate(cert_pem: impl Into<Vec<u8>>, key_pem: impl Into<Vec<u8>>);
+        danger_accept_invalid_certificates();
         holder_note(note: impl Into<String>);
         prefix(prefix: impl Into<String>);
         ttl(ttl: std::time::Duration);

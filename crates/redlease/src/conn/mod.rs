@@ -6,6 +6,7 @@
 pub(crate) mod pubsub;
 #[cfg(feature = "cluster")]
 pub(crate) mod shards;
+pub(crate) mod tls;
 
 /// Without the `cluster` feature there are no shard channels: no value of this type
 /// exists, so the notifiers' `Option<Arc<Shards>>` is always `None`.
@@ -139,8 +140,8 @@ pub(crate) struct Settings {
     pub(crate) endpoints: Endpoints,
     pub(crate) connect_timeout: Duration,
     pub(crate) response_timeout: Duration,
-    /// PEM of the CA(s) that sign the server's certificate, instead of the system's roots.
-    pub(crate) tls_root: Option<Vec<u8>>,
+    /// How `rediss://` connections trust the server and present themselves.
+    pub(crate) tls: tls::Tls,
     /// The application's own cluster connection, for commands (a Cluster only).
     #[cfg(feature = "cluster")]
     pub(crate) cluster_connection: Option<redis::cluster_async::ClusterConnection>,
@@ -191,29 +192,14 @@ impl Settings {
         settings
     }
 
-    /// A redis-rs client for `url`, with the TLS roots when set and the socket options of
+    /// A redis-rs client for `url`, with the TLS options when set and the socket options of
     /// [`Settings::tcp`].
     pub(crate) fn redis_client(&self, url: &str) -> Result<redis::Client> {
         let info = redis::IntoConnectionInfo::into_connection_info(url)
             .map_err(|e| self.bad_url(&e))?
             .set_tcp_settings(self.tcp());
-        let client = match &self.tls_root {
-            #[cfg(feature = "tls")]
-            Some(pem) => redis::Client::build_with_tls(
-                info,
-                redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(pem.clone()),
-                },
-            ),
-            #[cfg(not(feature = "tls"))]
-            Some(_) => Err(redis::RedisError::from((
-                redis::ErrorKind::InvalidClientConfig,
-                "TLS support is not compiled in (enable the `tls` feature)",
-            ))),
-            None => redis::Client::open(info),
-        };
-        client.map_err(|e| self.bad_url(&e))
+        let info = self.tls.addressed(info)?;
+        self.tls.client(info).map_err(|e| self.bad_url(&e))
     }
 
     /// The error for endpoints redis-rs refused (`e`), without echoing a password.
