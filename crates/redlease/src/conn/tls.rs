@@ -101,6 +101,7 @@ impl Tls {
     /// # Errors
     /// redis-rs' error when it refuses the certificates (a TLS option on a `redis://`
     /// URL).
+    #[cfg_attr(not(feature = "tls"), allow(clippy::unused_self))]
     pub(crate) fn client(&self, info: ConnectionInfo) -> redis::RedisResult<redis::Client> {
         #[cfg(feature = "tls")]
         if let Some(certificates) = self.certificates() {
