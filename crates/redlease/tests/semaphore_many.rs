@@ -36,6 +36,10 @@ async fn a_permit_of_two_counts_for_two_and_gives_both_back() {
     // One lease for both: one member of K, one fencing token.
     let mut conn = raw(&server).await;
     assert_eq!(held_members(&mut conn, "redlease:many").await, 2);
+    let seen = client.inspect("many").await.unwrap().snapshot;
+    let mut counts: Vec<u32> = seen.holders.iter().map(|h| h.permits).collect();
+    counts.sort_unstable();
+    assert_eq!(counts, [1, 2], "{seen:?}");
     assert!(two.fencing_token() < one.as_ref().unwrap().fencing_token());
     two.release().await.unwrap();
     let a = semaphore.try_acquire().await.unwrap();
@@ -104,6 +108,11 @@ async fn a_queued_request_for_many_is_not_overtaken_by_later_singles() {
         semaphore.try_acquire().await.unwrap().is_none(),
         "a newcomer does not pass the queued request for 3 either"
     );
+    // An operator sees who asks for how many, in queue order.
+    let seen = client.inspect("fair").await.unwrap().snapshot;
+    let asked: Vec<u32> = seen.waiters.iter().map(|w| w.permits).collect();
+    assert_eq!(asked, [3, 1], "{seen:?}");
+    assert!(seen.holders.iter().all(|h| h.permits == 1), "{seen:?}");
 
     // One single released: 2 free, still not enough for the head; nobody is served.
     first.release().await.unwrap();
