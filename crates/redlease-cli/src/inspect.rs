@@ -304,7 +304,7 @@ fn render_status(state: &LockState) -> String {
     let held = match (state.kind, state.mode.as_deref()) {
         (Kind::Semaphore, _) => format!(
             "{} of {} permits held",
-            state.holders.len(),
+            state.permits_held(),
             state
                 .permits
                 .map_or_else(|| "?".to_owned(), |n| n.to_string())

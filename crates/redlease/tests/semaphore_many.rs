@@ -219,3 +219,30 @@ async fn a_nested_acquisition_of_fewer_re_enters_the_owners_permit() {
         .await
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_holder_of_many_still_counts_for_all_past_its_ttl() {
+    let server = server();
+    let client = client(&server).await;
+    let ttl = Duration::from_millis(300);
+    let semaphore = client.semaphore("renewed-many", 3).ttl(ttl);
+    let two = semaphore.acquire_many(2).await.unwrap();
+    // Held for several ttls: only renewals keep it (and its weight) alive.
+    tokio::select! {
+        () = tokio::time::sleep(ttl * 5) => {}
+        () = two.lost() => panic!("the renewed permit of 2 was lost"),
+    }
+    assert!(two.is_held());
+    assert!(
+        semaphore.try_acquire_many(2).await.unwrap().is_none(),
+        "the renewed holder of 2 counts for 2"
+    );
+    let one = semaphore.try_acquire().await.unwrap();
+    assert!(one.is_some(), "and for no more than 2");
+    let seen = client.inspect("renewed-many").await.unwrap().snapshot;
+    let mut counts: Vec<u32> = seen.holders.iter().map(|h| h.permits).collect();
+    counts.sort_unstable();
+    assert_eq!(counts, [1, 2], "{seen:?}");
+    two.release().await.unwrap();
+    one.unwrap().release().await.unwrap();
+}

@@ -119,7 +119,7 @@ impl LockState {
             },
             Kind::Semaphore => format!(
                 "{} of {} permits held: {}",
-                self.holders.iter().map(|h| h.permits).sum::<u32>(),
+                self.permits_held(),
                 self.permits
                     .map_or_else(|| "?".to_owned(), |n| n.to_string()),
                 holders()
@@ -131,6 +131,11 @@ impl LockState {
                 _ => format!("held for writing: {}", holders()),
             },
         }
+    }
+
+    /// How many of a semaphore's permits its holders hold (a holder may hold several).
+    pub(crate) fn permits_held(&self) -> u32 {
+        self.holders.iter().map(|h| h.permits).sum()
     }
 
     /// `lock`, `semaphore 3`, `rwlock read`.
