@@ -53,8 +53,9 @@ snapshot that cannot reach Redis says so and the watch goes on. A signal ends it
 The exit code tells held (0) from free (1). With --json it is 0 for either, so that a
 script under `set -e` reads the answer from the JSON: {\"name\", \"key\", \"kind\",
 \"held\", \"fencing_counter\", \"holders\": [{\"token_prefix\", \"fencing_token\",
-\"remaining_ms\", \"details\"}], \"waiters\": [{\"token_prefix\", \"waited_ms\", \"details\"}]}
-(a semaphore adds \"permits\", a read-write lock \"mode\" and each waiter's \"wants\"),
+\"remaining_ms\", \"details\", \"permits\"}], \"waiters\": [{\"token_prefix\", \"waited_ms\",
+\"details\", \"permits\"}]} (each holder's and waiter's \"permits\" is 1 but for a semaphore's
+acquire_many; a semaphore adds \"permits\", a read-write lock \"mode\" and each waiter's \"wants\"),
 in ASCII; a lock's holder is holders[0].
 
 Examples:
@@ -303,7 +304,7 @@ fn render_status(state: &LockState) -> String {
     let held = match (state.kind, state.mode.as_deref()) {
         (Kind::Semaphore, _) => format!(
             "{} of {} permits held",
-            state.holders.len(),
+            state.permits_held(),
             state
                 .permits
                 .map_or_else(|| "?".to_owned(), |n| n.to_string())
@@ -329,7 +330,7 @@ fn render_status(state: &LockState) -> String {
     for holder in &state.holders {
         let _ = writeln!(
             out,
-            "                  {:<9}  {:>10}  {:>fence_width$}  {}",
+            "                  {:<9}  {:>10}  {:>fence_width$}  {}{}",
             shown(&holder.token_prefix),
             holder
                 .remaining_ms
@@ -337,12 +338,23 @@ fn render_status(state: &LockState) -> String {
             holder
                 .fencing_token
                 .map_or_else(|| "-".into(), |f| f.to_string()),
+            permits_note(holder.permits, ""),
             holder.details.as_deref().unwrap_or("-"),
         );
     }
     write_waiters(&mut out, state);
     out.truncate(out.trim_end().len());
     out
+}
+
+/// `2 permits; ` (after `lead`) for a semaphore's holder or waiter of several permits at
+/// once, nothing for one.
+fn permits_note(permits: u32, lead: &str) -> String {
+    if permits > 1 {
+        format!("{lead}{permits} permits; ")
+    } else {
+        String::new()
+    }
 }
 
 /// The waiters' table of `status`, next to be served first: token, how long each has
@@ -357,10 +369,10 @@ fn write_waiters(out: &mut String, state: &LockState) {
         "TOKEN", "WAITED"
     );
     for waiter in &state.waiters {
-        let wants = waiter
-            .wants
-            .map(|w| format!("wants {w}; "))
-            .unwrap_or_default();
+        let wants = waiter.wants.map_or_else(
+            || permits_note(waiter.permits, "wants "),
+            |w| format!("wants {w}; "),
+        );
         let _ = writeln!(
             out,
             "                  {:<9}  {:>10}  {wants}{}",

@@ -413,3 +413,24 @@ fn bad_combinations_of_flags_are_usage_errors() {
         assert!(help.contains(needle), "run --help lacks {needle:?}");
     }
 }
+
+#[test]
+fn status_shows_how_many_permits_each_holder_takes() -> TestResult {
+    let server = server();
+    let runtime = tokio::runtime::Runtime::new()?;
+    let client = runtime.block_on(redlease::Client::connect(&server.url()))?;
+    let semaphore = client.semaphore("pool-many", 3);
+    let two = runtime.block_on(semaphore.acquire_many(2))?;
+    let json = status_until(&server, "pool-many", |j| holders(j) == 1);
+    assert_eq!(json["permits"], 3, "{json}");
+    assert_eq!(json["holders"][0]["permits"], 2, "{json}");
+    let out = output(redlease_on(&server, &["status", "pool-many"]));
+    let said = text(&out.stdout);
+    assert!(
+        said.starts_with("semaphore `pool-many` (key redlease:pool-many): 2 of 3 permits held"),
+        "{said}"
+    );
+    assert!(said.contains("2 permits; "), "{said}");
+    runtime.block_on(two.release())?;
+    Ok(())
+}

@@ -8,6 +8,8 @@
 --           "j" to join as "1" on an acquisition's first attempt (its token cannot be
 --           queued yet); with "1"/"j" also: ARGV[6] the caller's grant channel
 --           ARGV[7] queue linger in ms
+--   ARGV[8] (optional) how many of the permits to take as one lease, n from 1 to N (absent:
+--           1); with ARGV[5] "0", ARGV[6] and ARGV[7] are then sent empty
 -- Reply, as acquire.lua:
 --   fence             a permit freshly granted (an integer >= 1, its fencing token)
 --   {2, fence, 0}     this token already holds a permit (a retried attempt, or a hand-off);
@@ -20,13 +22,16 @@
 -- Error replies (nothing changed when they are sent):
 --   "REDLEASE_PERMITS <n> ..."  the semaphore is in use with n permits, not ARGV[4]; the
 --                     count may change only once nothing is held or queued
---   "ERR redlease: ..."         ARGV[4] is not a whole number >= 1
+--   "ERR redlease: ..."         ARGV[4] is not a whole number >= 1, or ARGV[8] not one
+--                               from 1 to ARGV[4]
 --   "WRONGTYPE ..."             K is another primitive (a mutex's string, an rwlock's hash)
 --
 -- FIFO: permits freed by a release are handed to the queue head by sem_release.lua; those
 -- freed by expiry are given, by the next semaphore script that runs (this one included), to
 -- the queue head before anyone else: a caller not queued gets a permit only when none is
--- queued, and a queued caller only when it reaches the head.
+-- queued, and a queued caller only when it reaches the head. A caller asking for n permits
+-- gets them when n are free; a head whose n do not fit yet blocks everyone behind it and
+-- every newcomer (see serve).
 local token, ttl, details = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local permits = tonumber(ARGV[4])
 local join = ARGV[5]
@@ -36,6 +41,10 @@ if first_attempt then
 end
 if not permits or permits < 1 or permits ~= math.floor(permits) then
   return redis.error_reply('ERR redlease: the permit count must be a whole number >= 1')
+end
+local weight = tonumber(ARGV[8] or '1')
+if not weight or weight < 1 or weight > permits or weight ~= math.floor(weight) then
+  return redis.error_reply('ERR redlease: the permits asked must be a whole number from 1 to the permit count')
 end
 local now = now_ms()
 local expired = expired_permits(now)
@@ -56,19 +65,21 @@ if held > 0 and redis.call('ZSCORE', KEYS[1], token) then
   settle({count = count})
   return {2, fence_of(token), 0}
 end
-local mine, free, absent = serve(permits, now, token, ttl, details, held)
-if not mine and free > 0 then
+local mine, free, absent, blocked = serve(permits, now, token, ttl, details, in_use(held), weight)
+if not mine and free > 0 and not blocked then
   -- The queue is empty (serve ran it dry), so the caller is not in it: a stale table
   -- entry can be left by an entry whose list place expired, so clear it (an
   -- acquisition's first attempt has had no place).
   if join == '1' and not first_attempt then
     redis.call('HDEL', KEYS[5], token)
   end
-  mine = grant(token, ttl, details, now)
-  if held == 0 and absent then
-    -- The free path: this permit is the only one, and there is no queue.
-    settle({last = now + ttl, no_queue = true, count = count})
-    return mine
+  if free >= weight then
+    mine = grant(token, ttl, details, now, weight)
+    if held == 0 and absent then
+      -- The free path: this permit is the only one, and there is no queue.
+      settle({last = now + ttl, no_queue = true, count = count})
+      return mine
+    end
   end
 end
 if mine then
@@ -76,7 +87,11 @@ if mine then
   return mine
 end
 if join == '1' then
-  local entry = cjson.encode({ARGV[2], ARGV[6], details, ms(now)})
+  local place = {ARGV[2], ARGV[6], details, ms(now)}
+  if weight > 1 then
+    place[5] = weight
+  end
+  local entry = cjson.encode(place)
   if redis.call('HSETNX', KEYS[5], token, entry) == 1 then
     redis.call('RPUSH', KEYS[4], token)
   end

@@ -1,6 +1,6 @@
--- sem_release: give back our permit, handing it to the oldest queued waiter whose client
--- still listens; also withdraws our token from the queue, so a waiter that gives up calls
--- this too. Sent as fence.lua .. semaphore.lua .. sem_release.lua (hand-offs grant).
+-- sem_release: give back our permit (all n permits of a lease taken as n), handing what it
+-- frees to the oldest queued waiters whose clients still listen, in order while they fit;
+-- also withdraws our token from the queue, so a waiter that gives up calls this too. Sent as fence.lua .. semaphore.lua .. sem_release.lua (hand-offs grant).
 -- KEYS as in semaphore.lua (sem_acquire.lua's six).
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: when the release leaves a permit free rather than
@@ -19,7 +19,8 @@ local expired = expired_permits(now)
 reclaim(expired, now)
 local held = redis.call('ZREM', KEYS[1], token) == 1
 if held then
-  redis.call('HDEL', KEYS[3], token)
+  -- All the permits of the lease: one entry, of weight n.
+  forget(token)
 elseif redis.call('HDEL', KEYS[5], token) == 1 then
   redis.call('LREM', KEYS[4], 1, token)
 end
@@ -27,7 +28,7 @@ local stored = redis.call('GET', KEYS[6])
 local known = nil
 if stored then
   local holding = redis.call('ZCARD', KEYS[1])
-  local _, free, absent = serve(tonumber(stored), now, nil, 0, '', holding)
+  local _, free, absent = serve(tonumber(stored), now, nil, 0, '', in_use(holding), 1)
   if held and free > 0 and ARGV[2] then
     redis.call(ARGV[3] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[2], KEYS[1])
   end

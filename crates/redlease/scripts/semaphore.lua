@@ -9,11 +9,21 @@
 --   KEYS[2] B:fence, the fencing counter (shared with a mutex or rwlock of the same name,
 --           so that tokens keep growing whichever primitive used the name last)
 --   KEYS[3] B:sem:holders, holder details for operators: HASH token -> cjson [fence, details]
---           (the fence as a decimal string)
+--           (the fence as a decimal string), or [fence, details, n] for a holder of n > 1
+--           permits; and the field EXTRA (see below) when such holders exist
 --   KEYS[4] B:sem:queue, the FIFO queue of waiting tokens (LIST)
 --   KEYS[5] B:sem:waiters, the waiter table: HASH token -> cjson [ttl_ms, grant channel, details,
---           since] (since: when the place was taken, ms since 1970, for operators)
+--           since] (since: when the place was taken, ms since 1970, for operators), with a
+--           fifth element n for a waiter asking for n > 1 permits
 --   KEYS[6] B:sem:permits, the permit count in use (a decimal string)
+--
+-- Weights: a holder may hold n permits at once (acquire_many): still one member of K (one
+-- lease, one owner token, one fencing token, renewed and released as one), its n recorded
+-- in its holders entry. The permits in use are ZCARD K plus EXTRA, the holders hash's field
+-- '+extra' (owner tokens are hex, so no token is named so): the sum of n - 1 over the
+-- holders of more than one permit, absent when there are none. It is kept by every grant,
+-- release and reclaim, and expires with the hash, at the latest permit's expiry (when
+-- nothing is held any more). The single-permit paths never read an entry to count.
 --
 -- Expiry: a permit is held while its score is in the future; every script drops the
 -- permits whose score has passed (a crashed holder's permit comes back after its ttl)
@@ -52,19 +62,78 @@ local function expired_permits(now)
   return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ms(now))
 end
 
--- Gives back the permits `expired_permits` found.
+-- The holders hash's field summing the permits held beyond one by each holder (see the top).
+local EXTRA = '+extra'
+
+-- How many permits a holders entry (or a waiter table entry, whose weight is its fifth
+-- element: `at` = 5) counts for: its element `at`, else 1.
+local function weight_of(entry, at)
+  if not entry then
+    return 1
+  end
+  return tonumber(cjson.decode(entry)[at] or '1')
+end
+
+-- Adds `delta` to EXTRA (deleting the field at 0).
+local function add_extra(delta)
+  if delta == 0 then
+    return
+  end
+  local n = tonumber(redis.call('HGET', KEYS[3], EXTRA) or '0') + delta
+  if n > 0 then
+    redis.call('HSET', KEYS[3], EXTRA, n)
+  else
+    redis.call('HDEL', KEYS[3], EXTRA)
+  end
+end
+
+-- The permits in use, `held` being ZCARD of K (EXTRA is read only when someone holds).
+local function in_use(held)
+  if held == 0 then
+    return 0
+  end
+  return held + tonumber(redis.call('HGET', KEYS[3], EXTRA) or '0')
+end
+
+-- Gives back the permits `expired_permits` found: all n of a holder of n.
 local function reclaim(expired, now)
   if #expired > 0 then
     redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms(now))
+    if redis.call('HGET', KEYS[3], EXTRA) then
+      local extra = 0
+      for _, token in ipairs(expired) do
+        extra = extra + weight_of(redis.call('HGET', KEYS[3], token), 3) - 1
+      end
+      add_extra(-extra)
+    end
     hdel_all(KEYS[3], expired)
   end
 end
 
--- Grants a permit to `token` for `ttl` ms and returns its fencing token.
-local function grant(token, ttl, details, now)
+-- Forgets the holders entry of `token`, whose member of K is gone.
+local function forget(token)
+  local entry = redis.call('HGET', KEYS[3], token)
+  if entry then
+    redis.call('HDEL', KEYS[3], token)
+    add_extra(1 - weight_of(entry, 3))
+  end
+end
+
+-- The holders entry of a permit: [fence, details], with n appended when n > 1.
+local function holder_entry(fence, details, n)
+  local entry = {string.format('%d', fence), details}
+  if n > 1 then
+    entry[3] = n
+  end
+  return cjson.encode(entry)
+end
+
+-- Grants `n` permits (one lease) to `token` for `ttl` ms and returns its fencing token.
+local function grant(token, ttl, details, now, n)
   local fence = grant_fence(KEYS[2], nil, clock_us)
   redis.call('ZADD', KEYS[1], ms(now + ttl), token)
-  redis.call('HSET', KEYS[3], token, cjson.encode({string.format('%d', fence), details}))
+  redis.call('HSET', KEYS[3], token, holder_entry(fence, details, n))
+  add_extra(n - 1)
   return fence
 end
 
@@ -77,18 +146,22 @@ local function fence_of(token)
   return tonumber(redis.call('GET', KEYS[2]) or '0')
 end
 
--- Hands free permits to the oldest queued waiters, one grant and one PUBLISH
--- "<fence> <token> <K>" on the waiter's grant channel each (the mutex's hand-off message);
--- a waiter whose client no longer listens (PUBLISH reached no one) is dropped and only
--- burns a fencing number. `caller` (or nil), when it reaches the head, is granted without
--- a message, with `ttl` and `details`. `held` is the number of permits held (ZCARD of K),
--- when the caller has it already. Returns the caller's fencing token (or nil), the permits
--- still free (while any are free the queue is empty), and whether the queue was found
--- absent at once, so that nothing was served and no queue key exists.
-local function serve(permits, now, caller, ttl, details, held)
-  local free = permits - (held or redis.call('ZCARD', KEYS[1]))
+-- Hands free permits to the oldest queued waiters, in order, while the head's weight fits:
+-- one grant and one PUBLISH "<fence> <token> <K>" on the waiter's grant channel each (the
+-- mutex's hand-off message); a waiter whose client no longer listens (PUBLISH reached no
+-- one) is dropped and only burns a fencing number. A head asking for more permits than are
+-- free stays at the head, and everyone behind it waits too (FIFO: a request for n is not
+-- starved by later, smaller ones). `caller` (or nil), when it reaches the head, is granted
+-- without a message, with `ttl`, `details` and its weight `n`. `in_use` is the number of
+-- permits in use (see in_use), when the caller has it already. Returns the caller's
+-- fencing token (or nil), the permits still free (while any are free, the queue is empty
+-- or its head is blocked), whether the queue was found absent at once, so that nothing
+-- was served and no queue key exists, and whether the head is blocked.
+local function serve(permits, now, caller, ttl, details, used, n)
+  local free = permits - (used or in_use(redis.call('ZCARD', KEYS[1])))
   local mine = nil
   local absent = false
+  local blocked = false
   local first = true
   while free > 0 do
     local head = redis.call('LPOP', KEYS[4])
@@ -99,23 +172,40 @@ local function serve(permits, now, caller, ttl, details, held)
     first = false
     local entry = redis.call('HGET', KEYS[5], head)
     if entry then
+      local w = cjson.decode(entry)
+      local need = tonumber(w[5] or '1')
+      if head == caller then
+        need = n
+      end
+      if need > free then
+        -- Back at the head. Popping the last entry deleted the list: it takes the waiter
+        -- table's expiry again (both linger as long as the last join asked).
+        if redis.call('LPUSH', KEYS[4], head) == 1 then
+          local linger = redis.call('PTTL', KEYS[5])
+          if linger > 0 then
+            redis.call('PEXPIRE', KEYS[4], linger)
+          end
+        end
+        blocked = true
+        break
+      end
       redis.call('HDEL', KEYS[5], head)
       if head == caller then
-        mine = grant(head, ttl, details, now)
-        free = free - 1
+        mine = grant(head, ttl, details, now, need)
+        free = free - need
       else
-        local w = cjson.decode(entry)
         local fence = grant_fence(KEYS[2], nil, clock_us)
         local message = string.format('%d', fence) .. ' ' .. head .. ' ' .. KEYS[1]
         if redis.call('PUBLISH', w[2], message) > 0 then
           redis.call('ZADD', KEYS[1], ms(now + tonumber(w[1])), head)
-          redis.call('HSET', KEYS[3], head, cjson.encode({string.format('%d', fence), w[3]}))
-          free = free - 1
+          redis.call('HSET', KEYS[3], head, holder_entry(fence, w[3], need))
+          add_extra(need - 1)
+          free = free - need
         end
       end
     end
   end
-  return mine, free, absent
+  return mine, free, absent, blocked
 end
 
 -- Sets each key's expiry to when the semaphore goes idle (see the top). The permit count

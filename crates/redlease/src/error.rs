@@ -143,6 +143,20 @@ pub enum Error {
         /// The permit count in use.
         in_use: u32,
     },
+    /// A semaphore was asked for a number of permits at once that it can never grant:
+    /// none, or more than its permit count.
+    #[error(
+        "semaphore `{name}` was asked for {asked} permits at once, but it has {permits}; ask for 1 to {permits}"
+    )]
+    #[non_exhaustive]
+    PermitsAsked {
+        /// The semaphore's name.
+        name: String,
+        /// How many permits were asked for.
+        asked: u32,
+        /// The semaphore's permit count.
+        permits: u32,
+    },
     /// An owner holding a read lock asked for the write lock of the same read-write lock.
     #[error(
         "read-write lock `{name}` is held for reading by this owner, and a read lock cannot be upgraded to write (two upgrading readers would wait for each other forever); release the read lock, then acquire the write lock"

@@ -49,6 +49,9 @@ pub struct Holding {
     pub remaining: Option<Duration>,
     /// Its holder details (`host=... pid=...` and the client's holder note), if recorded.
     pub details: Option<String>,
+    /// How many permits the hold counts for: more than 1 for a semaphore's permit taken
+    /// with [`acquire_many`](crate::Semaphore::acquire_many), 1 otherwise.
+    pub permits: u32,
 }
 
 /// One waiter queued for a name (a FIFO place, served in this order).
@@ -64,6 +67,9 @@ pub struct Waiting {
     pub details: Option<String>,
     /// What a read-write lock's waiter asks for; `None` for the other primitives.
     pub access: Option<Access>,
+    /// How many permits it asks for: more than 1 for a semaphore's waiter in
+    /// [`acquire_many`](crate::Semaphore::acquire_many), 1 otherwise.
+    pub permits: u32,
 }
 
 /// What one node says of a name, or what a majority of a quorum's nodes agree on.
@@ -218,6 +224,7 @@ pub(crate) fn lock(reply: LockReply) -> (Reading, bool) {
                 fencing_token: held_fence.or(fencing_counter).map(FencingToken::new),
                 remaining: u64::try_from(pttl).ok().map(Duration::from_millis),
                 details: details.filter(|d| !d.is_empty()),
+                permits: 1,
             };
             (token, holding)
         })
@@ -257,6 +264,12 @@ pub(crate) fn leases(primitive: Primitive, reply: LeaseReply) -> (Reading, bool)
                 fencing_token: entry.first().and_then(number).map(FencingToken::new),
                 remaining: Some(Duration::from_millis(left)),
                 details: entry.get(1).and_then(text),
+                // A semaphore's holder of n > 1 permits: `[fence, details, n]`.
+                permits: if primitive == Primitive::Semaphore {
+                    permits_of(&entry, 2)
+                } else {
+                    1
+                },
             };
             Some((token, holding))
         })
@@ -323,6 +336,8 @@ fn waiters(
                 } else {
                     None
                 },
+                // A semaphore's waiter for n > 1 permits: `[ttl, channel, details, since, n]`.
+                permits: if rw { 1 } else { permits_of(&entry, 4) },
             };
             Some((token.clone(), waiting))
         })
@@ -348,6 +363,17 @@ fn number(value: &serde_json::Value) -> Option<u64> {
         serde_json::Value::String(s) => s.parse().ok(),
         other => other.as_u64(),
     }
+}
+
+/// The permit count at `at` of a semaphore's table entry: 1 when absent (a single
+/// permit's entry has no count) or not a whole number >= 1.
+fn permits_of(entry: &[serde_json::Value], at: usize) -> u32 {
+    entry
+        .get(at)
+        .and_then(number)
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|&n| n >= 1)
+        .unwrap_or(1)
 }
 
 /// A non-empty string.
@@ -432,6 +458,7 @@ pub(crate) fn agree(
                 fencing_token: reached(fences).map(FencingToken::new),
                 remaining: lefts.and_then(reached).map(Duration::from_millis),
                 details: first.details.clone(),
+                permits: first.permits,
             },
         ));
     }

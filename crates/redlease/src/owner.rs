@@ -163,9 +163,10 @@ impl Owner {
                 });
             }
             // The same kind re-enters; so does a read inside the owner's write hold (the
-            // write covers reading). Another primitive of the same name does not: its own
+            // write covers reading), and fewer permits of a semaphore inside the owner's
+            // hold of more (see `Kind::covers`). Another primitive of the same name does not: its own
             // acquisition reports the conflict.
-            if (holds == kind || (holds == Kind::Write && kind == Kind::Read)) && holding.enter() {
+            if holds.covers(kind) && holding.enter() {
                 tracing::trace!(lock = %holding.lease.name, "re-entered");
                 return Ok(Some(holding));
             }

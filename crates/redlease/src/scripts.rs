@@ -21,10 +21,12 @@ pub(crate) enum Kind {
     /// An election's lock: a lock whose grants and hand-offs are announced on its
     /// channel, for the election's observers.
     Leader,
-    /// One permit of a semaphore of `permits`.
+    /// `weight` permits (one lease) of a semaphore of `permits`.
     Permit {
         /// The semaphore's permit count.
         permits: u32,
+        /// How many of them the lease counts for (1 to `permits`).
+        weight: u32,
     },
     /// A read hold of a read-write lock.
     Read,
@@ -38,6 +40,26 @@ impl Kind {
     /// Whether the lease is a lock's (the key holds the owner token).
     pub(crate) fn is_lock(self) -> bool {
         matches!(self, Self::Mutex | Self::Leader)
+    }
+
+    /// Whether a lease of this kind covers an acquisition of `asked` by the same owner
+    /// (which re-enters it): the same kind; a write hold covers a read; a lease of more
+    /// permits of the same semaphore covers one of fewer.
+    pub(crate) fn covers(self, asked: Self) -> bool {
+        match (self, asked) {
+            (
+                Self::Permit {
+                    permits,
+                    weight: held,
+                },
+                Self::Permit {
+                    permits: wanted,
+                    weight,
+                },
+            ) => permits == wanted && held >= weight,
+            (Self::Write, Self::Read) => true,
+            (held, asked) => held == asked,
+        }
     }
 
     /// The primitive whose lease this is (its keys).
@@ -242,7 +264,7 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
     invocation.arg(args.token).arg(args.ttl_ms).arg(args.holder);
     match args.kind {
         Kind::Mutex | Kind::Leader | Kind::Count => {}
-        Kind::Permit { permits } => {
+        Kind::Permit { permits, .. } => {
             invocation.arg(permits);
         }
         Kind::Read => {
@@ -285,6 +307,16 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
         Join::No | Join::Leave | Join::Listen { .. } => {
             invocation.arg("0");
         }
+    }
+    // sem_acquire.lua's ARGV[8]: the permits asked, sent only when more than one (the
+    // join arguments before it padded when the attempt does not queue).
+    if let Kind::Permit { weight, .. } = args.kind
+        && weight > 1
+    {
+        if !matches!(args.join, Join::Grants { .. }) {
+            invocation.arg("").arg("");
+        }
+        invocation.arg(weight);
     }
     // A Cluster's hand-offs from an attempt are SPUBLISHed (ARGV[8]).
     let sharded = args.notices.flag().is_some();

@@ -11,9 +11,9 @@ use crate::keys::{LockKeys, Primitive};
 use crate::scripts::Kind;
 use crate::spec::{Spec, option_setters};
 
-/// A permit of a [`Semaphore`]: a [`Guard`] on one of its permits, with the same surface
-/// (fencing token, validity, loss signal, `extend`, `release`, released in the background
-/// when dropped).
+/// A permit of a [`Semaphore`]: a [`Guard`] on one of its permits (or on several taken at
+/// once with [`Semaphore::acquire_many`]), with the same surface (fencing token, validity,
+/// loss signal, `extend`, `release`, released in the background when dropped).
 pub type Permit = Guard;
 
 /// A distributed counting semaphore: at most `permits` holders of one name at once.
@@ -29,6 +29,13 @@ pub type Permit = Guard;
 /// permit gets a fencing token, larger than every earlier one of the name; holders at the
 /// same time have different tokens, so fence the resource each holder writes, not one
 /// resource shared by all holders.
+///
+/// Several permits may be taken at once ([`acquire_many`](Semaphore::acquire_many), as
+/// Redisson's `acquire(n)`): one [`Permit`] that counts for all of them, with one lease,
+/// one owner token and one fencing token, renewed, lost and given back as one. The FIFO
+/// queue serves requests in order while they fit: a request for several at the head of
+/// the queue waits for that many to be free, and requests behind it (and newcomers) wait
+/// behind it even when fewer would fit, so that it is never starved by smaller ones.
 ///
 /// The permit count is stored with the semaphore while it is in use: asking for the same
 /// name with another count fails with [`Error::PermitsMismatch`]; a lock or read-write lock
@@ -97,6 +104,11 @@ impl Semaphore {
     }
 
     fn kind(&self) -> Result<Kind> {
+        self.kind_of(1)
+    }
+
+    /// The lease kind of `asked` permits taken at once.
+    fn kind_of(&self, asked: u32) -> Result<Kind> {
         if self.permits == 0 {
             return Err(Error::InvalidOption {
                 option: "permits",
@@ -109,8 +121,16 @@ impl Semaphore {
                 reason,
             });
         }
+        if asked == 0 || asked > self.permits {
+            return Err(Error::PermitsAsked {
+                name: self.spec.name.to_string(),
+                asked,
+                permits: self.permits,
+            });
+        }
         Ok(Kind::Permit {
             permits: self.permits,
+            weight: asked,
         })
     }
 
@@ -160,6 +180,69 @@ impl Semaphore {
         E: From<Error>,
     {
         let kind = self.kind().map_err(E::from)?;
+        self.spec.run(kind, work).await
+    }
+
+    /// Makes one attempt at `n` permits at once, as one [`Permit`]: `Ok(None)` when fewer
+    /// than `n` are free, or others queue for permits.
+    ///
+    /// # Errors
+    /// [`Error::PermitsAsked`] when `n` is 0 or more than the semaphore's
+    /// [`permits`](Semaphore::permits); otherwise as [`try_acquire`](Semaphore::try_acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: permits taken by a dropped attempt are given back in the background.
+    pub async fn try_acquire_many(&self, n: u32) -> Result<Option<Permit>> {
+        self.spec.try_acquire(self.kind_of(n)?).await
+    }
+
+    /// Takes `n` permits at once, as one [`Permit`] (one lease, one owner token, one
+    /// fencing token: renewed, lost and given back as one), waiting up to the semaphore's
+    /// [`wait`](Semaphore::wait) in the FIFO queue. At the head of the queue the request
+    /// waits until `n` permits are free, and every request behind it waits too.
+    ///
+    /// A nested acquisition by the same [`Owner`](crate::Owner) re-enters the owner's
+    /// permit when that holds at least `n` permits; otherwise it takes permits of its own,
+    /// and waits (up to its wait) if the owner's own permit leaves too few.
+    ///
+    /// # Errors
+    /// [`Error::PermitsAsked`] when `n` is 0 or more than the semaphore's
+    /// [`permits`](Semaphore::permits); otherwise as [`acquire`](Semaphore::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future withdraws it from the queue, and gives back
+    /// permits that were handed to it meanwhile, in the background.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example(client: redlease::Client) -> redlease::Result<()> {
+    /// // A full backup counts for 2 of the 3 backup slots.
+    /// let permit = client.semaphore("backups", 3).acquire_many(2).await?;
+    /// // ... the backup, stamped with permit.fencing_token() ...
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    #[tracing::instrument(skip_all, fields(semaphore = %self.spec.name, permits = n))]
+    pub async fn acquire_many(&self, n: u32) -> Result<Permit> {
+        self.spec.acquire(self.kind_of(n)?).await
+    }
+
+    /// As [`run`](Semaphore::run), holding `n` permits at once (see
+    /// [`acquire_many`](Semaphore::acquire_many)).
+    ///
+    /// # Errors
+    /// As [`run`](Semaphore::run), and [`Error::PermitsAsked`] (converted with
+    /// `From<Error>`) when `n` is 0 or more than the semaphore's
+    /// [`permits`](Semaphore::permits).
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops `work` and gives the permits back in the background.
+    pub async fn run_many<T, E, F>(&self, n: u32, work: F) -> std::result::Result<T, E>
+    where
+        F: AsyncFnOnce(&Permit) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        let kind = self.kind_of(n).map_err(E::from)?;
         self.spec.run(kind, work).await
     }
 }

@@ -243,3 +243,25 @@ fn a_synchronous_caller_inspects_and_forces_a_release() {
     assert!(!operator.inspect_keys(&keys).unwrap().is_held());
     assert!(matches!(guard.release(), Err(Error::Lost { .. })));
 }
+
+#[test]
+fn a_blocking_semaphore_takes_several_permits_as_one() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::connect(&server.url()).unwrap();
+    let semaphore = client.semaphore("blocking-many", 3).wait(Wait::No);
+    let two = semaphore.acquire_many(2).unwrap();
+    assert!(
+        semaphore.try_acquire_many(2).unwrap().is_none(),
+        "1 of 3 free"
+    );
+    let one = semaphore.try_acquire().unwrap().unwrap();
+    assert!(matches!(semaphore.acquire(), Err(Error::Timeout { .. })));
+    assert!(matches!(
+        semaphore.try_acquire_many(4),
+        Err(Error::PermitsAsked { asked: 4, .. })
+    ));
+    two.release().unwrap();
+    let again = semaphore.try_acquire_many(2).unwrap();
+    assert!(again.is_some(), "the permit of 2 gave both back");
+    one.release().unwrap();
+}

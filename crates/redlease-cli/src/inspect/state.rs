@@ -33,12 +33,17 @@ pub(crate) struct Holder {
     pub(crate) remaining_ms: Option<u64>,
     /// Its details (host, pid, command).
     pub(crate) details: Option<String>,
+    /// How many of a semaphore's permits it holds (1 for the other primitives).
+    pub(crate) permits: u32,
 }
 
 impl Holder {
     /// `holder 1a2b3c4d… (host=... pid=...), 12s left`.
     pub(crate) fn summary(&self) -> String {
         let mut out = format!("holder {}", shown(&self.token_prefix));
+        if self.permits > 1 {
+            let _ = write!(out, " of {} permits", self.permits);
+        }
         if let Some(details) = &self.details {
             let _ = write!(out, " ({details})");
         }
@@ -59,6 +64,8 @@ pub(crate) struct Waiter {
     /// What a read-write lock's waiter asks for: `read` or `write`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) wants: Option<&'static str>,
+    /// How many of a semaphore's permits it asks for (1 for the other primitives).
+    pub(crate) permits: u32,
 }
 
 /// What the keys of one lock, semaphore or read-write lock say.
@@ -112,7 +119,7 @@ impl LockState {
             },
             Kind::Semaphore => format!(
                 "{} of {} permits held: {}",
-                self.holders.len(),
+                self.permits_held(),
                 self.permits
                     .map_or_else(|| "?".to_owned(), |n| n.to_string()),
                 holders()
@@ -124,6 +131,11 @@ impl LockState {
                 _ => format!("held for writing: {}", holders()),
             },
         }
+    }
+
+    /// How many of a semaphore's permits its holders hold (a holder may hold several).
+    pub(crate) fn permits_held(&self) -> u32 {
+        self.holders.iter().map(|h| h.permits).sum()
     }
 
     /// `lock`, `semaphore 3`, `rwlock read`.
@@ -154,6 +166,7 @@ impl Waiter {
             waited_ms: waiting.waited.map(millis),
             details: waiting.details.clone(),
             wants: waiting.access.map(access_name),
+            permits: waiting.permits,
         }
     }
 }
@@ -176,6 +189,7 @@ impl LockState {
                 fencing_token: h.fencing_token.map(redlease::FencingToken::get),
                 remaining_ms: h.remaining.map(millis),
                 details: h.details.clone(),
+                permits: h.permits,
             })
             .collect();
         Self {

@@ -301,6 +301,27 @@ impl Semaphore {
     pub fn permits(&self) -> u32 {
         self.0.inner.permits()
     }
+
+    /// Takes `n` permits at once as one [`Permit`], waiting up to the builder's wait; see
+    /// [`crate::Semaphore::acquire_many`].
+    ///
+    /// # Errors
+    /// As [`crate::Semaphore::acquire_many`], and [`Error::Runtime`] inside an async task.
+    pub fn acquire_many(&self, n: u32) -> Result<Permit> {
+        let permit = block_on(&self.0.runtime, self.0.inner.acquire_many(n))??;
+        Ok(Permit::wrap(permit, &self.0.runtime))
+    }
+
+    /// One attempt at `n` permits at once: `Ok(None)` when fewer are free or others
+    /// queue; see [`crate::Semaphore::try_acquire_many`].
+    ///
+    /// # Errors
+    /// As [`crate::Semaphore::try_acquire_many`], and [`Error::Runtime`] inside an async
+    /// task.
+    pub fn try_acquire_many(&self, n: u32) -> Result<Option<Permit>> {
+        let permit = block_on(&self.0.runtime, self.0.inner.try_acquire_many(n))??;
+        Ok(permit.map(|p| Permit::wrap(p, &self.0.runtime)))
+    }
 }
 
 builder!(
