@@ -15,12 +15,13 @@ fn a_blocking_election_hands_over_and_is_observed() {
     let client = Client::connect(&server.url()).unwrap();
     let election = client.election("scheduler").ttl(Duration::from_secs(60));
     assert_eq!(election.leader().unwrap(), None);
-    let mut changes = election.observe();
-    assert_eq!(changes.next().unwrap().unwrap(), None);
+    let (first, changes) = next_within_a_step(election.observe());
+    assert_eq!(first.unwrap(), None);
 
     let a = election.campaign("a").unwrap();
     assert!(a.is_leading());
-    let seen = changes.next().unwrap().unwrap().unwrap();
+    let (seen, changes) = next_within_a_step(changes);
+    let seen = seen.unwrap().unwrap();
     assert_eq!((seen.note.as_str(), seen.term), ("a", a.term()));
 
     // Another thread campaigns; `a` steps down by being dropped, and the drop has given
@@ -38,11 +39,15 @@ fn a_blocking_election_hands_over_and_is_observed() {
     drop(a);
     let b = candidate.join().unwrap();
     assert!(b.term() > a_term);
-    let seen = changes.next().unwrap().unwrap().unwrap();
-    assert_eq!(seen.note, "b", "the observer missed the hand-over");
+    let (seen, changes) = next_within_a_step(changes);
+    assert_eq!(
+        seen.unwrap().unwrap().note,
+        "b",
+        "the observer missed the hand-over"
+    );
     assert_eq!(election.leader().unwrap().unwrap().term, b.term());
     b.resign().unwrap();
-    assert_eq!(changes.next().unwrap().unwrap(), None);
+    assert_eq!(next_within_a_step(changes).0.unwrap(), None);
 }
 
 /// The next item of `changes`, read on a thread of its own and bounded by
