@@ -325,6 +325,13 @@ impl Count {
         &self.guard
     }
 
+    /// The lease behind the count, for the blocking API's count (which releases it as a
+    /// count down).
+    #[cfg(feature = "blocking")]
+    pub(crate) fn into_guard(self) -> Guard {
+        self.guard
+    }
+
     /// Counts down: the count is gone, and a round left without counts ends and wakes
     /// its waiters.
     ///

@@ -265,3 +265,43 @@ fn a_blocking_semaphore_takes_several_permits_as_one() {
     assert!(again.is_some(), "the permit of 2 gave both back");
     one.release().unwrap();
 }
+
+#[test]
+fn a_blocking_latch_opens_only_when_every_count_is_counted_down() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let server = RedisServer::start().unwrap();
+    let client = Client::connect(&server.url()).unwrap();
+    let latch = client.latch("blocking-latch").wait(Duration::from_secs(30));
+    let mut counts: Vec<_> = (0..2).map(|_| latch.count_up().unwrap()).collect();
+    assert_eq!(latch.count().unwrap(), 2);
+    assert!(
+        matches!(
+            latch.clone().wait(Wait::No).wait_open(),
+            Err(Error::Timeout { .. })
+        ),
+        "two counts outstanding: still closed"
+    );
+    let last_down = Arc::new(AtomicBool::new(false));
+    let waiter = std::thread::spawn({
+        let latch = latch.clone();
+        let last_down = Arc::clone(&last_down);
+        move || {
+            let opened = latch.wait_open();
+            (opened, last_down.load(Ordering::SeqCst))
+        }
+    });
+    let last = counts.pop().unwrap();
+    for count in counts {
+        assert!(count.is_held());
+        count.count_down().unwrap();
+    }
+    assert_eq!(latch.count().unwrap(), 1);
+    last_down.store(true, Ordering::SeqCst);
+    last.count_down().unwrap();
+    let (opened, after_last) = waiter.join().unwrap();
+    let opened = opened.unwrap();
+    assert!(after_last, "the latch opened with a count outstanding");
+    assert!(!opened.is_broken(), "{opened:?}");
+    assert_eq!(latch.count().unwrap(), 0);
+}

@@ -11,7 +11,7 @@ use crate::renew::Renewal;
 use crate::token::FencingToken;
 use crate::wait::{Retry, Wait};
 
-use super::guards::{Guard, Hold, MultiGuard, Permit, ReadGuard, WriteGuard};
+use super::guards::{Count, Guard, Hold, MultiGuard, Permit, ReadGuard, WriteGuard};
 use super::runtime::{Runtime, block_on};
 
 /// An async builder and the runtime that drives it: what every blocking builder is.
@@ -538,5 +538,54 @@ impl Leadership {
     /// As [`Guard::release`].
     pub fn resign(self) -> Result<()> {
         self.guard.release()
+    }
+}
+
+builder!(
+    /// A blocking count-down latch whose counts are leases; see [`crate::Latch`].
+    ///
+    /// ```no_run
+    /// # fn main() -> redlease::Result<()> {
+    /// let client = redlease::blocking::Client::connect("redis://127.0.0.1:6379")?;
+    /// let latch = client.latch("nightly-import");
+    /// // Each worker:
+    /// let count = latch.count_up()?;
+    /// // ... its part ...
+    /// count.count_down()?;
+    /// // The step that needs every part done:
+    /// let opened = latch.wait(std::time::Duration::from_secs(600)).wait_open()?;
+    /// assert!(!opened.is_broken(), "a worker died before counting down");
+    /// # Ok(()) }
+    /// ```
+    Latch(Latch)
+);
+named!(Latch);
+
+impl Latch {
+    /// Registers one more outstanding count, held as a renewed lease until counted down
+    /// or dropped; see [`crate::Latch::count_up`].
+    ///
+    /// # Errors
+    /// As [`crate::Latch::count_up`], and [`Error::Runtime`] inside an async task.
+    pub fn count_up(&self) -> Result<Count> {
+        let count = block_on(&self.0.runtime, self.0.inner.count_up())??;
+        Ok(Count::wrap(count, &self.0.runtime))
+    }
+
+    /// The outstanding counts now; see [`crate::Latch::count`].
+    ///
+    /// # Errors
+    /// As [`crate::Latch::count`], and [`Error::Runtime`] inside an async task.
+    pub fn count(&self) -> Result<u64> {
+        block_on(&self.0.runtime, self.0.inner.count())?
+    }
+
+    /// Blocks until no count is outstanding, up to the builder's wait; see
+    /// [`crate::Latch::wait_open`].
+    ///
+    /// # Errors
+    /// As [`crate::Latch::wait_open`], and [`Error::Runtime`] inside an async task.
+    pub fn wait_open(&self) -> Result<crate::Opened> {
+        block_on(&self.0.runtime, self.0.inner.wait_open())?
     }
 }

@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 
-use super::builders::{Driven, Election, Lock, MultiLock, RwLock, Semaphore};
+use super::builders::{Driven, Election, Latch, Lock, MultiLock, RwLock, Semaphore};
 use super::runtime::{Runtime, block_on, in_async_task, inside_runtime};
 
 /// A blocking handle to one Redis deployment; see [`crate::Client`].
@@ -208,6 +208,11 @@ impl Client {
     /// [`crate::Client::semaphore`].
     pub fn semaphore(&self, name: impl Into<String>, permits: u32) -> Semaphore {
         Semaphore(self.drive(self.inner.semaphore(name, permits)))
+    }
+
+    /// A count-down latch named `name`; see [`crate::Client::latch`].
+    pub fn latch(&self, name: impl Into<String>) -> Latch {
+        Latch(self.drive(self.inner.latch(name)))
     }
 
     /// A read-write lock named `name`; see [`crate::Client::rwlock`].

@@ -475,3 +475,43 @@ mod tests {
         Ok(())
     }
 }
+
+/// One outstanding count of a blocking [`Latch`](super::Latch): a renewed lease, counted
+/// down by [`count_down`](Count::count_down) or by its drop, before the drop returns.
+#[must_use = "dropping a count counts it down at once"]
+#[derive(Debug)]
+pub struct Count(Guard);
+
+impl Count {
+    pub(super) fn wrap(count: crate::Count, runtime: &Arc<Runtime>) -> Self {
+        Self(Guard::wrap(count.into_guard(), runtime))
+    }
+
+    /// The count's fencing token.
+    pub fn fencing_token(&self) -> FencingToken {
+        self.0.fencing_token()
+    }
+
+    /// Time left on the count's lease as far as this client can tell.
+    pub fn remaining(&self) -> Duration {
+        self.0.remaining()
+    }
+
+    /// Whether the count's lease is still live as far as this client can tell.
+    pub fn is_held(&self) -> bool {
+        self.0.is_held()
+    }
+
+    /// The lease behind the count (health, loss).
+    pub fn guard(&self) -> &Guard {
+        &self.0
+    }
+
+    /// Counts down; see [`crate::Count::count_down`].
+    ///
+    /// # Errors
+    /// As [`crate::Count::count_down`], and [`Error::Runtime`] inside an async task.
+    pub fn count_down(self) -> Result<()> {
+        self.0.release()
+    }
+}

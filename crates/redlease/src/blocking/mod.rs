@@ -40,7 +40,7 @@ mod guards;
 mod runtime;
 
 pub use builders::{
-    Election, Leadership, Lock, MultiLock, Observe, ReadLock, RwLock, Semaphore, WriteLock,
+    Election, Latch, Leadership, Lock, MultiLock, Observe, ReadLock, RwLock, Semaphore, WriteLock,
 };
 pub use client::{Client, ClientBuilder, default_client, set_default_client};
-pub use guards::{Guard, MultiGuard, Permit, ReadGuard, WriteGuard};
+pub use guards::{Count, Guard, MultiGuard, Permit, ReadGuard, WriteGuard};
