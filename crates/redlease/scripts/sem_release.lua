@@ -7,6 +7,10 @@
 --           handing it on, PUBLISH K there (Cluster and quorum waiters, which do not queue)
 --   ARGV[3] (optional) "S": SPUBLISH rather than PUBLISH (Redis Cluster: the channel is in
 --           the lock's slot, and the notice reaches the lock's shard only)
+--   ARGV[4] (optional) the permits the token's lease counts for, when more than 1 (its
+--           acquire_many); ARGV[2] and ARGV[3] are then sent empty when unused. Absent, the
+--           lease counts for 1 and its holders entry is dropped without being read (the
+--           free path's one command)
 -- Reply: 1 released; 0 the token held no permit (its lease ran out, or it never had one).
 -- Error reply "WRONGTYPE ..." when K is another primitive.
 --
@@ -17,10 +21,15 @@ local token = ARGV[1]
 local now = now_ms()
 local expired = expired_permits(now)
 reclaim(expired, now)
+local channel = ARGV[2] ~= '' and ARGV[2] or nil
+local weight = tonumber(ARGV[4] or '1') or 1
 local held = redis.call('ZREM', KEYS[1], token) == 1
 if held then
   -- All the permits of the lease: one entry, of weight n.
-  forget(token)
+  redis.call('HDEL', KEYS[3], token)
+  if weight > 1 then
+    add_extra(1 - weight)
+  end
 elseif redis.call('HDEL', KEYS[5], token) == 1 then
   redis.call('LREM', KEYS[4], 1, token)
 end
@@ -29,8 +38,8 @@ local known = nil
 if stored then
   local holding = redis.call('ZCARD', KEYS[1])
   local _, free, absent = serve(tonumber(stored), now, nil, 0, '', in_use(holding), 1)
-  if held and free > 0 and ARGV[2] then
-    redis.call(ARGV[3] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[2], KEYS[1])
+  if held and free > 0 and channel then
+    redis.call(ARGV[3] == 'S' and 'SPUBLISH' or 'PUBLISH', channel, KEYS[1])
   end
   if holding == 0 and absent then
     -- Nothing held, nothing queued: the semaphore goes idle.

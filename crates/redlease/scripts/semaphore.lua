@@ -110,15 +110,6 @@ local function reclaim(expired, now)
   end
 end
 
--- Forgets the holders entry of `token`, whose member of K is gone.
-local function forget(token)
-  local entry = redis.call('HGET', KEYS[3], token)
-  if entry then
-    redis.call('HDEL', KEYS[3], token)
-    add_extra(1 - weight_of(entry, 3))
-  end
-end
-
 -- The holders entry of a permit: [fence, details], with n appended when n > 1.
 local function holder_entry(fence, details, n)
   local entry = {string.format('%d', fence), details}

@@ -358,6 +358,20 @@ pub(crate) fn release(keys: &LockKeys, kind: Kind, token: &str, notices: Notices
     };
     let mut invocation = with_keys(script, keys, kind);
     invocation.arg(token);
+    if let Kind::Permit { weight, .. } = kind
+        && weight > 1
+    {
+        // sem_release.lua's ARGV[4]: the permits of a lease taken as several, after the
+        // optional channel and flag (sent empty when unused).
+        let channel = if notices.on() {
+            keys.channel.as_str()
+        } else {
+            ""
+        };
+        let flag = notices.flag().unwrap_or("");
+        invocation.arg(channel).arg(flag).arg(weight);
+        return invocation;
+    }
     if kind == Kind::Leader {
         // Every change of leader is announced, hand-offs included.
         invocation.arg(&keys.channel).arg("1");
