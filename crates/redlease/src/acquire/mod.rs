@@ -14,14 +14,20 @@ use crate::engine::{Engine, GiveBack, Holding};
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::lease::{Lease, lost};
-use crate::notify::{Grant, Place, Registration, Told, Watch};
+use crate::notify::{Grant, Place, Registration, Watch};
 use crate::observe::{Acquisition, Labels};
 use crate::renew::Renewal;
 use crate::replies::Reply;
 use crate::scripts::{AcquireArgs, Join, Kind};
 use crate::token::{FencingToken, OwnerToken};
-use crate::ttl::{claim, ttl_millis};
+use crate::ttl::ttl_millis;
 use crate::wait::{Retry, Wait, jitter};
+
+mod dating;
+mod queue;
+
+use dating::{Dating, lasts};
+use queue::{News, Queue, wait_for_news};
 
 /// The longest pause between attempts while Redis cannot be reached or refuses for now
 /// (the lease's [`Retry`] may cap it lower).
@@ -70,59 +76,6 @@ enum Attempt {
 /// How many attempts [`Request::try_once`] makes at most when each one's reply comes too
 /// late to leave [`min_validity`] of the lease (the process was paused while it waited).
 const LATE_REPLIES: u32 = 3;
-
-/// What the replies of one waiter's attempts prove about a lease handed to it over pub/sub,
-/// whose grant message may have been delayed, reordered against those replies, or read
-/// late by a paused process (the rule of "What a guard may claim" in the crate docs).
-///
-/// A hand-off happens in Redis after the waiter's latest attempt that found the lease busy
-/// was processed, or it happened before and that attempt saw the lease held by someone
-/// else: the handed lease was over by then. The busy reply carries the fencing counter
-/// it saw, and grants' fences grow, so a grant whose fence is at most that counter is the
-/// second case (void), and any other grant began after that attempt was sent.
-#[derive(Debug, Clone, Copy, Default)]
-struct Dating {
-    /// The send time of the latest attempt that found the lease busy, else of the first.
-    floor: Option<Instant>,
-    /// The largest fencing counter a busy reply saw.
-    seen: u64,
-}
-
-impl Dating {
-    /// An attempt is sent now; when.
-    fn send(&mut self) -> Instant {
-        let sent = Instant::now();
-        self.floor.get_or_insert(sent);
-        sent
-    }
-
-    /// The attempt sent at `sent` found the lease busy, with the counter at `seen`.
-    fn busy(&mut self, sent: Instant, seen: u64) {
-        self.floor = Some(sent);
-        self.seen = self.seen.max(seen);
-    }
-
-    /// When a lease handed over with `fence` began at the earliest, as far as this waiter
-    /// can tell; `None` when the grant is older than a busy reply (void).
-    fn grant(&self, fence: u64) -> Option<Instant> {
-        if fence <= self.seen {
-            return None;
-        }
-        self.floor
-    }
-}
-
-/// The least validity an acquisition hands out: a lease whose reply (or grant) came later
-/// than this before its end is confirmed by another attempt instead (one that finds the
-/// lease ours sets its expiry again), so that an `Ok` never carries a lease about to end.
-pub(crate) fn min_validity(ttl: Duration) -> Duration {
-    ttl / 10
-}
-
-/// Whether a lease of `ttl` dated from `start` has at least [`min_validity`] left.
-fn lasts(ttl: Duration, start: Instant) -> bool {
-    start + claim(ttl) >= Instant::now() + min_validity(ttl)
-}
 
 impl Request<'_> {
     /// When a wait that starts at `started` ends (`None`: never).
@@ -657,86 +610,4 @@ impl Request<'_> {
             Wait::No | Wait::Forever => QUEUE_LINGER,
         }
     }
-}
-/// How an attempt joins the queue when the name is busy (see [`Join`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Queue {
-    No,
-    /// Only try, but withdraw the place an earlier attempt of this acquisition may have
-    /// taken (its reply lost, or queued while the grant subscription was up): a lock taken
-    /// now must leave no place behind, or a later release hands the lock to a finished
-    /// acquisition and it sits with nobody for a ttl.
-    Leave,
-    Grants,
-    Silent,
-    /// No place, but a mark that a waiter listens for release notices.
-    Listen,
-}
-
-impl Queue {
-    /// For hand-offs while they can reach us, else silently where places are kept so,
-    /// else a mark while we listen for release notices.
-    fn pick(grants: bool, silent: bool, listening: bool) -> Self {
-        match (grants, silent, listening) {
-            (true, _, _) => Self::Grants,
-            (false, true, _) => Self::Silent,
-            (false, false, true) => Self::Listen,
-            (false, false, false) => Self::No,
-        }
-    }
-
-    /// As it is, except that an attempt that only tries withdraws a place when `again`
-    /// (not the acquisition's first attempt: an earlier one may have left a place).
-    fn later(self, again: bool) -> Self {
-        if self == Self::No && again {
-            Self::Leave
-        } else {
-            self
-        }
-    }
-}
-
-/// Sleeps until `wake`, a hand-off to `registration` (or a nudge: it is next), a
-/// `released` notice or a dropped pub/sub connection, whichever comes first.
-async fn wait_for_news(
-    registration: Option<&mut Registration>,
-    released: Option<&mut Pin<Box<Notified<'_>>>>,
-    wake: Instant,
-    epochs: &mut watch::Receiver<u64>,
-) -> News {
-    let granted = async {
-        match registration {
-            Some(r) => match r.told().await {
-                Told::Granted(grant) => News::Granted(grant),
-                Told::Next(ttl) => News::Next(ttl),
-            },
-            None => std::future::pending().await,
-        }
-    };
-    let released = async {
-        match released {
-            Some(n) => n.await,
-            None => std::future::pending().await,
-        }
-    };
-    // Biased: a grant already read counts before a timer that expired meanwhile (a paused
-    // process finds both ready), which saves an attempt; the grant is checked either way.
-    tokio::select! {
-        biased;
-        news = granted => news,
-        () = released => News::Check,
-        () = tokio::time::sleep_until(wake) => News::Check,
-        _ = epochs.changed() => News::Check,
-    }
-}
-
-/// What ended a queued waiter's wait.
-enum News {
-    /// The lock was handed to it.
-    Granted(Grant),
-    /// A hand-off told it that it is next in line, behind a holder with this lease length.
-    Next(Duration),
-    /// Time to attempt again: its timer ran out, a release was announced, or its grant
-    /// subscription changed.
-    Check,
 }
