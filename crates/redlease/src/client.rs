@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend;
+use crate::builder::{DEFAULT_PREFIX, DEFAULT_TTL, DEFAULT_WAIT, MAX_NOTE};
 use crate::clock::ClockWatch;
 use crate::conn::tls::{Tls, Verify};
 use crate::conn::{Endpoints, Provided, Settings};
@@ -18,7 +19,6 @@ use crate::notify::{GrantSource, Notifier, Reach, Wakeups};
 use crate::renew::Renewal;
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
-use crate::spec::{DEFAULT_PREFIX, DEFAULT_TTL, DEFAULT_WAIT, MAX_NOTE};
 use crate::ttl::validate_ttl;
 use crate::wait::Wait;
 

@@ -9,13 +9,13 @@ use std::time::Duration;
 use futures_util::Stream;
 use tokio::time::Instant;
 
+use crate::builder::{MAX_NOTE, Spec, option_setters};
 use crate::engine::{Engine, one_line};
 use crate::error::{Error, Result};
 use crate::guard::Guard;
 use crate::keys::{LockKeys, Primitive};
 use crate::notify::Watch;
 use crate::scripts::Kind;
-use crate::spec::{MAX_NOTE, Spec, option_setters};
 use crate::token::FencingToken;
 use crate::wait::Wait;
 
@@ -201,7 +201,7 @@ impl Election {
                 out = work => Ok(out),
             }
         };
-        crate::spec::settle(outcome, leadership.resign().await)
+        crate::builder::settle(outcome, leadership.resign().await)
     }
 
     /// Who leads now, or `None`. Over a quorum, the leader a majority of nodes name, once

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use crate::client::Client;
 use crate::error::{INSPECTING, REMOVING_HOLDS, Result};
-use crate::inspection::{self, Inspection, NodeSnapshot};
 use crate::keys::{LockKeys, Primitive};
 use crate::scripts::Kind;
+use crate::snapshot::{self, Inspection, NodeSnapshot};
 use crate::token::OwnerToken;
 
 impl Client {
@@ -154,7 +154,7 @@ impl Client {
         if !deployment.is_quorum() {
             let snapshot = match answers.pop() {
                 Some((_, answer)) => answer.map_err(error)?.snapshot(),
-                None => inspection::Snapshot::default(),
+                None => snapshot::Snapshot::default(),
             };
             return Ok(Inspection {
                 key,
@@ -162,12 +162,12 @@ impl Client {
                 nodes: Vec::new(),
             });
         }
-        let agreed = inspection::agree(&answers, deployment.majority(), remove)?;
+        let agreed = snapshot::agree(&answers, deployment.majority(), remove)?;
         let nodes = answers
             .into_iter()
             .map(|(node, answer)| NodeSnapshot {
                 node,
-                snapshot: answer.map(inspection::Reading::snapshot).map_err(error),
+                snapshot: answer.map(snapshot::Reading::snapshot).map_err(error),
             })
             .collect();
         Ok(Inspection {

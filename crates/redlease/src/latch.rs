@@ -14,13 +14,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::builder::{Spec, option_setters};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::guard::Guard;
 use crate::keys::{LockKeys, Primitive};
 use crate::notify::Watch;
 use crate::scripts::Kind;
-use crate::spec::{Spec, option_setters};
 use crate::token::FencingToken;
 use crate::wait::Wait;
 

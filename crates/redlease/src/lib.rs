@@ -246,13 +246,13 @@
 mod clock;
 mod error;
 mod handle;
-mod inspection;
 mod keys;
 mod lua;
 mod observe;
 mod replies;
 mod scripts;
 mod server;
+mod snapshot;
 mod token;
 mod ttl;
 pub mod wait;
@@ -267,8 +267,8 @@ mod lease;
 mod renew;
 
 mod acquire;
+mod builder;
 mod engine;
-mod spec;
 
 #[cfg(feature = "blocking")]
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
@@ -296,10 +296,11 @@ pub mod diagnostics {
 
 #[cfg(feature = "macros")]
 #[doc(hidden)]
-#[path = "private.rs"]
+#[path = "macro_support.rs"]
 pub mod __private;
 
 pub use backend::quorum;
+pub use builder::{DEFAULT_PREFIX, DEFAULT_TTL, DEFAULT_WAIT, MAX_NOTE};
 pub use client::{
     Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, Notifications,
 };
@@ -308,7 +309,6 @@ pub use election::{Election, Leader, LeaderChanges, Leadership};
 pub use error::{Error, NodeError, Result, is_connection_error};
 pub use guard::Guard;
 pub use handle::LeaseHandle;
-pub use inspection::{Access, Holding, Inspection, NodeSnapshot, Snapshot, Waiting};
 pub use keys::{LockKeys, MAX_NAME_LEN, Primitive};
 pub use latch::{Count, Latch, Opened};
 pub use lease::LeaseHealth;
@@ -318,7 +318,7 @@ pub use owner::Owner;
 pub use renew::Renewal;
 pub use rwlock::{ReadGuard, ReadLock, RwLock, WriteGuard, WriteLock};
 pub use semaphore::{Permit, Semaphore};
-pub use spec::{DEFAULT_PREFIX, DEFAULT_TTL, DEFAULT_WAIT, MAX_NOTE};
+pub use snapshot::{Access, Holding, Inspection, NodeSnapshot, Snapshot, Waiting};
 pub use token::FencingToken;
 pub use ttl::{MAX_TTL, MIN_TTL};
 pub use wait::{Retry, Wait};

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::builder::{Spec, option_setters};
 use crate::engine::{Engine, Holding};
 use crate::error::{Error, Result};
 use crate::guard::Guard;
@@ -14,7 +15,6 @@ use crate::keys::{LockKeys, Primitive};
 use crate::lease::{Lease, lost};
 use crate::renew::Renewal;
 use crate::scripts::Kind;
-use crate::spec::{Spec, option_setters};
 use crate::ttl::ttl_millis;
 
 /// A distributed lock: a name on a [`Client`](crate::Client)'s deployment plus options.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::builder::{Spec, option_setters};
 use crate::engine::{Engine, GiveBack, Holding};
 use crate::error::{Error, Result};
 use crate::guard::Guard;
@@ -15,7 +16,6 @@ use crate::observe::{Acquisition, Outcome};
 use crate::renew::Renewal;
 use crate::replies::AllReply;
 use crate::scripts::Kind;
-use crate::spec::{Spec, option_setters};
 use crate::token::{FencingToken, OwnerToken};
 use crate::ttl::ttl_millis;
 use crate::wait::Wait;
@@ -328,7 +328,7 @@ impl MultiLock {
                     }
                 };
                 let released = guard.release().await;
-                crate::spec::settle(outcome, released)
+                crate::builder::settle(outcome, released)
             })
             .await
     }

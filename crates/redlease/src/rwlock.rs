@@ -3,13 +3,13 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::builder::{Spec, option_setters};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::guard::{Guard, derefs_to_guard};
 use crate::keys::{LockKeys, Primitive};
 use crate::lease::{State, lost};
 use crate::scripts::Kind;
-use crate::spec::{Spec, option_setters};
 
 /// A read hold of a [`RwLock`]: a [`Guard`], with the same surface.
 pub type ReadGuard = Guard;

@@ -4,12 +4,12 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::builder::{Spec, option_setters};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::guard::Guard;
 use crate::keys::{LockKeys, Primitive};
 use crate::scripts::Kind;
-use crate::spec::{Spec, option_setters};
 
 /// A permit of a [`Semaphore`]: a [`Guard`] on one of its permits (or on several taken at
 /// once with [`Semaphore::acquire_many`]), with the same surface (fencing token, validity,

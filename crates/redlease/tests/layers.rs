@@ -32,19 +32,8 @@ use checker::Tree;
 const LAYERS: &[&[&str]] = &[
     // Leaves: vocabulary, wire formats, retry timing.
     &[
-        "error",
-        "token",
-        "keys",
-        "ttl",
-        "clock",
-        "lua",
-        "scripts",
-        "server",
-        "replies",
-        "wait",
-        "observe",
-        "inspection",
-        "handle",
+        "error", "token", "keys", "ttl", "clock", "lua", "scripts", "server", "replies", "wait",
+        "observe", "snapshot", "handle",
     ],
     // How a client reaches Redis: endpoints, connection settings, the pub/sub link.
     &["conn"],
@@ -70,7 +59,7 @@ const LAYERS: &[&[&str]] = &[
         "rwlock",
         "multilock",
         "election",
-        "spec",
+        "builder",
         "__private",
         "diagnostics",
         "latch",

@@ -17,9 +17,9 @@
 mod cluster;
 mod connect;
 mod deployment;
-mod inspect;
 mod node;
 pub mod quorum;
+mod reading;
 #[cfg(feature = "sentinel")]
 mod sentinel;
 

@@ -13,8 +13,8 @@ use redis::RedisResult;
 
 use super::node::{Node, fan_out};
 use super::{Deployment, Topology};
-use crate::inspection::{self, Reading};
 use crate::keys::{LockKeys, Primitive};
+use crate::snapshot::{self, Reading};
 
 /// How many times a read is repeated when the name changed hands during it.
 const READ_TRIES: u32 = 5;
@@ -79,7 +79,7 @@ async fn read_on(node: &Node, keys: &LockKeys, remove: bool) -> RedisResult<Read
     }
 }
 
-/// A lock's reading (see [`inspection::LockReply`]).
+/// A lock's reading (see [`snapshot::LockReply`]).
 async fn read_lock(node: &Node, keys: &LockKeys, remove: bool) -> RedisResult<(Reading, bool)> {
     let mut pipe = redis::pipe();
     pipe.get(&keys.key)
@@ -93,11 +93,11 @@ async fn read_lock(node: &Node, keys: &LockKeys, remove: bool) -> RedisResult<(R
     if remove {
         pipe.del(&[&keys.key, &keys.holder]).ignore();
     }
-    let reply: inspection::LockReply = node.pipeline(&pipe, &[]).await?;
-    Ok(inspection::lock(reply))
+    let reply: snapshot::LockReply = node.pipeline(&pipe, &[]).await?;
+    Ok(snapshot::lock(reply))
 }
 
-/// A semaphore's or read-write lock's reading (see [`inspection::LeaseReply`]).
+/// A semaphore's or read-write lock's reading (see [`snapshot::LeaseReply`]).
 async fn read_leases(
     node: &Node,
     primitive: Primitive,
@@ -132,6 +132,6 @@ async fn read_leases(
         }
         pipe.del(holds).ignore();
     }
-    let reply: inspection::LeaseReply = node.pipeline(&pipe, &[]).await?;
-    Ok(inspection::leases(primitive, reply))
+    let reply: snapshot::LeaseReply = node.pipeline(&pipe, &[]).await?;
+    Ok(snapshot::leases(primitive, reply))
 }
