@@ -43,10 +43,10 @@
 //! that were never granted.
 //!
 //! The model in `crates/redlease-model` (stateright) checks this under clock drift,
-//! pauses, node crashes and lost messages. An earlier version wrote back to every node
-//! behind and counted every confirmation; the model found runs in which two holders got
-//! the same token (after a crash of a node that persists everything, or one lost
-//! message), which the current rule excludes. It also shows what no token can prevent:
+//! pauses, node crashes and lost messages. Writing back to every node behind and counting
+//! every confirmation is not enough: the model finds runs in which two holders get the
+//! same token that way (after a crash of a node that persists everything, or one lost
+//! message), which the rule above excludes. It also shows what no token can prevent:
 //! a holder paused past its lease still believes it holds the lock (the unfenced
 //! overlap), so the protected resource must check tokens.
 //!
@@ -59,9 +59,10 @@
 //! the latest token was granted (by any node) by more than the time since then, so
 //! nodes must keep their clocks synchronised (NTP: milliseconds) and never step them back
 //! by more than an outage lasts; and a node that lost its counter must stay down longer
-//! than the skew between the nodes' clocks plus one fencing step (the model found two holders sharing a token
-//! when a node restarted within the skew: a token taken from a fast clock, written back
-//! to the node that then crashed, is remembered by no node of the next majority).
+//! than the skew between the nodes' clocks plus one fencing step (the model finds two
+//! holders sharing a token when a node restarts within the skew: a token taken from a
+//! fast clock, written back to the node that then crashed, is remembered by no node of
+//! the next majority).
 
 mod give_back;
 mod turns;
