@@ -109,3 +109,28 @@ def test_election_campaign_leader_resign(client):
     assert seen is not None and seen.note == "node-1"
     leadership.resign()
     assert election.leader() is None
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_a_signal_handler_interrupts_a_blocked_wait(client):
+    import signal
+
+    def interrupt(signum, frame):
+        raise Interrupted()
+
+    holder = client.lock("sig", wait=0).acquire()
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(Interrupted):
+            client.lock("sig", wait=None).acquire()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    holder.release()
+    # The interrupted waiter left the queue: the lock is free at once.
+    with client.lock("sig", wait=0):
+        pass
