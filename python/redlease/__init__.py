@@ -59,6 +59,7 @@ __all__ = [
     "Client",
     "ConnectionError",
     "Error",
+    "FencedStore",
     "ForkedClient",
     "Guard",
     "InvalidName",
@@ -336,6 +337,38 @@ class Client:
     def shutdown(self) -> None:
         """Gives back every lease this client holds."""
         self._native.shutdown()
+
+
+class FencedStore:
+    """Values in a Redis that refuse a holder that outlived its lease: a write is applied
+    only with a fencing token at least as large as the largest one accepted for its key
+    (the token is kept beside the value, in the same cluster slot). The same store as the
+    Rust library's ``redlease::resource::fenced_set``.
+
+        store = redlease.FencedStore.connect("redis://127.0.0.1:6379")
+        with client.lock("stock") as guard:
+            if store.set("coupon:stock", b"99", guard.fencing_token) is not None:
+                ...  # refused: a newer holder wrote, this lease ran out
+    """
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    @classmethod
+    def connect(cls, url: str) -> "FencedStore":
+        """Connects to the Redis at ``url`` (any Redis, not necessarily the locks')."""
+        return cls(_native.FencedStore.connect(url))
+
+    def set(self, key: str, value: Union[bytes, str, int], token: int) -> Optional[int]:
+        """Writes ``value`` at ``key`` if ``token`` is not older than the largest token
+        accepted there; ``None`` when written, else the newer token that refused it."""
+        if isinstance(value, str):
+            value = value.encode()
+        elif isinstance(value, int) and not isinstance(value, bool):
+            value = str(value).encode()
+        if not isinstance(value, bytes):
+            raise TypeError(f"a fenced value is bytes, str or int, not {type(value).__name__}")
+        return self._native.set(key, value, token)
 
 
 # asyncio

@@ -24,6 +24,8 @@ pub(crate) enum Outcome {
     Held(Held, Option<Py<PyAny>>),
     /// A connected `Client`.
     Client(redlease::Client),
+    /// A fenced write's outcome: `None` when written, else the newer token.
+    Fenced(Option<u64>),
     /// An election's leader as `(note, term, remaining seconds)`, or `None`.
     Leader(Option<redlease::Leader>),
 }
@@ -34,6 +36,7 @@ impl Outcome {
             Self::Unit | Self::Leader(None) => Ok(py.None()),
             Self::Held(held, on_lost) => Guard::new(runtime, held, on_lost).into_py_any(py),
             Self::Client(client) => crate::client::Client::new(client, runtime).into_py_any(py),
+            Self::Fenced(newer) => newer.into_py_any(py),
             Self::Leader(Some(leader)) => (
                 leader.note,
                 leader.term.get(),

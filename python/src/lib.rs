@@ -7,6 +7,7 @@ mod client;
 mod errors;
 mod guard;
 mod observe;
+mod resource;
 mod runtime;
 
 use pyo3::prelude::*;
@@ -18,6 +19,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<guard::Guard>()?;
     m.add_class::<call::Cancel>()?;
     m.add_class::<observe::LeaderChanges>()?;
+    m.add_class::<resource::FencedStore>()?;
     m.add("DEFAULT_TTL", redlease::DEFAULT_TTL.as_secs_f64())?;
     Ok(())
 }
