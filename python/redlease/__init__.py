@@ -1,0 +1,630 @@
+"""Correct distributed locks on Redis: fencing tokens, leases renewed while held, loss
+detection, FIFO hand-off. A binding of the Rust library ``redlease``: a Python worker, a
+Rust service and the ``redlease run`` CLI wait in one queue and share one fencing sequence
+on the same names.
+
+    import redlease
+
+    client = redlease.Client.connect("redis://127.0.0.1:6379")
+    with client.lock("coupon-stock", ttl=10.0, wait=5.0) as guard:
+        # Pass guard.fencing_token to the resource, so that it can refuse a stale write.
+        ...
+
+The lease is renewed in the background while the ``with`` block runs; if it is lost
+anyway (the process was paused past its ttl, Redis unreachable, the key deleted),
+``guard.lost`` (a ``threading.Event``) is set and ``guard.is_held()`` turns false, and
+leaving the block raises ``redlease.Lost``. Blocking calls release the GIL.
+
+Durations are seconds (``float``) or ``datetime.timedelta``; ``wait=None`` waits until
+acquired, ``wait=0`` makes one attempt. Every call may raise a ``redlease.Error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import functools
+import inspect
+import math
+import re
+import string
+import threading
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
+
+from . import _native
+from ._errors import (
+    AuthError,
+    ConnectionError,
+    Error,
+    ForkedClient,
+    InvalidName,
+    InvalidOption,
+    Lost,
+    NoQuorum,
+    PermitsMismatch,
+    RedisError,
+    Released,
+    ReplicationError,
+    ShutDown,
+    Timeout,
+    Unsupported,
+    UpgradeError,
+    WrongType,
+)
+
+__all__ = [
+    "AsyncClient",
+    "AsyncGuard",
+    "AuthError",
+    "Client",
+    "ConnectionError",
+    "Error",
+    "FencedStore",
+    "ForkedClient",
+    "Guard",
+    "InvalidName",
+    "InvalidOption",
+    "Leader",
+    "Lost",
+    "NoQuorum",
+    "PermitsMismatch",
+    "RedisError",
+    "Released",
+    "ReplicationError",
+    "ShutDown",
+    "Timeout",
+    "Unsupported",
+    "UpgradeError",
+    "WrongType",
+    "locked",
+]
+
+Seconds = Union[float, int, datetime.timedelta]
+
+DEFAULT_TTL = 10.0
+"""The ttl of a lease when none is given, in seconds."""
+DEFAULT_WAIT = 5.0
+"""How long an acquisition waits for a busy lock when not told, in seconds."""
+
+
+def _seconds(value: Optional[Seconds], option: str, *, none_ok: bool) -> Optional[float]:
+    if value is None:
+        if none_ok:
+            return None
+        raise InvalidOption(f"invalid option `{option}`: a number of seconds is needed")
+    if isinstance(value, datetime.timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{option} must be seconds (float) or a datetime.timedelta, not {type(value).__name__}")
+    if math.isnan(value) or math.isinf(value) or value < 0:
+        raise InvalidOption(f"invalid option `{option}`: {value} is not a number of seconds >= 0")
+    return float(value)
+
+
+def _name(name: str) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"a lock name is a str, not {type(name).__name__}")
+    return name
+
+
+class Leader(NamedTuple):
+    """Who leads an election."""
+
+    note: str
+    """What the leader campaigned with (or proclaimed last)."""
+    term: int
+    """The leader's term: its lease's fencing token."""
+    remaining: float
+    """Seconds its lease runs unless renewed."""
+
+
+def _leader(raw: Optional[tuple]) -> Optional[Leader]:
+    return None if raw is None else Leader(*raw)
+
+
+class _Loss:
+    """The ``lost`` event of a guard and the hooks run when it is set."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._hooks: list = []
+        self._lock = threading.Lock()
+
+    def fire(self) -> None:
+        with self._lock:
+            self.event.set()
+            hooks, self._hooks = self._hooks, []
+        for hook in hooks:
+            hook()
+
+    def add_hook(self, hook: Callable[[], None]) -> None:
+        with self._lock:
+            if not self.event.is_set():
+                self._hooks.append(hook)
+                return
+        hook()
+
+
+class _GuardBase:
+    def __init__(self, native: Any, loss: _Loss) -> None:
+        self._native = native
+        self._loss = loss
+
+    @property
+    def fencing_token(self) -> int:
+        """The fencing token of this hold: larger than every earlier hold's of the same
+        lock (and shared with every other redlease client, Rust or CLI). Give it to the
+        resource, which refuses writes older than the largest token it has seen."""
+        return self._native.fencing_token
+
+    @property
+    def fencing_tokens(self) -> list:
+        """``(name, token)`` of each lock held (several for a multi-lock)."""
+        return self._native.fencing_tokens
+
+    @property
+    def name(self) -> str:
+        """The lock's name."""
+        return self._native.name
+
+    @property
+    def lost(self) -> threading.Event:
+        """Set (from another thread) when the lease is lost; never set by a release."""
+        return self._loss.event
+
+    @property
+    def remaining(self) -> float:
+        """Seconds until the lease's validity ends unless renewed (0.0 once lost or
+        released)."""
+        return self._native.remaining
+
+    def is_held(self) -> bool:
+        """Whether the lease is still ours, without asking Redis."""
+        return self._native.is_held()
+
+    def __repr__(self) -> str:
+        return repr(self._native)
+
+
+class Guard(_GuardBase):
+    """A hold of a lock, permit, read or write lock, multi-lock or leadership."""
+
+    def extend(self, ttl: Seconds) -> None:
+        """Sets the lease's ttl to ``ttl`` from now. Raises ``Lost`` if it was lost."""
+        self._native.extend(_seconds(ttl, "ttl", none_ok=False))
+
+    def release(self) -> None:
+        """Gives the hold back. Raises ``Lost`` if the lease was lost meanwhile; a second
+        call does nothing."""
+        self._native.release()
+
+    def resign(self) -> None:
+        """Ends a leadership (the same as ``release``)."""
+        self._native.release()
+
+    @property
+    def term(self) -> int:
+        """A leadership's term (its fencing token)."""
+        return self._native.fencing_token
+
+    def __enter__(self) -> "Guard":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        _release_on_exit(self._native.release, exc_type)
+
+
+def _release_on_exit(release: Callable[[], None], exc_type: Any) -> None:
+    if exc_type is None:
+        release()
+        return
+    try:
+        release()
+    except Error:
+        pass  # the body's exception is the one to see
+
+
+class _Acquisition:
+    """An acquisition to make: ``acquire()``, or ``with`` it."""
+
+    def __init__(self, client: "Client", kind: str, names: Sequence[str], ttl: Optional[Seconds],
+                 wait: Optional[Seconds], permits: int = 1, note: str = "") -> None:
+        self._client = client
+        self._kind = kind
+        self._names = [_name(n) for n in names]
+        self._ttl = _seconds(ttl, "ttl", none_ok=False)
+        self._wait = _seconds(wait, "wait", none_ok=True)
+        self._permits = permits
+        self._note = note
+        self._held = threading.local()
+
+    def acquire(self) -> Guard:
+        """Acquires (waiting as told) and returns the guard. Raises ``Timeout`` when busy
+        for the whole wait."""
+        loss = _Loss()
+        native = self._client._native.acquire(
+            self._kind, self._names, self._ttl, self._wait, self._permits, self._note, loss.fire
+        )
+        return Guard(native, loss)
+
+    def __enter__(self) -> Guard:
+        guard = self.acquire()
+        stack = getattr(self._held, "stack", None)
+        if stack is None:
+            stack = self._held.stack = []
+        stack.append(guard)
+        return guard
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        guard = self._held.stack.pop()
+        _release_on_exit(guard.release, exc_type)
+
+
+class RwLock:
+    """A read-write lock: many readers or one writer."""
+
+    def __init__(self, client: "Client", name: str) -> None:
+        self._client, self._name = client, name
+
+    def read(self, ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = DEFAULT_WAIT) -> _Acquisition:
+        """A read hold (shared with other readers)."""
+        return _Acquisition(self._client, "read", [self._name], ttl, wait)
+
+    def write(self, ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = DEFAULT_WAIT) -> _Acquisition:
+        """The write hold (alone)."""
+        return _Acquisition(self._client, "write", [self._name], ttl, wait)
+
+
+class Election:
+    """A leader election: one leader at a time, with a term that only rises."""
+
+    def __init__(self, client: "Client", name: str) -> None:
+        self._client, self._name = client, _name(name)
+
+    def campaign(self, note: str = "", ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = None) -> Guard:
+        """Waits to lead (by default until elected); the guard's ``term`` is the term and
+        ``resign()`` ends it."""
+        return _Acquisition(self._client, "campaign", [self._name], ttl, wait, note=note).acquire()
+
+    def leader(self) -> Optional[Leader]:
+        """The current leader, or ``None``."""
+        return _leader(self._client._native.leader(self._name))
+
+    def observe(self):
+        """Yields the current leader (or ``None``), then each change; blocks between."""
+        changes = self._client._native.observe(self._name)
+        while True:
+            yield _leader(changes.next())
+
+
+class Client:
+    """A client of redlease for threads. Connect with ``Client.connect(url)``."""
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    @classmethod
+    def connect(cls, url: str) -> "Client":
+        """Connects to the Redis at ``url`` (``redis://host:port``, ``rediss://`` for TLS,
+        ``redis+sentinel://``). Raises ``ConnectionError`` when it cannot."""
+        return cls(_native.Client.connect(url))
+
+    def lock(self, name: str, ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = DEFAULT_WAIT) -> _Acquisition:
+        """The lock ``name``: ``with client.lock(name) as guard:`` holds it for the block,
+        its lease of ``ttl`` seconds renewed meanwhile; waits ``wait`` seconds for it
+        (``None``: until acquired, ``0``: one attempt), then raises ``Timeout``. Waiters
+        are served in FIFO order."""
+        return _Acquisition(self, "lock", [name], ttl, wait)
+
+    def semaphore(self, name: str, permits: int, ttl: Seconds = DEFAULT_TTL,
+                  wait: Optional[Seconds] = DEFAULT_WAIT) -> _Acquisition:
+        """One of ``permits`` permits of semaphore ``name``."""
+        return _Acquisition(self, "semaphore", [name], ttl, wait, permits=permits)
+
+    def rwlock(self, name: str) -> RwLock:
+        """The read-write lock ``name``: ``.read(...)`` or ``.write(...)``."""
+        return RwLock(self, name)
+
+    def multi_lock(self, names: Sequence[str], ttl: Seconds = DEFAULT_TTL,
+                   wait: Optional[Seconds] = DEFAULT_WAIT) -> _Acquisition:
+        """All of ``names`` at once (taken in a fixed order, so no deadlock)."""
+        return _Acquisition(self, "multi", list(names), ttl, wait)
+
+    def election(self, name: str) -> Election:
+        """The leader election ``name``."""
+        return Election(self, name)
+
+    def shutdown(self) -> None:
+        """Gives back every lease this client holds."""
+        self._native.shutdown()
+
+
+class FencedStore:
+    """Values in a Redis that refuse a holder that outlived its lease: a write is applied
+    only with a fencing token at least as large as the largest one accepted for its key
+    (the token is kept beside the value, in the same cluster slot). The same store as the
+    Rust library's ``redlease::resource::fenced_set``.
+
+        store = redlease.FencedStore.connect("redis://127.0.0.1:6379")
+        with client.lock("stock") as guard:
+            if store.set("coupon:stock", b"99", guard.fencing_token) is not None:
+                ...  # refused: a newer holder wrote, this lease ran out
+    """
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    @classmethod
+    def connect(cls, url: str) -> "FencedStore":
+        """Connects to the Redis at ``url`` (any Redis, not necessarily the locks')."""
+        return cls(_native.FencedStore.connect(url))
+
+    def set(self, key: str, value: Union[bytes, str, int], token: int) -> Optional[int]:
+        """Writes ``value`` at ``key`` if ``token`` is not older than the largest token
+        accepted there; ``None`` when written, else the newer token that refused it."""
+        if isinstance(value, str):
+            value = value.encode()
+        elif isinstance(value, int) and not isinstance(value, bool):
+            value = str(value).encode()
+        if not isinstance(value, bytes):
+            raise TypeError(f"a fenced value is bytes, str or int, not {type(value).__name__}")
+        return self._native.set(key, value, token)
+
+
+# asyncio
+
+def _bridge(start: Callable[[Callable[[Any, Any], None]], Any]) -> "asyncio.Future[Any]":
+    """An awaitable of a native background operation: ``start(callback)`` starts it and
+    returns its cancel handle; cancelling the awaitable cancels the operation."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def settle(value: Any, error: Any) -> None:
+        if future.done():
+            return  # cancelled: a guard dropped here is given back by its finalizer
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def callback(value: Any, error: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:
+            pass  # the loop is closed
+
+    handle = start(callback)
+
+    def on_done(done: "asyncio.Future[Any]") -> None:
+        if done.cancelled():
+            handle.cancel()
+
+    future.add_done_callback(on_done)
+    return future
+
+
+class AsyncGuard(_GuardBase):
+    """A hold for asyncio code; as ``Guard`` with awaitable ``extend`` and ``release``."""
+
+    async def extend(self, ttl: Seconds) -> None:
+        """Sets the lease's ttl to ``ttl`` from now. Raises ``Lost`` if it was lost."""
+        secs = _seconds(ttl, "ttl", none_ok=False)
+        await _bridge(lambda cb: self._native.extend_with(secs, cb))
+
+    async def release(self) -> None:
+        """Gives the hold back. Raises ``Lost`` if the lease was lost meanwhile."""
+        await _bridge(self._native.release_with)
+
+    async def resign(self) -> None:
+        """Ends a leadership (the same as ``release``)."""
+        await self.release()
+
+    @property
+    def term(self) -> int:
+        """A leadership's term (its fencing token)."""
+        return self._native.fencing_token
+
+    async def __aenter__(self) -> "AsyncGuard":
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        await _arelease_on_exit(self, exc_type)
+
+
+async def _arelease_on_exit(guard: AsyncGuard, exc_type: Any) -> None:
+    if exc_type is None:
+        await guard.release()
+        return
+    try:
+        await guard.release()
+    except Error:
+        pass
+
+
+class _AsyncAcquisition:
+    """An acquisition for asyncio: ``await acquire()``, ``async with`` it, or ``run``."""
+
+    def __init__(self, client: "AsyncClient", kind: str, names: Sequence[str], ttl: Optional[Seconds],
+                 wait: Optional[Seconds], permits: int = 1, note: str = "") -> None:
+        self._client = client
+        self._kind = kind
+        self._names = [_name(n) for n in names]
+        self._ttl = _seconds(ttl, "ttl", none_ok=False)
+        self._wait = _seconds(wait, "wait", none_ok=True)
+        self._permits = permits
+        self._note = note
+        self._held: dict = {}
+
+    async def acquire(self) -> AsyncGuard:
+        """Acquires (waiting as told) and returns the guard; cancelling it stops waiting."""
+        loss = _Loss()
+        native = await _bridge(lambda cb: self._client._native.acquire_with(
+            self._kind, self._names, self._ttl, self._wait, cb, self._permits, self._note, loss.fire
+        ))
+        return AsyncGuard(native, loss)
+
+    async def __aenter__(self) -> AsyncGuard:
+        guard = await self.acquire()
+        self._held.setdefault(asyncio.current_task(), []).append(guard)
+        return guard
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        task = asyncio.current_task()
+        stack = self._held[task]
+        guard = stack.pop()
+        if not stack:
+            del self._held[task]
+        await _arelease_on_exit(guard, exc_type)
+
+    async def run(self, work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Acquires, runs ``await work(*args, **kwargs)`` in a task of its own and
+        releases; if the lease is lost meanwhile, the task is cancelled and ``Lost`` is
+        raised (what ``Lock::run`` does in Rust)."""
+        guard = await self.acquire()
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(work(*args, **kwargs))
+
+        def cancel() -> None:
+            try:
+                loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:
+                pass
+
+        guard._loss.add_hook(cancel)
+        try:
+            result = await task
+        except asyncio.CancelledError:
+            if guard.lost.is_set() and task.cancelled():
+                await _arelease_on_exit(guard, Lost)
+                raise Lost(f"lock `{guard.name}` was lost during the work, which was cancelled") from None
+            await _arelease_on_exit(guard, asyncio.CancelledError)
+            raise
+        except BaseException as e:
+            await _arelease_on_exit(guard, type(e))
+            raise
+        await guard.release()
+        return result
+
+
+class AsyncRwLock:
+    """A read-write lock for asyncio."""
+
+    def __init__(self, client: "AsyncClient", name: str) -> None:
+        self._client, self._name = client, name
+
+    def read(self, ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = DEFAULT_WAIT) -> _AsyncAcquisition:
+        """A read hold."""
+        return _AsyncAcquisition(self._client, "read", [self._name], ttl, wait)
+
+    def write(self, ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = DEFAULT_WAIT) -> _AsyncAcquisition:
+        """The write hold."""
+        return _AsyncAcquisition(self._client, "write", [self._name], ttl, wait)
+
+
+class AsyncElection:
+    """A leader election for asyncio."""
+
+    def __init__(self, client: "AsyncClient", name: str) -> None:
+        self._client, self._name = client, _name(name)
+
+    async def campaign(self, note: str = "", ttl: Seconds = DEFAULT_TTL,
+                       wait: Optional[Seconds] = None) -> AsyncGuard:
+        """Waits to lead; ``resign()`` on the guard ends it."""
+        return await _AsyncAcquisition(self._client, "campaign", [self._name], ttl, wait, note=note).acquire()
+
+    async def leader(self) -> Optional[Leader]:
+        """The current leader, or ``None``."""
+        raw = await _bridge(lambda cb: self._client._native.leader_with(self._name, cb))
+        return _leader(raw)
+
+    async def observe(self):
+        """Yields the current leader (or ``None``), then each change."""
+        changes = self._client._native.observe(self._name)
+        while True:
+            yield _leader(await _bridge(changes.next_with))
+
+
+class AsyncClient:
+    """A client of redlease for asyncio: ``client = await AsyncClient.connect(url)``."""
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    @classmethod
+    async def connect(cls, url: str) -> "AsyncClient":
+        """Connects to the Redis at ``url``."""
+        return cls(await _bridge(lambda cb: _native.Client.connect_with(url, cb)))
+
+    def lock(self, name: str, ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = DEFAULT_WAIT) -> _AsyncAcquisition:
+        """The lock ``name``: ``async with client.lock(name) as guard:``, or
+        ``await client.lock(name).run(work)``."""
+        return _AsyncAcquisition(self, "lock", [name], ttl, wait)
+
+    def semaphore(self, name: str, permits: int, ttl: Seconds = DEFAULT_TTL,
+                  wait: Optional[Seconds] = DEFAULT_WAIT) -> _AsyncAcquisition:
+        """One of ``permits`` permits of semaphore ``name``."""
+        return _AsyncAcquisition(self, "semaphore", [name], ttl, wait, permits=permits)
+
+    def rwlock(self, name: str) -> AsyncRwLock:
+        """The read-write lock ``name``."""
+        return AsyncRwLock(self, name)
+
+    def multi_lock(self, names: Sequence[str], ttl: Seconds = DEFAULT_TTL,
+                   wait: Optional[Seconds] = DEFAULT_WAIT) -> _AsyncAcquisition:
+        """All of ``names`` at once."""
+        return _AsyncAcquisition(self, "multi", list(names), ttl, wait)
+
+    def election(self, name: str) -> AsyncElection:
+        """The leader election ``name``."""
+        return AsyncElection(self, name)
+
+
+# the decorator
+
+_FIELD_ROOT = re.compile(r"[.\[]")
+
+
+def locked(client: Union[Client, AsyncClient], key: str, *, ttl: Seconds = DEFAULT_TTL,
+           wait: Optional[Seconds] = DEFAULT_WAIT) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Runs the function under the lock named by ``key`` formatted with the call's
+    arguments (``"coupon:{user_id}"``). A sync function needs a ``Client``, an ``async``
+    one an ``AsyncClient`` (and runs as ``run`` does: cancelled if the lease is lost).
+    A placeholder that names no parameter raises ``TypeError`` when decorating."""
+    _seconds(ttl, "ttl", none_ok=False)
+    _seconds(wait, "wait", none_ok=True)
+    fields = [field for _, field, _, _ in string.Formatter().parse(key) if field is not None]
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(fn)
+        for field in fields:
+            root = _FIELD_ROOT.split(field, 1)[0]
+            if not root or root.isdigit() or root not in signature.parameters:
+                raise TypeError(
+                    f"lock key {key!r} names {{{field}}}, but {fn.__qualname__} has no parameter {root!r}"
+                )
+
+        def name_for(args: tuple, kwargs: dict) -> str:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            return key.format(**bound.arguments)
+
+        if inspect.iscoroutinefunction(fn):
+            if not isinstance(client, AsyncClient):
+                raise TypeError(f"{fn.__qualname__} is async: lock it with a redlease.AsyncClient")
+
+            @functools.wraps(fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                return await client.lock(name_for(args, kwargs), ttl=ttl, wait=wait).run(fn, *args, **kwargs)
+
+            return async_wrapper
+        if not isinstance(client, Client):
+            raise TypeError(f"{fn.__qualname__} is not async: lock it with a redlease.Client")
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with client.lock(name_for(args, kwargs), ttl=ttl, wait=wait):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+    return decorate

@@ -1,0 +1,132 @@
+//! Running the library's futures for Python: blocking the calling thread (the GIL
+//! released, signals still checked), or in the background with a callback (the asyncio
+//! API builds its awaitables on that).
+
+use std::future::Future;
+use std::time::Duration;
+
+use pyo3::IntoPyObjectExt;
+use pyo3::prelude::*;
+use tokio::runtime::Runtime;
+
+use crate::errors::Failure;
+use crate::guard::{Guard, Held};
+
+/// How often a blocked call looks for a pending signal (Ctrl-C) of the main thread.
+const SIGNAL_CHECK: Duration = Duration::from_millis(100);
+
+/// What an operation returns, turned into a Python object under the GIL.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// `None`.
+    Unit,
+    /// A `Guard`, watched for loss when a callback is given.
+    Held(Held, Option<Py<PyAny>>),
+    /// A connected `Client`.
+    Client(redlease::Client),
+    /// A fenced write's outcome: `None` when written, else the newer token.
+    Fenced(Option<u64>),
+    /// An election's leader as `(note, term, remaining seconds)`, or `None`.
+    Leader(Option<redlease::Leader>),
+}
+
+impl Outcome {
+    fn into_py(self, py: Python<'_>, runtime: &'static Runtime) -> PyResult<Py<PyAny>> {
+        match self {
+            Self::Unit | Self::Leader(None) => Ok(py.None()),
+            Self::Held(held, on_lost) => Guard::new(runtime, held, on_lost).into_py_any(py),
+            Self::Client(client) => crate::client::Client::new(client, runtime).into_py_any(py),
+            Self::Fenced(newer) => newer.into_py_any(py),
+            Self::Leader(Some(leader)) => (
+                leader.note,
+                leader.term.get(),
+                leader.remaining.as_secs_f64(),
+            )
+                .into_py_any(py),
+        }
+    }
+}
+
+/// Runs `work` to its end on `runtime`, with the GIL released; a signal handler that
+/// raises (Ctrl-C's `KeyboardInterrupt`) drops `work` and raises.
+pub(crate) fn block_on<F>(py: Python<'_>, runtime: &'static Runtime, work: F) -> PyResult<Py<PyAny>>
+where
+    F: Future<Output = Result<Outcome, Failure>> + Send,
+{
+    let done = py.detach(|| {
+        runtime.block_on(async {
+            tokio::pin!(work);
+            loop {
+                tokio::select! {
+                    done = &mut work => return done,
+                    () = tokio::time::sleep(SIGNAL_CHECK) => {
+                        #[allow(clippy::redundant_closure_for_method_calls)] // a closure for any lifetime
+                        Python::attach(|py| py.check_signals())?;
+                    }
+                }
+            }
+        })
+    });
+    match done {
+        Ok(outcome) => outcome.into_py(py, runtime),
+        Err(failure) => Err(failure.into_pyerr(py)),
+    }
+}
+
+/// A background operation's handle: `cancel()` drops its future.
+#[pyclass(module = "redlease._native", frozen)]
+pub(crate) struct Cancel {
+    handle: tokio::task::AbortHandle,
+}
+
+#[pymethods]
+impl Cancel {
+    /// Drops the operation (an acquisition stops waiting; nothing is left held).
+    fn cancel(&self) {
+        self.handle.abort();
+    }
+}
+
+/// Runs `work` on `runtime` and calls `callback(result, None)` or `callback(None, error)`
+/// from a thread of its own when it ends (never when cancelled).
+pub(crate) fn spawn_with_callback<F>(
+    runtime: &'static Runtime,
+    callback: Py<PyAny>,
+    work: F,
+) -> Cancel
+where
+    F: Future<Output = Result<Outcome, Failure>> + Send + 'static,
+{
+    let task = runtime.spawn(async move {
+        let done = work.await;
+        // The callback waits for the GIL: not on a worker thread of the runtime.
+        let _ = tokio::task::spawn_blocking(move || {
+            Python::attach(|py| {
+                let args = match done
+                    .map_err(|f| f.into_pyerr(py))
+                    .and_then(|o| o.into_py(py, runtime))
+                {
+                    Ok(value) => (value, py.None()),
+                    Err(e) => (py.None(), e.into_value(py).into_any()),
+                };
+                if let Err(e) = callback.call1(py, args) {
+                    e.write_unraisable(py, None);
+                }
+            });
+        })
+        .await;
+    });
+    Cancel {
+        handle: task.abort_handle(),
+    }
+}
+
+/// `secs` seconds as a duration, or `InvalidOption` for a negative, infinite or NaN value.
+pub(crate) fn duration(option: &'static str, secs: f64) -> Result<Duration, Failure> {
+    Duration::try_from_secs_f64(secs).map_err(|_| {
+        Failure::Binding(
+            "InvalidOption",
+            format!("invalid option `{option}`: {secs} is not a number of seconds >= 0"),
+        )
+    })
+}

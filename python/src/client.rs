@@ -1,0 +1,275 @@
+//! `Client`: a connection to Redis (or a quorum, cluster, sentinels) and the
+//! acquisitions of every primitive.
+
+use pyo3::prelude::*;
+use redlease::Wait;
+use tokio::runtime::Runtime;
+
+use crate::call::{Cancel, Outcome, block_on, duration, spawn_with_callback};
+use crate::errors::Failure;
+use crate::guard::Held;
+
+/// What to acquire.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Lock,
+    Semaphore(u32),
+    Read,
+    Write,
+    Multi,
+    Campaign,
+}
+
+/// One acquisition, as the Python layer describes it.
+#[derive(Debug)]
+struct Request {
+    kind: Kind,
+    names: Vec<String>,
+    ttl: Option<std::time::Duration>,
+    wait: Wait,
+    note: String,
+}
+
+/// Sets a builder's ttl (when given) and wait.
+macro_rules! options {
+    ($builder:expr, $req:expr) => {{
+        let builder = $builder.wait($req.wait);
+        match $req.ttl {
+            Some(ttl) => builder.ttl(ttl),
+            None => builder,
+        }
+    }};
+}
+
+impl Request {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        kind: &str,
+        names: Vec<String>,
+        ttl: Option<f64>,
+        wait: Option<f64>,
+        permits: u32,
+        note: String,
+    ) -> Result<Self, Failure> {
+        let kind = match kind {
+            "lock" => Kind::Lock,
+            "semaphore" => Kind::Semaphore(permits),
+            "read" => Kind::Read,
+            "write" => Kind::Write,
+            "multi" => Kind::Multi,
+            "campaign" => Kind::Campaign,
+            other => {
+                return Err(Failure::Binding(
+                    "InvalidOption",
+                    format!("unknown primitive `{other}`"),
+                ));
+            }
+        };
+        let ttl = ttl.map(|t| duration("ttl", t)).transpose()?;
+        let wait = match wait {
+            None => Wait::Forever,
+            Some(0.0) => Wait::No,
+            Some(w) => Wait::For(duration("wait", w)?),
+        };
+        Ok(Self {
+            kind,
+            names,
+            ttl,
+            wait,
+            note,
+        })
+    }
+
+    fn name(&self) -> String {
+        self.names.first().cloned().unwrap_or_default()
+    }
+
+    async fn acquire(self, client: redlease::Client) -> redlease::Result<Held> {
+        Ok(match self.kind {
+            Kind::Lock => Held::One(options!(client.lock(self.name()), self).acquire().await?),
+            Kind::Semaphore(permits) => Held::One(
+                options!(client.semaphore(self.name(), permits), self)
+                    .acquire()
+                    .await?,
+            ),
+            Kind::Read => Held::One(
+                options!(client.rwlock(self.name()), self)
+                    .read()
+                    .acquire()
+                    .await?,
+            ),
+            Kind::Write => Held::Write(
+                options!(client.rwlock(self.name()), self)
+                    .write()
+                    .acquire()
+                    .await?,
+            ),
+            Kind::Multi => Held::Multi(
+                options!(client.multi_lock(self.names.clone()), self)
+                    .acquire()
+                    .await?,
+            ),
+            Kind::Campaign => Held::Leader(
+                options!(client.election(self.name()), self)
+                    .campaign(self.note.clone())
+                    .await?,
+            ),
+        })
+    }
+}
+
+/// A client of redlease: the binding's side of `redlease.Client` and
+/// `redlease.AsyncClient`.
+#[pyclass(module = "redlease._native", frozen)]
+pub(crate) struct Client {
+    inner: redlease::Client,
+    runtime: &'static Runtime,
+    pid: u32,
+}
+
+impl Client {
+    pub(crate) fn new(inner: redlease::Client, runtime: &'static Runtime) -> Self {
+        Self {
+            inner,
+            runtime,
+            pid: std::process::id(),
+        }
+    }
+
+    /// The client, unless it was connected in a parent of this process (before
+    /// `os.fork()`): its connections and runtime are the parent's.
+    fn check_process(&self) -> Result<(), Failure> {
+        if self.pid == std::process::id() {
+            return Ok(());
+        }
+        Err(Failure::Binding(
+            "ForkedClient",
+            format!(
+                "this client was connected in process {} and this is process {} (made by os.fork()): its connections and runtime stay with the parent; connect a new client in this process",
+                self.pid,
+                std::process::id()
+            ),
+        ))
+    }
+
+    fn runtime_or_err() -> Result<&'static Runtime, Failure> {
+        crate::runtime::runtime().map_err(|e| {
+            Failure::Binding(
+                "Error",
+                format!("could not start the binding's Tokio runtime: {e}"),
+            )
+        })
+    }
+}
+
+#[pymethods]
+impl Client {
+    /// Connects to the Redis at `url` (`redis://host:port`, `rediss://` for TLS,
+    /// `redis+sentinel://`), waiting for the connection.
+    #[staticmethod]
+    fn connect(py: Python<'_>, url: String) -> PyResult<Py<PyAny>> {
+        let runtime = Self::runtime_or_err().map_err(|e| e.into_pyerr(py))?;
+        block_on(py, runtime, async move {
+            Ok(Outcome::Client(redlease::Client::connect(&url).await?))
+        })
+    }
+
+    /// `connect` in the background: `callback(client, None)` or `callback(None, error)`.
+    #[staticmethod]
+    fn connect_with(py: Python<'_>, url: String, callback: Py<PyAny>) -> PyResult<Cancel> {
+        let runtime = Self::runtime_or_err().map_err(|e| e.into_pyerr(py))?;
+        Ok(spawn_with_callback(runtime, callback, async move {
+            Ok(Outcome::Client(redlease::Client::connect(&url).await?))
+        }))
+    }
+
+    /// Acquires a primitive (`kind`: lock, semaphore, read, write, multi, campaign) of
+    /// `names`, waiting `wait` seconds (`None`: until acquired; 0: one attempt);
+    /// `on_lost()` is called once, from another thread, if the lease is lost.
+    #[pyo3(signature = (kind, names, ttl, wait, permits=1, note=String::new(), on_lost=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        names: Vec<String>,
+        ttl: Option<f64>,
+        wait: Option<f64>,
+        permits: u32,
+        note: String,
+        on_lost: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let prepared = self
+            .check_process()
+            .and_then(|()| Request::new(kind, names, ttl, wait, permits, note));
+        let request = prepared.map_err(|e| e.into_pyerr(py))?;
+        let client = self.inner.clone();
+        block_on(py, self.runtime, async move {
+            Ok(Outcome::Held(request.acquire(client).await?, on_lost))
+        })
+    }
+
+    /// `acquire` in the background: `callback(guard, None)` or `callback(None, error)`.
+    #[pyo3(signature = (kind, names, ttl, wait, callback, permits=1, note=String::new(), on_lost=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn acquire_with(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        names: Vec<String>,
+        ttl: Option<f64>,
+        wait: Option<f64>,
+        callback: Py<PyAny>,
+        permits: u32,
+        note: String,
+        on_lost: Option<Py<PyAny>>,
+    ) -> PyResult<Cancel> {
+        let prepared = self
+            .check_process()
+            .and_then(|()| Request::new(kind, names, ttl, wait, permits, note));
+        let request = prepared.map_err(|e| e.into_pyerr(py))?;
+        let client = self.inner.clone();
+        Ok(spawn_with_callback(self.runtime, callback, async move {
+            Ok(Outcome::Held(request.acquire(client).await?, on_lost))
+        }))
+    }
+
+    /// The leader of election `name` as `(note, term, remaining seconds)`, or `None`.
+    fn leader(&self, py: Python<'_>, name: String) -> PyResult<Py<PyAny>> {
+        self.check_process().map_err(|e| e.into_pyerr(py))?;
+        let client = self.inner.clone();
+        block_on(py, self.runtime, async move {
+            Ok(Outcome::Leader(client.election(name).leader().await?))
+        })
+    }
+
+    /// `leader` in the background.
+    fn leader_with(&self, py: Python<'_>, name: String, callback: Py<PyAny>) -> PyResult<Cancel> {
+        self.check_process().map_err(|e| e.into_pyerr(py))?;
+        let client = self.inner.clone();
+        Ok(spawn_with_callback(self.runtime, callback, async move {
+            Ok(Outcome::Leader(client.election(name).leader().await?))
+        }))
+    }
+
+    /// A stream of election `name`'s leaders, the current one first.
+    fn observe(&self, py: Python<'_>, name: String) -> PyResult<crate::observe::LeaderChanges> {
+        self.check_process().map_err(|e| e.into_pyerr(py))?;
+        let _inside = self.runtime.enter();
+        Ok(crate::observe::LeaderChanges::new(
+            self.runtime,
+            self.inner.election(name).observe(),
+        ))
+    }
+
+    /// Gives back every lease this client holds and waits for it.
+    fn shutdown(&self, py: Python<'_>) -> PyResult<()> {
+        self.check_process().map_err(|e| e.into_pyerr(py))?;
+        let client = self.inner.clone();
+        block_on(py, self.runtime, async move {
+            client.shutdown().await?;
+            Ok(Outcome::Unit)
+        })
+        .map(drop)
+    }
+}

@@ -1,0 +1,283 @@
+//! `Guard`: one hold of a lock, a permit, a read or write hold, a multi-lock or a
+//! leadership, with the same small surface for all of them.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use redlease::{Leadership, LeaseHealth, MultiGuard, WriteGuard};
+use tokio::runtime::Runtime;
+use tokio::sync::Mutex;
+
+use crate::call::{Cancel, Outcome, block_on, spawn_with_callback};
+use crate::errors::Failure;
+
+/// What a [`Guard`] holds.
+#[derive(Debug)]
+pub(crate) enum Held {
+    /// A lock, a semaphore's permit or a read hold.
+    One(redlease::Guard),
+    /// A write hold of a read-write lock.
+    Write(WriteGuard),
+    /// Every lock of a multi-lock.
+    Multi(MultiGuard),
+    /// The leadership of an election.
+    Leader(Leadership),
+}
+
+impl Held {
+    /// The single guards whose leases make up this hold.
+    fn guards(&self) -> Vec<&redlease::Guard> {
+        match self {
+            Self::One(g) => vec![g],
+            Self::Write(g) => vec![g],
+            Self::Multi(g) => g.guards().iter().collect(),
+            Self::Leader(g) => vec![g.guard()],
+        }
+    }
+
+    fn is_held(&self) -> bool {
+        match self {
+            Self::Multi(g) => g.is_held(),
+            other => other.guards().iter().all(|g| g.is_held()),
+        }
+    }
+
+    fn remaining(&self) -> Duration {
+        match self {
+            Self::Multi(g) => g.remaining(),
+            Self::Leader(g) => g.remaining(),
+            other => other
+                .guards()
+                .iter()
+                .map(|g| g.remaining())
+                .min()
+                .unwrap_or_default(),
+        }
+    }
+
+    async fn extend(&mut self, ttl: Duration) -> Result<(), Failure> {
+        match self {
+            Self::One(g) => Ok(g.extend(ttl).await?),
+            Self::Write(g) => Ok(g.extend(ttl).await?),
+            Self::Multi(g) => Ok(g.extend(ttl).await?),
+            Self::Leader(_) => Err(Failure::Binding(
+                "Unsupported",
+                "a leadership is renewed by itself and cannot be extended; resign to end it"
+                    .to_owned(),
+            )),
+        }
+    }
+
+    async fn release(self) -> redlease::Result<()> {
+        match self {
+            Self::One(g) => g.release().await,
+            Self::Write(g) => g.release().await,
+            Self::Multi(g) => g.release().await,
+            Self::Leader(g) => g.resign().await,
+        }
+    }
+}
+
+/// The error of an operation on a guard already released.
+fn released(name: &str) -> Failure {
+    Failure::Binding(
+        "Released",
+        format!("the guard of `{name}` was already released; acquire it again for another hold"),
+    )
+}
+
+/// Calls `on_lost` once, from a blocking thread of `runtime`, when any lease of `held`
+/// is lost; a released lease ends the watch quietly.
+fn watch_loss(runtime: &Runtime, held: &Held, on_lost: Py<PyAny>) {
+    let fired = Arc::new(AtomicBool::new(false));
+    let on_lost = Arc::new(on_lost);
+    for guard in held.guards() {
+        let mut health = guard.health();
+        let fired = Arc::clone(&fired);
+        let on_lost = Arc::clone(&on_lost);
+        runtime.spawn(async move {
+            loop {
+                match *health.borrow_and_update() {
+                    LeaseHealth::Lost => break,
+                    LeaseHealth::Released => return,
+                    _ => {}
+                }
+                if health.changed().await.is_err() {
+                    return;
+                }
+            }
+            if fired.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            // The callback waits for the GIL: not on a worker thread of the runtime.
+            let _ = tokio::task::spawn_blocking(move || {
+                Python::attach(|py| {
+                    if let Err(e) = on_lost.call0(py) {
+                        e.write_unraisable(py, None);
+                    }
+                });
+            })
+            .await;
+        });
+    }
+}
+
+/// A hold of a lock (or permit, read or write hold, multi-lock, leadership): the lease
+/// is renewed in the background while the guard is held. Leave the `with` block (or
+/// call `release()`) to give it back.
+#[pyclass(module = "redlease._native", frozen)]
+pub(crate) struct Guard {
+    runtime: &'static Runtime,
+    held: Arc<Mutex<Option<Held>>>,
+    token: u64,
+    tokens: Vec<(String, u64)>,
+    name: String,
+}
+
+impl Guard {
+    /// A guard of `held`, watching it for loss when `on_lost` is given.
+    pub(crate) fn new(runtime: &'static Runtime, held: Held, on_lost: Option<Py<PyAny>>) -> Self {
+        let guards = held.guards();
+        let tokens: Vec<(String, u64)> = guards
+            .iter()
+            .map(|g| (g.name().to_owned(), g.fencing_token().get()))
+            .collect();
+        let token = tokens.iter().map(|(_, t)| *t).max().unwrap_or_default();
+        let name = tokens
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
+        if let Some(on_lost) = on_lost {
+            watch_loss(runtime, &held, on_lost);
+        }
+        Self {
+            runtime,
+            held: Arc::new(Mutex::new(Some(held))),
+            token,
+            tokens,
+            name,
+        }
+    }
+
+    /// Reads the hold under its lock, or fails with `Released` once it was given back.
+    fn read<T>(&self, py: Python<'_>, f: impl FnOnce(&Held) -> T + Send) -> PyResult<T>
+    where
+        T: Send,
+    {
+        let name = self.name.clone();
+        let done = py.detach(|| {
+            let held = self.held.blocking_lock();
+            held.as_ref().map(f).ok_or_else(|| released(&name))
+        });
+        done.map_err(|e| e.into_pyerr(py))
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        // Dropped inside the runtime, the library gives the lease back in the background
+        // (outside one, it would only stop renewing).
+        let _inside = self.runtime.enter();
+        drop(self.held.try_lock().ok().and_then(|mut held| held.take()));
+    }
+}
+
+#[pymethods]
+impl Guard {
+    /// The fencing token of this hold: larger than every earlier hold's of the same
+    /// lock. Pass it to the resource, which refuses writes with a token older than the
+    /// largest it has seen. (For a multi-lock, the largest of its locks' tokens; see
+    /// `fencing_tokens`.)
+    #[getter]
+    fn fencing_token(&self) -> u64 {
+        self.token
+    }
+
+    /// Each lock's name and fencing token (one pair but for a multi-lock).
+    #[getter]
+    fn fencing_tokens(&self) -> Vec<(String, u64)> {
+        self.tokens.clone()
+    }
+
+    /// The lock's name (the names joined by commas for a multi-lock).
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether the lease is still ours, without asking Redis: false once it was found
+    /// gone, ran past its validity, or was released.
+    fn is_held(&self, py: Python<'_>) -> bool {
+        self.read(py, Held::is_held).unwrap_or(false)
+    }
+
+    /// Seconds until the lease's validity ends unless renewed (0.0 once released).
+    #[getter]
+    fn remaining(&self, py: Python<'_>) -> f64 {
+        self.read(py, Held::remaining)
+            .unwrap_or_default()
+            .as_secs_f64()
+    }
+
+    /// Sets the lease's ttl to `ttl` seconds from now (renewals keep that ttl).
+    /// Raises `Lost` when the lease is gone, `Released` after `release()`.
+    fn extend(&self, py: Python<'_>, ttl: f64) -> PyResult<()> {
+        let ttl = crate::call::duration("ttl", ttl).map_err(|e| e.into_pyerr(py))?;
+        let name = self.name.clone();
+        block_on(py, self.runtime, async {
+            let mut held = self.held.lock().await;
+            let held = held.as_mut().ok_or_else(|| released(&name))?;
+            held.extend(ttl).await?;
+            Ok(Outcome::Unit)
+        })
+        .map(drop)
+    }
+
+    /// Gives the hold back (a leadership resigns). Raises `Lost` when the lease was
+    /// lost meanwhile (the work done under it may have overlapped with another holder).
+    /// A second call does nothing.
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        block_on(py, self.runtime, async {
+            let held = self.held.lock().await.take();
+            if let Some(held) = held {
+                held.release().await?;
+            }
+            Ok(Outcome::Unit)
+        })
+        .map(drop)
+    }
+
+    /// `extend()` for asyncio: `callback(result, error)` is called from another thread
+    /// when done; the returned handle cancels it.
+    fn extend_with(&self, py: Python<'_>, ttl: f64, callback: Py<PyAny>) -> PyResult<Cancel> {
+        let ttl = crate::call::duration("ttl", ttl).map_err(|e| e.into_pyerr(py))?;
+        let name = self.name.clone();
+        let held = Arc::clone(&self.held);
+        Ok(spawn_with_callback(self.runtime, callback, async move {
+            let mut held = held.lock().await;
+            let held = held.as_mut().ok_or_else(|| released(&name))?;
+            held.extend(ttl).await?;
+            Ok(Outcome::Unit)
+        }))
+    }
+
+    /// `release()` for asyncio: `callback(result, error)` is called from another thread
+    /// when done; the returned handle cancels it.
+    fn release_with(&self, callback: Py<PyAny>) -> Cancel {
+        let held = Arc::clone(&self.held);
+        spawn_with_callback(self.runtime, callback, async move {
+            let taken = held.lock().await.take();
+            if let Some(taken) = taken {
+                taken.release().await?;
+            }
+            Ok(Outcome::Unit)
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<redlease.Guard {} token={}>", self.name, self.token)
+    }
+}

@@ -1,0 +1,25 @@
+//! The native part of the `redlease` Python package (`redlease._native`): the library's
+//! clients and guards on one Tokio runtime per process. The Python API (`with`,
+//! `async with`, durations, decorators) is in `python/redlease/`.
+
+mod call;
+mod client;
+mod errors;
+mod guard;
+mod observe;
+mod resource;
+mod runtime;
+
+use pyo3::prelude::*;
+
+/// The module `redlease._native`.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<client::Client>()?;
+    m.add_class::<guard::Guard>()?;
+    m.add_class::<call::Cancel>()?;
+    m.add_class::<observe::LeaderChanges>()?;
+    m.add_class::<resource::FencedStore>()?;
+    m.add("DEFAULT_TTL", redlease::DEFAULT_TTL.as_secs_f64())?;
+    Ok(())
+}

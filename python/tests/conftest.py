@@ -1,0 +1,102 @@
+"""A private redis-server per test on a free loopback port, stopped by its PID."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+import redlease
+
+
+def redis_server_binary() -> str:
+    """The server binary as crates/redlease-local finds it: REDLEASE_REDIS_SERVER, else
+    `redis-server` on the PATH."""
+    binary = os.environ.get("REDLEASE_REDIS_SERVER") or shutil.which("redis-server")
+    if not binary:
+        pytest.fail("redis-server not found: install Redis (make redis) or set REDLEASE_REDIS_SERVER")
+    return binary
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """A running redis-server of this test."""
+
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="redlease-py-")
+        for _ in range(20):
+            self.port = free_port()
+            self.proc = subprocess.Popen(
+                [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+                 "--save", "", "--appendonly", "no", "--dir", self.dir],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+            if self._wait_ready():
+                return
+            self.stop()
+        raise RuntimeError("could not start redis-server")
+
+    def _wait_ready(self) -> bool:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                if self.command("PING") == "+PONG":
+                    return True
+            except OSError:
+                time.sleep(0.01)
+        return False
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def command(self, *args: str) -> str:
+        """Sends one command (RESP) and returns the first line of the reply."""
+        payload = f"*{len(args)}\r\n" + "".join(f"${len(a.encode())}\r\n{a}\r\n" for a in args)
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
+            s.sendall(payload.encode())
+            reply = b""
+            while not reply.endswith(b"\r\n"):
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                reply += chunk
+        return reply.decode().split("\r\n")[0]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def pause(self) -> None:
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.proc.pid, signal.SIGCONT)
+
+
+@pytest.fixture
+def redis_server():
+    server = RedisServer()
+    try:
+        yield server
+    finally:
+        server.resume() if server.proc.poll() is None else None
+        server.stop()
+        shutil.rmtree(server.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def client(redis_server):
+    return redlease.Client.connect(redis_server.url)

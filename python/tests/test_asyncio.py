@@ -1,0 +1,112 @@
+"""The asyncio API: async with, run (cancelled on loss), cancellation of a wait."""
+
+import asyncio
+
+import pytest
+
+import redlease
+
+
+def test_async_lock_excludes_tasks_and_tokens_rise(redis_server):
+    async def main():
+        client = await redlease.AsyncClient.connect(redis_server.url)
+        inside, overlaps, tokens = [], [], []
+
+        async def worker():
+            for _ in range(10):
+                async with client.lock("shared", ttl=5.0, wait=30.0) as guard:
+                    if inside:
+                        overlaps.append(guard.fencing_token)
+                    inside.append(guard.fencing_token)
+                    tokens.append(guard.fencing_token)
+                    await asyncio.sleep(0)
+                    inside.remove(guard.fencing_token)
+
+        await asyncio.gather(*(worker() for _ in range(4)))
+        return overlaps, tokens
+
+    overlaps, tokens = asyncio.run(main())
+    assert overlaps == []
+    assert tokens == sorted(tokens) and len(set(tokens)) == 40
+
+
+def test_async_guard_surface_and_timeout(redis_server):
+    async def main():
+        client = await redlease.AsyncClient.connect(redis_server.url)
+        async with client.lock("surface", ttl=5.0) as guard:
+            assert guard.is_held()
+            await guard.extend(20.0)
+            assert guard.remaining > 5
+            with pytest.raises(redlease.Timeout):
+                await client.lock("surface", wait=0.2).acquire()
+        assert not guard.is_held()
+
+    asyncio.run(main())
+
+
+def test_run_cancels_the_work_when_the_lease_is_lost(redis_server):
+    async def main():
+        client = await redlease.AsyncClient.connect(redis_server.url)
+        started = asyncio.Event()
+        cancelled = []
+
+        async def work():
+            started.set()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                cancelled.append(True)
+                raise
+
+        async def delete_when_started():
+            await started.wait()
+            assert redis_server.command("DEL", "redlease:job") == ":1"
+
+        with pytest.raises(redlease.Lost):
+            await asyncio.gather(client.lock("job", ttl=1.5).run(work), delete_when_started())
+        return cancelled
+
+    assert asyncio.run(main()) == [True]
+
+
+def test_run_returns_the_works_result(redis_server):
+    async def main():
+        client = await redlease.AsyncClient.connect(redis_server.url)
+
+        async def work(x):
+            return x * 2
+
+        return await client.lock("job").run(work, 21)
+
+    assert asyncio.run(main()) == 42
+
+
+def test_cancelling_a_wait_leaves_nothing_held(redis_server):
+    async def main():
+        client = await redlease.AsyncClient.connect(redis_server.url)
+        holder = await client.lock("queue").acquire()
+        waiter = asyncio.ensure_future(client.lock("queue", wait=None).acquire())
+        await asyncio.sleep(0.2)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        await holder.release()
+        # Nobody holds it: the cancelled waiter did not take it.
+        again = await client.lock("queue", wait=2.0).acquire()
+        await again.release()
+
+    asyncio.run(main())
+
+
+def test_async_election(redis_server):
+    async def main():
+        client = await redlease.AsyncClient.connect(redis_server.url)
+        election = client.election("primary")
+        assert await election.leader() is None
+        leadership = await election.campaign("a")
+        leader = await election.leader()
+        assert leader.note == "a" and leader.term == leadership.term
+        await leadership.resign()
+        assert await election.leader() is None
+
+    asyncio.run(main())

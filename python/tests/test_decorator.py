@@ -1,0 +1,68 @@
+"""@redlease.locked: the key formatted from the call's arguments, checked when applied."""
+
+import asyncio
+import threading
+
+import pytest
+
+import redlease
+
+
+def test_locked_sync_function_holds_the_named_lock(client):
+    seen = []
+
+    @redlease.locked(client, "coupon:{user_id}", ttl=5.0, wait=0)
+    def redeem(user_id, amount=1):
+        # The lock of this user is held; another user's is free.
+        with pytest.raises(redlease.Timeout):
+            client.lock(f"coupon:{user_id}", wait=0).acquire()
+        with client.lock("coupon:other", wait=0):
+            pass
+        seen.append((user_id, amount))
+        return amount
+
+    assert redeem(7, amount=3) == 3
+    assert redeem(user_id=8) == 1
+    assert seen == [(7, 3), (8, 1)]
+    assert redeem.__name__ == "redeem"
+
+
+def test_unknown_placeholder_raises_when_applied(client):
+    with pytest.raises(TypeError, match="user"):
+        @redlease.locked(client, "coupon:{user}")
+        def redeem(user_id):
+            pass
+    with pytest.raises(TypeError):
+        @redlease.locked(client, "coupon:{}")
+        def positional(user_id):
+            pass
+
+
+def test_locked_needs_the_matching_client(client):
+    with pytest.raises(TypeError, match="AsyncClient"):
+        @redlease.locked(client, "k")
+        async def work():
+            pass
+
+
+def test_locked_async_function(redis_server):
+    async def main():
+        client = await redlease.AsyncClient.connect(redis_server.url)
+        inside = []
+        overlaps = []
+
+        @redlease.locked(client, "order:{order.id}", ttl=5.0, wait=10.0)
+        async def ship(order):
+            if inside:
+                overlaps.append(order.id)
+            inside.append(order.id)
+            await asyncio.sleep(0.01)
+            inside.remove(order.id)
+
+        class Order:
+            id = 5
+
+        await asyncio.gather(*(ship(Order()) for _ in range(5)))
+        return overlaps
+
+    assert asyncio.run(main()) == []

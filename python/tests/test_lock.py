@@ -1,0 +1,136 @@
+"""The sync API: exclusion, fencing, the guard's surface, the other primitives."""
+
+import datetime
+import threading
+
+import pytest
+
+import redlease
+
+
+def test_threads_exclude_each_other_and_tokens_rise(client):
+    inside = []
+    overlaps = []
+    tokens = []
+    lock = threading.Lock()
+
+    def worker():
+        for _ in range(10):
+            with client.lock("shared", ttl=5.0, wait=30.0) as guard:
+                with lock:
+                    if inside:
+                        overlaps.append(guard.fencing_token)
+                    inside.append(guard.fencing_token)
+                    tokens.append(guard.fencing_token)
+                # Other threads run here: the GIL is free while they wait in Redis.
+                threading.Event().wait(0.001)
+                with lock:
+                    inside.remove(guard.fencing_token)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert overlaps == []
+    assert len(tokens) == 40
+    assert tokens == sorted(tokens) and len(set(tokens)) == 40
+
+
+def test_guard_surface(client):
+    with client.lock("surface", ttl=datetime.timedelta(seconds=5), wait=1) as guard:
+        assert isinstance(guard.fencing_token, int)
+        assert guard.is_held()
+        assert 0 < guard.remaining <= 5
+        guard.extend(20.0)
+        assert guard.remaining > 5
+        assert not guard.lost.is_set()
+    assert not guard.is_held()
+    assert guard.remaining == 0.0
+
+
+def test_busy_lock_raises_timeout_after_the_wait(client):
+    with client.lock("busy", wait=0):
+        with pytest.raises(redlease.Timeout):
+            client.lock("busy", wait=0.2).acquire()
+        with pytest.raises(redlease.Timeout):
+            client.lock("busy", wait=0).acquire()
+
+
+def test_release_twice_and_extend_after_release(client):
+    guard = client.lock("twice").acquire()
+    guard.release()
+    guard.release()
+    with pytest.raises(redlease.Released):
+        guard.extend(5.0)
+
+
+def test_semaphore_gives_at_most_its_permits(client):
+    a = client.semaphore("pool", 2).acquire()
+    b = client.semaphore("pool", 2).acquire()
+    with pytest.raises(redlease.Timeout):
+        client.semaphore("pool", 2, wait=0).acquire()
+    a.release()
+    with client.semaphore("pool", 2, wait=1.0) as c:
+        assert c.fencing_token > b.fencing_token
+    b.release()
+
+
+def test_rwlock_readers_share_and_writer_waits(client):
+    rw = client.rwlock("doc")
+    with rw.read() as r1, rw.read() as r2:
+        assert r1.is_held() and r2.is_held()
+        with pytest.raises(redlease.Timeout):
+            rw.write(wait=0).acquire()
+    with rw.write(wait=1.0) as w:
+        assert w.is_held()
+        with pytest.raises(redlease.Timeout):
+            rw.read(wait=0).acquire()
+
+
+def test_multi_lock_holds_every_name(client):
+    with client.multi_lock(["a", "b"]) as guard:
+        assert sorted(name for name, _ in guard.fencing_tokens) == ["a", "b"]
+        with pytest.raises(redlease.Timeout):
+            client.lock("b", wait=0).acquire()
+    with client.lock("b", wait=0):
+        pass
+
+
+def test_election_campaign_leader_resign(client):
+    election = client.election("primary")
+    assert election.leader() is None
+    changes = election.observe()
+    assert next(changes) is None
+    leadership = election.campaign("node-1")
+    leader = election.leader()
+    assert leader.note == "node-1" and leader.term == leadership.term
+    seen = next(changes)
+    assert seen is not None and seen.note == "node-1"
+    leadership.resign()
+    assert election.leader() is None
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_a_signal_handler_interrupts_a_blocked_wait(client):
+    import signal
+
+    def interrupt(signum, frame):
+        raise Interrupted()
+
+    holder = client.lock("sig", wait=0).acquire()
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(Interrupted):
+            client.lock("sig", wait=None).acquire()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    holder.release()
+    # The interrupted waiter left the queue: the lock is free at once.
+    with client.lock("sig", wait=0):
+        pass
