@@ -1,8 +1,8 @@
 -- acquire: one attempt to take the lock.
 -- KEYS, those of one lock, all in one cluster slot:
 --   KEYS[1] lock key: the owner token alone, with a PX expiry (a plain SET NX PX lock)
---   KEYS[2] fencing counter: the last token granted (see fence.lua, prepended to this script
---           with expiry.lua)
+--   KEYS[2] fencing counter: the last token granted (see lib/fence.lua, prepended to this script
+--           with lib/expiry.lua)
 --   KEYS[3] holder details: "<fence> <details for operators>" (free text after the
 --           holder's fencing token), same expiry as KEYS[1]: the holder's token lives as
 --           long as its lease, whatever becomes of the counter (which may expire or be
@@ -31,7 +31,7 @@
 --           key, so that observers of the election learn of the new leader ("": none)
 --   ARGV[8] (optional) "S": SPUBLISH rather than PUBLISH there and for a hand-off (Redis
 --           Cluster, where the channels live in the lock's slot and stay in its shard)
---   ARGV[9] (optional) the fencing clock's step in µs (see fence.lua; a quorum's nodes)
+--   ARGV[9] (optional) the fencing clock's step in µs (see lib/fence.lua; a quorum's nodes)
 -- Reply:
 --   fence             freshly acquired (an integer >= 1: the new fencing token alone, the
 --                     common reply, which Redis turns into RESP far cheaper than a table)
@@ -50,7 +50,7 @@ local sharded = ARGV[8] == 'S'
 -- Fast path: the lock is free (5 calls: SET, LINDEX of the queue, and TIME + SET of the
 -- fence, SET of the holder details). Releases hand the lock straight to the oldest queued
 -- waiter, so a lock is free with waiters queued only after its holder crashed or a
--- hand-off's waiter did not confirm it in its claim window (handoff.lua). Then the oldest
+-- hand-off's waiter did not confirm it in its claim window (lib/handoff.lua). Then the oldest
 -- waiter is served first (the caller only if that is its own place): an attempt never
 -- takes the lock past a waiter that queued before it.
 if redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
@@ -106,7 +106,7 @@ if ARGV[4] == 'w' then
     redis.call('RPUSH', KEYS[4], '~')
     redis.call('PEXPIRE', KEYS[4], ARGV[6])
   else
-    -- Queued waiters keep the queue as long as they asked for (see expiry.lua).
+    -- Queued waiters keep the queue as long as they asked for (see lib/expiry.lua).
     raise_expiry(KEYS[4], ARGV[6])
   end
 end

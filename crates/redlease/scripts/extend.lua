@@ -1,4 +1,4 @@
--- extend: reset the expiry of a lock we hold. Sent as expiry.lua .. extend.lua.
+-- extend: reset the expiry of a lock we hold. Sent as lib/expiry.lua .. extend.lua.
 --   KEYS[1] lock key   KEYS[2] holder details key
 --   ARGV[1] owner token   ARGV[2] new ttl in ms
 -- The holder details live at least as long as the lock: their expiry is raised to the

@@ -1,6 +1,6 @@
 -- lease_renew: extend many ZSET-kept leases at once (semaphore permits and read-write lock
 -- holds, mixed freely in one call: one call per batch, one round trip per sweep). Sent as
--- expiry.lua .. lease_renew.lua; each lease is handled as lease_extend.lua handles one.
+-- lib/expiry.lua .. lease_renew.lua; each lease is handled as lease_extend.lua handles one.
 --   KEYS[3i-2] the ZSET of lease i   KEYS[3i-1] its holders HASH   KEYS[3i] its other key
 --   (semaphore: K, B:sem:holders, B:sem:permits; rwlock: B:rw:owners, B:rw:holders, K)
 --   ARGV[2i-1] owner token of lease i   ARGV[2i] its ttl in ms

@@ -32,7 +32,7 @@ if not held then
   return 0
 end
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
--- Kept as long as a grant keeps it (FENCE_KEEP in fence.lua: 7 days).
+-- Kept as long as a grant keeps it (FENCE_KEEP in lib/fence.lua: 7 days).
 if current < tonumber(ARGV[1]) then
   redis.call('SET', KEYS[1], ARGV[1], 'EX', 604800)
 else

@@ -1,5 +1,5 @@
 -- rw_acquire: one attempt to take a read-write lock for reading or writing (or join its
--- FIFO queue). Sent as fence.lua .. rwlock.lua .. rw_acquire.lua. KEYS as in rwlock.lua:
+-- FIFO queue). Sent as lib/fence.lua .. lib/rwlock.lua .. rw_acquire.lua. KEYS as in lib/rwlock.lua:
 --   KEYS[1] K (HASH {mode})   KEYS[2] fencing counter   KEYS[3] holders (HASH)
 --   KEYS[4] queue (LIST)   KEYS[5] waiter table (HASH)   KEYS[6] owners (ZSET)
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
@@ -35,7 +35,7 @@
 --
 -- Grants: a reader when no writer holds and the queue is empty; a writer when no one
 -- holds and the queue is empty. A caller already queued is granted when it reaches the
--- head and fits (see serve in rwlock.lua), never earlier: so a queued writer stops every
+-- head and fits (see serve in lib/rwlock.lua), never earlier: so a queued writer stops every
 -- reader that comes after it, and readers queued together are granted together.
 local token, ttl, details, want = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local join = ARGV[5]

@@ -200,7 +200,7 @@ mod tests {
         assert_eq!(
             eval[1],
             concat!(
-                include_str!("../../scripts/expiry.lua"),
+                include_str!("../../scripts/lib/expiry.lua"),
                 include_str!("../../scripts/extend.lua")
             )
             .as_bytes()

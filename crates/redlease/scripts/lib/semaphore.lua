@@ -1,5 +1,6 @@
--- semaphore: what sem_acquire.lua and sem_release.lua share. Not a script of its own: it is
--- prepended to them, after fence.lua (whose grant_fence every grant uses).
+-- lib/semaphore: a library, not a script: src/lua.rs prepends it (after lib/fence.lua,
+-- whose grant_fence every grant uses) to sem_acquire.lua and sem_release.lua, and holds
+-- what they share.
 --
 -- KEYS of every semaphore script, all of one semaphore and in one cluster slot (B is the
 -- semaphore key K when K has a {hash tag}, else "{K}", as for the mutex's side keys):
@@ -30,10 +31,10 @@
 -- before it counts, so no permit leaks. K and the holders hash expire at the latest permit's
 -- expiry, the queue keys a linger after the last join, and the permit count at the later of
 -- the two, or is deleted as soon as nothing is held or queued: an idle semaphore leaves no
--- key behind but its fencing counter (kept 7 days, see fence.lua).
+-- key behind but its fencing counter (kept 7 days, see lib/fence.lua).
 
 -- The server's time as now_ms last read it, in µs since 1970: the fencing clock of this
--- script's grants (see fence.lua), so that a grant reads TIME no second time.
+-- script's grants (see lib/fence.lua), so that a grant reads TIME no second time.
 local clock_us = nil
 
 -- The server's time in ms since 1970.

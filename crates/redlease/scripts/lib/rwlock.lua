@@ -1,5 +1,6 @@
--- rwlock: what rw_acquire.lua, rw_release.lua and rw_downgrade.lua share. Not a script of
--- its own: it is prepended to them, after fence.lua (whose grant_fence every grant uses).
+-- lib/rwlock: a library, not a script: src/lua.rs prepends it (after lib/fence.lua, whose
+-- grant_fence every grant uses) to rw_acquire.lua, rw_release.lua and rw_downgrade.lua,
+-- and holds what they share.
 --
 -- KEYS of every read-write lock script, all of one lock and in one cluster slot (B is K
 -- when K has a {hash tag}, else "{K}", as for the mutex's side keys):
@@ -19,10 +20,10 @@
 -- Every script drops the holds whose lease ran out before it looks (a crashed reader or
 -- writer costs at most its ttl). K, the holders hash and the owners expire at the latest
 -- lease's expiry, the queue keys a linger after the last join: an idle lock leaves no key
--- behind but its fencing counter (kept 7 days, see fence.lua).
+-- behind but its fencing counter (kept 7 days, see lib/fence.lua).
 
 -- The server's time as now_ms last read it, in µs since 1970: the fencing clock of this
--- script's grants (see fence.lua), so that a grant reads TIME no second time.
+-- script's grants (see lib/fence.lua), so that a grant reads TIME no second time.
 local clock_us = nil
 
 -- The server's time in ms since 1970.

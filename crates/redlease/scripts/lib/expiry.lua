@@ -1,5 +1,6 @@
--- expiry: raise_expiry, for the scripts that only ever raise a key's expiry. Not a script of
--- its own: it is prepended to acquire.lua, extend.lua, lease_extend.lua and lease_renew.lua.
+-- lib/expiry: a library, not a script: src/lua.rs prepends it to acquire.lua, extend.lua,
+-- lease_extend.lua and lease_renew.lua. raise_expiry, for the scripts that only ever raise
+-- a key's expiry.
 --
 -- raise_expiry(key, ms): the key's expiry becomes ms from now where that raises it, and is
 -- left alone where it is already later, where the key has none, or where there is no key.

@@ -1,5 +1,6 @@
--- latch: what latch_up.lua, latch_down.lua and latch_check.lua share. Not a script of its
--- own: it is prepended to them, after fence.lua (whose grant_fence dates every count).
+-- lib/latch: a library, not a script: src/lua.rs prepends it (after lib/fence.lua, whose
+-- grant_fence dates every count) to latch_up.lua, latch_down.lua and latch_check.lua, and
+-- holds what they share.
 --
 -- KEYS of every latch script, all of one latch and in one cluster slot (B is the latch
 -- key K when K has a {hash tag}, else "{K}", as for the other primitives' side keys):
@@ -27,10 +28,10 @@
 -- the round if nothing is outstanding, announcing it on the release channel (the
 -- latch's K as the message) for the latch's waiters.
 
--- 7 days, as the fencing counter is kept (fence.lua).
+-- 7 days, as the fencing counter is kept (lib/fence.lua).
 local ROUNDS_KEEP = '604800000'
 
--- The server's time as now_ms last read it, in µs since 1970 (fence.lua's clock).
+-- The server's time as now_ms last read it, in µs since 1970 (lib/fence.lua's clock).
 local clock_us = nil
 
 -- The server's time in ms since 1970.
