@@ -88,6 +88,8 @@ if ARGV[4] == '1' or ARGV[4] == 'j' then
   -- again: its skip is forgotten (one HSET), so that it is kept as long the next time.
   local entry = redis.call('HGET', KEYS[5], token)
   if not entry then
+    -- now_ms of lib/common.lua, inlined: that library is not prepended to the mutex's
+    -- scripts (their hot path would pay a closure per function per call for it).
     local t = redis.call('TIME')
     local since = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
     redis.call('HSET', KEYS[5], token, cjson.encode({ARGV[2], ARGV[5], ARGV[3], since}))

@@ -23,8 +23,8 @@ local held
 if ARGV[3] == 'zset' and not KEYS[3] then
   -- A hold counts while its expiry (ms, by the server's clock) is ahead.
   local score = redis.call('ZSCORE', KEYS[2], ARGV[2])
-  local t = redis.call('TIME')
-  held = score and tonumber(score) > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = now_ms()
+  held = score and tonumber(score) > now
 else
   held = redis.call('GET', KEYS[2]) == ARGV[2]
 end

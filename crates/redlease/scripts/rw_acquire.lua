@@ -1,5 +1,6 @@
 -- rw_acquire: one attempt to take a read-write lock for reading or writing (or join its
--- FIFO queue). Sent as lib/fence.lua .. lib/rwlock.lua .. rw_acquire.lua. KEYS as in lib/rwlock.lua:
+-- FIFO queue). Sent as lib/common.lua .. lib/fence.lua .. lib/rwlock.lua .. rw_acquire.lua.
+-- KEYS as in lib/rwlock.lua:
 --   KEYS[1] K (HASH {mode})   KEYS[2] fencing counter   KEYS[3] holders (HASH)
 --   KEYS[4] queue (LIST)   KEYS[5] waiter table (HASH)   KEYS[6] owners (ZSET)
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details

@@ -1,5 +1,6 @@
 -- sem_acquire: one attempt to take a permit of a semaphore (or join its FIFO queue).
--- Sent as lib/fence.lua .. lib/semaphore.lua .. sem_acquire.lua. KEYS as in lib/semaphore.lua:
+-- Sent as lib/common.lua .. lib/fence.lua .. lib/semaphore.lua .. sem_acquire.lua. KEYS as
+-- in lib/semaphore.lua:
 --   KEYS[1] K (ZSET of permits)   KEYS[2] fencing counter   KEYS[3] holders (HASH)
 --   KEYS[4] queue (LIST)   KEYS[5] waiter table (HASH)   KEYS[6] permit count
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details

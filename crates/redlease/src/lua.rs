@@ -25,30 +25,36 @@ const RELEASE_LUA: &str = concat!(
     include_str!("../scripts/lib/handoff.lua"),
     include_str!("../scripts/release.lua")
 );
-/// The semaphore scripts, each with `lib/fence.lua` and `lib/semaphore.lua` in front.
+/// The semaphore scripts, each with `lib/common.lua`, `lib/fence.lua` and
+/// `lib/semaphore.lua` in front.
 macro_rules! semaphore_script {
     ($file:literal) => {
         concat!(
+            include_str!("../scripts/lib/common.lua"),
             include_str!("../scripts/lib/fence.lua"),
             include_str!("../scripts/lib/semaphore.lua"),
             include_str!($file)
         )
     };
 }
-/// The read-write lock scripts, each with `lib/fence.lua` and `lib/rwlock.lua` in front.
+/// The read-write lock scripts, each with `lib/common.lua`, `lib/fence.lua` and
+/// `lib/rwlock.lua` in front.
 macro_rules! rwlock_script {
     ($file:literal) => {
         concat!(
+            include_str!("../scripts/lib/common.lua"),
             include_str!("../scripts/lib/fence.lua"),
             include_str!("../scripts/lib/rwlock.lua"),
             include_str!($file)
         )
     };
 }
-/// The latch scripts, each with `lib/fence.lua` and `lib/latch.lua` in front.
+/// The latch scripts, each with `lib/common.lua`, `lib/fence.lua` and `lib/latch.lua` in
+/// front.
 macro_rules! latch_script {
     ($file:literal) => {
         concat!(
+            include_str!("../scripts/lib/common.lua"),
             include_str!("../scripts/lib/fence.lua"),
             include_str!("../scripts/lib/latch.lua"),
             include_str!($file)
@@ -63,12 +69,14 @@ const SEM_RELEASE_LUA: &str = semaphore_script!("../scripts/sem_release.lua");
 const RW_ACQUIRE_LUA: &str = rwlock_script!("../scripts/rw_acquire.lua");
 const RW_RELEASE_LUA: &str = rwlock_script!("../scripts/rw_release.lua");
 const RW_DOWNGRADE_LUA: &str = rwlock_script!("../scripts/rw_downgrade.lua");
-/// The ZSET lease scripts, each with `lib/expiry.lua` in front.
+/// The ZSET lease scripts, each with `lib/common.lua` and `lib/expiry.lua` in front.
 const LEASE_EXTEND_LUA: &str = concat!(
+    include_str!("../scripts/lib/common.lua"),
     include_str!("../scripts/lib/expiry.lua"),
     include_str!("../scripts/lease_extend.lua")
 );
 const LEASE_RENEW_LUA: &str = concat!(
+    include_str!("../scripts/lib/common.lua"),
     include_str!("../scripts/lib/expiry.lua"),
     include_str!("../scripts/lease_renew.lua")
 );
@@ -78,10 +86,18 @@ const EXTEND_LUA: &str = concat!(
     include_str!("../scripts/extend.lua")
 );
 const RENEW_LUA: &str = include_str!("../scripts/renew.lua");
-const RAISE_FENCE_LUA: &str = include_str!("../scripts/raise_fence.lua");
+/// `raise_fence.lua` with `lib/common.lua` in front.
+const RAISE_FENCE_LUA: &str = concat!(
+    include_str!("../scripts/lib/common.lua"),
+    include_str!("../scripts/raise_fence.lua")
+);
 const FENCED_SET_LUA: &str = include_str!("../scripts/fenced_set.lua");
 const LEADER_LUA: &str = include_str!("../scripts/leader.lua");
-const HOLDS_LUA: &str = include_str!("../scripts/holds.lua");
+/// `holds.lua` with `lib/common.lua` in front.
+const HOLDS_LUA: &str = concat!(
+    include_str!("../scripts/lib/common.lua"),
+    include_str!("../scripts/holds.lua")
+);
 const PROCLAIM_LUA: &str = include_str!("../scripts/proclaim.lua");
 /// `multi_acquire.lua` with `lib/fence.lua` in front.
 const MULTI_ACQUIRE_LUA: &str = concat!(

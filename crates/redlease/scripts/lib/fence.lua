@@ -1,8 +1,8 @@
--- lib/fence: a library, not a script: src/lua.rs prepends it, first, to every script that
--- grants: acquire.lua, release.lua (its hand-off), multi_acquire.lua, sem_acquire.lua,
--- sem_release.lua, rw_acquire.lua, rw_release.lua, rw_downgrade.lua, latch_up.lua,
--- latch_down.lua and latch_check.lua. The hybrid-clock fencing rule (grant_fence) and the
--- holder's recorded token (holder_fence).
+-- lib/fence: a library, not a script: src/lua.rs prepends it (after lib/common.lua, where
+-- that is prepended too) to every script that grants: acquire.lua, release.lua (its
+-- hand-off), multi_acquire.lua, sem_acquire.lua, sem_release.lua, rw_acquire.lua,
+-- rw_release.lua, rw_downgrade.lua, latch_up.lua, latch_down.lua and latch_check.lua. The
+-- hybrid-clock fencing rule (grant_fence) and the holder's recorded token (holder_fence).
 --
 -- A grant takes fence = max(stored + 1, the server's time in microseconds), stores it in
 -- the lock's fencing counter and keeps the counter for FENCE_KEEP seconds after the last

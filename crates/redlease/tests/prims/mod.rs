@@ -18,35 +18,42 @@ use redis::{RedisResult, Script, Value};
 use redlease::{LockKeys, Primitive};
 
 pub const SEM_ACQUIRE: &str = concat!(
+    include_str!("../../scripts/lib/common.lua"),
     include_str!("../../scripts/lib/fence.lua"),
     include_str!("../../scripts/lib/semaphore.lua"),
     include_str!("../../scripts/sem_acquire.lua")
 );
 pub const SEM_RELEASE: &str = concat!(
+    include_str!("../../scripts/lib/common.lua"),
     include_str!("../../scripts/lib/fence.lua"),
     include_str!("../../scripts/lib/semaphore.lua"),
     include_str!("../../scripts/sem_release.lua")
 );
 pub const RW_ACQUIRE: &str = concat!(
+    include_str!("../../scripts/lib/common.lua"),
     include_str!("../../scripts/lib/fence.lua"),
     include_str!("../../scripts/lib/rwlock.lua"),
     include_str!("../../scripts/rw_acquire.lua")
 );
 pub const RW_RELEASE: &str = concat!(
+    include_str!("../../scripts/lib/common.lua"),
     include_str!("../../scripts/lib/fence.lua"),
     include_str!("../../scripts/lib/rwlock.lua"),
     include_str!("../../scripts/rw_release.lua")
 );
 pub const RW_DOWNGRADE: &str = concat!(
+    include_str!("../../scripts/lib/common.lua"),
     include_str!("../../scripts/lib/fence.lua"),
     include_str!("../../scripts/lib/rwlock.lua"),
     include_str!("../../scripts/rw_downgrade.lua")
 );
 pub const LEASE_EXTEND: &str = concat!(
+    include_str!("../../scripts/lib/common.lua"),
     include_str!("../../scripts/lib/expiry.lua"),
     include_str!("../../scripts/lease_extend.lua")
 );
 pub const LEASE_RENEW: &str = concat!(
+    include_str!("../../scripts/lib/common.lua"),
     include_str!("../../scripts/lib/expiry.lua"),
     include_str!("../../scripts/lease_renew.lua")
 );
