@@ -86,9 +86,11 @@ const EXTEND_LUA: &str = concat!(
     include_str!("../scripts/extend.lua")
 );
 const RENEW_LUA: &str = include_str!("../scripts/renew.lua");
-/// `raise_fence.lua` with `lib/common.lua` in front.
+/// `raise_fence.lua` with `lib/common.lua` and `lib/fence.lua` (for how long a fencing
+/// counter is kept) in front.
 const RAISE_FENCE_LUA: &str = concat!(
     include_str!("../scripts/lib/common.lua"),
+    include_str!("../scripts/lib/fence.lua"),
     include_str!("../scripts/raise_fence.lua")
 );
 const FENCED_SET_LUA: &str = include_str!("../scripts/fenced_set.lua");

@@ -117,6 +117,7 @@ async fn keeping_the_counter_restores_it_and_its_week() {
             let kept: i64 = redis::cmd("EVAL")
                 .arg(concat!(
                     include_str!("../scripts/lib/common.lua"),
+                    include_str!("../scripts/lib/fence.lua"),
                     include_str!("../scripts/raise_fence.lua")
                 ))
                 .arg(2)

@@ -28,8 +28,8 @@
 -- the round if nothing is outstanding, announcing it on the release channel (the
 -- latch's K as the message) for the latch's waiters.
 
--- 7 days, as the fencing counter is kept (lib/fence.lua).
-local ROUNDS_KEEP = '604800000'
+-- 7 days in ms, as the fencing counter is kept (lib/fence.lua).
+local ROUNDS_KEEP = FENCE_KEEP_MS
 
 -- Drops the counts whose lease ran out, recording them as expired in the current round.
 -- The first call of every latch script, made before any write: a key of another type at
