@@ -1,6 +1,7 @@
--- lease_extend: reset the expiry of one lease kept as a ZSET score, a semaphore's permit or
--- a read-write lock's hold (read or write). Sent as lib/common.lua .. lib/expiry.lua ..
--- lease_extend.lua.
+-- lease_extend: reset the expiry of one shared lease, a member of a ZSET scored by its
+-- expiry: a semaphore's permit, a read-write lock's hold (read or write) or a latch's
+-- count. A lock's lease (its key) has lock_extend.lua. Sent as lib/common.lua ..
+-- lib/expiry.lua .. lease_extend.lua.
 --   KEYS[1] the ZSET of leases: a semaphore's K; a read-write lock's owners (KEYS[6])
 --   KEYS[2] the holders HASH (semaphore KEYS[3], rwlock KEYS[3])
 --   KEYS[3] the key that must live as long as any lease: a semaphore's permit count

@@ -80,12 +80,12 @@ const LEASE_RENEW_LUA: &str = concat!(
     include_str!("../scripts/lib/expiry.lua"),
     include_str!("../scripts/lease_renew.lua")
 );
-/// `extend.lua` with `lib/expiry.lua` in front.
-const EXTEND_LUA: &str = concat!(
+/// `lock_extend.lua` with `lib/expiry.lua` in front.
+const LOCK_EXTEND_LUA: &str = concat!(
     include_str!("../scripts/lib/expiry.lua"),
-    include_str!("../scripts/extend.lua")
+    include_str!("../scripts/lock_extend.lua")
 );
-const RENEW_LUA: &str = include_str!("../scripts/renew.lua");
+const LOCK_RENEW_LUA: &str = include_str!("../scripts/lock_renew.lua");
 /// `raise_fence.lua` with `lib/common.lua` and `lib/fence.lua` (for how long a fencing
 /// counter is kept) in front.
 const RAISE_FENCE_LUA: &str = concat!(
@@ -114,10 +114,10 @@ pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUI
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 
 /// Compare-and-PEXPIRE.
-pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
+pub(crate) static LOCK_EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(LOCK_EXTEND_LUA));
 
 /// Compare-and-PEXPIRE of many leases in one call, for the renewal scheduler.
-pub(crate) static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW_LUA));
+pub(crate) static LOCK_RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(LOCK_RENEW_LUA));
 
 /// Raise a quorum node's fencing counter to the token handed out (never lower it).
 pub(crate) static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(RAISE_FENCE_LUA));
@@ -187,8 +187,8 @@ fn all() -> [(&'static Script, &'static str, &'static str); 20] {
         (&*LEASE_RENEW, "lease_renew.lua", LEASE_RENEW_LUA),
         (&*ACQUIRE, "acquire.lua", ACQUIRE_LUA),
         (&*RELEASE, "release.lua", RELEASE_LUA),
-        (&*EXTEND, "extend.lua", EXTEND_LUA),
-        (&*RENEW, "renew.lua", RENEW_LUA),
+        (&*LOCK_EXTEND, "lock_extend.lua", LOCK_EXTEND_LUA),
+        (&*LOCK_RENEW, "lock_renew.lua", LOCK_RENEW_LUA),
         (&*RAISE_FENCE, "raise_fence.lua", RAISE_FENCE_LUA),
         (&*FENCED_SET, "fenced_set.lua", FENCED_SET_LUA),
     ]

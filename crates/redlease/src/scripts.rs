@@ -6,11 +6,11 @@ use redis::aio::ConnectionLike;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisResult, Script, ToRedisArgs};
 
 use crate::keys::{LockKeys, Primitive};
-pub(crate) use crate::lua::EXTEND;
+pub(crate) use crate::lua::LOCK_EXTEND;
 use crate::lua::{
     ACQUIRE, FENCED_SET, HOLDS, LATCH_CHECK, LATCH_DOWN, LATCH_UP, LEADER, LEASE_EXTEND,
-    LEASE_RENEW, MULTI_ACQUIRE, PROCLAIM, RAISE_FENCE, RELEASE, RENEW, RW_ACQUIRE, RW_DOWNGRADE,
-    RW_RELEASE, SEM_ACQUIRE, SEM_RELEASE,
+    LEASE_RENEW, LOCK_RENEW, MULTI_ACQUIRE, PROCLAIM, RAISE_FENCE, RELEASE, RW_ACQUIRE,
+    RW_DOWNGRADE, RW_RELEASE, SEM_ACQUIRE, SEM_RELEASE,
 };
 
 /// What a lease is a lease on: which scripts take, give back and renew it.
@@ -460,7 +460,7 @@ fn lease_keys(keys: &LockKeys, kind: Kind) -> [&str; 3] {
 /// The extend script of `kind`: the lease of `token` reset to `ttl_ms`.
 pub(crate) fn extend(keys: &LockKeys, kind: Kind, token: &str, ttl_ms: u64) -> Call {
     let mut invocation = match kind {
-        Kind::Mutex | Kind::Leader => Call::new(&EXTEND, &[&keys.key, &keys.holder]),
+        Kind::Mutex | Kind::Leader => Call::new(&LOCK_EXTEND, &[&keys.key, &keys.holder]),
         Kind::Permit { .. } | Kind::Read | Kind::Write | Kind::Count => {
             Call::new(&LEASE_EXTEND, &lease_keys(keys, kind))
         }
@@ -472,15 +472,15 @@ pub(crate) fn extend(keys: &LockKeys, kind: Kind, token: &str, ttl_ms: u64) -> C
 /// The file name of `kind`'s extend script, for messages.
 pub(crate) fn extend_name(kind: Kind) -> &'static str {
     match kind {
-        Kind::Mutex | Kind::Leader => "extend.lua",
+        Kind::Mutex | Kind::Leader => "lock_extend.lua",
         Kind::Permit { .. } | Kind::Read | Kind::Write | Kind::Count => "lease_extend.lua",
     }
 }
 
-/// `extend.lua` as an `EVALSHA` in `pipe` (for a pipeline that follows it with `WAIT`).
+/// `lock_extend.lua` as an `EVALSHA` in `pipe` (for a pipeline that follows it with `WAIT`).
 pub(crate) fn push_extend(pipe: &mut Pipeline, keys: &LockKeys, token: &str, ttl_ms: u64) {
     pipe.cmd("EVALSHA")
-        .arg(EXTEND.get_hash())
+        .arg(LOCK_EXTEND.get_hash())
         .arg(2)
         .arg(&keys.key)
         .arg(&keys.holder)
@@ -489,17 +489,17 @@ pub(crate) fn push_extend(pipe: &mut Pipeline, keys: &LockKeys, token: &str, ttl
 }
 
 /// The renewal calls for `batch`: one `EVALSHA` per [`BATCH`] leases of one script
-/// (`renew.lua` for locks, `lease_renew.lua` for the others), in one pipeline; and, for
+/// (`lock_renew.lua` for locks, `lease_renew.lua` for the others), in one pipeline; and, for
 /// each call in order, the indexes in `batch` of the leases it renews.
 pub(crate) fn renew(batch: &[RenewItem<'_>]) -> (Pipeline, Vec<Vec<usize>>) {
     let (locks, others): (Vec<usize>, Vec<usize>) =
         (0..batch.len()).partition(|&i| batch[i].kind.is_lock());
     let mut pipe = redis::pipe();
     let mut calls = Vec::new();
-    for (script, indexes) in [(&*RENEW, locks), (&*LEASE_RENEW, others)] {
+    for (script, indexes) in [(&*LOCK_RENEW, locks), (&*LEASE_RENEW, others)] {
         for chunk in indexes.chunks(BATCH) {
             let mut cmd = Cmd::new();
-            let per_lease = if script.get_hash() == RENEW.get_hash() {
+            let per_lease = if script.get_hash() == LOCK_RENEW.get_hash() {
                 2
             } else {
                 3
@@ -534,7 +534,7 @@ pub(crate) fn renew(batch: &[RenewItem<'_>]) -> (Pipeline, Vec<Vec<usize>>) {
 
 /// The scripts a renewal pipeline may call, to load on `NOSCRIPT`.
 pub(crate) fn renew_scripts() -> [&'static Script; 2] {
-    [&RENEW, &LEASE_RENEW]
+    [&LOCK_RENEW, &LEASE_RENEW]
 }
 
 /// `raise_fence.lua`: a quorum node's counter raised to `fence` while the lease of `kind`

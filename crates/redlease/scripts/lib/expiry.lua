@@ -1,6 +1,6 @@
--- lib/expiry: a library, not a script: src/lua.rs prepends it to acquire.lua, extend.lua,
--- lease_extend.lua and lease_renew.lua. raise_expiry, for the scripts that only ever raise
--- a key's expiry.
+-- lib/expiry: a library, not a script: src/lua.rs prepends it to acquire.lua,
+-- lock_extend.lua, lease_extend.lua and lease_renew.lua. raise_expiry, for the scripts that
+-- only ever raise a key's expiry.
 --
 -- raise_expiry(key, ttl): the key's expiry becomes ttl ms from now where that raises it,
 -- and is left alone where it is already later, where the key has none, or where there is
