@@ -121,7 +121,11 @@ pub(crate) struct AcquireArgs<'a> {
 /// down that much longer than the skew between the nodes' clocks.
 pub(crate) const QUORUM_FENCE_STEP: u64 = 10_000;
 
-/// Whether and how an attempt that finds its name busy joins the FIFO queue.
+/// Whether and how an attempt that finds its name busy joins the FIFO queue. The scripts
+/// take it as their mode (`acquire.lua`'s ARGV[4], `sem_acquire.lua`'s and
+/// `rw_acquire.lua`'s ARGV[5]), by the variant's name: "no", "leave", "grants" (or
+/// "grants-first"), "silent" (or "silent-first"), "listen"; the semaphore's and read-write
+/// lock's scripts know no "leave" or "listen" and are sent "no" for them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Join<'a> {
     /// Only try.
@@ -280,8 +284,8 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
             linger_ms,
             first,
         } => {
-            let code = if first { "j" } else { "1" };
-            invocation.arg(code).arg(channel).arg(linger_ms);
+            let mode = if first { "grants-first" } else { "grants" };
+            invocation.arg(mode).arg(channel).arg(linger_ms);
         }
         Join::Silent {
             linger_ms,
@@ -289,7 +293,7 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
             first,
         } => {
             invocation
-                .arg(if first { "s" } else { "2" })
+                .arg(if first { "silent-first" } else { "silent" })
                 .arg(&keys.channel)
                 .arg(linger_ms)
                 .arg(stale_ms);
@@ -299,13 +303,13 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
             }
         }
         Join::Listen { linger_ms } if lock => {
-            invocation.arg("w").arg("").arg(linger_ms);
+            invocation.arg("listen").arg("").arg(linger_ms);
         }
         Join::Leave if lock => {
-            invocation.arg("c");
+            invocation.arg("leave");
         }
         Join::No | Join::Leave | Join::Listen { .. } => {
-            invocation.arg("0");
+            invocation.arg("no");
         }
     }
     // sem_acquire.lua's ARGV[8]: the permits asked, sent only when more than one (the

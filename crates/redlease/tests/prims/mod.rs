@@ -145,8 +145,8 @@ pub type Join<'a> = Option<(&'a str, u64)>;
 
 fn join_args(invocation: &mut redis::ScriptInvocation<'_>, join: Join<'_>) {
     match join {
-        Some((channel, linger)) => invocation.arg("1").arg(channel).arg(linger),
-        None => invocation.arg("0"),
+        Some((channel, linger)) => invocation.arg("grants").arg(channel).arg(linger),
+        None => invocation.arg("no"),
     };
 }
 
@@ -465,13 +465,14 @@ pub async fn mutex_join(
     acquired(&invocation, conn).await
 }
 
-/// The mutex's `acquire.lua` as a waiter's later attempt that only tries: `flag` is `c`
-/// (its grants cannot reach it) or `w` (it listens for release notices instead).
+/// The mutex's `acquire.lua` as a waiter's later attempt that only tries: `mode` is
+/// `leave` (its grants cannot reach it) or `listen` (it listens for release notices
+/// instead).
 pub async fn mutex_try_as(
     conn: &mut MultiplexedConnection,
     keys: &Keys,
     token: &str,
-    flag: &str,
+    mode: &str,
 ) -> RedisResult<Reply> {
     let script = Script::new(MUTEX_ACQUIRE);
     let mut invocation = script.key(&mutex_keys(keys)[..]);
@@ -479,8 +480,8 @@ pub async fn mutex_try_as(
         .arg(token)
         .arg(60_000)
         .arg("mutex holder")
-        .arg(flag);
-    if flag == "w" {
+        .arg(mode);
+    if mode == "listen" {
         invocation.arg("").arg(60_000);
     }
     acquired(&invocation, conn).await
