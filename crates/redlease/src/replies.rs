@@ -97,7 +97,7 @@ pub(crate) struct Handoff {
     /// The waiter's owner token.
     pub(crate) token: String,
     /// How long the lock is the waiter's unless it confirms the grant (see
-    /// `scripts/handoff.lua`).
+    /// `scripts/lib/handoff.lua`).
     pub(crate) window: Duration,
 }
 
