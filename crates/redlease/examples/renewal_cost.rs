@@ -59,7 +59,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         trips as f64 / f64::from(intervals)
     );
     println!(
-        "renew.lua calls (EVALSHA):  {calls} ({:.1} per interval, up to {} leases each)",
+        "lock_renew.lua calls (EVALSHA):  {calls} ({:.1} per interval, up to {} leases each)",
         calls as f64 / f64::from(intervals),
         500
     );

@@ -1,8 +1,8 @@
 -- acquire: one attempt to take the lock.
 -- KEYS, those of one lock, all in one cluster slot:
 --   KEYS[1] lock key: the owner token alone, with a PX expiry (a plain SET NX PX lock)
---   KEYS[2] fencing counter: the last token granted (see fence.lua, prepended to this script
---           with expiry.lua)
+--   KEYS[2] fencing counter: the last token granted (see lib/fence.lua, prepended to this script
+--           with lib/expiry.lua)
 --   KEYS[3] holder details: "<fence> <details for operators>" (free text after the
 --           holder's fencing token), same expiry as KEYS[1]: the holder's token lives as
 --           long as its lease, whatever becomes of the counter (which may expire or be
@@ -14,24 +14,31 @@
 --           while a hand-off found the waiter's client not listening: when it first did,
 --           see release.lua)
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
---   ARGV[4] "1" to join the FIFO queue when busy, "0" to only try, "j" to join as "1" on
---           an acquisition's first attempt (its token cannot be queued yet), "w" to only
---           try but mark the queue with "~" when busy: a waiter that listens for release
---           notices (Cluster, quorum), so that a release announces only when one may listen
---           (ARGV[6] then says how long the mark lasts), and withdraw the token's place if
---           it takes the lock (a Cluster waiter listens only after its grants stopped
---           reaching it, a slot migration or a failover, and may have queued before), "c"
---           to only try but withdraw the token's place if it takes the lock (a waiter's
---           later attempt made while its grants cannot reach it: an earlier attempt whose
---           reply was lost may have queued it); a place left behind would be handed the
---           lock by a later release, and the lock would sit with nobody for a ttl; with
---           "1"/"j":
---   ARGV[5] the caller's grant channel   ARGV[6] queue linger in ms (queue keys' expiry)
+--   ARGV[4] the mode: what the attempt does when the lock is busy (named as `Join` in
+--           src/scripts.rs):
+--     "no"           only try
+--     "grants"       join the FIFO queue, to be handed the lock on the grant channel
+--                    ARGV[5]; the queue keys live ARGV[6] ms past the last join
+--     "grants-first" as "grants", on an acquisition's first attempt: its fresh token
+--                    cannot be queued yet, so a lock it takes has no place to withdraw
+--     "leave"        only try, but withdraw the token's place if it takes the lock (a
+--                    waiter's later attempt made while its grants cannot reach it: an
+--                    earlier attempt whose reply was lost may have queued it)
+--     "listen"       only try, but mark the queue with "~" (for ARGV[6] ms; ARGV[5] is
+--                    sent empty): a waiter that listens for release notices (Cluster,
+--                    quorum), so that a release announces only when one may listen; and
+--                    withdraw the token's place if it takes the lock (a Cluster waiter
+--                    listens only after its grants stopped reaching it, a slot migration
+--                    or a failover, and may have queued before)
+--           A place left behind would be handed the lock by a later release, and the lock
+--           would sit with nobody for a ttl: hence the withdrawals.
+--   ARGV[5] ("grants", "grants-first") the caller's grant channel
+--   ARGV[6] ("grants", "grants-first", "listen") queue linger in ms (queue keys' expiry)
 --   ARGV[7] (optional; an election's lock) a channel on which a fresh grant PUBLISHes the
 --           key, so that observers of the election learn of the new leader ("": none)
 --   ARGV[8] (optional) "S": SPUBLISH rather than PUBLISH there and for a hand-off (Redis
 --           Cluster, where the channels live in the lock's slot and stay in its shard)
---   ARGV[9] (optional) the fencing clock's step in µs (see fence.lua; a quorum's nodes)
+--   ARGV[9] (optional) the fencing clock's step in µs (see lib/fence.lua; a quorum's nodes)
 -- Reply:
 --   fence             freshly acquired (an integer >= 1: the new fencing token alone, the
 --                     common reply, which Redis turns into RESP far cheaper than a table)
@@ -42,15 +49,17 @@
 --                     (-1: the holder set no expiry); seen is the fencing counter now (0:
 --                     none), so that a waiter recognises a grant older than this reply
 --                     (its fence is at most seen) as stale
---   {0, seen, pttl, 1} the same for a queued waiter ("1"/"j") whose place is not among
+--   {0, seen, pttl, 1} the same for a queued waiter ("grants", "grants-first") whose place is not among
 --                     the first two of the queue: it need not re-check when the holder's
 --                     lease can end (the waiter next in line does; hand_on nudges it)
 local token = ARGV[1]
+local mode = ARGV[4]
+local queues = mode == 'grants' or mode == 'grants-first'
 local sharded = ARGV[8] == 'S'
 -- Fast path: the lock is free (5 calls: SET, LINDEX of the queue, and TIME + SET of the
 -- fence, SET of the holder details). Releases hand the lock straight to the oldest queued
 -- waiter, so a lock is free with waiters queued only after its holder crashed or a
--- hand-off's waiter did not confirm it in its claim window (handoff.lua). Then the oldest
+-- hand-off's waiter did not confirm it in its claim window (lib/handoff.lua). Then the oldest
 -- waiter is served first (the caller only if that is its own place): an attempt never
 -- takes the lock past a waiter that queued before it.
 if redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
@@ -60,7 +69,8 @@ if redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
     handed = hand_on(token, sharded, ARGV[2]) ~= nil
   end
   if not handed then
-    if (ARGV[4] == '1' or ARGV[4] == 'c' or ARGV[4] == 'w') and redis.call('HDEL', KEYS[5], token) == 1 then
+    if (mode == 'grants' or mode == 'leave' or mode == 'listen')
+        and redis.call('HDEL', KEYS[5], token) == 1 then
       redis.call('LREM', KEYS[4], 1, token)
     end
     local fence = grant_fence(KEYS[2], ARGV[9] and tonumber(ARGV[9]))
@@ -81,13 +91,15 @@ if current == token then
   redis.call('PEXPIRE', KEYS[3], ARGV[2])
   return {2, holder_fence(KEYS[3], KEYS[2]), 0}
 end
-if ARGV[4] == '1' or ARGV[4] == 'j' then
+if queues then
   -- A waiter that comes back keeps its place (and its `since`): only a new place reads
   -- the clock, so a retry costs one call here (HGET), as HSETNX did. A place a hand-off
   -- skipped while the waiter's client did not listen (w[5], see release.lua) is reachable
   -- again: its skip is forgotten (one HSET), so that it is kept as long the next time.
   local entry = redis.call('HGET', KEYS[5], token)
   if not entry then
+    -- now_ms of lib/common.lua, inlined: that library is not prepended to the mutex's
+    -- scripts (their hot path would pay a closure per function per call for it).
     local t = redis.call('TIME')
     local since = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
     redis.call('HSET', KEYS[5], token, cjson.encode({ARGV[2], ARGV[5], ARGV[3], since}))
@@ -101,12 +113,12 @@ if ARGV[4] == '1' or ARGV[4] == 'j' then
   redis.call('PEXPIRE', KEYS[4], ARGV[6])
   redis.call('PEXPIRE', KEYS[5], ARGV[6])
 end
-if ARGV[4] == 'w' then
+if mode == 'listen' then
   if not redis.call('LINDEX', KEYS[4], 0) then
     redis.call('RPUSH', KEYS[4], '~')
     redis.call('PEXPIRE', KEYS[4], ARGV[6])
   else
-    -- Queued waiters keep the queue as long as they asked for (see expiry.lua).
+    -- Queued waiters keep the queue as long as they asked for (see lib/expiry.lua).
     raise_expiry(KEYS[4], ARGV[6])
   end
 end
@@ -117,7 +129,7 @@ if not seen then
   seen = holder_fence(KEYS[3], nil)
 end
 local pttl = redis.call('PTTL', KEYS[1])
-if (ARGV[4] == '1' or ARGV[4] == 'j') and redis.call('LINDEX', KEYS[4], 0) ~= token
+if queues and redis.call('LINDEX', KEYS[4], 0) ~= token
     and redis.call('LINDEX', KEYS[4], 1) ~= token then
   return {0, seen, pttl, 1}
 end

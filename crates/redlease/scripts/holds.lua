@@ -15,8 +15,7 @@ local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not score then
   return 0
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 if tonumber(score) > now then
   return 1
 end

@@ -1,8 +1,8 @@
 -- latch_down: a count given back (counted down); the round ends, and is announced, when no
--- count is outstanding after it. Sent as fence.lua .. latch.lua .. latch_down.lua.
--- KEYS as in latch.lua.
+-- count is outstanding after it. Sent as lib/common.lua .. lib/fence.lua .. lib/latch.lua
+-- .. latch_down.lua. KEYS as in lib/latch.lua.
 --   ARGV[1] owner token
---   ARGV[2] the release channel   ARGV[3] "S" to SPUBLISH there, else "" (see latch.lua)
+--   ARGV[2] the release channel   ARGV[3] "S" to SPUBLISH there, else "" (see lib/latch.lua)
 -- Reply: 1 counted down; 0 the token had no count (its lease ran out: it is then
 -- recorded as expired, not counted down).
 -- Error reply "WRONGTYPE ..." (nothing changed) when K is another primitive.

@@ -1,7 +1,8 @@
 -- latch_up: one more outstanding count of a latch, as a lease of its own. Sent as
--- fence.lua .. latch.lua .. latch_up.lua. KEYS as in latch.lua.
+-- lib/common.lua .. lib/fence.lua .. lib/latch.lua .. latch_up.lua. KEYS as in
+-- lib/latch.lua.
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
---   ARGV[4] the release channel   ARGV[5] "S" to SPUBLISH there, else "" (see latch.lua)
+--   ARGV[4] the release channel   ARGV[5] "S" to SPUBLISH there, else "" (see lib/latch.lua)
 -- Reply, as acquire.lua's (a latch is never busy):
 --   fence             a count freshly taken (an integer >= 1, its fencing token)
 --   {2, fence, 0}     this token already has a count (a retried attempt); its lease is set

@@ -1,5 +1,5 @@
 -- multi_acquire: take several locks at once, all or nothing, when they live on one node
--- (one Redis, or one Cluster slot). Sent after fence.lua (each grant takes its fence).
+-- (one Redis, or one Cluster slot). Sent after lib/fence.lua (each grant takes its fence).
 --   KEYS, three per lock i (1-based): KEYS[3i-2] lock key, KEYS[3i-1] its fencing counter,
 --         KEYS[3i] its holder details (as acquire.lua's KEYS[1..3])
 --   ARGV[1] owner token (one for all the locks)   ARGV[2] ttl in ms   ARGV[3] holder details
@@ -21,7 +21,7 @@ for i = 1, n do
   end
 end
 local out = {1}
--- One clock reading for every grant (see fence.lua): each lock has its own counter.
+-- One clock reading for every grant (see lib/fence.lua): each lock has its own counter.
 local clock = nil
 for i = 1, n do
   if redis.call('SET', KEYS[3 * i - 2], token, 'NX', 'PX', ARGV[2]) then

@@ -3,7 +3,8 @@
 -- least one node with this one) counts past it. Also what keeps the counter of a lease
 -- held for days (renew.rs sends it once a day per lease): the counter's expiry is set
 -- to FENCE_KEEP again whenever it is raised or already high enough, and a counter that
--- was deleted comes back at the holder's token.
+-- was deleted comes back at the holder's token. Sent as lib/common.lua .. lib/fence.lua ..
+-- raise_fence.lua (for its FENCE_KEEP: it grants nothing).
 --   KEYS[1] fencing counter   KEYS[2] lock key (a read-write lock: its ZSET of holds)
 --   KEYS[3] (optional; an election's lock) its term record
 --   ARGV[1] the fencing token chosen for the new holder   ARGV[2] owner token
@@ -23,8 +24,8 @@ local held
 if ARGV[3] == 'zset' and not KEYS[3] then
   -- A hold counts while its expiry (ms, by the server's clock) is ahead.
   local score = redis.call('ZSCORE', KEYS[2], ARGV[2])
-  local t = redis.call('TIME')
-  held = score and tonumber(score) > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = now_ms()
+  held = score and tonumber(score) > now
 else
   held = redis.call('GET', KEYS[2]) == ARGV[2]
 end
@@ -32,11 +33,11 @@ if not held then
   return 0
 end
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
--- Kept as long as a grant keeps it (FENCE_KEEP in fence.lua: 7 days).
+-- Kept as long as a grant keeps it (see lib/fence.lua).
 if current < tonumber(ARGV[1]) then
-  redis.call('SET', KEYS[1], ARGV[1], 'EX', 604800)
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', FENCE_KEEP)
 else
-  redis.call('PEXPIRE', KEYS[1], 604800000)
+  redis.call('PEXPIRE', KEYS[1], FENCE_KEEP_MS)
 end
 if KEYS[3] then
   redis.call('SET', KEYS[3], ARGV[1] .. ' ' .. ARGV[2])

@@ -18,9 +18,9 @@
 -- is over that the waiter took it; 0 the lock did not hold our token (expired, or taken by
 -- another); {0, "<window> <grant message>"} it did not, but the lock was free with waiters
 -- queued (a hand-off its waiter never confirmed, a holder that crashed), and this call
--- served the oldest (see handoff.lua).
+-- served the oldest (see lib/handoff.lua).
 --
--- Hand-off: see handoff.lua (prepended to this script, after fence.lua). The releaser's
+-- Hand-off: see lib/handoff.lua (prepended to this script, after lib/fence.lua). The releaser's
 -- own place (left by an attempt that took the free lock without queueing) is dropped,
 -- never granted. A hand-off costs 9 calls (GET, LPOP, HGET, TIME, SET, PUBLISH, HDEL, SET,
 -- SET), plus TIME, HSET once and LPUSH, PTTL, PEXPIRE per release that skips waiters; a

@@ -1,20 +1,24 @@
 -- rw_acquire: one attempt to take a read-write lock for reading or writing (or join its
--- FIFO queue). Sent as fence.lua .. rwlock.lua .. rw_acquire.lua. KEYS as in rwlock.lua:
+-- FIFO queue). Sent as lib/common.lua .. lib/fence.lua .. lib/rwlock.lua .. rw_acquire.lua.
+-- KEYS as in lib/rwlock.lua:
 --   KEYS[1] K (HASH {mode})   KEYS[2] fencing counter   KEYS[3] holders (HASH)
 --   KEYS[4] queue (LIST)   KEYS[5] waiter table (HASH)   KEYS[6] owners (ZSET)
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
 --   ARGV[4] "read" or "write"
---   ARGV[5] "1" to join the FIFO queue when the lock is not granted, "0" (or absent) to only
---           try, "j" to join as "1" on an acquisition's first attempt (its token cannot be
---           queued yet); with "1"/"j" also: ARGV[6] the caller's grant channel
---           ARGV[7] queue linger in ms
---           "2" to join silently (no hand-off can reach the waiter: a Cluster, polling; it
---           comes back for the lock itself): ARGV[6] the lock's release channel, on which
---           K is PUBLISHed when a silent place at the head can now be served (so that its
---           waiter comes back), ARGV[7] queue linger in ms, ARGV[8] how long the place is
---           kept without the waiter coming back, in ms (each attempt renews it),
---           ARGV[9] (optional) "S" to SPUBLISH there rather than PUBLISH (Redis Cluster);
---           "s" to join as "2" on an acquisition's first attempt
+--   ARGV[5] the mode: what the attempt does when the lock is not granted (as acquire.lua's):
+--     "no" (or absent) only try
+--     "grants"         join the FIFO queue, to be handed the lock on the grant channel
+--                      ARGV[6]; the queue keys live ARGV[7] ms past the last join
+--     "grants-first"   as "grants", on an acquisition's first attempt (its token cannot
+--                      be queued yet)
+--     "silent"         join silently: no hand-off can reach the waiter (a Cluster,
+--                      polling), which comes back for the lock itself; ARGV[6] the lock's
+--                      release channel, on which K is PUBLISHed when a silent place at the
+--                      head can now be served (so that its waiter comes back), ARGV[7]
+--                      queue linger in ms, ARGV[8] how long the place is kept without the
+--                      waiter coming back, in ms (each attempt renews it), ARGV[9]
+--                      (optional) "S" to SPUBLISH there rather than PUBLISH (Redis Cluster)
+--     "silent-first"   as "silent", on an acquisition's first attempt
 -- Reply, as acquire.lua:
 --   fence             granted now, with this fresh fencing token (an integer >= 1)
 --   {2, fence, 0}     this token already holds the lock (a retried attempt, or a hand-off);
@@ -35,15 +39,15 @@
 --
 -- Grants: a reader when no writer holds and the queue is empty; a writer when no one
 -- holds and the queue is empty. A caller already queued is granted when it reaches the
--- head and fits (see serve in rwlock.lua), never earlier: so a queued writer stops every
+-- head and fits (see serve in lib/rwlock.lua), never earlier: so a queued writer stops every
 -- reader that comes after it, and readers queued together are granted together.
 local token, ttl, details, want = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local join = ARGV[5]
-local first_attempt = join == 'j' or join == 's'
-if join == 'j' then
-  join = '1'
-elseif join == 's' then
-  join = '2'
+local first_attempt = join == 'grants-first' or join == 'silent-first'
+if join == 'grants-first' then
+  join = 'grants'
+elseif join == 'silent-first' then
+  join = 'silent'
 end
 if want ~= 'read' and want ~= 'write' then
   return redis.error_reply('ERR redlease: the mode must be "read" or "write"')
@@ -61,13 +65,13 @@ if state.count > 0 and redis.call('ZSCORE', KEYS[6], token) then
   return {2, fence_of(token), 0}
 end
 local mine, empty, wake = serve(state, now, token, ttl, details)
-if wake and join == '2' then
+if wake and join == 'silent' then
   redis.call(ARGV[9] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[6], KEYS[1])
 end
 if not mine and empty and fits(state, want) then
   -- The queue is empty, so the caller is not in it; clear a stale table entry (an
   -- acquisition's first attempt has had no place).
-  if (join == '1' or join == '2') and not first_attempt then
+  if (join == 'grants' or join == 'silent') and not first_attempt then
     redis.call('HDEL', KEYS[5], token)
   end
   mine = grant_fence(KEYS[2], nil, clock_us)
@@ -79,7 +83,7 @@ if mine then
   settle()
   return mine
 end
-if join == '1' then
+if join == 'grants' then
   local old = redis.call('HGET', KEYS[5], token)
   if not old then
     redis.call('HSET', KEYS[5], token, cjson.encode({ARGV[2], ARGV[6], details, want, '0', ms(now)}))
@@ -91,7 +95,7 @@ if join == '1' then
       redis.call('HSET', KEYS[5], token, cjson.encode({ARGV[2], ARGV[6], details, want, '0', w[6] or ms(now)}))
     end
   end
-elseif join == '2' then
+elseif join == 'silent' then
   -- A silent place is written again at every attempt (its `until` moves on); it keeps
   -- the `since` of when it was taken.
   local old = redis.call('HGET', KEYS[5], token)
@@ -102,7 +106,7 @@ elseif join == '2' then
     redis.call('RPUSH', KEYS[4], token)
   end
 end
-if join == '1' or join == '2' then
+if join == 'grants' or join == 'silent' then
   redis.call('PEXPIRE', KEYS[4], ARGV[7])
   redis.call('PEXPIRE', KEYS[5], ARGV[7])
 end

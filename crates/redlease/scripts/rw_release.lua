@@ -1,7 +1,8 @@
 -- rw_release: give back our hold (read or write) of a read-write lock and grant the lock
 -- to the queue's head as far as it fits; also withdraws our token from the queue, so a
--- waiter that gives up calls this too. Sent as fence.lua .. rwlock.lua .. rw_release.lua.
--- KEYS as in rwlock.lua (rw_acquire.lua's six).
+-- waiter that gives up calls this too. Sent as lib/common.lua .. lib/fence.lua ..
+-- lib/rwlock.lua .. rw_release.lua.
+-- KEYS as in lib/rwlock.lua (rw_acquire.lua's six).
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: when the release leaves the lock held by no one
 --           (nothing handed on), PUBLISH K there (Cluster and quorum waiters, which do not

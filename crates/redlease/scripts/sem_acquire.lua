@@ -1,15 +1,20 @@
 -- sem_acquire: one attempt to take a permit of a semaphore (or join its FIFO queue).
--- Sent as fence.lua .. semaphore.lua .. sem_acquire.lua. KEYS as in semaphore.lua:
+-- Sent as lib/common.lua .. lib/fence.lua .. lib/semaphore.lua .. sem_acquire.lua. KEYS as
+-- in lib/semaphore.lua:
 --   KEYS[1] K (ZSET of permits)   KEYS[2] fencing counter   KEYS[3] holders (HASH)
 --   KEYS[4] queue (LIST)   KEYS[5] waiter table (HASH)   KEYS[6] permit count
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
 --   ARGV[4] the permit count N (a whole number >= 1)
---   ARGV[5] "1" to join the FIFO queue when no permit is free, "0" (or absent) to only try,
---           "j" to join as "1" on an acquisition's first attempt (its token cannot be
---           queued yet); with "1"/"j" also: ARGV[6] the caller's grant channel
---           ARGV[7] queue linger in ms
+--   ARGV[5] the mode: what the attempt does when no permit is free (as acquire.lua's):
+--     "no" (or absent) only try
+--     "grants"         join the FIFO queue, to be handed a permit on the grant channel
+--                      ARGV[6]; the queue keys live ARGV[7] ms past the last join
+--     "grants-first"   as "grants", on an acquisition's first attempt (its token cannot
+--                      be queued yet)
+--   ARGV[6] ("grants", "grants-first") the caller's grant channel
+--   ARGV[7] ("grants", "grants-first") queue linger in ms
 --   ARGV[8] (optional) how many of the permits to take as one lease, n from 1 to N (absent:
---           1); with ARGV[5] "0", ARGV[6] and ARGV[7] are then sent empty
+--           1); with ARGV[5] "no", ARGV[6] and ARGV[7] are then sent empty
 -- Reply, as acquire.lua:
 --   fence             a permit freshly granted (an integer >= 1, its fencing token)
 --   {2, fence, 0}     this token already holds a permit (a retried attempt, or a hand-off);
@@ -35,9 +40,9 @@
 local token, ttl, details = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local permits = tonumber(ARGV[4])
 local join = ARGV[5]
-local first_attempt = join == 'j'
+local first_attempt = join == 'grants-first'
 if first_attempt then
-  join = '1'
+  join = 'grants'
 end
 if not permits or permits < 1 or permits ~= math.floor(permits) then
   return redis.error_reply('ERR redlease: the permit count must be a whole number >= 1')
@@ -70,7 +75,7 @@ if not mine and free > 0 and not blocked then
   -- The queue is empty (serve ran it dry), so the caller is not in it: a stale table
   -- entry can be left by an entry whose list place expired, so clear it (an
   -- acquisition's first attempt has had no place).
-  if join == '1' and not first_attempt then
+  if join == 'grants' and not first_attempt then
     redis.call('HDEL', KEYS[5], token)
   end
   if free >= weight then
@@ -86,7 +91,7 @@ if mine then
   settle({count = count})
   return mine
 end
-if join == '1' then
+if join == 'grants' then
   local place = {ARGV[2], ARGV[6], details, ms(now)}
   if weight > 1 then
     place[5] = weight

@@ -1,7 +1,9 @@
 -- sem_release: give back our permit (all n permits of a lease taken as n), handing what it
 -- frees to the oldest queued waiters whose clients still listen, in order while they fit;
--- also withdraws our token from the queue, so a waiter that gives up calls this too. Sent as fence.lua .. semaphore.lua .. sem_release.lua (hand-offs grant).
--- KEYS as in semaphore.lua (sem_acquire.lua's six).
+-- also withdraws our token from the queue, so a waiter that gives up calls this too. Sent
+-- as lib/common.lua .. lib/fence.lua .. lib/semaphore.lua .. sem_release.lua (hand-offs
+-- grant).
+-- KEYS as in lib/semaphore.lua (sem_acquire.lua's six).
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: when the release leaves a permit free rather than
 --           handing it on, PUBLISH K there (Cluster and quorum waiters, which do not queue)

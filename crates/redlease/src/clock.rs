@@ -3,7 +3,7 @@
 //! A guard's claim assumes that Redis' clock, which expires the key, runs at most
 //! `drift` (a hundredth of the ttl, plus 2 ms) faster than this process' monotonic clock
 //! over one lease. Nothing else checks it; this module does, at no cost: every fresh
-//! grant's fencing token is the server's `TIME` in microseconds (see `scripts/fence.lua`),
+//! grant's fencing token is the server's `TIME` in microseconds (see `scripts/lib/fence.lua`),
 //! read between the attempt's send and its reply. Two grants far enough apart bound the
 //! server clock's rate from below: `(server₂ - server₁) / (received₂ - sent₁)`. When that
 //! lower bound exceeds the allowance, claims may outlive keys: the client warns (a

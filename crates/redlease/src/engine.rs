@@ -460,7 +460,7 @@ async fn release_token(
 }
 
 /// A hand-off's waiter holds the lock for a short claim window only until it confirms the
-/// grant (`scripts/handoff.lua`): a waiter whose link was cut silently never does, and
+/// grant (`scripts/lib/handoff.lua`): a waiter whose link was cut silently never does, and
 /// the lock is then free with waiters queued. The client that made the hand-off checks
 /// once the window is over, with one more run of the release script for its old token:
 /// it finds its token gone, and serves the queue if the lock is free. One check per lock

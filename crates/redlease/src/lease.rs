@@ -19,7 +19,7 @@ use crate::scripts::Kind;
 use crate::token::{FencingToken, OwnerToken};
 use crate::ttl::{claim, ttl_millis};
 
-/// How long a grant keeps the lock's fencing counter (`FENCE_KEEP` in `scripts/fence.lua`).
+/// How long a grant keeps the lock's fencing counter (`FENCE_KEEP` in `scripts/lib/fence.lua`).
 const FENCE_KEEP: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How long before the counter's expiry a renewal keeps it again.
 const FENCE_KEEP_AHEAD: Duration = Duration::from_secs(24 * 3600);

@@ -3,52 +3,60 @@
 //! a cluster node lacks a script, and error messages that name the script.
 //!
 //! Each script's header in `scripts/*.lua` states its KEYS, ARGV and reply; the typed
-//! calls that lay them out are in `crate::scripts`.
+//! calls that lay them out are in `crate::scripts`. The files in `scripts/lib/` are not
+//! scripts: they are libraries (local functions and constants) put in front of the
+//! scripts that use them, in the order given here (a library may use those before it).
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-/// `acquire.lua` with the hybrid-clock fencing rule of `fence.lua`, the expiry helper of
-/// `expiry.lua` and the hand-off of `handoff.lua` in front.
+/// `acquire.lua` with the hybrid-clock fencing rule of `lib/fence.lua`, the expiry helper of
+/// `lib/expiry.lua` and the hand-off of `lib/handoff.lua` in front.
 const ACQUIRE_LUA: &str = concat!(
-    include_str!("../scripts/fence.lua"),
-    include_str!("../scripts/expiry.lua"),
-    include_str!("../scripts/handoff.lua"),
+    include_str!("../scripts/lib/fence.lua"),
+    include_str!("../scripts/lib/expiry.lua"),
+    include_str!("../scripts/lib/handoff.lua"),
     include_str!("../scripts/acquire.lua")
 );
-/// `release.lua` (whose hand-off grants) with `fence.lua` and `handoff.lua` in front.
+/// `release.lua` (whose hand-off grants) with `lib/fence.lua` and `lib/handoff.lua` in front.
 const RELEASE_LUA: &str = concat!(
-    include_str!("../scripts/fence.lua"),
-    include_str!("../scripts/handoff.lua"),
+    include_str!("../scripts/lib/fence.lua"),
+    include_str!("../scripts/lib/handoff.lua"),
     include_str!("../scripts/release.lua")
 );
-/// The semaphore scripts, each with `fence.lua` and `semaphore.lua` in front.
+/// The semaphore scripts, each with `lib/common.lua`, `lib/fence.lua` and
+/// `lib/semaphore.lua` in front.
 macro_rules! semaphore_script {
     ($file:literal) => {
         concat!(
-            include_str!("../scripts/fence.lua"),
-            include_str!("../scripts/semaphore.lua"),
+            include_str!("../scripts/lib/common.lua"),
+            include_str!("../scripts/lib/fence.lua"),
+            include_str!("../scripts/lib/semaphore.lua"),
             include_str!($file)
         )
     };
 }
-/// The read-write lock scripts, each with `fence.lua` and `rwlock.lua` in front.
+/// The read-write lock scripts, each with `lib/common.lua`, `lib/fence.lua` and
+/// `lib/rwlock.lua` in front.
 macro_rules! rwlock_script {
     ($file:literal) => {
         concat!(
-            include_str!("../scripts/fence.lua"),
-            include_str!("../scripts/rwlock.lua"),
+            include_str!("../scripts/lib/common.lua"),
+            include_str!("../scripts/lib/fence.lua"),
+            include_str!("../scripts/lib/rwlock.lua"),
             include_str!($file)
         )
     };
 }
-/// The latch scripts, each with `fence.lua` and `latch.lua` in front.
+/// The latch scripts, each with `lib/common.lua`, `lib/fence.lua` and `lib/latch.lua` in
+/// front.
 macro_rules! latch_script {
     ($file:literal) => {
         concat!(
-            include_str!("../scripts/fence.lua"),
-            include_str!("../scripts/latch.lua"),
+            include_str!("../scripts/lib/common.lua"),
+            include_str!("../scripts/lib/fence.lua"),
+            include_str!("../scripts/lib/latch.lua"),
             include_str!($file)
         )
     };
@@ -61,29 +69,41 @@ const SEM_RELEASE_LUA: &str = semaphore_script!("../scripts/sem_release.lua");
 const RW_ACQUIRE_LUA: &str = rwlock_script!("../scripts/rw_acquire.lua");
 const RW_RELEASE_LUA: &str = rwlock_script!("../scripts/rw_release.lua");
 const RW_DOWNGRADE_LUA: &str = rwlock_script!("../scripts/rw_downgrade.lua");
-/// The ZSET lease scripts, each with `expiry.lua` in front.
+/// The ZSET lease scripts, each with `lib/common.lua` and `lib/expiry.lua` in front.
 const LEASE_EXTEND_LUA: &str = concat!(
-    include_str!("../scripts/expiry.lua"),
+    include_str!("../scripts/lib/common.lua"),
+    include_str!("../scripts/lib/expiry.lua"),
     include_str!("../scripts/lease_extend.lua")
 );
 const LEASE_RENEW_LUA: &str = concat!(
-    include_str!("../scripts/expiry.lua"),
+    include_str!("../scripts/lib/common.lua"),
+    include_str!("../scripts/lib/expiry.lua"),
     include_str!("../scripts/lease_renew.lua")
 );
-/// `extend.lua` with `expiry.lua` in front.
-const EXTEND_LUA: &str = concat!(
-    include_str!("../scripts/expiry.lua"),
-    include_str!("../scripts/extend.lua")
+/// `lock_extend.lua` with `lib/expiry.lua` in front.
+const LOCK_EXTEND_LUA: &str = concat!(
+    include_str!("../scripts/lib/expiry.lua"),
+    include_str!("../scripts/lock_extend.lua")
 );
-const RENEW_LUA: &str = include_str!("../scripts/renew.lua");
-const RAISE_FENCE_LUA: &str = include_str!("../scripts/raise_fence.lua");
+const LOCK_RENEW_LUA: &str = include_str!("../scripts/lock_renew.lua");
+/// `raise_fence.lua` with `lib/common.lua` and `lib/fence.lua` (for how long a fencing
+/// counter is kept) in front.
+const RAISE_FENCE_LUA: &str = concat!(
+    include_str!("../scripts/lib/common.lua"),
+    include_str!("../scripts/lib/fence.lua"),
+    include_str!("../scripts/raise_fence.lua")
+);
 const FENCED_SET_LUA: &str = include_str!("../scripts/fenced_set.lua");
 const LEADER_LUA: &str = include_str!("../scripts/leader.lua");
-const HOLDS_LUA: &str = include_str!("../scripts/holds.lua");
+/// `holds.lua` with `lib/common.lua` in front.
+const HOLDS_LUA: &str = concat!(
+    include_str!("../scripts/lib/common.lua"),
+    include_str!("../scripts/holds.lua")
+);
 const PROCLAIM_LUA: &str = include_str!("../scripts/proclaim.lua");
-/// `multi_acquire.lua` with `fence.lua` in front.
+/// `multi_acquire.lua` with `lib/fence.lua` in front.
 const MULTI_ACQUIRE_LUA: &str = concat!(
-    include_str!("../scripts/fence.lua"),
+    include_str!("../scripts/lib/fence.lua"),
     include_str!("../scripts/multi_acquire.lua")
 );
 
@@ -94,10 +114,10 @@ pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUI
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 
 /// Compare-and-PEXPIRE.
-pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
+pub(crate) static LOCK_EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(LOCK_EXTEND_LUA));
 
 /// Compare-and-PEXPIRE of many leases in one call, for the renewal scheduler.
-pub(crate) static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW_LUA));
+pub(crate) static LOCK_RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(LOCK_RENEW_LUA));
 
 /// Raise a quorum node's fencing counter to the token handed out (never lower it).
 pub(crate) static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(RAISE_FENCE_LUA));
@@ -167,8 +187,8 @@ fn all() -> [(&'static Script, &'static str, &'static str); 20] {
         (&*LEASE_RENEW, "lease_renew.lua", LEASE_RENEW_LUA),
         (&*ACQUIRE, "acquire.lua", ACQUIRE_LUA),
         (&*RELEASE, "release.lua", RELEASE_LUA),
-        (&*EXTEND, "extend.lua", EXTEND_LUA),
-        (&*RENEW, "renew.lua", RENEW_LUA),
+        (&*LOCK_EXTEND, "lock_extend.lua", LOCK_EXTEND_LUA),
+        (&*LOCK_RENEW, "lock_renew.lua", LOCK_RENEW_LUA),
         (&*RAISE_FENCE, "raise_fence.lua", RAISE_FENCE_LUA),
         (&*FENCED_SET, "fenced_set.lua", FENCED_SET_LUA),
     ]
@@ -248,7 +268,7 @@ mod tests {
     use super::*;
 
     /// The text sent with `EVAL` is the very script whose SHA1 `EVALSHA` sent (the
-    /// `fence.lua` prelude included).
+    /// `lib/fence.lua` prelude included).
     #[test]
     fn every_source_hashes_to_its_script() {
         for (script, name, _) in all() {

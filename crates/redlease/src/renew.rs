@@ -6,7 +6,7 @@
 //! within the next `ttl/6` of its own (renewing a little early costs nothing), and renews
 //! them in **pipelined round trips** of up to `ROUND_TRIP_LEASES`, a few in flight at once:
 //! batches of
-//! up to `BATCH` (in `scripts`) leases per `EVALSHA` of `scripts/renew.lua`. Ten thousand
+//! up to `BATCH` (in `scripts`) leases per `EVALSHA` of `scripts/lock_renew.lua`. Ten thousand
 //! locks acquired within a few seconds of each other therefore cost ten round trips (and a
 //! few dozen script calls) per interval, not ten thousand. A lock's renewal runs two calls
 //! in Redis (`GET`, `PEXPIRE`); its holder details are kept several leases at a time

@@ -66,7 +66,7 @@ pub(crate) fn acquire(value: &Value) -> RedisResult<Reply> {
     .ok_or_else(unexpected)
 }
 
-/// `release.lua` and `extend.lua`: 1 (the lock held our token) or 0 (it did not).
+/// `release.lua` and `lock_extend.lua`: 1 (the lock held our token) or 0 (it did not).
 pub(crate) fn flag(script: &'static str, value: &Value) -> RedisResult<bool> {
     match value {
         Value::Int(1) => Ok(true),
@@ -97,7 +97,7 @@ pub(crate) struct Handoff {
     /// The waiter's owner token.
     pub(crate) token: String,
     /// How long the lock is the waiter's unless it confirms the grant (see
-    /// `scripts/handoff.lua`).
+    /// `scripts/lib/handoff.lua`).
     pub(crate) window: Duration,
 }
 
@@ -171,16 +171,16 @@ pub(crate) fn parse_nudge(payload: &[u8]) -> Option<(Duration, &str)> {
     Some((ttl, token))
 }
 
-/// `renew.lua` for a batch of `leases`: one 1 (renewed) or 0 (lost) per lease, in order.
+/// `lock_renew.lua` for a batch of `leases`: one 1 (renewed) or 0 (lost) per lease, in order.
 pub(crate) fn renew(value: &Value, leases: usize) -> RedisResult<Vec<bool>> {
-    let unexpected = || unexpected("renew.lua", "one 1 or 0 per lease", value);
+    let unexpected = || unexpected("lock_renew.lua", "one 1 or 0 per lease", value);
     let Value::Array(items) = value else {
         return Err(unexpected());
     };
     if items.len() != leases {
         return Err(RedisError::from((
             ErrorKind::UnexpectedReturnType,
-            "renew.lua answered for another number of leases than it was given",
+            "lock_renew.lua answered for another number of leases than it was given",
             format!("{} answers for {leases} leases", items.len()),
         )));
     }
@@ -497,11 +497,11 @@ mod tests {
         assert!(flag("release.lua", &Value::Int(1)).is_ok_and(|f| f));
         assert!(flag("release.lua", &Value::Int(0)).is_ok_and(|f| !f));
         for bad in [Value::Int(2), Value::Int(-1), Value::Nil, array(&[1])] {
-            let result = flag("extend.lua", &bad);
+            let result = flag("lock_extend.lua", &bad);
             assert!(
                 result
                     .as_ref()
-                    .is_err_and(|e| e.to_string().contains("extend.lua")),
+                    .is_err_and(|e| e.to_string().contains("lock_extend.lua")),
                 "{bad:?}: {result:?}"
             );
         }

@@ -6,11 +6,11 @@ use redis::aio::ConnectionLike;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisResult, Script, ToRedisArgs};
 
 use crate::keys::{LockKeys, Primitive};
-pub(crate) use crate::lua::EXTEND;
+pub(crate) use crate::lua::LOCK_EXTEND;
 use crate::lua::{
     ACQUIRE, FENCED_SET, HOLDS, LATCH_CHECK, LATCH_DOWN, LATCH_UP, LEADER, LEASE_EXTEND,
-    LEASE_RENEW, MULTI_ACQUIRE, PROCLAIM, RAISE_FENCE, RELEASE, RENEW, RW_ACQUIRE, RW_DOWNGRADE,
-    RW_RELEASE, SEM_ACQUIRE, SEM_RELEASE,
+    LEASE_RENEW, LOCK_RENEW, MULTI_ACQUIRE, PROCLAIM, RAISE_FENCE, RELEASE, RW_ACQUIRE,
+    RW_DOWNGRADE, RW_RELEASE, SEM_ACQUIRE, SEM_RELEASE,
 };
 
 /// What a lease is a lease on: which scripts take, give back and renew it.
@@ -121,7 +121,11 @@ pub(crate) struct AcquireArgs<'a> {
 /// down that much longer than the skew between the nodes' clocks.
 pub(crate) const QUORUM_FENCE_STEP: u64 = 10_000;
 
-/// Whether and how an attempt that finds its name busy joins the FIFO queue.
+/// Whether and how an attempt that finds its name busy joins the FIFO queue. The scripts
+/// take it as their mode (`acquire.lua`'s ARGV[4], `sem_acquire.lua`'s and
+/// `rw_acquire.lua`'s ARGV[5]), by the variant's name: "no", "leave", "grants" (or
+/// "grants-first"), "silent" (or "silent-first"), "listen"; the semaphore's and read-write
+/// lock's scripts know no "leave" or "listen" and are sent "no" for them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Join<'a> {
     /// Only try.
@@ -280,8 +284,8 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
             linger_ms,
             first,
         } => {
-            let code = if first { "j" } else { "1" };
-            invocation.arg(code).arg(channel).arg(linger_ms);
+            let mode = if first { "grants-first" } else { "grants" };
+            invocation.arg(mode).arg(channel).arg(linger_ms);
         }
         Join::Silent {
             linger_ms,
@@ -289,7 +293,7 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
             first,
         } => {
             invocation
-                .arg(if first { "s" } else { "2" })
+                .arg(if first { "silent-first" } else { "silent" })
                 .arg(&keys.channel)
                 .arg(linger_ms)
                 .arg(stale_ms);
@@ -299,13 +303,13 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
             }
         }
         Join::Listen { linger_ms } if lock => {
-            invocation.arg("w").arg("").arg(linger_ms);
+            invocation.arg("listen").arg("").arg(linger_ms);
         }
         Join::Leave if lock => {
-            invocation.arg("c");
+            invocation.arg("leave");
         }
         Join::No | Join::Leave | Join::Listen { .. } => {
-            invocation.arg("0");
+            invocation.arg("no");
         }
     }
     // sem_acquire.lua's ARGV[8]: the permits asked, sent only when more than one (the
@@ -474,7 +478,7 @@ fn lease_keys(keys: &LockKeys, kind: Kind) -> [&str; 3] {
 /// The extend script of `kind`: the lease of `token` reset to `ttl_ms`.
 pub(crate) fn extend(keys: &LockKeys, kind: Kind, token: &str, ttl_ms: u64) -> Call {
     let mut invocation = match kind {
-        Kind::Mutex | Kind::Leader => Call::new(&EXTEND, &[&keys.key, &keys.holder]),
+        Kind::Mutex | Kind::Leader => Call::new(&LOCK_EXTEND, &[&keys.key, &keys.holder]),
         Kind::Permit { .. } | Kind::Read | Kind::Write | Kind::Count => {
             Call::new(&LEASE_EXTEND, &lease_keys(keys, kind))
         }
@@ -486,15 +490,15 @@ pub(crate) fn extend(keys: &LockKeys, kind: Kind, token: &str, ttl_ms: u64) -> C
 /// The file name of `kind`'s extend script, for messages.
 pub(crate) fn extend_name(kind: Kind) -> &'static str {
     match kind {
-        Kind::Mutex | Kind::Leader => "extend.lua",
+        Kind::Mutex | Kind::Leader => "lock_extend.lua",
         Kind::Permit { .. } | Kind::Read | Kind::Write | Kind::Count => "lease_extend.lua",
     }
 }
 
-/// `extend.lua` as an `EVALSHA` in `pipe` (for a pipeline that follows it with `WAIT`).
+/// `lock_extend.lua` as an `EVALSHA` in `pipe` (for a pipeline that follows it with `WAIT`).
 pub(crate) fn push_extend(pipe: &mut Pipeline, keys: &LockKeys, token: &str, ttl_ms: u64) {
     pipe.cmd("EVALSHA")
-        .arg(EXTEND.get_hash())
+        .arg(LOCK_EXTEND.get_hash())
         .arg(2)
         .arg(&keys.key)
         .arg(&keys.holder)
@@ -503,17 +507,17 @@ pub(crate) fn push_extend(pipe: &mut Pipeline, keys: &LockKeys, token: &str, ttl
 }
 
 /// The renewal calls for `batch`: one `EVALSHA` per [`BATCH`] leases of one script
-/// (`renew.lua` for locks, `lease_renew.lua` for the others), in one pipeline; and, for
+/// (`lock_renew.lua` for locks, `lease_renew.lua` for the others), in one pipeline; and, for
 /// each call in order, the indexes in `batch` of the leases it renews.
 pub(crate) fn renew(batch: &[RenewItem<'_>]) -> (Pipeline, Vec<Vec<usize>>) {
     let (locks, others): (Vec<usize>, Vec<usize>) =
         (0..batch.len()).partition(|&i| batch[i].kind.is_lock());
     let mut pipe = redis::pipe();
     let mut calls = Vec::new();
-    for (script, indexes) in [(&*RENEW, locks), (&*LEASE_RENEW, others)] {
+    for (script, indexes) in [(&*LOCK_RENEW, locks), (&*LEASE_RENEW, others)] {
         for chunk in indexes.chunks(BATCH) {
             let mut cmd = Cmd::new();
-            let per_lease = if script.get_hash() == RENEW.get_hash() {
+            let per_lease = if script.get_hash() == LOCK_RENEW.get_hash() {
                 2
             } else {
                 3
@@ -548,7 +552,7 @@ pub(crate) fn renew(batch: &[RenewItem<'_>]) -> (Pipeline, Vec<Vec<usize>>) {
 
 /// The scripts a renewal pipeline may call, to load on `NOSCRIPT`.
 pub(crate) fn renew_scripts() -> [&'static Script; 2] {
-    [&RENEW, &LEASE_RENEW]
+    [&LOCK_RENEW, &LEASE_RENEW]
 }
 
 /// `raise_fence.lua`: a quorum node's counter raised to `fence` while the lease of `kind`

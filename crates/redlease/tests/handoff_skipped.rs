@@ -164,7 +164,7 @@ async fn a_holder_is_never_handed_its_own_place() {
 async fn a_waiter_taking_the_lock_by_a_later_attempt_leaves_no_place() {
     let server = common::server();
     let mut conn = common::raw(&server).await;
-    for flag in ["c", "w"] {
+    for flag in ["leave", "listen"] {
         let keys = Keys::new(&format!("later-{flag}"));
         mutex_acquire(&mut conn, &keys, "x").await.unwrap();
         let _h = Listener::new(&server, "grant:h").await;

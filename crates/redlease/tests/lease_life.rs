@@ -189,7 +189,7 @@ async fn an_extend_resent_after_noscript_is_not_overtaken_by_a_renewal() {
         .unwrap();
     let _: String = redis::cmd("SCRIPT")
         .arg("LOAD")
-        .arg(include_str!("../scripts/renew.lua"))
+        .arg(include_str!("../scripts/lock_renew.lua"))
         .query_async(&mut conn)
         .await
         .unwrap();

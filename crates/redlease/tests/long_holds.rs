@@ -115,7 +115,11 @@ async fn keeping_the_counter_restores_it_and_its_week() {
         let fencing = guard.fencing_token().get();
         async move {
             let kept: i64 = redis::cmd("EVAL")
-                .arg(include_str!("../scripts/raise_fence.lua"))
+                .arg(concat!(
+                    include_str!("../scripts/lib/common.lua"),
+                    include_str!("../scripts/lib/fence.lua"),
+                    include_str!("../scripts/raise_fence.lua")
+                ))
                 .arg(2)
                 .arg(&fence)
                 .arg(&key)

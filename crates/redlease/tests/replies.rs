@@ -20,8 +20,8 @@ const STEP: Duration = Duration::from_secs(30);
 
 /// What the fake answers: `acquire` to every `EVALSHA` whose `numkeys` is 5 (only
 /// `acquire.lua` and `release.lua` take 5 keys; `release.lua` gets one ARGV, `acquire.lua`
-/// at least four), `renew` to every other `EVALSHA` with an even key count (`renew.lua`),
-/// `:1` to the rest (`release.lua`, `extend.lua`).
+/// at least four), `renew` to every other `EVALSHA` with an even key count (`lock_renew.lua`),
+/// `:1` to the rest (`release.lua`, `lock_extend.lua`).
 struct Fake {
     acquire: &'static str,
     renew: &'static str,
@@ -65,7 +65,7 @@ async fn serve(stream: TcpStream, fake: Arc<Fake>) {
                 if keys == 5 && argv >= 4 {
                     fake.acquire.into()
                 } else if keys >= 2 && keys.is_multiple_of(2) && argv == keys / 2 * 3 {
-                    // renew.lua: per lease two keys, and three arguments.
+                    // lock_renew.lua: per lease two keys, and three arguments.
                     fake.renewals.fetch_add(1, Ordering::Relaxed);
                     fake.renew.into()
                 } else {

@@ -642,7 +642,7 @@ async fn every_script_runs_after_script_flush_and_with_eval() {
         &mut conn,
         prims::RW_ACQUIRE,
         &rw,
-        &s(&["x", "60000", "d", "write", "0"]),
+        &s(&["x", "60000", "d", "write", "no"]),
     )
     .await
     .unwrap();
@@ -661,7 +661,7 @@ async fn every_script_runs_after_script_flush_and_with_eval() {
     assert_eq!(reply, redis::Value::Int(1));
 }
 
-/// A silent join (`ARGV[5] = "2"`, Cluster waiters): the place keeps later readers out
+/// A silent join (`ARGV[5] = "silent"`, Cluster waiters): the place keeps later readers out
 /// without a hand-off, its waiter takes the lock on its own attempt, and a place whose
 /// waiter stops coming back is dropped after its `stale` time.
 async fn rw_join_silently(
@@ -678,7 +678,7 @@ async fn rw_join_silently(
         .arg(LONG)
         .arg(format!("host of {token}"))
         .arg(mode)
-        .arg("2")
+        .arg("silent")
         .arg("")
         .arg(LINGER)
         .arg(stale_ms);

@@ -494,7 +494,7 @@ async fn every_script_runs_after_script_flush_and_with_eval() {
         &mut conn,
         prims::SEM_ACQUIRE,
         &sem,
-        &s(&["c", "60000", "d", "1", "0"]),
+        &s(&["c", "60000", "d", "1", "no"]),
     )
     .await
     .unwrap();

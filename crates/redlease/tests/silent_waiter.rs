@@ -1,7 +1,7 @@
 //! A waiter whose link is cut silently (packets dropped, nothing closed) when the lock is
 //! handed to it: Redis still counts its grant subscription, so the release hands it the
 //! lock. The hand-off lasts its claim window only (a tenth of the ttl, at most 1 s: see
-//! `scripts/handoff.lua`); then the next waiter is served, and the waiters keep their
+//! `scripts/lib/handoff.lua`); then the next waiter is served, and the waiters keep their
 //! order. Before: the lock sat with nobody for the whole ttl (3.0 s of 3 s), and the
 //! holder's own re-acquire, queued behind another waiter, won 3 of 6 runs.
 //!

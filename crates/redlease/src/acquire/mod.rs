@@ -317,7 +317,7 @@ impl Request<'_> {
     /// come from a demoted primary, relaying a grant its new primary counted for nobody).
     ///
     /// A lock's grant is always confirmed: the hand-off set it for a short claim window
-    /// only (`scripts/handoff.lua`), and the confirming attempt sets the whole ttl.
+    /// only (`scripts/lib/handoff.lua`), and the confirming attempt sets the whole ttl.
     fn usable_grant(&self, dating: &Dating, grant: Grant) -> Option<Instant> {
         let window_only = matches!(self.kind, Kind::Mutex | Kind::Leader);
         if window_only || !self.engine.deployment().trusts_grants() || !grant.vouched {

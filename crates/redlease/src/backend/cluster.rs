@@ -188,7 +188,7 @@ mod tests {
     fn a_missing_script_is_sent_again_with_its_text_and_the_same_keys() {
         let mut evalsha = redis::cmd("EVALSHA");
         evalsha
-            .arg(crate::lua::EXTEND.get_hash())
+            .arg(crate::lua::LOCK_EXTEND.get_hash())
             .arg(2)
             .arg("{k}")
             .arg("{k}:holder")
@@ -200,8 +200,8 @@ mod tests {
         assert_eq!(
             eval[1],
             concat!(
-                include_str!("../../scripts/expiry.lua"),
-                include_str!("../../scripts/extend.lua")
+                include_str!("../../scripts/lib/expiry.lua"),
+                include_str!("../../scripts/lock_extend.lua")
             )
             .as_bytes()
             .to_vec()

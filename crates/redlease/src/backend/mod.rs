@@ -326,10 +326,10 @@ impl Deployment {
             pipe.cmd("WAIT").arg(replicas).arg(round_ms);
             let (extended, acked): (Value, usize) = self
                 .primary()
-                .pipeline(&pipe, &[&scripts::EXTEND])
+                .pipeline(&pipe, &[&scripts::LOCK_EXTEND])
                 .await
                 .map_err(|e| self.error("waiting for replicas", &keys.key, e))?;
-            let extended = replies::flag("extend.lua", &extended)
+            let extended = replies::flag("lock_extend.lua", &extended)
                 .map_err(|e| self.error("waiting for replicas", &keys.key, e))?;
             if !extended || acked >= replicas || left <= round {
                 return Ok((extended, acked));

@@ -18,48 +18,55 @@ use redis::{RedisResult, Script, Value};
 use redlease::{LockKeys, Primitive};
 
 pub const SEM_ACQUIRE: &str = concat!(
-    include_str!("../../scripts/fence.lua"),
-    include_str!("../../scripts/semaphore.lua"),
+    include_str!("../../scripts/lib/common.lua"),
+    include_str!("../../scripts/lib/fence.lua"),
+    include_str!("../../scripts/lib/semaphore.lua"),
     include_str!("../../scripts/sem_acquire.lua")
 );
 pub const SEM_RELEASE: &str = concat!(
-    include_str!("../../scripts/fence.lua"),
-    include_str!("../../scripts/semaphore.lua"),
+    include_str!("../../scripts/lib/common.lua"),
+    include_str!("../../scripts/lib/fence.lua"),
+    include_str!("../../scripts/lib/semaphore.lua"),
     include_str!("../../scripts/sem_release.lua")
 );
 pub const RW_ACQUIRE: &str = concat!(
-    include_str!("../../scripts/fence.lua"),
-    include_str!("../../scripts/rwlock.lua"),
+    include_str!("../../scripts/lib/common.lua"),
+    include_str!("../../scripts/lib/fence.lua"),
+    include_str!("../../scripts/lib/rwlock.lua"),
     include_str!("../../scripts/rw_acquire.lua")
 );
 pub const RW_RELEASE: &str = concat!(
-    include_str!("../../scripts/fence.lua"),
-    include_str!("../../scripts/rwlock.lua"),
+    include_str!("../../scripts/lib/common.lua"),
+    include_str!("../../scripts/lib/fence.lua"),
+    include_str!("../../scripts/lib/rwlock.lua"),
     include_str!("../../scripts/rw_release.lua")
 );
 pub const RW_DOWNGRADE: &str = concat!(
-    include_str!("../../scripts/fence.lua"),
-    include_str!("../../scripts/rwlock.lua"),
+    include_str!("../../scripts/lib/common.lua"),
+    include_str!("../../scripts/lib/fence.lua"),
+    include_str!("../../scripts/lib/rwlock.lua"),
     include_str!("../../scripts/rw_downgrade.lua")
 );
 pub const LEASE_EXTEND: &str = concat!(
-    include_str!("../../scripts/expiry.lua"),
+    include_str!("../../scripts/lib/common.lua"),
+    include_str!("../../scripts/lib/expiry.lua"),
     include_str!("../../scripts/lease_extend.lua")
 );
 pub const LEASE_RENEW: &str = concat!(
-    include_str!("../../scripts/expiry.lua"),
+    include_str!("../../scripts/lib/common.lua"),
+    include_str!("../../scripts/lib/expiry.lua"),
     include_str!("../../scripts/lease_renew.lua")
 );
 /// The mutex's own scripts, for the conflict tests.
 pub const MUTEX_ACQUIRE: &str = concat!(
-    include_str!("../../scripts/fence.lua"),
-    include_str!("../../scripts/expiry.lua"),
-    include_str!("../../scripts/handoff.lua"),
+    include_str!("../../scripts/lib/fence.lua"),
+    include_str!("../../scripts/lib/expiry.lua"),
+    include_str!("../../scripts/lib/handoff.lua"),
     include_str!("../../scripts/acquire.lua")
 );
 pub const MUTEX_RELEASE: &str = concat!(
-    include_str!("../../scripts/fence.lua"),
-    include_str!("../../scripts/handoff.lua"),
+    include_str!("../../scripts/lib/fence.lua"),
+    include_str!("../../scripts/lib/handoff.lua"),
     include_str!("../../scripts/release.lua")
 );
 
@@ -138,8 +145,8 @@ pub type Join<'a> = Option<(&'a str, u64)>;
 
 fn join_args(invocation: &mut redis::ScriptInvocation<'_>, join: Join<'_>) {
     match join {
-        Some((channel, linger)) => invocation.arg("1").arg(channel).arg(linger),
-        None => invocation.arg("0"),
+        Some((channel, linger)) => invocation.arg("grants").arg(channel).arg(linger),
+        None => invocation.arg("no"),
     };
 }
 
@@ -458,13 +465,14 @@ pub async fn mutex_join(
     acquired(&invocation, conn).await
 }
 
-/// The mutex's `acquire.lua` as a waiter's later attempt that only tries: `flag` is `c`
-/// (its grants cannot reach it) or `w` (it listens for release notices instead).
+/// The mutex's `acquire.lua` as a waiter's later attempt that only tries: `mode` is
+/// `leave` (its grants cannot reach it) or `listen` (it listens for release notices
+/// instead).
 pub async fn mutex_try_as(
     conn: &mut MultiplexedConnection,
     keys: &Keys,
     token: &str,
-    flag: &str,
+    mode: &str,
 ) -> RedisResult<Reply> {
     let script = Script::new(MUTEX_ACQUIRE);
     let mut invocation = script.key(&mutex_keys(keys)[..]);
@@ -472,8 +480,8 @@ pub async fn mutex_try_as(
         .arg(token)
         .arg(60_000)
         .arg("mutex holder")
-        .arg(flag);
-    if flag == "w" {
+        .arg(mode);
+    if mode == "listen" {
         invocation.arg("").arg(60_000);
     }
     acquired(&invocation, conn).await

@@ -22,7 +22,7 @@
 //!
 //! # Fencing tokens over a quorum
 //! Each node keeps its own counter, and every grant there takes `max(counter + 1, the
-//! node's time in µs)` (the hybrid clock of `scripts/fence.lua`). The holder's token
+//! node's time in µs)` (the hybrid clock of `scripts/lib/fence.lua`). The holder's token
 //! is the **largest** counter among the granting majority, and before `acquire` returns
 //! at least a majority of nodes hold a counter at or above it: granting nodes whose
 //! counter is lower get it written back (`raise_fence.lua`: raise, never lower), a second

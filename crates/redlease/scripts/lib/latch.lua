@@ -1,5 +1,6 @@
--- latch: what latch_up.lua, latch_down.lua and latch_check.lua share. Not a script of its
--- own: it is prepended to them, after fence.lua (whose grant_fence dates every count).
+-- lib/latch: a library, not a script: src/lua.rs prepends it (after lib/common.lua and
+-- lib/fence.lua, whose grant_fence dates every count) to latch_up.lua, latch_down.lua and
+-- latch_check.lua, and holds what they share.
 --
 -- KEYS of every latch script, all of one latch and in one cluster slot (B is the latch
 -- key K when K has a {hash tag}, else "{K}", as for the other primitives' side keys):
@@ -27,30 +28,8 @@
 -- the round if nothing is outstanding, announcing it on the release channel (the
 -- latch's K as the message) for the latch's waiters.
 
--- 7 days, as the fencing counter is kept (fence.lua).
-local ROUNDS_KEEP = '604800000'
-
--- The server's time as now_ms last read it, in µs since 1970 (fence.lua's clock).
-local clock_us = nil
-
--- The server's time in ms since 1970.
-local function now_ms()
-  local t = redis.call('TIME')
-  clock_us = t[1] * 1000000 + t[2]
-  return math.floor(clock_us / 1000)
-end
-
--- A whole number of ms as Redis expects it (Lua would write 1.7e+12).
-local function ms(n)
-  return string.format('%d', n)
-end
-
--- Runs `command` on `key` with `fields`, in chunks under Lua's stack limit for unpack.
-local function each_chunk(command, key, fields)
-  for i = 1, #fields, 1000 do
-    redis.call(command, key, unpack(fields, i, math.min(i + 999, #fields)))
-  end
-end
+-- 7 days in ms, as the fencing counter is kept (lib/fence.lua).
+local ROUNDS_KEEP = FENCE_KEEP_MS
 
 -- Drops the counts whose lease ran out, recording them as expired in the current round.
 -- The first call of every latch script, made before any write: a key of another type at

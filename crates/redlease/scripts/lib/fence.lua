@@ -1,5 +1,9 @@
--- fence: the hybrid-clock fencing rule, prepended to the scripts that grant a lock
--- (acquire.lua, release.lua's hand-off). Not a script of its own.
+-- lib/fence: a library, not a script: src/lua.rs prepends it (after lib/common.lua, where
+-- that is prepended too) to every script that grants: acquire.lua, release.lua (its
+-- hand-off), multi_acquire.lua, sem_acquire.lua, sem_release.lua, rw_acquire.lua,
+-- rw_release.lua, rw_downgrade.lua, latch_up.lua, latch_down.lua and latch_check.lua; and
+-- to raise_fence.lua, which keeps a counter as long as a grant does (FENCE_KEEP). The
+-- hybrid-clock fencing rule (grant_fence) and the holder's recorded token (holder_fence).
 --
 -- A grant takes fence = max(stored + 1, the server's time in microseconds), stores it in
 -- the lock's fencing counter and keeps the counter for FENCE_KEEP seconds after the last
@@ -22,9 +26,13 @@
 -- earlier in the same script serves the rule above as well as a fresh one (a later grant
 -- of the same counter in the script still gets stored + 1).
 
--- 7 days in seconds. A string, as Redis takes it: a Lua number passed to redis.call is
--- formatted with "%.17g" on every call (about 2,400 server instructions per grant).
+-- How long a fencing counter is kept after the last grant (or raise_fence.lua) set it: 7
+-- days, in seconds (for EX) and in ms (for PEXPIRE). Strings, as Redis takes them: a Lua
+-- number passed to redis.call is formatted with "%.17g" on every call (about 2,400 server
+-- instructions per grant). The client's renewal keeps a long hold's counter by this too
+-- (FENCE_KEEP in src/lease.rs).
 local FENCE_KEEP = '604800'
+local FENCE_KEEP_MS = '604800000'
 local FENCE_LIMIT = 9007199254740992
 
 -- holder_fence(details, counter): the fencing token a lock's holder details key records

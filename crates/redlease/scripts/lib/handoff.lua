@@ -1,7 +1,7 @@
--- handoff: hand_on, the FIFO hand-off of a lock to its oldest queued waiter. Not a script
--- of its own: it is prepended (after fence.lua) to release.lua, which hands the lock on
--- when its holder lets go (or serves the queue of a lock found free), and to acquire.lua,
--- whose attempt that finds the lock free serves the queue first.
+-- lib/handoff: a library, not a script: src/lua.rs prepends it (after lib/fence.lua) to
+-- release.lua, which hands the lock on when its holder lets go (or serves the queue of a
+-- lock found free), and to acquire.lua, whose attempt that finds the lock free serves the
+-- queue first. hand_on, the FIFO hand-off of a lock to its oldest queued waiter.
 -- KEYS as in acquire.lua (KEYS[1] lock, KEYS[2] fencing counter, KEYS[3] holder details,
 -- KEYS[4] queue, KEYS[5] waiter table).
 --
@@ -96,6 +96,7 @@ local function hand_on(own, sharded, own_ttl)
         break
       end
       if not now then
+        -- now_ms of lib/common.lua, inlined (see acquire.lua).
         local t = redis.call('TIME')
         now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
       end

@@ -1,5 +1,6 @@
--- rwlock: what rw_acquire.lua, rw_release.lua and rw_downgrade.lua share. Not a script of
--- its own: it is prepended to them, after fence.lua (whose grant_fence every grant uses).
+-- lib/rwlock: a library, not a script: src/lua.rs prepends it (after lib/common.lua and
+-- lib/fence.lua, whose grant_fence every grant uses) to rw_acquire.lua, rw_release.lua and
+-- rw_downgrade.lua, and holds what they share.
 --
 -- KEYS of every read-write lock script, all of one lock and in one cluster slot (B is K
 -- when K has a {hash tag}, else "{K}", as for the mutex's side keys):
@@ -19,30 +20,7 @@
 -- Every script drops the holds whose lease ran out before it looks (a crashed reader or
 -- writer costs at most its ttl). K, the holders hash and the owners expire at the latest
 -- lease's expiry, the queue keys a linger after the last join: an idle lock leaves no key
--- behind but its fencing counter (kept 7 days, see fence.lua).
-
--- The server's time as now_ms last read it, in µs since 1970: the fencing clock of this
--- script's grants (see fence.lua), so that a grant reads TIME no second time.
-local clock_us = nil
-
--- The server's time in ms since 1970.
-local function now_ms()
-  local t = redis.call('TIME')
-  clock_us = t[1] * 1000000 + t[2]
-  return math.floor(clock_us / 1000)
-end
-
--- A whole number of ms as Redis expects it (Lua would write 1.7e+12).
-local function ms(n)
-  return string.format('%d', n)
-end
-
--- HDEL many fields, in chunks that stay under Lua's stack limit for unpack.
-local function hdel_all(key, fields)
-  for i = 1, #fields, 1000 do
-    redis.call('HDEL', key, unpack(fields, i, math.min(i + 999, #fields)))
-  end
-end
+-- behind but its fencing counter (kept 7 days, see lib/fence.lua).
 
 -- The lock's state after dropping expired holds: {mode = "read" | "write" | nil, count =
 -- holders}. Its first call reads K before any write, so a key of another type at K fails
@@ -52,7 +30,7 @@ local function load(now)
   local expired = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', ms(now))
   if #expired > 0 then
     redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', ms(now))
-    hdel_all(KEYS[3], expired)
+    each_chunk('HDEL', KEYS[3], expired)
   end
   local count = redis.call('ZCARD', KEYS[6])
   if count == 0 then

@@ -1,5 +1,6 @@
--- semaphore: what sem_acquire.lua and sem_release.lua share. Not a script of its own: it is
--- prepended to them, after fence.lua (whose grant_fence every grant uses).
+-- lib/semaphore: a library, not a script: src/lua.rs prepends it (after lib/common.lua and
+-- lib/fence.lua, whose grant_fence every grant uses) to sem_acquire.lua and
+-- sem_release.lua, and holds what they share.
 --
 -- KEYS of every semaphore script, all of one semaphore and in one cluster slot (B is the
 -- semaphore key K when K has a {hash tag}, else "{K}", as for the mutex's side keys):
@@ -30,30 +31,7 @@
 -- before it counts, so no permit leaks. K and the holders hash expire at the latest permit's
 -- expiry, the queue keys a linger after the last join, and the permit count at the later of
 -- the two, or is deleted as soon as nothing is held or queued: an idle semaphore leaves no
--- key behind but its fencing counter (kept 7 days, see fence.lua).
-
--- The server's time as now_ms last read it, in µs since 1970: the fencing clock of this
--- script's grants (see fence.lua), so that a grant reads TIME no second time.
-local clock_us = nil
-
--- The server's time in ms since 1970.
-local function now_ms()
-  local t = redis.call('TIME')
-  clock_us = t[1] * 1000000 + t[2]
-  return math.floor(clock_us / 1000)
-end
-
--- A whole number of ms as Redis expects it (Lua would write 1.7e+12).
-local function ms(n)
-  return string.format('%d', n)
-end
-
--- HDEL many fields, in chunks that stay under Lua's stack limit for unpack.
-local function hdel_all(key, fields)
-  for i = 1, #fields, 1000 do
-    redis.call('HDEL', key, unpack(fields, i, math.min(i + 999, #fields)))
-  end
-end
+-- key behind but its fencing counter (kept 7 days, see lib/fence.lua).
 
 -- The tokens whose permit has run out. The first call of every semaphore script that
 -- touches K, made before any write: a key of another type at K fails here (WRONGTYPE)
@@ -106,7 +84,7 @@ local function reclaim(expired, now)
       end
       add_extra(-extra)
     end
-    hdel_all(KEYS[3], expired)
+    each_chunk('HDEL', KEYS[3], expired)
   end
 end
 
