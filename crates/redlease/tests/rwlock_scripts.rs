@@ -597,24 +597,7 @@ async fn every_key_expires_when_the_lock_is_idle() {
     rw_acquire(&mut conn, &keys, "w", LONG, "write", Some(("nobody", 300)))
         .await
         .unwrap();
-    for key in &keys.rw() {
-        let ttl = pttl(&mut conn, key).await;
-        assert!(ttl > 0, "{key} has no expiry ({ttl})");
-        if *key != keys.fence() {
-            assert!(ttl <= 300, "{key} outlives the lock ({ttl} ms)");
-        }
-    }
-    for key in &keys.rw() {
-        if *key != keys.fence() {
-            common::eventually(&format!("{key} to expire"), || {
-                let mut conn = conn.clone();
-                let key = key.clone();
-                async move { !exists(&mut conn, &key).await }
-            })
-            .await;
-        }
-    }
-    assert!(pttl(&mut conn, &keys.fence()).await > 0);
+    prims::all_but_the_fence_expire(&mut conn, &keys.rw(), &keys.fence(), 300, "lock").await;
 }
 
 #[tokio::test]

@@ -433,26 +433,9 @@ async fn every_key_expires_when_the_semaphore_is_idle() {
     sem_acquire(&mut conn, &keys, "w", LONG, 2, Some(("nobody", 300)))
         .await
         .unwrap();
-    for key in &keys.sem() {
-        let ttl = pttl(&mut conn, key).await;
-        assert!(ttl > 0, "{key} has no expiry ({ttl})");
-        if *key != keys.fence() {
-            assert!(ttl <= 300, "{key} outlives the semaphore ({ttl} ms)");
-        }
-    }
     // The count outlives the permits while someone queues.
     assert!(pttl(&mut conn, &keys.sem()[5]).await > pttl(&mut conn, &keys.key).await);
-    for key in &keys.sem() {
-        if *key != keys.fence() {
-            common::eventually(&format!("{key} to expire"), || {
-                let mut conn = conn.clone();
-                let key = key.clone();
-                async move { !exists(&mut conn, &key).await }
-            })
-            .await;
-        }
-    }
-    assert!(pttl(&mut conn, &keys.fence()).await > 0);
+    prims::all_but_the_fence_expire(&mut conn, &keys.sem(), &keys.fence(), 300, "semaphore").await;
 }
 
 #[tokio::test]

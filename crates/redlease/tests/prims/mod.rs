@@ -511,3 +511,31 @@ pub async fn mutex_hand_off(
         .invoke_async(conn)
         .await
 }
+
+/// Each of `keys` but the fencing counter `fence` has an expiry of at most `bound_ms` (it
+/// outlives none of `what`'s holders and waiters), and every one of them then expires by
+/// itself; the counter keeps an expiry of its own and outlives them.
+pub async fn all_but_the_fence_expire(
+    conn: &mut MultiplexedConnection,
+    keys: &[String],
+    fence: &str,
+    bound_ms: i64,
+    what: &str,
+) {
+    for key in keys {
+        let ttl = pttl(conn, key).await;
+        assert!(ttl > 0, "{key} has no expiry ({ttl})");
+        if key != fence {
+            assert!(ttl <= bound_ms, "{key} outlives the {what} ({ttl} ms)");
+        }
+    }
+    for key in keys.iter().filter(|k| *k != fence) {
+        crate::common::eventually(&format!("{key} to expire"), || {
+            let mut conn = conn.clone();
+            let key = key.clone();
+            async move { !exists(&mut conn, &key).await }
+        })
+        .await;
+    }
+    assert!(pttl(conn, fence).await > 0);
+}
