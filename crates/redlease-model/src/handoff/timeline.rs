@@ -10,7 +10,7 @@ use super::model::{
     WINDOW_BOUND, believers, beyond_lease, silent_too_long,
 };
 use super::state::{Phase, Reply, Request, Run, SEEN_JUMP, SEEN_SHORT, State};
-use crate::timeline::client_name;
+use crate::state::client_name;
 
 /// The numbered timeline of `steps` (a path the checker found in a model of `config`).
 pub fn timeline(config: &HandoffConfig, steps: &[(State, Option<Action>)]) -> Vec<String> {
