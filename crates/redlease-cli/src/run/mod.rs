@@ -14,7 +14,7 @@ use tokio::process::Child;
 use crate::environment;
 use crate::exit;
 use crate::heartbeat::Heartbeat;
-use crate::inspect;
+use crate::operator;
 use crate::output::human;
 use crate::signals::Signals;
 use crate::supervise::{self, program_name};
@@ -456,7 +456,7 @@ async fn busy(
     // The holder as the majority of a quorum sees it, else as the first node that has one.
     let holder = async {
         let keys = redlease::LockKeys::new(&args.redis.prefix, name).ok()?;
-        let inspection = inspect::read(client, name, &keys).await.ok()?;
+        let inspection = operator::read(client, name, &keys).await.ok()?;
         let key = inspection.key.clone();
         let snapshot = if inspection.is_held() {
             inspection.snapshot
@@ -466,7 +466,7 @@ async fn busy(
                 .into_iter()
                 .find_map(|n| n.snapshot.ok().filter(redlease::Snapshot::is_held))?
         };
-        Some(inspect::LockState::of(name, &key, &snapshot))
+        Some(operator::LockState::of(name, &key, &snapshot))
     };
     let state = tokio::time::timeout(Duration::from_secs(1), holder)
         .await
