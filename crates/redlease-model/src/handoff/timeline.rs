@@ -188,7 +188,9 @@ fn replay(config: &HandoffConfig, steps: &[(State, Option<Action>)]) -> (Vec<Sta
 fn rule_text(config: &HandoffConfig) -> String {
     use super::config::Rule;
     match config.rule {
-        Rule::Today => String::from("today's rule: a grant dated from the latest attempt"),
+        Rule::AcceptStale => {
+            String::from("the accept-stale rule: a grant dated from the latest attempt")
+        }
         Rule::Fixed => format!(
             "the fix: stale grants void, dated from the latest busy attempt, Ours refreshes, \
              at least {} tick(s) of validity",
