@@ -7,8 +7,9 @@
 # make callgrind  client and Redis instructions per uncontended acquire + release (redlease
 #             and the bare loop) under valgrind --tool=callgrind (scripts/redis-callgrind.sh
 #             for the server side); installs valgrind too when missing
-# make layers the module graphs of the library and the CLI bottom-up and their layering
-#             problems (cycles, upward imports); the checks run in make test (tests/layers.rs)
+# make layers the module graphs of every crate (the library, the CLI, chaos, model, local,
+#             macros) bottom-up and their layering problems (cycles, upward imports); the
+#             checks run in make test (each crate's tests/layers.rs)
 # make features  the cargo feature combinations that matter, linted (runs in make test)
 # make msrv   builds with the declared rust-version's toolchain (runs in make test when that
 #             toolchain can be installed)
@@ -164,6 +165,10 @@ package:
 layers:
 	$(CARGO) test -p redlease --test layers -- --nocapture
 	$(CARGO) test -p redlease-cli --test layers -- --nocapture
+	$(CARGO) test -p redlease-chaos --test layers -- --nocapture
+	$(CARGO) test -p redlease-model --test layers -- --nocapture
+	$(CARGO) test -p redlease-local --test layers -- --nocapture
+	$(CARGO) test -p redlease-macros --test layers -- --nocapture
 
 demo: redis
 	$(CARGO) run --release -q -p redlease-cli -- demo

@@ -9,9 +9,11 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
 mod handoff;
+mod link;
 mod partition;
 mod report;
 mod runner;
+mod scenario;
 mod scenarios;
 mod storm;
 mod worker;

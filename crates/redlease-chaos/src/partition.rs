@@ -10,7 +10,7 @@ use redlease_chaos::Kind;
 use redlease_local::{Nodes, Proxy, RedisServer, ServerOptions};
 
 use crate::runner::Runner;
-use crate::scenarios::{Fault, Promise, Scenario, row};
+use crate::scenario::{Fault, Promise, Scenario, row};
 use crate::worker::Deployment;
 
 /// The partition rows of the matrix.

@@ -3,7 +3,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::scenarios::{Budget, Outcome, Promise};
+use crate::scenario::Promise;
+use crate::scenarios::{Budget, Outcome};
 
 fn ms(d: Option<Duration>) -> String {
     d.map_or_else(
@@ -408,7 +409,7 @@ fn notes(outcomes: &[Outcome]) -> String {
         notes.insert_str(0, "Notes on single rows:\n\n");
     }
     let row = |fault| outcomes.iter().find(|o| o.fault == fault);
-    if let Some(o) = row(crate::scenarios::Fault::Busy).filter(|o| o.findings.errors > 0) {
+    if let Some(o) = row(crate::scenario::Fault::Busy).filter(|o| o.findings.errors > 0) {
         let _ = writeln!(
             notes,
             "\n**Observed (BUSY):** while a script kept Redis busy, {} acquisition attempts \
@@ -417,7 +418,7 @@ fn notes(outcomes: &[Outcome]) -> String {
             o.findings.errors
         );
     }
-    if let Some(o) = row(crate::scenarios::Fault::PauseRedis).filter(|o| o.findings.lost > 0) {
+    if let Some(o) = row(crate::scenario::Fault::PauseRedis).filter(|o| o.findings.lost > 0) {
         let _ = writeln!(
             notes,
             "\n**Observed (Redis paused):** {} leases were reported lost. Acquisitions granted \
@@ -427,7 +428,7 @@ fn notes(outcomes: &[Outcome]) -> String {
             o.findings.lost
         );
     }
-    if let Some(o) = row(crate::scenarios::Fault::SentinelFailover)
+    if let Some(o) = row(crate::scenario::Fault::SentinelFailover)
         .filter(|o| o.findings.overlaps + o.findings.mutex_violations > 0)
     {
         let after = if o.note.contains("settled") {

@@ -16,7 +16,7 @@ use tokio::process::Child;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::worker::Deployment;
+use crate::worker::{Deployment, ShortenHow};
 
 /// How to start a worker of this scenario.
 #[derive(Debug, Clone)]
@@ -37,15 +37,6 @@ pub(crate) struct WorkerSpec {
     /// Every section extends its lease to this shorter ttl (`worker --shorten`), and how
     /// the extend goes wrong.
     pub(crate) shorten: Option<(Duration, ShortenHow)>,
-}
-
-/// How a shortening extend goes wrong in the workers (see `worker --shorten`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum ShortenHow {
-    /// Its future is dropped at a random 0-60 ms (`worker --shorten-fault dropped`).
-    Dropped,
-    /// Its reply comes later than the response timeout (`worker --shorten-fault slow`).
-    Slow,
 }
 
 /// Worker processes and their judge.

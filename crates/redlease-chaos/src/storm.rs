@@ -27,7 +27,7 @@ use redlease_chaos::{Kind, Verdict};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::worker::{Jitter, Link, claim};
+use crate::link::{Jitter, Link, claim};
 
 type Reply = oneshot::Sender<anyhow::Result<Option<Verdict>>>;
 
@@ -78,7 +78,7 @@ impl Pipe {
         self.line(kind, token, bound, None).await
     }
 
-    /// Sends a `BEGIN` with the guard's claim (see [`crate::worker::claim`]).
+    /// Sends a `BEGIN` with the guard's claim (see [`crate::link::claim`]).
     async fn begin(&self, token: u64, until: Option<Duration>) -> anyhow::Result<()> {
         self.line(Kind::Begin, token, None, until).await.map(drop)
     }

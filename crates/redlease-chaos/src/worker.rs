@@ -22,11 +22,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
-use redlease_chaos::{Kind, Mode, Verdict, WorkerLine};
-use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, Stdin, Stdout};
+use anyhow::Context as _;
+use redlease_chaos::{Kind, Mode};
+use tokio::io::BufReader;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
+
+use crate::link::{Jitter, Link, claim};
 
 /// The lock every worker of a run contends for.
 pub(crate) const LOCK: &str = "chaos";
@@ -97,138 +99,16 @@ pub(crate) struct WorkerArgs {
     /// 0-60 ms; `slow`, its replies held back for twice the response timeout by a proxy
     /// of this worker's own, through which it reaches Redis (the extend runs, then fails)
     #[arg(long, value_enum, requires = "shorten")]
-    pub(crate) shorten_fault: Option<crate::runner::ShortenHow>,
+    pub(crate) shorten_fault: Option<ShortenHow>,
 }
 
-/// The pipe to the judge.
-pub(crate) struct Link {
-    out: Stdout,
-    input: BufReader<Stdin>,
-    id: u32,
-    seq: u64,
-    stop: bool,
-    /// The judge asked (`hold=MS` in its answer to `BEGIN`) to keep this section open
-    /// this long, or until the lease is lost.
-    hold: Option<Duration>,
-    /// The mode of the read-write lock hold wanted or held, sent with every line.
-    mode: Option<Mode>,
-    /// The multi-lock name the next line concerns.
-    lock: Option<char>,
-    /// The claim the next line carries (a `BEGIN`'s; see [`claim`]), taken by it.
-    pub(crate) until: Option<Duration>,
-    line: String,
-}
-
-impl Link {
-    /// The judge said stop.
-    pub(crate) fn stop(&self) -> bool {
-        self.stop
-    }
-}
-
-impl Link {
-    /// Sends one event and waits for the judge's answer (the verdict of a `WRITE`).
-    async fn send(&mut self, kind: Kind, token: u64) -> anyhow::Result<Option<Verdict>> {
-        self.send_bounded(kind, token, None).await
-    }
-
-    /// Sends one event per lock of a hold (`(name, token)`: one, unnamed, but for a
-    /// multi-lock), each answered before the next.
-    async fn send_each(
-        &mut self,
-        kind: Kind,
-        tokens: &[(Option<char>, u64)],
-    ) -> anyhow::Result<()> {
-        for &(lock, token) in tokens {
-            self.lock = lock;
-            let sent = self.send(kind, token).await;
-            self.lock = None;
-            sent?;
-        }
-        Ok(())
-    }
-
-    /// Sends a `BEGIN` or a `CLAIM` per lock of a hold (as [`send_each`](Self::send_each)),
-    /// each with its guard's claim (`claims`, in the same order).
-    async fn send_claims(
-        &mut self,
-        kind: Kind,
-        tokens: &[(Option<char>, u64)],
-        claims: &[Option<Duration>],
-    ) -> anyhow::Result<()> {
-        for (&(lock, token), &until) in tokens.iter().zip(claims) {
-            self.lock = lock;
-            self.until = until;
-            let sent = self.send(kind, token).await;
-            self.lock = None;
-            sent?;
-        }
-        Ok(())
-    }
-
-    /// [`send`](Self::send) with a bound (for a `WAIT`).
-    pub(crate) async fn send_bounded(
-        &mut self,
-        kind: Kind,
-        token: u64,
-        bound: Option<Duration>,
-    ) -> anyhow::Result<Option<Verdict>> {
-        self.seq += 1;
-        let line = WorkerLine {
-            bound,
-            mode: self.mode,
-            lock: self.lock,
-            until: self.until.take(),
-            sent: redlease_chaos::monotonic(),
-            ..WorkerLine::new(kind, self.id, token, self.seq)
-        };
-        self.out.write_all(format!("{line}\n").as_bytes()).await?;
-        self.out.flush().await?;
-        self.line.clear();
-        if self.input.read_line(&mut self.line).await? == 0 {
-            bail!("the judge hung up");
-        }
-        let mut words = self.line.split_ascii_whitespace();
-        let verdict = match words.next() {
-            Some("acc") => Some(Verdict::Accepted),
-            Some("rej") => Some(Verdict::Rejected),
-            _ => None,
-        };
-        for word in words {
-            if word == "stop" {
-                self.stop = true;
-            } else if let Some(ms) = word.strip_prefix("hold=") {
-                self.hold = ms.parse().ok().map(Duration::from_millis);
-            }
-        }
-        Ok(verdict)
-    }
-}
-
-/// What a guard claims now, given its `remaining()`: the end of its lease as a reading of
-/// [`redlease_chaos::monotonic`] (the clock the judge and every worker share). The clock is
-/// read first, so the claim is never later than the guard's `valid_until` (earlier by the
-/// microseconds between the two readings). `None` if the clock cannot be read.
-pub(crate) fn claim(remaining: impl FnOnce() -> Duration) -> Option<Duration> {
-    let clock = redlease_chaos::monotonic()?;
-    Some(clock + remaining())
-}
-
-/// A small xorshift for the 1-20 ms of work (no need for a crypto RNG here).
-pub(crate) struct Jitter(pub(crate) u64);
-
-impl Jitter {
-    /// A number in `0..n`.
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
-
-    pub(crate) fn work(&mut self) -> Duration {
-        Duration::from_millis(1 + self.below(20))
-    }
+/// How a shortening extend goes wrong in the workers (see `worker --shorten`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ShortenHow {
+    /// Its future is dropped at a random 0-60 ms (`worker --shorten-fault dropped`).
+    Dropped,
+    /// Its reply comes later than the response timeout (`worker --shorten-fault slow`).
+    Slow,
 }
 
 async fn connect(
@@ -575,7 +455,7 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
 /// The proxy of this worker's own that `--shorten-fault slow` needs, to the server of
 /// `--url`.
 fn own_proxy(args: &WorkerArgs) -> anyhow::Result<Option<redlease_local::Proxy>> {
-    if args.shorten_fault != Some(crate::runner::ShortenHow::Slow) {
+    if args.shorten_fault != Some(ShortenHow::Slow) {
         return Ok(None);
     }
     let port = port_of(&args.urls[0]).context("the port of --url")?;
@@ -606,7 +486,6 @@ impl<'a> Shorten<'a> {
         proxy: Option<&'a redlease_local::Proxy>,
         jitter: &'a mut Jitter,
     ) -> Self {
-        use crate::runner::ShortenHow;
         Shorten {
             ttl: args.shorten.unwrap_or_default(),
             drop: (args.shorten_fault == Some(ShortenHow::Dropped)).then_some(jitter),

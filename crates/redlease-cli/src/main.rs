@@ -24,9 +24,9 @@ mod demo;
 mod environment;
 mod exit;
 mod heartbeat;
-mod inspect;
 mod leader;
 mod name;
+mod operator;
 mod output;
 mod run;
 mod signals;
@@ -79,17 +79,17 @@ enum Command {
 
     /// Show who holds a lock, semaphore or read-write lock, its time left and its fencing
     /// counter
-    #[command(long_about = inspect::STATUS_ABOUT, after_help = exit::SEE_TABLE)]
-    Status(inspect::StatusArgs),
+    #[command(long_about = operator::STATUS_ABOUT, after_help = exit::SEE_TABLE)]
+    Status(operator::StatusArgs),
 
     /// List held locks, semaphores and read-write locks (SCAN, never KEYS)
-    #[command(long_about = inspect::LIST_ABOUT, after_help = exit::SEE_TABLE)]
-    List(inspect::ListArgs),
+    #[command(long_about = operator::LIST_ABOUT, after_help = exit::SEE_TABLE)]
+    List(operator::ListArgs),
 
     /// Remove a lock, semaphore's permits or read-write lock's holds whoever holds them
     /// (operators; needs --force)
-    #[command(long_about = inspect::RELEASE_ABOUT, after_help = exit::SEE_TABLE)]
-    Release(inspect::ReleaseArgs),
+    #[command(long_about = operator::RELEASE_ABOUT, after_help = exit::SEE_TABLE)]
+    Release(operator::ReleaseArgs),
 
     #[cfg(feature = "local")]
     /// The flash-sale coupon race across real processes: without a lock, with redlease,
@@ -171,9 +171,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => runtime()?.block_on(run::run(args)),
         Command::Leader(args) => runtime()?.block_on(leader::leader(args)),
-        Command::Status(args) => runtime()?.block_on(inspect::status(args)),
-        Command::List(args) => runtime()?.block_on(inspect::list(args)),
-        Command::Release(args) => runtime()?.block_on(inspect::release(args)),
+        Command::Status(args) => runtime()?.block_on(operator::status(args)),
+        Command::List(args) => runtime()?.block_on(operator::list(args)),
+        Command::Release(args) => runtime()?.block_on(operator::release(args)),
         #[cfg(feature = "local")]
         Command::Demo(args) => runtime()?.block_on(demo::run(args)),
         #[cfg(feature = "local")]

@@ -25,7 +25,7 @@ const LAYERS: &[&[&str]] = &[
     // Where Redis is.
     &["connect"],
     // What operators read of a lock; the supervisor between run and its command.
-    &["inspect", "supervise"],
+    &["operator", "supervise"],
     // The commands that hold or follow a lock.
     &["run", "leader"],
     // The demo and the benchmarks.

@@ -83,7 +83,7 @@ impl DelayLine {
     pub fn start(target_port: u16, delay: Duration) -> std::io::Result<Self> {
         let shared = Arc::new(Shared::default());
         let accept_shared = Arc::clone(&shared);
-        let port = crate::listen("delay-line", target_port, move |listener, target| {
+        let port = crate::server::listen("delay-line", target_port, move |listener, target| {
             accept_loop(listener, target, delay, &accept_shared);
         })?;
         Ok(Self {
@@ -106,7 +106,7 @@ impl DelayLine {
     /// `redis://127.0.0.1:<port>`, with the `redlease` user's credentials under
     /// [`TEST_ACL_ENV`](crate::TEST_ACL_ENV) (as [`RedisServer::url`](crate::RedisServer::url)).
     pub fn url(&self) -> String {
-        crate::forwarded_url(self.port)
+        crate::server::forwarded_url(self.port)
     }
 }
 
@@ -273,7 +273,7 @@ mod tests {
         let stream = TcpStream::connect((Ipv4Addr::LOCALHOST, line.port()))?;
         stream.set_read_timeout(Some(Duration::from_secs(10)))?;
         let mut conn = BufReader::new(stream);
-        if crate::test_acl_wanted() {
+        if crate::server::test_acl_wanted() {
             send(&mut conn, &[&["AUTH", "admin", crate::TEST_ADMIN_PASSWORD]])?;
             assert_eq!(read_reply(&mut conn)?, Reply::Status("OK".into()));
         }

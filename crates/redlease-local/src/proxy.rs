@@ -118,7 +118,7 @@ impl Proxy {
     pub fn start(target_port: u16) -> std::io::Result<Self> {
         let shared = Arc::new(Shared::default());
         let accept_shared = Arc::clone(&shared);
-        let port = crate::listen("proxy", target_port, move |listener, target| {
+        let port = crate::server::listen("proxy", target_port, move |listener, target| {
             accept_loop(listener, target, &accept_shared);
         })?;
         Ok(Self { port, shared })
@@ -132,7 +132,7 @@ impl Proxy {
     /// `redis://127.0.0.1:<port>`, with the `redlease` user's credentials under
     /// [`TEST_ACL_ENV`](crate::TEST_ACL_ENV).
     pub fn url(&self) -> String {
-        crate::forwarded_url(self.port)
+        crate::server::forwarded_url(self.port)
     }
 
     /// The next chunk the server sends (on any connection) is dropped, and that client's
@@ -358,7 +358,7 @@ mod tests {
         let stream = TcpStream::connect((Ipv4Addr::LOCALHOST, proxy.port()))?;
         stream.set_read_timeout(Some(Duration::from_secs(10)))?;
         let mut conn = BufReader::new(stream);
-        if crate::test_acl_wanted() {
+        if crate::server::test_acl_wanted() {
             send(&mut conn, &["AUTH", "admin", crate::TEST_ADMIN_PASSWORD])?;
             assert_eq!(read_reply(&mut conn)?, Reply::Status("OK".into()));
         }
@@ -399,7 +399,7 @@ mod tests {
         let mut new = BufReader::new(TcpStream::connect((Ipv4Addr::LOCALHOST, proxy.port()))?);
         new.get_ref()
             .set_read_timeout(Some(Duration::from_secs(10)))?;
-        if crate::test_acl_wanted() {
+        if crate::server::test_acl_wanted() {
             send(&mut new, &["AUTH", "admin", crate::TEST_ADMIN_PASSWORD])?;
         }
         send(&mut new, &["SET", "redlease:new", "1"])?;
@@ -414,7 +414,7 @@ mod tests {
         proxy.heal();
         assert!(!proxy.is_cut());
         assert_eq!(read_reply(&mut old)?, Reply::Status("OK".into()));
-        if crate::test_acl_wanted() {
+        if crate::server::test_acl_wanted() {
             assert_eq!(read_reply(&mut new)?, Reply::Status("OK".into()));
         }
         assert_eq!(read_reply(&mut new)?, Reply::Status("OK".into()));

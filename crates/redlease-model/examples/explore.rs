@@ -119,8 +119,8 @@ fn hand_off(quick: bool, only: Option<&String>) -> usize {
     if only.is_none_or(|o| o == "hand-off") {
         for (title, scenario, property) in [
             (
-                "Hand-off today: a paused waiter claims a lock Redis gave to another (issue 24, item 1)",
-                handoffs::today_pause(),
+                "hand-off accepting stale grants: a paused waiter claims a lock Redis gave to another (issue 24, item 1)",
+                handoffs::accept_stale_pause(),
                 handoff::MUTUAL_EXCLUSION,
             ),
             (

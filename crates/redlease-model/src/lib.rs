@@ -65,6 +65,6 @@ pub use properties::{fenced_violation, fenced_violation_shown, holders, overlapp
 pub use slots::Slots;
 pub use state::{
     ABSENT, Accepted, Backlog, Before, Budget, Client, Fence, LockKey, MAX_CLIENTS, MAX_NODES,
-    Node, Phase, Reply, Request, Resource, State,
+    Node, Phase, Reply, Request, Resource, State, client_name, node_name,
 };
-pub use timeline::{client_name, node_name, timeline, verdict, verdict_of};
+pub use timeline::{timeline, verdict, verdict_of};

@@ -1,7 +1,6 @@
 //! The properties checked, as plain functions of a state.
 
-use crate::state::{Fence, State};
-use crate::timeline::client_name;
+use crate::state::{Fence, State, client_name};
 
 /// The clients that believe they hold the lock in `state` (see
 /// [`Client::believes_held`](crate::Client::believes_held)).

@@ -12,22 +12,7 @@ use std::fmt::Write as _;
 use crate::config::{Config, Fencing, PauseClock};
 use crate::model::{Action, ClockId, MUTUAL_EXCLUSION, QuorumModel};
 use crate::properties::{fenced_violation, fenced_violation_shown, overlapping_holders};
-use crate::state::{ABSENT, Fence, Phase, Reply, Request, State};
-
-/// `A`, `B`, ... for client 0, 1, ...
-pub fn client_name(i: impl Into<usize>) -> String {
-    let i: usize = i.into();
-    u8::try_from(i)
-        .ok()
-        .and_then(|i| i.checked_add(b'A'))
-        .filter(u8::is_ascii_uppercase)
-        .map_or_else(|| format!("client{i}"), |c| char::from(c).to_string())
-}
-
-/// `n1`, `n2`, ... for node 0, 1, ...
-pub fn node_name(i: usize) -> String {
-    format!("n{}", i + 1)
-}
+use crate::state::{ABSENT, Fence, Phase, Reply, Request, State, client_name, node_name};
 
 /// Global time and every clock's reading, replayed along a path.
 #[derive(Debug, Clone)]

@@ -37,8 +37,8 @@ fn verify_within(scenario: &Scenario, state_limit: usize) -> Report<HandoffConfi
 }
 
 #[test]
-fn todays_rule_lets_a_paused_waiter_claim_a_lock_redis_gave_to_another() {
-    let report = verify(&scenarios::today_pause());
+fn accepting_stale_grants_lets_a_paused_waiter_claim_a_lock_redis_gave_to_another() {
+    let report = verify(&scenarios::accept_stale_pause());
     let found = report.discovery(MUTUAL_EXCLUSION).unwrap();
     let text = found.to_string();
     // The timeline of issue 24, item 1: the waiter is paused, its re-check finds the lock
@@ -57,13 +57,13 @@ fn todays_rule_lets_a_paused_waiter_claim_a_lock_redis_gave_to_another() {
 }
 
 #[test]
-fn todays_rule_breaks_without_a_pause_when_pubsub_is_slower_than_a_lease() {
-    verify(&scenarios::today_slow_pubsub());
+fn accepting_stale_grants_breaks_without_a_pause_when_pubsub_is_slower_than_a_lease() {
+    verify(&scenarios::accept_stale_slow_pubsub());
 }
 
 #[test]
-fn todays_rule_confirming_grants_keeps_the_lock_but_returns_run_out_leases() {
-    let report = verify(&scenarios::today_confirming());
+fn accepting_stale_grants_while_confirming_them_keeps_the_lock_but_returns_run_out_leases() {
+    let report = verify(&scenarios::accept_stale_confirming());
     let found = report.discovery(SHORT_LEASE).unwrap();
     assert!(
         found.verdict.contains("returned a guard valid until"),

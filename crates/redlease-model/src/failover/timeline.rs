@@ -3,7 +3,7 @@
 use super::config::{FailoverConfig, Rule};
 use super::model::{Action, FailoverModel, MUTUAL_EXCLUSION, believers, beyond_truth};
 use super::state::{Phase, Reply, State};
-use crate::timeline::client_name;
+use crate::state::client_name;
 
 /// The numbered timeline of `steps` (a path the checker found in a model of `config`).
 pub fn timeline(config: &FailoverConfig, steps: &[(State, Option<Action>)]) -> Vec<String> {

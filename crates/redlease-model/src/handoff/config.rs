@@ -4,12 +4,12 @@
 /// How a waiter decides what a reply or a pushed grant lets it claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Rule {
-    /// The code before the fix (issue 24, item 1): a grant read from the mailbox is
-    /// accepted whenever it is read and dated from the send time of the waiter's latest
-    /// attempt; `Ours` is dated from the latest busy attempt's send (the first attempt's
+    /// Stale grants accepted, as the code before the fix did (issue 24, item 1): a grant
+    /// read from the mailbox is accepted whenever it is read and dated from the send time
+    /// of the waiter's latest attempt; `Ours` is dated from the latest busy attempt's send (the first attempt's
     /// when none was busy); the script does not touch the expiry on `Ours`; `acquire`
     /// returns whatever validity is left.
-    Today,
+    AcceptStale,
     /// The fix: a busy reply carries the fencing counter (`busy_fence`); a grant whose
     /// fence is not above the latest `busy_fence` is void; a grant is dated from the send
     /// of the latest busy attempt (the *floor*); `Ours` refreshes the expiry in Redis and
@@ -21,7 +21,8 @@ pub enum Rule {
     /// floor).
     NoVoid,
     /// Mutation of [`Rule::Fixed`]: a grant is dated from the latest attempt's send, as
-    /// today, rather than from the floor (differs after an attempt that failed).
+    /// [`Rule::AcceptStale`] does, rather than from the floor (differs after an attempt
+    /// that failed).
     LatestSend,
     /// Mutation of [`Rule::Fixed`]: `Ours` is dated from its own send, but the script
     /// does not refresh the expiry.
@@ -50,7 +51,7 @@ impl Rule {
     /// Whether a grant not above the latest busy reply's fence is discarded (under the
     /// rules that confirm every grant, a grant only wakes the waiter and is never void).
     pub fn voids_stale(self) -> bool {
-        !matches!(self, Rule::Today | Rule::NoVoid) && !self.confirms_every_grant()
+        !matches!(self, Rule::AcceptStale | Rule::NoVoid) && !self.confirms_every_grant()
     }
 
     /// Whether a hand-off lasts a claim window until its waiter confirms it, a waiter
@@ -81,18 +82,18 @@ impl Rule {
 
     /// Whether a grant is dated from the floor (else from the latest attempt's send).
     pub fn grant_from_floor(self) -> bool {
-        self != Rule::Today && self != Rule::LatestSend
+        self != Rule::AcceptStale && self != Rule::LatestSend
     }
 
     /// Whether `Ours` is dated from its own attempt's send (else from the floor).
     pub fn ours_from_send(self) -> bool {
-        self != Rule::Today
+        self != Rule::AcceptStale
     }
 
     /// Whether an attempt that finds the lock held by its own token sets the expiry to
     /// now + ttl.
     pub fn refreshes(self) -> bool {
-        !matches!(self, Rule::Today | Rule::NoRefresh)
+        !matches!(self, Rule::AcceptStale | Rule::NoRefresh)
     }
 
     /// Whether a grant is dated from the latest attempt's send (so the model keeps it).
@@ -103,7 +104,7 @@ impl Rule {
     /// Whether `acquire` confirms rather than return a lease with less than the floor of
     /// validity left.
     pub fn keeps_min_validity(self) -> bool {
-        self != Rule::Today
+        self != Rule::AcceptStale
     }
 }
 

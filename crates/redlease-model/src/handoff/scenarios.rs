@@ -19,7 +19,7 @@ pub struct Scenario {
     pub mutual_exclusion: Expect,
     /// The expectation for [`WITHIN_LEASE`].
     pub within_lease: Expect,
-    /// The expectation for [`SHORT_LEASE`]: violated by today's rule, held by the fix
+    /// The expectation for [`SHORT_LEASE`]: violated by the accept-stale rule, held by the fix
     /// (by construction), not asserted for the mutations (their runs stop early).
     pub short_lease: Expect,
     /// The expectation for [`WINDOW_BOUND`], [`SERVED_AFTER_WINDOW`] and [`IN_ORDER`], in
@@ -39,7 +39,7 @@ impl Scenario {
             mutual_exclusion: expect,
             within_lease: expect,
             short_lease: match config.rule {
-                Rule::Today => Expect::Violated,
+                Rule::AcceptStale => Expect::Violated,
                 Rule::Fixed | Rule::ConfirmInWindow => Expect::Holds,
                 _ => Expect::Unchecked,
             },
@@ -124,21 +124,25 @@ fn with(name: &'static str, rule: Rule, change: impl FnOnce(&mut HandoffConfig))
     config
 }
 
-/// Today's rule, a waiter paused while the lock is handed to it: its stale grant, read
+/// The accept-stale rule, a waiter paused while the lock is handed to it: its stale grant, read
 /// after a re-check found another client holding, is dated from that re-check (item 1).
-pub fn today_pause() -> Scenario {
+pub fn accept_stale_pause() -> Scenario {
     Scenario::new(
-        with("hand-off today: a paused waiter", Rule::Today, |_| {}),
+        with(
+            "hand-off accepting stale grants: a paused waiter",
+            Rule::AcceptStale,
+            |_| {},
+        ),
         Expect::Violated,
     )
 }
 
-/// Today's rule, no pause: pub/sub alone holds a grant back past the lease.
-pub fn today_slow_pubsub() -> Scenario {
+/// The accept-stale rule, no pause: pub/sub alone holds a grant back past the lease.
+pub fn accept_stale_slow_pubsub() -> Scenario {
     Scenario::new(
         with(
-            "hand-off today: pub/sub slower than a lease",
-            Rule::Today,
+            "hand-off accepting stale grants: pub/sub slower than a lease",
+            Rule::AcceptStale,
             |c| {
                 c.pauses = 0;
                 c.prompt_grants = false;
@@ -148,15 +152,15 @@ pub fn today_slow_pubsub() -> Scenario {
     )
 }
 
-/// Today's rule where grants are confirmed by an attempt (Cluster, Sentinel, a quorum:
+/// The accept-stale rule where grants are confirmed by an attempt (Cluster, Sentinel, a quorum:
 /// issue 24 saw no overlap there): the lock holds, but with no floor of validity a slow
 /// reply, or a pause before a confirming `Ours` (dated from the latest busy attempt), makes
 /// `acquire` return a lease already run out (issue 24, items 1 and 9).
-pub fn today_confirming() -> Scenario {
+pub fn accept_stale_confirming() -> Scenario {
     let mut scenario = Scenario::new(
         with(
-            "hand-off today, grants confirmed by an attempt: a paused waiter",
-            Rule::Today,
+            "hand-off accepting stale grants, grants confirmed by an attempt: a paused waiter",
+            Rule::AcceptStale,
             |c| c.confirms_grants = true,
         ),
         Expect::Holds,
@@ -387,9 +391,9 @@ pub fn mutation_takes_free_lock() -> Scenario {
 /// Every hand-off scenario.
 pub fn all() -> Vec<Scenario> {
     vec![
-        today_pause(),
-        today_slow_pubsub(),
-        today_confirming(),
+        accept_stale_pause(),
+        accept_stale_slow_pubsub(),
+        accept_stale_confirming(),
         fixed_pause(),
         fixed_slow_pubsub(),
         fixed_link_drop(),

@@ -10,7 +10,7 @@ use super::model::{
     WINDOW_BOUND, believers, beyond_lease, silent_too_long,
 };
 use super::state::{Phase, Reply, Request, Run, SEEN_JUMP, SEEN_SHORT, State};
-use crate::timeline::client_name;
+use crate::state::client_name;
 
 /// The numbered timeline of `steps` (a path the checker found in a model of `config`).
 pub fn timeline(config: &HandoffConfig, steps: &[(State, Option<Action>)]) -> Vec<String> {
@@ -188,7 +188,9 @@ fn replay(config: &HandoffConfig, steps: &[(State, Option<Action>)]) -> (Vec<Sta
 fn rule_text(config: &HandoffConfig) -> String {
     use super::config::Rule;
     match config.rule {
-        Rule::Today => String::from("today's rule: a grant dated from the latest attempt"),
+        Rule::AcceptStale => {
+            String::from("the accept-stale rule: a grant dated from the latest attempt")
+        }
         Rule::Fixed => format!(
             "the fix: stale grants void, dated from the latest busy attempt, Ours refreshes, \
              at least {} tick(s) of validity",

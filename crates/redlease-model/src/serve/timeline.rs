@@ -2,7 +2,7 @@
 
 use super::model::{Action, ServeModel, unclaimed_too_long};
 use super::state::{Rule, ServeConfig, State};
-use crate::timeline::client_name;
+use crate::state::client_name;
 
 /// The numbered timeline of `steps` (a path the checker found in a model of `config`).
 pub fn timeline(config: &ServeConfig, steps: &[(State, Option<Action>)]) -> Vec<String> {

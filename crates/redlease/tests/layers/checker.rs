@@ -1,8 +1,8 @@
 //! The module-graph checker of `tests/layers.rs` (its docs say what it checks): parses a
 //! crate's `src/` with `syn`, follows the `mod` declarations from the crate root and finds
-//! cycles and upward references against a layer table. Shared: the `redlease` binary's
-//! `tests/layers.rs` (crates/redlease-cli) includes this file by `#[path]`, with its own
-//! table, so that every crate is layered by the same rules.
+//! cycles and upward references against a layer table. Shared: the `tests/layers.rs` of
+//! every crate of the workspace includes this file by `#[path]`, with its own table, so that
+//! every crate is layered by the same rules.
 
 #![allow(
     clippy::expect_used,
@@ -19,6 +19,10 @@ use syn::visit::{self, Visit};
 
 /// Fails with every problem of the crate at `manifest_dir` (root file `root`) against
 /// `layers`: cycles at any level, upward references, modules missing from the table.
+#[allow(
+    dead_code,
+    reason = "each crate's tests/layers.rs uses the pair that fits its roots"
+)]
 pub(crate) fn assert_layered(manifest_dir: &str, root: &str, layers: &[&[&str]]) {
     let problems = Tree::parse(&source_files(manifest_dir, root)).problems(layers);
     assert!(
@@ -29,8 +33,73 @@ pub(crate) fn assert_layered(manifest_dir: &str, root: &str, layers: &[&[&str]])
     );
 }
 
+/// [`assert_layered`] for one of two crates whose roots share `src/` (a package's library
+/// and its binary): the files that `other_root` reaches belong to the other crate and are
+/// left out (they are no strays of this one).
+#[allow(
+    dead_code,
+    reason = "each crate's tests/layers.rs uses the pair that fits its roots"
+)]
+pub(crate) fn assert_layered_beside(
+    manifest_dir: &str,
+    root: &str,
+    other_root: &str,
+    layers: &[&[&str]],
+) {
+    let files = without_other_root(source_files(manifest_dir, root), manifest_dir, other_root);
+    let problems = Tree::parse(&files).problems(layers);
+    assert!(
+        problems.is_empty(),
+        "the module graph of {manifest_dir}/src from {root} breaks the layering \
+         ({} problems):\n\n{}\n",
+        problems.len(),
+        problems.join("\n\n")
+    );
+}
+
+/// [`print_graph`] for one of two crates whose roots share `src/` (see
+/// [`assert_layered_beside`]).
+#[allow(
+    dead_code,
+    reason = "each crate's tests/layers.rs uses the pair that fits its roots"
+)]
+pub(crate) fn print_graph_beside(
+    manifest_dir: &str,
+    root: &str,
+    other_root: &str,
+    layers: &[&[&str]],
+) {
+    let files = without_other_root(source_files(manifest_dir, root), manifest_dir, other_root);
+    println!("{}", Tree::parse(&files).report(layers));
+}
+
+/// `files` (of the crate rooted at `lib.rs`) without the files that the crate rooted at
+/// `other_root` in the same `src/` reaches.
+fn without_other_root(
+    mut files: BTreeMap<String, String>,
+    manifest_dir: &str,
+    other_root: &str,
+) -> BTreeMap<String, String> {
+    let other = Tree::parse(&source_files(manifest_dir, other_root));
+    for file in &other.reached {
+        if file != "lib.rs" {
+            files.remove(file);
+        }
+    }
+    // `lib.rs` is this crate's root under the checker's name: the other root's file, when it
+    // was `lib.rs`, is gone already.
+    if other_root != "lib.rs" {
+        files.remove(other_root);
+    }
+    files
+}
+
 /// Prints the top-level module graph of the crate at `manifest_dir` bottom-up (each module
 /// after what it uses; modules on a cycle together), then the problems.
+#[allow(
+    dead_code,
+    reason = "each crate's tests/layers.rs uses the pair that fits its roots"
+)]
 pub(crate) fn print_graph(manifest_dir: &str, root: &str, layers: &[&[&str]]) {
     println!(
         "{}",

@@ -1,6 +1,6 @@
 //! What `status`, `list`, `release --force` and `run`'s busy message show of one lock,
 //! semaphore or read-write lock ([`LockState`]), made from what `Client::inspect` read,
-//! and its JSON. A leaf of `inspect/`: the single-node and the quorum views use it.
+//! and its JSON. A leaf of `operator/`: the single-node and the quorum views use it.
 
 use std::fmt::Write as _;
 use std::time::Duration;

@@ -1,5 +1,7 @@
-//! `redlease status`, `redlease list` and `redlease release --force`: what operators see of
-//! a lock, read straight from its keys (see `redlease::LockKeys`).
+//! The operator's commands, `redlease status`, `redlease list` and `redlease release
+//! --force`: what operators see of a lock, read straight from its keys (see
+//! `redlease::LockKeys`), and how it is printed. (The library's `inspection` is what a
+//! client reads; this is the command line over it.)
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
