@@ -24,6 +24,9 @@
 #             in the venv target/py-venv; make python-test builds the binding into it and
 #             runs python/tests (both run in make test); make python-bench compares it with
 #             redis-py, python-redis-lock and pottery; make python-demo runs the coupon race
+# make servers  builds Valkey 8.1.1 and 9.1.2 and Redis 8.0.6 and 8.6.3 from the upstream
+#             sources in Debian's archive (.ci/build-server; a few minutes each on 2 CPUs,
+#             not part of make test) into target/servers/, for make compat SERVER=...
 # Each installs Redis from Debian's packages first when redis-server is not on the PATH.
 
 CARGO ?= cargo
@@ -32,7 +35,7 @@ REDIS_PACKAGES := redis-server redis-tools redis-sentinel openssl iptables
 
 PY_VENV := target/py-venv
 
-.PHONY: python python-test python-bench python-demo test demo bench figures callgrind chaos layers redis valgrind fmt lint features msrv package compat redis-6.2
+.PHONY: python python-test python-bench python-demo test demo bench figures callgrind chaos layers redis valgrind fmt lint features msrv package compat redis-6.2 servers
 
 redis:
 	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
@@ -91,6 +94,12 @@ redis-6.2:
 	fi
 	@python3 .ci/redis-6.2 $(REDIS62)
 	@$(REDIS62) --version
+
+# The servers of the README's compatibility table that no package here provides, each
+# built from the .orig tarball of its Debian source package (pinned by SHA-256).
+SERVERS ?= valkey-8.1.1 valkey-9.1.2 redis-8.0.6 redis-8.6.3
+servers:
+	@for s in $(SERVERS); do .ci/build-server $$s target/servers || exit 1; done
 
 # The compatibility set against the server binary SERVER (a path, or a name on the PATH;
 # made absolute without resolving links: Debian's redis-server is a link that its binary

@@ -325,6 +325,7 @@ fn redis_hint(action: &str, source: &redis::RedisError) -> String {
             "the Redis ACL user lacks a permission that redlease needs{script}; grant it the least-privilege ACL line of redlease's docs/SECURITY.md"
         )
     } else if let Some((script, _)) = crate::lua::lacking(&text) {
+        let script = script.unwrap_or("a redlease script");
         format!("the server lacks a command that {script} calls; {SCRIPT_COMMANDS}")
     } else if source.kind() == redis::ErrorKind::UnexpectedReturnType {
         "a redlease script answered something it never sends; check that no proxy rewrites replies and that the server runs redlease's own scripts".into()
@@ -381,10 +382,14 @@ impl Error {
         let Some((script, commands)) = crate::lua::lacking(&source.to_string()) else {
             return Self::Redis { action, source };
         };
-        let lacks = if commands.is_empty() {
+        let lacks = if let Some(script) = script.filter(|_| commands.is_empty()) {
             format!("a command that {script} calls")
+        } else if commands.is_empty() {
+            // Valkey 9's message names neither the script nor the command.
+            "a command that a redlease script calls".to_owned()
         } else {
             let names: Vec<String> = commands.iter().map(|c| format!("`{c}`")).collect();
+            let script = script.unwrap_or("a redlease script");
             format!("the command {} (called by {script})", names.join(" or "))
         };
         Self::ServerLacks {

@@ -205,9 +205,10 @@ pub(crate) fn named_in(text: &str) -> Option<&'static str> {
 /// What a script error (a Redis error message naming the script by its SHA1) says the
 /// server lacks: the script's file name and the commands named on the failing line, when
 /// the server refused a command the script called (an unknown command, or one called with
-/// arguments this server does not know). `None` for
-/// any other error.
-pub(crate) fn lacking(text: &str) -> Option<(&'static str, Vec<&'static str>)> {
+/// arguments this server does not know). Valkey 9 names no script in that message
+/// (`Unknown command called from script script: on @user_script:142.`): the script and
+/// its commands are then unknown (`None` and none). `None` for any other error.
+pub(crate) fn lacking(text: &str) -> Option<(Option<&'static str>, Vec<&'static str>)> {
     let lower = text.to_ascii_lowercase();
     // Redis: "Unknown Redis command called from (Lua) script"; Valkey: "Unknown command
     // called from script".
@@ -215,9 +216,13 @@ pub(crate) fn lacking(text: &str) -> Option<(&'static str, Vec<&'static str>)> {
     if !unknown && !lower.contains("wrong number of args calling redis command") {
         return None;
     }
-    let (_, name, source) = all()
+    let Some((_, name, source)) = all()
         .into_iter()
-        .find(|(script, _, _)| text.contains(script.get_hash()))?;
+        .find(|(script, _, _)| text.contains(script.get_hash()))
+    else {
+        // The line number alone does not say which script: many have a call there.
+        return Some((None, Vec::new()));
+    };
     // Redis 6.2: "@user_script:46: ..."; 7.0 and later: "... on @user_script:46."
     let line = text
         .split("@user_script:")
@@ -232,7 +237,7 @@ pub(crate) fn lacking(text: &str) -> Option<(&'static str, Vec<&'static str>)> {
         .and_then(|n| source.lines().nth(n.checked_sub(1)?))
         .map(commands_on)
         .unwrap_or_default();
-    Some((name, commands))
+    Some((Some(name), commands))
 }
 
 /// The command names quoted in the `redis.call(...)` of one script line (`'SPUBLISH'`,
@@ -309,10 +314,13 @@ mod lacking_tests {
         for text in [redis62, redis70, valkey] {
             assert_eq!(
                 lacking(&text),
-                Some(("acquire.lua", vec!["SPUBLISH", "PUBLISH"])),
+                Some((Some("acquire.lua"), vec!["SPUBLISH", "PUBLISH"])),
                 "{text}"
             );
         }
+        // Valkey 9.1.2 names no script: still a command the server lacks.
+        let valkey9 = format!("Unknown command called from script script: on @user_script:{n}.");
+        assert_eq!(lacking(&valkey9), Some((None, Vec::new())), "{valkey9}");
         let wrongtype = format!(
             "Error running script (call to f_{sha}): @user_script:{n}: WRONGTYPE Operation against a key"
         );

@@ -302,8 +302,19 @@ async fn a_command_the_server_lacks_is_named_with_its_version() {
     let text = e.to_string();
     let (_, version) = hello(&server).await;
     assert!(text.contains(&format!(" {version} lacks")), "{text}");
-    assert!(text.contains("`ZRANGEBYSCORE`"), "{text}");
-    assert!(text.contains("sem_acquire.lua"), "{text}");
+    // Valkey 9's error names no script (its Lua moved into a module that leaves the
+    // script's name empty): the command and the script are then unknown to the library.
+    let named = std::error::Error::source(&e)
+        .is_some_and(|cause| !cause.to_string().contains("script script: on"));
+    if named {
+        assert!(text.contains("`ZRANGEBYSCORE`"), "{text}");
+        assert!(text.contains("sem_acquire.lua"), "{text}");
+    } else {
+        assert!(
+            text.contains("a command that a redlease script calls"),
+            "{text}"
+        );
+    }
     assert!(!text.contains("reachable"), "{text}");
     // The mutex, which does not call it, still works on that server.
     let guard = c.lock("compat-lacking-mutex").acquire().await.unwrap();
