@@ -141,7 +141,7 @@ pub(crate) struct CutWaiter {
     pub(crate) back: Option<Duration>,
 }
 
-/// How long a mutex hand-off lasts until its waiter confirms it, as `scripts/handoff.lua`
+/// How long a mutex hand-off lasts until its waiter confirms it, as `scripts/lib/handoff.lua`
 /// (`claim_window`) sets it: a tenth of the ttl, at least 50 ms (the ttl if shorter), at
 /// most 1 s.
 pub(crate) fn claim_window(ttl: Duration) -> Duration {

@@ -27,7 +27,7 @@ pub enum Rule {
     /// Mutation of [`Rule::Fixed`]: `Ours` is dated from its own send, but the script
     /// does not refresh the expiry.
     NoRefresh,
-    /// The mutex's rule with claim windows (`scripts/handoff.lua`, `usable_grant`,
+    /// The mutex's rule with claim windows (`scripts/lib/handoff.lua`, `usable_grant`,
     /// `Followups`): a hand-off sets the lock for [`HandoffConfig::window`] ticks only;
     /// a grant only wakes its waiter, which confirms it with an attempt (`Ours` sets the
     /// expiry to now + ttl and is dated from its own send); a skipped waiter whose

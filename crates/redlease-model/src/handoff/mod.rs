@@ -1,4 +1,4 @@
-//! A model of the single-Redis FIFO hand-off (`crates/redlease/src/acquire.rs` with
+//! A model of the single-Redis FIFO hand-off (`crates/redlease/src/acquire/` with
 //! `acquire.lua`, `release.lua` and `notify/grants.rs`): waiters queue in Redis, a
 //! release hands the lock to the oldest one and pushes it a grant over pub/sub, and a
 //! waiter dates the lease it then claims by a [`Rule`].
