@@ -178,6 +178,7 @@ layers:
 	$(CARGO) test -p redlease-model --test layers -- --nocapture
 	$(CARGO) test -p redlease-local --test layers -- --nocapture
 	$(CARGO) test -p redlease-macros --test layers -- --nocapture
+	$(CARGO) test -p redlease-python --test layers -- --nocapture
 
 demo: redis
 	$(CARGO) run --release -q -p redlease-cli -- demo

@@ -10,32 +10,43 @@ use pyo3::prelude::*;
 use tokio::runtime::Runtime;
 
 use crate::errors::Failure;
-use crate::guard::{Guard, Held};
 
 /// How often a blocked call looks for a pending signal (Ctrl-C) of the main thread.
 const SIGNAL_CHECK: Duration = Duration::from_millis(100);
 
+/// Makes a Python object of one of the binding's own classes (a `Guard`, a `Client`),
+/// under the GIL, on the runtime the object will use.
+pub(crate) type MakeObject =
+    Box<dyn FnOnce(Python<'_>, &'static Runtime) -> PyResult<Py<PyAny>> + Send>;
+
 /// What an operation returns, turned into a Python object under the GIL.
-#[derive(Debug)]
 pub(crate) enum Outcome {
     /// `None`.
     Unit,
-    /// A `Guard`, watched for loss when a callback is given.
-    Held(Held, Option<Py<PyAny>>),
-    /// A connected `Client`.
-    Client(redlease::Client),
+    /// An object of the binding's classes (the modules above this one say how to make it).
+    Object(MakeObject),
     /// A fenced write's outcome: `None` when written, else the newer token.
     Fenced(Option<u64>),
     /// An election's leader as `(note, term, remaining seconds)`, or `None`.
     Leader(Option<redlease::Leader>),
 }
 
+impl std::fmt::Debug for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unit => f.write_str("Unit"),
+            Self::Object(_) => f.write_str("Object"),
+            Self::Fenced(newer) => f.debug_tuple("Fenced").field(newer).finish(),
+            Self::Leader(leader) => f.debug_tuple("Leader").field(leader).finish(),
+        }
+    }
+}
+
 impl Outcome {
     fn into_py(self, py: Python<'_>, runtime: &'static Runtime) -> PyResult<Py<PyAny>> {
         match self {
             Self::Unit | Self::Leader(None) => Ok(py.None()),
-            Self::Held(held, on_lost) => Guard::new(runtime, held, on_lost).into_py_any(py),
-            Self::Client(client) => crate::client::Client::new(client, runtime).into_py_any(py),
+            Self::Object(make) => make(py, runtime),
             Self::Fenced(newer) => newer.into_py_any(py),
             Self::Leader(Some(leader)) => (
                 leader.note,

@@ -7,7 +7,7 @@ use tokio::runtime::Runtime;
 
 use crate::call::{Cancel, Outcome, block_on, duration, spawn_with_callback};
 use crate::errors::Failure;
-use crate::guard::Held;
+use crate::guard::{Guard, Held};
 
 /// What to acquire.
 #[derive(Debug, Clone, Copy)]
@@ -136,6 +136,13 @@ impl Client {
         }
     }
 
+    /// A connected client as an operation's outcome (made a Python `Client` under the GIL).
+    fn outcome(inner: redlease::Client) -> Outcome {
+        Outcome::Object(Box::new(move |py, runtime| {
+            pyo3::IntoPyObjectExt::into_py_any(Self::new(inner, runtime), py)
+        }))
+    }
+
     /// The client, unless it was connected in a parent of this process (before
     /// `os.fork()`): its connections and runtime are the parent's.
     fn check_process(&self) -> Result<(), Failure> {
@@ -170,7 +177,7 @@ impl Client {
     fn connect(py: Python<'_>, url: String) -> PyResult<Py<PyAny>> {
         let runtime = Self::runtime_or_err().map_err(|e| e.into_pyerr(py))?;
         block_on(py, runtime, async move {
-            Ok(Outcome::Client(redlease::Client::connect(&url).await?))
+            Ok(Client::outcome(redlease::Client::connect(&url).await?))
         })
     }
 
@@ -179,7 +186,7 @@ impl Client {
     fn connect_with(py: Python<'_>, url: String, callback: Py<PyAny>) -> PyResult<Cancel> {
         let runtime = Self::runtime_or_err().map_err(|e| e.into_pyerr(py))?;
         Ok(spawn_with_callback(runtime, callback, async move {
-            Ok(Outcome::Client(redlease::Client::connect(&url).await?))
+            Ok(Client::outcome(redlease::Client::connect(&url).await?))
         }))
     }
 
@@ -205,7 +212,7 @@ impl Client {
         let request = prepared.map_err(|e| e.into_pyerr(py))?;
         let client = self.inner.clone();
         block_on(py, self.runtime, async move {
-            Ok(Outcome::Held(request.acquire(client).await?, on_lost))
+            Ok(Guard::outcome(request.acquire(client).await?, on_lost))
         })
     }
 
@@ -230,7 +237,7 @@ impl Client {
         let request = prepared.map_err(|e| e.into_pyerr(py))?;
         let client = self.inner.clone();
         Ok(spawn_with_callback(self.runtime, callback, async move {
-            Ok(Outcome::Held(request.acquire(client).await?, on_lost))
+            Ok(Guard::outcome(request.acquire(client).await?, on_lost))
         }))
     }
 

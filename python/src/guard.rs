@@ -137,6 +137,14 @@ pub(crate) struct Guard {
 }
 
 impl Guard {
+    /// An acquisition's outcome: a Python `Guard` of `held` (watched for loss when
+    /// `on_lost` is given), made under the GIL.
+    pub(crate) fn outcome(held: Held, on_lost: Option<Py<PyAny>>) -> Outcome {
+        Outcome::Object(Box::new(move |py, runtime| {
+            pyo3::IntoPyObjectExt::into_py_any(Self::new(runtime, held, on_lost), py)
+        }))
+    }
+
     /// A guard of `held`, watching it for loss when `on_lost` is given.
     pub(crate) fn new(runtime: &'static Runtime, held: Held, on_lost: Option<Py<PyAny>>) -> Self {
         let guards = held.guards();

@@ -1,0 +1,34 @@
+//! The binding's modules import only downwards, without cycles, as the library's do: the
+//! same checker (`crates/redlease/tests/layers/checker.rs`, which says what it checks),
+//! with this crate's layer table. (The binding's behaviour is tested from Python, by the
+//! `test_*.py` files beside this one; this is its one Rust test.)
+//!
+//! Update the table when a top-level module is added, renamed or moved. `make layers`
+//! prints the graph.
+#[path = "../../crates/redlease/tests/layers/checker.rs"]
+mod checker;
+
+/// The top-level modules of `src/`, from the bottom layer to the top. A module may use the
+/// modules of its own layer (without cycles) and of the layers below it, never above.
+const LAYERS: &[&[&str]] = &[
+    // Leaves: the exceptions a failure becomes, the process's runtime.
+    &["errors", "runtime"],
+    // Running the library's futures for Python (blocking, or with a callback).
+    &["call"],
+    // The Python classes over a held lease, a leader watch, a fenced store.
+    &["guard", "observe", "resource"],
+    // The client, which makes the rest.
+    &["client"],
+];
+
+/// The crate imports only downwards, without cycles, at every level.
+#[test]
+fn modules_import_only_downwards_without_cycles() {
+    checker::assert_layered(env!("CARGO_MANIFEST_DIR"), "lib.rs", LAYERS);
+}
+
+/// Prints the top-level module graph bottom-up, then the problems the check reports.
+#[test]
+fn print_the_module_graph() {
+    checker::print_graph(env!("CARGO_MANIFEST_DIR"), "lib.rs", LAYERS);
+}
