@@ -224,27 +224,30 @@ def _release_on_exit(release: Callable[[], None], exc_type: Any) -> None:
         pass  # the body's exception is the one to see
 
 
-class _Acquisition:
-    """An acquisition to make: ``acquire()``, or ``with`` it."""
+class _Request:
+    """What an acquisition asks for, checked when it is made (before any Redis call)."""
 
-    def __init__(self, client: "Client", kind: str, names: Sequence[str], ttl: Optional[Seconds],
+    def __init__(self, client: Any, kind: str, names: Sequence[str], ttl: Optional[Seconds],
                  wait: Optional[Seconds], permits: int = 1, note: str = "") -> None:
         self._client = client
-        self._kind = kind
-        self._names = [_name(n) for n in names]
-        self._ttl = _seconds(ttl, "ttl", none_ok=False)
-        self._wait = _seconds(wait, "wait", none_ok=True)
-        self._permits = permits
-        self._note = note
+        self._request = _native.Request(
+            kind, [_name(n) for n in names], _seconds(ttl, "ttl", none_ok=False),
+            _seconds(wait, "wait", none_ok=True), permits, note,
+        )
+
+
+class _Acquisition(_Request):
+    """An acquisition to make: ``acquire()``, or ``with`` it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._held = threading.local()
 
     def acquire(self) -> Guard:
         """Acquires (waiting as told) and returns the guard. Raises ``Timeout`` when busy
         for the whole wait."""
         loss = _Loss()
-        native = self._client._native.acquire(
-            self._kind, self._names, self._ttl, self._wait, self._permits, self._note, loss.fire
-        )
+        native = self._client._native.acquire(self._request, loss.fire)
         return Guard(native, loss)
 
     def __enter__(self) -> Guard:
@@ -260,19 +263,25 @@ class _Acquisition:
         _release_on_exit(guard.release, exc_type)
 
 
-class RwLock:
-    """A read-write lock: many readers or one writer."""
+class _RwLockBase:
+    _acquisition: Any
 
-    def __init__(self, client: "Client", name: str) -> None:
+    def __init__(self, client: Any, name: str) -> None:
         self._client, self._name = client, name
 
-    def read(self, ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = DEFAULT_WAIT) -> _Acquisition:
+    def read(self, ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = DEFAULT_WAIT) -> Any:
         """A read hold (shared with other readers)."""
-        return _Acquisition(self._client, "read", [self._name], ttl, wait)
+        return self._acquisition(self._client, "read", [self._name], ttl, wait)
 
-    def write(self, ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = DEFAULT_WAIT) -> _Acquisition:
+    def write(self, ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = DEFAULT_WAIT) -> Any:
         """The write hold (alone)."""
-        return _Acquisition(self._client, "write", [self._name], ttl, wait)
+        return self._acquisition(self._client, "write", [self._name], ttl, wait)
+
+
+class RwLock(_RwLockBase):
+    """A read-write lock: many readers or one writer."""
+
+    _acquisition = _Acquisition
 
 
 class Election:
@@ -297,42 +306,55 @@ class Election:
             yield _leader(changes.next())
 
 
-class Client:
-    """A client of redlease for threads. Connect with ``Client.connect(url)``."""
+class _ClientBase:
+    """The primitives, the same for threads and asyncio; the subclass names its types."""
+
+    _acquisition: Any
+    _rwlock: Any
+    _election: Any
 
     def __init__(self, native: Any) -> None:
         self._native = native
+
+    def lock(self, name: str, ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = DEFAULT_WAIT) -> Any:
+        """The lock ``name``: ``with client.lock(name) as guard:`` (``async with`` on an
+        ``AsyncClient``, or ``await client.lock(name).run(work)``) holds it for the block,
+        its lease of ``ttl`` seconds renewed meanwhile; waits ``wait`` seconds for it
+        (``None``: until acquired, ``0``: one attempt), then raises ``Timeout``. Waiters
+        are served in FIFO order."""
+        return self._acquisition(self, "lock", [name], ttl, wait)
+
+    def semaphore(self, name: str, permits: int, ttl: Seconds = DEFAULT_TTL,
+                  wait: Optional[Seconds] = DEFAULT_WAIT) -> Any:
+        """One of ``permits`` permits of semaphore ``name``."""
+        return self._acquisition(self, "semaphore", [name], ttl, wait, permits=permits)
+
+    def rwlock(self, name: str) -> Any:
+        """The read-write lock ``name``: ``.read(...)`` or ``.write(...)``."""
+        return self._rwlock(self, name)
+
+    def multi_lock(self, names: Sequence[str], ttl: Seconds = DEFAULT_TTL,
+                   wait: Optional[Seconds] = DEFAULT_WAIT) -> Any:
+        """All of ``names`` at once (taken in a fixed order, so no deadlock)."""
+        return self._acquisition(self, "multi", list(names), ttl, wait)
+
+    def election(self, name: str) -> Any:
+        """The leader election ``name``."""
+        return self._election(self, name)
+
+
+class Client(_ClientBase):
+    """A client of redlease for threads. Connect with ``Client.connect(url)``."""
+
+    _acquisition = _Acquisition
+    _rwlock = RwLock
+    _election = Election
 
     @classmethod
     def connect(cls, url: str) -> "Client":
         """Connects to the Redis at ``url`` (``redis://host:port``, ``rediss://`` for TLS,
         ``redis+sentinel://``). Raises ``ConnectionError`` when it cannot."""
         return cls(_native.Client.connect(url))
-
-    def lock(self, name: str, ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = DEFAULT_WAIT) -> _Acquisition:
-        """The lock ``name``: ``with client.lock(name) as guard:`` holds it for the block,
-        its lease of ``ttl`` seconds renewed meanwhile; waits ``wait`` seconds for it
-        (``None``: until acquired, ``0``: one attempt), then raises ``Timeout``. Waiters
-        are served in FIFO order."""
-        return _Acquisition(self, "lock", [name], ttl, wait)
-
-    def semaphore(self, name: str, permits: int, ttl: Seconds = DEFAULT_TTL,
-                  wait: Optional[Seconds] = DEFAULT_WAIT) -> _Acquisition:
-        """One of ``permits`` permits of semaphore ``name``."""
-        return _Acquisition(self, "semaphore", [name], ttl, wait, permits=permits)
-
-    def rwlock(self, name: str) -> RwLock:
-        """The read-write lock ``name``: ``.read(...)`` or ``.write(...)``."""
-        return RwLock(self, name)
-
-    def multi_lock(self, names: Sequence[str], ttl: Seconds = DEFAULT_TTL,
-                   wait: Optional[Seconds] = DEFAULT_WAIT) -> _Acquisition:
-        """All of ``names`` at once (taken in a fixed order, so no deadlock)."""
-        return _Acquisition(self, "multi", list(names), ttl, wait)
-
-    def election(self, name: str) -> Election:
-        """The leader election ``name``."""
-        return Election(self, name)
 
     def shutdown(self) -> None:
         """Gives back every lease this client holds."""
@@ -441,26 +463,17 @@ async def _arelease_on_exit(guard: AsyncGuard, exc_type: Any) -> None:
         pass
 
 
-class _AsyncAcquisition:
+class _AsyncAcquisition(_Request):
     """An acquisition for asyncio: ``await acquire()``, ``async with`` it, or ``run``."""
 
-    def __init__(self, client: "AsyncClient", kind: str, names: Sequence[str], ttl: Optional[Seconds],
-                 wait: Optional[Seconds], permits: int = 1, note: str = "") -> None:
-        self._client = client
-        self._kind = kind
-        self._names = [_name(n) for n in names]
-        self._ttl = _seconds(ttl, "ttl", none_ok=False)
-        self._wait = _seconds(wait, "wait", none_ok=True)
-        self._permits = permits
-        self._note = note
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._held: dict = {}
 
     async def acquire(self) -> AsyncGuard:
         """Acquires (waiting as told) and returns the guard; cancelling it stops waiting."""
         loss = _Loss()
-        native = await _bridge(lambda cb: self._client._native.acquire_with(
-            self._kind, self._names, self._ttl, self._wait, cb, self._permits, self._note, loss.fire
-        ))
+        native = await _bridge(lambda cb: self._client._native.acquire_with(self._request, cb, loss.fire))
         return AsyncGuard(native, loss)
 
     async def __aenter__(self) -> AsyncGuard:
@@ -506,19 +519,10 @@ class _AsyncAcquisition:
         return result
 
 
-class AsyncRwLock:
+class AsyncRwLock(_RwLockBase):
     """A read-write lock for asyncio."""
 
-    def __init__(self, client: "AsyncClient", name: str) -> None:
-        self._client, self._name = client, name
-
-    def read(self, ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = DEFAULT_WAIT) -> _AsyncAcquisition:
-        """A read hold."""
-        return _AsyncAcquisition(self._client, "read", [self._name], ttl, wait)
-
-    def write(self, ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = DEFAULT_WAIT) -> _AsyncAcquisition:
-        """The write hold."""
-        return _AsyncAcquisition(self._client, "write", [self._name], ttl, wait)
+    _acquisition = _AsyncAcquisition
 
 
 class AsyncElection:
@@ -544,39 +548,17 @@ class AsyncElection:
             yield _leader(await _bridge(changes.next_with))
 
 
-class AsyncClient:
+class AsyncClient(_ClientBase):
     """A client of redlease for asyncio: ``client = await AsyncClient.connect(url)``."""
 
-    def __init__(self, native: Any) -> None:
-        self._native = native
+    _acquisition = _AsyncAcquisition
+    _rwlock = AsyncRwLock
+    _election = AsyncElection
 
     @classmethod
     async def connect(cls, url: str) -> "AsyncClient":
         """Connects to the Redis at ``url``."""
         return cls(await _bridge(lambda cb: _native.Client.connect_with(url, cb)))
-
-    def lock(self, name: str, ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = DEFAULT_WAIT) -> _AsyncAcquisition:
-        """The lock ``name``: ``async with client.lock(name) as guard:``, or
-        ``await client.lock(name).run(work)``."""
-        return _AsyncAcquisition(self, "lock", [name], ttl, wait)
-
-    def semaphore(self, name: str, permits: int, ttl: Seconds = DEFAULT_TTL,
-                  wait: Optional[Seconds] = DEFAULT_WAIT) -> _AsyncAcquisition:
-        """One of ``permits`` permits of semaphore ``name``."""
-        return _AsyncAcquisition(self, "semaphore", [name], ttl, wait, permits=permits)
-
-    def rwlock(self, name: str) -> AsyncRwLock:
-        """The read-write lock ``name``."""
-        return AsyncRwLock(self, name)
-
-    def multi_lock(self, names: Sequence[str], ttl: Seconds = DEFAULT_TTL,
-                   wait: Optional[Seconds] = DEFAULT_WAIT) -> _AsyncAcquisition:
-        """All of ``names`` at once."""
-        return _AsyncAcquisition(self, "multi", list(names), ttl, wait)
-
-    def election(self, name: str) -> AsyncElection:
-        """The leader election ``name``."""
-        return AsyncElection(self, name)
 
 
 # the decorator

@@ -20,9 +20,11 @@ enum Kind {
     Campaign,
 }
 
-/// One acquisition, as the Python layer describes it.
-#[derive(Debug)]
-struct Request {
+/// One acquisition, as the Python layer describes it: made (and its options checked)
+/// once, when the Python acquisition is, and acquired any number of times.
+#[pyclass(module = "redlease._native", frozen)]
+#[derive(Debug, Clone)]
+pub(crate) struct Request {
     kind: Kind,
     names: Vec<String>,
     ttl: Option<std::time::Duration>,
@@ -41,8 +43,27 @@ macro_rules! options {
     }};
 }
 
+#[pymethods]
 impl Request {
-    #[allow(clippy::too_many_arguments)]
+    /// An acquisition of a primitive (`kind`: lock, semaphore, read, write, multi,
+    /// campaign) of `names`, waiting `wait` seconds (`None`: until acquired; 0: one
+    /// attempt).
+    #[new]
+    #[pyo3(signature = (kind, names, ttl, wait, permits=1, note=String::new()))]
+    fn py_new(
+        py: Python<'_>,
+        kind: &str,
+        names: Vec<String>,
+        ttl: Option<f64>,
+        wait: Option<f64>,
+        permits: u32,
+        note: String,
+    ) -> PyResult<Self> {
+        Self::new(kind, names, ttl, wait, permits, note).map_err(|e| e.into_pyerr(py))
+    }
+}
+
+impl Request {
     fn new(
         kind: &str,
         names: Vec<String>,
@@ -190,52 +211,33 @@ impl Client {
         }))
     }
 
-    /// Acquires a primitive (`kind`: lock, semaphore, read, write, multi, campaign) of
-    /// `names`, waiting `wait` seconds (`None`: until acquired; 0: one attempt);
-    /// `on_lost()` is called once, from another thread, if the lease is lost.
-    #[pyo3(signature = (kind, names, ttl, wait, permits=1, note=String::new(), on_lost=None))]
-    #[allow(clippy::too_many_arguments)]
+    /// Acquires `request`; `on_lost()` is called once, from another thread, if the
+    /// lease is lost.
+    #[pyo3(signature = (request, on_lost=None))]
     fn acquire(
         &self,
         py: Python<'_>,
-        kind: &str,
-        names: Vec<String>,
-        ttl: Option<f64>,
-        wait: Option<f64>,
-        permits: u32,
-        note: String,
+        request: &Request,
         on_lost: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        let prepared = self
-            .check_process()
-            .and_then(|()| Request::new(kind, names, ttl, wait, permits, note));
-        let request = prepared.map_err(|e| e.into_pyerr(py))?;
-        let client = self.inner.clone();
+        self.check_process().map_err(|e| e.into_pyerr(py))?;
+        let (request, client) = (request.clone(), self.inner.clone());
         block_on(py, self.runtime, async move {
             Ok(Guard::outcome(request.acquire(client).await?, on_lost))
         })
     }
 
     /// `acquire` in the background: `callback(guard, None)` or `callback(None, error)`.
-    #[pyo3(signature = (kind, names, ttl, wait, callback, permits=1, note=String::new(), on_lost=None))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (request, callback, on_lost=None))]
     fn acquire_with(
         &self,
         py: Python<'_>,
-        kind: &str,
-        names: Vec<String>,
-        ttl: Option<f64>,
-        wait: Option<f64>,
+        request: &Request,
         callback: Py<PyAny>,
-        permits: u32,
-        note: String,
         on_lost: Option<Py<PyAny>>,
     ) -> PyResult<Cancel> {
-        let prepared = self
-            .check_process()
-            .and_then(|()| Request::new(kind, names, ttl, wait, permits, note));
-        let request = prepared.map_err(|e| e.into_pyerr(py))?;
-        let client = self.inner.clone();
+        self.check_process().map_err(|e| e.into_pyerr(py))?;
+        let (request, client) = (request.clone(), self.inner.clone());
         Ok(spawn_with_callback(self.runtime, callback, async move {
             Ok(Guard::outcome(request.acquire(client).await?, on_lost))
         }))

@@ -16,6 +16,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::Client>()?;
+    m.add_class::<client::Request>()?;
     m.add_class::<guard::Guard>()?;
     m.add_class::<call::Cancel>()?;
     m.add_class::<observe::LeaderChanges>()?;
