@@ -59,48 +59,40 @@ impl Request {
         permits: u32,
         note: String,
     ) -> PyResult<Self> {
-        Self::new(kind, names, ttl, wait, permits, note).map_err(|e| e.into_pyerr(py))
+        let checked = || -> Result<Self, Failure> {
+            let kind = match kind {
+                "lock" => Kind::Lock,
+                "semaphore" => Kind::Semaphore(permits),
+                "read" => Kind::Read,
+                "write" => Kind::Write,
+                "multi" => Kind::Multi,
+                "campaign" => Kind::Campaign,
+                other => {
+                    return Err(Failure::Binding(
+                        "InvalidOption",
+                        format!("unknown primitive `{other}`"),
+                    ));
+                }
+            };
+            let ttl = ttl.map(|t| duration("ttl", t)).transpose()?;
+            let wait = match wait {
+                None => Wait::Forever,
+                Some(0.0) => Wait::No,
+                Some(w) => Wait::For(duration("wait", w)?),
+            };
+            Ok(Self {
+                kind,
+                names,
+                ttl,
+                wait,
+                note,
+            })
+        };
+        checked().map_err(|e| e.into_pyerr(py))
     }
 }
 
 impl Request {
-    fn new(
-        kind: &str,
-        names: Vec<String>,
-        ttl: Option<f64>,
-        wait: Option<f64>,
-        permits: u32,
-        note: String,
-    ) -> Result<Self, Failure> {
-        let kind = match kind {
-            "lock" => Kind::Lock,
-            "semaphore" => Kind::Semaphore(permits),
-            "read" => Kind::Read,
-            "write" => Kind::Write,
-            "multi" => Kind::Multi,
-            "campaign" => Kind::Campaign,
-            other => {
-                return Err(Failure::Binding(
-                    "InvalidOption",
-                    format!("unknown primitive `{other}`"),
-                ));
-            }
-        };
-        let ttl = ttl.map(|t| duration("ttl", t)).transpose()?;
-        let wait = match wait {
-            None => Wait::Forever,
-            Some(0.0) => Wait::No,
-            Some(w) => Wait::For(duration("wait", w)?),
-        };
-        Ok(Self {
-            kind,
-            names,
-            ttl,
-            wait,
-            note,
-        })
-    }
-
     fn name(&self) -> String {
         self.names.first().cloned().unwrap_or_default()
     }
