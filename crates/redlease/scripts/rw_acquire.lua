@@ -62,7 +62,7 @@ if state.count > 0 and redis.call('ZSCORE', KEYS[6], token) then
   end
   redis.call('ZADD', KEYS[6], 'XX', ms(now + ttl), token)
   settle()
-  return {2, fence_of(token), 0}
+  return {2, entry_fence(KEYS[3], KEYS[2], token), 0}
 end
 local mine, empty, wake = serve(state, now, token, ttl, details)
 if wake and join == 'silent' then

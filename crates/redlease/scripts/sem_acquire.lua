@@ -68,7 +68,7 @@ local held = redis.call('ZCARD', KEYS[1])
 if held > 0 and redis.call('ZSCORE', KEYS[1], token) then
   redis.call('ZADD', KEYS[1], 'XX', ms(now + ttl), token)
   settle({count = count})
-  return {2, fence_of(token), 0}
+  return {2, entry_fence(KEYS[3], KEYS[2], token), 0}
 end
 local mine, free, absent, blocked = serve(permits, now, token, ttl, details, in_use(held), weight)
 if not mine and free > 0 and not blocked then

@@ -61,15 +61,6 @@ local function fits(state, mode)
   return state.mode ~= 'write'
 end
 
--- The fencing token `token`'s hold was granted.
-local function fence_of(token)
-  local entry = redis.call('HGET', KEYS[3], token)
-  if entry then
-    return tonumber(cjson.decode(entry)[1])
-  end
-  return tonumber(redis.call('GET', KEYS[2]) or '0')
-end
-
 -- Grants the lock to the queue's head for as long as it fits: a writer when no one holds,
 -- then every reader of a run of readers (stopping at the next writer, which waits for
 -- them), one grant and one PUBLISH "<fence> <token> <K>" on the waiter's grant channel

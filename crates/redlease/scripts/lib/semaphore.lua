@@ -106,15 +106,6 @@ local function grant(token, ttl, details, now, n)
   return fence
 end
 
--- The fencing token of the permit `token` holds.
-local function fence_of(token)
-  local entry = redis.call('HGET', KEYS[3], token)
-  if entry then
-    return tonumber(cjson.decode(entry)[1])
-  end
-  return tonumber(redis.call('GET', KEYS[2]) or '0')
-end
-
 -- Hands free permits to the oldest queued waiters, in order, while the head's weight fits:
 -- one grant and one PUBLISH "<fence> <token> <K>" on the waiter's grant channel each (the
 -- mutex's hand-off message); a waiter whose client no longer listens (PUBLISH reached no
