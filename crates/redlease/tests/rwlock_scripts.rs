@@ -30,6 +30,18 @@ async fn mode(conn: &mut redis::aio::MultiplexedConnection, keys: &Keys) -> Opti
         .unwrap()
 }
 
+/// An attempt of `token` to hold `mode` for [`LONG`], taking no queue place.
+async fn attempt(
+    conn: &mut redis::aio::MultiplexedConnection,
+    keys: &Keys,
+    token: &str,
+    mode: &str,
+) -> prims::Reply {
+    rw_acquire(conn, keys, token, LONG, mode, None)
+        .await
+        .unwrap()
+}
+
 fn owners(keys: &Keys) -> String {
     keys.rw()[5].clone()
 }
@@ -40,24 +52,15 @@ async fn readers_overlap() {
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("rw:readers");
     for token in ["r1", "r2", "r3"] {
-        let (status, fence, _) = rw_acquire(&mut conn, &keys, token, LONG, "read", None)
-            .await
-            .unwrap();
+        let (status, fence, _) = attempt(&mut conn, &keys, token, "read").await;
         assert_eq!(status, 1, "{token} reads beside the others");
         assert!(fence > 0);
     }
     assert_eq!(zcard(&mut conn, &owners(&keys)).await, 3);
     assert_eq!(mode(&mut conn, &keys).await.as_deref(), Some("read"));
     // A retried attempt is answered with its own hold's token.
-    let (_, fence, _) = rw_acquire(&mut conn, &keys, "r4", LONG, "read", None)
-        .await
-        .unwrap();
-    assert_eq!(
-        rw_acquire(&mut conn, &keys, "r4", LONG, "read", None)
-            .await
-            .unwrap(),
-        (2, fence, 0)
-    );
+    let (_, fence, _) = attempt(&mut conn, &keys, "r4", "read").await;
+    assert_eq!(attempt(&mut conn, &keys, "r4", "read").await, (2, fence, 0));
     assert_eq!(zcard(&mut conn, &owners(&keys)).await, 4);
 }
 
@@ -66,9 +69,7 @@ async fn a_writer_excludes_readers_and_writers() {
     let server = common::server();
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("rw:writer");
-    let (status, fence, _) = rw_acquire(&mut conn, &keys, "w", LONG, "write", None)
-        .await
-        .unwrap();
+    let (status, fence, _) = attempt(&mut conn, &keys, "w", "write").await;
     assert_eq!(status, 1);
     for (token, want) in [("r", "read"), ("w2", "write")] {
         let (status, _, pttl) = rw_acquire(&mut conn, &keys, token, LONG, want, None)
@@ -78,9 +79,7 @@ async fn a_writer_excludes_readers_and_writers() {
         assert!(pttl > 0, "{pttl}");
     }
     assert_eq!(
-        rw_acquire(&mut conn, &keys, "w", LONG, "write", None)
-            .await
-            .unwrap(),
+        attempt(&mut conn, &keys, "w", "write").await,
         (2, fence, 0),
         "a retried write attempt"
     );
@@ -88,16 +87,8 @@ async fn a_writer_excludes_readers_and_writers() {
     assert_eq!(rw_release(&mut conn, &keys, "w", false).await.unwrap(), 1);
     assert_eq!(rw_release(&mut conn, &keys, "w", false).await.unwrap(), 0);
     // Readers in: now a writer waits for them.
-    rw_acquire(&mut conn, &keys, "r", LONG, "read", None)
-        .await
-        .unwrap();
-    assert_eq!(
-        rw_acquire(&mut conn, &keys, "w2", LONG, "write", None)
-            .await
-            .unwrap()
-            .0,
-        0
-    );
+    attempt(&mut conn, &keys, "r", "read").await;
+    assert_eq!(attempt(&mut conn, &keys, "w2", "write").await.0, 0);
 }
 
 #[tokio::test]
@@ -106,9 +97,7 @@ async fn a_queued_writer_stops_new_readers_and_gets_the_lock_from_the_last_reade
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("rw:no-starvation");
     for token in ["r1", "r2"] {
-        rw_acquire(&mut conn, &keys, token, LONG, "read", None)
-            .await
-            .unwrap();
+        attempt(&mut conn, &keys, token, "read").await;
     }
     let mut writer = Listener::new(&server, "grant:w").await;
     assert_eq!(
@@ -126,13 +115,7 @@ async fn a_queued_writer_stops_new_readers_and_gets_the_lock_from_the_last_reade
         0
     );
     // A stream of new readers cannot pass the queued writer, queued or not.
-    assert_eq!(
-        rw_acquire(&mut conn, &keys, "late", LONG, "read", None)
-            .await
-            .unwrap()
-            .0,
-        0
-    );
+    assert_eq!(attempt(&mut conn, &keys, "late", "read").await.0, 0);
     assert_eq!(
         rw_acquire(
             &mut conn,
@@ -167,9 +150,7 @@ async fn readers_queued_together_are_granted_together() {
     let server = common::server();
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("rw:group");
-    let (_, writer_fence, _) = rw_acquire(&mut conn, &keys, "w", LONG, "write", None)
-        .await
-        .unwrap();
+    let (_, writer_fence, _) = attempt(&mut conn, &keys, "w", "write").await;
     let mut readers = Listener::new(&server, "grant:readers").await;
     let mut w2 = Listener::new(&server, "grant:w2").await;
     let queue = [
@@ -214,9 +195,7 @@ async fn an_upgrade_is_refused_not_waited_for() {
     let server = common::server();
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("rw:upgrade");
-    let (_, fence, _) = rw_acquire(&mut conn, &keys, "r", LONG, "read", None)
-        .await
-        .unwrap();
+    let (_, fence, _) = attempt(&mut conn, &keys, "r", "read").await;
     for join in [None, Some(("grant:r", LINGER))] {
         let (code, text) =
             server_error(rw_acquire(&mut conn, &keys, "r", LONG, "write", join).await);
@@ -226,20 +205,12 @@ async fn an_upgrade_is_refused_not_waited_for() {
     assert!(!exists(&mut conn, &keys.rw()[3]).await, "nothing queued");
     assert_eq!(mode(&mut conn, &keys).await.as_deref(), Some("read"));
     assert_eq!(
-        rw_acquire(&mut conn, &keys, "r", LONG, "read", None)
-            .await
-            .unwrap(),
+        attempt(&mut conn, &keys, "r", "read").await,
         (2, fence, 0),
         "still reading"
     );
     // Other readers are unaffected.
-    assert_eq!(
-        rw_acquire(&mut conn, &keys, "r2", LONG, "read", None)
-            .await
-            .unwrap()
-            .0,
-        1
-    );
+    assert_eq!(attempt(&mut conn, &keys, "r2", "read").await.0, 1);
 }
 
 #[tokio::test]
@@ -247,9 +218,7 @@ async fn a_downgrade_keeps_the_token_and_lets_queued_readers_in() {
     let server = common::server();
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("rw:downgrade");
-    let (_, fence, _) = rw_acquire(&mut conn, &keys, "w", LONG, "write", None)
-        .await
-        .unwrap();
+    let (_, fence, _) = attempt(&mut conn, &keys, "w", "write").await;
     let mut readers = Listener::new(&server, "grant:r").await;
     for (token, want) in [("r1", "read"), ("r2", "read"), ("w2", "write")] {
         rw_acquire(
@@ -272,12 +241,7 @@ async fn a_downgrade_keeps_the_token_and_lets_queued_readers_in() {
     assert!(f1 > fence);
     // The downgraded hold keeps its token; asked again, its lease is set again from now
     // (so that the asker may date it from that attempt); the queued writer still waits.
-    assert_eq!(
-        rw_acquire(&mut conn, &keys, "w", LONG, "read", None)
-            .await
-            .unwrap(),
-        (2, fence, 0)
-    );
+    assert_eq!(attempt(&mut conn, &keys, "w", "read").await, (2, fence, 0));
     assert!(score(&mut conn, &owners(&keys), "w").await >= before);
     assert_eq!(score(&mut conn, &owners(&keys), "w2").await, None);
     assert_eq!(zcard(&mut conn, &owners(&keys)).await, 3);
@@ -297,15 +261,8 @@ async fn a_writer_that_asks_for_read_keeps_its_write_hold() {
     let server = common::server();
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("rw:write-then-read");
-    let (_, fence, _) = rw_acquire(&mut conn, &keys, "w", LONG, "write", None)
-        .await
-        .unwrap();
-    assert_eq!(
-        rw_acquire(&mut conn, &keys, "w", LONG, "read", None)
-            .await
-            .unwrap(),
-        (2, fence, 0)
-    );
+    let (_, fence, _) = attempt(&mut conn, &keys, "w", "write").await;
+    assert_eq!(attempt(&mut conn, &keys, "w", "read").await, (2, fence, 0));
     assert_eq!(mode(&mut conn, &keys).await.as_deref(), Some("write"));
 }
 
@@ -317,9 +274,7 @@ async fn expired_holds_are_reclaimed() {
     rw_acquire(&mut conn, &keys, "crashed-reader", 50, "read", None)
         .await
         .unwrap();
-    rw_acquire(&mut conn, &keys, "live-reader", LONG, "read", None)
-        .await
-        .unwrap();
+    attempt(&mut conn, &keys, "live-reader", "read").await;
     until_expired(&conn, &owners(&keys), "crashed-reader").await;
     assert_eq!(
         zcard(&mut conn, &owners(&keys)).await,
@@ -327,9 +282,7 @@ async fn expired_holds_are_reclaimed() {
         "not yet reclaimed"
     );
     // The live reader keeps the keys alive: the script itself drops the crashed hold.
-    rw_acquire(&mut conn, &keys, "another-reader", LONG, "read", None)
-        .await
-        .unwrap();
+    attempt(&mut conn, &keys, "another-reader", "read").await;
     assert_eq!(
         zcard(&mut conn, &owners(&keys)).await,
         2,
@@ -355,10 +308,7 @@ async fn expired_holds_are_reclaimed() {
     );
     until_expired(&conn, &owners(&keys), "w").await;
     assert_eq!(
-        rw_acquire(&mut conn, &keys, "r", LONG, "read", None)
-            .await
-            .unwrap()
-            .0,
+        attempt(&mut conn, &keys, "r", "read").await.0,
         1,
         "the crashed writer's hold is gone"
     );
@@ -380,9 +330,7 @@ async fn fencing_tokens_strictly_increase_across_grants() {
     let mut last = 0;
     for round in 0..4 {
         let r = format!("r{round}");
-        let (_, fence, _) = rw_acquire(&mut conn, &keys, &r, LONG, "read", None)
-            .await
-            .unwrap();
+        let (_, fence, _) = attempt(&mut conn, &keys, &r, "read").await;
         assert!(fence > last, "{fence} after {last}");
         last = fence;
         let w = format!("w{round}");
@@ -450,9 +398,7 @@ async fn a_rwlock_refuses_a_mutex_and_a_semaphore_of_the_same_name() {
     let keys = Keys::new("shared:rw");
 
     // Read-write lock first.
-    rw_acquire(&mut conn, &keys, "r", LONG, "read", None)
-        .await
-        .unwrap();
+    attempt(&mut conn, &keys, "r", "read").await;
     assert_eq!(
         server_error(prims::mutex_acquire(&mut conn, &keys, "m").await).0,
         "WRONGTYPE"
@@ -508,9 +454,7 @@ async fn a_waiter_that_gives_up_lets_the_readers_behind_it_in() {
     let server = common::server();
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("rw:withdraw");
-    rw_acquire(&mut conn, &keys, "r1", LONG, "read", None)
-        .await
-        .unwrap();
+    attempt(&mut conn, &keys, "r1", "read").await;
     let mut reader = Listener::new(&server, "grant:r2").await;
     rw_acquire(
         &mut conn,
@@ -547,15 +491,11 @@ async fn the_release_channel_hears_when_the_lock_is_free() {
     let keys = Keys::new("rw:announce");
     let mut released = Listener::new(&server, &keys.channel()).await;
     for token in ["r1", "r2"] {
-        rw_acquire(&mut conn, &keys, token, LONG, "read", None)
-            .await
-            .unwrap();
+        attempt(&mut conn, &keys, token, "read").await;
     }
     rw_release(&mut conn, &keys, "r1", true).await.unwrap();
     rw_release(&mut conn, &keys, "r2", true).await.unwrap();
-    rw_acquire(&mut conn, &keys, "w", LONG, "write", None)
-        .await
-        .unwrap();
+    attempt(&mut conn, &keys, "w", "write").await;
     rw_release(&mut conn, &keys, "w", true).await.unwrap();
     let () = redis::cmd("PUBLISH")
         .arg(keys.channel())
@@ -580,9 +520,7 @@ async fn every_key_expires_when_the_lock_is_idle() {
     let server = common::server();
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("rw:idle");
-    rw_acquire(&mut conn, &keys, "w", LONG, "write", None)
-        .await
-        .unwrap();
+    attempt(&mut conn, &keys, "w", "write").await;
     rw_release(&mut conn, &keys, "w", false).await.unwrap();
     for key in &keys.rw() {
         if *key != keys.fence() {
@@ -606,13 +544,7 @@ async fn every_script_runs_after_script_flush_and_with_eval() {
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("rw:flush");
     prims::script_flush(&mut conn).await;
-    assert_eq!(
-        rw_acquire(&mut conn, &keys, "w", LONG, "write", None)
-            .await
-            .unwrap()
-            .0,
-        1
-    );
+    assert_eq!(attempt(&mut conn, &keys, "w", "write").await.0, 1);
     prims::script_flush(&mut conn).await;
     assert_eq!(rw_downgrade(&mut conn, &keys, "w").await.unwrap(), 1);
     prims::script_flush(&mut conn).await;
@@ -673,9 +605,7 @@ async fn a_silent_place_keeps_readers_out_until_its_waiter_takes_it_or_stops_com
     let server = common::server();
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("rw:silent");
-    rw_acquire(&mut conn, &keys, "r1", LONG, "read", None)
-        .await
-        .unwrap();
+    attempt(&mut conn, &keys, "r1", "read").await;
     assert_eq!(
         rw_join_silently(&mut conn, &keys, "w", "write", 60_000)
             .await
@@ -683,9 +613,7 @@ async fn a_silent_place_keeps_readers_out_until_its_waiter_takes_it_or_stops_com
         0
     );
     // A newcomer reader stays out behind the silent writer.
-    let (status, _, _) = rw_acquire(&mut conn, &keys, "r2", LONG, "read", None)
-        .await
-        .unwrap();
+    let (status, _, _) = attempt(&mut conn, &keys, "r2", "read").await;
     assert_eq!(status, 0, "a reader overtook the silent writer");
     // The last reader leaves: nobody is handed the lock, the writer takes it itself.
     let mut notices = Listener::new(&server, &keys.channel()).await;
@@ -698,9 +626,7 @@ async fn a_silent_place_keeps_readers_out_until_its_waiter_takes_it_or_stops_com
     assert_eq!(rw_release(&mut conn, &keys, "w", true).await.unwrap(), 1);
 
     // A silent place whose waiter never comes back is dropped once stale.
-    rw_acquire(&mut conn, &keys, "r3", LONG, "read", None)
-        .await
-        .unwrap();
+    attempt(&mut conn, &keys, "r3", "read").await;
     assert_eq!(
         rw_join_silently(&mut conn, &keys, "gone", "write", 50)
             .await
@@ -708,9 +634,7 @@ async fn a_silent_place_keeps_readers_out_until_its_waiter_takes_it_or_stops_com
         0
     );
     tokio::time::sleep(std::time::Duration::from_millis(120)).await;
-    let (status, _, _) = rw_acquire(&mut conn, &keys, "r4", LONG, "read", None)
-        .await
-        .unwrap();
+    let (status, _, _) = attempt(&mut conn, &keys, "r4", "read").await;
     assert_eq!(status, 1, "a stale silent place still kept readers out");
     assert!(
         !exists(&mut conn, &keys.rw()[3]).await,

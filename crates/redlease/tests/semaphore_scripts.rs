@@ -20,6 +20,18 @@ use prims::{
 const LONG: u64 = 60_000;
 const LINGER: u64 = 60_000;
 
+/// An attempt of `token` at one of `permits` permits for [`LONG`], taking no queue place.
+async fn attempt(
+    conn: &mut redis::aio::MultiplexedConnection,
+    keys: &Keys,
+    token: &str,
+    permits: u64,
+) -> prims::Reply {
+    sem_acquire(conn, keys, token, LONG, permits, None)
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn at_most_n_holders_and_n_reached() {
     let server = common::server();
@@ -27,15 +39,11 @@ async fn at_most_n_holders_and_n_reached() {
     let keys = Keys::new("sem:cap");
     let mut fences = Vec::new();
     for token in ["a", "b", "c"] {
-        let (status, fence, _) = sem_acquire(&mut conn, &keys, token, LONG, 3, None)
-            .await
-            .unwrap();
+        let (status, fence, _) = attempt(&mut conn, &keys, token, 3).await;
         assert_eq!(status, 1, "{token} gets one of the 3 permits");
         fences.push(fence);
     }
-    let (status, fence, pttl) = sem_acquire(&mut conn, &keys, "d", LONG, 3, None)
-        .await
-        .unwrap();
+    let (status, fence, pttl) = attempt(&mut conn, &keys, "d", 3).await;
     // A refusal carries the fencing counter it saw: the last grant's.
     assert_eq!(
         (status, fence),
@@ -45,27 +53,13 @@ async fn at_most_n_holders_and_n_reached() {
     assert!(pttl > 0 && pttl <= i64::try_from(LONG).unwrap(), "{pttl}");
     assert_eq!(zcard(&mut conn, &keys.key).await, 3);
     // A retried attempt of a holder is answered with its own permit's token.
-    let again = sem_acquire(&mut conn, &keys, "a", LONG, 3, None)
-        .await
-        .unwrap();
+    let again = attempt(&mut conn, &keys, "a", 3).await;
     assert_eq!(again, (2, fences[0], 0));
     assert_eq!(zcard(&mut conn, &keys.key).await, 3);
     // Releasing one lets exactly one more in.
     assert_eq!(sem_release(&mut conn, &keys, "b", false).await.unwrap(), 1);
-    assert_eq!(
-        sem_acquire(&mut conn, &keys, "d", LONG, 3, None)
-            .await
-            .unwrap()
-            .0,
-        1
-    );
-    assert_eq!(
-        sem_acquire(&mut conn, &keys, "e", LONG, 3, None)
-            .await
-            .unwrap()
-            .0,
-        0
-    );
+    assert_eq!(attempt(&mut conn, &keys, "d", 3).await.0, 1);
+    assert_eq!(attempt(&mut conn, &keys, "e", 3).await.0, 0);
     // Holder details per permit, with the permit's fencing token.
     let details: Option<String> = redis::cmd("HGET")
         .arg(&keys.sem()[2])
@@ -96,9 +90,7 @@ async fn an_expired_permit_is_reclaimed() {
             1
         );
     }
-    let busy = sem_acquire(&mut conn, &keys, "next", LONG, 2, None)
-        .await
-        .unwrap();
+    let busy = attempt(&mut conn, &keys, "next", 2).await;
     assert_eq!(busy.0, 0);
     assert!(
         busy.2 <= 50,
@@ -106,9 +98,7 @@ async fn an_expired_permit_is_reclaimed() {
     );
     // The holder never releases; its permit's lease runs out.
     until_expired(&conn, &keys.key, "crashed").await;
-    let (status, _, _) = sem_acquire(&mut conn, &keys, "next", LONG, 2, None)
-        .await
-        .unwrap();
+    let (status, _, _) = attempt(&mut conn, &keys, "next", 2).await;
     assert_eq!(status, 1, "the expired permit came back");
     assert_eq!(score(&mut conn, &keys.key, "crashed").await, None);
     let crashed: bool = redis::cmd("HEXISTS")
@@ -120,10 +110,7 @@ async fn an_expired_permit_is_reclaimed() {
     assert!(!crashed, "its holder details went with it");
     assert_eq!(zcard(&mut conn, &keys.key).await, 2);
     assert_eq!(
-        sem_acquire(&mut conn, &keys, "another", LONG, 2, None)
-            .await
-            .unwrap()
-            .0,
+        attempt(&mut conn, &keys, "another", 2).await.0,
         0,
         "still at most 2"
     );
@@ -134,9 +121,7 @@ async fn a_different_permit_count_is_a_distinct_error() {
     let server = common::server();
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("sem:count");
-    sem_acquire(&mut conn, &keys, "a", LONG, 2, None)
-        .await
-        .unwrap();
+    attempt(&mut conn, &keys, "a", 2).await;
     let (code, text) = server_error(sem_acquire(&mut conn, &keys, "b", LONG, 3, None).await);
     assert_eq!(code, "REDLEASE_PERMITS", "{text}");
     assert!(text.contains("2 permits are in use"), "{text}");
@@ -147,13 +132,7 @@ async fn a_different_permit_count_is_a_distinct_error() {
         !exists(&mut conn, &keys.sem()[5]).await,
         "the count goes with the last holder"
     );
-    assert_eq!(
-        sem_acquire(&mut conn, &keys, "b", LONG, 3, None)
-            .await
-            .unwrap()
-            .0,
-        1
-    );
+    assert_eq!(attempt(&mut conn, &keys, "b", 3).await.0, 1);
     // Bad counts are refused by the script too (the engine checks them first).
     let (code, text) = server_error(sem_acquire(&mut conn, &keys, "c", LONG, 0, None).await);
     assert_eq!(code, "ERR", "{text}");
@@ -166,9 +145,7 @@ async fn a_semaphore_and_a_mutex_of_one_name_refuse_each_other() {
     let keys = Keys::new("shared:name");
 
     // Semaphore first: the mutex's acquire fails with WRONGTYPE.
-    sem_acquire(&mut conn, &keys, "s", LONG, 2, None)
-        .await
-        .unwrap();
+    attempt(&mut conn, &keys, "s", 2).await;
     let result = prims::mutex_acquire(&mut conn, &keys, "m").await;
     let (code, text) = server_error(result);
     assert_eq!(code, "WRONGTYPE", "{text}");
@@ -205,9 +182,7 @@ async fn a_freed_permit_goes_to_the_oldest_listening_waiter() {
     let server = common::server();
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("sem:fifo");
-    let (_, first_fence, _) = sem_acquire(&mut conn, &keys, "holder", LONG, 1, None)
-        .await
-        .unwrap();
+    let (_, first_fence, _) = attempt(&mut conn, &keys, "holder", 1).await;
     let mut w1 = Listener::new(&server, "grant:1").await;
     let mut w2 = Listener::new(&server, "grant:2").await;
     // "gone" queued first, but its client no longer listens: it is skipped.
@@ -222,13 +197,7 @@ async fn a_freed_permit_goes_to_the_oldest_listening_waiter() {
         ["gone", "w1", "w2"]
     );
     // A fresh caller that does not queue finds no permit.
-    assert_eq!(
-        sem_acquire(&mut conn, &keys, "fresh", LONG, 1, None)
-            .await
-            .unwrap()
-            .0,
-        0
-    );
+    assert_eq!(attempt(&mut conn, &keys, "fresh", 1).await.0, 0);
 
     assert_eq!(
         sem_release(&mut conn, &keys, "holder", false)
@@ -276,9 +245,7 @@ async fn a_permit_freed_by_expiry_goes_to_the_queue_head_not_a_newcomer() {
     );
     until_expired(&conn, &keys.key, "crashed").await;
     // The newcomer's own attempt reclaims the permit and hands it to the head.
-    let newcomer = sem_acquire(&mut conn, &keys, "newcomer", LONG, 1, None)
-        .await
-        .unwrap();
+    let newcomer = attempt(&mut conn, &keys, "newcomer", 1).await;
     assert_eq!(
         newcomer.0, 0,
         "the newcomer does not overtake: {newcomer:?}"
@@ -293,9 +260,7 @@ async fn a_waiter_that_gives_up_withdraws_with_release() {
     let server = common::server();
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("sem:withdraw");
-    sem_acquire(&mut conn, &keys, "holder", LONG, 1, None)
-        .await
-        .unwrap();
+    attempt(&mut conn, &keys, "holder", 1).await;
     let _quitter_listens = Listener::new(&server, "grant:q").await;
     let mut w = Listener::new(&server, "grant:w").await;
     for (token, channel) in [("quitter", "grant:q"), ("w", "grant:w")] {
@@ -323,9 +288,7 @@ async fn a_release_that_frees_a_permit_announces_it() {
     let server = common::server();
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("sem:announce");
-    sem_acquire(&mut conn, &keys, "a", LONG, 1, None)
-        .await
-        .unwrap();
+    attempt(&mut conn, &keys, "a", 1).await;
     let mut released = Listener::new(&server, &keys.channel()).await;
     assert_eq!(sem_release(&mut conn, &keys, "a", true).await.unwrap(), 1);
     assert_eq!(released.payload().await, keys.key);
@@ -341,9 +304,7 @@ async fn fencing_tokens_strictly_increase_across_grants() {
     for round in 0..5 {
         for token in ["a", "b"] {
             let t = format!("{token}{round}");
-            let (status, fence, _) = sem_acquire(&mut conn, &keys, &t, LONG, 2, None)
-                .await
-                .unwrap();
+            let (status, fence, _) = attempt(&mut conn, &keys, &t, 2).await;
             assert_eq!(status, 1);
             assert!(fence > last, "{fence} after {last}");
             last = fence;
@@ -415,9 +376,7 @@ async fn every_key_expires_when_the_semaphore_is_idle() {
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("sem:idle");
     // Released: nothing is left at once but the fencing counter.
-    sem_acquire(&mut conn, &keys, "a", LONG, 2, None)
-        .await
-        .unwrap();
+    attempt(&mut conn, &keys, "a", 2).await;
     sem_release(&mut conn, &keys, "a", false).await.unwrap();
     for key in &keys.sem() {
         if *key != keys.fence() {
@@ -443,9 +402,7 @@ async fn every_script_runs_after_script_flush_and_with_eval() {
     let server = common::server();
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("sem:flush");
-    sem_acquire(&mut conn, &keys, "a", LONG, 1, None)
-        .await
-        .unwrap();
+    attempt(&mut conn, &keys, "a", 1).await;
     prims::script_flush(&mut conn).await;
     // EVALSHA meets NOSCRIPT, redis-rs loads the script again.
     assert_eq!(
@@ -462,13 +419,7 @@ async fn every_script_runs_after_script_flush_and_with_eval() {
     );
     assert_eq!(sem_release(&mut conn, &keys, "a", false).await.unwrap(), 1);
     prims::script_flush(&mut conn).await;
-    assert_eq!(
-        sem_acquire(&mut conn, &keys, "b", LONG, 1, None)
-            .await
-            .unwrap()
-            .0,
-        1
-    );
+    assert_eq!(attempt(&mut conn, &keys, "b", 1).await.0, 1);
     // The EVAL path (a cluster node lacking the script is sent its text).
     prims::script_flush(&mut conn).await;
     let sem = keys.sem().to_vec();
