@@ -98,27 +98,27 @@ fn a_reduced_matrix_keeps_the_promises() -> Result<(), Box<dyn std::error::Error
     ])?;
     assert_eq!(outcomes.len(), 5, "{stderr}");
     for o in &outcomes {
-        let f = &o["findings"];
-        let count = |k: &str| f[k].as_u64().unwrap_or(u64::MAX);
-        assert!(count("sections") > 0, "{o}");
+        assert!(count(o, "sections") > 0, "{o}");
         match o["promise"].as_str() {
             Some("Exclusive") => {
-                assert_eq!(count("stale_accepted"), 0, "{o}");
-                assert_eq!(count("overlaps"), 0, "{o}");
-                assert_eq!(count("tokens_backwards"), 0, "{o}");
-                assert_eq!(count("claim_overlaps"), 0, "{o}");
-                assert!(count("claims") > 0, "no claim logged: {o}");
+                assert_none(
+                    o,
+                    &[
+                        "stale_accepted",
+                        "overlaps",
+                        "tokens_backwards",
+                        "claim_overlaps",
+                    ],
+                );
+                assert!(count(o, "claims") > 0, "no claim logged: {o}");
             }
             Some("Fenced") => {
-                assert_eq!(count("stale_accepted"), 0, "{o}");
-                assert_eq!(count("tokens_backwards"), 0, "{o}");
-                assert_eq!(count("claim_overlaps"), 0, "{o}");
+                assert_none(o, &["stale_accepted", "tokens_backwards", "claim_overlaps"]);
             }
             // A Redis restarted empty forgets the counter: the hybrid clock keeps tokens
             // growing all the same.
             Some("DataLoss") => {
-                assert_eq!(count("stale_accepted"), 0, "{o}");
-                assert_eq!(count("tokens_backwards"), 0, "{o}");
+                assert_none(o, &["stale_accepted", "tokens_backwards"]);
             }
             other => return Err(format!("unknown promise {other:?}: {o}").into()),
         }
@@ -143,22 +143,13 @@ fn a_holder_cut_off_from_a_quorum_majority_learns_it_lost() -> Result<(), Box<dy
     let (outcomes, stderr) = reduced_run(&["holder cut off from 3 nodes"])?;
     assert_eq!(outcomes.len(), 1, "{stderr}");
     let o = &outcomes[0];
-    let f = &o["findings"];
-    let count = |k: &str| f[k].as_u64().unwrap_or(u64::MAX);
     assert_eq!(o["promise"], "Exclusive", "{o}");
-    assert!(count("sections") > 0, "{o}");
-    for k in [
-        "stale_accepted",
-        "overlaps",
-        "mutex_violations",
-        "tokens_backwards",
-    ] {
-        assert_eq!(count(k), 0, "{k}: {o}");
-    }
+    assert!(count(o, "sections") > 0, "{o}");
+    assert_none(o, &EXCLUSION);
     let injected = o["injected"].as_u64().unwrap_or(0);
     assert!(injected > 0, "{o}");
     assert!(
-        count("lost") >= injected,
+        count(o, "lost") >= injected,
         "a cut-off holder did not report its loss: {o}"
     );
     Ok(())
@@ -174,22 +165,13 @@ fn a_cancellation_storm_leaves_no_orphaned_lease() -> Result<(), Box<dyn std::er
     let (outcomes, stderr) = reduced_run(&["cancellation storm (acquire"])?;
     assert_eq!(outcomes.len(), 1, "{stderr}");
     let o = &outcomes[0];
-    let f = &o["findings"];
-    let count = |k: &str| f[k].as_u64().unwrap_or(u64::MAX);
-    assert!(count("sections") > 0, "{o}");
+    assert!(count(o, "sections") > 0, "{o}");
     assert!(
         o["injected"].as_u64() > Some(0),
         "nothing was cancelled: {o}"
     );
-    for k in [
-        "stale_accepted",
-        "overlaps",
-        "mutex_violations",
-        "tokens_backwards",
-    ] {
-        assert_eq!(count(k), 0, "{k}: {o}");
-    }
-    let l = &f["liveness"];
+    assert_none(o, &EXCLUSION);
+    let l = &o["findings"]["liveness"];
     let longest = duration(&l["longest"]).ok_or("no stall measured")?;
     assert!(
         longest < Duration::from_millis(250),
@@ -218,19 +200,10 @@ fn semaphore_and_rwlock_holders_keep_their_exclusion() -> Result<(), Box<dyn std
     ])?;
     assert_eq!(outcomes.len(), 2, "{stderr}");
     for o in &outcomes {
-        let f = &o["findings"];
-        let count = |k: &str| f[k].as_u64().unwrap_or(u64::MAX);
         assert_eq!(o["promise"], "Exclusive", "{o}");
         assert!(o["injected"].as_u64() > Some(0), "nobody was killed: {o}");
-        for k in [
-            "stale_accepted",
-            "overlaps",
-            "mutex_violations",
-            "tokens_backwards",
-        ] {
-            assert_eq!(count(k), 0, "{k}: {o}");
-        }
-        let most = count("most_inside");
+        assert_none(o, &EXCLUSION);
+        let most = count(o, "most_inside");
         if o["primitive"]["Semaphore"]["permits"] == 2 {
             assert_eq!(most, 2, "2 permit holders never worked at once: {o}");
         } else {
@@ -249,20 +222,11 @@ fn multilock_holders_keep_each_name_exclusive() -> Result<(), Box<dyn std::error
     let (outcomes, stderr) = reduced_run(&["multi-lock"])?;
     assert_eq!(outcomes.len(), 2, "{stderr}");
     for o in &outcomes {
-        let f = &o["findings"];
-        let count = |k: &str| f[k].as_u64().unwrap_or(u64::MAX);
         assert_eq!(o["promise"], "Exclusive", "{o}");
         assert_eq!(o["primitive"]["MultiLock"]["names"], 4, "{o}");
         assert!(o["injected"].as_u64() > Some(0), "no fault injected: {o}");
-        for k in [
-            "stale_accepted",
-            "overlaps",
-            "mutex_violations",
-            "tokens_backwards",
-        ] {
-            assert_eq!(count(k), 0, "{k}: {o}");
-        }
-        assert!(count("sections") > 0, "{o}");
+        assert_none(o, &EXCLUSION);
+        assert!(count(o, "sections") > 0, "{o}");
     }
     let most = outcomes
         .iter()
@@ -281,22 +245,20 @@ fn a_paused_leader_is_deposed_and_fenced() -> Result<(), Box<dyn std::error::Err
     let (outcomes, stderr) = reduced_run(&["election"])?;
     assert_eq!(outcomes.len(), 1, "{stderr}");
     let o = &outcomes[0];
-    let f = &o["findings"];
-    let count = |k: &str| f[k].as_u64().unwrap_or(u64::MAX);
     assert_eq!(o["promise"], "Fenced", "{o}");
     assert_eq!(o["primitive"], "Election", "{o}");
-    assert!(count("sections") > 0, "{o}");
+    assert!(count(o, "sections") > 0, "{o}");
     let injected = o["injected"].as_u64().unwrap_or(0);
     assert!(injected > 0, "no leader was paused: {o}");
-    assert_eq!(count("stale_accepted"), 0, "{o}");
-    assert_eq!(count("tokens_backwards"), 0, "{o}");
+    assert_eq!(count(o, "stale_accepted"), 0, "{o}");
+    assert_eq!(count(o, "tokens_backwards"), 0, "{o}");
     assert!(
-        count("stale_rejected") > 0,
+        count(o, "stale_rejected") > 0,
         "no deposed leader's write was refused: {o}"
     );
-    assert_eq!(count("undetected"), 0, "{o}");
+    assert_eq!(count(o, "undetected"), 0, "{o}");
     assert!(
-        count("lost") >= injected,
+        count(o, "lost") >= injected,
         "a deposed leader did not learn it: {o}"
     );
     Ok(())
@@ -314,23 +276,13 @@ fn a_waiter_paused_while_handed_the_lock_never_believes_it_holds()
     let (outcomes, stderr) = reduced_run(&["waiter SIGSTOP"])?;
     assert_eq!(outcomes.len(), 5, "{stderr}");
     for o in &outcomes {
-        let f = &o["findings"];
-        let count = |k: &str| f[k].as_u64().unwrap_or(u64::MAX);
         assert!(
             o["injected"].as_u64() > Some(0),
             "no waiter was paused: {o}"
         );
-        assert!(count("claims") > 0, "{o}");
-        for k in [
-            "claim_overlaps",
-            "claims_expired",
-            "overlaps",
-            "mutex_violations",
-            "stale_accepted",
-            "tokens_backwards",
-        ] {
-            assert_eq!(count(k), 0, "{k} in `{}`: {o}", o["name"]);
-        }
+        assert!(count(o, "claims") > 0, "{o}");
+        assert_none(o, &EXCLUSION);
+        assert_none(o, &["claim_overlaps", "claims_expired"]);
     }
     Ok(())
 }
@@ -345,20 +297,11 @@ fn a_hand_off_skips_places_left_during_an_outage() -> Result<(), Box<dyn std::er
     let (outcomes, stderr) = reduced_run(&["200 ms waits give up"])?;
     assert_eq!(outcomes.len(), 1, "{stderr}");
     let o = &outcomes[0];
-    let f = &o["findings"];
-    let count = |k: &str| f[k].as_u64().unwrap_or(u64::MAX);
     assert!(o["injected"].as_u64() > Some(0), "no outage: {o}");
-    assert!(count("sections") > 0, "{o}");
-    for k in [
-        "claim_overlaps",
-        "overlaps",
-        "mutex_violations",
-        "stale_accepted",
-        "tokens_backwards",
-    ] {
-        assert_eq!(count(k), 0, "{k}: {o}");
-    }
-    let l = &f["liveness"];
+    assert!(count(o, "sections") > 0, "{o}");
+    assert_none(o, &EXCLUSION);
+    assert_none(o, &["claim_overlaps"]);
+    let l = &o["findings"]["liveness"];
     let longest = duration(&l["longest"]).ok_or("no stall measured")?;
     assert!(
         longest < Duration::from_secs(1),
@@ -382,21 +325,33 @@ fn shortening_extends_never_claim_past_the_shortened_lease()
     let (outcomes, stderr) = reduced_run(&["shortening extend"])?;
     assert_eq!(outcomes.len(), 2, "{stderr}");
     for o in &outcomes {
-        let f = &o["findings"];
-        let count = |k: &str| f[k].as_u64().unwrap_or(u64::MAX);
         assert!(o["injected"].as_u64() > Some(0), "no fault: {o}");
-        assert!(count("claims") > 0, "{o}");
-        for k in [
-            "claim_overlaps",
-            "overlaps",
-            "mutex_violations",
-            "stale_accepted",
-            "tokens_backwards",
-        ] {
-            assert_eq!(count(k), 0, "{k} in `{}`: {o}", o["name"]);
-        }
+        assert!(count(o, "claims") > 0, "{o}");
+        assert_none(o, &EXCLUSION);
+        assert_none(o, &["claim_overlaps"]);
     }
     Ok(())
+}
+
+/// Finding `k` of outcome `o`; `u64::MAX` when it is missing, so that no check passes
+/// on a count the run did not report.
+fn count(o: &serde_json::Value, k: &str) -> u64 {
+    o["findings"][k].as_u64().unwrap_or(u64::MAX)
+}
+
+/// The violations no row that promises exclusion may show.
+const EXCLUSION: [&str; 4] = [
+    "stale_accepted",
+    "overlaps",
+    "mutex_violations",
+    "tokens_backwards",
+];
+
+/// Asserts that outcome `o` found none of `kinds`.
+fn assert_none(o: &serde_json::Value, kinds: &[&str]) {
+    for k in kinds {
+        assert_eq!(count(o, k), 0, "{k} in `{}`: {o}", o["name"]);
+    }
 }
 
 /// A serialized `Option<Duration>` (`{"secs": .., "nanos": ..}` or null).
