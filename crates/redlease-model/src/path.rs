@@ -1,5 +1,5 @@
-//! A discovery path replayed and told line by line: the part that the timelines of the
-//! hand-off and lease-life models share (each says what its own states and actions mean).
+//! A discovery path replayed and told line by line: the parts that the models' timelines
+//! share (each says what its own states and actions mean).
 
 /// The states along `steps`, replayed from its first by `apply` (a model's step without
 /// the canonical form, so that values are real rather than normalised), and the actions
@@ -22,6 +22,17 @@ pub(crate) fn replay<S: Clone, A: Copy>(
         .take(states.len().saturating_sub(1))
         .collect();
     (states, actions)
+}
+
+/// The last state of `steps`, replayed from its first by `apply` (a model's step that is
+/// always possible, without the canonical form); `None` for an empty path.
+pub(crate) fn last<S: Clone, A: Copy>(
+    steps: &[(S, Option<A>)],
+    apply: impl Fn(&S, A) -> S,
+) -> Option<S> {
+    let (first, _) = steps.first()?;
+    let actions = steps.iter().filter_map(|(_, a)| *a);
+    Some(actions.fold(first.clone(), |s, a| apply(&s, a)))
 }
 
 /// The ticks of model time among `actions`.
