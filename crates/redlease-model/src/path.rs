@@ -1,13 +1,22 @@
 //! A discovery path replayed and told line by line: the parts that the models' timelines
 //! share (each says what its own states and actions mean).
 
-/// The states along `steps`, replayed from its first by `apply` (a model's step without
-/// the canonical form, so that values are real rather than normalised), and the actions
-/// between them. The replay stops at an action `apply` finds impossible.
+/// A path replayed: its states, and the actions between them.
+#[derive(Debug)]
+pub(crate) struct Replay<S, A> {
+    /// The states, from the path's first.
+    pub(crate) states: Vec<S>,
+    /// The action from each state to the next (one fewer than the states).
+    pub(crate) actions: Vec<A>,
+}
+
+/// `steps` replayed from its first state by `apply` (a model's step without the
+/// canonical form, so that values are real rather than normalised). The replay stops at
+/// an action `apply` finds impossible.
 pub(crate) fn replay<S: Clone, A: Copy>(
     steps: &[(S, Option<A>)],
     apply: impl Fn(&S, A) -> Option<S>,
-) -> (Vec<S>, Vec<A>) {
+) -> Replay<S, A> {
     let actions: Vec<A> = steps.iter().filter_map(|(_, a)| *a).collect();
     let mut states: Vec<S> = steps.first().map(|(s, _)| s.clone()).into_iter().collect();
     for action in &actions {
@@ -21,7 +30,7 @@ pub(crate) fn replay<S: Clone, A: Copy>(
         .into_iter()
         .take(states.len().saturating_sub(1))
         .collect();
-    (states, actions)
+    Replay { states, actions }
 }
 
 /// The last state of `steps`, replayed from its first by `apply` (a model's step that is
@@ -40,18 +49,18 @@ pub(crate) fn ticks<A: PartialEq>(actions: &[A], tick: &A) -> u32 {
     u32::try_from(actions.iter().filter(|a| *a == tick).count()).unwrap_or(0)
 }
 
-/// The numbered timeline of a replayed path (`states` and the `actions` between them),
-/// after its first line `start`: each run of `tick` actions is one line, `time_passes(from,
-/// to, before, after)`; every other action one line, `describe(t, action, before, after)`;
-/// each at its time `t` in ticks.
-pub(crate) fn numbered<S, A: Copy + PartialEq>(
+/// The numbered timeline of a `replayed` path in a model of `config`, after its first line `start`: each run of `tick` actions is one
+/// line, `time_passes(from, to, before, after)`; every other action one line,
+/// `describe(config, t, action, before, after)`; each at its time `t` in ticks.
+pub(crate) fn numbered<C, S, A: Copy + PartialEq>(
+    config: &C,
     start: String,
-    states: &[S],
-    actions: &[A],
+    replayed: &Replay<S, A>,
     tick: A,
     time_passes: impl Fn(u32, u32, &S, &S) -> String,
-    describe: impl Fn(u32, A, &S, &S) -> String,
+    describe: impl Fn(&C, u32, A, &S, &S) -> String,
 ) -> Vec<String> {
+    let Replay { states, actions } = replayed;
     let mut lines = vec![start];
     let mut t = 0u32;
     let mut k = 0;
@@ -67,7 +76,7 @@ pub(crate) fn numbered<S, A: Copy + PartialEq>(
             lines.push(format!("{:>3}. t={t:<3} {text}", lines.len() + 1));
             continue;
         }
-        let text = describe(t, actions[k], before, &states[k + 1]);
+        let text = describe(config, t, actions[k], before, &states[k + 1]);
         lines.push(format!("{:>3}. t={t:<3} {text}", lines.len() + 1));
         k += 1;
     }

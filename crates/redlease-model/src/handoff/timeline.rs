@@ -10,12 +10,12 @@ use super::model::{
     WINDOW_BOUND, believers, beyond_lease, silent_too_long,
 };
 use super::state::{Phase, Reply, Request, Run, SEEN_JUMP, SEEN_SHORT, State};
-use crate::path::{self, numbered};
+use crate::path::{self, Replay, numbered};
 use crate::state::client_name;
 
 /// The numbered timeline of `steps` (a path the checker found in a model of `config`).
 pub fn timeline(config: &HandoffConfig, steps: &[(State, Option<Action>)]) -> Vec<String> {
-    let (states, actions) = replay(config, steps);
+    let trace = replay(config, steps);
     let start = format!(
         "{:>3}. t=0   start: {} clients, the lock free, a lease of {} ticks ({})",
         1,
@@ -23,14 +23,7 @@ pub fn timeline(config: &HandoffConfig, steps: &[(State, Option<Action>)]) -> Ve
         config.ttl,
         rule_text(config)
     );
-    numbered(
-        start,
-        &states,
-        &actions,
-        Action::Tick,
-        time_passes,
-        |t, action, before, after| describe(config, t, action, before, after),
-    )
+    numbered(config, start, &trace, Action::Tick, time_passes, describe)
 }
 
 /// What the last state of `steps` shows for `property`.
@@ -39,7 +32,7 @@ pub fn verdict_of(
     property: &str,
     steps: &[(State, Option<Action>)],
 ) -> String {
-    let (states, actions) = replay(config, steps);
+    let Replay { states, actions } = replay(config, steps);
     let t = path::ticks(&actions, &Action::Tick);
     let Some(last) = states.last() else {
         return String::new();
@@ -160,7 +153,7 @@ fn jumped(states: &[State], actions: &[Action]) -> Option<String> {
 
 /// The states along `steps`, replayed from its first without the canonical form, and
 /// the actions between them.
-fn replay(config: &HandoffConfig, steps: &[(State, Option<Action>)]) -> (Vec<State>, Vec<Action>) {
+fn replay(config: &HandoffConfig, steps: &[(State, Option<Action>)]) -> Replay<State, Action> {
     let model = HandoffModel::new(config.clone());
     path::replay(steps, |state, action| model.apply(state, action))
 }

@@ -6,11 +6,11 @@
 use super::config::{LifeConfig, Rule};
 use super::model::{Action, LifeModel};
 use super::state::{Key, State, Step};
-use crate::path::{self, numbered};
+use crate::path::{self, Replay, numbered};
 
 /// The numbered timeline of `steps` (a path the checker found in a model of `config`).
 pub fn timeline(config: &LifeConfig, steps: &[(State, Option<Action>)]) -> Vec<String> {
-    let (states, actions) = replay(config, steps);
+    let trace = replay(config, steps);
     let start = format!(
         "{:>3}. t=0   start: the holder holds the lock, key until t={}, claim until t={} \
          (ttl {}, drift {}; {})",
@@ -21,14 +21,7 @@ pub fn timeline(config: &LifeConfig, steps: &[(State, Option<Action>)]) -> Vec<S
         config.drift,
         rule_text(config.rule)
     );
-    numbered(
-        start,
-        &states,
-        &actions,
-        Action::Tick,
-        time_passes,
-        |t, action, before, after| describe(config, t, action, before, after),
-    )
+    numbered(config, start, &trace, Action::Tick, time_passes, describe)
 }
 
 /// What the last state of `steps` shows.
@@ -37,7 +30,7 @@ pub fn verdict_of(
     _property: &str,
     steps: &[(State, Option<Action>)],
 ) -> String {
-    let (states, actions) = replay(config, steps);
+    let Replay { states, actions } = replay(config, steps);
     let t = path::ticks(&actions, &Action::Tick);
     let Some(last) = states.last() else {
         return String::new();
@@ -63,7 +56,7 @@ fn key_text(key: Key, t: u32) -> String {
 
 /// The states along `steps`, replayed from its first without the canonical form, and
 /// the actions between them.
-fn replay(config: &LifeConfig, steps: &[(State, Option<Action>)]) -> (Vec<State>, Vec<Action>) {
+fn replay(config: &LifeConfig, steps: &[(State, Option<Action>)]) -> Replay<State, Action> {
     let model = LifeModel::new(config.clone());
     path::replay(steps, |state, action| model.apply(state, action))
 }
