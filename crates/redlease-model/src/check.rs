@@ -85,27 +85,20 @@ pub fn check_until(config: Config, property: &'static str) -> Report {
 /// the space is exhausted, or `state_limit` states were generated.
 pub fn check_limited(config: Config, stop_at: &[&'static str], state_limit: usize) -> Report {
     let model = QuorumModel::new(config.clone());
-    explore(
-        model,
-        config,
-        stop_at,
-        state_limit,
-        |config, property, steps| Discovery {
-            steps: timeline(config, steps),
-            verdict: verdict_of(config, property, steps),
-        },
-    )
+    explore(model, config, stop_at, state_limit, timeline, verdict_of)
 }
 
 /// Runs the checker over `model` (one thread, breadth first) until every property in
 /// `stop_at` (when not empty) has a discovery, the space is exhausted, or `state_limit`
-/// states were generated; `tell` turns a discovery's path into a [`Discovery`].
+/// states were generated. A discovery's path is told by the model's `timeline` and what
+/// its last state shows by its `verdict`.
 pub(crate) fn explore<M, C>(
     model: M,
     config: C,
     stop_at: &[&'static str],
     state_limit: usize,
-    tell: impl Fn(&C, &'static str, &[(M::State, Option<M::Action>)]) -> Discovery,
+    timeline: impl Fn(&C, &[(M::State, Option<M::Action>)]) -> Vec<String>,
+    verdict: impl Fn(&C, &str, &[(M::State, Option<M::Action>)]) -> String,
 ) -> Report<C>
 where
     M: Model + Send + Sync + 'static,
@@ -127,9 +120,13 @@ where
         .map(|p| Outcome {
             property: p.name,
             always: p.expectation == Expectation::Always,
-            discovery: discoveries
-                .remove(p.name)
-                .map(|path| tell(&config, p.name, &path.into_vec())),
+            discovery: discoveries.remove(p.name).map(|path| {
+                let steps = path.into_vec();
+                Discovery {
+                    steps: timeline(&config, &steps),
+                    verdict: verdict(&config, p.name, &steps),
+                }
+            }),
         })
         .collect();
     let stopped_early = !stop_at.is_empty()

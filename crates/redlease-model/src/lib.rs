@@ -43,6 +43,7 @@ pub mod failover;
 pub mod handoff;
 pub mod life;
 mod model;
+mod path;
 mod properties;
 pub mod scenarios;
 pub mod serve;

@@ -6,6 +6,8 @@
     reason = "tests fail loudly and show what they found"
 )]
 
+mod common;
+
 use redlease_model::Report;
 use redlease_model::handoff::scenarios::{self, Scenario};
 use redlease_model::handoff::{
@@ -23,17 +25,7 @@ fn verify(scenario: &Scenario) -> Report<HandoffConfig> {
 /// As [`verify`], stopping after `state_limit` states generated.
 fn verify_within(scenario: &Scenario, state_limit: usize) -> Report<HandoffConfig> {
     let scenario = scenario.for_tests();
-    let report = scenario.run(state_limit);
-    println!("{report}");
-    for outcome in report.outcomes.iter().filter(|o| o.always) {
-        if let Some(found) = &outcome.discovery {
-            println!("-- {}:\n{found}", outcome.property);
-        }
-    }
-    if let Err(why) = scenario.verify(&report) {
-        panic!("{}: {why}\n{report}", scenario.config.name);
-    }
-    report
+    common::verified(scenario.run(state_limit), |report| scenario.verify(report))
 }
 
 #[test]

@@ -11,8 +11,8 @@ mod checker;
 /// The top-level modules of `src/`, from the bottom layer to the top. A module may use the
 /// modules of its own layer (without cycles) and of the layers below it, never above.
 const LAYERS: &[&[&str]] = &[
-    // Leaves: what a model is configured with, the slot sets.
-    &["config", "slots"],
+    // Leaves: what a model is configured with, the slot sets, a path replayed and told.
+    &["config", "path", "slots"],
     // The quorum model's state and the names of its clients and nodes.
     &["state"],
     // The properties checked on a state.

@@ -6,6 +6,8 @@
     reason = "tests fail loudly and show what they found"
 )]
 
+mod common;
+
 use redlease_model::Report;
 use redlease_model::life::scenarios::{self, Scenario};
 use redlease_model::life::{BELIEF_WITHIN_TRUTH, LifeConfig};
@@ -13,15 +15,9 @@ use redlease_model::life::{BELIEF_WITHIN_TRUTH, LifeConfig};
 /// Runs `scenario`, prints the report and its counterexample (`cargo test -- --nocapture`
 /// shows it), and fails unless it shows what it expects.
 fn verify(scenario: &Scenario) -> Report<LifeConfig> {
-    let report = scenario.run(redlease_model::STATE_LIMIT);
-    println!("{report}");
-    if let Some(found) = report.discovery(BELIEF_WITHIN_TRUTH) {
-        println!("-- {BELIEF_WITHIN_TRUTH}:\n{found}");
-    }
-    if let Err(why) = scenario.verify(&report) {
-        panic!("{}: {why}\n{report}", scenario.config.name);
-    }
-    report
+    common::verified(scenario.run(redlease_model::STATE_LIMIT), |report| {
+        scenario.verify(report)
+    })
 }
 
 /// The counterexample's timeline and verdict, as one text.

@@ -6,6 +6,8 @@
     reason = "tests fail loudly and show what they found"
 )]
 
+mod common;
+
 use redlease_model::scenarios::{self, Scenario};
 use redlease_model::{
     BOTH_WRITE, FENCED_SAFETY, MUTUAL_EXCLUSION, Report, SOME_REJECT, SOME_WRITE, STATE_LIMIT,
@@ -15,17 +17,7 @@ use redlease_model::{
 /// (`cargo test -- --nocapture` shows them), and fails unless it shows what it expects.
 fn verify(scenario: &Scenario) -> Report {
     let scenario = scenario.for_tests();
-    let report = scenario.run(STATE_LIMIT);
-    println!("{report}");
-    for outcome in report.outcomes.iter().filter(|o| o.always) {
-        if let Some(found) = &outcome.discovery {
-            println!("-- {}:\n{found}", outcome.property);
-        }
-    }
-    if let Err(why) = scenario.verify(&report) {
-        panic!("{}: {why}\n{report}", scenario.config.name);
-    }
-    report
+    common::verified(scenario.run(STATE_LIMIT), |report| scenario.verify(report))
 }
 
 #[test]

@@ -6,6 +6,8 @@
     reason = "tests fail loudly and show what they found"
 )]
 
+mod common;
+
 use redlease_model::Report;
 use redlease_model::serve::scenarios::{self, Scenario};
 use redlease_model::serve::{GONE_GRANT_FREED, ServeConfig};
@@ -13,17 +15,7 @@ use redlease_model::serve::{GONE_GRANT_FREED, ServeConfig};
 /// Runs `scenario`, prints the report and its counterexamples (`cargo test --
 /// --nocapture` shows them), and fails unless it shows what it expects.
 fn verify(scenario: &Scenario) -> Report<ServeConfig> {
-    let report = scenario.run();
-    println!("{report}");
-    for outcome in report.outcomes.iter().filter(|o| o.always) {
-        if let Some(found) = &outcome.discovery {
-            println!("-- {}:\n{found}", outcome.property);
-        }
-    }
-    if let Err(why) = scenario.verify(&report) {
-        panic!("{}: {why}\n{report}", scenario.config.name);
-    }
-    report
+    common::verified(scenario.run(), |report| scenario.verify(report))
 }
 
 #[test]

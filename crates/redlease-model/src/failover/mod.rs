@@ -32,19 +32,10 @@ pub use model::{
 pub use state::{Client, Phase, Reply, SEEN_CONFIRM, SEEN_RELAYED, SEEN_SKIP, State};
 pub use timeline::{timeline, verdict_of};
 
-use crate::check::{Discovery, Report, STATE_LIMIT, explore};
+use crate::check::{Report, STATE_LIMIT, explore};
 
 /// Explores every reachable state of `config` (one thread, breadth first).
 pub fn check(config: FailoverConfig) -> Report<FailoverConfig> {
     let model = FailoverModel::new(config.clone());
-    explore(
-        model,
-        config,
-        &[],
-        STATE_LIMIT,
-        |config, property, steps| Discovery {
-            steps: timeline(config, steps),
-            verdict: verdict_of(config, property, steps),
-        },
-    )
+    explore(model, config, &[], STATE_LIMIT, timeline, verdict_of)
 }

@@ -3,6 +3,7 @@
 use super::config::{FailoverConfig, Rule};
 use super::model::{Action, FailoverModel, MUTUAL_EXCLUSION, believers, beyond_truth};
 use super::state::{Phase, Reply, State};
+use crate::path;
 use crate::state::client_name;
 
 /// The numbered timeline of `steps` (a path the checker found in a model of `config`).
@@ -37,11 +38,9 @@ pub fn verdict_of(
     steps: &[(State, Option<Action>)],
 ) -> String {
     let model = FailoverModel::new(config.clone());
-    let Some((first, _)) = steps.first() else {
+    let Some(last) = path::last(steps, |s, a| model.apply(s, a)) else {
         return String::new();
     };
-    let last =
-        (steps.iter().filter_map(|(_, a)| *a)).fold(first.clone(), |s, a| model.apply(&s, a));
     let key = match last.key {
         Some(k) => format!("the key holds {}'s token", client_name(k)),
         None => String::from("the key is free"),

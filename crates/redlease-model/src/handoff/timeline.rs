@@ -10,37 +10,20 @@ use super::model::{
     WINDOW_BOUND, believers, beyond_lease, silent_too_long,
 };
 use super::state::{Phase, Reply, Request, Run, SEEN_JUMP, SEEN_SHORT, State};
+use crate::path::{self, Replay, numbered};
 use crate::state::client_name;
 
 /// The numbered timeline of `steps` (a path the checker found in a model of `config`).
 pub fn timeline(config: &HandoffConfig, steps: &[(State, Option<Action>)]) -> Vec<String> {
-    let (states, actions) = replay(config, steps);
-    let mut lines = vec![format!(
+    let trace = replay(config, steps);
+    let start = format!(
         "{:>3}. t=0   start: {} clients, the lock free, a lease of {} ticks ({})",
         1,
         config.clients,
         config.ttl,
         rule_text(config)
-    )];
-    let mut t = 0u32;
-    let mut k = 0;
-    while k < actions.len() {
-        let before = &states[k];
-        if actions[k] == Action::Tick {
-            let from = t;
-            while k < actions.len() && actions[k] == Action::Tick {
-                t += 1;
-                k += 1;
-            }
-            let text = time_passes(from, t, before, &states[k]);
-            lines.push(format!("{:>3}. t={t:<3} {text}", lines.len() + 1));
-            continue;
-        }
-        let text = describe(config, t, actions[k], before, &states[k + 1]);
-        lines.push(format!("{:>3}. t={t:<3} {text}", lines.len() + 1));
-        k += 1;
-    }
-    lines
+    );
+    numbered(config, start, &trace, Action::Tick, time_passes, describe)
 }
 
 /// What the last state of `steps` shows for `property`.
@@ -49,8 +32,8 @@ pub fn verdict_of(
     property: &str,
     steps: &[(State, Option<Action>)],
 ) -> String {
-    let (states, actions) = replay(config, steps);
-    let t = u32::try_from(actions.iter().filter(|a| **a == Action::Tick).count()).unwrap_or(0);
+    let Replay { states, actions } = replay(config, steps);
+    let t = path::ticks(&actions, &Action::Tick);
     let Some(last) = states.last() else {
         return String::new();
     };
@@ -170,19 +153,9 @@ fn jumped(states: &[State], actions: &[Action]) -> Option<String> {
 
 /// The states along `steps`, replayed from its first without the canonical form, and
 /// the actions between them.
-fn replay(config: &HandoffConfig, steps: &[(State, Option<Action>)]) -> (Vec<State>, Vec<Action>) {
+fn replay(config: &HandoffConfig, steps: &[(State, Option<Action>)]) -> Replay<State, Action> {
     let model = HandoffModel::new(config.clone());
-    let actions: Vec<Action> = steps.iter().filter_map(|(_, a)| *a).collect();
-    let mut states: Vec<State> = steps.first().map(|(s, _)| s.clone()).into_iter().collect();
-    for action in &actions {
-        let Some(last) = states.last() else { break };
-        match model.apply(last, *action) {
-            Some(next) => states.push(next),
-            None => break,
-        }
-    }
-    let actions = actions.into_iter().take(states.len() - 1).collect();
-    (states, actions)
+    path::replay(steps, |state, action| model.apply(state, action))
 }
 
 fn rule_text(config: &HandoffConfig) -> String {

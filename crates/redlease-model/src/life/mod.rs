@@ -33,7 +33,7 @@ pub use state::{
 };
 pub use timeline::{timeline, verdict_of};
 
-use crate::check::{Discovery, Report, STATE_LIMIT, explore};
+use crate::check::{Report, STATE_LIMIT, explore};
 
 /// Explores every reachable state of `config` (one thread, breadth first).
 pub fn check(config: LifeConfig) -> Report<LifeConfig> {
@@ -48,14 +48,5 @@ pub fn check_limited(
     state_limit: usize,
 ) -> Report<LifeConfig> {
     let model = LifeModel::new(config.clone());
-    explore(
-        model,
-        config,
-        stop_at,
-        state_limit,
-        |config, property, steps| Discovery {
-            steps: timeline(config, steps),
-            verdict: verdict_of(config, property, steps),
-        },
-    )
+    explore(model, config, stop_at, state_limit, timeline, verdict_of)
 }

@@ -6,11 +6,12 @@
 use super::config::{LifeConfig, Rule};
 use super::model::{Action, LifeModel};
 use super::state::{Key, State, Step};
+use crate::path::{self, Replay, numbered};
 
 /// The numbered timeline of `steps` (a path the checker found in a model of `config`).
 pub fn timeline(config: &LifeConfig, steps: &[(State, Option<Action>)]) -> Vec<String> {
-    let (states, actions) = replay(config, steps);
-    let mut lines = vec![format!(
+    let trace = replay(config, steps);
+    let start = format!(
         "{:>3}. t=0   start: the holder holds the lock, key until t={}, claim until t={} \
          (ttl {}, drift {}; {})",
         1,
@@ -19,26 +20,8 @@ pub fn timeline(config: &LifeConfig, steps: &[(State, Option<Action>)]) -> Vec<S
         config.ttl,
         config.drift,
         rule_text(config.rule)
-    )];
-    let mut t = 0u32;
-    let mut k = 0;
-    while k < actions.len() {
-        let before = &states[k];
-        if actions[k] == Action::Tick {
-            let from = t;
-            while k < actions.len() && actions[k] == Action::Tick {
-                t += 1;
-                k += 1;
-            }
-            let text = time_passes(from, t, before, &states[k]);
-            lines.push(format!("{:>3}. t={t:<3} {text}", lines.len() + 1));
-            continue;
-        }
-        let text = describe(config, t, actions[k], before, &states[k + 1]);
-        lines.push(format!("{:>3}. t={t:<3} {text}", lines.len() + 1));
-        k += 1;
-    }
-    lines
+    );
+    numbered(config, start, &trace, Action::Tick, time_passes, describe)
 }
 
 /// What the last state of `steps` shows.
@@ -47,8 +30,8 @@ pub fn verdict_of(
     _property: &str,
     steps: &[(State, Option<Action>)],
 ) -> String {
-    let (states, actions) = replay(config, steps);
-    let t = ticks(&actions);
+    let Replay { states, actions } = replay(config, steps);
+    let t = path::ticks(&actions, &Action::Tick);
     let Some(last) = states.last() else {
         return String::new();
     };
@@ -63,10 +46,6 @@ pub fn verdict_of(
     }
 }
 
-fn ticks(actions: &[Action]) -> u32 {
-    u32::try_from(actions.iter().filter(|a| **a == Action::Tick).count()).unwrap_or(0)
-}
-
 fn key_text(key: Key, t: u32) -> String {
     match key {
         Key::Free => String::from("Redis' key is gone (expired)"),
@@ -77,19 +56,9 @@ fn key_text(key: Key, t: u32) -> String {
 
 /// The states along `steps`, replayed from its first without the canonical form, and
 /// the actions between them.
-fn replay(config: &LifeConfig, steps: &[(State, Option<Action>)]) -> (Vec<State>, Vec<Action>) {
+fn replay(config: &LifeConfig, steps: &[(State, Option<Action>)]) -> Replay<State, Action> {
     let model = LifeModel::new(config.clone());
-    let actions: Vec<Action> = steps.iter().filter_map(|(_, a)| *a).collect();
-    let mut states: Vec<State> = steps.first().map(|(s, _)| s.clone()).into_iter().collect();
-    for action in &actions {
-        let Some(last) = states.last() else { break };
-        match model.apply(last, *action) {
-            Some(next) => states.push(next),
-            None => break,
-        }
-    }
-    let actions = actions.into_iter().take(states.len() - 1).collect();
-    (states, actions)
+    path::replay(steps, |state, action| model.apply(state, action))
 }
 
 fn rule_text(rule: Rule) -> &'static str {

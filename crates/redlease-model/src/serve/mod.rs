@@ -34,19 +34,10 @@ pub use state::{
 };
 pub use timeline::{timeline, verdict_of};
 
-use crate::check::{Discovery, Report, STATE_LIMIT, explore};
+use crate::check::{Report, STATE_LIMIT, explore};
 
 /// Explores every reachable state of `config` (one thread, breadth first).
 pub fn check(config: ServeConfig) -> Report<ServeConfig> {
     let model = ServeModel::new(config.clone());
-    explore(
-        model,
-        config,
-        &[],
-        STATE_LIMIT,
-        |config, property, steps| Discovery {
-            steps: timeline(config, steps),
-            verdict: verdict_of(config, property, steps),
-        },
-    )
+    explore(model, config, &[], STATE_LIMIT, timeline, verdict_of)
 }

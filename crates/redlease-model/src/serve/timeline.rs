@@ -2,6 +2,7 @@
 
 use super::model::{Action, ServeModel, unclaimed_too_long};
 use super::state::{Rule, ServeConfig, State};
+use crate::path;
 use crate::state::client_name;
 
 /// The numbered timeline of `steps` (a path the checker found in a model of `config`).
@@ -42,11 +43,9 @@ pub fn verdict_of(
     steps: &[(State, Option<Action>)],
 ) -> String {
     let model = ServeModel::new(config.clone());
-    let Some((first, _)) = steps.first() else {
+    let Some(last) = path::last(steps, |s, a| model.apply(s, a)) else {
         return String::new();
     };
-    let last =
-        (steps.iter().filter_map(|(_, a)| *a)).fold(first.clone(), |s, a| model.apply(&s, a));
     match unclaimed_too_long(&last, config.bound) {
         Some(p) => format!(
             "{}'s permit, which nobody waits for, has been taken for {} tick(s) (bound {}); \
