@@ -248,14 +248,7 @@ async fn quorum_release_subscriptions_come_back_on_every_node() {
 /// Returns EVALSHA calls served just after, and the connection that looks on.
 async fn links_down(server: &RedisServer) -> (u64, redis::aio::MultiplexedConnection) {
     let mut admin = common::raw(server).await;
-    // The user of the clients' URL (`redis://user:password@...`), or `default`.
-    let url = server.url();
-    let user = url
-        .split_once("://")
-        .and_then(|(_, rest)| rest.split_once('@'))
-        .and_then(|(credentials, _)| credentials.split(':').next())
-        .unwrap_or("default")
-        .to_owned();
+    let user = common::url_user(server);
     let ((), killed): ((), i64) = redis::pipe()
         .atomic()
         .cmd("ACL")

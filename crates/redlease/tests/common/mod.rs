@@ -40,6 +40,16 @@ pub async fn client(server: &RedisServer) -> Client {
     }
 }
 
+/// The user of the clients' URL of `server` (`redis://user:password@...`), or `default`.
+pub fn url_user(server: &RedisServer) -> String {
+    let url = server.url();
+    url.split_once("://")
+        .and_then(|(_, rest)| rest.split_once('@'))
+        .and_then(|(credentials, _)| credentials.split(':').next())
+        .unwrap_or("default")
+        .to_owned()
+}
+
 /// A plain connection that bypasses the library.
 pub async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {
     let c = redis::Client::open(server.admin_url()).unwrap();
