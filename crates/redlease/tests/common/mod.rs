@@ -229,3 +229,37 @@ pub async fn handed_over(held: redlease::Guard, waiter: &Client, name: &str) -> 
     held.release().await.unwrap();
     bounded("the hand-off", queued).await.unwrap().unwrap()
 }
+
+/// Makes the pub/sub links of `server`'s clients go down and stay down while their data
+/// connections work, as while a link's reconnection back-off runs after a restart: the
+/// clients' user may no longer SUBSCRIBE (scripts still publish) and the links are killed.
+/// Returns EVALSHA calls served just after, and the connection that looks on.
+pub async fn links_down(server: &RedisServer) -> (u64, redis::aio::MultiplexedConnection) {
+    let mut admin = raw(server).await;
+    let user = url_user(server);
+    let ((), killed): ((), i64) = redis::pipe()
+        .atomic()
+        .cmd("ACL")
+        .arg("SETUSER")
+        .arg(&user)
+        .arg("-subscribe")
+        .cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(killed >= 1, "no pub/sub link to cut");
+    (evalsha_calls(&mut admin).await, admin)
+}
+
+/// Waits until a waiter tried again after its link went down (an attempt after `calls`),
+/// and the release then cannot reach it.
+pub async fn retried_after((calls, admin): (u64, redis::aio::MultiplexedConnection)) {
+    eventually("the waiter to try again without its link", || {
+        let mut admin = admin.clone();
+        async move { evalsha_calls(&mut admin).await > calls }
+    })
+    .await;
+}
