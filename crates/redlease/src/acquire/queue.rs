@@ -10,8 +10,9 @@ use tokio::time::Instant;
 
 use crate::notify::{Grant, Registration, Told};
 
-/// How an attempt joins the queue when the name is busy (see [`Join`]): the waiter's
-/// [`Standing`](super::standing::Standing) for its next attempt, as the scripts are told it.
+/// How an attempt joins the queue when the name is busy (see
+/// [`Join`](crate::scripts::Join)): the waiter's [`Standing`](super::standing::Standing)
+/// for its next attempt, as the scripts are told it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Queue {
     No,
