@@ -242,47 +242,6 @@ async fn quorum_release_subscriptions_come_back_on_every_node() {
     bounded("release", guard.release()).await.unwrap();
 }
 
-/// Makes the pub/sub links of `server`'s clients go down and stay down while their data
-/// connections work, as while a link's reconnection back-off runs after a restart: the
-/// clients' user may no longer SUBSCRIBE (scripts still publish) and the links are killed.
-/// Returns EVALSHA calls served just after, and the connection that looks on.
-async fn links_down(server: &RedisServer) -> (u64, redis::aio::MultiplexedConnection) {
-    let mut admin = common::raw(server).await;
-    // The user of the clients' URL (`redis://user:password@...`), or `default`.
-    let url = server.url();
-    let user = url
-        .split_once("://")
-        .and_then(|(_, rest)| rest.split_once('@'))
-        .and_then(|(credentials, _)| credentials.split(':').next())
-        .unwrap_or("default")
-        .to_owned();
-    let ((), killed): ((), i64) = redis::pipe()
-        .atomic()
-        .cmd("ACL")
-        .arg("SETUSER")
-        .arg(&user)
-        .arg("-subscribe")
-        .cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
-    assert!(killed >= 1, "no pub/sub link to cut");
-    (common::evalsha_calls(&mut admin).await, admin)
-}
-
-/// Until a waiter tried again after its link went down (an attempt after `calls`), and
-/// the release then cannot reach it.
-async fn retried_after((calls, admin): (u64, redis::aio::MultiplexedConnection)) {
-    eventually("the waiter to try again without its link", || {
-        let mut admin = admin.clone();
-        async move { common::evalsha_calls(&mut admin).await > calls }
-    })
-    .await;
-}
-
 /// Releases with `release`, then checks that the waiter (which sends the instant it took
 /// the lock on `taken`) took it within 2 s: far below its 5 s retry ceiling.
 async fn taken_soon(
@@ -343,7 +302,7 @@ async fn a_waiter_whose_link_is_down_still_takes_a_released_lock_soon() {
         queue_len(&server, &waiters, "down-lock").await == 1
     })
     .await;
-    retried_after(links_down(&server).await).await;
+    common::retried_after(common::links_down(&server).await).await;
 
     taken_soon(holder.release(), rx, waiter).await;
 }
@@ -381,7 +340,7 @@ async fn a_read_write_waiter_whose_link_is_down_still_takes_a_released_lock_soon
         async move { llen(&mut conn, &queue).await == 1 && pubsub_links(server) >= 1 }
     })
     .await;
-    retried_after(links_down(&server).await).await;
+    common::retried_after(common::links_down(&server).await).await;
 
     taken_soon(holder.release(), rx, waiter).await;
 }

@@ -57,7 +57,15 @@ pub enum Phase {
     Idle,
     /// Waiting for the reply to an attempt.
     Attempting(Request),
-    /// Busy: waiting for a grant or its re-check timer.
+    /// Busy: waiting for a grant or its re-check timer. The library's waiter
+    /// (`Standing` in `crates/redlease/src/acquire/standing.rs`) is then queued for grants
+    /// when its token is in [`State::queue`] and its client [`subscribed`](Client::subscribed),
+    /// not queued when its token is not there; its wait ends granted ([`Action::Take`]),
+    /// claimed (an attempt's [`Reply::Fresh`] or [`Reply::Ours`]) or given back
+    /// ([`Action::GiveUp`]).
+    ///
+    /// [`Action::Take`]: super::Action::Take
+    /// [`Action::GiveUp`]: super::Action::GiveUp
     Waiting,
     /// `acquire` returned a guard.
     Holding {

@@ -14,7 +14,7 @@ use crate::engine::{Engine, GiveBack, Holding};
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::lease::{Lease, lost};
-use crate::notify::{Grant, Place, Registration, Watch};
+use crate::notify::{Grant, Registration, Watch};
 use crate::observe::{Acquisition, Labels};
 use crate::renew::Renewal;
 use crate::replies::Reply;
@@ -25,9 +25,11 @@ use crate::wait::{Retry, Wait, jitter};
 
 mod dating;
 mod queue;
+mod standing;
 
 use dating::{Dating, lasts};
 use queue::{News, Queue, wait_for_news};
+use standing::{Standing, Waiter};
 
 /// The longest pause between attempts while Redis cannot be reached or refuses for now
 /// (the lease's [`Retry`] may cap it lower).
@@ -185,17 +187,18 @@ impl Request<'_> {
         let token = OwnerToken::generate()?;
         let notifier = &self.engine.notifier;
         let mut epochs = notifier.epochs();
-        // Armed before every attempt, disarmed only by a reply that proves nothing of ours
-        // is left in Redis: a dropped or failed acquisition gives back whatever it took.
-        let mut give_back = GiveBack::new(self.engine, keys, self.kind, &token);
+        // Its give-back armed from the start: a dropped or failed acquisition gives back
+        // whatever it took.
+        let give_back = GiveBack::new(self.engine, keys, self.kind, &token);
+        let silent = self.keeps_silent_place();
+        let mut waiter = Waiter::new(notifier, give_back, keys, &token, self.kind, silent);
         // Not over a quorum, nor for a Cluster's semaphores and read-write locks.
         let hands_off = self.engine.deployment().hands_off(self.kind);
+        let mut dating = Dating::default();
         // Notifications up: queue with the first attempt (a free lock is simply taken).
-        let (mut place, mut dating) = (None, Dating::default());
-        let mut registration: Option<Registration> =
-            (self.wait != Wait::No && hands_off && notifier.subscribed(keys))
-                .then(|| self.register(&token, &mut place));
-        let silent = self.keeps_silent_place();
+        if self.wait != Wait::No && hands_off && notifier.subscribed(keys) {
+            waiter.register();
+        }
         let mut holder_ttl = None;
         let mut polls = 0u32;
         let mut failures = 0u32;
@@ -207,25 +210,23 @@ impl Request<'_> {
         // Quorum waiters (and a Cluster's that do not queue) listen for releases on the
         // lease's channel instead.
         let wakeups = self.engine.wakeups.as_ref();
-        let mut watch: Option<Watch> = None;
         loop {
             // Armed before the attempt is sent, so that a release landing between the
             // attempt's reply and the wait below still wakes us.
-            let notify = watch.as_ref().map(Watch::notify);
+            let notify = waiter.watch().map(Watch::notify);
             let mut released = notify.as_deref().map(|n| Box::pin(n.notified()));
             if let Some(n) = released.as_mut() {
                 n.as_mut().enable();
             }
             let sent = dating.send();
-            give_back.arm();
             attempts += 1;
-            // Queue only while hand-offs can reach us: a release skips a queued waiter
-            // whose client's grant subscription is down (the place is kept for a while:
-            // see release.lua). The epoch changes when it comes back, and the next attempt
-            // queues again, keeping that place if it is still there.
-            let grants = registration.is_some() && notifier.subscribed(keys);
-            let queue = Queue::pick(grants, silent, watch.is_some()).later(attempts > 1);
-            give_back.keep_trying_until(sent + self.lingers(queue));
+            // Queue for grants only while hand-offs can reach us: a release skips a queued
+            // waiter whose client's grant subscription is down (the place is kept for a
+            // while: see release.lua). The epoch changes when it comes back, and the next
+            // attempt queues again, keeping that place if it is still there.
+            let standing = waiter.standing();
+            let queue = standing.queue().later(attempts > 1);
+            waiter.attempting(sent + self.lingers(queue));
             let outcome = self.attempt_until(keys, &token, queue, attempts, deadline);
             let Some(outcome) = outcome.await else {
                 return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
@@ -236,7 +237,8 @@ impl Request<'_> {
                 // after `sent`.
                 Ok(Attempt::Fresh(fence) | Attempt::Ours(fence)) => {
                     if lasts(self.ttl, sent) {
-                        return Ok(self.taken(give_back, place, keys, token, fence, sent));
+                        waiter.claimed();
+                        return Ok(self.guard(Arc::clone(keys), token, fence, sent));
                     }
                     // Too late (paused): the next attempt finds it ours and sets it anew.
                     tracing::debug!("lease taken with too little validity left; confirming");
@@ -246,29 +248,25 @@ impl Request<'_> {
                     self.meter.waiting();
                     failure = None;
                     dating.busy(sent, seen);
-                    if registration.is_none() && !silent {
-                        // Definitely not ours and not queued: nothing to clean up.
-                        give_back.disarm();
-                    }
+                    waiter.busy();
                     holder_ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
-                    if registration.is_none()
+                    if !waiter.registered()
                         && hands_off
                         && deadline.is_none_or(|d| Instant::now() < d)
                         && notifier.ready(keys, deadline).await
                     {
                         // Subscribed: register, then queue up at once.
-                        registration = Some(self.register(&token, &mut place));
+                        waiter.register();
                         continue;
                     }
                     // Queued for a hand-off (a Cluster's lock), a waiter needs no notice.
                     if let Some(wakeups) = wakeups
-                        && watch.is_none()
-                        && queue != Queue::Grants
+                        && !waiter.listening()
+                        && standing != Standing::QueuedForGrants
                         && deadline.is_none_or(|d| Instant::now() < d)
                     {
                         let until = self.subscribe_until(deadline, silent);
-                        watch = wakeups.watch(&keys.channel, until).await;
-                        if watch.is_some() {
+                        if waiter.listen(wakeups.watch(&keys.channel, until).await) {
                             // Listening now: try again at once, a release may have come
                             // while we subscribed.
                             continue;
@@ -277,7 +275,7 @@ impl Request<'_> {
                     // A hand-off (or a release notice) reaches us only while queued for
                     // grants with the link up (or listening); a waiter of a client that
                     // is normally told of releases is told nothing while its link is down.
-                    let reachable = queue == Queue::Grants || watch.is_some();
+                    let reachable = standing == Standing::QueuedForGrants || waiter.listening();
                     let told = (hands_off && notifier.enabled()) || wakeups.is_some();
                     let link_down = told && !reachable;
                     self.busy_delay(reachable, link_down, holder_ttl, behind, &mut polls)
@@ -295,18 +293,16 @@ impl Request<'_> {
                 return Err(failure.map_or_else(|| self.timeout(started, holder_ttl), |e| *e));
             }
             let wake = deadline.map_or(now + delay, |d| d.min(now + delay));
-            let told = registration.as_mut();
+            let told = waiter.registration_mut();
             let news = self.wait_turn(told, released.as_mut(), &mut epochs, wake, deadline);
             let Some(grant) = news.await else {
                 continue;
             };
-            // The grant was read: later ones (after another queue place) need a new
-            // registration. The old one goes first: its drop removes our token's entry.
-            drop(registration.take());
-            registration = Some(notifier.register(&token, keys));
+            waiter.reregister();
             if let Some(start) = self.usable_grant(&dating, grant) {
+                waiter.granted();
                 let fence = FencingToken::new(grant.fence);
-                return Ok(self.taken(give_back, place, keys, token, fence, start));
+                return Ok(self.guard(Arc::clone(keys), token, fence, start));
             }
         }
     }
@@ -441,33 +437,6 @@ impl Request<'_> {
             waited: started.elapsed(),
             holder_ttl,
         }
-    }
-
-    /// Registers this acquisition of `token` for grants, and holds its queue `place`
-    /// from then on: if it ends without the lock, a grant for it is given back (see
-    /// [`Place`]).
-    fn register(&self, token: &OwnerToken, place: &mut Option<Place>) -> Registration {
-        let notifier = &self.engine.notifier;
-        place.get_or_insert_with(|| notifier.place(token, self.keys, self.kind));
-        notifier.register(token, self.keys)
-    }
-
-    /// The guard of a lock an acquisition took: nothing is left to give back, and its
-    /// queue place (if any) is settled.
-    fn taken(
-        &self,
-        mut give_back: GiveBack,
-        place: Option<Place>,
-        keys: &Arc<LockKeys>,
-        token: OwnerToken,
-        fence: FencingToken,
-        lease_start: Instant,
-    ) -> Arc<Holding> {
-        give_back.disarm();
-        if let Some(place) = place {
-            place.settle();
-        }
-        self.guard(Arc::clone(keys), token, fence, lease_start)
     }
 
     fn guard(

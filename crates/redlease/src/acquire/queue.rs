@@ -10,7 +10,9 @@ use tokio::time::Instant;
 
 use crate::notify::{Grant, Registration, Told};
 
-/// How an attempt joins the queue when the name is busy (see [`Join`]).
+/// How an attempt joins the queue when the name is busy (see
+/// [`Join`](crate::scripts::Join)): the waiter's [`Standing`](super::standing::Standing)
+/// for its next attempt, as the scripts are told it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Queue {
     No,
@@ -26,17 +28,6 @@ pub(super) enum Queue {
 }
 
 impl Queue {
-    /// For hand-offs while they can reach us, else silently where places are kept so,
-    /// else a mark while we listen for release notices.
-    pub(super) fn pick(grants: bool, silent: bool, listening: bool) -> Self {
-        match (grants, silent, listening) {
-            (true, _, _) => Self::Grants,
-            (false, true, _) => Self::Silent,
-            (false, false, true) => Self::Listen,
-            (false, false, false) => Self::No,
-        }
-    }
-
     /// As it is, except that an attempt that only tries withdraws a place when `again`
     /// (not the acquisition's first attempt: an earlier one may have left a place).
     pub(super) fn later(self, again: bool) -> Self {

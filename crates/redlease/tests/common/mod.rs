@@ -40,6 +40,16 @@ pub async fn client(server: &RedisServer) -> Client {
     }
 }
 
+/// The user of the clients' URL of `server` (`redis://user:password@...`), or `default`.
+pub fn url_user(server: &RedisServer) -> String {
+    let url = server.url();
+    url.split_once("://")
+        .and_then(|(_, rest)| rest.split_once('@'))
+        .and_then(|(credentials, _)| credentials.split(':').next())
+        .unwrap_or("default")
+        .to_owned()
+}
+
 /// A plain connection that bypasses the library.
 pub async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {
     let c = redis::Client::open(server.admin_url()).unwrap();
@@ -218,4 +228,38 @@ pub async fn handed_over(held: redlease::Guard, waiter: &Client, name: &str) -> 
     .await;
     held.release().await.unwrap();
     bounded("the hand-off", queued).await.unwrap().unwrap()
+}
+
+/// Makes the pub/sub links of `server`'s clients go down and stay down while their data
+/// connections work, as while a link's reconnection back-off runs after a restart: the
+/// clients' user may no longer SUBSCRIBE (scripts still publish) and the links are killed.
+/// Returns EVALSHA calls served just after, and the connection that looks on.
+pub async fn links_down(server: &RedisServer) -> (u64, redis::aio::MultiplexedConnection) {
+    let mut admin = raw(server).await;
+    let user = url_user(server);
+    let ((), killed): ((), i64) = redis::pipe()
+        .atomic()
+        .cmd("ACL")
+        .arg("SETUSER")
+        .arg(&user)
+        .arg("-subscribe")
+        .cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(killed >= 1, "no pub/sub link to cut");
+    (evalsha_calls(&mut admin).await, admin)
+}
+
+/// Waits until a waiter tried again after its link went down (an attempt after `calls`),
+/// and the release then cannot reach it.
+pub async fn retried_after((calls, admin): (u64, redis::aio::MultiplexedConnection)) {
+    eventually("the waiter to try again without its link", || {
+        let mut admin = admin.clone();
+        async move { evalsha_calls(&mut admin).await > calls }
+    })
+    .await;
 }
