@@ -240,6 +240,55 @@ async fn a_waiter_taking_an_expired_lock_leaves_the_queue() {
     );
 }
 
+/// A client's first waiter makes two attempts before it is queued and one to confirm its
+/// grant: busy (not yet subscribed for grants), queued (subscribed now), then the
+/// confirmation of the hand-off. Its grant subscription coming up is a change its queued
+/// attempt already saw: it must not wake the waiter for another attempt. Counted by Redis
+/// (`INFO commandstats`): the waiter's attempts and the holder's release (4; 5 when the
+/// subscription's coming up woke the queued waiter).
+#[tokio::test]
+async fn a_first_waiter_queues_without_a_spare_attempt() {
+    let server = server();
+    let holder_client = client(&server).await;
+    let waiter_client = client(&server).await;
+    let mut conn = raw(&server).await;
+    // The release script loaded beforehand: its first call's NOSCRIPT would count too.
+    let warm = holder_client
+        .lock("first-wait-warm")
+        .acquire()
+        .await
+        .unwrap();
+    warm.release().await.unwrap();
+    // Longer than the test: no renewal counts.
+    let holder = holder_client
+        .lock("first-wait")
+        .ttl(Duration::from_secs(120))
+        .acquire()
+        .await
+        .unwrap();
+    let before = common::evalsha_calls(&mut conn).await;
+    let waiter = tokio::spawn(async move {
+        waiter_client
+            .lock("first-wait")
+            .wait(Duration::from_secs(20))
+            .retry(no_polling())
+            .acquire()
+            .await
+    });
+    eventually("the waiter to queue up", || async {
+        queue_len(&conn, &holder_client, "first-wait").await == 1
+    })
+    .await;
+    holder.release().await.unwrap();
+    let guard = bounded("the waiter's turn", waiter).await.unwrap().unwrap();
+    let requests = common::evalsha_calls(&mut conn).await - before;
+    assert!(
+        requests <= 4,
+        "{requests} requests: at most 3 attempts of the waiter and the holder's release expected"
+    );
+    guard.release().await.unwrap();
+}
+
 /// Queued waiters send nothing until the holder's lease can have run out (the grant is
 /// pushed to them), not every `retry.max` (200 ms). Counted by Redis (`INFO commandstats`)
 /// over a window of two leases of held, renewed holds: at most one attempt per waiter per

@@ -223,7 +223,10 @@ impl Request<'_> {
             // Queue for grants only while hand-offs can reach us: a release skips a queued
             // waiter whose client's grant subscription is down (the place is kept for a
             // while: see release.lua). The epoch changes when it comes back, and the next
-            // attempt queues again, keeping that place if it is still there.
+            // attempt queues again, keeping that place if it is still there. A change
+            // before this attempt is its own to see (it chooses its queue now): only a later
+            // one calls for another attempt.
+            epochs.borrow_and_update();
             let standing = waiter.standing();
             let queue = standing.queue().later(attempts > 1);
             waiter.attempting(sent + self.lingers(queue));
