@@ -12,14 +12,14 @@
 //! at its own deadline ([`Link::up`]). While the link is down it says so
 //! ([`Link::is_up`]), so that waiters do not count on messages nobody can deliver.
 //!
-//! A *sharded* link ([`Link::sharded`], Redis Cluster) uses `SSUBSCRIBE`: one node, one
+//! A *sharded* link ([`Mode::Sharded`], Redis Cluster) uses `SSUBSCRIBE`: one node, one
 //! channel per command (a shard channel belongs to a slot). When the node refuses a
 //! channel (`MOVED`: its slot is served elsewhere) or drops it by itself (a `sunsubscribe`
 //! push: the slot moved away, or the node stopped being a primary), the owner hears
 //! [`Owner::moved`] and places the channel on the slot's new primary
 //! (see `crate::conn::shards`).
 //!
-//! A *grant* link ([`Link::grants`]) carries hand-offs that its owner may take as proof that
+//! A *grant* link ([`Mode::Grants`]) carries hand-offs that its owner may take as proof that
 //! a lock is its own, which holds only on the primary that decides the locks: behind a
 //! failover endpoint (one URL whose new connections go to the new primary while old ones
 //! stay), a link made before a failover sits on the demoted primary, now a replica, which
