@@ -63,12 +63,12 @@
 //! holders sharing a token when a node restarts within the skew: a token taken from a
 //! fast clock, written back to the node that then crashed, is remembered by no node of
 //! the next majority).
-//!
-//! Here: `acquire` (one attempt on every node, the fence written back), `give_back` (what
-//! a failed attempt may hold, returned), `held` (what a holder asks of every node:
-//! release, extend, renew, proclaim, downgrade), `reads` (what a majority of nodes say of
-//! a lock: whether it is held, who leads) and `turns` (the order of one token's commands
-//! to one node).
+
+// The files: `acquire` (one attempt on every node, the fence written back), `give_back` (what
+// a failed attempt may hold, returned), `held` (what a holder asks of every node:
+// release, extend, renew, proclaim, downgrade), `reads` (what a majority of nodes say of
+// a lock: whether it is held, who leads) and `turns` (the order of one token's commands
+// to one node).
 
 mod acquire;
 mod give_back;
