@@ -2,6 +2,8 @@
 //! [`Client`] that start one (`Client::builder`, `Client::quorum_builder`...) or connect
 //! with default options (`Client::connect`, `Client::quorum`...).
 
+mod connect;
+
 use std::fmt;
 use std::time::Duration;
 
@@ -41,19 +43,19 @@ pub enum Notifications {
 #[must_use]
 #[derive(Clone)]
 pub struct ClientBuilder {
-    pub(super) endpoints: Endpoints,
-    pub(super) connect_timeout: Duration,
-    pub(super) response_timeout: Duration,
-    pub(super) notifications: Notifications,
+    endpoints: Endpoints,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    notifications: Notifications,
     /// How `rediss://` connections trust the server and present themselves.
-    pub(super) tls: Tls,
+    tls: Tls,
     /// Appended to the holder details (`host=... pid=...`) that locks record.
-    pub(super) holder_note: Option<String>,
+    holder_note: Option<String>,
     /// What every primitive of the client starts from.
-    pub(super) defaults: Defaults,
+    defaults: Defaults,
     /// The application's own cluster connection, for commands.
     #[cfg(feature = "cluster")]
-    pub(super) cluster_connection: Option<redis::cluster_async::ClusterConnection>,
+    cluster_connection: Option<redis::cluster_async::ClusterConnection>,
 }
 
 impl fmt::Debug for ClientBuilder {

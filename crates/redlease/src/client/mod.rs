@@ -1,13 +1,12 @@
 //! [`Client`]: one cheap-to-clone handle per Redis deployment.
 //!
-//! Three files: `builder` holds the options a client is built with ([`ClientBuilder`],
-//! [`Notifications`], the timeouts' defaults) and the ways to start one (`Client::builder`,
-//! `Client::quorum`...); `connect` wires a built client to its deployment (the
-//! connections, the notifications, the lease engine); `handle` is the [`Client`] itself,
-//! which makes the primitives.
+//! `builder` holds the options a client is built with ([`ClientBuilder`], [`Notifications`],
+//! the timeouts' defaults) and the ways to start one (`Client::builder`, `Client::quorum`...);
+//! its `connect` wires a built client to its deployment (the connections, the
+//! notifications, the lease engine); `handle` is the [`Client`] itself, which makes the
+//! primitives.
 
 mod builder;
-mod connect;
 mod handle;
 
 pub use builder::{

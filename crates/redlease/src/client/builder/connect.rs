@@ -10,8 +10,8 @@ use crate::error::{Error, Result};
 use crate::notify::{GrantSource, Notifier, Reach, Wakeups};
 use crate::ttl::validate_ttl;
 
-use super::builder::{ClientBuilder, Notifications};
-use super::handle::{Client, holder_details};
+use super::{ClientBuilder, Notifications};
+use crate::client::handle::{Client, holder_details};
 
 impl ClientBuilder {
     /// Connects, failing fast when Redis cannot be reached.
