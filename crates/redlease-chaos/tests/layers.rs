@@ -40,21 +40,12 @@ const BIN_LAYERS: &[&[&str]] = &[
     &["report"],
 ];
 
-/// The crate imports only downwards, without cycles, at every level.
-#[test]
-fn modules_import_only_downwards_without_cycles() {
-    checker::assert_layered_beside(env!("CARGO_MANIFEST_DIR"), "lib.rs", "main.rs", LAYERS);
+/// The library (`lib.rs`), without the binary's files.
+mod library {
+    crate::checker::layer_tests!("lib.rs" beside "main.rs", super::LAYERS);
 }
 
-/// The binary (`main.rs`, the worker and the fault matrix) too.
-#[test]
-fn binary_modules_import_only_downwards_without_cycles() {
-    checker::assert_layered_beside(env!("CARGO_MANIFEST_DIR"), "main.rs", "lib.rs", BIN_LAYERS);
-}
-
-/// Prints the top-level module graph bottom-up, then the problems the check reports.
-#[test]
-fn print_the_module_graph() {
-    checker::print_graph_beside(env!("CARGO_MANIFEST_DIR"), "lib.rs", "main.rs", LAYERS);
-    checker::print_graph_beside(env!("CARGO_MANIFEST_DIR"), "main.rs", "lib.rs", BIN_LAYERS);
+/// The binary (`main.rs`, the worker and the fault matrix), without the library's files.
+mod binary {
+    crate::checker::layer_tests!("main.rs" beside "lib.rs", super::BIN_LAYERS);
 }

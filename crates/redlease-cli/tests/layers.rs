@@ -32,14 +32,4 @@ const LAYERS: &[&[&str]] = &[
     &["demo", "bench"],
 ];
 
-/// The binary imports only downwards, without cycles, at every level.
-#[test]
-fn modules_import_only_downwards_without_cycles() {
-    checker::assert_layered(env!("CARGO_MANIFEST_DIR"), "main.rs", LAYERS);
-}
-
-/// Prints the top-level module graph bottom-up, then the problems the check reports.
-#[test]
-fn print_the_module_graph() {
-    checker::print_graph(env!("CARGO_MANIFEST_DIR"), "main.rs", LAYERS);
-}
+checker::layer_tests!("main.rs", LAYERS);

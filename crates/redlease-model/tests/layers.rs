@@ -27,14 +27,4 @@ const LAYERS: &[&[&str]] = &[
     &["failover", "handoff", "life", "serve"],
 ];
 
-/// The crate imports only downwards, without cycles, at every level.
-#[test]
-fn modules_import_only_downwards_without_cycles() {
-    checker::assert_layered(env!("CARGO_MANIFEST_DIR"), "lib.rs", LAYERS);
-}
-
-/// Prints the top-level module graph bottom-up, then the problems the check reports.
-#[test]
-fn print_the_module_graph() {
-    checker::print_graph(env!("CARGO_MANIFEST_DIR"), "lib.rs", LAYERS);
-}
+checker::layer_tests!("lib.rs", LAYERS);

@@ -69,18 +69,7 @@ const LAYERS: &[&[&str]] = &[
 // ---------------------------------------------------------------------------------------
 // The real tree.
 
-/// The library imports only downwards, without cycles (see `make layers`).
-#[test]
-fn modules_import_only_downwards_without_cycles() {
-    checker::assert_layered(env!("CARGO_MANIFEST_DIR"), "lib.rs", LAYERS);
-}
-
-/// Prints the top-level module graph bottom-up: each module after everything it uses
-/// (modules on a cycle are printed together), then the problems the check above reports.
-#[test]
-fn print_the_module_graph() {
-    checker::print_graph(env!("CARGO_MANIFEST_DIR"), "lib.rs", LAYERS);
-}
+checker::layer_tests!("lib.rs", LAYERS);
 
 // ---------------------------------------------------------------------------------------
 // The checker, on small synthetic crates.

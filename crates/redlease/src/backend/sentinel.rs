@@ -24,7 +24,7 @@ use futures_util::stream::FuturesUnordered;
 use redis::{AsyncConnectionConfig, IntoConnectionInfo as _, PushInfo, RedisResult, Value};
 use tokio::time::Instant;
 
-use crate::conn::pubsub::{Link, Owner as LinkOwner};
+use crate::conn::pubsub::{Link, Mode as LinkMode, Owner as LinkOwner};
 
 /// The sentinel events that say the primary is changing or changed.
 const FAILOVER_STARTS: &str = "+failover-state-send-slaveof-noone";
@@ -87,6 +87,7 @@ impl Follower {
                 .filter_map(|sentinel| {
                     match Link::new(
                         std::slice::from_ref(sentinel),
+                        LinkMode::Classic,
                         connect_timeout,
                         response_timeout,
                         owner.clone(),

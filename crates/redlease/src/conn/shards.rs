@@ -24,7 +24,7 @@ use redis::{ConnectionAddr, PushInfo, Value};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio::time::Instant;
 
-use super::pubsub::{Link, Owner};
+use super::pubsub::{Link, Mode, Owner};
 use crate::keys::hash_slot;
 use crate::wait::jitter;
 
@@ -248,7 +248,13 @@ impl Shards {
             node: node.to_owned(),
         });
         let weak: Weak<dyn Owner> = Arc::downgrade(&owner) as Weak<dyn Owner>;
-        match Link::sharded(&client, self.connect_timeout, self.response_timeout, weak) {
+        match Link::new(
+            std::slice::from_ref(&client),
+            Mode::Sharded,
+            self.connect_timeout,
+            self.response_timeout,
+            weak,
+        ) {
             Ok(link) => Some(NodeLink {
                 link,
                 _owner: owner,

@@ -38,7 +38,7 @@ use redis::{PushInfo, Value};
 use tokio::sync::{Notify, oneshot, watch};
 use tokio::time::Instant;
 
-use crate::conn::pubsub::{Link, Owner as LinkOwner};
+use crate::conn::pubsub::{Link, Mode as LinkMode, Owner as LinkOwner};
 use crate::conn::shards::Shards;
 use crate::error::Result;
 use crate::keys::LockKeys;
@@ -161,7 +161,7 @@ impl Notifier {
             #[cfg(not(feature = "cluster"))]
             let shards: Option<Arc<Shards>> = seeds.and(None);
             let link = redis.and_then(|redis| {
-                match Link::grants(&[redis], connect_timeout, response_timeout, owner) {
+                match Link::new(&[redis], LinkMode::Grants, connect_timeout, response_timeout, owner) {
                     Ok(link) => {
                         link.keep(&channel);
                         Some(link)

@@ -36,7 +36,7 @@ use redis::{PushInfo, Value};
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
-use crate::conn::pubsub::{Link, Owner as LinkOwner};
+use crate::conn::pubsub::{Link, Mode as LinkMode, Owner as LinkOwner};
 use crate::conn::shards::Shards;
 
 /// Where the subscriptions go.
@@ -123,9 +123,15 @@ impl Wakeups {
                         groups
                             .into_iter()
                             .filter_map(|targets| {
-                                Link::new(targets, connect_timeout, response_timeout, owner.clone())
-                                    .map_err(|e| failed = Some(e))
-                                    .ok()
+                                Link::new(
+                                    targets,
+                                    LinkMode::Classic,
+                                    connect_timeout,
+                                    response_timeout,
+                                    owner.clone(),
+                                )
+                                .map_err(|e| failed = Some(e))
+                                .ok()
                             })
                             .collect(),
                     )

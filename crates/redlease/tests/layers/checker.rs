@@ -17,37 +17,49 @@ use std::path::Path;
 use proc_macro2::{TokenStream, TokenTree};
 use syn::visit::{self, Visit};
 
-/// Fails with every problem of the crate at `manifest_dir` (root file `root`) against
-/// `layers`: cycles at any level, upward references, modules missing from the table.
-#[allow(
-    dead_code,
-    reason = "each crate's tests/layers.rs uses the pair that fits its roots"
-)]
-pub(crate) fn assert_layered(manifest_dir: &str, root: &str, layers: &[&[&str]]) {
-    let problems = Tree::parse(&source_files(manifest_dir, root)).problems(layers);
-    assert!(
-        problems.is_empty(),
-        "the module graph of {manifest_dir}/src breaks the layering ({} problems):\n\n{}\n",
-        problems.len(),
-        problems.join("\n\n")
-    );
-}
+/// The two tests every crate's `tests/layers.rs` has, for its crate rooted at `$root`
+/// (`"lib.rs"` or `"main.rs"`) and its layer table `$layers`:
+/// `modules_import_only_downwards_without_cycles` (fails with every problem: cycles at any
+/// level, upward references, modules missing from the table) and `print_the_module_graph`
+/// (the top-level graph bottom-up, then the problems; `make layers` shows it). With
+/// `beside $other`, the crate shares `src/` with the crate rooted at `$other` (a package's
+/// library and its binary): the files that `$other` reaches are left out (they are no
+/// strays of this one). A package with two roots calls it once for each, in a module of
+/// its own.
+macro_rules! layer_tests {
+    ($root:literal, $layers:expr) => {
+        $crate::checker::layer_tests!(@tests $root, None, $layers);
+    };
+    ($root:literal beside $other:literal, $layers:expr) => {
+        $crate::checker::layer_tests!(@tests $root, Some($other), $layers);
+    };
+    (@tests $root:literal, $other:expr, $layers:expr) => {
+        /// The crate imports only downwards, without cycles, at every level.
+        #[test]
+        fn modules_import_only_downwards_without_cycles() {
+            $crate::checker::assert_layered(env!("CARGO_MANIFEST_DIR"), $root, $other, $layers);
+        }
 
-/// [`assert_layered`] for one of two crates whose roots share `src/` (a package's library
-/// and its binary): the files that `other_root` reaches belong to the other crate and are
-/// left out (they are no strays of this one).
-#[allow(
-    dead_code,
-    reason = "each crate's tests/layers.rs uses the pair that fits its roots"
-)]
-pub(crate) fn assert_layered_beside(
+        /// Prints the top-level module graph bottom-up (each module after what it uses;
+        /// modules on a cycle together), then the problems the check above reports.
+        #[test]
+        fn print_the_module_graph() {
+            $crate::checker::print_graph(env!("CARGO_MANIFEST_DIR"), $root, $other, $layers);
+        }
+    };
+}
+pub(crate) use layer_tests;
+
+/// Fails with every problem of the crate at `manifest_dir` (root file `root`, beside the
+/// crate rooted at `other_root` if any) against `layers`: cycles at any level, upward
+/// references, modules missing from the table.
+pub(crate) fn assert_layered(
     manifest_dir: &str,
     root: &str,
-    other_root: &str,
+    other_root: Option<&str>,
     layers: &[&[&str]],
 ) {
-    let files = without_other_root(source_files(manifest_dir, root), manifest_dir, other_root);
-    let problems = Tree::parse(&files).problems(layers);
+    let problems = Tree::parse(&crate_files(manifest_dir, root, other_root)).problems(layers);
     assert!(
         problems.is_empty(),
         "the module graph of {manifest_dir}/src from {root} breaks the layering \
@@ -57,29 +69,30 @@ pub(crate) fn assert_layered_beside(
     );
 }
 
-/// [`print_graph`] for one of two crates whose roots share `src/` (see
-/// [`assert_layered_beside`]).
-#[allow(
-    dead_code,
-    reason = "each crate's tests/layers.rs uses the pair that fits its roots"
-)]
-pub(crate) fn print_graph_beside(
+/// Prints the top-level module graph of the crate at `manifest_dir` (as in
+/// [`assert_layered`]) bottom-up (each module after what it uses; modules on a cycle
+/// together), then the problems.
+pub(crate) fn print_graph(
     manifest_dir: &str,
     root: &str,
-    other_root: &str,
+    other_root: Option<&str>,
     layers: &[&[&str]],
 ) {
-    let files = without_other_root(source_files(manifest_dir, root), manifest_dir, other_root);
+    let files = crate_files(manifest_dir, root, other_root);
     println!("{}", Tree::parse(&files).report(layers));
 }
 
-/// `files` (of the crate rooted at `lib.rs`) without the files that the crate rooted at
-/// `other_root` in the same `src/` reaches.
-fn without_other_root(
-    mut files: BTreeMap<String, String>,
+/// The files of the crate rooted at `root` under `manifest_dir/src`: without the files that
+/// the crate rooted at `other_root` in the same `src/` reaches.
+fn crate_files(
     manifest_dir: &str,
-    other_root: &str,
+    root: &str,
+    other_root: Option<&str>,
 ) -> BTreeMap<String, String> {
+    let mut files = source_files(manifest_dir, root);
+    let Some(other_root) = other_root else {
+        return files;
+    };
     let other = Tree::parse(&source_files(manifest_dir, other_root));
     for file in &other.reached {
         if file != "lib.rs" {
@@ -92,19 +105,6 @@ fn without_other_root(
         files.remove(other_root);
     }
     files
-}
-
-/// Prints the top-level module graph of the crate at `manifest_dir` bottom-up (each module
-/// after what it uses; modules on a cycle together), then the problems.
-#[allow(
-    dead_code,
-    reason = "each crate's tests/layers.rs uses the pair that fits its roots"
-)]
-pub(crate) fn print_graph(manifest_dir: &str, root: &str, layers: &[&[&str]]) {
-    println!(
-        "{}",
-        Tree::parse(&source_files(manifest_dir, root)).report(layers)
-    );
 }
 
 /// Every `.rs` file under `manifest_dir/src`, by its path relative to `src/` with `/`

@@ -1,26 +1,21 @@
-//! [`Client`]: one cheap-to-clone handle per Redis deployment.
+//! [`ClientBuilder`]: the options a [`Client`] is built with, and the constructors of
+//! [`Client`] that start one (`Client::builder`, `Client::quorum_builder`...) or connect
+//! with default options (`Client::connect`, `Client::quorum`...).
+
+mod connect;
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend;
 use crate::builder::{DEFAULT_PREFIX, DEFAULT_TTL, DEFAULT_WAIT, MAX_NOTE};
-use crate::clock::ClockWatch;
 use crate::conn::tls::{Tls, Verify};
-use crate::conn::{Endpoints, Provided, Settings};
-use crate::election::Election;
-use crate::engine::{Defaults, Engine, one_line};
-use crate::error::{Error, Result};
-use crate::latch::Latch;
-use crate::lock::Lock;
-use crate::multilock::MultiLock;
-use crate::notify::{GrantSource, Notifier, Reach, Wakeups};
+use crate::conn::{Endpoints, Provided};
+use crate::engine::{Defaults, one_line};
+use crate::error::Result;
 use crate::renew::Renewal;
-use crate::rwlock::RwLock;
-use crate::semaphore::Semaphore;
-use crate::ttl::validate_ttl;
 use crate::wait::Wait;
+
+use super::handle::Client;
 
 /// How long connecting to Redis may take before it fails, by default.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -181,7 +176,7 @@ impl ClientBuilder {
     /// its name or IP against the URL's host.
     ///
     /// The PEM is checked when the client connects: text without a certificate fails
-    /// [`connect`](Self::connect) with [`Error::InvalidOption`].
+    /// [`connect`](Self::connect) with [`Error::InvalidOption`](crate::Error::InvalidOption).
     ///
     /// # Examples
     /// ```no_run
@@ -206,7 +201,7 @@ impl ClientBuilder {
     ///
     /// Both are checked when the client connects: a PEM without a certificate, a key that
     /// cannot be read, or a key that is not the certificate's fails
-    /// [`connect`](Self::connect) with [`Error::InvalidOption`].
+    /// [`connect`](Self::connect) with [`Error::InvalidOption`](crate::Error::InvalidOption).
     ///
     /// # Examples
     /// ```no_run
@@ -281,217 +276,6 @@ impl ClientBuilder {
     pub fn holder_note(mut self, note: impl Into<String>) -> Self {
         self.holder_note = one_line(&note.into(), MAX_NOTE);
         self
-    }
-
-    /// Connects, failing fast when Redis cannot be reached.
-    ///
-    /// A quorum client connects to every node and returns once a majority answered `PING`;
-    /// the others keep connecting in the background as they are used.
-    ///
-    /// # Errors
-    /// [`Error::InvalidOption`] for a malformed URL or zero timeout, for TLS PEM that holds
-    /// no certificate or key (or a key that is not the certificate's), or for a
-    /// `rediss://...#insecure` URL without
-    /// [`danger_accept_invalid_certificates`](Self::danger_accept_invalid_certificates); [`Error::Redis`] when
-    /// Redis cannot be reached or refuses the credentials, [`Error::ConnectTimeout`] when
-    /// no connection was made within the [connect timeout](Self::connect_timeout),
-    /// [`Error::NoQuorum`] when fewer than a majority of quorum nodes answer.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: dropping the future drops the half-made connection.
-    pub async fn connect(self) -> Result<Client> {
-        for (option, value) in [
-            ("connect_timeout", self.connect_timeout),
-            ("response_timeout", self.response_timeout),
-        ] {
-            if value.is_zero() {
-                return Err(Error::InvalidOption {
-                    option,
-                    reason: "must be greater than zero".into(),
-                });
-            }
-        }
-        validate_ttl(self.defaults.ttl)?;
-        self.defaults.wait.validate()?;
-        self.tls.validate()?;
-        let settings = Settings {
-            endpoints: self.endpoints.clone(),
-            connect_timeout: self.connect_timeout,
-            response_timeout: self.response_timeout,
-            tls: self.tls.clone(),
-            #[cfg(feature = "cluster")]
-            cluster_connection: self.cluster_connection.clone(),
-        };
-        let (deployment, pubsub) = Box::pin(backend::connect(&settings)).await?;
-        let notifications = self.notifications == Notifications::PubSub;
-        let wakeups = match &self.endpoints {
-            // On the slot's primary over sharded pub/sub; on any node over classic pub/sub
-            // where the cluster has no sharded pub/sub (the bus carries it to every node).
-            #[cfg(feature = "cluster")]
-            Endpoints::Cluster(urls) if notifications => {
-                let reach = if deployment.shard_channels() {
-                    Reach::SlotOwner
-                } else {
-                    Reach::AnyNode
-                };
-                Some(wakeups(&settings, reach, urls)?)
-            }
-            Endpoints::Quorum(urls) if notifications => {
-                Some(wakeups(&settings, Reach::EveryNode, urls)?)
-            }
-            _ => None,
-        };
-        // Release notices where waiters are handed locks instead (a single Redis,
-        // Sentinel): only observers of an election listen there; the link connects on
-        // first use.
-        let observers = match &pubsub {
-            Some(primary) if notifications && wakeups.is_none() => Some(
-                Wakeups::new(
-                    Reach::AnyNode,
-                    std::slice::from_ref(primary),
-                    self.connect_timeout,
-                    self.response_timeout,
-                )
-                .map_err(|e| settings.bad_url(&e))?,
-            ),
-            _ => None,
-        };
-        let grants = match (&self.endpoints, pubsub) {
-            _ if !notifications => GrantSource::Off,
-            #[cfg(feature = "cluster")]
-            (Endpoints::Cluster(_), _) if !deployment.shard_channels() => GrantSource::Off,
-            #[cfg(feature = "cluster")]
-            (Endpoints::Cluster(urls), _) => GrantSource::Cluster(
-                urls.iter()
-                    .map(|url| settings.redis_client(url))
-                    .collect::<Result<Vec<_>>>()?,
-            ),
-            (_, Some(primary)) => GrantSource::Node {
-                redis: Box::new(primary),
-                vouches: deployment.trusts_grants(),
-            },
-            (_, None) => GrantSource::Off,
-        };
-        let notifier = Notifier::new(grants, self.connect_timeout, self.response_timeout)?;
-        if let Some(follower) = deployment.follower() {
-            // The grant subscription (and the observers' one) follows the primary the
-            // sentinels elect, and queued waiters try again as soon as a failover starts
-            // (their attempt finds the new primary and queues there).
-            let notifier = Arc::downgrade(&notifier);
-            let observers = observers.as_ref().map(Arc::downgrade);
-            follower.on_switch(move |primary| {
-                if let Some(notifier) = notifier.upgrade() {
-                    match primary {
-                        Some(primary) => notifier.follow(primary),
-                        None => notifier.recheck(),
-                    }
-                }
-                if let (Some(primary), Some(observers)) = (
-                    primary,
-                    observers.as_ref().and_then(std::sync::Weak::upgrade),
-                ) {
-                    observers.follow(primary);
-                }
-            });
-        }
-        let engine = Arc::new(Engine::new(
-            Arc::new(deployment),
-            notifier,
-            wakeups,
-            observers,
-            holder_details(self.holder_note.as_deref()),
-            self.defaults,
-        ));
-        engine.notifier.on_abandoned(give_back_abandoned(&engine));
-        check_links_on_silence(&engine);
-        Ok(Client { engine })
-    }
-}
-
-/// When a command connection of `engine` goes silent (a request unanswered for the
-/// response timeout), the grant subscription checks its own at once instead of at its next
-/// health check (up to 5 s later): the network that muted one may have muted both.
-fn check_links_on_silence(engine: &Arc<Engine>) {
-    let notifier = Arc::downgrade(&engine.notifier);
-    let hook: crate::backend::StaleHook = Arc::new(move || {
-        if let Some(notifier) = notifier.upgrade() {
-            notifier.check_soon();
-        }
-    });
-    for node in &engine.deployment().nodes {
-        node.on_stale(Arc::clone(&hook));
-    }
-}
-
-/// Gives back a lock handed to an acquisition of `engine`'s client that ended without it:
-/// the release for its token, in the background; a hand-off on to a waiter of this client
-/// is told to it at once.
-fn give_back_abandoned(engine: &Arc<Engine>) -> crate::notify::grants::GiveBackHook {
-    let engine = Arc::downgrade(engine);
-    Box::new(move |keys, kind, token| {
-        let Some(engine) = engine.upgrade() else {
-            return;
-        };
-        let task = {
-            let engine = Arc::clone(&engine);
-            async move {
-                match engine.deployment().release(&keys, kind, &token).await {
-                    Ok(released) => {
-                        if let Some(handoff) = released.handoff() {
-                            engine.handed_off(&keys, kind, &token, handoff);
-                        }
-                        tracing::debug!(key = %keys.key, held = released.was_held(), "gave back a lock handed to a waiter that gave up");
-                    }
-                    Err(e) => {
-                        tracing::warn!(key = %keys.key, error = %e, "could not give back a lock handed to a waiter that gave up; it expires by itself");
-                    }
-                }
-            }
-        };
-        engine.background(task);
-    })
-}
-
-/// Release notifications over `urls` (cluster seeds or quorum nodes).
-fn wakeups(settings: &Settings, reach: Reach, urls: &[String]) -> Result<Arc<Wakeups>> {
-    let nodes = urls
-        .iter()
-        .map(|url| settings.redis_client(url))
-        .collect::<Result<Vec<_>>>()?;
-    Wakeups::new(
-        reach,
-        &nodes,
-        settings.connect_timeout,
-        settings.response_timeout,
-    )
-    .map_err(|e| settings.bad_url(&e))
-}
-
-/// A handle to one Redis deployment, shared by every lock and task that uses it.
-///
-/// Cheap to clone (an `Arc`): clone it into tasks rather than connecting again. It
-/// multiplexes all commands over one connection that reconnects by itself, and carries
-/// all waiters' notifications over one more pub/sub connection.
-///
-/// # Runtime
-/// A client needs a Tokio runtime (with the `time` driver) and belongs to the runtime
-/// that created it: its connections' tasks, the renewal scheduler and background releases
-/// run there. Use it from that runtime. A client that outlives its runtime (a `static`
-/// shared by several `#[tokio::test]`s, each with a runtime of its own) recovers in the
-/// next one: connections reconnect and the renewal scheduler starts again; but whatever
-/// the old runtime was doing when it ended was dropped with it.
-///
-/// Before a program ends, call [`Client::shutdown`]: it gives back every lease the
-/// client still holds and waits for releases running in the background, which a runtime
-/// that shuts down would otherwise drop (leaving locks held until their TTL).
-#[derive(Clone)]
-pub struct Client {
-    pub(crate) engine: Arc<Engine>,
-}
-
-impl fmt::Debug for Client {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Client").finish_non_exhaustive()
     }
 }
 
@@ -706,146 +490,6 @@ impl Client {
     pub async fn quorum<S: AsRef<str>>(nodes: impl IntoIterator<Item = S>) -> Result<Self> {
         Self::quorum_builder(nodes).connect().await
     }
-
-    /// A lock named `name` on this deployment, with default options; set others with the
-    /// [`Lock`] builder methods. Nothing is sent to Redis until it is acquired.
-    pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(Arc::clone(&self.engine), name.into())
-    }
-
-    /// Several locks held together, all or nothing (see [`MultiLock`]), with default
-    /// options. Duplicate names are one name. Nothing is sent to Redis until it is
-    /// acquired.
-    pub fn multi_lock<I, S>(&self, names: I) -> MultiLock
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        MultiLock::new(
-            Arc::clone(&self.engine),
-            names.into_iter().map(Into::into).collect(),
-        )
-    }
-
-    /// The leader election named `name` (see [`Election`]), with default options.
-    /// Nothing is sent to Redis until someone campaigns or asks who leads.
-    pub fn election(&self, name: impl Into<String>) -> Election {
-        Election::new(Arc::clone(&self.engine), name.into())
-    }
-
-    /// A semaphore named `name` admitting `permits` holders at once, with default options;
-    /// set others with the [`Semaphore`] builder methods. Nothing is sent to Redis until a
-    /// permit is acquired.
-    pub fn semaphore(&self, name: impl Into<String>, permits: u32) -> Semaphore {
-        Semaphore::new(Arc::clone(&self.engine), name.into(), permits)
-    }
-
-    /// A count-down latch named `name` (see [`Latch`]), with default options; set others
-    /// with the [`Latch`] builder methods. Nothing is sent to Redis until a count is
-    /// registered or someone waits.
-    pub fn latch(&self, name: impl Into<String>) -> Latch {
-        Latch::new(Arc::clone(&self.engine), name.into())
-    }
-
-    /// A read-write lock named `name`, with default options; take it with
-    /// [`RwLock::read`] or [`RwLock::write`]. Nothing is sent to Redis until it is
-    /// acquired.
-    pub fn rwlock(&self, name: impl Into<String>) -> RwLock {
-        RwLock::new(Arc::clone(&self.engine), name.into())
-    }
-
-    /// What this client (and its clones) is doing and has done so far: counters for
-    /// diagnostics and tests, read at the call (call again for new values).
-    pub fn stats(&self) -> ClientStats {
-        ClientStats {
-            waiting: self.engine.waiting(),
-            renewal_round_trips: self.engine.renewer.round_trips(),
-            renewal_tasks_started: self.engine.renewer.starts(),
-        }
-    }
-
-    /// How fast the Redis server's clock runs against this process' monotonic clock, as
-    /// estimated from fresh grants (each grant's fencing token is the server's time): a
-    /// lower bound, `None` until two grants were a second apart, and always `None` on a
-    /// Cluster or quorum (many clocks). Claims assume it stays below 1.01 (the drift
-    /// allowance, a hundredth of the ttl); above that the client logs a warning, since a
-    /// guard may then claim a lease Redis already expired: check the server's time
-    /// synchronisation.
-    pub fn server_clock_rate(&self) -> Option<f64> {
-        self.engine.clock.as_ref().and_then(ClockWatch::rate)
-    }
-
-    /// Gives back every lease this client (and its clones) still holds and waits until
-    /// every release running in the background is done: call it before the program
-    /// returns from `main`, so that no lock stays held by nobody until its TTL. Over a
-    /// quorum that includes the requests to the nodes that had not answered when a
-    /// majority had (each bounded by the per-node bound), so that no node keeps the lock.
-    ///
-    /// Guards still alive afterwards report their lease ended ([`Guard::is_held`] is
-    /// false, [`Guard::release`] returns `Ok`), and work under [`Lock::run`] is cancelled
-    /// with [`Error::ShutDown`]. The client stays usable: locks acquired later are held as
-    /// usual.
-    ///
-    /// # Errors
-    /// The first error of a give-back that could not reach Redis (that lease then expires
-    /// by itself after its TTL); every other lease is still given back.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: leases already ended stay given back, and background releases go on.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// #[tokio::main]
-    /// async fn main() -> redlease::Result<()> {
-    ///     let client = redlease::Client::connect("redis://127.0.0.1:6379").await?;
-    ///     let _guard = client.lock("nightly-report").acquire().await?;
-    ///     // ... returning early, by `?` or otherwise, drops the guard ...
-    ///     client.shutdown().await
-    /// }
-    /// ```
-    ///
-    /// [`Guard::is_held`]: crate::Guard::is_held
-    /// [`Guard::release`]: crate::Guard::release
-    pub async fn shutdown(&self) -> Result<()> {
-        self.engine.shutdown().await
-    }
-}
-
-/// Counters of one [`Client`] and its clones, from [`Client::stats`]: for diagnostics and
-/// tests, not for deciding anything about a lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ClientStats {
-    /// Tasks waiting for a busy lock right now, queued for a hand-off or listening for a
-    /// release.
-    pub waiting: usize,
-    /// Renewal round trips sent so far: one per sweep of the renewal scheduler, however
-    /// many leases it renewed.
-    pub renewal_round_trips: u64,
-    /// How many times the renewal scheduler task was started so far: once, and again
-    /// after it ended for want of leases (a second without one) or with its runtime.
-    pub renewal_tasks_started: u64,
-}
-
-/// The holder details a client records beside its locks, for operators who ask who holds
-/// one: `host=<hostname> pid=<pid>`, then `note` when given. Also a ready note for
-/// [`Election::campaign`] that names the campaigning process the same way.
-///
-/// # Examples
-/// ```
-/// let note = redlease::diagnostics::holder_details(Some("cmd=backup"));
-/// assert!(note.starts_with("host=") && note.ends_with(" cmd=backup"));
-/// ```
-pub fn holder_details(note: Option<&str>) -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| "unknown".into());
-    let pid = std::process::id();
-    match note {
-        Some(note) => format!("host={host} pid={pid} {note}"),
-        None => format!("host={host} pid={pid}"),
-    }
 }
 
 #[cfg(test)]
@@ -870,7 +514,5 @@ mod tests {
             Client::builder("redis://h:1").holder_note("  ").holder_note,
             None
         );
-        assert!(holder_details(Some("cmd=x")).ends_with(" cmd=x"));
-        assert!(holder_details(None).starts_with("host="));
     }
 }

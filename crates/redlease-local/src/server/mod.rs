@@ -1,10 +1,14 @@
 //! One `redis-server` process ([`RedisServer`]) and how it is started ([`ServerOptions`]):
-//! the ACL users the tests share, the TLS certificates, free ports, and the loopback
-//! listener the proxies bind.
+//! the ACL users the tests share (`acl`), the TLS certificates (`tls`), free ports and the
+//! loopback listener the proxies bind (`ports`).
+
+mod acl;
+mod options;
+mod ports;
+mod tls;
 
 use std::fmt;
 use std::io::Read;
-use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,210 +19,20 @@ use nix::unistd::Pid;
 use crate::error::Error;
 use crate::resp::{self, Reply};
 
+#[cfg(test)]
+pub(crate) use acl::test_acl_wanted;
+pub use acl::{REDLEASE_ACL_RULES, TEST_ACL_ENV, TEST_ACL_PASSWORD, TEST_ADMIN_PASSWORD};
+use options::ClientCertificates;
+pub use options::ServerOptions;
+pub use ports::free_port;
+pub(crate) use ports::{forwarded_url, listen};
+use tls::make_certificates;
+
 /// How long [`RedisServer::start`] waits for a new server to answer `PING`.
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The name of the server binary looked up on `PATH`; override with `REDLEASE_REDIS_SERVER`.
 pub const DEFAULT_SERVER_BINARY: &str = "redis-server";
-
-/// Set this environment variable to `1` to run tests as redlease's least-privilege Redis
-/// user: every standalone server started here (and every [`Nodes`] member) then turns the
-/// `default` user off and creates a `redlease` user with [`REDLEASE_ACL_RULES`] (password
-/// [`TEST_ACL_PASSWORD`]), whom [`RedisServer::url`] and [`Proxy::url`] name, and an `admin`
-/// user (every command, key and channel; password [`TEST_ADMIN_PASSWORD`]), whom
-/// [`RedisServer::admin_url`] and [`RedisServer::query`] use for the tests' own look-ups.
-/// Servers started with TLS, for a cluster or a Sentinel deployment, or with their own
-/// `--user`, `--aclfile` or `--requirepass`, are left as they are.
-pub const TEST_ACL_ENV: &str = "REDLEASE_TEST_ACL";
-
-/// The `redlease` user's password under [`TEST_ACL_ENV`].
-pub const TEST_ACL_PASSWORD: &str = "redlease-test-pw";
-
-/// The `admin` user's password under [`TEST_ACL_ENV`].
-pub const TEST_ADMIN_PASSWORD: &str = "redlease-admin-pw";
-
-/// redlease's least-privilege ACL rules (the line of `docs/SECURITY.md`), to follow
-/// `user redlease on >PASSWORD`: its keys and channels under the default prefix, the
-/// commands the library sends, and those its scripts call.
-pub const REDLEASE_ACL_RULES: &[&str] = &[
-    "resetkeys",
-    "~redlease:*",
-    "~{redlease:*",
-    "resetchannels",
-    "&redlease:*",
-    "&{redlease:*}?released",
-    "-@all",
-    // Sent by the library itself.
-    "+evalsha",
-    "+script|load",
-    "+ping",
-    "+role",
-    "+subscribe",
-    "+unsubscribe",
-    "+wait",
-    // Called by the scripts (which run with the caller's permissions).
-    "+get",
-    "+set",
-    "+del",
-    "+time",
-    "+pexpire",
-    "+pttl",
-    "+lpop",
-    "+lpush",
-    "+rpush",
-    "+lrem",
-    "+hget",
-    "+hdel",
-    "+hsetnx",
-    "+publish",
-    "+hset",
-    "+lindex",
-    "+pexpireat",
-    "+zadd",
-    "+zcard",
-    "+zrange",
-    "+zrangebyscore",
-    "+zrem",
-    "+zremrangebyscore",
-    "+zscore",
-    "+sadd",
-    "+srem",
-    "+scard",
-    "+hincrby",
-    "+hmget",
-];
-
-/// Whether [`TEST_ACL_ENV`] asks for the least-privilege user.
-pub(crate) fn test_acl_wanted() -> bool {
-    std::env::var(TEST_ACL_ENV).is_ok_and(|v| v == "1")
-}
-
-/// Binds a free loopback port for a [`Proxy`] or [`DelayLine`] in front of
-/// `127.0.0.1:target_port`, and runs `accept(listener, target)` on a thread named
-/// `NAME-PORT`: the port.
-pub(crate) fn listen(
-    name: &str,
-    target_port: u16,
-    accept: impl FnOnce(&TcpListener, std::net::SocketAddr) + Send + 'static,
-) -> std::io::Result<u16> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-    let port = listener.local_addr()?.port();
-    let target = std::net::SocketAddr::from((Ipv4Addr::LOCALHOST, target_port));
-    std::thread::Builder::new()
-        .name(format!("{name}-{port}"))
-        .spawn(move || accept(&listener, target))?;
-    Ok(port)
-}
-
-/// The URL of a [`Proxy`] or [`DelayLine`] listening on `port`: `redis://127.0.0.1:<port>`,
-/// with the `redlease` user's credentials under [`TEST_ACL_ENV`].
-pub(crate) fn forwarded_url(port: u16) -> String {
-    if test_acl_wanted() {
-        format!("redis://redlease:{TEST_ACL_PASSWORD}@127.0.0.1:{port}")
-    } else {
-        format!("redis://127.0.0.1:{port}")
-    }
-}
-
-/// Whether a TLS server asks its clients for a certificate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ClientCertificates {
-    /// `--tls-auth-clients no`.
-    Optional,
-    /// `--tls-auth-clients yes`: a client must present a certificate of the CA.
-    Required,
-}
-
-/// Options for a server to start; build with [`ServerOptions::default`] and the setters.
-#[derive(Debug, Clone, Default)]
-#[must_use]
-pub struct ServerOptions {
-    extra_args: Vec<String>,
-    cluster: bool,
-    /// Serves TLS too, and whether clients must present a certificate.
-    tls: Option<ClientCertificates>,
-    /// Runs `--sentinel` with this text as its (rewritable) configuration file.
-    sentinel_config: Option<String>,
-    /// Never under [`TEST_ACL_ENV`] (the data nodes of a Sentinel deployment).
-    no_test_acl: bool,
-    /// Where the server's directory is made (the system's temporary directory if `None`).
-    parent: Option<std::path::PathBuf>,
-    /// Environment variables the server starts with.
-    envs: Vec<(String, String)>,
-}
-
-impl ServerOptions {
-    /// Starts the server with `--cluster-enabled yes` (a node with no slots; useful for
-    /// `CLUSTER KEYSLOT`).
-    pub fn cluster_enabled(mut self) -> Self {
-        self.cluster = true;
-        self
-    }
-
-    /// Also serves TLS on a second loopback port, with a certificate for `127.0.0.1` signed
-    /// by a throw-away CA made with `openssl` in the server's directory (see
-    /// [`RedisServer::tls_url`] and [`RedisServer::ca_certificate`]).
-    pub fn tls(mut self) -> Self {
-        self.tls = Some(ClientCertificates::Optional);
-        self
-    }
-
-    /// As [`ServerOptions::tls`], and the TLS port requires a client certificate signed by
-    /// the same CA (`--tls-auth-clients yes`; see [`RedisServer::client_certificate`]).
-    pub fn tls_client_certificates(mut self) -> Self {
-        self.tls = Some(ClientCertificates::Required);
-        self
-    }
-
-    /// Adds a `redis-server` argument, e.g. `"--appendonly"` then `"yes"`.
-    pub fn arg(mut self, arg: impl Into<String>) -> Self {
-        self.extra_args.push(arg.into());
-        self
-    }
-
-    /// Makes the server's directory (its append-only file, its RDB) inside `parent`
-    /// instead of the system's temporary directory: for example a memory file system
-    /// (`/dev/shm`), where `appendfsync always` costs no disk flush, so that a test of the
-    /// client is not also a test of the disk's flush latency. A SIGKILL of the server still
-    /// loses nothing it acknowledged there: its writes are in the kernel, not the process.
-    pub fn dir_in(mut self, parent: impl Into<std::path::PathBuf>) -> Self {
-        self.parent = Some(parent.into());
-        self
-    }
-
-    /// Starts the server with the environment variable `key` set to `value` (for example
-    /// an `LD_PRELOAD` library that makes its clock run fast).
-    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.envs.push((key.into(), value.into()));
-        self
-    }
-
-    /// Leaves the server out of [`TEST_ACL_ENV`].
-    pub(crate) fn without_test_acl(mut self) -> Self {
-        self.no_test_acl = true;
-        self
-    }
-
-    /// Whether this server gets the test ACL users of [`TEST_ACL_ENV`].
-    fn test_acl(&self) -> bool {
-        test_acl_wanted()
-            && !self.no_test_acl
-            && !self.cluster
-            && self.tls.is_none()
-            && self.sentinel_config.is_none()
-            && !self
-                .extra_args
-                .iter()
-                .any(|a| matches!(a.as_str(), "--user" | "--aclfile" | "--requirepass"))
-    }
-
-    /// Runs the process as a sentinel whose configuration file starts as `config` (written
-    /// into the server's directory once: the sentinel rewrites it as it learns).
-    pub(crate) fn sentinel(mut self, config: String) -> Self {
-        self.sentinel_config = Some(config);
-        self
-    }
-}
 
 /// A running `redis-server` that this process started; killed by PID on drop.
 pub struct RedisServer {
@@ -589,132 +403,12 @@ impl Drop for RedisServer {
     }
 }
 
-/// A CA, a server certificate for IP 127.0.0.1 and a client certificate signed by it, made
-/// with `openssl`.
-fn make_certificates(dir: &Path) -> Result<(), Error> {
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n")?;
-    // An extension makes an X.509 v3 certificate (rustls takes no v1 client certificate).
-    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n")?;
-    let steps: [&[&str]; 5] = [
-        &[
-            &["req", "-x509"],
-            &ec[..],
-            &[
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.crt",
-                "-days",
-                "2",
-                "-subj",
-                "/CN=redlease test CA",
-            ],
-        ]
-        .concat(),
-        &[
-            &["req"],
-            &ec[..],
-            &[
-                "-keyout",
-                "server.key",
-                "-out",
-                "server.csr",
-                "-subj",
-                "/CN=127.0.0.1",
-            ],
-        ]
-        .concat(),
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.crt",
-            "-days",
-            "2",
-            "-extfile",
-            "san.ext",
-        ],
-        &[
-            &["req"],
-            &ec[..],
-            &[
-                "-keyout",
-                "client.key",
-                "-out",
-                "client.csr",
-                "-subj",
-                "/CN=redlease test client",
-            ],
-        ]
-        .concat(),
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "client.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "client.crt",
-            "-days",
-            "2",
-            "-extfile",
-            "client.ext",
-        ],
-    ];
-    steps.into_iter().try_for_each(|args| openssl(dir, args))
-}
-
-/// Runs `openssl ARGS` in `dir`.
-fn openssl(dir: &Path, args: &[&str]) -> Result<(), Error> {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|source| Error::Spawn {
-            binary: "openssl".into(),
-            source,
-        })?;
-    if !out.status.success() {
-        return Err(Error::Io(std::io::Error::other(format!(
-            "openssl {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        ))));
-    }
-    Ok(())
-}
-
 /// A removal's result, with "it was not there" counted as success.
 fn ignore_not_found(result: std::io::Result<()>) -> std::io::Result<()> {
     match result {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
     }
-}
-
-/// A loopback port that was free a moment ago.
-pub fn free_port() -> std::io::Result<u16> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-    Ok(listener.local_addr()?.port())
 }
 
 fn read_to_string_lossy(path: &Path) -> String {
@@ -728,7 +422,7 @@ fn read_to_string_lossy(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::{SocketAddr, TcpStream};
+    use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 
     #[test]
     fn starts_answers_and_stops_by_pid() -> Result<(), Error> {
