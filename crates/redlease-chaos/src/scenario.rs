@@ -1,6 +1,6 @@
 //! A row of the fault matrix: the fault it injects, the deployment it needs, the guarantee
 //! redlease claims under it ([`Promise`]), and the builders of a row. The rows themselves
-//! are in `scenarios.rs` (and the partition family's in `partition.rs`).
+//! are in `scenarios/` (`rows.rs`; and the partition family's in `partition.rs`).
 
 use std::time::Duration;
 
