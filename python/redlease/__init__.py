@@ -351,10 +351,13 @@ class Client(_ClientBase):
     _election = Election
 
     @classmethod
-    def connect(cls, url: str) -> "Client":
+    def connect(cls, url: str, *, prefix: Optional[str] = None) -> "Client":
         """Connects to the Redis at ``url`` (``redis://host:port``, ``rediss://`` for TLS,
-        ``redis+sentinel://``). Raises ``ConnectionError`` when it cannot."""
-        return cls(_native.Client.connect(url))
+        ``redis+sentinel://``). Raises ``ConnectionError`` when it cannot. ``prefix``
+        (default ``"redlease:"``) starts the keys of every lock of this client: give the
+        one your Rust services (``ClientBuilder::prefix``) and ``redlease run --prefix``
+        use, so that all of them wait in one queue on the same names."""
+        return cls(_native.Client.connect(url, prefix))
 
     def shutdown(self) -> None:
         """Gives back every lease this client holds."""
@@ -556,9 +559,9 @@ class AsyncClient(_ClientBase):
     _election = AsyncElection
 
     @classmethod
-    async def connect(cls, url: str) -> "AsyncClient":
-        """Connects to the Redis at ``url``."""
-        return cls(await _bridge(lambda cb: _native.Client.connect_with(url, cb)))
+    async def connect(cls, url: str, *, prefix: Optional[str] = None) -> "AsyncClient":
+        """Connects to the Redis at ``url``; ``prefix`` as for ``Client.connect``."""
+        return cls(await _bridge(lambda cb: _native.Client.connect_with(url, cb, prefix)))
 
 
 # the decorator

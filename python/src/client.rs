@@ -172,6 +172,16 @@ impl Client {
         ))
     }
 
+    /// Connects a client of `url` whose locks' keys start with `prefix`, when given.
+    async fn connecting(url: String, prefix: Option<String>) -> Result<Outcome, Failure> {
+        let builder = redlease::Client::builder(&url);
+        let builder = match prefix {
+            Some(prefix) => builder.prefix(prefix),
+            None => builder,
+        };
+        Ok(Client::outcome(builder.connect().await?))
+    }
+
     fn runtime_or_err() -> Result<&'static Runtime, Failure> {
         crate::runtime::runtime().map_err(|e| {
             Failure::Binding(
@@ -185,22 +195,30 @@ impl Client {
 #[pymethods]
 impl Client {
     /// Connects to the Redis at `url` (`redis://host:port`, `rediss://` for TLS,
-    /// `redis+sentinel://`), waiting for the connection.
+    /// `redis+sentinel://`), waiting for the connection; `prefix` (default `redlease:`)
+    /// starts every key of its locks, as the library's and the CLI's `--prefix`.
     #[staticmethod]
-    fn connect(py: Python<'_>, url: String) -> PyResult<Py<PyAny>> {
+    #[pyo3(signature = (url, prefix=None))]
+    fn connect(py: Python<'_>, url: String, prefix: Option<String>) -> PyResult<Py<PyAny>> {
         let runtime = Self::runtime_or_err().map_err(|e| e.into_pyerr(py))?;
-        block_on(py, runtime, async move {
-            Ok(Client::outcome(redlease::Client::connect(&url).await?))
-        })
+        block_on(py, runtime, Self::connecting(url, prefix))
     }
 
     /// `connect` in the background: `callback(client, None)` or `callback(None, error)`.
     #[staticmethod]
-    fn connect_with(py: Python<'_>, url: String, callback: Py<PyAny>) -> PyResult<Cancel> {
+    #[pyo3(signature = (url, callback, prefix=None))]
+    fn connect_with(
+        py: Python<'_>,
+        url: String,
+        callback: Py<PyAny>,
+        prefix: Option<String>,
+    ) -> PyResult<Cancel> {
         let runtime = Self::runtime_or_err().map_err(|e| e.into_pyerr(py))?;
-        Ok(spawn_with_callback(runtime, callback, async move {
-            Ok(Client::outcome(redlease::Client::connect(&url).await?))
-        }))
+        Ok(spawn_with_callback(
+            runtime,
+            callback,
+            Self::connecting(url, prefix),
+        ))
     }
 
     /// Acquires `request`; `on_lost()` is called once, from another thread, if the
