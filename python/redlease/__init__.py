@@ -228,11 +228,15 @@ class _Request:
     """What an acquisition asks for, checked when it is made (before any Redis call)."""
 
     def __init__(self, client: Any, kind: str, names: Sequence[str], ttl: Optional[Seconds],
-                 wait: Optional[Seconds], permits: int = 1, note: str = "") -> None:
+                 wait: Optional[Seconds], permits: int = 1, note: str = "", take: int = 1) -> None:
         self._client = client
+        if isinstance(take, bool) or not isinstance(take, int):
+            raise TypeError(f"take is a number of permits (int), not {type(take).__name__}")
+        if take < 1:
+            raise InvalidOption(f"invalid option `take`: {take} permits; at least 1")
         self._request = _native.Request(
             kind, [_name(n) for n in names], _seconds(ttl, "ttl", none_ok=False),
-            _seconds(wait, "wait", none_ok=True), permits, note,
+            _seconds(wait, "wait", none_ok=True), permits, note, take,
         )
 
 
@@ -325,9 +329,12 @@ class _ClientBase:
         return self._acquisition(self, "lock", [name], ttl, wait)
 
     def semaphore(self, name: str, permits: int, ttl: Seconds = DEFAULT_TTL,
-                  wait: Optional[Seconds] = DEFAULT_WAIT) -> Any:
-        """One of ``permits`` permits of semaphore ``name``."""
-        return self._acquisition(self, "semaphore", [name], ttl, wait, permits=permits)
+                  wait: Optional[Seconds] = DEFAULT_WAIT, *, take: int = 1) -> Any:
+        """``take`` (default one) of the ``permits`` permits of semaphore ``name``, held as
+        one lease with one fencing token. Waiters are served in FIFO order while they fit:
+        a request for several at the head of the queue is not starved by smaller ones
+        behind it. ``take`` of 0 or above ``permits`` raises ``InvalidOption``."""
+        return self._acquisition(self, "semaphore", [name], ttl, wait, permits=permits, take=take)
 
     def rwlock(self, name: str) -> Any:
         """The read-write lock ``name``: ``.read(...)`` or ``.write(...)``."""

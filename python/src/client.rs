@@ -13,7 +13,11 @@ use crate::guard::{Guard, Held};
 #[derive(Debug, Clone, Copy)]
 enum Kind {
     Lock,
-    Semaphore(u32),
+    /// A semaphore of `permits`, taking `take` of them as one lease.
+    Semaphore {
+        permits: u32,
+        take: u32,
+    },
     Read,
     Write,
     Multi,
@@ -49,7 +53,11 @@ impl Request {
     /// campaign) of `names`, waiting `wait` seconds (`None`: until acquired; 0: one
     /// attempt).
     #[new]
-    #[pyo3(signature = (kind, names, ttl, wait, permits=1, note=String::new()))]
+    #[pyo3(signature = (kind, names, ttl, wait, permits=1, note=String::new(), take=1))]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the Python constructor's arguments, one per option of an acquisition"
+    )]
     fn py_new(
         py: Python<'_>,
         kind: &str,
@@ -58,11 +66,12 @@ impl Request {
         wait: Option<f64>,
         permits: u32,
         note: String,
+        take: u32,
     ) -> PyResult<Self> {
         let checked = || -> Result<Self, Failure> {
             let kind = match kind {
                 "lock" => Kind::Lock,
-                "semaphore" => Kind::Semaphore(permits),
+                "semaphore" => Kind::Semaphore { permits, take },
                 "read" => Kind::Read,
                 "write" => Kind::Write,
                 "multi" => Kind::Multi,
@@ -100,11 +109,14 @@ impl Request {
     async fn acquire(self, client: redlease::Client) -> redlease::Result<Held> {
         Ok(match self.kind {
             Kind::Lock => Held::One(options!(client.lock(self.name()), self).acquire().await?),
-            Kind::Semaphore(permits) => Held::One(
-                options!(client.semaphore(self.name(), permits), self)
-                    .acquire()
-                    .await?,
-            ),
+            Kind::Semaphore { permits, take } => {
+                let semaphore = options!(client.semaphore(self.name(), permits), self);
+                Held::One(if take == 1 {
+                    semaphore.acquire().await?
+                } else {
+                    semaphore.acquire_many(take).await?
+                })
+            }
             Kind::Read => Held::One(
                 options!(client.rwlock(self.name()), self)
                     .read()

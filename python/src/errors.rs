@@ -52,7 +52,9 @@ fn class_name(e: &redlease::Error) -> &'static str {
         E::NoQuorum { .. } => "NoQuorum",
         E::Replication { .. } => "ReplicationError",
         E::InvalidName { .. } => "InvalidName",
-        E::InvalidOption { .. } | E::InvalidHandle { .. } => "InvalidOption",
+        E::InvalidOption { .. } | E::InvalidHandle { .. } | E::PermitsAsked { .. } => {
+            "InvalidOption"
+        }
         E::WrongType { .. } => "WrongType",
         E::PermitsMismatch { .. } => "PermitsMismatch",
         E::Upgrade { .. } | E::NestedDowngrade { .. } => "UpgradeError",

@@ -2,6 +2,7 @@
 
 import datetime
 import threading
+import time
 
 import pytest
 
@@ -134,3 +135,43 @@ def test_a_signal_handler_interrupts_a_blocked_wait(client):
     # The interrupted waiter left the queue: the lock is free at once.
     with client.lock("sig", wait=0):
         pass
+
+
+def test_a_semaphore_gives_several_permits_as_one_lease(client):
+    two = client.semaphore("many", 3, take=2).acquire()
+    with pytest.raises(redlease.Timeout):
+        client.semaphore("many", 3, wait=0, take=2).acquire()
+    with client.semaphore("many", 3, wait=0) as one:
+        assert one.fencing_token > two.fencing_token
+    two.release()
+    with client.semaphore("many", 3, wait=0, take=3) as three:
+        assert three.is_held()
+
+
+def test_a_request_for_several_permits_is_not_starved_by_smaller_ones(client):
+    held = client.semaphore("fair", 3, take=2).acquire()
+    outcome = []
+    big = threading.Thread(target=lambda: outcome.append(
+        client.semaphore("fair", 3, wait=30.0, take=2).acquire()))
+    big.start()
+    # The request for 2 queues at the head (1 permit is free, it needs 2).
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            probe = client.semaphore("fair", 3, wait=0).acquire()
+        except redlease.Timeout:
+            break  # the free permit is kept for the head of the queue
+        probe.release()
+        assert time.monotonic() < deadline, "the request for 2 never queued"
+        time.sleep(0.01)
+    held.release()
+    big.join(timeout=30)
+    assert outcome and outcome[0].is_held()
+    outcome[0].release()
+
+
+def test_a_request_for_no_permits_or_too_many_is_refused(client):
+    with pytest.raises(redlease.InvalidOption):
+        client.semaphore("bad-take", 3, take=0)
+    with pytest.raises(redlease.InvalidOption):
+        client.semaphore("bad-take", 3, take=4).acquire()
