@@ -202,6 +202,12 @@ class Guard(_GuardBase):
         """Ends a leadership (the same as ``release``)."""
         self._native.release()
 
+    def proclaim(self, note: str) -> None:
+        """Replaces a leadership's note (what ``leader()`` and observers see) without
+        losing its term. Raises ``Lost`` when it no longer leads, ``Unsupported`` on a
+        guard that is not a leadership."""
+        self._native.proclaim(note)
+
     @property
     def term(self) -> int:
         """A leadership's term (its fencing token)."""
@@ -450,6 +456,10 @@ class AsyncGuard(_GuardBase):
     async def resign(self) -> None:
         """Ends a leadership (the same as ``release``)."""
         await self.release()
+
+    async def proclaim(self, note: str) -> None:
+        """Replaces a leadership's note without losing its term (as ``Guard.proclaim``)."""
+        await _bridge(lambda cb: self._native.proclaim_with(note, cb))
 
     @property
     def term(self) -> int:

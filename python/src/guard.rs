@@ -57,15 +57,20 @@ impl Held {
         }
     }
 
-    async fn extend(&mut self, ttl: Duration) -> Result<(), Failure> {
-        match self {
-            Self::One(g) => Ok(g.extend(ttl).await?),
-            Self::Write(g) => Ok(g.extend(ttl).await?),
-            Self::Multi(g) => Ok(g.extend(ttl).await?),
-            Self::Leader(_) => Err(Failure::Binding(
+    async fn apply(&mut self, step: Step) -> Result<(), Failure> {
+        match (self, step) {
+            (Self::One(g), Step::Extend(ttl)) => Ok(g.extend(ttl).await?),
+            (Self::Write(g), Step::Extend(ttl)) => Ok(g.extend(ttl).await?),
+            (Self::Multi(g), Step::Extend(ttl)) => Ok(g.extend(ttl).await?),
+            (Self::Leader(_), Step::Extend(_)) => Err(Failure::Binding(
                 "Unsupported",
                 "a leadership is renewed by itself and cannot be extended; resign to end it"
                     .to_owned(),
+            )),
+            (Self::Leader(g), Step::Proclaim(note)) => Ok(g.proclaim(note).await?),
+            (_, Step::Proclaim(_)) => Err(Failure::Binding(
+                "Unsupported",
+                "only a leadership has a note to proclaim; this guard holds a lock".to_owned(),
             )),
         }
     }
@@ -78,6 +83,23 @@ impl Held {
             Self::Leader(g) => g.resign().await,
         }
     }
+}
+
+/// A step of a held lease's life that keeps it held.
+#[derive(Debug)]
+enum Step {
+    /// Sets the lease's ttl from now.
+    Extend(Duration),
+    /// Replaces a leadership's note, keeping its term.
+    Proclaim(String),
+}
+
+/// Takes `step` on the hold in `held`, unless it was released.
+async fn take_step(held: &Mutex<Option<Held>>, name: &str, step: Step) -> Result<Outcome, Failure> {
+    let mut held = held.lock().await;
+    let held = held.as_mut().ok_or_else(|| released(name))?;
+    held.apply(step).await?;
+    Ok(Outcome::Unit)
 }
 
 /// The error of an operation on a guard already released.
@@ -170,6 +192,19 @@ impl Guard {
         }
     }
 
+    /// Takes `step`, waiting for it.
+    fn step(&self, py: Python<'_>, step: Step) -> PyResult<()> {
+        block_on(py, self.runtime, take_step(&self.held, &self.name, step)).map(drop)
+    }
+
+    /// Takes `step` in the background: `callback(None, error)` when done.
+    fn step_with(&self, step: Step, callback: Py<PyAny>) -> Cancel {
+        let (held, name) = (Arc::clone(&self.held), self.name.clone());
+        spawn_with_callback(self.runtime, callback, async move {
+            take_step(&held, &name, step).await
+        })
+    }
+
     /// Reads the hold under its lock, or fails with `Released` once it was given back.
     fn read<T>(&self, py: Python<'_>, f: impl FnOnce(&Held) -> T + Send) -> PyResult<T>
     where
@@ -234,14 +269,14 @@ impl Guard {
     /// Raises `Lost` when the lease is gone, `Released` after `release()`.
     fn extend(&self, py: Python<'_>, ttl: f64) -> PyResult<()> {
         let ttl = crate::call::duration("ttl", ttl).map_err(|e| e.into_pyerr(py))?;
-        let name = self.name.clone();
-        block_on(py, self.runtime, async {
-            let mut held = self.held.lock().await;
-            let held = held.as_mut().ok_or_else(|| released(&name))?;
-            held.extend(ttl).await?;
-            Ok(Outcome::Unit)
-        })
-        .map(drop)
+        self.step(py, Step::Extend(ttl))
+    }
+
+    /// Replaces a leadership's note (what `leader()` and observers see) without losing
+    /// its term or lease. Raises `Lost` when it no longer leads (nothing is written),
+    /// `Unsupported` on a guard that is not a leadership.
+    fn proclaim(&self, py: Python<'_>, note: String) -> PyResult<()> {
+        self.step(py, Step::Proclaim(note))
     }
 
     /// Gives the hold back (a leadership resigns). Raises `Lost` when the lease was
@@ -262,14 +297,12 @@ impl Guard {
     /// when done; the returned handle cancels it.
     fn extend_with(&self, py: Python<'_>, ttl: f64, callback: Py<PyAny>) -> PyResult<Cancel> {
         let ttl = crate::call::duration("ttl", ttl).map_err(|e| e.into_pyerr(py))?;
-        let name = self.name.clone();
-        let held = Arc::clone(&self.held);
-        Ok(spawn_with_callback(self.runtime, callback, async move {
-            let mut held = held.lock().await;
-            let held = held.as_mut().ok_or_else(|| released(&name))?;
-            held.extend(ttl).await?;
-            Ok(Outcome::Unit)
-        }))
+        Ok(self.step_with(Step::Extend(ttl), callback))
+    }
+
+    /// `proclaim()` for asyncio, as `extend_with`.
+    fn proclaim_with(&self, note: String, callback: Py<PyAny>) -> Cancel {
+        self.step_with(Step::Proclaim(note), callback)
     }
 
     /// `release()` for asyncio: `callback(result, error)` is called from another thread

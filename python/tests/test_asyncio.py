@@ -106,6 +106,9 @@ def test_async_election(redis_server):
         leadership = await election.campaign("a")
         leader = await election.leader()
         assert leader.note == "a" and leader.term == leadership.term
+        await leadership.proclaim("b")
+        leader = await election.leader()
+        assert (leader.note, leader.term) == ("b", leadership.term)
         await leadership.resign()
         assert await election.leader() is None
 

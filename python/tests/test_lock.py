@@ -112,6 +112,25 @@ def test_election_campaign_leader_resign(client):
     assert election.leader() is None
 
 
+def test_a_leader_proclaims_a_new_note_in_its_term(client):
+    election = client.election("announced")
+    changes = election.observe()
+    assert next(changes) is None
+    leadership = election.campaign("warming up")
+    assert next(changes).note == "warming up"
+    leadership.proclaim("serving on :8080")
+    leader = election.leader()
+    assert (leader.note, leader.term) == ("serving on :8080", leadership.term)
+    seen = next(changes)
+    assert (seen.note, seen.term) == ("serving on :8080", leadership.term)
+    with client.lock("not-a-leadership") as guard:
+        with pytest.raises(redlease.Unsupported):
+            guard.proclaim("x")
+    leadership.resign()
+    with pytest.raises(redlease.Released):
+        leadership.proclaim("after resigning")
+
+
 class Interrupted(Exception):
     pass
 
