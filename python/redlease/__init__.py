@@ -55,6 +55,7 @@ from ._errors import (
 __all__ = [
     "AsyncClient",
     "AsyncGuard",
+    "AsyncLatch",
     "AuthError",
     "Client",
     "ConnectionError",
@@ -64,9 +65,11 @@ __all__ = [
     "Guard",
     "InvalidName",
     "InvalidOption",
+    "Latch",
     "Leader",
     "Lost",
     "NoQuorum",
+    "Opened",
     "PermitsMismatch",
     "RedisError",
     "Released",
@@ -120,6 +123,21 @@ class Leader(NamedTuple):
 
 def _leader(raw: Optional[tuple]) -> Optional[Leader]:
     return None if raw is None else Leader(*raw)
+
+
+class Opened(NamedTuple):
+    """How the counts of a latch's round ended, as ``wait_open`` saw it."""
+
+    counted_down: int
+    """Counts their party counted down (or released)."""
+    expired: int
+    """Counts whose lease expired instead: their party died or lost Redis for longer than
+    the ttl, so its work may be unfinished."""
+
+    @property
+    def is_broken(self) -> bool:
+        """Whether any count expired rather than being counted down."""
+        return self.expired > 0
 
 
 class _Loss:
@@ -200,6 +218,10 @@ class Guard(_GuardBase):
 
     def resign(self) -> None:
         """Ends a leadership (the same as ``release``)."""
+        self._native.release()
+
+    def count_down(self) -> None:
+        """Counts a latch's count down (the same as ``release``)."""
         self._native.release()
 
     def proclaim(self, note: str) -> None:
@@ -316,6 +338,41 @@ class Election:
             yield _leader(changes.next())
 
 
+class _LatchBase:
+    _acquisition: Any
+
+    def __init__(self, client: Any, name: str, ttl: Seconds) -> None:
+        self._client, self._name, self._ttl = client, _name(name), ttl
+        self._counting = self._acquisition(client, "count", [name], ttl, None)
+
+    def _look(self, wait: Optional[Seconds]) -> Any:
+        return _native.Request("count", [self._name], _seconds(self._ttl, "ttl", none_ok=False),
+                               _seconds(wait, "wait", none_ok=True))
+
+
+class Latch(_LatchBase):
+    """A count-down latch whose counts are leases: parties count up and down, waiters
+    wake when none is left. A party that dies stops renewing its count, which expires
+    one ttl later and stops holding the others up (``wait_open`` reports it as expired,
+    never as counted down)."""
+
+    _acquisition = _Acquisition
+
+    def count_up(self) -> Guard:
+        """Registers one more outstanding count, renewed until ``count_down()`` (or the end
+        of a ``with`` block)."""
+        return self._counting.acquire()
+
+    def count(self) -> int:
+        """The live outstanding counts now (expired ones reclaimed first)."""
+        return self._client._native.latch(self._look(0), "count")[0]
+
+    def wait_open(self, wait: Optional[Seconds] = DEFAULT_WAIT) -> Opened:
+        """Waits up to ``wait`` seconds (``None``: for ever) until no live count of the
+        round open now remains; raises ``Timeout`` when the wait runs out first."""
+        return Opened(*self._client._native.latch(self._look(wait), "wait_open"))
+
+
 class _ClientBase:
     """The primitives, the same for threads and asyncio; the subclass names its types."""
 
@@ -355,6 +412,10 @@ class _ClientBase:
         """The leader election ``name``."""
         return self._election(self, name)
 
+    def latch(self, name: str, ttl: Seconds = DEFAULT_TTL) -> Any:
+        """The count-down latch ``name``, whose counts are leases of ``ttl`` seconds."""
+        return self._latch(self, name, ttl)
+
 
 class Client(_ClientBase):
     """A client of redlease for threads. Connect with ``Client.connect(url)``."""
@@ -362,6 +423,7 @@ class Client(_ClientBase):
     _acquisition = _Acquisition
     _rwlock = RwLock
     _election = Election
+    _latch = Latch
 
     @classmethod
     def connect(cls, url: str, *, prefix: Optional[str] = None) -> "Client":
@@ -455,6 +517,10 @@ class AsyncGuard(_GuardBase):
 
     async def resign(self) -> None:
         """Ends a leadership (the same as ``release``)."""
+        await self.release()
+
+    async def count_down(self) -> None:
+        """Counts a latch's count down (the same as ``release``)."""
         await self.release()
 
     async def proclaim(self, note: str) -> None:
@@ -568,12 +634,33 @@ class AsyncElection:
             yield _leader(await _bridge(changes.next_with))
 
 
+class AsyncLatch(_LatchBase):
+    """A count-down latch for asyncio (see ``Latch``)."""
+
+    _acquisition = _AsyncAcquisition
+
+    async def count_up(self) -> AsyncGuard:
+        """Registers one more outstanding count; ``await count.count_down()`` ends it."""
+        return await self._counting.acquire()
+
+    async def count(self) -> int:
+        """The live outstanding counts now."""
+        request = self._look(0)
+        return (await _bridge(lambda cb: self._client._native.latch_with(request, "count", cb)))[0]
+
+    async def wait_open(self, wait: Optional[Seconds] = DEFAULT_WAIT) -> Opened:
+        """Waits until no live count of the round open now remains (as ``Latch.wait_open``)."""
+        request = self._look(wait)
+        return Opened(*await _bridge(lambda cb: self._client._native.latch_with(request, "wait_open", cb)))
+
+
 class AsyncClient(_ClientBase):
     """A client of redlease for asyncio: ``client = await AsyncClient.connect(url)``."""
 
     _acquisition = _AsyncAcquisition
     _rwlock = AsyncRwLock
     _election = AsyncElection
+    _latch = AsyncLatch
 
     @classmethod
     async def connect(cls, url: str, *, prefix: Optional[str] = None) -> "AsyncClient":

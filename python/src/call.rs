@@ -29,6 +29,8 @@ pub(crate) enum Outcome {
     Fenced(Option<u64>),
     /// An election's leader as `(note, term, remaining seconds)`, or `None`.
     Leader(Option<redlease::Leader>),
+    /// Numbers, as a tuple (a latch's count, how its round ended).
+    Numbers(Vec<u64>),
 }
 
 impl std::fmt::Debug for Outcome {
@@ -38,6 +40,7 @@ impl std::fmt::Debug for Outcome {
             Self::Object(_) => f.write_str("Object"),
             Self::Fenced(newer) => f.debug_tuple("Fenced").field(newer).finish(),
             Self::Leader(leader) => f.debug_tuple("Leader").field(leader).finish(),
+            Self::Numbers(numbers) => f.debug_tuple("Numbers").field(numbers).finish(),
         }
     }
 }
@@ -54,6 +57,7 @@ impl Outcome {
                 leader.remaining.as_secs_f64(),
             )
                 .into_py_any(py),
+            Self::Numbers(numbers) => pyo3::types::PyTuple::new(py, numbers)?.into_py_any(py),
         }
     }
 }

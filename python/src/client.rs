@@ -22,6 +22,8 @@ enum Kind {
     Write,
     Multi,
     Campaign,
+    /// A latch's count (acquired: counted up), or a look at the latch.
+    Count,
 }
 
 /// One acquisition, as the Python layer describes it: made (and its options checked)
@@ -76,6 +78,7 @@ impl Request {
                 "write" => Kind::Write,
                 "multi" => Kind::Multi,
                 "campaign" => Kind::Campaign,
+                "count" => Kind::Count,
                 other => {
                     return Err(Failure::Binding(
                         "InvalidOption",
@@ -102,6 +105,29 @@ impl Request {
 }
 
 impl Request {
+    /// A look at the latch this request names: `"count"` (its live counts, as a
+    /// 1-tuple) or `"wait_open"` (waits for its round to end: `(counted down, expired)`).
+    async fn look_at_latch(
+        self,
+        client: redlease::Client,
+        what: String,
+    ) -> Result<Outcome, Failure> {
+        let latch = options!(client.latch(self.name()), self);
+        Ok(Outcome::Numbers(match what.as_str() {
+            "count" => vec![latch.count().await?],
+            "wait_open" => {
+                let opened = latch.wait_open().await?;
+                vec![opened.counted_down(), opened.expired()]
+            }
+            other => {
+                return Err(Failure::Binding(
+                    "InvalidOption",
+                    format!("unknown look at a latch `{other}`"),
+                ));
+            }
+        }))
+    }
+
     fn name(&self) -> String {
         self.names.first().cloned().unwrap_or_default()
     }
@@ -139,6 +165,7 @@ impl Request {
                     .campaign(self.note.clone())
                     .await?,
             ),
+            Kind::Count => Held::Count(options!(client.latch(self.name()), self).count_up().await?),
         })
     }
 }
@@ -263,6 +290,30 @@ impl Client {
         Ok(spawn_with_callback(self.runtime, callback, async move {
             Ok(Guard::outcome(request.acquire(client).await?, on_lost))
         }))
+    }
+
+    /// Looks at the latch `request` names (`what`: `"count"` or `"wait_open"`).
+    fn latch(&self, py: Python<'_>, request: &Request, what: String) -> PyResult<Py<PyAny>> {
+        self.check_process().map_err(|e| e.into_pyerr(py))?;
+        let (request, client) = (request.clone(), self.inner.clone());
+        block_on(py, self.runtime, request.look_at_latch(client, what))
+    }
+
+    /// `latch` in the background.
+    fn latch_with(
+        &self,
+        py: Python<'_>,
+        request: &Request,
+        what: String,
+        callback: Py<PyAny>,
+    ) -> PyResult<Cancel> {
+        self.check_process().map_err(|e| e.into_pyerr(py))?;
+        let (request, client) = (request.clone(), self.inner.clone());
+        Ok(spawn_with_callback(
+            self.runtime,
+            callback,
+            request.look_at_latch(client, what),
+        ))
     }
 
     /// The leader of election `name` as `(note, term, remaining seconds)`, or `None`.

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use redlease::{Leadership, LeaseHealth, MultiGuard, WriteGuard};
+use redlease::{Count, Leadership, LeaseHealth, MultiGuard, WriteGuard};
 use tokio::runtime::Runtime;
 use tokio::sync::Mutex;
 
@@ -24,6 +24,8 @@ pub(crate) enum Held {
     Multi(MultiGuard),
     /// The leadership of an election.
     Leader(Leadership),
+    /// An outstanding count of a latch.
+    Count(Count),
 }
 
 impl Held {
@@ -34,6 +36,7 @@ impl Held {
             Self::Write(g) => vec![g],
             Self::Multi(g) => g.guards().iter().collect(),
             Self::Leader(g) => vec![g.guard()],
+            Self::Count(c) => vec![c.guard()],
         }
     }
 
@@ -67,10 +70,15 @@ impl Held {
                 "a leadership is renewed by itself and cannot be extended; resign to end it"
                     .to_owned(),
             )),
+            (Self::Count(_), Step::Extend(_)) => Err(Failure::Binding(
+                "Unsupported",
+                "a latch's count keeps the latch's ttl, renewed by itself; count it down to end it"
+                    .to_owned(),
+            )),
             (Self::Leader(g), Step::Proclaim(note)) => Ok(g.proclaim(note).await?),
             (_, Step::Proclaim(_)) => Err(Failure::Binding(
                 "Unsupported",
-                "only a leadership has a note to proclaim; this guard holds a lock".to_owned(),
+                "only a leadership has a note to proclaim".to_owned(),
             )),
         }
     }
@@ -81,6 +89,7 @@ impl Held {
             Self::Write(g) => g.release().await,
             Self::Multi(g) => g.release().await,
             Self::Leader(g) => g.resign().await,
+            Self::Count(c) => c.count_down().await,
         }
     }
 }

@@ -1,0 +1,78 @@
+"""The count-down latch: counts are leases, waiters wake when none is left, and a party
+that dies is reported as expired, never as counted down."""
+
+import asyncio
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import redlease
+
+
+def test_a_latch_opens_when_every_count_is_down(client):
+    latch = client.latch("import", ttl=5.0)
+    assert latch.count() == 0
+    first, second = latch.count_up(), latch.count_up()
+    assert latch.count() == 2
+    assert second.fencing_token > first.fencing_token
+    opened = []
+    waiter = threading.Thread(target=lambda: opened.append(latch.wait_open(wait=30.0)))
+    waiter.start()
+    first.count_down()
+    assert latch.count() == 1
+    assert waiter.is_alive(), f"the latch opened with a count outstanding: {opened}"
+    with pytest.raises(redlease.Timeout):
+        latch.wait_open(wait=0)
+    second.count_down()
+    waiter.join(timeout=30)
+    assert opened == [redlease.Opened(counted_down=2, expired=0)]
+    assert not opened[0].is_broken
+
+
+def test_a_count_ends_with_its_with_block(client):
+    latch = client.latch("block")
+    with latch.count_up() as count:
+        assert count.is_held() and latch.count() == 1
+    assert latch.count() == 0
+    assert latch.wait_open(wait=0) == redlease.Opened(0, 0)
+
+
+def test_a_party_that_dies_is_reported_expired(redis_server, client):
+    party = subprocess.Popen([sys.executable, "-c", (
+        "import os, sys, redlease\n"
+        f"latch = redlease.Client.connect({redis_server.url!r}).latch('job', ttl=1.0)\n"
+        "count = latch.count_up()\n"
+        "print('counted up', flush=True)\n"
+        "os.kill(os.getpid(), 9)\n"
+    )], stdout=subprocess.PIPE, text=True)
+    assert party.stdout.readline().strip() == "counted up"
+    assert party.wait(timeout=30) == -9
+    opened = client.latch("job", ttl=1.0).wait_open(wait=30.0)
+    assert opened == redlease.Opened(counted_down=0, expired=1)
+    assert opened.is_broken
+
+
+def test_a_count_cannot_be_extended_nor_proclaimed(client):
+    with client.latch("steps").count_up() as count:
+        with pytest.raises(redlease.Unsupported):
+            count.extend(5.0)
+        with pytest.raises(redlease.Unsupported):
+            count.proclaim("x")
+
+
+def test_an_async_latch(redis_server):
+    async def main():
+        client = await redlease.AsyncClient.connect(redis_server.url)
+        latch = client.latch("async-import")
+        first, second = await latch.count_up(), await latch.count_up()
+        waiter = asyncio.ensure_future(latch.wait_open(wait=30.0))
+        await asyncio.sleep(0)  # the waiter's task starts its wait
+        await first.count_down()
+        assert await latch.count() == 1
+        assert not waiter.done(), "the latch opened with a count outstanding"
+        await second.count_down()
+        return await waiter
+
+    assert asyncio.run(main()) == redlease.Opened(counted_down=2, expired=0)
