@@ -29,6 +29,7 @@ use redis::aio::MultiplexedConnection;
 /// The library's release script, put together as `lua.rs` does.
 const RELEASE_LUA: &str = concat!(
     include_str!("../scripts/lib/fence.lua"),
+    include_str!("../scripts/lib/grants.lua"),
     include_str!("../scripts/lib/handoff.lua"),
     include_str!("../scripts/release.lua")
 );

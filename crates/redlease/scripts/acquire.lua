@@ -2,7 +2,7 @@
 -- KEYS, those of one lock, all in one cluster slot:
 --   KEYS[1] lock key: the owner token alone, with a PX expiry (a plain SET NX PX lock)
 --   KEYS[2] fencing counter: the last token granted (see lib/fence.lua, prepended to this script
---           with lib/expiry.lua)
+--           with lib/expiry.lua, lib/grants.lua and lib/handoff.lua)
 --   KEYS[3] holder details: "<fence> <details for operators>" (free text after the
 --           holder's fencing token), same expiry as KEYS[1]: the holder's token lives as
 --           long as its lease, whatever becomes of the counter (which may expire or be
@@ -49,9 +49,10 @@
 --                     (-1: the holder set no expiry); seen is the fencing counter now (0:
 --                     none), so that a waiter recognises a grant older than this reply
 --                     (its fence is at most seen) as stale
---   {0, seen, pttl, 1} the same for a queued waiter ("grants", "grants-first") whose place is not among
---                     the first two of the queue: it need not re-check when the holder's
---                     lease can end (the waiter next in line does; hand_on nudges it)
+--   {0, seen, pttl, 1} the same for a queued waiter ("grants", "grants-first") whose place is not
+--                     among the queue's watchers (its first places, see lib/grants.lua):
+--                     it need not re-check when the holder's lease can end (the watchers
+--                     do, and whoever moves it up into the front nudges it)
 local token = ARGV[1]
 local mode = ARGV[4]
 local queues = mode == 'grants' or mode == 'grants-first'
@@ -69,9 +70,8 @@ if redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
     handed = hand_on(token, sharded, ARGV[2]) ~= nil
   end
   if not handed then
-    if (mode == 'grants' or mode == 'leave' or mode == 'listen')
-        and redis.call('HDEL', KEYS[5], token) == 1 then
-      redis.call('LREM', KEYS[4], 1, token)
+    if mode == 'grants' or mode == 'leave' or mode == 'listen' then
+      withdraw(KEYS[4], KEYS[5], token, tonumber(ARGV[2]), KEYS[1], sharded)
     end
     local fence = grant_fence(KEYS[2], ARGV[9] and tonumber(ARGV[9]))
     redis.call('SET', KEYS[3], string.format('%d', fence) .. ' ' .. ARGV[3], 'PX', ARGV[2])
@@ -129,8 +129,7 @@ if not seen then
   seen = holder_fence(KEYS[3], nil)
 end
 local pttl = redis.call('PTTL', KEYS[1])
-if queues and redis.call('LINDEX', KEYS[4], 0) ~= token
-    and redis.call('LINDEX', KEYS[4], 1) ~= token then
+if queues and not in_front(KEYS[4], token) then
   return {0, seen, pttl, 1}
 end
 return {0, seen, pttl}

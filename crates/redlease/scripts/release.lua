@@ -11,51 +11,58 @@
 --           (Redis Cluster: the channels carry the lock's hash tag, so they live in its slot,
 --           and a notice reaches the lock's shard only; SPUBLISH counts the subscribers of
 --           the primary it runs on, where the waiters' clients subscribe)
--- Also withdraws the token from the waiter queue, so a waiter that gives up calls this too.
--- Reply: 1 released; "<window> <grant message>" (the claim window in ms, then the grant as
+--   ARGV[5] (optional) the releasing client's grant channel: a waiter listening there is
+--           granted the lock directly, for its whole ttl (see lib/grants.lua)
+-- Also withdraws the token from the waiter queue, so a waiter that gives up calls this too
+-- (and, when its place was among the watchers, nudges the waiter that moves up).
+-- Reply: 1 released; "<claim|lease> <ms> <grant message>" (see handed in
+-- lib/handoff.lua: a claim window or a direct grant, its length in ms, then the grant as
 -- published) when released by handing the lock on, so that a waiter of the releasing
--- client is told without waiting for the push, and the client can check once the window
--- is over that the waiter took it; 0 the lock did not hold our token (expired, or taken by
--- another); {0, "<window> <grant message>"} it did not, but the lock was free with waiters
--- queued (a hand-off its waiter never confirmed, a holder that crashed), and this call
--- served the oldest (see lib/handoff.lua).
+-- client is told without waiting for the push, and the client can check once a claim
+-- window is over that the waiter took it; 0 the lock did not hold our token (expired, or
+-- taken by another); {0, "<claim|lease> <ms> <grant message>"} it did not, but the lock
+-- was free with waiters queued (a hand-off its waiter never confirmed, a holder that
+-- crashed), and this call served the oldest (see lib/handoff.lua).
 --
--- Hand-off: see lib/handoff.lua (prepended to this script, after lib/fence.lua). The releaser's
--- own place (left by an attempt that took the free lock without queueing) is dropped,
--- never granted. A hand-off costs 9 calls (GET, LPOP, HGET, TIME, SET, PUBLISH, HDEL, SET,
--- SET), plus TIME, HSET once and LPUSH, PTTL, PEXPIRE per release that skips waiters; a
--- release with no one queued or listening costs 3 (GET, LPOP, DEL).
+-- Hand-off: see lib/handoff.lua (prepended to this script, after lib/fence.lua and
+-- lib/grants.lua). The releaser's own place (left by an attempt that took the free lock
+-- without queueing) is dropped, never granted. A hand-off costs 9 calls (GET, LPOP, HGET,
+-- TIME, SET, PUBLISH, HDEL, SET, SET) and its nudges (LRANGE, then HGET and PUBLISH per
+-- waiter nudged), plus TIME, HSET once and LPUSH, PTTL, PEXPIRE per release that skips
+-- waiters; a release with no one queued or listening costs 3 (GET, LPOP, DEL).
 local token = ARGV[1]
 local sharded = ARGV[4] == 'S'
 local publish = sharded and 'SPUBLISH' or 'PUBLISH'
+local own = ARGV[5]
 local current = redis.call('GET', KEYS[1])
 if current == token then
-  local grant, window, popped = hand_on(token, sharded, false)
+  local grant, lease, direct, popped = hand_on(token, sharded, false, own)
   if grant then
     if ARGV[3] == '1' then
       redis.call(publish, ARGV[2], KEYS[1])
     end
-    return window .. ' ' .. grant
+    return handed(grant, lease, direct)
   end
   redis.call('DEL', KEYS[1], KEYS[3])
-  if ARGV[2] and (popped or ARGV[3] == '1') then
+  if ARGV[2] and ARGV[2] ~= '' and (popped or ARGV[3] == '1') then
     redis.call(publish, ARGV[2], KEYS[1])
   end
   return 1
 end
-if redis.call('HDEL', KEYS[5], token) == 1 then
-  redis.call('LREM', KEYS[4], 1, token)
-end
+-- A waiter giving up: the watcher moving up into its place re-checks when the holder's
+-- lease can end.
+local left = current and redis.call('PTTL', KEYS[1])
+withdraw(KEYS[4], KEYS[5], token, left, KEYS[1], sharded)
 if not current then
   -- Free with waiters queued: serve the oldest (one LPOP when nobody is queued).
-  local grant, window, popped = hand_on(token, sharded, false)
+  local grant, lease, direct, popped = hand_on(token, sharded, false, own)
   if grant then
     if ARGV[3] == '1' then
       redis.call(publish, ARGV[2], KEYS[1])
     end
-    return {0, window .. ' ' .. grant}
+    return {0, handed(grant, lease, direct)}
   end
-  if ARGV[2] and popped then
+  if ARGV[2] and ARGV[2] ~= '' and popped then
     redis.call(publish, ARGV[2], KEYS[1])
   end
 end

@@ -1,5 +1,6 @@
 -- rw_acquire: one attempt to take a read-write lock for reading or writing (or join its
--- FIFO queue). Sent as lib/common.lua .. lib/fence.lua .. lib/rwlock.lua .. rw_acquire.lua.
+-- FIFO queue). Sent as lib/common.lua .. lib/fence.lua .. lib/grants.lua .. lib/rwlock.lua
+-- .. rw_acquire.lua.
 -- KEYS as in lib/rwlock.lua:
 --   KEYS[1] K (HASH {mode})   KEYS[2] fencing counter   KEYS[3] holders (HASH)
 --   KEYS[4] queue (LIST)   KEYS[5] waiter table (HASH)   KEYS[6] owners (ZSET)
@@ -30,6 +31,9 @@
 --                     out (-1: none held, while a silent place at the head waits for its
 --                     waiter to come back); seen is the fencing counter now (0: none): a
 --                     grant whose fence is at most seen is older than this reply (see acquire.lua)
+--   {0, seen, pttl, 1} the same for a waiter queued for grants that is not among the
+--                     queue's watchers (lib/grants.lua): it need not re-check when pttl is
+--                     over
 -- Error replies (nothing changed when they are sent):
 --   "REDLEASE_UPGRADE ..."  ARGV[1] holds the lock for reading and asked for writing: an
 --                     upgrade is refused, never waited for (two upgrading readers would wait
@@ -113,6 +117,9 @@ end
 local last = settle()
 local seen = tonumber(redis.call('GET', KEYS[2]) or '0')
 if last then
+  if join == 'grants' and not in_front(KEYS[4], token) then
+    return {0, seen, last - now, 1}
+  end
   return {0, seen, last - now}
 end
 return {0, seen, -1}

@@ -1,7 +1,7 @@
 -- rw_downgrade: turn our write hold of a read-write lock into a read hold, atomically (no
 -- moment where another writer could come in), then let in the readers queued at the head.
--- Sent as lib/common.lua .. lib/fence.lua .. lib/rwlock.lua .. rw_downgrade.lua (granting
--- the queued readers).
+-- Sent as lib/common.lua .. lib/fence.lua .. lib/grants.lua .. lib/rwlock.lua ..
+-- rw_downgrade.lua (granting the queued readers).
 -- KEYS as in lib/rwlock.lua (rw_acquire.lua's six).
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: PUBLISH K there once the queue is empty, so that

@@ -1,7 +1,7 @@
 -- rw_release: give back our hold (read or write) of a read-write lock and grant the lock
 -- to the queue's head as far as it fits; also withdraws our token from the queue, so a
 -- waiter that gives up calls this too. Sent as lib/common.lua .. lib/fence.lua ..
--- lib/rwlock.lua .. rw_release.lua.
+-- lib/grants.lua .. lib/rwlock.lua .. rw_release.lua.
 -- KEYS as in lib/rwlock.lua (rw_acquire.lua's six).
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: when the release leaves the lock held by no one
@@ -27,8 +27,11 @@ if held then
     redis.call('DEL', KEYS[1])
     state.mode = nil
   end
-elseif redis.call('HDEL', KEYS[5], token) == 1 then
-  redis.call('LREM', KEYS[4], 1, token)
+else
+  -- A waiter giving up: the watcher moving up into its place re-checks when the holds
+  -- can end.
+  local top = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
+  withdraw(KEYS[4], KEYS[5], token, top[2] and tonumber(top[2]) - now, KEYS[1], false)
 end
 local _, _, wake = serve(state, now, nil, 0, '')
 if ARGV[2] and ((held and state.count == 0) or wake) then

@@ -1,5 +1,6 @@
 -- sem_acquire: one attempt to take a permit of a semaphore (or join its FIFO queue).
--- Sent as lib/common.lua .. lib/fence.lua .. lib/semaphore.lua .. sem_acquire.lua. KEYS as
+-- Sent as lib/common.lua .. lib/fence.lua .. lib/grants.lua .. lib/semaphore.lua ..
+-- sem_acquire.lua. KEYS as
 -- in lib/semaphore.lua:
 --   KEYS[1] K (ZSET of permits)   KEYS[2] fencing counter   KEYS[3] holders (HASH)
 --   KEYS[4] queue (LIST)   KEYS[5] waiter table (HASH)   KEYS[6] permit count
@@ -24,6 +25,8 @@
 --                     held permit runs out (-1: none held, which a correct caller never
 --                     sees); seen is the fencing counter now (0: none): a grant whose fence
 --                     is at most seen is older than this reply (see acquire.lua)
+--   {0, seen, pttl, 1} the same for a queued waiter that is not among the queue's
+--                     watchers (lib/grants.lua): it need not re-check when pttl is over
 -- Error replies (nothing changed when they are sent):
 --   "REDLEASE_PERMITS <n> ..."  the semaphore is in use with n permits, not ARGV[4]; the
 --                     count may change only once nothing is held or queued
@@ -105,8 +108,8 @@ if join == 'grants' then
 end
 settle({count = count})
 local seen = tonumber(redis.call('GET', KEYS[2]) or '0')
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if first[2] then
-  return {0, seen, tonumber(first[2]) - now}
+local left = earliest_end(now)
+if join == 'grants' and left >= 0 and not in_front(KEYS[4], token) then
+  return {0, seen, left, 1}
 end
-return {0, seen, -1}
+return {0, seen, left}

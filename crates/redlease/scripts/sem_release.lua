@@ -1,8 +1,8 @@
 -- sem_release: give back our permit (all n permits of a lease taken as n), handing what it
 -- frees to the oldest queued waiters whose clients still listen, in order while they fit;
 -- also withdraws our token from the queue, so a waiter that gives up calls this too. Sent
--- as lib/common.lua .. lib/fence.lua .. lib/semaphore.lua .. sem_release.lua (hand-offs
--- grant).
+-- as lib/common.lua .. lib/fence.lua .. lib/grants.lua .. lib/semaphore.lua ..
+-- sem_release.lua (hand-offs grant).
 -- KEYS as in lib/semaphore.lua (sem_acquire.lua's six).
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: when the release leaves a permit free rather than
@@ -32,8 +32,10 @@ if held then
   if weight > 1 then
     add_extra(1 - weight)
   end
-elseif redis.call('HDEL', KEYS[5], token) == 1 then
-  redis.call('LREM', KEYS[4], 1, token)
+else
+  -- A waiter giving up: the watcher moving up into its place re-checks when the earliest
+  -- permit can end.
+  withdraw(KEYS[4], KEYS[5], token, earliest_end(now), KEYS[1], false)
 end
 local stored = redis.call('GET', KEYS[6])
 local known = nil

@@ -90,15 +90,14 @@ impl Engine {
         self.wakeups.as_ref().or(self.observers.as_ref())
     }
 
-    /// `handoff` was made by a release of `token` at `keys` (see [`Followups`]).
-    pub(crate) fn handed_off(
+    /// Runs the release script of `token`'s lease at `keys` (see [`Followups::release`]).
+    pub(crate) async fn release_script(
         &self,
         keys: &Arc<LockKeys>,
         kind: Kind,
         token: &str,
-        handoff: &Handoff,
-    ) {
-        self.followups.handed_off(keys, kind, token, handoff);
+    ) -> Result<Released> {
+        self.followups.release(keys, kind, token).await
     }
 
     pub(crate) fn deployment(&self) -> &Deployment {
@@ -447,27 +446,25 @@ async fn release_token(
     kind: Kind,
     token: &OwnerToken,
 ) -> Result<bool> {
-    let released = engine
-        .deployment()
-        .release(keys, kind, token.secret())
-        .await?;
-    if let Some(handoff) = released.handoff() {
-        engine
-            .followups
-            .handed_off(keys, kind, token.secret(), handoff);
-    }
+    let released = engine.release_script(keys, kind, token.secret()).await?;
     Ok(released.was_held())
 }
 
-/// A hand-off's waiter holds the lock for a short claim window only until it confirms the
-/// grant (`scripts/lib/handoff.lua`): a waiter whose link was cut silently never does, and
-/// the lock is then free with waiters queued. The client that made the hand-off checks
-/// once the window is over, with one more run of the release script for its old token:
-/// it finds its token gone, and serves the queue if the lock is free. One check per lock
-/// and client covers every hand-off made meanwhile (the latest window), so a busy lock
-/// costs one script call per window, not one per hand-off. The queued waiters' own
-/// re-checks remain the safety net (a client that exits right after releasing checks
-/// nothing).
+/// Every release of a lease goes through here: the release script, told this client's
+/// grant channel so that a lock handed to one of this client's waiters is granted directly
+/// and told to it from the reply (no confirming attempt, no wait for the push); then the
+/// follow-up of a claim window.
+///
+/// A hand-off to another client's waiter holds the lock for a short claim window only until
+/// it confirms the grant (`scripts/lib/grants.lua`): a waiter whose link was cut silently
+/// never does, and the lock is then free with waiters queued. The queue's watchers are
+/// nudged to re-check when the window ends, which serves the next waiter whether or not the
+/// releasing process still lives; the client that made the hand-off checks too, once the
+/// window is over, with one more run of the release script for its old token (it finds
+/// its token gone, and serves the queue if the lock is free), so that a live releaser
+/// serves the queue even when every watcher is gone. One check per lock and client covers
+/// every hand-off made meanwhile (the latest window), so a busy lock costs one script call
+/// per window, not one per hand-off.
 pub(crate) struct Followups {
     deployment: Arc<Deployment>,
     notifier: Arc<Notifier>,
@@ -490,20 +487,50 @@ fn followup_after(window: Duration) -> Duration {
 }
 
 impl Followups {
-    /// `handoff` was made by the release of `token` at `keys`: told to the waiter if it is
-    /// this client's, and checked once its claim window is over.
+    /// Runs the release script of `token`'s lease at `keys` (also withdraws the token from
+    /// the waiter queue), and follows up the hand-off it made, if any.
+    pub(crate) async fn release(
+        self: &Arc<Self>,
+        keys: &Arc<LockKeys>,
+        kind: Kind,
+        token: &str,
+    ) -> Result<Released> {
+        let own = self.notifier.enabled().then(|| self.notifier.channel(keys));
+        let sent = Instant::now();
+        let released = self
+            .deployment
+            .release(keys, kind, token, own.as_deref())
+            .await?;
+        if let Some(handoff) = released.handoff() {
+            self.handed_off(keys, kind, token, handoff, sent);
+        }
+        Ok(released)
+    }
+
+    /// `handoff` was made by the release of `token` at `keys`, sent at `sent`: told to the
+    /// waiter if it is this client's, and, a claim window, checked once it is over.
     fn handed_off(
         self: &Arc<Self>,
         keys: &Arc<LockKeys>,
         kind: Kind,
         token: &str,
         handoff: &Handoff,
+        sent: Instant,
     ) {
-        self.notifier.deliver(handoff.fence, &handoff.token);
+        self.notifier.deliver(
+            handoff.fence,
+            &handoff.token,
+            handoff.direct.then_some(sent),
+        );
+        if handoff.direct {
+            // This client's own waiter holds the whole ttl: nothing to follow up (a
+            // waiter that gave up meanwhile gives it back, see `Notifier::deliver`).
+            return;
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let at = Instant::now() + followup_after(handoff.window);
+        let at = Instant::now() + followup_after(handoff.lease);
         let first = {
             let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
             let first = !pending.contains_key(&keys.key);
@@ -551,10 +578,9 @@ impl Followups {
             else {
                 return;
             };
-            match self.deployment.release(&keys, kind, &token).await {
-                Ok(Released::Served(handoff)) => {
+            match self.release(&keys, kind, &token).await {
+                Ok(Released::Served(_)) => {
                     tracing::debug!(key = %keys.key, "a hand-off was not confirmed in its window; the next waiter is served");
-                    self.handed_off(&keys, kind, &token, &handoff);
                     return;
                 }
                 Ok(_) => {}

@@ -124,15 +124,10 @@ impl Client {
         };
         let keys = Arc::new(keys.clone());
         match engine
-            .deployment()
-            .release(&keys, Kind::Mutex, token.secret())
+            .release_script(&keys, Kind::Mutex, token.secret())
             .await
         {
-            Ok(released) => {
-                if let Some(handoff) = released.handoff() {
-                    engine.handed_off(&keys, Kind::Mutex, token.secret(), handoff);
-                }
-            }
+            Ok(_) => {}
             Err(e) => {
                 tracing::debug!(error = %e, "could not serve the queue; its waiters re-check by themselves");
             }

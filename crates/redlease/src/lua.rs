@@ -12,38 +12,44 @@ use std::sync::LazyLock;
 use redis::Script;
 
 /// `acquire.lua` with the hybrid-clock fencing rule of `lib/fence.lua`, the expiry helper of
-/// `lib/expiry.lua` and the hand-off of `lib/handoff.lua` in front.
+/// `lib/expiry.lua`, the hand-off every primitive shares (`lib/grants.lua`) and the lock's
+/// (`lib/handoff.lua`) in front.
 const ACQUIRE_LUA: &str = concat!(
     include_str!("../scripts/lib/fence.lua"),
     include_str!("../scripts/lib/expiry.lua"),
+    include_str!("../scripts/lib/grants.lua"),
     include_str!("../scripts/lib/handoff.lua"),
     include_str!("../scripts/acquire.lua")
 );
-/// `release.lua` (whose hand-off grants) with `lib/fence.lua` and `lib/handoff.lua` in front.
+/// `release.lua` (whose hand-off grants) with `lib/fence.lua`, `lib/grants.lua` and
+/// `lib/handoff.lua` in front.
 const RELEASE_LUA: &str = concat!(
     include_str!("../scripts/lib/fence.lua"),
+    include_str!("../scripts/lib/grants.lua"),
     include_str!("../scripts/lib/handoff.lua"),
     include_str!("../scripts/release.lua")
 );
-/// The semaphore scripts, each with `lib/common.lua`, `lib/fence.lua` and
-/// `lib/semaphore.lua` in front.
+/// The semaphore scripts, each with `lib/common.lua`, `lib/fence.lua`, `lib/grants.lua`
+/// and `lib/semaphore.lua` in front.
 macro_rules! semaphore_script {
     ($file:literal) => {
         concat!(
             include_str!("../scripts/lib/common.lua"),
             include_str!("../scripts/lib/fence.lua"),
+            include_str!("../scripts/lib/grants.lua"),
             include_str!("../scripts/lib/semaphore.lua"),
             include_str!($file)
         )
     };
 }
-/// The read-write lock scripts, each with `lib/common.lua`, `lib/fence.lua` and
-/// `lib/rwlock.lua` in front.
+/// The read-write lock scripts, each with `lib/common.lua`, `lib/fence.lua`,
+/// `lib/grants.lua` and `lib/rwlock.lua` in front.
 macro_rules! rwlock_script {
     ($file:literal) => {
         concat!(
             include_str!("../scripts/lib/common.lua"),
             include_str!("../scripts/lib/fence.lua"),
+            include_str!("../scripts/lib/grants.lua"),
             include_str!("../scripts/lib/rwlock.lua"),
             include_str!($file)
         )

@@ -25,9 +25,9 @@ pub(crate) enum Reply {
         /// waiters are handed nothing): a grant whose fence is at most this is older than
         /// the reply, and void.
         seen: u64,
-        /// A queued waiter's place is behind the first two of the queue: the waiter next
-        /// in line re-checks when the holder's lease can end (and is nudged by every
-        /// hand-off), this one need not.
+        /// A queued waiter's place is behind the queue's watchers (its first places, see
+        /// `scripts/lib/grants.lua`): they re-check when the holder's lease can end (and
+        /// whoever moves this one up among them nudges it), this one need not.
         behind: bool,
     },
 }
@@ -45,7 +45,7 @@ impl Reply {
 
 /// `acquire.lua` (and the semaphore's and read-write lock's): `fence` fresh, `{2, fence,
 /// 0}` ours, `{0, seen, pttl}` busy, `{0, seen, pttl, 1}` busy with our place behind the
-/// first two, with `fence >= 1`, `seen >= 0` and `pttl >= -1`.
+/// queue's watchers, with `fence >= 1`, `seen >= 0` and `pttl >= -1`.
 pub(crate) fn acquire(value: &Value) -> RedisResult<Reply> {
     let unexpected = || unexpected("acquire.lua", "fence or {status, fence, pttl}", value);
     let fence_of = |fence: i64| u64::try_from(fence).ok().filter(|f| *f >= 1);
@@ -96,9 +96,13 @@ pub(crate) struct Handoff {
     pub(crate) fence: u64,
     /// The waiter's owner token.
     pub(crate) token: String,
-    /// How long the lock is the waiter's unless it confirms the grant (see
-    /// `scripts/lib/handoff.lua`).
-    pub(crate) window: Duration,
+    /// How long the lock is the waiter's: its claim window, unless the grant is
+    /// [`direct`](Self::direct) (see `scripts/lib/grants.lua`).
+    pub(crate) lease: Duration,
+    /// Whether the waiter is this client's and was given its whole ttl at once: the
+    /// release's reply is the proof (it comes from the server that ran the script), and
+    /// the waiter need not confirm the grant.
+    pub(crate) direct: bool,
 }
 
 impl Released {
@@ -139,15 +143,22 @@ pub(crate) fn released(script: &'static str, value: &Value) -> RedisResult<Relea
     }
 }
 
-/// `"<window ms> <fence> <token> <key>"` -> the hand-off.
+/// `"<claim|lease> <ms> <fence> <token> <key>"` -> the hand-off.
 fn handoff(reply: &[u8]) -> Option<Handoff> {
-    let split = reply.iter().position(|&b| b == b' ')?;
-    let window = std::str::from_utf8(&reply[..split]).ok()?.parse().ok()?;
-    let (fence, token) = parse_grant(&reply[split + 1..])?;
+    let text = std::str::from_utf8(reply).ok()?;
+    let (how, rest) = text.split_once(' ')?;
+    let direct = match how {
+        "lease" => true,
+        "claim" => false,
+        _ => return None,
+    };
+    let (ms, grant) = rest.split_once(' ')?;
+    let (fence, token) = parse_grant(grant.as_bytes())?;
     Some(Handoff {
         fence,
         token: token.to_owned(),
-        window: Duration::from_millis(window),
+        lease: Duration::from_millis(ms.parse().ok()?),
+        direct,
     })
 }
 
@@ -160,9 +171,9 @@ pub(crate) fn parse_grant(payload: &[u8]) -> Option<(u64, &str)> {
     Some((fence, token))
 }
 
-/// A nudge pushed on a grant channel, "next <ttl ms> <token> <lock key>"
-/// (`handoff.lua` `nudge_next`): the waiter `token` is next in line behind a holder whose
-/// lease lasts `ttl`.
+/// A nudge pushed on a grant channel, "next <ms> <token> <lock key>"
+/// (`scripts/lib/grants.lua` `nudge_front`): the waiter `token` watches the queue and
+/// re-checks in `ms` ms, when the lease just granted can end.
 pub(crate) fn parse_nudge(payload: &[u8]) -> Option<(Duration, &str)> {
     let text = std::str::from_utf8(payload).ok()?;
     let mut parts = text.strip_prefix("next ")?.splitn(3, ' ');
@@ -383,20 +394,39 @@ mod tests {
         let handoff = Handoff {
             fence: 17,
             token: "abcd".into(),
-            window: Duration::from_millis(300),
+            lease: Duration::from_millis(300),
+            direct: false,
         };
         assert_eq!(
-            released(&Value::BulkString(b"300 17 abcd redlease:x y".to_vec())),
+            released(&Value::BulkString(
+                b"claim 300 17 abcd redlease:x y".to_vec()
+            )),
             Some(Released::HandedOff(handoff.clone()))
         );
         assert_eq!(
             released(&Value::Array(vec![
                 Value::Int(0),
-                Value::BulkString(b"300 17 abcd redlease:x y".to_vec())
+                Value::BulkString(b"claim 300 17 abcd redlease:x y".to_vec())
             ])),
             Some(Released::Served(handoff))
         );
-        assert_eq!(released(&Value::BulkString(b"300 x abcd k".to_vec())), None);
+        assert_eq!(
+            released(&Value::BulkString(b"lease 9000 18 abcd k".to_vec())),
+            Some(Released::HandedOff(Handoff {
+                fence: 18,
+                token: "abcd".into(),
+                lease: Duration::from_secs(9),
+                direct: true,
+            }))
+        );
+        assert_eq!(
+            released(&Value::BulkString(b"claim 300 x abcd k".to_vec())),
+            None
+        );
+        assert_eq!(
+            released(&Value::BulkString(b"300 17 abcd k".to_vec())),
+            None
+        );
         assert_eq!(released(&Value::BulkString(b"17 abcd".to_vec())), None);
         assert_eq!(
             released(&Value::Array(vec![Value::Int(1), Value::Int(0)])),

@@ -346,8 +346,16 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
 /// The release script of `kind` for `token` (also withdraws it from the queue); with
 /// `notices` on, a lease freed (not handed on) is announced on the release channel, and
 /// with [`Notices::Sharded`] every message of the script (grants included) is an
-/// `SPUBLISH`.
-pub(crate) fn release(keys: &LockKeys, kind: Kind, token: &str, notices: Notices) -> Call {
+/// `SPUBLISH`. `own`, the releasing client's grant channel for the lease: a lock handed to
+/// a waiter listening there is granted for its whole ttl and reported in the reply
+/// (`release.lua`'s ARGV[5]; the other primitives' scripts report no grant).
+pub(crate) fn release(
+    keys: &LockKeys,
+    kind: Kind,
+    token: &str,
+    notices: Notices,
+    own: Option<&str>,
+) -> Call {
     if kind == Kind::Count {
         let mut invocation = with_keys(&LATCH_DOWN, keys, kind);
         invocation.arg(token);
@@ -374,6 +382,20 @@ pub(crate) fn release(keys: &LockKeys, kind: Kind, token: &str, notices: Notices
         };
         let flag = notices.flag().unwrap_or("");
         invocation.arg(channel).arg(flag).arg(weight);
+        return invocation;
+    }
+    if let (Some(own), true) = (own, kind.is_lock()) {
+        // release.lua's ARGV[2] to ARGV[5], every slot sent.
+        let announce = if kind == Kind::Leader || notices.on() {
+            keys.channel.as_str()
+        } else {
+            ""
+        };
+        invocation
+            .arg(announce)
+            .arg(if kind == Kind::Leader { "1" } else { "0" })
+            .arg(notices.flag().unwrap_or(""))
+            .arg(own);
         return invocation;
     }
     if kind == Kind::Leader {

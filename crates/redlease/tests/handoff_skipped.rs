@@ -216,12 +216,12 @@ async fn an_unconfirmed_hand_off_lasts_its_window_then_the_next_waiter_is_served
             .await
             .unwrap();
     }
-    // The release names the window (ms) before the grant message.
+    // The release names the claim window (ms) before the grant message.
     let Value::BulkString(reply) = mutex_hand_off(&mut conn, &keys, "h").await.unwrap() else {
         panic!("no hand-off");
     };
     let reply = String::from_utf8(reply).unwrap();
-    assert!(reply.starts_with("1000 "), "{reply}");
+    assert!(reply.starts_with("claim 1000 "), "{reply}");
     assert_eq!(a.grant().await.1, "a");
     let window = pttl(&mut conn, keys.mutex.key()).await;
     assert!(window > 0 && window <= 1_000, "{window}");

@@ -1,5 +1,5 @@
--- lib/rwlock: a library, not a script: src/lua.rs prepends it (after lib/common.lua and
--- lib/fence.lua, whose grant_fence every grant uses) to rw_acquire.lua, rw_release.lua and
+-- lib/rwlock: a library, not a script: src/lua.rs prepends it (after lib/common.lua,
+-- lib/fence.lua, whose grant_fence every grant uses, and lib/grants.lua, the hand-off) to rw_acquire.lua, rw_release.lua and
 -- rw_downgrade.lua, and holds what they share.
 --
 -- KEYS of every read-write lock script, all of one lock and in one cluster slot (B is K
@@ -64,15 +64,17 @@ end
 -- Grants the lock to the queue's head for as long as it fits: a writer when no one holds,
 -- then every reader of a run of readers (stopping at the next writer, which waits for
 -- them), one grant and one PUBLISH "<fence> <token> <K>" on the waiter's grant channel
--- each (the mutex's hand-off message). A waiter whose client no longer listens (PUBLISH
--- reached no one) is dropped and only burns a fencing number. `caller` (or nil), when it
+-- each (the hand-off every primitive shares, lib/grants.lua: the hold is the waiter's for
+-- its claim window until it confirms it with an attempt, and the queue's watchers are
+-- nudged). A waiter whose client no longer listens (PUBLISH reached no one) is dropped and
+-- only burns a fencing number. `caller` (or nil), when it
 -- reaches the head, is granted without a message, with `ttl` and `details`.
 -- A silent entry (no grant channel: a Cluster waiter, see rw_acquire.lua) is never granted
 -- by someone else's call: it stays at the head, keeping later waiters and newcomers out,
 -- until its own waiter comes back for it, or is dropped once its `until` (w[5]) passed
 -- (the waiter is gone). Returns the caller's fencing token (or nil), whether the queue is
 -- now empty, and whether a silent head now fits (so that its waiter should be woken).
-local function serve(state, now, caller, ttl, details)
+local function serve_queue(state, now, caller, ttl, details, granted)
   local mine = nil
   while true do
     local head = redis.call('LINDEX', KEYS[4], 0)
@@ -102,14 +104,27 @@ local function serve(state, now, caller, ttl, details)
           hold(state, head, w[4], ttl, details, fence, now)
           mine = fence
         else
-          local message = string.format('%d', fence) .. ' ' .. head .. ' ' .. KEYS[1]
-          if redis.call('PUBLISH', w[2], message) > 0 then
-            hold(state, head, w[4], tonumber(w[1]), w[3], fence, now)
+          local lease = offer(false, w, fence, head, KEYS[1], nil)
+          if lease then
+            hold(state, head, w[4], lease, w[3], fence, now)
+            granted.window = math.min(granted.window or lease, lease)
           end
         end
       end
     end
   end
+end
+
+local function serve(state, now, caller, ttl, details)
+  -- The shortest claim window granted to another waiter, if any.
+  local granted = {}
+  local mine, empty, wake = serve_queue(state, now, caller, ttl, details, granted)
+  if granted.window then
+    after_grant(KEYS[4], KEYS[5], granted.window, false, KEYS[1], false)
+  elseif mine then
+    after_grant(KEYS[4], KEYS[5], ttl, true, KEYS[1], false)
+  end
+  return mine, empty, wake
 end
 
 -- Sets each held key's expiry to the latest lease's; returns that expiry (ms since 1970),

@@ -1,5 +1,5 @@
--- lib/semaphore: a library, not a script: src/lua.rs prepends it (after lib/common.lua and
--- lib/fence.lua, whose grant_fence every grant uses) to sem_acquire.lua and
+-- lib/semaphore: a library, not a script: src/lua.rs prepends it (after lib/common.lua,
+-- lib/fence.lua, whose grant_fence every grant uses, and lib/grants.lua, the hand-off) to sem_acquire.lua and
 -- sem_release.lua, and holds what they share.
 --
 -- KEYS of every semaphore script, all of one semaphore and in one cluster slot (B is the
@@ -108,8 +108,10 @@ end
 
 -- Hands free permits to the oldest queued waiters, in order, while the head's weight fits:
 -- one grant and one PUBLISH "<fence> <token> <K>" on the waiter's grant channel each (the
--- mutex's hand-off message); a waiter whose client no longer listens (PUBLISH reached no
--- one) is dropped and only burns a fencing number. A head asking for more permits than are
+-- hand-off every primitive shares, lib/grants.lua: the permits are the waiter's for its
+-- claim window until it confirms them with an attempt, and the queue's watchers are
+-- nudged); a waiter whose client no longer listens (PUBLISH reached no one) is dropped and
+-- only burns a fencing number. A head asking for more permits than are
 -- free stays at the head, and everyone behind it waits too (FIFO: a request for n is not
 -- starved by later, smaller ones). `caller` (or nil), when it reaches the head, is granted
 -- without a message, with `ttl`, `details` and its weight `n`. `in_use` is the number of
@@ -123,6 +125,8 @@ local function serve(permits, now, caller, ttl, details, used, n)
   local absent = false
   local blocked = false
   local first = true
+  -- The shortest claim window granted to another waiter (nil: none).
+  local window = nil
   while free > 0 do
     local head = redis.call('LPOP', KEYS[4])
     if not head then
@@ -155,17 +159,33 @@ local function serve(permits, now, caller, ttl, details, used, n)
         free = free - need
       else
         local fence = grant_fence(KEYS[2], nil, clock_us)
-        local message = string.format('%d', fence) .. ' ' .. head .. ' ' .. KEYS[1]
-        if redis.call('PUBLISH', w[2], message) > 0 then
-          redis.call('ZADD', KEYS[1], ms(now + tonumber(w[1])), head)
+        local lease = offer(false, w, fence, head, KEYS[1], nil)
+        if lease then
+          redis.call('ZADD', KEYS[1], ms(now + lease), head)
           redis.call('HSET', KEYS[3], head, holder_entry(fence, w[3], need))
           add_extra(need - 1)
           free = free - need
+          window = math.min(window or lease, lease)
         end
       end
     end
   end
+  if window then
+    after_grant(KEYS[4], KEYS[5], window, false, KEYS[1], false)
+  elseif mine then
+    after_grant(KEYS[4], KEYS[5], ttl, true, KEYS[1], false)
+  end
   return mine, free, absent, blocked
+end
+
+-- How long until the earliest held permit runs out, in ms from `now` (-1: none held): when
+-- a watcher of the queue re-checks.
+local function earliest_end(now)
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if first[2] then
+    return tonumber(first[2]) - now
+  end
+  return -1
 end
 
 -- Sets each key's expiry to when the semaphore goes idle (see the top). The permit count

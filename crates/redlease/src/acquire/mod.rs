@@ -312,22 +312,20 @@ impl Request<'_> {
 
     /// When the lease handed over with `grant` began at the earliest, if the grant can be
     /// used as it is; `None` when the next attempt must confirm it (it finds our token:
-    /// `Ours`) or find it gone and queue again: also a grant nobody vouched for (it may
-    /// come from a demoted primary, relaying a grant its new primary counted for nobody).
+    /// `Ours`) or find it gone and queue again.
     ///
-    /// A lock's grant is always confirmed: the hand-off set it for a short claim window
-    /// only (`scripts/lib/handoff.lua`), and the confirming attempt sets the whole ttl.
+    /// One rule for every primitive (`scripts/lib/grants.lua`): a grant pushed on the
+    /// subscription is never used as it is, whatever link carried it (it set a claim window
+    /// only, and the confirming attempt, on the server that decides, sets the whole ttl);
+    /// a direct grant, from the reply of this client's own release, is: it began after
+    /// that release was sent and after this waiter's latest busy attempt was.
     fn usable_grant(&self, dating: &Dating, grant: Grant) -> Option<Instant> {
-        let window_only = matches!(self.kind, Kind::Mutex | Kind::Leader);
-        if window_only || !self.engine.deployment().trusts_grants() || !grant.vouched {
-            return None;
-        }
+        let released = grant.direct?;
         let fence = grant.fence;
         match dating.grant(fence) {
-            Some(start) if lasts(self.ttl, start) => Some(start),
+            Some(floor) if lasts(self.ttl, floor.max(released)) => Some(floor.max(released)),
             Some(_) => {
-                // Read too late to date it usefully (this process was paused, or the
-                // message was slow).
+                // Read too late to date it usefully (this process was paused).
                 tracing::debug!(fence, "grant read too late to use as it is; confirming");
                 None
             }

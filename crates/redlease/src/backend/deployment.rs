@@ -165,18 +165,6 @@ impl Deployment {
         }
     }
 
-    /// Whether a hand-off message proves the lock is ours. Behind Sentinel it does not: a
-    /// `PUBLISH` on the primary also reaches subscribers connected to its replicas (a
-    /// client whose pub/sub connection still points at a demoted primary), whom the
-    /// release script's subscriber count does not see, so it may announce a grant it then
-    /// takes back. On a Cluster likewise: an `SPUBLISH` also reaches the shard's other
-    /// nodes, and a grant subscription still on a primary being demoted by a failover may
-    /// hear it uncounted. There the message only wakes the waiter, which confirms with one
-    /// attempt.
-    pub(crate) fn trusts_grants(&self) -> bool {
-        matches!(self.topology, Topology::Single | Topology::Quorum)
-    }
-
     /// Why waiting for replicas (`WAIT`) is refused here, or `None` where the primary may
     /// have replicas.
     pub(crate) fn without_replicas(&self) -> Option<&'static str> {

@@ -93,12 +93,14 @@ impl Deployment {
     }
 
     /// Runs the release script of `kind`: whether the lease held our token, and to whom
-    /// it was handed.
+    /// it was handed. `own`: the releasing client's grant channel for the lease, whose
+    /// waiters a lock is handed to directly (see [`scripts::release`]).
     pub(crate) async fn release(
         &self,
         keys: &LockKeys,
         kind: Kind,
         token: &str,
+        own: Option<&str>,
     ) -> Result<Released> {
         if self.topology == Topology::Quorum {
             let held = Box::pin(quorum::release(self, keys, kind, token)).await?;
@@ -109,7 +111,7 @@ impl Deployment {
             });
         }
         let announce = self.announces();
-        self.across_reconnects(|| release_on(self.primary(), keys, kind, token, announce))
+        self.across_reconnects(|| release_on(self.primary(), keys, kind, token, announce, own))
             .await
             .map_err(|e| self.error("releasing a lock", &keys.key, e))
     }

@@ -15,12 +15,14 @@
 //! grant channel stays subscribed for [`IN_USE_FOR`] after its last waiter left, so that a
 //! client that keeps contending does not subscribe again for every wait.
 //!
-//! A grant is proof that the lock is the waiter's only when the server that published it
-//! decides the lock. Each grant says whether it is vouched for ([`Grant::vouched`]): one
-//! from the reply of this client's own release is (the script ran where the client's
-//! commands run); one pushed on a single node's link is when `ROLE`, asked on that link
-//! right after it, says the server is a primary (see [`Link::vouch`]); any other is not,
-//! and its waiter confirms it with an attempt.
+//! A grant pushed on the subscription is never proof that the lock is the waiter's: a
+//! demoted primary relays its new primary's grants, also those counted for nobody there,
+//! and whatever the link says of its server's role may be out of date by the time the
+//! waiter acts (a primary demoted and promoted again: a failback). A pushed grant sets the
+//! lock for a short claim window only (`scripts/lib/grants.lua`), and its waiter confirms
+//! it with an attempt, on the server that decides. Only a grant told from the reply of
+//! this client's own release is proof ([`Grant::direct`]): that script ran on the server
+//! that answered it, and gave this client's waiter its whole ttl.
 //!
 //! A grant can also reach a waiter that is gone: it gave up while cut off from Redis, its
 //! give-back could not withdraw its place, and other waiters' joins kept the queue alive.
@@ -51,12 +53,7 @@ pub(crate) enum GrantSource {
     /// Nowhere: notifications are off, or waiters do not queue (a quorum).
     Off,
     /// One node (a single Redis, a Sentinel primary): one classic grant channel.
-    Node {
-        redis: Box<redis::Client>,
-        /// Whether a grant pushed there is checked for [`Grant::vouched`] (where the
-        /// deployment takes a vouched grant as proof; elsewhere no grant is vouched for).
-        vouches: bool,
-    },
+    Node { redis: Box<redis::Client> },
     /// A Redis Cluster (its seeds): one shard grant channel per lock waited for.
     #[cfg(feature = "cluster")]
     Cluster(Vec<redis::Client>),
@@ -67,10 +64,10 @@ pub(crate) enum GrantSource {
 pub(crate) struct Grant {
     /// The fencing token it was granted with.
     pub(crate) fence: u64,
-    /// Whether it is known to come from the server that decides the lock (the reply of
-    /// this client's release, or a push on a link a primary vouched for): else its waiter
-    /// confirms it with an attempt.
-    pub(crate) vouched: bool,
+    /// A direct grant, told from the reply of this client's own release (which gave the
+    /// waiter its whole ttl): the release's send time, before the grant was made. `None`
+    /// for a pushed grant, which its waiter confirms with an attempt.
+    pub(crate) direct: Option<Instant>,
 }
 
 /// A registered waiter's two ways to be told: its grant (once), and that it is next in
@@ -82,10 +79,6 @@ struct Waiter {
 
 /// Routes hand-offs from this client's grant channel to the waiting tasks.
 pub(crate) struct Notifier {
-    /// Itself, for the tasks that vouch for a pushed grant.
-    me: Weak<Notifier>,
-    /// Whether pushed grants are vouched for (see [`GrantSource::Node`]).
-    vouches: bool,
     enabled: bool,
     /// This client's id in grant channel names.
     id: String,
@@ -146,11 +139,11 @@ impl Notifier {
     ) -> Result<Arc<Self>> {
         let id = OwnerToken::generate()?;
         let channel = format!("redlease:grant:{}", id.secret());
-        let (redis, seeds, vouches): (_, Option<Vec<redis::Client>>, _) = match source {
-            GrantSource::Off => (None, None, false),
-            GrantSource::Node { redis, vouches } => (Some(*redis), None, vouches),
+        let (redis, seeds): (_, Option<Vec<redis::Client>>) = match source {
+            GrantSource::Off => (None, None),
+            GrantSource::Node { redis } => (Some(*redis), None),
             #[cfg(feature = "cluster")]
-            GrantSource::Cluster(seeds) => (None, Some(seeds), false),
+            GrantSource::Cluster(seeds) => (None, Some(seeds)),
         };
         Ok(Arc::new_cyclic(|weak: &Weak<Self>| {
             let owner: Weak<dyn LinkOwner> = weak.clone();
@@ -173,8 +166,6 @@ impl Notifier {
                 }
             });
             Self {
-                me: weak.clone(),
-                vouches,
                 enabled: link.is_some() || shards.is_some(),
                 id: id.secret().to_owned(),
                 channel,
@@ -387,21 +378,15 @@ impl Notifier {
     }
 
     /// Tells the registered waiter `token` that it was handed the lock with `fence`, by the
-    /// reply of a release by this very client: it comes from the server that decides the
-    /// lock (vouched for). The grant's push on the subscription may come sooner or later;
-    /// the second finds nobody left to tell.
-    pub(crate) fn deliver(&self, fence: u64, token: &str) {
-        self.tell(
-            Grant {
-                fence,
-                vouched: true,
-            },
-            token,
-        );
+    /// reply of a release by this very client; `direct`: the release, sent then, gave it
+    /// the whole ttl (else a claim window, which the waiter confirms). The grant's push on
+    /// the subscription may come sooner or later; the second finds nobody left to tell.
+    pub(crate) fn deliver(&self, fence: u64, token: &str, direct: Option<Instant>) {
+        self.tell(Grant { fence, direct }, token);
     }
 
-    /// Tells the registered waiter `token` that it is next in line, behind a holder whose
-    /// lease lasts `ttl` (a hint for when to re-check: from any server, never vouched for).
+    /// Tells the registered waiter `token` that it watches the queue, and to re-check in
+    /// `ttl`, when the lease just granted can end (a hint: from any server).
     fn nudge(&self, ttl: Duration, token: &str) {
         if let Some(waiter) = self.lock_waiters().get(token) {
             waiter.next.send_replace(Some(ttl));
@@ -495,7 +480,6 @@ impl Notifier {
 
 impl LinkOwner for Notifier {
     fn message(&self, push: &PushInfo) {
-        // A Cluster's shard channels: never vouched for (see `Deployment::trusts_grants`).
         let Some(Value::BulkString(payload)) = push.data.get(1) else {
             return;
         };
@@ -506,46 +490,12 @@ impl LinkOwner for Notifier {
         let Some((fence, token)) = parse_grant(payload) else {
             return;
         };
+        // Pushed: never proof by itself (see the module's docs).
         let grant = Grant {
             fence,
-            vouched: false,
+            direct: None,
         };
         self.tell(grant, token);
-    }
-
-    fn message_on(&self, push: &PushInfo, connection: u64) {
-        let (Some(link), Some(me), true) = (&self.link, self.me.upgrade(), self.vouches) else {
-            self.message(push);
-            return;
-        };
-        let Some(Value::BulkString(payload)) = push.data.get(1) else {
-            return;
-        };
-        if let Some((ttl, token)) = parse_nudge(payload) {
-            me.nudge(ttl, token);
-            return;
-        }
-        let Some((fence, token)) = parse_grant(payload) else {
-            return;
-        };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            self.message(push);
-            return;
-        };
-        // Asked after the message, on the connection that carried it: whether a primary
-        // sent it (a demoted one relays its new primary's grants, also those counted for
-        // nobody there).
-        let (link, token) = (Arc::clone(link), token.to_owned());
-        runtime.spawn(async move {
-            let vouched = link.vouch(connection).await;
-            if !vouched {
-                tracing::debug!(
-                    fence,
-                    "a pushed grant not vouched for by a primary; its waiter confirms it"
-                );
-            }
-            me.tell(Grant { fence, vouched }, &token);
-        });
     }
 
     fn changed(&self, up: bool) {

@@ -13,6 +13,8 @@ pub mod acl;
 #[cfg(feature = "cluster")]
 pub mod cluster;
 pub mod gauge;
+pub mod prim;
+pub mod replication;
 #[cfg(feature = "sentinel")]
 pub mod sentinel;
 

@@ -20,30 +20,35 @@ use redlease::{LockKeys, Primitive};
 pub const SEM_ACQUIRE: &str = concat!(
     include_str!("../../scripts/lib/common.lua"),
     include_str!("../../scripts/lib/fence.lua"),
+    include_str!("../../scripts/lib/grants.lua"),
     include_str!("../../scripts/lib/semaphore.lua"),
     include_str!("../../scripts/sem_acquire.lua")
 );
 pub const SEM_RELEASE: &str = concat!(
     include_str!("../../scripts/lib/common.lua"),
     include_str!("../../scripts/lib/fence.lua"),
+    include_str!("../../scripts/lib/grants.lua"),
     include_str!("../../scripts/lib/semaphore.lua"),
     include_str!("../../scripts/sem_release.lua")
 );
 pub const RW_ACQUIRE: &str = concat!(
     include_str!("../../scripts/lib/common.lua"),
     include_str!("../../scripts/lib/fence.lua"),
+    include_str!("../../scripts/lib/grants.lua"),
     include_str!("../../scripts/lib/rwlock.lua"),
     include_str!("../../scripts/rw_acquire.lua")
 );
 pub const RW_RELEASE: &str = concat!(
     include_str!("../../scripts/lib/common.lua"),
     include_str!("../../scripts/lib/fence.lua"),
+    include_str!("../../scripts/lib/grants.lua"),
     include_str!("../../scripts/lib/rwlock.lua"),
     include_str!("../../scripts/rw_release.lua")
 );
 pub const RW_DOWNGRADE: &str = concat!(
     include_str!("../../scripts/lib/common.lua"),
     include_str!("../../scripts/lib/fence.lua"),
+    include_str!("../../scripts/lib/grants.lua"),
     include_str!("../../scripts/lib/rwlock.lua"),
     include_str!("../../scripts/rw_downgrade.lua")
 );
@@ -61,11 +66,13 @@ pub const LEASE_RENEW: &str = concat!(
 pub const MUTEX_ACQUIRE: &str = concat!(
     include_str!("../../scripts/lib/fence.lua"),
     include_str!("../../scripts/lib/expiry.lua"),
+    include_str!("../../scripts/lib/grants.lua"),
     include_str!("../../scripts/lib/handoff.lua"),
     include_str!("../../scripts/acquire.lua")
 );
 pub const MUTEX_RELEASE: &str = concat!(
     include_str!("../../scripts/lib/fence.lua"),
+    include_str!("../../scripts/lib/grants.lua"),
     include_str!("../../scripts/lib/handoff.lua"),
     include_str!("../../scripts/release.lua")
 );

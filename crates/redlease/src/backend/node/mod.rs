@@ -453,8 +453,9 @@ pub(crate) async fn release_on(
     kind: Kind,
     token: &str,
     notices: Notices,
+    own: Option<&str>,
 ) -> RedisResult<Released> {
-    let invocation = scripts::release(keys, kind, token, notices);
+    let invocation = scripts::release(keys, kind, token, notices, own);
     replies::released(
         scripts::release_name(kind),
         &node.invoke(&invocation).await?,

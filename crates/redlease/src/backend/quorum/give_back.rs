@@ -88,7 +88,7 @@ impl OwnedAttempt {
 
     /// The release script over one node's connection.
     pub(super) async fn release(&self, mut conn: Conn) -> RedisResult<bool> {
-        let invocation = scripts::release(&self.keys, self.kind, &self.token, self.notices);
+        let invocation = scripts::release(&self.keys, self.kind, &self.token, self.notices, None);
         // A quorum queues nobody, so nothing is handed on.
         replies::released(
             scripts::release_name(self.kind),

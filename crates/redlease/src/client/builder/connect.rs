@@ -99,7 +99,6 @@ impl ClientBuilder {
             ),
             (_, Some(primary)) => GrantSource::Node {
                 redis: Box::new(primary),
-                vouches: deployment.trusts_grants(),
             },
             (_, None) => GrantSource::Off,
         };
@@ -166,11 +165,8 @@ fn give_back_abandoned(engine: &Arc<Engine>) -> crate::notify::grants::GiveBackH
         let task = {
             let engine = Arc::clone(&engine);
             async move {
-                match engine.deployment().release(&keys, kind, &token).await {
+                match engine.release_script(&keys, kind, &token).await {
                     Ok(released) => {
-                        if let Some(handoff) = released.handoff() {
-                            engine.handed_off(&keys, kind, &token, handoff);
-                        }
                         tracing::debug!(key = %keys.key, held = released.was_held(), "gave back a lock handed to a waiter that gave up");
                     }
                     Err(e) => {

@@ -19,15 +19,14 @@
 //! [`Owner::moved`] and places the channel on the slot's new primary
 //! (see `crate::conn::shards`).
 //!
-//! A *grant* link ([`Mode::Grants`]) carries hand-offs that its owner may take as proof that
-//! a lock is its own, which holds only on the primary that decides the locks: behind a
-//! failover endpoint (one URL whose new connections go to the new primary while old ones
-//! stay), a link made before a failover sits on the demoted primary, now a replica, which
-//! relays its new primary's grants, those the release script counted nobody for included.
-//! Such a link checks `ROLE` when it connects and with every health check (a replica:
-//! dropped and made again, through the endpoint, on the new primary), and vouches for one
-//! message at a time ([`Link::vouch`]): `ROLE` on the very connection that carried it,
-//! after it, says whether a primary sent it.
+//! A *grant* link ([`Mode::Grants`]) carries hand-offs, which reach a waiter only from the
+//! primary whose release script counted it as listening: behind a failover endpoint (one
+//! URL whose new connections go to the new primary while old ones stay), a link made
+//! before a failover sits on the demoted primary, now a replica, where the new primary's
+//! scripts count nobody. Such a link checks `ROLE` when it connects and with every health
+//! check (a replica: dropped and made again, through the endpoint, on the new primary). No
+//! message on any link is taken as proof of anything: a pushed grant is confirmed by its
+//! waiter with an attempt (see `crate::notify::grants`).
 //!
 //! The [`Link`] handle is here; the reconnecting task behind it in `task`; the commands it
 //! sends a server (`SSUBSCRIBE`, `ROLE`) in `wire`.
@@ -36,7 +35,7 @@ mod task;
 mod wire;
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -71,12 +70,6 @@ pub(crate) trait Owner: Send + Sync + 'static {
     /// A sharded link's node refused `channel` or dropped it: its slot is served
     /// elsewhere now.
     fn moved(&self, _channel: &str) {}
-    /// A pub/sub message arrived on the link's `connection`-th connection (for
-    /// [`Link::vouch`]); by default, [`Owner::message`].
-    fn message_on(&self, push: &PushInfo, connection: u64) {
-        let _ = connection;
-        self.message(push);
-    }
 }
 
 /// What a link carries, which decides how it subscribes and where it may stay.
@@ -84,8 +77,7 @@ pub(crate) trait Owner: Send + Sync + 'static {
 pub(crate) enum Mode {
     /// Classic channels (`SUBSCRIBE`), on any server it reaches.
     Classic,
-    /// Hand-off grants: classic channels, kept on a primary, and able to vouch for a
-    /// message ([`Link::vouch`]).
+    /// Hand-off grants: classic channels, kept on a primary.
     Grants,
     /// Shard channels (`SSUBSCRIBE`), one per command, on one cluster node.
     #[cfg(feature = "cluster")]
@@ -114,10 +106,8 @@ pub(crate) struct Link {
     sharded: bool,
     /// Only on a primary (a grant link): a connection to a replica is dropped.
     primary_only: bool,
-    /// Counts connection attempts: the number of the one up now (see [`Link::vouch`]).
-    connections: AtomicU64,
     /// Set once the server refused `ROLE` (an ACL without `+role`): a grant link stops
-    /// asking (it keeps no `NOPERM` in the `ACL LOG`), and vouches for nothing.
+    /// asking (it keeps no `NOPERM` in the `ACL LOG`).
     role_refused: AtomicBool,
 }
 
@@ -150,7 +140,6 @@ impl Link {
             check: Arc::new(Notify::new()),
             sharded,
             primary_only,
-            connections: AtomicU64::new(0),
             role_refused: AtomicBool::new(false),
         }))
     }
@@ -176,33 +165,6 @@ impl Link {
         }
     }
 
-    /// Whether the message that arrived on the link's `connection`-th connection was sent
-    /// by a primary: `ROLE`, asked on that connection after the message, says `master`.
-    /// A server demoted since the message was sent may answer `slave` for a message it
-    /// sent as a primary: that message is not vouched for either (its receiver confirms
-    /// it another way). False when that connection is no longer up, or does not answer in
-    /// time. A link found on a replica is dropped, and made again.
-    pub(crate) async fn vouch(&self, connection: u64) -> bool {
-        let conn = match &*self.state.borrow() {
-            State::Up(conn) if self.connections.load(Ordering::SeqCst) == connection => {
-                conn.clone()
-            }
-            _ => return false,
-        };
-        let mut conn = conn;
-        match self.role(&mut conn).await {
-            Some(Role::Primary) => true,
-            Some(Role::Replica) => {
-                if self.connections.load(Ordering::SeqCst) == connection {
-                    tracing::debug!("the grant subscription is on a replica; moving it");
-                    self.drop_current();
-                }
-                false
-            }
-            Some(Role::Refused | Role::Other) | None => false,
-        }
-    }
-
     /// What the server behind `conn` says it is, for a grant link: `None` when it does not
     /// answer in time, [`Role::Refused`] without asking once it refused.
     async fn role(&self, conn: &mut MultiplexedConnection) -> Option<Role> {
@@ -212,7 +174,7 @@ impl Link {
         let role = role(self.response_timeout, conn).await;
         if role == Some(Role::Refused) {
             tracing::warn!(
-                "the server refused ROLE: grants are confirmed by an attempt each; allow +role to save the round trip"
+                "the server refused ROLE: a grant subscription left on a demoted primary is found only by its waiters' re-checks; allow +role"
             );
             self.role_refused.store(true, Ordering::Relaxed);
         }

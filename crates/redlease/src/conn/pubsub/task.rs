@@ -67,7 +67,6 @@ impl Link {
         let owner = self.owner.clone();
         let dropped = Arc::clone(dropped);
         let sharded = self.sharded;
-        let connection = self.connections.fetch_add(1, Ordering::SeqCst) + 1;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.response_timeout))
@@ -76,7 +75,7 @@ impl Link {
                     PushKind::Disconnection => dropped.notify_one(),
                     PushKind::Message | PushKind::SMessage => {
                         if let Some(owner) = owner.upgrade() {
-                            owner.message_on(&push, connection);
+                            owner.message(&push);
                         }
                     }
                     // Our own SUNSUBSCRIBE is confirmed so too: the owner tells them apart.
