@@ -11,7 +11,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::replication::{replicate, replication};
+use common::replication::replicate;
 use common::{bounded, eventually};
 use redlease::{Client, Guard, LockKeys};
 use redlease_local::{Proxy, RedisServer, Reply};
