@@ -342,15 +342,16 @@ impl Request<'_> {
 
     /// How long to wait before retrying an attempt that failed with `e`, or `None` when
     /// the error is final. Connection errors (the outcome is unknown: the give-back guard
-    /// settles it), a quorum that did not answer, and passing refusals (`BUSY`, `LOADING`:
-    /// nothing ran) are retried with jittered back-off for as long as the wait lasts, so
+    /// settles it), a quorum that did not answer, and passing refusals (`BUSY`, `LOADING`,
+    /// a replica's `READONLY` still met after the deployment's own retries: nothing ran)
+    /// are retried with jittered back-off for as long as the wait lasts, so
     /// an outage shorter than the wait is ridden out; the caller stops at the deadline and
     /// returns the last error.
     fn retry_after(&self, e: &Error, failures: &mut u32) -> Option<Duration> {
         if !e.is_worth_retrying() {
             return None;
         }
-        if e.is_transient() {
+        if e.is_transient() || e.is_on_replica() {
             tracing::debug!(error = %e, "attempt refused for now, retrying");
         } else {
             tracing::debug!(error = %e, "attempt failed; outcome unknown, retrying");
