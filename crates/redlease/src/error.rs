@@ -31,7 +31,8 @@ pub enum Error {
         name: String,
     },
     /// The lease was given back by [`Client::shutdown`](crate::Client::shutdown) while it
-    /// was held; work under [`Lock::run`](crate::Lock::run) was cancelled.
+    /// was held (work under [`Lock::run`](crate::Lock::run) was cancelled), or while it
+    /// was waited for (the acquisition ended, and its queue place was withdrawn).
     #[error(
         "lock `{name}` was given back because its client was shut down; shut the client down only after the work under its locks ended"
     )]

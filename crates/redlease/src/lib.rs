@@ -269,6 +269,7 @@ mod renew;
 mod acquire;
 mod builder;
 mod engine;
+mod waiters;
 
 #[cfg(feature = "blocking")]
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]

@@ -11,8 +11,9 @@ mod common;
 
 use std::time::Duration;
 
+use common::prim::Prim;
 use common::{bounded, eventually};
-use redlease::{Client, Guard, LockKeys, Primitive, WriteGuard};
+use redlease::{Client, Guard, LockKeys};
 use redlease_local::{Proxy, RedisServer, Reply};
 
 const NAME: &str = "behind-the-endpoint";
@@ -192,80 +193,6 @@ async fn a_command_connection_left_on_the_demoted_primary_moves_to_the_new_one()
     bounded("release again", again.release()).await.unwrap();
 }
 
-/// The primitives whose waiters must ride out a failover endpoint (a permit of a
-/// one-permit semaphore, a read-write lock's write hold).
-#[derive(Debug, Clone, Copy)]
-enum Prim {
-    Lock,
-    Semaphore,
-    Write,
-}
-
-/// A hold of one of [`Prim`].
-enum Held {
-    Guard(Guard),
-    Write(WriteGuard),
-}
-
-impl std::ops::Deref for Held {
-    type Target = Guard;
-    fn deref(&self) -> &Guard {
-        match self {
-            Self::Guard(g) => g,
-            Self::Write(w) => w,
-        }
-    }
-}
-
-impl Held {
-    async fn release(self) -> redlease::Result<()> {
-        match self {
-            Self::Guard(g) => g.release().await,
-            Self::Write(w) => w.release().await,
-        }
-    }
-}
-
-impl Prim {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Lock => "endpoint-lock",
-            Self::Semaphore => "endpoint-pool",
-            Self::Write => "endpoint-rw",
-        }
-    }
-
-    fn keys(self) -> LockKeys {
-        let primitive = match self {
-            Self::Lock => Primitive::Lock,
-            Self::Semaphore => Primitive::Semaphore,
-            Self::Write => Primitive::RwLock,
-        };
-        LockKeys::of("redlease:", self.name(), primitive).unwrap()
-    }
-
-    async fn acquire(self, client: &Client, wait: Duration) -> redlease::Result<Held> {
-        let ttl = Duration::from_secs(30);
-        match self {
-            Self::Lock => client
-                .lock(self.name())
-                .ttl(ttl)
-                .wait(wait)
-                .acquire()
-                .await
-                .map(Held::Guard),
-            Self::Semaphore => {
-                let pool = client.semaphore(self.name(), 1).ttl(ttl).wait(wait);
-                pool.acquire().await.map(Held::Guard)
-            }
-            Self::Write => {
-                let write = client.rwlock(self.name()).write().ttl(ttl).wait(wait);
-                write.acquire().await.map(Held::Write)
-            }
-        }
-    }
-}
-
 /// A waiter whose command connection (and grant subscription) stays on the demoted
 /// primary: the release on the new primary frees the lease, and the waiter's next attempt
 /// meets `READONLY` there. That answer proves the attempt did nothing (a script that
@@ -277,10 +204,10 @@ async fn a_waiter_left_on_the_demoted_primary_takes_the_lease_on_the_new_one(pri
     let new = common::server();
     replicate(&new, &old).await;
     let endpoint = Proxy::start(old.port()).unwrap();
-    let keys = prim.keys();
+    let keys = prim.keys(NAME);
     let holder = Client::connect(&endpoint.url()).await.unwrap();
     let waiting = Client::connect(&endpoint.url()).await.unwrap();
-    let held = bounded("acquire", prim.acquire(&holder, Duration::ZERO))
+    let held = bounded("acquire", prim.acquire(&holder, NAME, Duration::ZERO))
         .await
         .unwrap();
     let wait = Duration::from_secs(20);
@@ -288,7 +215,7 @@ async fn a_waiter_left_on_the_demoted_primary_takes_the_lease_on_the_new_one(pri
         let waiting = waiting.clone();
         async move {
             let started = tokio::time::Instant::now();
-            let got = prim.acquire(&waiting, wait).await;
+            let got = prim.acquire(&waiting, NAME, wait).await;
             (got, started.elapsed())
         }
     });
@@ -312,7 +239,7 @@ async fn a_waiter_left_on_the_demoted_primary_takes_the_lease_on_the_new_one(pri
     assert!(took < wait, "{prim:?}: took {took:?}");
     // The guard is the holder on B.
     let ops = Client::connect(&new.admin_url()).await.unwrap();
-    let on_new = ops.inspect(prim.name()).await.unwrap().snapshot;
+    let on_new = ops.inspect(NAME).await.unwrap().snapshot;
     let fences: Vec<_> = on_new.holders.iter().map(|h| h.fencing_token).collect();
     assert_eq!(
         fences,
@@ -322,7 +249,7 @@ async fn a_waiter_left_on_the_demoted_primary_takes_the_lease_on_the_new_one(pri
     bounded("release the waiter's guard", guard.release())
         .await
         .unwrap();
-    assert!(!ops.inspect(prim.name()).await.unwrap().is_held());
+    assert!(!ops.inspect(NAME).await.unwrap().is_held());
 }
 
 #[tokio::test]

@@ -134,7 +134,17 @@ impl Request<'_> {
         deadline: Option<Instant>,
     ) -> Result<Arc<Holding>> {
         let keys = self.keys;
-        let guard = self.acquire_unreplicated(keys, started, deadline).await?;
+        let token = OwnerToken::generate()?;
+        // `Client::shutdown` ends the wait and withdraws whatever it left in Redis (its
+        // queue place): biased, so that the attempts' future is never polled again once
+        // ended, and dropped as a cancelled acquisition is (its give-back runs).
+        let waiting = self.engine.waiters.enter(keys, self.kind, &token);
+        let guard = tokio::select! {
+            biased;
+            () = waiting.ended() => return Err(Error::ShutDown { name: self.name.to_string() }),
+            outcome = self.acquire_unreplicated(keys, token, started, deadline) => outcome?,
+        };
+        drop(waiting);
         if self.min_replicas.is_none() {
             return Ok(guard);
         }
@@ -181,10 +191,10 @@ impl Request<'_> {
     async fn acquire_unreplicated(
         &self,
         keys: &Arc<LockKeys>,
+        token: OwnerToken,
         started: Instant,
         deadline: Option<Instant>,
     ) -> Result<Arc<Holding>> {
-        let token = OwnerToken::generate()?;
         let notifier = &self.engine.notifier;
         let mut epochs = notifier.epochs();
         // Its give-back armed from the start: a dropped or failed acquisition gives back

@@ -13,6 +13,7 @@ pub mod acl;
 #[cfg(feature = "cluster")]
 pub mod cluster;
 pub mod gauge;
+pub mod prim;
 #[cfg(feature = "sentinel")]
 pub mod sentinel;
 
