@@ -218,11 +218,14 @@ impl Holding {
     }
 
     /// Tells the renewal scheduler (when it renews this lease) that the lease was just set
-    /// for `ttl` by a request sent at `sent`, so that the next renewal falls due a third of
-    /// that `ttl` later, also when an extension shortened the lease.
+    /// for `ttl` by a request sent at `sent`, so that the next renewal falls due a
+    /// renewal period (`renew::period`) of that `ttl` later, also when an extension
+    /// shortened the lease.
     pub(crate) fn reschedule(&self, sent: Instant, ttl: Duration) {
         if let Some(&entry) = self.renewal.get() {
-            self.engine.renewer.reschedule(entry, sent + ttl / 3);
+            self.engine
+                .renewer
+                .reschedule(entry, sent + crate::renew::period(ttl));
         }
     }
 

@@ -300,9 +300,10 @@ impl Deployment {
     }
 
     /// How long a cluster renewal waits for one primary: the response timeout, but no
-    /// more than a third of the shortest lease in `batch`. A renewal is due a third of
-    /// the lease in; one that waited longer would leave no time to try again before the
-    /// lease runs out, and a slow primary would take the healthy ones' leases with it.
+    /// more than a third of the shortest lease in `batch`: one that waited longer would
+    /// leave no time to try again before the lease runs out, and a slow primary would
+    /// take the healthy ones' leases with it. (The renewal round itself gives up sooner,
+    /// after `renew::patience`; each primary's leases are credited as it answers.)
     #[cfg(feature = "cluster")]
     pub(crate) fn renewal_bound(
         &self,
