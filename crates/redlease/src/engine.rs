@@ -21,6 +21,7 @@ use crate::replies::{Handoff, Released};
 use crate::scripts::Kind;
 use crate::token::OwnerToken;
 use crate::wait::{Wait, jitter};
+use crate::waiters::Waiters;
 
 /// The client-wide options every primitive's builder starts from (each builder may
 /// override them).
@@ -51,6 +52,8 @@ pub(crate) struct Engine {
     pub(crate) defaults: Defaults,
     /// Every lease handed out and not yet dropped, for `shutdown`.
     leases: Registry,
+    /// Every acquisition waiting now, for `shutdown` to end and withdraw.
+    pub(crate) waiters: Waiters,
     /// The server clock's rate, estimated from fresh grants (one server's clock only).
     pub(crate) clock: Option<ClockWatch>,
     /// This client's hand-offs whose claim window is still open.
@@ -81,6 +84,7 @@ impl Engine {
             observers,
             holder,
             leases: Registry::default(),
+            waiters: Waiters::default(),
         }
     }
 
@@ -121,27 +125,42 @@ impl Engine {
         self.deployment.background(task)
     }
 
-    /// Gives back every live lease and waits for the background work (give-backs, a
-    /// quorum's requests to its last nodes); the first error of a give-back that could
-    /// not reach Redis.
+    /// Gives back every live lease, ends every waiting acquisition and withdraws its queue
+    /// place, and waits for the background work (give-backs, a quorum's requests to its
+    /// last nodes); the first error of a give-back that could not reach Redis.
+    ///
+    /// A waiting acquisition is ended before its place is withdrawn: its future is not
+    /// polled again (see `Request::wait`), so no attempt of it can queue again behind the
+    /// withdrawal, which goes on the same connection as its attempts; an attempt sent
+    /// before runs before it. Its own give-back (its dropped future's) runs too when its
+    /// task next runs, as for any dropped acquisition; the release script is idempotent.
     pub(crate) async fn shutdown(&self) -> Result<()> {
+        let waiting = self.waiters.end_all();
         let leases: Vec<_> = self
             .leases
             .all()
             .into_iter()
             .filter(|holding| holding.close())
             .collect();
-        let given_back = futures_util::future::join_all(leases.iter().map(|holding| {
-            release_token(
-                self,
+        let held = leases.iter().map(|holding| {
+            (
                 &holding.lease.keys,
                 holding.lease.kind(),
                 &holding.lease.token,
             )
-        }))
+        });
+        let places = waiting.iter().map(|w| (&w.keys, w.kind, &w.token));
+        let given_back = futures_util::future::join_all(
+            held.chain(places)
+                .map(|(keys, kind, token)| release_token(self, keys, kind, token)),
+        )
         .await;
         self.deployment.settled().await;
-        tracing::debug!(leases = leases.len(), "client shut down");
+        tracing::debug!(
+            leases = leases.len(),
+            waiting = waiting.len(),
+            "client shut down"
+        );
         given_back
             .into_iter()
             .find_map(std::result::Result::err)
@@ -198,11 +217,14 @@ impl Holding {
     }
 
     /// Tells the renewal scheduler (when it renews this lease) that the lease was just set
-    /// for `ttl` by a request sent at `sent`, so that the next renewal falls due a third of
-    /// that `ttl` later, also when an extension shortened the lease.
+    /// for `ttl` by a request sent at `sent`, so that the next renewal falls due a
+    /// renewal period (`renew::period`) of that `ttl` later, also when an extension
+    /// shortened the lease.
     pub(crate) fn reschedule(&self, sent: Instant, ttl: Duration) {
         if let Some(&entry) = self.renewal.get() {
-            self.engine.renewer.reschedule(entry, sent + ttl / 3);
+            self.engine
+                .renewer
+                .reschedule(entry, sent + crate::renew::period(ttl));
         }
     }
 

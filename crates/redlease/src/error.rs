@@ -31,7 +31,8 @@ pub enum Error {
         name: String,
     },
     /// The lease was given back by [`Client::shutdown`](crate::Client::shutdown) while it
-    /// was held; work under [`Lock::run`](crate::Lock::run) was cancelled.
+    /// was held (work under [`Lock::run`](crate::Lock::run) was cancelled), or while it
+    /// was waited for (the acquisition ended, and its queue place was withdrawn).
     #[error(
         "lock `{name}` was given back because its client was shut down; shut the client down only after the work under its locks ended"
     )]
@@ -416,10 +417,22 @@ impl Error {
     }
 
     /// True when trying again later may succeed: a connection error (the outcome is
-    /// unknown), a passing refusal ([`is_transient`](Self::is_transient)), or a quorum
-    /// that did not answer.
+    /// unknown), a passing refusal ([`is_transient`](Self::is_transient)), a replica's
+    /// refusal ([`is_on_replica`](Self::is_on_replica)), or a quorum that did not answer.
     pub(crate) fn is_worth_retrying(&self) -> bool {
-        self.is_connection() || self.is_transient() || matches!(self, Self::NoQuorum { .. })
+        self.is_connection()
+            || self.is_transient()
+            || self.is_on_replica()
+            || matches!(self, Self::NoQuorum { .. })
+    }
+
+    /// True when a replica refused the command as a write (`READONLY`): nothing was
+    /// written, and the connection that met it is replaced by a new one, which a failover
+    /// endpoint sends to the new primary. Not a passing refusal for callers
+    /// ([`is_transient`](Self::is_transient)): a client pointed at a replica by mistake
+    /// meets it every time.
+    pub(crate) fn is_on_replica(&self) -> bool {
+        matches!(self, Self::Redis { source, .. } if error_code(source) == Some("READONLY"))
     }
 
     /// True when Redis refused the command for a passing reason, so that it did not run

@@ -31,7 +31,7 @@
 //!
 //! # Leases, renewal and loss
 //! A lock is a *lease*: it is ours for its TTL (default 30 s) unless renewed. While a
-//! guard lives, one scheduler per [`Client`] renews it every `ttl/3`, all leases that are
+//! guard lives, one scheduler per [`Client`] renews it every `ttl/4`, all leases that are
 //! due together in one pipelined round trip, so that a critical section may take longer
 //! than the TTL while a crashed process still frees its locks within one TTL. Ask for
 //! [`Renewal::Fixed`] to get a lease that simply expires; set [`Lock::max_hold`] to stop
@@ -44,9 +44,9 @@
 //!   was *sent*, minus a drift margin (`ttl/100 + 2ms`) and a loss margin (`ttl/20`), so
 //!   the guard never claims more than Redis grants and reports a loss with time to stop;
 //! - a renewal that finds another token (or none) marks the lease lost at once; one that
-//!   cannot reach Redis, or gets no answer within a third of the ttl (a silent network),
-//!   is retried until `valid_until` ([`Guard::health`] says `Retrying` meanwhile), then
-//!   the lease is lost;
+//!   cannot reach Redis, or gets no answer within `ttl/15` (a silent network), is
+//!   retried until `valid_until` ([`Guard::health`] says `Retrying` meanwhile, within a
+//!   third of the ttl of the link going silent), then the lease is lost;
 //! - [`Guard::lost`] resolves then, [`Guard::is_held`] turns false, a warning is logged,
 //!   [`Lock::run`] drops the work's future and returns [`Error::Lost`], and
 //!   [`Guard::release`] returns [`Error::Lost`].
@@ -269,6 +269,7 @@ mod renew;
 mod acquire;
 mod builder;
 mod engine;
+mod waiters;
 
 #[cfg(feature = "blocking")]
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]

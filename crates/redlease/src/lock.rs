@@ -101,8 +101,9 @@ impl Lock {
     /// the oldest waiter directly (see [`crate::wait`]), so no waiter starves.
     ///
     /// # Errors
-    /// [`Error::Timeout`] when the wait ran out; otherwise as
-    /// [`try_acquire`](Lock::try_acquire).
+    /// [`Error::Timeout`] when the wait ran out; [`Error::ShutDown`] when
+    /// [`Client::shutdown`](crate::Client::shutdown) ended the wait (and withdrew it from
+    /// the queue); otherwise as [`try_acquire`](Lock::try_acquire).
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future withdraws it from the queue, and gives back a lock

@@ -1,9 +1,10 @@
 //! The renewal scheduler (watchdog): one task per [`Client`](crate::Client) keeps every
 //! auto-renewed lease of that client alive.
 //!
-//! A lease of length `ttl` falls due for renewal `ttl/3` after it was last set. When the
-//! scheduler wakes for the earliest due lease, it also takes every lease that falls due
-//! within the next `ttl/6` of its own (renewing a little early costs nothing), and renews
+//! A lease of length `ttl` falls due for renewal `ttl/4` after it was last set ([`period`]).
+//! When the scheduler wakes for the earliest due lease, it also takes every lease that
+//! falls due within the next `ttl/8` of its own (renewing a little early costs nothing),
+//! and renews
 //! them in **pipelined round trips** of up to `ROUND_TRIP_LEASES`, a few in flight at once:
 //! batches of
 //! up to `BATCH` (in `scripts`) leases per `EVALSHA` of `scripts/lock_renew.lua`. Ten thousand
@@ -12,8 +13,8 @@
 //! in Redis (`GET`, `PEXPIRE`); its holder details are kept several leases at a time
 //! (`Lease::details_due`).
 //!
-//! A renewal that meets a connection error, or gets no answer within a third of the ttl
-//! (a silent network), is retried every `ttl/10` (5 ms to 1 s) until the lease's
+//! A renewal that meets a connection error, or gets no answer within `ttl/15` (a silent
+//! network: [`patience`]), is retried every `ttl/10` (5 ms to 1 s) until the lease's
 //! `valid_until`; only then is the lease declared lost (`valid_until` keeps a twentieth of
 //! the ttl, plus the drift allowance, before Redis can expire the lease: `ttl::claim`).
 //!
@@ -45,6 +46,24 @@ use crate::ttl::ttl_millis;
 /// renewals/s); a few in flight keep Redis busy without one client's writes piling up.
 const ROUND_TRIP_LEASES: usize = 1000;
 const IN_FLIGHT: usize = 8;
+
+/// How long after a renewal (or the grant, or an extend) was sent the next renewal of a
+/// lease of `ttl` falls due: a quarter of the ttl. With [`patience`], whatever moment the
+/// link to Redis goes silent, a renewal sent after it, or in flight then, is given up (and
+/// the lease reported [`Retrying`](crate::LeaseHealth::Retrying)) within
+/// `ttl/4 + ttl/15`, under a third of the ttl; the rest of that third (`ttl/60`) is the
+/// scheduler's own slack. The price is a renewal every quarter of the ttl rather than
+/// every third.
+pub(crate) fn period(ttl: Duration) -> Duration {
+    ttl / 4
+}
+
+/// How long a renewal round trip waits for its answer: a fifteenth of the lease's ttl (see
+/// [`period`]). An answer later than that is a failed renewal, retried: the lease stays
+/// held until its `valid_until`, and only its health says `Retrying` meanwhile.
+fn patience(ttl: Duration) -> Duration {
+    ttl / 15
+}
 
 /// How long the scheduler task waits, with no lease left, for the next one before it ends.
 const IDLE_LINGER: Duration = Duration::from_secs(1);
@@ -127,7 +146,7 @@ impl Renewer {
         let mut book = self.book();
         let id = book.next_id;
         book.next_id += 1;
-        let due = acquired + lease.ttl() / 3;
+        let due = acquired + period(lease.ttl());
         book.entries.insert(
             id,
             Entry {
@@ -275,7 +294,7 @@ impl Renewer {
                 let early = if entry.retrying {
                     Duration::ZERO
                 } else {
-                    lease.ttl() / 6
+                    period(lease.ttl()) / 2
                 };
                 if entry.due > now + early {
                     continue;
@@ -315,12 +334,12 @@ impl Renewer {
     async fn renew(&self, batch: Vec<Due>, next: Instant) {
         let sent = Instant::now();
         // Never wait for a reply past the moment the first of these leases runs out, nor
-        // longer than a third of the shortest ttl: a silent network (packets dropped, no
-        // reset) then shows as `Retrying` within a third of the ttl, and leaves time to
-        // retry (on a new connection) before the lease runs out.
-        let patience = batch
+        // longer than the shortest lease's patience: a silent network (packets dropped, no
+        // reset) then shows as `Retrying` within a third of the ttl (see `period`), and
+        // leaves time to retry before the lease runs out.
+        let bound = batch
             .iter()
-            .map(|d| d.ttl / 3)
+            .map(|d| patience(d.ttl))
             .min()
             .unwrap_or(Duration::ZERO);
         let deadline = batch
@@ -331,7 +350,7 @@ impl Renewer {
             })
             .min()
             .unwrap_or(next)
-            .min(sent + patience);
+            .min(sent + bound);
         // Each lease is credited as soon as its outcome is known (in a cluster, when its
         // primary answers), not when the whole batch is: a slow or silent primary costs
         // the others nothing.
@@ -356,7 +375,7 @@ impl Renewer {
                     self.keep_fence(&due.lease);
                 }
                 if let Some(entry) = book.entries.get_mut(&due.id) {
-                    entry.due = sent + due.ttl / 3;
+                    entry.due = sent + period(due.ttl);
                     entry.retrying = false;
                 }
             } else {
@@ -481,7 +500,7 @@ impl std::fmt::Debug for Renewer {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Renewal {
-    /// Renew every `ttl/3` for as long as the guard lives (the default; what
+    /// Renew every `ttl/4` for as long as the guard lives (the default; what
     /// [`Lock::run`](crate::Lock::run) always does).
     #[default]
     Auto,

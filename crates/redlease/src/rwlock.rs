@@ -161,7 +161,8 @@ impl ReadLock {
     /// Takes a read hold, waiting up to the [`wait`](ReadLock::wait).
     ///
     /// # Errors
-    /// [`Error::Timeout`] when the wait ran out; otherwise as
+    /// [`Error::Timeout`] when the wait ran out; [`Error::ShutDown`] when
+    /// [`Client::shutdown`](crate::Client::shutdown) ended the wait; otherwise as
     /// [`try_acquire`](ReadLock::try_acquire).
     ///
     /// # Cancel safety
@@ -209,7 +210,8 @@ impl WriteLock {
     /// Takes the write hold, waiting up to the [`wait`](WriteLock::wait).
     ///
     /// # Errors
-    /// [`Error::Timeout`] when the wait ran out; otherwise as
+    /// [`Error::Timeout`] when the wait ran out; [`Error::ShutDown`] when
+    /// [`Client::shutdown`](crate::Client::shutdown) ended the wait; otherwise as
     /// [`try_acquire`](WriteLock::try_acquire).
     ///
     /// # Cancel safety

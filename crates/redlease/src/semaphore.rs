@@ -152,7 +152,8 @@ impl Semaphore {
     /// queue.
     ///
     /// # Errors
-    /// [`Error::Timeout`] when the wait ran out; otherwise as
+    /// [`Error::Timeout`] when the wait ran out; [`Error::ShutDown`] when
+    /// [`Client::shutdown`](crate::Client::shutdown) ended the wait; otherwise as
     /// [`try_acquire`](Semaphore::try_acquire).
     ///
     /// # Cancel safety

@@ -11,6 +11,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::prim::Prim;
 use common::replication::replicate;
 use common::{bounded, eventually};
 use redlease::{Client, Guard, LockKeys};
@@ -160,4 +161,78 @@ async fn a_command_connection_left_on_the_demoted_primary_moves_to_the_new_one()
     .unwrap();
     assert!(lock_on(&new, &keys).1, "the new hold is not on B");
     bounded("release again", again.release()).await.unwrap();
+}
+
+/// A waiter whose command connection (and grant subscription) stays on the demoted
+/// primary: the release on the new primary frees the lease, and the waiter's next attempt
+/// meets `READONLY` there. That answer proves the attempt did nothing (a script that
+/// writes is refused before it runs), so the attempt moves to a new connection (the
+/// endpoint sends it to the new primary) and is made again there, within the wait. Before:
+/// `acquire` failed with `READONLY` about a second after the release.
+async fn a_waiter_left_on_the_demoted_primary_takes_the_lease_on_the_new_one(prim: Prim) {
+    let old = common::server();
+    let new = common::server();
+    replicate(&new, &old).await;
+    let endpoint = Proxy::start(old.port()).unwrap();
+    let keys = prim.keys(NAME);
+    let holder = Client::connect(&endpoint.url()).await.unwrap();
+    let waiting = Client::connect(&endpoint.url()).await.unwrap();
+    let held = bounded("acquire", prim.acquire(&holder, NAME, Duration::ZERO))
+        .await
+        .unwrap();
+    let wait = Duration::from_secs(20);
+    let waiter = tokio::spawn({
+        let waiting = waiting.clone();
+        async move {
+            let started = tokio::time::Instant::now();
+            let got = prim.acquire(&waiting, NAME, wait).await;
+            (got, started.elapsed())
+        }
+    });
+    eventually(
+        "the waiter queued, and its place replicated to B",
+        || async {
+            waiting.stats().waiting == 1
+                && new.query(&["LLEN", keys.queue()]).unwrap() == Reply::Integer(1)
+        },
+    )
+    .await;
+
+    // The failover; nothing cuts the clients' connections, which stay on A.
+    new.query(&["REPLICAOF", "NO", "ONE"]).unwrap();
+    replicate(&old, &new).await;
+    endpoint.retarget(new.port());
+
+    bounded("release", held.release()).await.unwrap();
+    let (got, took) = bounded("the waiter's turn", waiter).await.unwrap();
+    let guard = got.unwrap_or_else(|e| panic!("{prim:?}: the waiter failed: {e:?}"));
+    assert!(took < wait, "{prim:?}: took {took:?}");
+    // The guard is the holder on B.
+    let ops = Client::connect(&new.admin_url()).await.unwrap();
+    let on_new = ops.inspect(NAME).await.unwrap().snapshot;
+    let fences: Vec<_> = on_new.holders.iter().map(|h| h.fencing_token).collect();
+    assert_eq!(
+        fences,
+        vec![Some(guard.fencing_token())],
+        "{prim:?}: B's holders are not the waiter's guard"
+    );
+    bounded("release the waiter's guard", guard.release())
+        .await
+        .unwrap();
+    assert!(!ops.inspect(NAME).await.unwrap().is_held());
+}
+
+#[tokio::test]
+async fn a_lock_waiter_left_on_the_demoted_primary_takes_the_lock_on_the_new_one() {
+    a_waiter_left_on_the_demoted_primary_takes_the_lease_on_the_new_one(Prim::Lock).await;
+}
+
+#[tokio::test]
+async fn a_semaphore_waiter_left_on_the_demoted_primary_takes_the_permit_on_the_new_one() {
+    a_waiter_left_on_the_demoted_primary_takes_the_lease_on_the_new_one(Prim::Semaphore).await;
+}
+
+#[tokio::test]
+async fn a_writer_left_on_the_demoted_primary_takes_the_write_lock_on_the_new_one() {
+    a_waiter_left_on_the_demoted_primary_takes_the_lease_on_the_new_one(Prim::Write).await;
 }

@@ -31,6 +31,8 @@ use redlease_local::{Proxy, RedisServer};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+/// The name every lease of this file is on.
+const NAME: &str = "handoff";
 const TTL: Duration = Duration::from_secs(3);
 /// The claim window of `TTL` (see `scripts/lib/grants.lua`).
 const WINDOW: Duration = Duration::from_millis(300);
@@ -58,11 +60,11 @@ async fn queue(
     let task = tokio::spawn({
         let client = client.clone();
         async move {
-            let got = prim.acquire(&client, TTL, wait).await;
+            let got = prim.acquire_for(&client, NAME, TTL, wait).await;
             (got, Instant::now())
         }
     });
-    common::prim::queued_for_grants(server, &prim.keys(), place).await;
+    common::prim::queued_for_grants(server, &prim.keys(NAME), place).await;
     task
 }
 
@@ -74,8 +76,8 @@ async fn taken(
 ) -> Duration {
     let (got, at) = bounded("the live waiter's turn", task).await.unwrap();
     let held = got.unwrap_or_else(|e| panic!("{prim:?}: the live waiter failed: {e}"));
-    assert!(held.guard().is_held());
-    held.release().await;
+    assert!(held.is_held());
+    let _ = held.release().await;
     at.saturating_duration_since(since)
 }
 
@@ -85,7 +87,10 @@ async fn taken(
 async fn waiters_give_up_behind_a_crashed_holder(prim: Prim) {
     let server = server();
     let (holder, link) = behind_proxy(&server).await;
-    let held = prim.acquire(&holder, TTL, Duration::ZERO).await.unwrap();
+    let held = prim
+        .acquire_for(&holder, NAME, TTL, Duration::ZERO)
+        .await
+        .unwrap();
     let mut quitters = Vec::new();
     let mut clients = Vec::new();
     for place in 1..=2 {
@@ -98,7 +103,7 @@ async fn waiters_give_up_behind_a_crashed_holder(prim: Prim) {
     let behind = common::client(&server).await;
     let fourth = queue(&server, prim, &behind, LONG_WAIT, 4).await;
     link.silence();
-    let ends = held.guard().valid_until();
+    let ends = held.valid_until();
     for quitter in quitters {
         let (got, _) = bounded("a waiter giving up", quitter).await.unwrap();
         assert!(
@@ -121,7 +126,10 @@ async fn waiters_give_up_behind_a_crashed_holder(prim: Prim) {
 async fn dead_heads_cost_a_window_each(prim: Prim) {
     let server = server();
     let (holder, link) = behind_proxy(&server).await;
-    let held = prim.acquire(&holder, TTL, Duration::ZERO).await.unwrap();
+    let held = prim
+        .acquire_for(&holder, NAME, TTL, Duration::ZERO)
+        .await
+        .unwrap();
     let mut dead = Vec::new();
     for place in 1..=2 {
         let (client, proxy) = behind_proxy(&server).await;
@@ -134,7 +142,7 @@ async fn dead_heads_cost_a_window_each(prim: Prim) {
         proxy.silence();
     }
     link.silence();
-    let ends = held.guard().valid_until();
+    let ends = held.valid_until();
     let stall = taken(prim, third, ends).await;
     println!(
         "{prim:?}: the 3rd waiter, behind two dead ones, got the lease {stall:?} after the crashed holder's ended"
@@ -163,16 +171,15 @@ async fn the_releaser_exits_after_a_hand_off_to_a_cut_waiter(prim: Prim) {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let at = runtime.block_on(async move {
             let client = Client::connect(&url).await.unwrap();
-            let held = prim.acquire(&client, TTL, Duration::ZERO).await.unwrap();
+            let held = prim
+                .acquire_for(&client, NAME, TTL, Duration::ZERO)
+                .await
+                .unwrap();
             held_tx.send(()).unwrap();
             tokio::task::spawn_blocking(move || go_rx.recv().unwrap())
                 .await
                 .unwrap();
-            let released = match held {
-                Held::Guard(g) => g.release().await,
-                Held::Write(w) => w.release().await,
-            };
-            released.unwrap();
+            held.release().await.unwrap();
             Instant::now()
         });
         // The process ends: its runtime and every task of its client with it.

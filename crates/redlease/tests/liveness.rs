@@ -12,7 +12,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{bounded, client, eventually, get, no_polling, raw, server};
+use common::{bounded, client, eventually, get, no_polling, prim, raw, server};
 use redlease::{Client, Error, Notifications, Owner};
 use std::sync::Arc;
 
@@ -398,6 +398,45 @@ async fn shutdown_cancels_work_under_run() {
     );
     let key = client.lock("work").keys().unwrap().key().to_owned();
     assert_eq!(get(&mut conn.clone(), &key).await, None);
+}
+
+/// Item 10: a client shut down while one of its acquisitions waits behind another
+/// client's holder withdraws that waiter's queue place before `shutdown` returns (the
+/// waiting task, still alive, ends with `ShutDown`). Before: the dead place stayed in the
+/// queue for minutes (the queue's linger), shown to operators, until a hand-off skipped it.
+#[tokio::test]
+async fn shutdown_withdraws_the_queue_places_of_waiting_acquisitions() {
+    let server = server();
+    let ops = Client::connect(&server.admin_url()).await.unwrap();
+    for prim in prim::ALL {
+        let name = format!("queued-{prim:?}");
+        let keys = prim.keys(&name);
+        let holder = client(&server).await;
+        let waiting = client(&server).await;
+        let held = prim.acquire(&holder, &name, Duration::ZERO).await.unwrap();
+        let waiter = tokio::spawn({
+            let (waiting, name) = (waiting.clone(), name.clone());
+            async move { prim.acquire(&waiting, &name, LONG).await.map(|_| ()) }
+        });
+        common::queued_places(&server, &keys, 1).await;
+
+        waiting.shutdown().await.unwrap();
+        // At once: a program ends right after its shutdown, its waiting task with it.
+        let queue = server.query(&["LLEN", keys.queue()]).unwrap();
+        let table = server.query(&["HLEN", keys.waiters()]).unwrap();
+        let seen = ops.inspect(&name).await.unwrap().snapshot;
+        assert!(
+            queue == Reply::Integer(0) && table == Reply::Integer(0) && seen.waiters.is_empty(),
+            "{prim:?}: a place left after shutdown (queue {queue:?}, table {table:?}, inspect {:?})",
+            seen.waiters,
+        );
+        let outcome = bounded("the waiter after shutdown", waiter).await.unwrap();
+        assert!(
+            matches!(outcome, Err(Error::ShutDown { .. })),
+            "{prim:?}: {outcome:?}"
+        );
+        held.release().await.unwrap();
+    }
 }
 
 /// Item 10: a blocking guard dropped just before the program ends releases the lock

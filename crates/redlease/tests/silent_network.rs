@@ -323,3 +323,107 @@ async fn connect_gives_up_on_tls_to_a_plain_port() {
     let url = server.url().replacen("redis://", "rediss://", 1);
     connect_gives_up("TLS to a plain port", &url).await;
 }
+
+/// What the machine may add to the design's bound on the early warning: timer and
+/// scheduling delays of a loaded 2-CPU test machine (a few tens of ms at worst in
+/// practice). Not part of the bound: the renewal schedule itself guarantees a third of
+/// the ttl.
+const WARNING_ALLOWANCE: Duration = Duration::from_millis(150);
+
+/// How long after its link went silent right after a renewal was answered (the worst
+/// moment: the longest wait for the next renewal) a held lease's health reports
+/// `Retrying`, for `guard`'s lease of `ttl` on a client behind `proxy`.
+async fn time_to_retrying(proxy: &Proxy, ttl: Duration, guard: &redlease::Guard) -> Duration {
+    let mut health = guard.health();
+    health.borrow_and_update();
+    // The first renewal's answer (every renewal sends the health anew).
+    bounded("a renewal", health.changed()).await.unwrap();
+    assert!(
+        matches!(*health.borrow(), redlease::LeaseHealth::Renewed { .. }),
+        "the renewal failed before the silence: {:?}",
+        *health.borrow()
+    );
+    proxy.silence();
+    let silent = Instant::now();
+    bounded(
+        "retrying",
+        health.wait_for(|h| !matches!(h, redlease::LeaseHealth::Renewed { .. })),
+    )
+    .await
+    .unwrap();
+    let warned = silent.elapsed();
+    assert!(
+        matches!(*health.borrow(), redlease::LeaseHealth::Retrying { .. }),
+        "no `Retrying` before {:?} ({warned:?} into the silence, ttl {ttl:?})",
+        *health.borrow()
+    );
+    warned
+}
+
+/// A lease whose link goes silent (packets dropped, nothing closed) reports `Retrying`
+/// within a third of its ttl, whenever the silence begins: renewals fall due every
+/// quarter of the ttl and give up after a fifteenth. Measured from the worst moment, just
+/// after a renewal was answered. Before: two thirds of the ttl (a renewal due a third of
+/// the ttl after the last, waiting a third for its answer): 2 s at a ttl of 3 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_link_is_reported_within_a_third_of_the_ttl() {
+    let ttl = Duration::from_secs(3);
+    let server = server();
+    for what in ["lock", "semaphore permit"] {
+        let proxy = Proxy::start(server.port()).unwrap();
+        let client = Client::connect(&proxy.url()).await.unwrap();
+        let name = format!("early-warning-{}", what.len());
+        let guard = match what {
+            "lock" => client.lock(&name).ttl(ttl).acquire().await,
+            _ => client.semaphore(&name, 1).ttl(ttl).acquire().await,
+        }
+        .unwrap();
+        let warned = time_to_retrying(&proxy, ttl, &guard).await;
+        println!("{what}: `Retrying` {warned:?} after the link went silent (ttl {ttl:?})");
+        assert!(
+            warned <= ttl / 3 + WARNING_ALLOWANCE,
+            "{what}: `Retrying` came {warned:?} after the link went silent, later than a third of the ttl ({:?}) and the machine's allowance",
+            ttl / 3
+        );
+        proxy.heal();
+        drop(guard);
+    }
+}
+
+/// A lease whose renewals give up sooner than the response timeout (a fifteenth of a 10 s
+/// ttl, 667 ms) on a link muted by a silent partition moves to a new connection once
+/// they have gone unanswered in a row for the response timeout, and is renewed again soon
+/// after the heal, long before it runs out. Without counting them together, no single
+/// renewal waited the response timeout, the muted connection was never replaced, and the
+/// lease was lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_that_give_up_early_still_replace_a_muted_connection() {
+    let ttl = Duration::from_secs(10);
+    let server = server();
+    let proxy = Proxy::start(server.port()).unwrap();
+    let client = Client::connect(&proxy.url()).await.unwrap();
+    let guard = client.lock("muted").ttl(ttl).acquire().await.unwrap();
+    let mut health = guard.health();
+    proxy.silence();
+    bounded(
+        "retrying",
+        health.wait_for(|h| matches!(h, redlease::LeaseHealth::Retrying { .. })),
+    )
+    .await
+    .unwrap();
+    // Longer than the response timeout (2 s) of renewals given up unanswered.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    proxy.heal();
+    bounded(
+        "renewed again",
+        health.wait_for(|h| !matches!(h, redlease::LeaseHealth::Retrying { .. })),
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(*health.borrow(), redlease::LeaseHealth::Renewed { .. }),
+        "{:?}",
+        *health.borrow()
+    );
+    guard.release().await.unwrap();
+}

@@ -134,7 +134,17 @@ impl Request<'_> {
         deadline: Option<Instant>,
     ) -> Result<Arc<Holding>> {
         let keys = self.keys;
-        let guard = self.acquire_unreplicated(keys, started, deadline).await?;
+        let token = OwnerToken::generate()?;
+        // `Client::shutdown` ends the wait and withdraws whatever it left in Redis (its
+        // queue place): biased, so that the attempts' future is never polled again once
+        // ended, and dropped as a cancelled acquisition is (its give-back runs).
+        let waiting = self.engine.waiters.enter(keys, self.kind, &token);
+        let guard = tokio::select! {
+            biased;
+            () = waiting.ended() => return Err(Error::ShutDown { name: self.name.to_string() }),
+            outcome = self.acquire_unreplicated(keys, token, started, deadline) => outcome?,
+        };
+        drop(waiting);
         if self.min_replicas.is_none() {
             return Ok(guard);
         }
@@ -181,10 +191,10 @@ impl Request<'_> {
     async fn acquire_unreplicated(
         &self,
         keys: &Arc<LockKeys>,
+        token: OwnerToken,
         started: Instant,
         deadline: Option<Instant>,
     ) -> Result<Arc<Holding>> {
-        let token = OwnerToken::generate()?;
         let notifier = &self.engine.notifier;
         let mut epochs = notifier.epochs();
         // Its give-back armed from the start: a dropped or failed acquisition gives back
@@ -340,15 +350,16 @@ impl Request<'_> {
 
     /// How long to wait before retrying an attempt that failed with `e`, or `None` when
     /// the error is final. Connection errors (the outcome is unknown: the give-back guard
-    /// settles it), a quorum that did not answer, and passing refusals (`BUSY`, `LOADING`:
-    /// nothing ran) are retried with jittered back-off for as long as the wait lasts, so
+    /// settles it), a quorum that did not answer, and passing refusals (`BUSY`, `LOADING`,
+    /// a replica's `READONLY` still met after the deployment's own retries: nothing ran)
+    /// are retried with jittered back-off for as long as the wait lasts, so
     /// an outage shorter than the wait is ridden out; the caller stops at the deadline and
     /// returns the last error.
     fn retry_after(&self, e: &Error, failures: &mut u32) -> Option<Duration> {
         if !e.is_worth_retrying() {
             return None;
         }
-        if e.is_transient() {
+        if e.is_transient() || e.is_on_replica() {
             tracing::debug!(error = %e, "attempt refused for now, retrying");
         } else {
             tracing::debug!(error = %e, "attempt failed; outcome unknown, retrying");

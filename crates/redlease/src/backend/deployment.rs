@@ -236,7 +236,37 @@ impl Deployment {
     /// lasts since the first try: the connection reconnects by itself meanwhile. Without this,
     /// a release that meets a dropped connection would leave the lock held by nobody
     /// until its TTL.
-    pub(crate) async fn across_reconnects<T, F, Fut>(&self, mut call: F) -> RedisResult<T>
+    pub(crate) async fn across_reconnects<T, F, Fut>(&self, call: F) -> RedisResult<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        self.again_after(retried, call).await
+    }
+
+    /// Runs a script call that writes (an acquisition attempt, whose outcome a connection
+    /// error leaves unknown: its caller settles that), again after a `READONLY` only, as
+    /// [`Deployment::across_reconnects`] does: the connection that met it is on a replica
+    /// (a primary demoted behind a failover endpoint) and is replaced by a new one, which
+    /// the endpoint sends to the new primary. The refused attempt did nothing: a replica
+    /// accepts no write, and the script stopped at its first one, so sending it again is
+    /// the same attempt.
+    pub(crate) async fn off_replicas<T, F, Fut>(&self, call: F) -> RedisResult<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        self.again_after(on_replica, call).await
+    }
+
+    /// Runs `call`, again while it fails with an error `again` accepts, for as long as the
+    /// response timeout lasts since the first try, with a short back-off that leaves the
+    /// connection time to reconnect.
+    async fn again_after<T, F, Fut>(
+        &self,
+        again: fn(&redis::RedisError) -> bool,
+        mut call: F,
+    ) -> RedisResult<T>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = RedisResult<T>>,
@@ -245,9 +275,9 @@ impl Deployment {
         let mut tries = 0u32;
         loop {
             match Box::pin(call()).await {
-                Err(e) if retried(&e) && tokio::time::Instant::now() < until => {
+                Err(e) if again(&e) && tokio::time::Instant::now() < until => {
                     tries += 1;
-                    tracing::debug!(error = %e, tries, "connection error; trying again after the reconnect");
+                    tracing::debug!(error = %e, tries, "connection error or replica; trying again on the new connection");
                     let pause = RECONNECT_PAUSE.saturating_mul(1 << tries.min(5));
                     let wake = (tokio::time::Instant::now() + pause).min(until);
                     tokio::time::sleep_until(wake).await;
@@ -258,9 +288,10 @@ impl Deployment {
     }
 
     /// How long a cluster renewal waits for one primary: the response timeout, but no
-    /// more than a third of the shortest lease in `batch`. A renewal is due a third of
-    /// the lease in; one that waited longer would leave no time to try again before the
-    /// lease runs out, and a slow primary would take the healthy ones' leases with it.
+    /// more than a third of the shortest lease in `batch`: one that waited longer would
+    /// leave no time to try again before the lease runs out, and a slow primary would
+    /// take the healthy ones' leases with it. (The renewal round itself gives up sooner,
+    /// after `renew::patience`; each primary's leases are credited as it answers.)
     #[cfg(feature = "cluster")]
     pub(crate) fn renewal_bound(
         &self,
@@ -293,5 +324,10 @@ impl Deployment {
 /// Whether [`Deployment::across_reconnects`] tries a call again after `e`: a connection
 /// error, or `READONLY` (the connection, now on a replica, is replaced by a new one).
 fn retried(e: &redis::RedisError) -> bool {
-    is_connection_error(e) || crate::error::error_code(e) == Some("READONLY")
+    is_connection_error(e) || on_replica(e)
+}
+
+/// Whether `e` is a replica's refusal of a write (`READONLY`).
+fn on_replica(e: &redis::RedisError) -> bool {
+    crate::error::error_code(e) == Some("READONLY")
 }

@@ -87,7 +87,9 @@ impl Deployment {
         if self.topology == Topology::Quorum {
             return Box::pin(quorum::acquire(self, keys, args)).await;
         }
-        Box::pin(acquire_on(self.primary(), keys, args))
+        // A `READONLY` never reaches the caller while the response timeout lasts: the
+        // attempt did nothing, and is made again on a new connection (see `off_replicas`).
+        self.off_replicas(|| acquire_on(self.primary(), keys, args))
             .await
             .map_err(|e| self.error("acquiring a lock", &keys.key, e))
     }

@@ -110,7 +110,10 @@ impl Client {
         self.engine.clock.as_ref().and_then(ClockWatch::rate)
     }
 
-    /// Gives back every lease this client (and its clones) still holds and waits until
+    /// Gives back every lease this client (and its clones) still holds, ends every
+    /// acquisition of theirs that is waiting (it returns
+    /// [`Error::ShutDown`](crate::Error::ShutDown)) and withdraws its place in the
+    /// queue, so that no hand-off goes to a waiter that is gone, and waits until
     /// every release running in the background is done: call it before the program
     /// returns from `main`, so that no lock stays held by nobody until its TTL. Over a
     /// quorum that includes the requests to the nodes that had not answered when a

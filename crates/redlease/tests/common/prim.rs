@@ -1,96 +1,102 @@
-//! The three primitives whose waiters queue for hand-offs (a lock, a semaphore of one
-//! permit, a read-write lock's write side), behind one enum, so that a test of the
-//! hand-off runs the same steps on each.
+//! The primitives whose waiters queue (a lock, a one-permit semaphore, a read-write
+//! lock's write hold), for tests that run the same steps on each.
 
 use std::time::Duration;
 
 use redlease::{Client, Guard, LockKeys, Primitive, WriteGuard};
 use redlease_local::{RedisServer, Reply};
 
-/// The name every test of this module locks.
-pub const NAME: &str = "prim";
-
-/// One of the primitives that hand off.
+/// A primitive whose waiters queue.
 #[derive(Debug, Clone, Copy)]
 pub enum Prim {
     Lock,
+    /// A permit of a one-permit semaphore.
     Semaphore,
+    /// A read-write lock's write hold.
     Write,
 }
 
-/// Every primitive that hands off.
+/// Every [`Prim`].
 pub const ALL: [Prim; 3] = [Prim::Lock, Prim::Semaphore, Prim::Write];
 
-/// A held lease of any of the three.
+/// A hold of one of [`Prim`].
 pub enum Held {
     Guard(Guard),
     Write(WriteGuard),
 }
 
-impl Held {
-    pub fn guard(&self) -> &Guard {
+impl std::ops::Deref for Held {
+    type Target = Guard;
+    fn deref(&self) -> &Guard {
         match self {
             Self::Guard(g) => g,
             Self::Write(w) => w,
         }
     }
+}
 
-    pub async fn release(self) {
-        // The lease may be gone by now (the test's servers moved); only its truth at
-        // the grant is judged.
-        let _ = match self {
+impl Held {
+    pub async fn release(self) -> redlease::Result<()> {
+        match self {
             Self::Guard(g) => g.release().await,
             Self::Write(w) => w.release().await,
-        };
+        }
     }
 }
 
 impl Prim {
-    /// The primitive named `NAME`, taken for `ttl` with a wait of `wait`.
-    pub async fn acquire(
-        self,
-        client: &Client,
-        ttl: Duration,
-        wait: Duration,
-    ) -> redlease::Result<Held> {
-        match self {
-            Self::Lock => client
-                .lock(NAME)
-                .ttl(ttl)
-                .wait(wait)
-                .acquire()
-                .await
-                .map(Held::Guard),
-            Self::Semaphore => client
-                .semaphore(NAME, 1)
-                .ttl(ttl)
-                .wait(wait)
-                .acquire()
-                .await
-                .map(Held::Guard),
-            Self::Write => client
-                .rwlock(NAME)
-                .write()
-                .ttl(ttl)
-                .wait(wait)
-                .acquire()
-                .await
-                .map(Held::Write),
-        }
-    }
-
-    pub fn keys(self) -> LockKeys {
+    /// The keys of the primitive named `name` (the default prefix).
+    pub fn keys(self, name: &str) -> LockKeys {
         let primitive = match self {
             Self::Lock => Primitive::Lock,
             Self::Semaphore => Primitive::Semaphore,
             Self::Write => Primitive::RwLock,
         };
-        LockKeys::of("redlease:", NAME, primitive).unwrap()
+        LockKeys::of("redlease:", name, primitive).unwrap()
     }
 
-    /// Whether `server` holds a live lease of this primitive granted with `fence`.
-    pub fn holds(self, server: &RedisServer, fence: u64) -> bool {
-        let keys = self.keys();
+    /// Acquires the primitive named `name` with a 30 s ttl, waiting up to `wait`.
+    pub async fn acquire(
+        self,
+        client: &Client,
+        name: &str,
+        wait: Duration,
+    ) -> redlease::Result<Held> {
+        self.acquire_for(client, name, Duration::from_secs(30), wait)
+            .await
+    }
+
+    /// Acquires the primitive named `name` for `ttl`, waiting up to `wait`.
+    pub async fn acquire_for(
+        self,
+        client: &Client,
+        name: &str,
+        ttl: Duration,
+        wait: Duration,
+    ) -> redlease::Result<Held> {
+        match self {
+            Self::Lock => client
+                .lock(name)
+                .ttl(ttl)
+                .wait(wait)
+                .acquire()
+                .await
+                .map(Held::Guard),
+            Self::Semaphore => {
+                let pool = client.semaphore(name, 1).ttl(ttl).wait(wait);
+                pool.acquire().await.map(Held::Guard)
+            }
+            Self::Write => {
+                let write = client.rwlock(name).write().ttl(ttl).wait(wait);
+                write.acquire().await.map(Held::Write)
+            }
+        }
+    }
+
+    /// Whether `server` holds a live lease of the primitive named `name` granted with
+    /// `fence`.
+    pub fn holds(self, server: &RedisServer, name: &str, fence: u64) -> bool {
+        let keys = self.keys(name);
         let fence = fence.to_string();
         if matches!(self, Self::Lock) {
             let Reply::Bulk(details) = server.query(&["GET", keys.holder()]).unwrap() else {

@@ -60,6 +60,7 @@ impl Conn {
         Self::Single(Watched {
             manager,
             stale: Arc::default(),
+            unanswered_since: Arc::default(),
             stale_after,
         })
     }
@@ -80,6 +81,11 @@ impl Conn {
 pub(crate) struct Watched {
     manager: ConnectionManager,
     stale: Arc<AtomicBool>,
+    /// When the earliest of the requests given up unanswered since the connection's last
+    /// answer was sent (`None` after an answer): callers that give up sooner than the
+    /// response timeout (a renewal waits a fraction of its ttl) and try again, each time
+    /// unanswered, leave it silent for that long together.
+    unanswered_since: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
     stale_after: Duration,
 }
 
@@ -93,6 +99,7 @@ impl Watched {
     ) -> RedisFuture<'a, T> {
         let mut watch = Watch {
             stale: Arc::clone(&self.stale),
+            unanswered_since: Arc::clone(&self.unanswered_since),
             since: tokio::time::Instant::now(),
             after: self.stale_after,
             answered: false,
@@ -111,6 +118,9 @@ impl Watched {
             if replace {
                 watch.mark();
             }
+            if !matches!(&result, Err(e) if e.is_timeout()) {
+                *watch.unanswered() = None;
+            }
             result
         })
     }
@@ -122,15 +132,24 @@ fn is_readonly(value: &Value) -> bool {
 }
 
 /// One request on a [`Watched`] connection; marks it stale when dropped unanswered after
-/// waiting `after` (its caller gave up on it, as a quorum's node bound does).
+/// waiting `after` (its caller gave up on it, as a quorum's node bound does), or when the
+/// requests given up unanswered in a row since the connection's last answer span `after`.
 struct Watch {
     stale: Arc<AtomicBool>,
+    unanswered_since: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
     since: tokio::time::Instant,
     after: Duration,
     answered: bool,
 }
 
 impl Watch {
+    fn unanswered(&self) -> std::sync::MutexGuard<'_, Option<tokio::time::Instant>> {
+        // One assignment per critical section: a poisoned lock is consistent.
+        self.unanswered_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn mark(&self) {
         if !self.stale.swap(true, Ordering::AcqRel) {
             tracing::debug!(
@@ -142,7 +161,11 @@ impl Watch {
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        if !self.answered && self.since.elapsed() >= self.after {
+        if self.answered {
+            return;
+        }
+        let since = *self.unanswered().get_or_insert(self.since);
+        if since.elapsed() >= self.after {
             self.mark();
         }
     }
