@@ -19,7 +19,7 @@ fn verify(scenario: &Scenario) -> Report<FailoverConfig> {
 }
 
 #[test]
-fn before_the_fix_a_grant_replicated_to_the_demoted_primary_makes_two_holders() {
+fn trusting_any_link_a_grant_replicated_to_the_demoted_primary_makes_two_holders() {
     let report = verify(&scenarios::before_trust_any_link());
     let text = report.discovery(MUTUAL_EXCLUSION).unwrap().to_string();
     let failover = text.find("failover:").unwrap();
@@ -38,11 +38,33 @@ fn mutation_checking_a_link_only_when_it_is_made_is_caught() {
 }
 
 #[test]
-fn the_fix_confirms_grants_from_a_link_off_the_primary() {
+fn a_role_exact_at_the_read_holds_across_one_failover() {
+    verify(&scenarios::checked_at_read_one_failover());
+}
+
+#[test]
+fn a_role_exact_at_the_read_breaks_across_a_failback() {
+    let report = verify(&scenarios::checked_at_read_failback());
+    let text = report.discovery(WITHIN_TRUTH).unwrap().to_string();
+    assert!(text.contains("failover again"), "{text}");
+}
+
+#[test]
+fn role_asked_after_the_grant_breaks_across_a_failback() {
+    let report = verify(&scenarios::role_asked_after_failback());
+    let text = report.discovery(WITHIN_TRUTH).unwrap().to_string();
+    let asked = text.find("asks ROLE").unwrap();
+    let back = text.find("failover again").unwrap();
+    let answered = text.find("answers").unwrap();
+    assert!(asked < answered && back < answered, "{text}");
+}
+
+#[test]
+fn the_one_hand_off_confirms_every_pushed_grant_however_often_the_primary_moves() {
     verify(&scenarios::fixed());
 }
 
 #[test]
 fn every_failover_scenario_has_a_test() {
-    assert_eq!(scenarios::all().len(), 3);
+    assert_eq!(scenarios::all().len(), 6);
 }

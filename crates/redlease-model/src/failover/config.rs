@@ -11,10 +11,18 @@ pub enum Rule {
     /// does when sharded), not again: a grant is trusted from a link that was on the
     /// primary when it was made.
     TrustLinkCheckedOnce,
-    /// The fix: a grant is trusted only from a link on the server that holds the data
-    /// (role and run id checked, as of the grant); otherwise it is confirmed by an
-    /// attempt on the primary.
+    /// A grant is trusted only from a link on the server that is the primary at the very
+    /// moment the grant is read (an exact check no client can make); otherwise it is
+    /// confirmed by an attempt on the primary. Sound across one failover, not across a
+    /// failback: the server a grant was relayed by can be the primary again by then.
     TrustLinkOnPrimary,
+    /// The code before the one hand-off: `ROLE` asked on the link after the grant is read,
+    /// its answer read at any later moment; a grant is trusted when the answer says
+    /// primary, else confirmed by an attempt.
+    TrustRoleAskedAfter,
+    /// The one hand-off (`scripts/lib/grants.lua`): a pushed grant is never trusted, it
+    /// sets a claim window that only the waiter's attempt on the primary confirms.
+    ConfirmByAttempt,
 }
 
 /// One configuration of the failover model.
@@ -28,16 +36,26 @@ pub struct FailoverConfig {
     pub clients: usize,
     /// The rule.
     pub rule: Rule,
+    /// How many times the primary may move (a failover, then back, and so on).
+    pub role_changes: u8,
 }
 
 impl FailoverConfig {
-    /// A holder, a waiter and a third client, under `rule`.
+    /// A holder, a waiter and a third client, under `rule`, with one failover.
     pub fn code(rule: Rule) -> Self {
         FailoverConfig {
             name: "failover",
             clients: 3,
             rule,
+            role_changes: 1,
         }
+    }
+
+    /// The same with the primary moving `role_changes` times (back and forth).
+    #[must_use]
+    pub fn moving(mut self, role_changes: u8) -> Self {
+        self.role_changes = role_changes;
+        self
     }
 }
 

@@ -6,6 +6,10 @@
 //! skipped grant on the old primary, over the waiter's link. A waiter follows a [`Rule`]
 //! to decide whether it trusts a pushed grant.
 //!
+//! The primary may move back and forth (a failover, a failback, ...) as often as the
+//! configuration allows, between any two steps, also between a grant's read and the
+//! answer to a `ROLE` asked about it.
+//!
 //! Properties: [`MUTUAL_EXCLUSION`] and [`WITHIN_TRUTH`] (a client believes it holds only
 //! while the key holds its token). Leases do not run out here: the model is about who is
 //! told, not when.
@@ -13,7 +17,7 @@
 //! ```
 //! use redlease_model::failover::{self, FailoverConfig, Rule};
 //!
-//! let report = failover::check(FailoverConfig::code(Rule::TrustLinkOnPrimary));
+//! let report = failover::check(FailoverConfig::code(Rule::ConfirmByAttempt).moving(3));
 //! assert!(report.exhaustive);
 //! assert!(report.holds(failover::MUTUAL_EXCLUSION));
 //! ```

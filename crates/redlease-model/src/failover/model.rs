@@ -10,7 +10,8 @@ use super::state::{Client, Phase, Reply, SEEN_CONFIRM, SEEN_RELAYED, SEEN_SKIP, 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
     /// The replica is promoted (the endpoint now leads new connections to it); the old
-    /// primary becomes its replica, and the links on it stay open.
+    /// primary becomes its replica, and the links on it stay open. Any number of times,
+    /// up to the configuration's `role_changes`: a failover, a failback, ...
     Failover,
     /// The client calls `acquire`: its link and its attempt go to the primary.
     Begin(usize),
@@ -22,6 +23,8 @@ pub enum Action {
     Recheck(usize),
     /// The client reads a grant pushed over its link.
     Take(usize),
+    /// The client reads the answer to the `ROLE` it asked on its link after a grant.
+    Role(usize),
     /// The holder releases (`release.lua` on the primary).
     Release(usize),
     /// Replication delivers the oldest PUBLISH on its way to the replica, to the links on
@@ -57,7 +60,10 @@ impl FailoverModel {
     pub fn apply(&self, last: &State, action: Action) -> State {
         let mut s = last.clone();
         match action {
-            Action::Failover => s.primary = 1,
+            Action::Failover => {
+                s.primary = 1 - s.primary;
+                s.changes += 1;
+            }
             Action::Begin(i) => {
                 let c = &mut s.clients[i];
                 c.link = Some(s.primary);
@@ -81,11 +87,26 @@ impl FailoverModel {
                 let c = &mut s.clients[i];
                 c.grants -= 1;
                 let trusted = match self.config.rule {
-                    Rule::TrustAnyLink => true,
-                    Rule::TrustLinkCheckedOnce => c.link_checked,
-                    Rule::TrustLinkOnPrimary => c.link == Some(primary),
+                    Rule::TrustAnyLink => Some(true),
+                    Rule::TrustLinkCheckedOnce => Some(c.link_checked),
+                    Rule::TrustLinkOnPrimary => Some(c.link == Some(primary)),
+                    Rule::TrustRoleAskedAfter => None,
+                    Rule::ConfirmByAttempt => Some(false),
                 };
-                if trusted {
+                match trusted {
+                    Some(true) => c.phase = Phase::Holding,
+                    Some(false) => {
+                        c.phase = Phase::Attempting(None);
+                        s.seen |= SEEN_CONFIRM;
+                    }
+                    None => c.phase = Phase::Checking,
+                }
+            }
+            Action::Role(i) => {
+                // The server answers as what it is when ROLE reaches it: now.
+                let primary = s.primary;
+                let c = &mut s.clients[i];
+                if c.link == Some(primary) {
                     c.phase = Phase::Holding;
                 } else {
                     c.phase = Phase::Attempting(None);
@@ -204,6 +225,7 @@ impl Model for FailoverModel {
         };
         vec![State {
             primary: 0,
+            changes: 0,
             key: Some(0),
             queue: vec![1],
             relayed: Vec::new(),
@@ -213,7 +235,7 @@ impl Model for FailoverModel {
     }
 
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
-        if s.primary == 0 {
+        if s.changes < self.config.role_changes {
             actions.push(Action::Failover);
         }
         if !s.relayed.is_empty() {
@@ -233,6 +255,7 @@ impl Model for FailoverModel {
                         actions.push(Action::Take(i));
                     }
                 }
+                Phase::Checking => actions.push(Action::Role(i)),
                 Phase::Holding => actions.push(Action::Release(i)),
                 Phase::Idle | Phase::Done => {}
             }

@@ -37,8 +37,8 @@ impl Scenario {
     }
 }
 
-fn scenario(name: &'static str, rule: Rule, expect: Expect) -> Scenario {
-    let mut config = FailoverConfig::code(rule);
+fn scenario(name: &'static str, rule: Rule, role_changes: u8, expect: Expect) -> Scenario {
+    let mut config = FailoverConfig::code(rule).moving(role_changes);
     config.name = name;
     Scenario {
         config,
@@ -47,12 +47,13 @@ fn scenario(name: &'static str, rule: Rule, expect: Expect) -> Scenario {
     }
 }
 
-/// Before the fix: the waiter trusts the grant replication brings to its link on the
+/// Trusting any link: the waiter trusts the grant replication brings to its link on the
 /// demoted primary, while the lock went to the next waiter (or nobody).
 pub fn before_trust_any_link() -> Scenario {
     scenario(
-        "failover before the fix: a grant trusted from a link on the demoted primary",
+        "failover, any link trusted: a grant trusted from a link on the demoted primary",
         Rule::TrustAnyLink,
+        1,
         Expect::Violated,
     )
 }
@@ -62,15 +63,53 @@ pub fn mutation_checked_once() -> Scenario {
     scenario(
         "failover mutation: a link's role checked only when it is made",
         Rule::TrustLinkCheckedOnce,
+        1,
         Expect::Violated,
     )
 }
 
-/// The fix: a grant from a link not on the primary is confirmed by an attempt.
+/// The link's role checked exactly when the grant is read: sound while the primary moves
+/// once.
+pub fn checked_at_read_one_failover() -> Scenario {
+    let mut s = scenario(
+        "failover, role exact at the read: one failover",
+        Rule::TrustLinkOnPrimary,
+        1,
+        Expect::Holds,
+    );
+    s.examples.push(CONFIRMED);
+    s
+}
+
+/// The same check across a failback: the server that relayed the grant is the primary
+/// again when the grant is read, though the release that published it never gave it.
+pub fn checked_at_read_failback() -> Scenario {
+    scenario(
+        "failback, role exact at the read: a relayed grant read once its server is primary again",
+        Rule::TrustLinkOnPrimary,
+        2,
+        Expect::Violated,
+    )
+}
+
+/// `ROLE` asked after the grant, its answer read later (the code before the one
+/// hand-off): across a failback, the answer says primary for a grant that server only
+/// relayed.
+pub fn role_asked_after_failback() -> Scenario {
+    scenario(
+        "failback, ROLE asked after the grant: primary again by the time it answers",
+        Rule::TrustRoleAskedAfter,
+        2,
+        Expect::Violated,
+    )
+}
+
+/// The one hand-off: a pushed grant is never trusted, however often the primary moves.
 pub fn fixed() -> Scenario {
     let mut s = scenario(
-        "failover fix: grants trusted only from a link on the primary",
-        Rule::TrustLinkOnPrimary,
+        "failover and back three times, the one hand-off: every pushed grant confirmed by an attempt",
+        Rule::ConfirmByAttempt,
+        3,
         Expect::Holds,
     );
     s.examples.push(CONFIRMED);
@@ -79,5 +118,12 @@ pub fn fixed() -> Scenario {
 
 /// Every failover scenario.
 pub fn all() -> Vec<Scenario> {
-    vec![before_trust_any_link(), mutation_checked_once(), fixed()]
+    vec![
+        before_trust_any_link(),
+        mutation_checked_once(),
+        checked_at_read_one_failover(),
+        checked_at_read_failback(),
+        role_asked_after_failback(),
+        fixed(),
+    ]
 }

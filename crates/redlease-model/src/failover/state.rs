@@ -20,6 +20,9 @@ pub enum Phase {
     Attempting(Option<Reply>),
     /// Busy: waiting for a grant or its re-check timer.
     Waiting,
+    /// A grant read; `ROLE` asked on its link, the answer not read yet
+    /// ([`Rule::TrustRoleAskedAfter`](super::Rule::TrustRoleAskedAfter)).
+    Checking,
     /// `acquire` returned a guard: it believes it holds the lock.
     Holding,
     /// Released.
@@ -49,8 +52,11 @@ pub const SEEN_RELAYED: u8 = 4;
 /// A state of the failover model.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct State {
-    /// The server that is primary (0 at first; 1 after the failover).
+    /// The server that is primary (0 at first; 1 after a failover, 0 again after a
+    /// failback).
     pub primary: u8,
+    /// How many times the primary moved.
+    pub changes: u8,
     /// The client whose token the lock key holds.
     pub key: Option<u8>,
     /// The FIFO queue of waiting clients, oldest first.

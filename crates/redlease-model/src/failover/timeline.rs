@@ -68,7 +68,13 @@ fn rule_text(rule: Rule) -> &'static str {
         Rule::TrustAnyLink => "before the fix: a pushed grant trusted from any link",
         Rule::TrustLinkCheckedOnce => "mutation: a link's role checked only when it is made",
         Rule::TrustLinkOnPrimary => {
-            "the fix: a pushed grant trusted only from a link on the primary, else confirmed"
+            "a pushed grant trusted only from a link on the primary of the moment it is read, else confirmed"
+        }
+        Rule::TrustRoleAskedAfter => {
+            "before the one hand-off: ROLE asked on the link after a pushed grant, trusted when it says primary"
+        }
+        Rule::ConfirmByAttempt => {
+            "the one hand-off: a pushed grant is never trusted, the waiter confirms it with an attempt"
         }
     }
 }
@@ -77,10 +83,15 @@ fn describe(action: Action, before: &State, after: &State) -> String {
     let name = |i: usize| client_name(i);
     match action {
         Action::Failover => format!(
-            "failover: {} is promoted, the endpoint leads new connections to it; {} is its \
+            "{}: {} is promoted, the endpoint leads new connections to it; {} is its \
              replica now, the links on it stay open",
-            server(1),
-            server(0)
+            if before.changes == 0 {
+                "failover"
+            } else {
+                "failover again"
+            },
+            server(after.primary),
+            server(before.primary)
         ),
         Action::Begin(i) => format!(
             "{} calls acquire: its link and its attempt go through the endpoint to {}",
@@ -103,22 +114,7 @@ fn describe(action: Action, before: &State, after: &State) -> String {
             _ => format!("{} reads busy: waits for a grant", name(i)),
         },
         Action::Recheck(i) => format!("{}'s re-check timer fires: it sends an attempt", name(i)),
-        Action::Take(i) => {
-            let link = before.clients[i].link.map_or(String::from("?"), server);
-            if after.clients[i].phase == Phase::Holding {
-                format!(
-                    "{} reads the grant pushed over its link on {link}: trusted, acquire \
-                     returns, it holds",
-                    name(i)
-                )
-            } else {
-                format!(
-                    "{} reads the grant pushed over its link on {link}: not the primary, it \
-                     confirms with an attempt",
-                    name(i)
-                )
-            }
-        }
+        Action::Take(_) | Action::Role(_) => read_grant(action, before, after),
         Action::Release(i) => {
             let skipped: Vec<String> = (before.queue.iter())
                 .filter(|&&q| !after.queue.contains(&q) && after.key != Some(q))
@@ -161,6 +157,50 @@ fn describe(action: Action, before: &State, after: &State) -> String {
                 }
             )
         }
+    }
+}
+
+/// A client reading a pushed grant, or the answer to the `ROLE` it asked about one.
+fn read_grant(action: Action, before: &State, after: &State) -> String {
+    let name = |i: usize| client_name(i);
+    match action {
+        Action::Take(i) => {
+            let link = before.clients[i].link.map_or(String::from("?"), server);
+            if after.clients[i].phase == Phase::Checking {
+                format!(
+                    "{} reads the grant pushed over its link on {link} and asks ROLE there",
+                    name(i)
+                )
+            } else if after.clients[i].phase == Phase::Holding {
+                format!(
+                    "{} reads the grant pushed over its link on {link}: trusted, acquire \
+                     returns, it holds",
+                    name(i)
+                )
+            } else {
+                format!(
+                    "{} reads the grant pushed over its link on {link}: not trusted, it \
+                     confirms with an attempt",
+                    name(i)
+                )
+            }
+        }
+        Action::Role(i) => {
+            let link = before.clients[i].link.map_or(String::from("?"), server);
+            if after.clients[i].phase == Phase::Holding {
+                format!(
+                    "{link} answers {}'s ROLE: primary (now); the grant is trusted, acquire \
+                     returns, it holds",
+                    name(i)
+                )
+            } else {
+                format!(
+                    "{link} answers {}'s ROLE: replica; it confirms with an attempt",
+                    name(i)
+                )
+            }
+        }
+        _ => String::new(),
     }
 }
 
