@@ -11,42 +11,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{bounded, eventually};
+use common::{bounded, eventually, replicate};
 use redlease::{Client, Guard, LockKeys};
 use redlease_local::{Proxy, RedisServer, Reply};
 
 const NAME: &str = "behind-the-endpoint";
-
-/// `field` of `INFO replication` on `server`.
-fn replication(server: &RedisServer, field: &str) -> String {
-    let reply = server.query(&["INFO", "replication"]).unwrap();
-    let text = reply.text().unwrap_or_default();
-    text.lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .unwrap_or_default()
-        .trim()
-        .to_owned()
-}
-
-/// Makes `replica` replicate `primary` and waits until its link is up.
-async fn replicate(replica: &RedisServer, primary: &RedisServer) {
-    if std::env::var_os(redlease_local::TEST_ACL_ENV).is_some() {
-        for (name, value) in [
-            ("masteruser", "admin"),
-            ("masterauth", redlease_local::TEST_ADMIN_PASSWORD),
-        ] {
-            replica.query(&["CONFIG", "SET", name, value]).unwrap();
-        }
-    }
-    let port = primary.port().to_string();
-    replica
-        .query(&["REPLICAOF", "127.0.0.1", port.as_str()])
-        .unwrap();
-    eventually("the replica's link to its primary", || async {
-        replication(replica, "master_link_status") == "up"
-    })
-    .await;
-}
 
 /// The lock's fencing counter and owner on `server`.
 fn lock_on(server: &RedisServer, keys: &LockKeys) -> (Option<String>, bool) {
