@@ -107,7 +107,7 @@ pub(crate) struct Lease {
     state: watch::Sender<State>,
     /// One step of the lease's life at a time: a renewal or an extend holds it from before
     /// it reads the lease's ttl until its reply was applied (or it gave up). Redis runs a
-    /// lease's requests in an order that need not be their send order (a NOSCRIPT reload
+    /// lease's requests in an order that need not be their send order (a NOSCRIPT answer
     /// or a retry across a reconnect sends again later), so replies are applied in the
     /// order Redis ran them only when the requests never overlap.
     steps: Arc<tokio::sync::Mutex<()>>,

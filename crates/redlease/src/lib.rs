@@ -72,7 +72,7 @@
 //! The claim holds for the lease's whole life. [`Guard::extend`] to a shorter ttl lowers
 //! the claim before it is sent (dropped or failed, it may still run in Redis); a lease's
 //! renewals and extends never overlap, so their replies are applied in the order Redis ran
-//! them, also when a `NOSCRIPT` reload or a retry sends one again later. The holder's
+//! them, also when a `NOSCRIPT` or a retry sends one again later. The holder's
 //! fencing token is kept with its lease, so a hold of weeks outlives its fencing counter.
 //!
 //! What a lost lease cannot undo is a write the old holder already sent. That is what the

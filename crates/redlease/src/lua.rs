@@ -1,6 +1,6 @@
-//! The Lua scripts (`scripts/*.lua`), loaded once and sent with EVALSHA (redis-rs reloads
-//! them on NOSCRIPT), and their texts by SHA1 for the places that need them: `EVAL` where
-//! a cluster node lacks a script, and error messages that name the script.
+//! The Lua scripts (`scripts/*.lua`), sent with EVALSHA, and their texts by SHA1 for the
+//! places that need them: `EVAL` where a server lacks a script (`NOSCRIPT`, see
+//! `scripts::EvalOnNoscript`), and error messages that name the script.
 //!
 //! Each script's header in `scripts/*.lua` states its KEYS, ARGV and reply; the typed
 //! calls that lay them out are in `crate::scripts`. The files in `scripts/lib/` are not
@@ -264,9 +264,8 @@ fn commands_on(line: &'static str) -> Vec<&'static str> {
         .collect()
 }
 
-/// The text of the script whose SHA1 is `sha`, to send with `EVAL` where a node lacks it
-/// (a cluster loads a script on the one node that needs it, never on every node).
-#[cfg(feature = "cluster")]
+/// The text of the script whose SHA1 is `sha`, to send with `EVAL` (and load) where a
+/// server answered `NOSCRIPT`.
 pub(crate) fn source(sha: &str) -> Option<&'static str> {
     all()
         .into_iter()
@@ -274,7 +273,7 @@ pub(crate) fn source(sha: &str) -> Option<&'static str> {
         .map(|(_, _, source)| source)
 }
 
-#[cfg(all(test, feature = "cluster"))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

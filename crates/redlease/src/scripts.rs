@@ -3,7 +3,7 @@
 //! `crate::replies`). A lease's [`Kind`] picks the scripts of its primitive.
 
 use redis::aio::ConnectionLike;
-use redis::{Cmd, FromRedisValue, Pipeline, RedisResult, Script, ToRedisArgs};
+use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Script, ToRedisArgs, Value};
 
 use crate::keys::{LockKeys, Primitive};
 pub(crate) use crate::lua::LOCK_EXTEND;
@@ -174,11 +174,11 @@ pub(crate) const BATCH: usize = 500;
 const CALL_ARGS_BYTES: usize = 320;
 
 /// One script call: its `EVALSHA` written straight into one command (keys, then
-/// arguments), and the script to load when the server answers `NOSCRIPT`. Built once per
-/// call, sent as is: no intermediate copy of the keys and arguments (redis-rs'
-/// `ScriptInvocation` keeps them apart and copies them into a new command on every send).
+/// arguments). Built once per call, sent as is: no intermediate copy of the keys and
+/// arguments (redis-rs' `ScriptInvocation` keeps them apart and copies them into a new
+/// command on every send). A `NOSCRIPT` reply is answered by [`EvalOnNoscript`], which
+/// finds the script's text by the SHA1 in the command.
 pub(crate) struct Call {
-    script: &'static Script,
     cmd: Cmd,
 }
 
@@ -192,7 +192,7 @@ impl Call {
             .arg(script.get_hash())
             .arg(keys.len())
             .arg(keys);
-        Self { script, cmd }
+        Self { cmd }
     }
 
     fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
@@ -200,20 +200,184 @@ impl Call {
         self
     }
 
-    /// Sends the call on `conn`, loading the script and sending it again on `NOSCRIPT`
-    /// (a server that restarted, or one that never saw it).
-    pub(crate) async fn invoke_async<T: FromRedisValue, C: ConnectionLike>(
+    /// Sends the call on `conn`; on `NOSCRIPT` (a server that restarted, failed over, had
+    /// its script cache flushed, or never saw the script) it runs anyway, as
+    /// [`EvalOnNoscript`] says.
+    pub(crate) async fn invoke_async<T: FromRedisValue, C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
     ) -> RedisResult<T> {
-        match self.cmd.query_async(conn).await {
-            Err(e) if e.code() == Some("NOSCRIPT") => {
-                self.script.prepare_invoke().load_async(conn).await?;
-                self.cmd.query_async(conn).await
+        self.cmd.query_async(&mut EvalOnNoscript(conn)).await
+    }
+}
+
+/// `conn`, on which a call of one of our scripts refused with `NOSCRIPT` runs anyway: it is
+/// sent again at once as `EVAL` with the script's text (found by its SHA1 in
+/// `crate::lua`), which cannot meet `NOSCRIPT`, in one round trip with a `SCRIPT LOAD` of
+/// that text so that later calls find the script under its SHA1 again. (An ACL user
+/// without `+eval` is sent the `EVALSHA` again after the load instead.)
+///
+/// Loading the script and then sending the `EVALSHA` again (redis-rs' way) never gets
+/// through while the cache is flushed more often than a round trip: each reload is gone
+/// before the retry arrives. Every `EVALSHA` of ours is sent through this rule: a
+/// [`Call`] and a pipeline of them (`Node::pipeline`: renewals, an extend followed by
+/// `WAIT`), on every deployment.
+///
+/// On a cluster the pipeline goes to the node of its first keyed command, the `EVAL`'s, so
+/// the script is loaded on that one node only: a keyless `SCRIPT LOAD` sent alone would go
+/// to every primary and wait for all of them (one silent primary would then stall the
+/// calls on the healthy ones until the response timeout).
+pub(crate) struct EvalOnNoscript<'c, C: ?Sized>(pub(crate) &'c mut C);
+
+impl<C: ConnectionLike + Send + ?Sized> ConnectionLike for EvalOnNoscript<'_, C> {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let reply = self.0.req_packed_command(cmd).await;
+            let refused = match &reply {
+                Err(e) => e.code() == Some("NOSCRIPT"),
+                Ok(value) => is_noscript(value),
+            };
+            if !refused {
+                return reply;
             }
-            other => other,
+            match again_as_eval(&mut *self.0, &[cmd]).await {
+                Some(again) => again?.pop().ok_or_else(|| {
+                    redis::RedisError::from((
+                        redis::ErrorKind::UnexpectedReturnType,
+                        "no reply to a script call sent again as EVAL",
+                    ))
+                }),
+                None => reply,
+            }
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipe: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let mut values = self.0.req_packed_commands(pipe, offset, count).await?;
+            // Replies match the commands one to one only outside a transaction (ours
+            // never hold a script call).
+            if pipe.is_transaction() || offset != 0 || values.len() != pipe.len() {
+                return Ok(values);
+            }
+            let (refused, cmds): (Vec<usize>, Vec<&Cmd>) = pipe
+                .cmd_iter()
+                .zip(&values)
+                .enumerate()
+                .filter(|(_, (_, value))| is_noscript(value))
+                .map(|(i, (cmd, _))| (i, cmd))
+                .unzip();
+            if refused.is_empty() {
+                return Ok(values);
+            }
+            // Only the refused calls are sent again: the others ran.
+            if let Some(again) = again_as_eval(&mut *self.0, &cmds).await {
+                for (i, value) in refused.into_iter().zip(again?) {
+                    if let Some(slot) = values.get_mut(i) {
+                        *slot = value;
+                    }
+                }
+            }
+            Ok(values)
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.0.get_db()
+    }
+}
+
+fn is_noscript(value: &Value) -> bool {
+    matches!(value, Value::ServerError(e) if e.code() == "NOSCRIPT")
+}
+
+/// [`EvalOnNoscript`]'s second round trip: `refused` (`EVALSHA`s of our scripts) as
+/// `EVAL`s, then a `SCRIPT LOAD` of each script among them; the `EVAL`s' replies, in order.
+/// `None` (nothing sent) when one of them is not a call of one of our scripts.
+async fn again_as_eval<C: ConnectionLike + ?Sized>(
+    conn: &mut C,
+    refused: &[&Cmd],
+) -> Option<RedisResult<Vec<Value>>> {
+    let mut pipe = redis::pipe();
+    let mut texts: Vec<&'static str> = Vec::new();
+    for cmd in refused {
+        let (eval, text) = as_eval(cmd)?;
+        pipe.add_command(eval);
+        if !texts.iter().any(|t| std::ptr::eq(*t, text)) {
+            texts.push(text);
         }
     }
+    for text in &texts {
+        pipe.cmd("SCRIPT").arg("LOAD").arg(*text);
+    }
+    let mut values = match conn.req_packed_commands(&pipe, 0, pipe.len()).await {
+        Ok(values) => values,
+        Err(e) => return Some(Err(e)),
+    };
+    let loads = values.split_off(refused.len().min(values.len()));
+    for load in loads {
+        // The calls ran anyway: a failed load only costs the next call an `EVAL` too.
+        if let Value::ServerError(e) = load {
+            tracing::debug!(code = e.code(), details = ?e.details(), "could not load a script again after NOSCRIPT");
+        }
+    }
+    // An ACL user without `+eval` (the least-privilege line of earlier versions) is
+    // refused the `EVAL`s, not the loads: the scripts were loaded by this very round trip,
+    // so their `EVALSHA`s are sent again, as before there was an `EVAL`.
+    let denied: Vec<usize> = values
+        .iter()
+        .enumerate()
+        .filter(|(_, value)| matches!(value, Value::ServerError(e) if e.code() == "NOPERM"))
+        .map(|(i, _)| i)
+        .collect();
+    if !denied.is_empty() {
+        tracing::debug!("EVAL refused by the ACL after NOSCRIPT; sending EVALSHA again");
+        let mut again = redis::pipe();
+        for cmd in denied.iter().filter_map(|&i| refused.get(i)) {
+            again.add_command((*cmd).clone());
+        }
+        match conn.req_packed_commands(&again, 0, again.len()).await {
+            Ok(answers) => {
+                for (&i, answer) in denied.iter().zip(answers) {
+                    if let Some(slot) = values.get_mut(i) {
+                        *slot = answer;
+                    }
+                }
+            }
+            Err(e) => return Some(Err(e)),
+        }
+    }
+    Some(Ok(values))
+}
+
+/// `EVALSHA <sha> <numkeys> ...` of one of our scripts as `EVAL <text> <numkeys> ...`, with
+/// the script's text.
+fn as_eval(cmd: &Cmd) -> Option<(Cmd, &'static str)> {
+    let mut args = cmd.args_iter();
+    let redis::Arg::Simple(name) = args.next()? else {
+        return None;
+    };
+    if !name.eq_ignore_ascii_case(b"EVALSHA") {
+        return None;
+    }
+    let redis::Arg::Simple(sha) = args.next()? else {
+        return None;
+    };
+    let text = crate::lua::source(std::str::from_utf8(sha).ok()?)?;
+    let mut eval = Cmd::with_capacity(cmd.args_iter().count(), text.len() + CALL_ARGS_BYTES);
+    eval.arg("EVAL").arg(text);
+    for arg in args {
+        let redis::Arg::Simple(arg) = arg else {
+            return None;
+        };
+        eval.arg(arg);
+    }
+    Some((eval, text))
 }
 
 /// `script` with the keys of `keys`' primitive, in its scripts' order.
@@ -572,11 +736,6 @@ pub(crate) fn renew(batch: &[RenewItem<'_>]) -> (Pipeline, Vec<Vec<usize>>) {
     (pipe, calls)
 }
 
-/// The scripts a renewal pipeline may call, to load on `NOSCRIPT`.
-pub(crate) fn renew_scripts() -> [&'static Script; 2] {
-    [&LOCK_RENEW, &LEASE_RENEW]
-}
-
 /// `raise_fence.lua`: a quorum node's counter raised to `fence` while the lease of `kind`
 /// holds `token`; for an election, its term record set to `fence` and `token` too, and
 /// announced on its channel.
@@ -611,4 +770,43 @@ pub(crate) fn fenced_set(
     let mut invocation = Call::new(&FENCED_SET, &[key, fence]);
     invocation.arg(token).arg(value);
     invocation
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(cmd: &Cmd) -> Vec<Vec<u8>> {
+        cmd.args_iter()
+            .filter_map(|arg| match arg {
+                redis::Arg::Simple(bytes) => Some(bytes.to_vec()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_refused_call_is_sent_again_with_its_text_and_the_same_keys() {
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha
+            .arg(LOCK_EXTEND.get_hash())
+            .arg(2)
+            .arg("{k}")
+            .arg("{k}:holder")
+            .arg("token")
+            .arg(1000);
+        let (eval, text) = as_eval(&evalsha).unwrap_or_else(|| (redis::cmd("NONE"), ""));
+        let eval = words(&eval);
+        assert_eq!(eval[0], b"EVAL");
+        let expected = concat!(
+            include_str!("../scripts/lib/expiry.lua"),
+            include_str!("../scripts/lock_extend.lua")
+        );
+        assert_eq!(eval[1], expected.as_bytes().to_vec());
+        assert_eq!(text, expected);
+        assert_eq!(words(&evalsha)[2..], eval[2..]);
+        // Not ours, or not a script call: left alone.
+        assert!(as_eval(redis::cmd("EVALSHA").arg("0".repeat(40)).arg(0)).is_none());
+        assert!(as_eval(redis::cmd("GET").arg("k")).is_none());
+    }
 }

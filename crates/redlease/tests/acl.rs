@@ -62,7 +62,9 @@ async fn the_default_user_is_off_and_the_acl_user_may_not_do_more() {
         // A lazily authenticated connection fails on its first command instead.
         assert!(c.lock("x").try_acquire().await.is_err());
     }
-    // The ACL user cannot read or write keys outside the patterns, nor run EVAL.
+    // The ACL user cannot read or write keys outside the patterns, not even from a script
+    // of its own (`EVAL` is allowed, for a call that met NOSCRIPT: `SCRIPT LOAD` and
+    // `EVALSHA` ran any script before; a script has its caller's permissions).
     let mut conn = redis::Client::open(url(&server))
         .unwrap()
         .get_multiplexed_async_connection()
@@ -71,12 +73,15 @@ async fn the_default_user_is_off_and_the_acl_user_may_not_do_more() {
     let e = conn.set::<_, _, ()>("app:data", "1").await.unwrap_err();
     assert_eq!(e.code(), Some("NOPERM"), "{e}");
     let e = redis::cmd("EVAL")
-        .arg("return 1")
-        .arg(0)
-        .query_async::<i64>(&mut conn)
+        .arg("return redis.call('SET', KEYS[1], '1')")
+        .arg(1)
+        .arg("app:data")
+        .query_async::<()>(&mut conn)
         .await
         .unwrap_err();
     assert_eq!(e.code(), Some("NOPERM"), "{e}");
+    let set: Option<String> = admin(&server).await.get("app:data").await.unwrap();
+    assert_eq!(set, None);
     let e = redis::cmd("FLUSHALL")
         .query_async::<()>(&mut conn)
         .await
@@ -512,6 +517,22 @@ async fn a_missing_command_is_a_clear_noperm_error() {
         .await
         .unwrap_err();
     assert_noperm(&err, "evalsha");
+}
+
+/// The least-privilege line of earlier versions had no `+eval`: a call that meets
+/// `NOSCRIPT` is then refused its `EVAL`, and gets through by `EVALSHA` again after the
+/// `SCRIPT LOAD` sent with it.
+#[tokio::test]
+async fn without_eval_a_flushed_script_still_runs() {
+    let server = acl_server(&without("+eval"));
+    let c = connect(&server).await;
+    let mut adm = admin(&server).await;
+    let g = c.lock("no-eval").acquire().await.unwrap();
+    script_flush(&mut adm).await;
+    g.release().await.unwrap();
+    script_flush(&mut adm).await;
+    let g = c.lock("no-eval").acquire().await.unwrap();
+    g.release().await.unwrap();
 }
 
 #[tokio::test]

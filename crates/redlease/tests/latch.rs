@@ -36,7 +36,10 @@ async fn a_waiter_wakes_only_after_every_count_is_counted_down() {
         counts.push(count);
     }
     let waiter = client(&server).await;
+    // Also loads the waiter's script: its first check below is one EVALSHA.
     assert_eq!(waiter.latch("import").count().await.unwrap(), 3);
+    let mut admin = raw(&server).await;
+    let checks_before = evalsha_calls(&mut admin).await;
     let last_down = Arc::new(AtomicBool::new(false));
     let seen_last = Arc::clone(&last_down);
     // Counts live a minute and the back-off is a minute: only the notice of the last
@@ -50,6 +53,13 @@ async fn a_waiter_wakes_only_after_every_count_is_counted_down() {
             .await;
         (opened, seen_last.load(Ordering::SeqCst))
     });
+    // The waiter's first check saw the counts outstanding: a first check that comes after
+    // the last count down rightly returns at once, reporting nothing.
+    common::eventually("the waiter's first check", || {
+        let mut admin = admin.clone();
+        async move { evalsha_calls(&mut admin).await > checks_before }
+    })
+    .await;
     let third = counts.pop().unwrap();
     for count in counts {
         count.count_down().await.unwrap();

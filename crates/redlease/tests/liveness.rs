@@ -28,18 +28,30 @@ const GIVE_BACK: Duration = Duration::from_secs(10);
 /// Calls of `command` Redis has served so far (`INFO commandstats`, e.g. `evalsha` or
 /// `script|load`).
 fn calls(server: &RedisServer, command: &str) -> u64 {
+    command_stat(server, command, "calls")
+}
+
+/// The `field` count of `command` in `INFO commandstats` (`calls`, `failed_calls`).
+fn command_stat(server: &RedisServer, command: &str, field: &str) -> u64 {
     let reply = server.query(&["INFO", "commandstats"]).unwrap();
     let info = reply.text().unwrap_or_default();
-    let prefix = format!("cmdstat_{command}:calls=");
+    let prefix = format!("cmdstat_{command}:");
     info.lines()
         .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .and_then(|rest| rest.split(',').next())
+        .and_then(|rest| {
+            rest.split(',')
+                .find_map(|pair| pair.strip_prefix(field)?.strip_prefix('='))
+        })
         .map_or(0, |n| n.parse().unwrap())
 }
 
 async fn until_calls(server: &RedisServer, command: &str, at_least: u64) {
-    eventually(&format!("{at_least} calls of {command}"), || async {
-        calls(server, command) >= at_least
+    until_stat(server, command, "calls", at_least).await;
+}
+
+async fn until_stat(server: &RedisServer, command: &str, field: &str, at_least: u64) {
+    eventually(&format!("{at_least} {field} of {command}"), || async {
+        command_stat(server, command, field) >= at_least
     })
     .await;
 }
@@ -80,7 +92,10 @@ async fn a_run_dropped_during_its_release_still_frees_the_lock() {
     let client = client_via(&proxy, Notifications::PubSub).await;
     let conn = raw(&server).await;
     let key = client.lock("cut-release").keys().unwrap().key().to_owned();
-    let loads = calls(&server, "script|load");
+    // Scripts loaded: the acquisition below runs at once, only the release meets NOSCRIPT.
+    let warm = client.lock("cut-release").acquire().await.unwrap();
+    warm.release().await.unwrap();
+    let refused = command_stat(&server, "evalsha", "failed_calls");
     let run = {
         let client = client.clone();
         let proxy = Arc::clone(&proxy);
@@ -90,8 +105,8 @@ async fn a_run_dropped_during_its_release_still_frees_the_lock() {
                 .lock("cut-release")
                 .ttl(LONG)
                 .run(async |_| {
-                    // The release will meet NOSCRIPT and a slow link: it takes three round
-                    // trips (EVALSHA, SCRIPT LOAD, EVALSHA) of 300 ms each.
+                    // The release will meet NOSCRIPT and a slow link: it takes two round
+                    // trips (EVALSHA, then EVAL with SCRIPT LOAD) of 300 ms each.
                     let () = redis::cmd("SCRIPT")
                         .arg("FLUSH")
                         .query_async(&mut flush)
@@ -103,8 +118,9 @@ async fn a_run_dropped_during_its_release_still_frees_the_lock() {
                 .await
         })
     };
-    // The release loaded its script again: it has not sent its EVALSHA yet. Cancel it.
-    until_calls(&server, "script|load", loads + 1).await;
+    // The release's EVALSHA met NOSCRIPT, whose reply is still on its way: it has not sent
+    // its EVAL yet. Cancel it.
+    until_stat(&server, "evalsha", "failed_calls", refused + 1).await;
     run.abort();
     let _ = run.await;
     assert!(

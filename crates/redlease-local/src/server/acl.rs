@@ -30,6 +30,7 @@ pub const REDLEASE_ACL_RULES: &[&str] = &[
     "-@all",
     // Sent by the library itself.
     "+evalsha",
+    "+eval",
     "+script|load",
     "+ping",
     "+role",

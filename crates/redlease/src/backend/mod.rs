@@ -330,7 +330,7 @@ impl Deployment {
             pipe.cmd("WAIT").arg(replicas).arg(round_ms);
             let (extended, acked): (Value, usize) = self
                 .primary()
-                .pipeline(&pipe, &[&scripts::LOCK_EXTEND])
+                .pipeline(&pipe)
                 .await
                 .map_err(|e| self.error("waiting for replicas", &keys.key, e))?;
             let extended = replies::flag("lock_extend.lua", &extended)

@@ -93,7 +93,7 @@ async fn read_lock(node: &Node, keys: &LockKeys, remove: bool) -> RedisResult<(R
     if remove {
         pipe.del(&[&keys.key, &keys.holder]).ignore();
     }
-    let reply: snapshot::LockReply = node.pipeline(&pipe, &[]).await?;
+    let reply: snapshot::LockReply = node.pipeline(&pipe).await?;
     Ok(snapshot::lock(reply))
 }
 
@@ -132,6 +132,6 @@ async fn read_leases(
         }
         pipe.del(holds).ignore();
     }
-    let reply: snapshot::LeaseReply = node.pipeline(&pipe, &[]).await?;
+    let reply: snapshot::LeaseReply = node.pipeline(&pipe).await?;
     Ok(snapshot::leases(primitive, reply))
 }

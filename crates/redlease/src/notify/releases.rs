@@ -125,7 +125,7 @@ impl Wakeups {
                             .filter_map(|targets| {
                                 Link::new(
                                     targets,
-                                    LinkMode::Classic,
+                                    LinkMode::Notices,
                                     connect_timeout,
                                     response_timeout,
                                     owner.clone(),
@@ -228,6 +228,16 @@ impl Wakeups {
         }
         tracing::debug!("no node confirmed the release notification subscription in time; polling");
         None
+    }
+
+    /// Runs every link's health check now (see `Link::check_soon`): a command connection
+    /// of the client went silent or met `READONLY`.
+    pub(crate) fn check_soon(&self) {
+        if let Subs::Links(links) = &self.subs {
+            for link in links {
+                link.check_soon();
+            }
+        }
     }
 
     /// Moves the subscriptions to `primary` (a Sentinel primary the sentinels elected).

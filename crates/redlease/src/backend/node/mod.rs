@@ -19,13 +19,13 @@ use std::time::Duration;
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Cmd, FromRedisValue, Pipeline, RedisResult, Script, Value};
+use redis::{Cmd, FromRedisValue, Pipeline, RedisResult, Value};
 
 use super::sentinel::Follower;
 use crate::error::is_connection_error;
 use crate::keys::LockKeys;
 use crate::replies::{self, Released, Reply};
-use crate::scripts::{self, AcquireArgs, Kind, Notices, RenewItem};
+use crate::scripts::{self, AcquireArgs, EvalOnNoscript, Kind, Notices, RenewItem};
 
 pub(crate) use conn::Conn;
 #[cfg(feature = "cluster")]
@@ -217,27 +217,16 @@ impl Node {
         }
     }
 
-    /// Sends a pipeline of `EVALSHA`s of `scripts`, loading them on `NOSCRIPT`; follows a
-    /// moved primary as [`Node::invoke`] does.
-    pub(crate) async fn pipeline<T: FromRedisValue>(
-        &self,
-        pipe: &Pipeline,
-        scripts: &[&Script],
-    ) -> RedisResult<T> {
+    /// Sends a pipeline (whose script calls are `EVALSHA`s of our scripts, run anyway on
+    /// `NOSCRIPT` as [`scripts::EvalOnNoscript`] says); follows a moved primary as
+    /// [`Node::invoke`] does.
+    pub(crate) async fn pipeline<T: FromRedisValue>(&self, pipe: &Pipeline) -> RedisResult<T> {
         let (mut conn, events) = self.current_since().await?;
-        let result = match pipe.query_async(&mut conn).await {
-            Err(e) if e.code() == Some("NOSCRIPT") => {
-                load(&mut conn, scripts).await?;
-                pipe.query_async(&mut conn).await
-            }
-            other => other,
-        };
-        match result {
+        match pipe.query_async(&mut EvalOnNoscript(&mut conn)).await {
             Err(e) if self.must_follow(&e) => {
                 self.follow(Some(e)).await?;
                 let (mut conn, events) = self.current_since().await?;
-                load(&mut conn, scripts).await?;
-                let result = pipe.query_async(&mut conn).await;
+                let result = pipe.query_async(&mut EvalOnNoscript(&mut conn)).await;
                 self.unless_failed_over(events, result)
             }
             other => self.unless_failed_over(events, other),
@@ -429,14 +418,6 @@ where
     .await
 }
 
-/// Loads `scripts` on the node behind `conn`.
-async fn load(conn: &mut Conn, scripts: &[&Script]) -> RedisResult<()> {
-    for script in scripts {
-        script.prepare_invoke().load_async(conn).await?;
-    }
-    Ok(())
-}
-
 /// One acquisition attempt on one node.
 pub(crate) async fn acquire_on(
     node: &Node,
@@ -502,7 +483,7 @@ pub(crate) async fn proclaim_on(
 /// one node; whether each lease of `batch` was renewed, in order.
 pub(crate) async fn renew_on(node: &Node, batch: &[RenewItem<'_>]) -> RedisResult<Vec<bool>> {
     let (pipe, calls) = scripts::renew(batch);
-    let answers: Vec<Value> = node.pipeline(&pipe, &scripts::renew_scripts()).await?;
+    let answers: Vec<Value> = node.pipeline(&pipe).await?;
     if answers.len() != calls.len() {
         return Err(redis::RedisError::from((
             redis::ErrorKind::UnexpectedReturnType,

@@ -266,7 +266,7 @@ async fn ask(
     let shared = Arc::new(OwnedAttempt::of(deployment, keys, args));
     let timeout = deployment.response_timeout;
     // How long a request may take once nobody listens to it any more: a slow node that
-    // still has to load the script (`NOSCRIPT`, `SCRIPT LOAD`, `EVALSHA` again) gets the
+    // still has to load the script (`NOSCRIPT`, then `EVAL` with the text) gets the
     // whole lease to take the lock too, so that it is not left on a bare majority.
     let background = timeout.max(Duration::from_millis(args.ttl_ms));
     let states: Arc<Vec<AtomicU8>> = Arc::new((0..nodes).map(|_| AtomicU8::new(WAITING)).collect());

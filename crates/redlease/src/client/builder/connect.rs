@@ -139,13 +139,19 @@ impl ClientBuilder {
 }
 
 /// When a command connection of `engine` goes silent (a request unanswered for the
-/// response timeout), the grant subscription checks its own at once instead of at its next
-/// health check (up to 5 s later): the network that muted one may have muted both.
+/// response timeout) or meets `READONLY`, every subscription of the client (grants, release
+/// notices, observers) checks its own at once instead of at its next health check (up to
+/// 5 s later): the network that muted one may have muted both, and the primary demoted
+/// under one may hold the others (each then moves to the new primary).
 fn check_links_on_silence(engine: &Arc<Engine>) {
     let notifier = Arc::downgrade(&engine.notifier);
+    let notices = engine.notices().map(Arc::downgrade);
     let hook: crate::backend::StaleHook = Arc::new(move || {
         if let Some(notifier) = notifier.upgrade() {
             notifier.check_soon();
+        }
+        if let Some(notices) = notices.as_ref().and_then(std::sync::Weak::upgrade) {
+            notices.check_soon();
         }
     });
     for node in &engine.deployment().nodes {

@@ -19,14 +19,18 @@
 //! [`Owner::moved`] and places the channel on the slot's new primary
 //! (see `crate::conn::shards`).
 //!
-//! A *grant* link ([`Mode::Grants`]) carries hand-offs, which reach a waiter only from the
-//! primary whose release script counted it as listening: behind a failover endpoint (one
-//! URL whose new connections go to the new primary while old ones stay), a link made
-//! before a failover sits on the demoted primary, now a replica, where the new primary's
-//! scripts count nobody. Such a link checks `ROLE` when it connects and with every health
-//! check (a replica: dropped and made again, through the endpoint, on the new primary). No
-//! message on any link is taken as proof of anything: a pushed grant is confirmed by its
-//! waiter with an attempt (see `crate::notify::grants`).
+//! Behind a failover endpoint (one URL whose new connections go to the new primary while
+//! old ones stay), a link made before a failover sits on the demoted primary, now a
+//! replica, which hears only what replication relays to it: nothing while its link to the
+//! new primary is down or still syncing, and none of the grants the new primary's scripts
+//! counted nobody for. A *grant* link ([`Mode::Grants`]) and a *notices* link
+//! ([`Mode::Notices`]: release notices, latch waiters, election observers) therefore
+//! check `ROLE` when they connect and with every health check, in place of the `PING` (a
+//! replica: dropped and made again, through the endpoint, on the new primary). A health
+//! check comes every few seconds, or at once when a command connection of the client
+//! went silent or met `READONLY` ([`Link::check_soon`]). No message on any link is taken
+//! as proof of anything: a pushed grant is confirmed by its waiter with an attempt (see
+//! `crate::notify::grants`).
 //!
 //! The [`Link`] handle is here; the reconnecting task behind it in `task`; the commands it
 //! sends a server (`SSUBSCRIBE`, `ROLE`) in `wire`.
@@ -75,8 +79,13 @@ pub(crate) trait Owner: Send + Sync + 'static {
 /// What a link carries, which decides how it subscribes and where it may stay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
-    /// Classic channels (`SUBSCRIBE`), on any server it reaches.
+    /// Classic channels (`SUBSCRIBE`), on any server it reaches (the sentinels' events).
     Classic,
+    /// Release notices and an election's announcements (latch waiters, election
+    /// observers, waiters that listen for releases): classic channels, kept on a primary
+    /// as grant links are. On a demoted primary they would hear only what replication
+    /// relays, and nothing while its replication link is down or not synced yet.
+    Notices,
     /// Hand-off grants: classic channels, kept on a primary.
     Grants,
     /// Shard channels (`SSUBSCRIBE`), one per command, on one cluster node.
@@ -104,10 +113,10 @@ pub(crate) struct Link {
     check: Arc<Notify>,
     /// Shard channels (`SSUBSCRIBE`), one per command, rather than classic ones.
     sharded: bool,
-    /// Only on a primary (a grant link): a connection to a replica is dropped.
+    /// Only on a primary (a grant or notices link): a connection to a replica is dropped.
     primary_only: bool,
-    /// Set once the server refused `ROLE` (an ACL without `+role`): a grant link stops
-    /// asking (it keeps no `NOPERM` in the `ACL LOG`).
+    /// Set once the server refused `ROLE` (an ACL without `+role`): the link stops
+    /// asking (it keeps no `NOPERM` in the `ACL LOG`) and checks with `PING` instead.
     role_refused: AtomicBool,
 }
 
@@ -123,7 +132,7 @@ impl Link {
     ) -> redis::RedisResult<Arc<Self>> {
         let (sharded, primary_only) = match mode {
             Mode::Classic => (false, false),
-            Mode::Grants => (false, true),
+            Mode::Notices | Mode::Grants => (false, true),
             #[cfg(feature = "cluster")]
             Mode::Sharded => (true, false),
         };
@@ -165,8 +174,8 @@ impl Link {
         }
     }
 
-    /// What the server behind `conn` says it is, for a grant link: `None` when it does not
-    /// answer in time, [`Role::Refused`] without asking once it refused.
+    /// What the server behind `conn` says it is, for a link kept on a primary: `None` when
+    /// it does not answer in time, [`Role::Refused`] without asking once it refused.
     async fn role(&self, conn: &mut MultiplexedConnection) -> Option<Role> {
         if self.role_refused.load(Ordering::Relaxed) {
             return Some(Role::Refused);
@@ -174,7 +183,7 @@ impl Link {
         let role = role(self.response_timeout, conn).await;
         if role == Some(Role::Refused) {
             tracing::warn!(
-                "the server refused ROLE: a grant subscription left on a demoted primary is found only by its waiters' re-checks; allow +role"
+                "the server refused ROLE: a subscription left on a demoted primary is found only by re-checks; allow +role"
             );
             self.role_refused.store(true, Ordering::Relaxed);
         }
@@ -188,8 +197,10 @@ impl Link {
 
     /// Runs the health check of the connection up now without waiting for its turn: the
     /// client's command connection went silent (a request unanswered for the response
-    /// timeout), and the network that muted it may have muted this one too. A link whose
-    /// connection does not answer in time reconnects.
+    /// timeout), and the network that muted it may have muted this one too; or it met
+    /// `READONLY`, and this one may sit on the same demoted primary. A link whose
+    /// connection does not answer in time, or (kept on a primary) is on a replica,
+    /// reconnects.
     pub(crate) fn check_soon(&self) {
         self.check.notify_one();
     }

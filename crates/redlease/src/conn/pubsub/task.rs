@@ -279,9 +279,7 @@ impl Task {
                 // server since the link was made.
                 match role(response_timeout, &mut conn).await {
                     Some(Role::Replica) => {
-                        tracing::debug!(
-                            "the grant subscription's server became a replica; moving it"
-                        );
+                        tracing::debug!("the subscription's server became a replica; moving it");
                         return true;
                     }
                     Some(_) => {}
