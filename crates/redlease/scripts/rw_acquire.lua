@@ -33,7 +33,8 @@
 --                     grant whose fence is at most seen is older than this reply (see acquire.lua)
 --   {0, seen, pttl, 1} the same for a waiter queued for grants that is not among the
 --                     queue's watchers (lib/grants.lua): it need not re-check when pttl is
---                     over
+--                     over (pttl is at most a claim window for a caller the holders would
+--                     let in but a queued writer ahead keeps out)
 -- Error replies (nothing changed when they are sent):
 --   "REDLEASE_UPGRADE ..."  ARGV[1] holds the lock for reading and asked for writing: an
 --                     upgrade is refused, never waited for (two upgrading readers would wait
@@ -119,6 +120,12 @@ local seen = tonumber(redis.call('GET', KEYS[2]) or '0')
 if last then
   if join == 'grants' and not in_front(KEYS[4], token) then
     return {0, seen, last - now, 1}
+  end
+  if fits(state, want) then
+    -- The holders would let the caller in, a queued place ahead (a writer) keeps it
+    -- out: re-check within a claim window, so that a place whose waiter is gone (serve
+    -- drops it then) costs the readers behind it that window, not the readers' leases.
+    return {0, seen, math.min(last - now, claim_window(ttl))}
   end
   return {0, seen, last - now}
 end

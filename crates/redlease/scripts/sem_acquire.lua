@@ -27,6 +27,8 @@
 --                     is at most seen is older than this reply (see acquire.lua)
 --   {0, seen, pttl, 1} the same for a queued waiter that is not among the queue's
 --                     watchers (lib/grants.lua): it need not re-check when pttl is over
+--                     (pttl is at most a claim window when the caller would fit in the free
+--                     permits but a head asking for more keeps it out)
 -- Error replies (nothing changed when they are sent):
 --   "REDLEASE_PERMITS <n> ..."  the semaphore is in use with n permits, not ARGV[4]; the
 --                     count may change only once nothing is held or queued
@@ -111,5 +113,11 @@ local seen = tonumber(redis.call('GET', KEYS[2]) or '0')
 local left = earliest_end(now)
 if join == 'grants' and left >= 0 and not in_front(KEYS[4], token) then
   return {0, seen, left, 1}
+end
+if blocked and free >= weight and left > 0 then
+  -- Permits are free for the caller, but a head asking for more keeps it out: re-check
+  -- within a claim window, so that a head whose waiter is gone (serve drops it then)
+  -- costs the queue that window rather than the holders' whole leases.
+  left = math.min(left, claim_window(ttl))
 end
 return {0, seen, left}

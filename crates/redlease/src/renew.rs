@@ -13,8 +13,10 @@
 //! in Redis (`GET`, `PEXPIRE`); its holder details are kept several leases at a time
 //! (`Lease::details_due`).
 //!
-//! A renewal that meets a connection error, or gets no answer within `ttl/15` (a silent
-//! network: [`patience`]), is retried every `ttl/10` (5 ms to 1 s) until the lease's
+//! A renewal that gets no answer within `ttl/15` ([`patience`]) shows as `Retrying` in the
+//! lease's health at once (a silent network is told within a third of the ttl), and is
+//! still waited for until `ttl/4`; one that meets a connection error, or gets no answer
+//! by then, is retried every `ttl/10` (5 ms to 1 s) until the lease's
 //! `valid_until`; only then is the lease declared lost (`valid_until` keeps a twentieth of
 //! the ttl, plus the drift allowance, before Redis can expire the lease: `ttl::claim`).
 //!
@@ -49,18 +51,20 @@ const IN_FLIGHT: usize = 8;
 
 /// How long after a renewal (or the grant, or an extend) was sent the next renewal of a
 /// lease of `ttl` falls due: a quarter of the ttl. With [`patience`], whatever moment the
-/// link to Redis goes silent, a renewal sent after it, or in flight then, is given up (and
-/// the lease reported [`Retrying`](crate::LeaseHealth::Retrying)) within
-/// `ttl/4 + ttl/15`, under a third of the ttl; the rest of that third (`ttl/60`) is the
-/// scheduler's own slack. The price is a renewal every quarter of the ttl rather than
-/// every third.
+/// link to Redis goes silent, a renewal sent after it, or in flight then, has the lease
+/// reported [`Retrying`](crate::LeaseHealth::Retrying) within `ttl/4 + ttl/15`, under a
+/// third of the ttl; the rest of that third (`ttl/60`) is the scheduler's own slack. The
+/// price is a renewal every quarter of the ttl rather than every third. A renewal
+/// unanswered for a whole period is given up and retried.
 pub(crate) fn period(ttl: Duration) -> Duration {
     ttl / 4
 }
 
-/// How long a renewal round trip waits for its answer: a fifteenth of the lease's ttl (see
-/// [`period`]). An answer later than that is a failed renewal, retried: the lease stays
-/// held until its `valid_until`, and only its health says `Retrying` meanwhile.
+/// How long a renewal round trip waits for its answer before the lease's health says
+/// [`Retrying`](crate::LeaseHealth::Retrying): a fifteenth of the lease's ttl (see
+/// [`period`]). The renewal is not given up then: an answer that comes later still renews
+/// the lease (a loaded machine or a slow link is not a silent one), and only one that does
+/// not come within [`period`] is a failed renewal, retried.
 fn patience(ttl: Duration) -> Duration {
     ttl / 15
 }
@@ -334,12 +338,19 @@ impl Renewer {
     async fn renew(&self, batch: Vec<Due>, next: Instant) {
         let sent = Instant::now();
         // Never wait for a reply past the moment the first of these leases runs out, nor
-        // longer than the shortest lease's patience: a silent network (packets dropped, no
-        // reset) then shows as `Retrying` within a third of the ttl (see `period`), and
-        // leaves time to retry before the lease runs out.
+        // longer than the shortest lease's period (then it is retried, on a new connection
+        // if this one went silent). A silent network (packets dropped, no reset) shows as
+        // `Retrying` after the shortest lease's patience, within a third of the ttl (see
+        // `period`), while the reply is still waited for.
+        let warn_at = sent
+            + batch
+                .iter()
+                .map(|d| patience(d.ttl))
+                .min()
+                .unwrap_or(Duration::ZERO);
         let bound = batch
             .iter()
-            .map(|d| patience(d.ttl))
+            .map(|d| period(d.ttl))
             .min()
             .unwrap_or(Duration::ZERO);
         let deadline = batch
@@ -384,7 +395,19 @@ impl Renewer {
                 book.entries.remove(&due.id);
             }
         };
-        let outcome = tokio::time::timeout_at(deadline, self.send(&batch, &credit)).await;
+        let mut request = std::pin::pin!(self.send(&batch, &credit));
+        let mut warned = false;
+        let mut outcome = tokio::time::timeout_at(warn_at.min(deadline), &mut request).await;
+        if outcome.is_err() && warn_at < deadline {
+            // No answer yet: say so (the early warning of a silent link), and keep waiting.
+            warned = true;
+            for (due, answered) in batch.iter().zip(&answered) {
+                if !answered.load(Ordering::Acquire) {
+                    due.lease.renewal_failed(&"no answer yet");
+                }
+            }
+            outcome = tokio::time::timeout_at(deadline, &mut request).await;
+        }
         self.round_trips.fetch_add(1, Ordering::Relaxed);
         let failed: Vec<&Due> = batch
             .iter()
@@ -405,8 +428,10 @@ impl Renewer {
             why,
             "renewal failed; retrying until the leases run out"
         );
-        for due in &failed {
-            due.lease.renewal_failed(&why);
+        if !warned {
+            for due in &failed {
+                due.lease.renewal_failed(&why);
+            }
         }
         retry_later(&mut self.book(), &failed);
     }

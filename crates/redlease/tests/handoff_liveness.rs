@@ -227,3 +227,120 @@ async fn a_releaser_exiting_after_a_hand_off_to_a_cut_waiter_stalls_no_primitive
         the_releaser_exits_after_a_hand_off_to_a_cut_waiter(prim).await;
     }
 }
+
+/// The child process of [`a_killed_head_stops_keeping_the_others_out`]: it queues for
+/// what `HEAD_MODE` names and waits until it is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "child process of a_killed_head_stops_keeping_the_others_out"]
+async fn queued_head_child() {
+    let (Ok(url), Ok(mode)) = (std::env::var(HEAD_URL), std::env::var(HEAD_MODE)) else {
+        return;
+    };
+    let client = Client::connect(&url).await.unwrap();
+    let waited = match mode.as_str() {
+        "write" => client
+            .rwlock(NAME)
+            .write()
+            .ttl(TTL)
+            .wait(LONG_WAIT)
+            .acquire()
+            .await
+            .map(drop),
+        _ => client
+            .semaphore(NAME, 2)
+            .ttl(TTL)
+            .wait(LONG_WAIT)
+            .acquire_many(2)
+            .await
+            .map(drop),
+    };
+    panic!("the queued head was to be killed while it waited, not get {waited:?}");
+}
+
+const HEAD_URL: &str = "REDLEASE_TEST_HEAD_URL";
+const HEAD_MODE: &str = "REDLEASE_TEST_HEAD_MODE";
+
+/// A queued head that keeps others out (a writer while readers hold; a request for both
+/// permits of a semaphore while one is held) is killed (SIGKILL: its connections close,
+/// nothing of it runs again): the reader, or the request for the free permit, queued
+/// behind it gets in within a claim window of the kill, not when the holders' leases end.
+/// Before: the killed writer kept new readers out until the reader's lease ended (37 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_head_stops_keeping_the_others_out() {
+    for mode in ["write", "many"] {
+        let server = server();
+        let holder = common::client(&server).await;
+        let keys = if mode == "write" {
+            Prim::Write.keys(NAME)
+        } else {
+            Prim::Semaphore.keys(NAME)
+        };
+        let held = if mode == "write" {
+            Held::Guard(
+                holder
+                    .rwlock(NAME)
+                    .read()
+                    .ttl(LONG_WAIT)
+                    .acquire()
+                    .await
+                    .unwrap(),
+            )
+        } else {
+            Held::Guard(
+                holder
+                    .semaphore(NAME, 2)
+                    .ttl(LONG_WAIT)
+                    .acquire()
+                    .await
+                    .unwrap(),
+            )
+        };
+        let mut child = common::children(
+            "queued_head_child",
+            1,
+            &[(HEAD_URL, &server.url()), (HEAD_MODE, mode)],
+        )
+        .pop()
+        .unwrap();
+        common::prim::queued_for_grants(&server, &keys, 1).await;
+        let behind = common::client(&server).await;
+        let next = tokio::spawn({
+            let behind = behind.clone();
+            async move {
+                let got = if mode == "write" {
+                    behind
+                        .rwlock(NAME)
+                        .read()
+                        .ttl(TTL)
+                        .wait(LONG_WAIT)
+                        .acquire()
+                        .await
+                } else {
+                    behind
+                        .semaphore(NAME, 2)
+                        .ttl(TTL)
+                        .wait(LONG_WAIT)
+                        .acquire()
+                        .await
+                };
+                (got.map(Held::Guard), Instant::now())
+            }
+        });
+        common::prim::queued_for_grants(&server, &keys, 2).await;
+        child.start_kill().unwrap();
+        let killed = Instant::now();
+        child.wait().await.unwrap();
+        let prim = if mode == "write" {
+            Prim::Write
+        } else {
+            Prim::Semaphore
+        };
+        let stall = taken(prim, next, killed).await;
+        println!("{mode}: the waiter behind a killed head got in {stall:?} after the kill");
+        assert!(
+            stall <= WINDOW + SLACK,
+            "{mode}: a killed head kept the waiter behind it out {stall:?}"
+        );
+        held.release().await.unwrap();
+    }
+}

@@ -44,7 +44,7 @@ const LAYERS: &[&[&str]] = &[
     // A held lease and the batched renewal scheduler.
     &["renew", "lease"],
     // A client's lease engine: shared state, holdings, give-backs.
-    &["engine", "acquire"],
+    &["engine", "acquire", "waiters"],
     // The API.
     &[
         "client",

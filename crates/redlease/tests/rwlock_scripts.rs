@@ -456,6 +456,8 @@ async fn a_waiter_that_gives_up_lets_the_readers_behind_it_in() {
     let keys = Keys::new("rw:withdraw");
     attempt(&mut conn, &keys, "r1", "read").await;
     let mut reader = Listener::new(&server, "grant:r2").await;
+    // The writer's client listens (a writer whose client is gone stops counting at once).
+    let _writer = Listener::new(&server, "grant:w").await;
     rw_acquire(
         &mut conn,
         &keys,

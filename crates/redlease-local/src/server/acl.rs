@@ -54,6 +54,8 @@ pub const REDLEASE_ACL_RULES: &[&str] = &[
     "+publish",
     "+hset",
     "+lindex",
+    "+lrange",
+    "+pubsub|numsub",
     "+pexpireat",
     "+zadd",
     "+zcard",

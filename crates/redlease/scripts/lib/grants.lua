@@ -67,6 +67,16 @@ local function offer(sharded, w, fence, token, key, own)
   return claim_window(w[1]), false, message
 end
 
+-- listens(channel): whether a client listens on the grant channel `channel` now (PUBSUB
+-- NUMSUB, on this server: where grant links are kept). A queued place whose client does not
+-- is gone (its process ended, closing its connections) or moving (a reconnect): a head that
+-- keeps others out (a writer waiting for the readers, a request for more permits than are
+-- free) stops counting then, rather than for as long as the holders hold. A client cut off
+-- silently still counts until Redis notices; its place is served, and costs a claim window.
+local function listens(channel)
+  return redis.call('PUBSUB', 'NUMSUB', channel)[2] > 0
+end
+
 -- nudge_front(queue, waiters, from, ms, key, sharded): tells the waiters at places `from`
 -- to FRONT - 1 of `queue` (0-based) to re-check in `ms` ms ("next <ms> <token> <key>").
 local function nudge_front(queue, waiters, from, ms, key, sharded)

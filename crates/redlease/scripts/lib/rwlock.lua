@@ -92,7 +92,14 @@ local function serve_queue(state, now, caller, ttl, details, granted)
         redis.call('HDEL', KEYS[5], head)
         w = nil
       elseif not fits(state, w[4]) then
-        return mine, false, false
+        if w[4] ~= 'write' or w[2] == '' or head == caller or listens(w[2]) then
+          return mine, false, false
+        end
+        -- A writer's place whose waiter is gone (its client no longer listens: its process
+        -- ended) stops keeping the readers behind it out: it is dropped, and they come in.
+        redis.call('LPOP', KEYS[4])
+        redis.call('HDEL', KEYS[5], head)
+        w = nil
       elseif w[2] == '' and head ~= caller then
         return mine, false, true
       end

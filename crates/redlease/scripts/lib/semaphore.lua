@@ -141,7 +141,11 @@ local function serve(permits, now, caller, ttl, details, used, n)
       if head == caller then
         need = n
       end
-      if need > free then
+      if need > free and head ~= caller and not listens(w[2]) then
+        -- A head whose waiter is gone (its client no longer listens: its process ended)
+        -- stops counting: it is dropped, and those behind it are served.
+        redis.call('HDEL', KEYS[5], head)
+      elseif need > free then
         -- Back at the head. Popping the last entry deleted the list: it takes the waiter
         -- table's expiry again (both linger as long as the last join asked).
         if redis.call('LPUSH', KEYS[4], head) == 1 then
@@ -152,20 +156,21 @@ local function serve(permits, now, caller, ttl, details, used, n)
         end
         blocked = true
         break
-      end
-      redis.call('HDEL', KEYS[5], head)
-      if head == caller then
-        mine = grant(head, ttl, details, now, need)
-        free = free - need
       else
-        local fence = grant_fence(KEYS[2], nil, clock_us)
-        local lease = offer(false, w, fence, head, KEYS[1], nil)
-        if lease then
-          redis.call('ZADD', KEYS[1], ms(now + lease), head)
-          redis.call('HSET', KEYS[3], head, holder_entry(fence, w[3], need))
-          add_extra(need - 1)
+        redis.call('HDEL', KEYS[5], head)
+        if head == caller then
+          mine = grant(head, ttl, details, now, need)
           free = free - need
-          window = math.min(window or lease, lease)
+        else
+          local fence = grant_fence(KEYS[2], nil, clock_us)
+          local lease = offer(false, w, fence, head, KEYS[1], nil)
+          if lease then
+            redis.call('ZADD', KEYS[1], ms(now + lease), head)
+            redis.call('HSET', KEYS[3], head, holder_entry(fence, w[3], need))
+            add_extra(need - 1)
+            free = free - need
+            window = math.min(window or lease, lease)
+          end
         end
       end
     end
