@@ -141,8 +141,8 @@ pub(crate) struct CutWaiter {
     pub(crate) back: Option<Duration>,
 }
 
-/// How long a mutex hand-off lasts until its waiter confirms it, as `scripts/lib/handoff.lua`
-/// (`claim_window`) sets it: a tenth of the ttl, at least 50 ms (the ttl if shorter), at
+/// How long a hand-off lasts until its waiter confirms it, as `scripts/lib/grants.lua`
+/// (`claim_window`) sets it for every primitive: a tenth of the ttl, at least 50 ms (the ttl if shorter), at
 /// most 1 s.
 pub(crate) fn claim_window(ttl: Duration) -> Duration {
     let floor = ttl.min(Duration::from_millis(50));
@@ -157,6 +157,7 @@ pub(crate) fn claim_window(ttl: Duration) -> Duration {
 pub(crate) async fn cut_waiter<'a>(
     runner: &Runner,
     server: &RedisServer,
+    primitive: crate::Primitive,
     link: impl Fn(u32) -> Option<&'a Proxy>,
     ttl: Duration,
 ) -> anyhow::Result<Option<CutWaiter>> {
@@ -202,7 +203,15 @@ pub(crate) async fn cut_waiter<'a>(
     // A `WAIT` is sent before the attempt that queues: the cut comes once Redis' queue
     // holds as many places as the history has waiters (bounded), so that the waiter's
     // place and grant subscription reached Redis before its link went silent.
-    let keys = redlease::LockKeys::new(redlease::DEFAULT_PREFIX, crate::worker::LOCK)?;
+    let keys = redlease::LockKeys::of(
+        redlease::DEFAULT_PREFIX,
+        crate::worker::LOCK,
+        match primitive {
+            crate::Primitive::Semaphore { .. } => redlease::Primitive::Semaphore,
+            crate::Primitive::RwLock => redlease::Primitive::RwLock,
+            _ => redlease::Primitive::Lock,
+        },
+    )?;
     let queued = |n: usize| {
         matches!(
             tokio::task::block_in_place(|| server.query(&["LLEN", keys.queue()])),

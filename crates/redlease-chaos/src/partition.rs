@@ -100,6 +100,7 @@ impl Partitioned {
         let round = crate::handoff::cut_waiter(
             runner,
             server,
+            runner.primitive(),
             |worker| links.get(&worker).and_then(|l| l.first()),
             ttl,
         )

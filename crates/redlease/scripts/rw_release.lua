@@ -9,7 +9,14 @@
 --           queue)
 --   ARGV[3] (optional) "S": SPUBLISH rather than PUBLISH (Redis Cluster: the channel is in
 --           the lock's slot, and the notice reaches the lock's shard only)
--- Reply: 1 released; 0 the token held nothing (its lease ran out, or it never had one).
+--   ARGV[4] unused (sent empty: the release scripts take the releasing client's grant
+--           channel in the same place, after sem_release.lua's weight)
+--   ARGV[5] (optional) the releasing client's grant channel: a waiter listening there is
+--           granted the lock directly, for its whole ttl (see lib/grants.lua); ARGV[2] and
+--           ARGV[3] are then sent, empty when unused
+-- Reply: 1 released; 0 the token held nothing (its lease ran out, or it never had one);
+-- {1 or 0, grant, ...} the same when the run handed the lock on: each grant as handed in
+-- lib/grants.lua reports it, as sem_release.lua does.
 -- Error reply "WRONGTYPE ..." when K is another primitive.
 --
 -- Any run also drops expired holds and serves the queue: when the last reader leaves, a
@@ -33,11 +40,14 @@ else
   local top = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
   withdraw(KEYS[4], KEYS[5], token, top[2] and tonumber(top[2]) - now, KEYS[1], false)
 end
-local _, _, wake = serve(state, now, nil, 0, '')
-if ARGV[2] and ((held and state.count == 0) or wake) then
+local _, _, wake, granted = serve(state, now, nil, 0, '', ARGV[5])
+if ARGV[2] and ARGV[2] ~= '' and ((held and state.count == 0) or wake) then
   redis.call(ARGV[3] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[2], KEYS[1])
 end
 settle(state)
+if #granted > 0 then
+  return {held and 1 or 0, unpack(granted)}
+end
 if held then
   return 1
 end

@@ -13,7 +13,13 @@
 --           acquire_many); ARGV[2] and ARGV[3] are then sent empty when unused. Absent, the
 --           lease counts for 1 and its holders entry is dropped without being read (the
 --           free path's one command)
--- Reply: 1 released; 0 the token held no permit (its lease ran out, or it never had one).
+--   ARGV[5] (optional) the releasing client's grant channel: a waiter listening there is
+--           granted its permits directly, for its whole ttl (see lib/grants.lua); ARGV[2]
+--           to ARGV[4] are then sent, empty (or 1) when unused
+-- Reply: 1 released; 0 the token held no permit (its lease ran out, or it never had one);
+-- {1 or 0, grant, ...} the same when the run handed permits on: each grant as handed in
+-- lib/grants.lua reports it ("<claim|lease> <ms> <fence> <token> <K>"), so that the
+-- releasing client tells its own waiters at once and follows claim windows up.
 -- Error reply "WRONGTYPE ..." when K is another primitive.
 --
 -- Any run also reclaims expired permits and hands every free permit to the queue head
@@ -39,9 +45,11 @@ else
 end
 local stored = redis.call('GET', KEYS[6])
 local known = nil
+local granted = {}
 if stored then
   local holding = redis.call('ZCARD', KEYS[1])
-  local _, free, absent = serve(tonumber(stored), now, nil, 0, '', in_use(holding), 1)
+  local _, free, absent, _, grants = serve(tonumber(stored), now, nil, 0, '', in_use(holding), 1, ARGV[5])
+  granted = grants
   if held and free > 0 and channel then
     redis.call(ARGV[3] == 'S' and 'SPUBLISH' or 'PUBLISH', channel, KEYS[1])
   end
@@ -51,6 +59,9 @@ if stored then
   end
 end
 settle(known)
+if #granted > 0 then
+  return {held and 1 or 0, unpack(granted)}
+end
 if held then
   return 1
 end

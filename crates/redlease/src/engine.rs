@@ -518,14 +518,18 @@ impl Followups {
         token: &str,
     ) -> Result<Released> {
         let own = self.notifier.enabled().then(|| self.notifier.channel(keys));
+        // Grants pushed for this lock while the release runs wait for its reply, which
+        // tells this client's own waiters first (see `Notifier::releasing`).
+        let in_flight = own.is_some().then(|| self.notifier.releasing(&keys.key));
         let sent = Instant::now();
         let released = self
             .deployment
             .release(keys, kind, token, own.as_deref())
             .await?;
-        if let Some(handoff) = released.handoff() {
+        for handoff in &released.handoffs {
             self.handed_off(keys, kind, token, handoff, sent);
         }
+        drop(in_flight);
         Ok(released)
     }
 
@@ -601,7 +605,7 @@ impl Followups {
                 return;
             };
             match self.release(&keys, kind, &token).await {
-                Ok(Released::Served(_)) => {
+                Ok(released) if !released.held && !released.handoffs.is_empty() => {
                     tracing::debug!(key = %keys.key, "a hand-off was not confirmed in its window; the next waiter is served");
                     return;
                 }

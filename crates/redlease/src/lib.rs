@@ -56,13 +56,17 @@
 //! guarantee is that **a guard's `valid_until` is never later than the moment its lease
 //! ends in Redis**, whatever happens in between: the waiter paused (`SIGSTOP`, a VM stall,
 //! a runtime thread blocked by synchronous code), pub/sub messages delayed, lost or
-//! reordered against replies, reconnects, cancellation. A lock handed to a waiter over
-//! pub/sub is its for a short claim window only (a tenth of its ttl, at most 1 s) until
-//! the waiter confirms it with an attempt, from whose send time the lease is dated; so a
-//! waiter cut off silently costs the others that window, not a ttl. A semaphore's or
-//! read-write lock's grant is dated from the send time of the waiter's latest attempt
-//! that found it busy (the hand-off came after it); a grant whose fencing token that
-//! attempt's reply had already seen is older than the reply and void. `acquire` never returns a lease with
+//! reordered against replies, reconnects, cancellation, failovers and failbacks. Every
+//! primitive hands off the same way: a lock, permits or a read or write hold handed to a
+//! waiter over pub/sub are its for a short claim window only (a tenth of its ttl, at most
+//! 1 s) until the waiter confirms them with an attempt on the server that decides, from
+//! whose send time the lease is dated; a pushed grant is never proof by itself (a demoted
+//! primary relays grants its new primary gave nobody, and may be the primary again by
+//! the time anyone asks it). So a waiter cut off silently costs the others that window,
+//! not a ttl. A lock handed to a waiter of the releasing client itself is granted for its
+//! whole ttl, told from the release's reply (as an attempt's reply, it comes from the
+//! server that ran the script), and dated from the later of the release's send time and
+//! the waiter's latest busy attempt's. `acquire` never returns a lease with
 //! less than a tenth of its TTL left: one read too late is confirmed by another attempt
 //! (which sets the lease's expiry again), or waited on. The same holds for every primitive
 //! and deployment, async and blocking (Redis' clock and ours may drift apart by at most

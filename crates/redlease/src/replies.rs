@@ -76,17 +76,13 @@ pub(crate) fn flag(script: &'static str, value: &Value) -> RedisResult<bool> {
 }
 
 /// What a release script did with a lease.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Released {
-    /// The lease was ours and is gone (freed, or handed to a waiter of another client).
-    Freed,
-    /// The lease was ours and went to a queued waiter (`release.lua`).
-    HandedOff(Handoff),
-    /// The lease did not hold our token (expired, or another owner's).
-    NotHeld,
-    /// The lease did not hold our token, but the lock was free with waiters queued, and
-    /// the script handed it to the oldest (`release.lua`).
-    Served(Handoff),
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Released {
+    /// Whether the lease held our token (and is gone now, freed or handed on).
+    pub(crate) held: bool,
+    /// The hand-offs the run made (a release, a withdrawal or a give-back serves the queue
+    /// too), as the reply reports them (see `scripts/lib/grants.lua` `handed`).
+    pub(crate) handoffs: Vec<Handoff>,
 }
 
 /// A hand-off of a lock to a queued waiter, as `release.lua` answers it.
@@ -106,40 +102,49 @@ pub(crate) struct Handoff {
 }
 
 impl Released {
-    /// Whether the lease was still ours.
-    pub(crate) fn was_held(&self) -> bool {
-        matches!(self, Self::Freed | Self::HandedOff(_))
+    /// A reply that reports no hand-off: whether the lease was ours.
+    pub(crate) fn was(held: bool) -> Self {
+        Self {
+            held,
+            handoffs: Vec::new(),
+        }
     }
 
-    /// The hand-off the script made, if any.
-    pub(crate) fn handoff(&self) -> Option<&Handoff> {
-        match self {
-            Self::HandedOff(h) | Self::Served(h) => Some(h),
-            Self::Freed | Self::NotHeld => None,
-        }
+    /// Whether the lease was still ours.
+    pub(crate) fn was_held(&self) -> bool {
+        self.held
     }
 }
 
-/// A release script's reply: 1, 0, or (`release.lua`) a hand-off `"<window> <grant
-/// message>"`, alone (the lease was ours) or as `{0, hand-off}` (it was not, but the free
-/// lock was handed to its oldest waiter).
+/// A release script's reply: 1 or 0 (the lease was ours, or not), a hand-off `"<claim|lease>
+/// <ms> <grant message>"` alone (`release.lua`: the lease was ours), or `{1 or 0,
+/// hand-off, ...}` (whether it was ours, and the hand-offs the run made).
 pub(crate) fn released(script: &'static str, value: &Value) -> RedisResult<Released> {
-    let wrong = || unexpected(script, "1, 0, a hand-off or {0, hand-off}", value);
+    let wrong = || unexpected(script, "1, 0, a hand-off or {1 or 0, hand-off, ...}", value);
     match value {
-        Value::BulkString(reply) => handoff(reply).map(Released::HandedOff).ok_or_else(wrong),
-        Value::Array(items) => match items.as_slice() {
-            [Value::Int(0), Value::BulkString(reply)] => {
-                handoff(reply).map(Released::Served).ok_or_else(wrong)
-            }
-            _ => Err(wrong()),
-        },
-        other => flag(script, other).map(|held| {
-            if held {
-                Released::Freed
-            } else {
-                Released::NotHeld
-            }
-        }),
+        Value::BulkString(reply) => handoff(reply)
+            .map(|h| Released {
+                held: true,
+                handoffs: vec![h],
+            })
+            .ok_or_else(wrong),
+        Value::Array(items) => {
+            let (held, reported) = match items.split_first() {
+                Some((Value::Int(1), rest)) if !rest.is_empty() => (true, rest),
+                Some((Value::Int(0), rest)) if !rest.is_empty() => (false, rest),
+                _ => return Err(wrong()),
+            };
+            let handoffs = reported
+                .iter()
+                .map(|v| match v {
+                    Value::BulkString(reply) => handoff(reply),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(wrong)?;
+            Ok(Released { held, handoffs })
+        }
+        other => flag(script, other).map(Released::was),
     }
 }
 
@@ -389,8 +394,8 @@ mod tests {
     #[test]
     fn release_replies_are_parsed() {
         let released = |v: &Value| released("release.lua", v).ok();
-        assert_eq!(released(&Value::Int(1)), Some(Released::Freed));
-        assert_eq!(released(&Value::Int(0)), Some(Released::NotHeld));
+        assert_eq!(released(&Value::Int(1)), Some(Released::was(true)));
+        assert_eq!(released(&Value::Int(0)), Some(Released::was(false)));
         let handoff = Handoff {
             fence: 17,
             token: "abcd".into(),
@@ -401,23 +406,41 @@ mod tests {
             released(&Value::BulkString(
                 b"claim 300 17 abcd redlease:x y".to_vec()
             )),
-            Some(Released::HandedOff(handoff.clone()))
+            Some(Released {
+                held: true,
+                handoffs: vec![handoff.clone()]
+            })
         );
         assert_eq!(
             released(&Value::Array(vec![
                 Value::Int(0),
                 Value::BulkString(b"claim 300 17 abcd redlease:x y".to_vec())
             ])),
-            Some(Released::Served(handoff))
+            Some(Released {
+                held: false,
+                handoffs: vec![handoff.clone()]
+            })
+        );
+        assert_eq!(
+            released(&Value::Array(vec![
+                Value::Int(1),
+                Value::BulkString(b"claim 300 17 abcd redlease:x y".to_vec()),
+                Value::BulkString(b"lease 9000 18 abcd redlease:x y".to_vec())
+            ]))
+            .map(|r| (r.held, r.handoffs.len())),
+            Some((true, 2))
         );
         assert_eq!(
             released(&Value::BulkString(b"lease 9000 18 abcd k".to_vec())),
-            Some(Released::HandedOff(Handoff {
-                fence: 18,
-                token: "abcd".into(),
-                lease: Duration::from_secs(9),
-                direct: true,
-            }))
+            Some(Released {
+                held: true,
+                handoffs: vec![Handoff {
+                    fence: 18,
+                    token: "abcd".into(),
+                    lease: Duration::from_secs(9),
+                    direct: true,
+                }]
+            })
         );
         assert_eq!(
             released(&Value::BulkString(b"claim 300 x abcd k".to_vec())),
@@ -433,7 +456,8 @@ mod tests {
             None
         );
         assert_eq!(released(&Value::Int(2)), None);
-        assert!(Released::Freed.was_held() && !Released::NotHeld.was_held());
+        assert_eq!(released(&Value::Array(vec![Value::Int(1)])), None);
+        assert!(Released::was(true).was_held() && !Released::was(false).was_held());
     }
 
     #[test]

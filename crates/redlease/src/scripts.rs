@@ -510,9 +510,9 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
 /// The release script of `kind` for `token` (also withdraws it from the queue); with
 /// `notices` on, a lease freed (not handed on) is announced on the release channel, and
 /// with [`Notices::Sharded`] every message of the script (grants included) is an
-/// `SPUBLISH`. `own`, the releasing client's grant channel for the lease: a lock handed to
-/// a waiter listening there is granted for its whole ttl and reported in the reply
-/// (`release.lua`'s ARGV[5]; the other primitives' scripts report no grant).
+/// `SPUBLISH`. `own`, the releasing client's grant channel for the lease: a lease handed to
+/// a waiter listening there is granted for its whole ttl (every release script's ARGV[5]);
+/// the reply reports every hand-off the run made.
 pub(crate) fn release(
     keys: &LockKeys,
     kind: Kind,
@@ -534,32 +534,41 @@ pub(crate) fn release(
     };
     let mut invocation = with_keys(script, keys, kind);
     invocation.arg(token);
-    if let Kind::Permit { weight, .. } = kind
-        && weight > 1
-    {
-        // sem_release.lua's ARGV[4]: the permits of a lease taken as several, after the
-        // optional channel and flag (sent empty when unused).
-        let channel = if notices.on() {
-            keys.channel.as_str()
+    let weight = match kind {
+        Kind::Permit { weight, .. } => weight,
+        _ => 1,
+    };
+    let channel = if kind == Kind::Leader || notices.on() {
+        keys.channel.as_str()
+    } else {
+        ""
+    };
+    if let Some(own) = own {
+        // Every release script's ARGV[2] to ARGV[5], every slot sent: the release channel,
+        // release.lua's announcement flag or the SPUBLISH flag, and so on as each script's
+        // header says, then the releasing client's grant channel.
+        if kind.is_lock() {
+            invocation
+                .arg(channel)
+                .arg(if kind == Kind::Leader { "1" } else { "0" })
+                .arg(notices.flag().unwrap_or(""));
         } else {
-            ""
-        };
-        let flag = notices.flag().unwrap_or("");
-        invocation.arg(channel).arg(flag).arg(weight);
+            // sem_release.lua's weight (unused by rw_release.lua) in ARGV[4].
+            invocation
+                .arg(channel)
+                .arg(notices.flag().unwrap_or(""))
+                .arg(weight);
+        }
+        invocation.arg(own);
         return invocation;
     }
-    if let (Some(own), true) = (own, kind.is_lock()) {
-        // release.lua's ARGV[2] to ARGV[5], every slot sent.
-        let announce = if kind == Kind::Leader || notices.on() {
-            keys.channel.as_str()
-        } else {
-            ""
-        };
+    if weight > 1 {
+        // sem_release.lua's ARGV[4]: the permits of a lease taken as several, after the
+        // optional channel and flag (sent empty when unused).
         invocation
-            .arg(announce)
-            .arg(if kind == Kind::Leader { "1" } else { "0" })
+            .arg(channel)
             .arg(notices.flag().unwrap_or(""))
-            .arg(own);
+            .arg(weight);
         return invocation;
     }
     if kind == Kind::Leader {

@@ -5,14 +5,21 @@
 //! joins the lock's FIFO queue in Redis (one script call). When the holder releases, the
 //! release script hands the lock straight to the oldest waiter whose client still listens
 //! (`PUBLISH` reaches a subscriber) and publishes the grant on that client's channel, which
-//! this module routes to the waiting task: no thundering herd, no starvation. A mutex
-//! grant lasts a short claim window (a tenth of the ttl, 50 ms to 1 s) until its waiter
-//! confirms it with one attempt: a waiter whose link was cut silently (Redis still counts
-//! it) costs the others that window, after which the releasing client, or the next
-//! attempt, serves the next waiter; an attempt never takes a free lock past an older
-//! queued waiter. Queued waiters send nothing else: they re-check only when the holder's
-//! lease can have run out (it may have crashed), and when the pub/sub connection drops or
-//! comes back, so a lost message costs time, never correctness. A dropped subscription is restored in the background, however long the
+//! this module routes to the waiting task: no thundering herd, no starvation. The
+//! hand-off is one protocol for every primitive (`scripts/lib/grants.lua`): a pushed grant
+//! lasts a short claim window (a tenth of the ttl, 50 ms to 1 s) until its waiter confirms
+//! it with one attempt, and is never proof by itself; a waiter whose link was cut silently
+//! (Redis still counts it) costs the others that window, after which the queue's watchers
+//! (its first three places, nudged by every grant and every withdrawal from the front) or
+//! the releasing client serve the next waiter, whether or not the releaser still lives; an
+//! attempt never takes a free lease past an older queued waiter. A lock handed to a waiter
+//! of the releasing client is granted directly, for its whole ttl, from the release's reply.
+//! A queued head that keeps others out (a writer while readers hold, a request for more
+//! permits than are free) and whose client no longer listens (its process ended) stops
+//! counting at the next attempt behind it, which comes within a claim window. Queued
+//! waiters send nothing else: the watchers re-check only when the holder's lease can have
+//! run out (it may have crashed), the others rarely, and all of them when the pub/sub
+//! connection drops or comes back, so a lost message costs time, never correctness. A dropped subscription is restored in the background, however long the
 //! outage (see `crate::conn::pubsub`); meanwhile waiters do not queue for hand-offs.
 //! A mutex waiter already queued keeps its place while its client does not listen (a
 //! reconnect, a subscription following a Sentinel failover): a hand-off skips it and goes

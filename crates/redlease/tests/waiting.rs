@@ -289,6 +289,50 @@ async fn a_first_waiter_queues_without_a_spare_attempt() {
     guard.release().await.unwrap();
 }
 
+/// A hand-off to a waiter of the releasing client itself is granted for the whole ttl and
+/// told from the release's reply: the waiter takes it without a confirming attempt, for
+/// every primitive (the only script call between the waiter's queued attempt and its
+/// guard is the holder's release, by Redis' `INFO commandstats`). A pushed grant to
+/// another client's waiter would cost a confirming attempt more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_within_one_client_needs_no_confirming_attempt() {
+    let server = server();
+    let one = client(&server).await;
+    let mut conn = raw(&server).await;
+    for prim in common::prim::ALL {
+        let ttl = Duration::from_secs(120);
+        // Every script loaded beforehand: a first call's NOSCRIPT would count too.
+        let warm = prim
+            .acquire_for(&one, "within-warm", ttl, Duration::ZERO)
+            .await
+            .unwrap();
+        warm.release().await.unwrap();
+        let name = "within-one-client";
+        let held = prim
+            .acquire_for(&one, name, ttl, Duration::ZERO)
+            .await
+            .unwrap();
+        let waiter = tokio::spawn({
+            let one = one.clone();
+            async move {
+                prim.acquire_for(&one, name, ttl, Duration::from_secs(20))
+                    .await
+            }
+        });
+        common::prim::queued_for_grants(&server, &prim.keys(name), 1).await;
+        let before = common::evalsha_calls(&mut conn).await;
+        held.release().await.unwrap();
+        let guard = bounded("the waiter's turn", waiter).await.unwrap().unwrap();
+        let requests = common::evalsha_calls(&mut conn).await - before;
+        assert_eq!(
+            requests, 1,
+            "{prim:?}: {requests} script calls from the release to the waiter's guard"
+        );
+        assert!(guard.is_held());
+        guard.release().await.unwrap();
+    }
+}
+
 /// Queued waiters send nothing until the holder's lease can have run out (the grant is
 /// pushed to them), not every `retry.max` (200 ms). Counted by Redis (`INFO commandstats`)
 /// over a window of two leases of held, renewed holds: at most one attempt per waiter per

@@ -360,7 +360,30 @@ pub(super) fn lease_life_rows() -> Vec<Scenario> {
             Promise::Exclusive,
             "the hand-off lasts its claim window (ttl/10), then the next waiter is served: a stall of about the window, not a ttl (see the note); no overlapping claims; the waiter works again after the heal",
         )),
+        cut_waiter_of(
+            Primitive::Semaphore { permits: 1 },
+            "semaphore 1: waiter cut off silently (no reset) when handed a permit, healed after 2 TTL",
+        ),
+        cut_waiter_of(
+            Primitive::RwLock,
+            "rwlock (1 write in 3): waiter cut off silently (no reset) when handed the lock, healed after 2 TTL",
+        ),
     ]
+}
+
+/// The cut-waiter row of another primitive than the lock: the same hand-off
+/// (`scripts/lib/grants.lua`), the same claim window.
+fn cut_waiter_of(primitive: Primitive, name: &'static str) -> Scenario {
+    let mut scenario = row(
+        name,
+        Fault::CutWaiter,
+        Deployment::Single,
+        Promise::Exclusive,
+        "the grant lasts its claim window (ttl/10), then the next waiter is served: a stall of about the window, not a ttl (see the note); no overlapping claims; the waiter works again after the heal",
+    );
+    scenario.own_links = true;
+    scenario.primitive = primitive;
+    scenario
 }
 
 /// Every scenario, in report order.

@@ -67,6 +67,14 @@ local function offer(sharded, w, fence, token, key, own)
   return claim_window(w[1]), false, message
 end
 
+-- handed(message, lease, direct): a release's report of a hand-off (its reply tells the
+-- releasing client, which tells its own waiters at once and follows claim windows up), "<claim|lease> <ms>
+-- <grant message>": "lease" for a direct grant (the waiter holds the whole ttl), "claim"
+-- for a claim window.
+local function handed(message, lease, direct)
+  return (direct and 'lease ' or 'claim ') .. string.format('%d', lease) .. ' ' .. message
+end
+
 -- listens(channel): whether a client listens on the grant channel `channel` now (PUBSUB
 -- NUMSUB, on this server: where grant links are kept). A queued place whose client does not
 -- is gone (its process ended, closing its connections) or moving (a reconnect): a head that

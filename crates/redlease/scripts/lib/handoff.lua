@@ -91,10 +91,3 @@ local function hand_on(own, sharded, own_ttl, own_channel)
   end
   return grant, lease, direct, popped
 end
-
--- handed(message, lease, direct): a release's report of a hand-off, "<claim|lease> <ms>
--- <grant message>": "lease" for a direct grant (the waiter holds the whole ttl), "claim"
--- for a claim window.
-local function handed(message, lease, direct)
-  return (direct and 'lease ' or 'claim ') .. string.format('%d', lease) .. ' ' .. message
-end

@@ -72,9 +72,11 @@ end
 -- A silent entry (no grant channel: a Cluster waiter, see rw_acquire.lua) is never granted
 -- by someone else's call: it stays at the head, keeping later waiters and newcomers out,
 -- until its own waiter comes back for it, or is dropped once its `until` (w[5]) passed
--- (the waiter is gone). Returns the caller's fencing token (or nil), whether the queue is
--- now empty, and whether a silent head now fits (so that its waiter should be woken).
-local function serve_queue(state, now, caller, ttl, details, granted)
+-- (the waiter is gone). `granted` collects the grants to others (see serve); `own` (or
+-- nil) is the releasing client's grant channel, whose waiters are granted directly (their
+-- whole ttl). Returns the caller's fencing token (or nil), whether the queue is now empty,
+-- and whether a silent head now fits (so that its waiter should be woken).
+local function serve_queue(state, now, caller, ttl, details, granted, own)
   local mine = nil
   while true do
     local head = redis.call('LINDEX', KEYS[4], 0)
@@ -111,10 +113,15 @@ local function serve_queue(state, now, caller, ttl, details, granted)
           hold(state, head, w[4], ttl, details, fence, now)
           mine = fence
         else
-          local lease = offer(false, w, fence, head, KEYS[1], nil)
+          local lease, direct, message = offer(false, w, fence, head, KEYS[1], own)
           if lease then
             hold(state, head, w[4], lease, w[3], fence, now)
-            granted.window = math.min(granted.window or lease, lease)
+            granted[#granted + 1] = handed(message, lease, direct)
+            if direct then
+              granted.whole = lease
+            else
+              granted.window = math.min(granted.window or lease, lease)
+            end
           end
         end
       end
@@ -122,16 +129,17 @@ local function serve_queue(state, now, caller, ttl, details, granted)
   end
 end
 
-local function serve(state, now, caller, ttl, details)
-  -- The shortest claim window granted to another waiter, if any.
+local function serve(state, now, caller, ttl, details, own)
+  -- The grants to others as a release reports them (see handed), the shortest claim
+  -- window among them (`window`) and a whole ttl granted directly (`whole`), if any.
   local granted = {}
-  local mine, empty, wake = serve_queue(state, now, caller, ttl, details, granted)
+  local mine, empty, wake = serve_queue(state, now, caller, ttl, details, granted, own)
   if granted.window then
     after_grant(KEYS[4], KEYS[5], granted.window, false, KEYS[1], false)
-  elseif mine then
-    after_grant(KEYS[4], KEYS[5], ttl, true, KEYS[1], false)
+  elseif mine or granted.whole then
+    after_grant(KEYS[4], KEYS[5], mine and ttl or granted.whole, true, KEYS[1], false)
   end
-  return mine, empty, wake
+  return mine, empty, wake, granted
 end
 
 -- Sets each held key's expiry to the latest lease's; returns that expiry (ms since 1970),

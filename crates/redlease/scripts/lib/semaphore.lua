@@ -115,18 +115,23 @@ end
 -- free stays at the head, and everyone behind it waits too (FIFO: a request for n is not
 -- starved by later, smaller ones). `caller` (or nil), when it reaches the head, is granted
 -- without a message, with `ttl`, `details` and its weight `n`. `in_use` is the number of
--- permits in use (see in_use), when the caller has it already. Returns the caller's
--- fencing token (or nil), the permits still free (while any are free, the queue is empty
--- or its head is blocked), whether the queue was found absent at once, so that nothing
--- was served and no queue key exists, and whether the head is blocked.
-local function serve(permits, now, caller, ttl, details, used, n)
+-- permits in use (see in_use), when the caller has it already. `own` (or nil): the
+-- releasing client's grant channel, whose waiters are granted directly (their whole ttl).
+-- Returns the caller's fencing token (or nil), the permits still free (while any are
+-- free, the queue is empty or its head is blocked), whether the queue was found absent at
+-- once, so that nothing was served and no queue key exists, whether the head is blocked,
+-- and the grants made to others as a release reports them (see handed).
+local function serve(permits, now, caller, ttl, details, used, n, own)
   local free = permits - (used or in_use(redis.call('ZCARD', KEYS[1])))
   local mine = nil
   local absent = false
   local blocked = false
   local first = true
-  -- The shortest claim window granted to another waiter (nil: none).
+  -- The shortest claim window granted to another waiter (nil: none), and every grant.
   local window = nil
+  local granted = {}
+  -- A whole ttl granted directly to a waiter of the releasing client (nil: none).
+  local whole = nil
   while free > 0 do
     local head = redis.call('LPOP', KEYS[4])
     if not head then
@@ -163,13 +168,18 @@ local function serve(permits, now, caller, ttl, details, used, n)
           free = free - need
         else
           local fence = grant_fence(KEYS[2], nil, clock_us)
-          local lease = offer(false, w, fence, head, KEYS[1], nil)
+          local lease, direct, message = offer(false, w, fence, head, KEYS[1], own)
           if lease then
             redis.call('ZADD', KEYS[1], ms(now + lease), head)
             redis.call('HSET', KEYS[3], head, holder_entry(fence, w[3], need))
             add_extra(need - 1)
             free = free - need
-            window = math.min(window or lease, lease)
+            granted[#granted + 1] = handed(message, lease, direct)
+            if direct then
+              whole = lease
+            else
+              window = math.min(window or lease, lease)
+            end
           end
         end
       end
@@ -177,10 +187,10 @@ local function serve(permits, now, caller, ttl, details, used, n)
   end
   if window then
     after_grant(KEYS[4], KEYS[5], window, false, KEYS[1], false)
-  elseif mine then
-    after_grant(KEYS[4], KEYS[5], ttl, true, KEYS[1], false)
+  elseif mine or whole then
+    after_grant(KEYS[4], KEYS[5], mine and ttl or whole, true, KEYS[1], false)
   end
-  return mine, free, absent, blocked
+  return mine, free, absent, blocked, granted
 end
 
 -- How long until the earliest held permit runs out, in ms from `now` (-1: none held): when

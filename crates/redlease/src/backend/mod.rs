@@ -106,11 +106,7 @@ impl Deployment {
     ) -> Result<Released> {
         if self.topology == Topology::Quorum {
             let held = Box::pin(quorum::release(self, keys, kind, token)).await?;
-            return Ok(if held {
-                Released::Freed
-            } else {
-                Released::NotHeld
-            });
+            return Ok(Released::was(held));
         }
         let announce = self.announces();
         self.across_reconnects(|| release_on(self.primary(), keys, kind, token, announce, own))

@@ -91,6 +91,10 @@ pub(crate) struct Notifier {
     /// was last asked for.
     lock_channels: Mutex<HashMap<String, ChannelUse>>,
     waiters: Mutex<HashMap<String, Waiter>>,
+    /// Lock keys with a release of this client in flight, and the grants pushed for them
+    /// meanwhile, held back until the release's reply has told its waiters (see
+    /// [`Notifier::releasing`]).
+    releasing: Mutex<HashMap<String, Releasing>>,
     /// Tokens of abandoned operations whose give-back has not reached Redis yet: a grant
     /// for one of them wakes its give-back at once (the lock would sit with nobody).
     orphans: Mutex<HashMap<String, Arc<Notify>>>,
@@ -173,6 +177,7 @@ impl Notifier {
                 shards,
                 lock_channels: Mutex::new(HashMap::new()),
                 waiters: Mutex::new(HashMap::new()),
+                releasing: Mutex::new(HashMap::new()),
                 orphans: Mutex::new(HashMap::new()),
                 abandoned: Mutex::new(HashMap::new()),
                 give_back: std::sync::OnceLock::new(),
@@ -385,6 +390,30 @@ impl Notifier {
         self.tell(Grant { fence, direct }, token);
     }
 
+    /// Marks a release of this client on the lock at `key` as in flight until the returned
+    /// guard is dropped. A grant pushed meanwhile for that lock is held back until then: the
+    /// release's reply tells this client's own waiter of a direct grant (its whole ttl,
+    /// no confirming attempt), and the push of the same grant, which can overtake the reply
+    /// on the other connection, must not make the waiter confirm it first. Dropped, the
+    /// guard passes the held-back grants on (a waiter the reply told is gone by then).
+    pub(crate) fn releasing(self: &Arc<Self>, key: &str) -> InFlight {
+        self.lock_releasing()
+            .entry(key.to_owned())
+            .or_default()
+            .releases += 1;
+        InFlight {
+            notifier: Arc::clone(self),
+            key: key.to_owned(),
+        }
+    }
+
+    fn lock_releasing(&self) -> std::sync::MutexGuard<'_, HashMap<String, Releasing>> {
+        // Single inserts, updates and removes: a poisoned lock is still usable.
+        self.releasing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Tells the registered waiter `token` that it watches the queue, and to re-check in
     /// `ttl`, when the lease just granted can end (a hint: from any server).
     fn nudge(&self, ttl: Duration, token: &str) {
@@ -495,6 +524,16 @@ impl LinkOwner for Notifier {
             fence,
             direct: None,
         };
+        let key = std::str::from_utf8(payload)
+            .ok()
+            .and_then(|text| text.splitn(3, ' ').nth(2));
+        if let Some(key) = key {
+            let mut releasing = self.lock_releasing();
+            if let Some(in_flight) = releasing.get_mut(key) {
+                in_flight.held.push((grant, token.to_owned()));
+                return;
+            }
+        }
         self.tell(grant, token);
     }
 
@@ -563,6 +602,41 @@ impl Orphan {
     /// before this call).
     pub(crate) async fn granted(&self) {
         self.wake.notified().await;
+    }
+}
+
+/// A lock's releases in flight by this client, and the grants pushed for it meanwhile.
+#[derive(Default)]
+struct Releasing {
+    releases: usize,
+    held: Vec<(Grant, String)>,
+}
+
+/// A release of this client in flight (see [`Notifier::releasing`]).
+pub(crate) struct InFlight {
+    notifier: Arc<Notifier>,
+    key: String,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let held = {
+            let mut releasing = self.notifier.lock_releasing();
+            let Some(entry) = releasing.get_mut(&self.key) else {
+                return;
+            };
+            entry.releases = entry.releases.saturating_sub(1);
+            if entry.releases > 0 {
+                return;
+            }
+            releasing
+                .remove(&self.key)
+                .map(|r| r.held)
+                .unwrap_or_default()
+        };
+        for (grant, token) in held {
+            self.notifier.tell(grant, &token);
+        }
     }
 }
 

@@ -210,7 +210,7 @@ pub async fn sem_release(
     if announce {
         invocation.arg(keys.channel());
     }
-    invocation.invoke_async(conn).await
+    Ok(held_flag(invocation.invoke_async(conn).await?))
 }
 
 pub async fn rw_acquire(
@@ -244,7 +244,20 @@ pub async fn rw_release(
     if announce {
         invocation.arg(keys.channel());
     }
-    invocation.invoke_async(conn).await
+    Ok(held_flag(invocation.invoke_async(conn).await?))
+}
+
+/// A shared lease's release reply as 1 or 0 (whether the lease was ours): the script
+/// answers `{1 or 0, hand-off, ...}` instead when it handed the lease on.
+fn held_flag(reply: Value) -> i64 {
+    match reply {
+        Value::Int(n) => n,
+        Value::Array(items) => match items.first() {
+            Some(Value::Int(n)) => *n,
+            _ => panic!("a release reply without its flag: {items:?}"),
+        },
+        other => panic!("an unexpected release reply: {other:?}"),
+    }
 }
 
 pub async fn rw_downgrade(
