@@ -157,7 +157,7 @@ pub(crate) fn claim_window(ttl: Duration) -> Duration {
 pub(crate) async fn cut_waiter<'a>(
     runner: &Runner,
     server: &RedisServer,
-    primitive: crate::Primitive,
+    primitive: redlease_chaos::Primitive,
     link: impl Fn(u32) -> Option<&'a Proxy>,
     ttl: Duration,
 ) -> anyhow::Result<Option<CutWaiter>> {
@@ -207,8 +207,8 @@ pub(crate) async fn cut_waiter<'a>(
         redlease::DEFAULT_PREFIX,
         crate::worker::LOCK,
         match primitive {
-            crate::Primitive::Semaphore { .. } => redlease::Primitive::Semaphore,
-            crate::Primitive::RwLock => redlease::Primitive::RwLock,
+            redlease_chaos::Primitive::Semaphore { .. } => redlease::Primitive::Semaphore,
+            redlease_chaos::Primitive::RwLock => redlease::Primitive::RwLock,
             _ => redlease::Primitive::Lock,
         },
     )?;
