@@ -134,8 +134,9 @@ pub(crate) async fn pause_waiter(runner: &mut Runner, ttl: Duration) -> anyhow::
 /// What one round of [`cut_waiter`] measured.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CutWaiter {
-    /// From the holder's release to the next acquisition by a worker other than the cut
-    /// waiter (their own send times); `None`: none within the bound.
+    /// From the holder's release (or the later release of a reader that shared the lock
+    /// with it) to the next acquisition by a worker other than the cut waiter (their own
+    /// send times); `None`: none within the bound.
     pub(crate) stall: Option<Duration>,
     /// From the heal to the cut waiter's next acquisition; `None`: none within the bound.
     pub(crate) back: Option<Duration>,
@@ -243,12 +244,24 @@ pub(crate) async fn cut_waiter<'a>(
             .map(Event::time)
     };
     runner.wait_for(bound, |j| released(j).is_some()).await;
+    // The stall is the time the lease sat with nobody but the cut waiter: from the last
+    // release before the next acquisition (the holder's, or that of a reader that shared
+    // the lock with it and left later) to that acquisition.
     let next = |j: &Judge| {
         let at = released(j)?;
-        since(j.history(), cut_at)
+        let events = since(j.history(), cut_at);
+        let acquired = events
             .iter()
-            .find(|e| e.kind == Kind::Acquire && e.worker != waiter && e.time() >= at)
-            .map(|e| e.time().saturating_sub(at))
+            .find(|e| e.kind == Kind::Acquire && e.worker != waiter && e.time() >= at)?
+            .time();
+        let free_from = events
+            .iter()
+            .filter(|e| e.kind == Kind::Release && e.worker != waiter)
+            .map(Event::time)
+            .filter(|&t| t >= at && t <= acquired)
+            .max()
+            .unwrap_or(at);
+        Some(acquired.saturating_sub(free_from))
     };
     runner.wait_for(bound, |j| next(j).is_some()).await;
     let stall = runner.with_judge(next);
@@ -287,7 +300,7 @@ pub(crate) fn describe_cut_waiters(rounds: &[CutWaiter], ttl: Duration, note: &m
     stalls.sort();
     let _ = write!(
         note,
-        "from the holder's release to the next holder (ttl {} ms, claim window {} ms): ",
+        "from the last release (the holder's, or a later one of a reader sharing with it) to the next holder (ttl {} ms, claim window {} ms): ",
         ms(ttl),
         ms(claim_window(ttl))
     );
