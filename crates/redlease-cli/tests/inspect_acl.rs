@@ -193,7 +193,7 @@ fn status_list_and_forced_release_work_with_the_documented_acl_plus_the_operator
 fn status_names_a_missing_permission() -> TestResult {
     let rules: Vec<&str> = OPERATOR_RULES
         .into_iter()
-        .filter(|r| *r != "+lrange")
+        .filter(|r| *r != "+hgetall")
         .collect();
     let server = acl_server(&rules);
     hold_job(&server, "0123456789abcdef0123456789abcdef")?;
@@ -201,7 +201,7 @@ fn status_names_a_missing_permission() -> TestResult {
     let stderr = text(&out.stderr);
     assert_ne!(out.status.code(), Some(0));
     assert!(
-        stderr.contains("lrange") && !stderr.contains("broken pipe"),
+        stderr.contains("hgetall") && !stderr.contains("broken pipe"),
         "{stderr}"
     );
     Ok(())
