@@ -228,7 +228,8 @@ async fn a_black_holed_subscription_does_not_hold_a_wait() {
 
 /// A lock is taken once a majority granted it, without waiting for a slow node, yet the
 /// slow node still gets it (its request completes in the background, first `EVALSHA`,
-/// `NOSCRIPT` and `SCRIPT LOAD` included), and the release takes it from every node.
+/// `NOSCRIPT`, then `EVAL` and `SCRIPT LOAD` included), and the release takes it from every
+/// node.
 /// Guards against the earlier variant that returned at the first majority by dropping
 /// the other requests, which left locks on a bare majority.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
