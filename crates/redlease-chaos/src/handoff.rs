@@ -244,25 +244,7 @@ pub(crate) async fn cut_waiter<'a>(
             .map(Event::time)
     };
     runner.wait_for(bound, |j| released(j).is_some()).await;
-    // The stall is the time the lease sat with nobody but the cut waiter: from the last
-    // release before the next acquisition (the holder's, or that of a reader that shared
-    // the lock with it and left later) to that acquisition.
-    let next = |j: &Judge| {
-        let at = released(j)?;
-        let events = since(j.history(), cut_at);
-        let acquired = events
-            .iter()
-            .find(|e| e.kind == Kind::Acquire && e.worker != waiter && e.time() >= at)?
-            .time();
-        let free_from = events
-            .iter()
-            .filter(|e| e.kind == Kind::Release && e.worker != waiter)
-            .map(Event::time)
-            .filter(|&t| t >= at && t <= acquired)
-            .max()
-            .unwrap_or(at);
-        Some(acquired.saturating_sub(free_from))
-    };
+    let next = |j: &Judge| stall_after(since(j.history(), cut_at), released(j)?, waiter);
     runner.wait_for(bound, |j| next(j).is_some()).await;
     let stall = runner.with_judge(next);
     tokio::time::sleep_until(cut + ttl * 2).await;
@@ -277,6 +259,25 @@ pub(crate) async fn cut_waiter<'a>(
     runner.wait_for(bound, |j| again(j).is_some()).await;
     let back = runner.with_judge(again);
     Ok(Some(CutWaiter { stall, back }))
+}
+
+/// How long the lease sat with nobody but the cut `waiter` after the holder's release at
+/// `at`: from the last release before the next acquisition by another worker (the
+/// holder's, or that of a reader that shared the lock with it and left later) to that
+/// acquisition; `None` before that acquisition.
+fn stall_after(events: &[Event], at: Duration, waiter: u32) -> Option<Duration> {
+    let acquired = events
+        .iter()
+        .find(|e| e.kind == Kind::Acquire && e.worker != waiter && e.time() >= at)?
+        .time();
+    let free_from = events
+        .iter()
+        .filter(|e| e.kind == Kind::Release && e.worker != waiter)
+        .map(Event::time)
+        .filter(|&t| t >= at && t <= acquired)
+        .max()
+        .unwrap_or(at);
+    Some(acquired.saturating_sub(free_from))
 }
 
 /// The events of `history` the judge received at or after `from`.

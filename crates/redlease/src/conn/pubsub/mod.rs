@@ -80,6 +80,7 @@ pub(crate) trait Owner: Send + Sync + 'static {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
     /// Classic channels (`SUBSCRIBE`), on any server it reaches (the sentinels' events).
+    #[cfg(feature = "sentinel")]
     Classic,
     /// Release notices and an election's announcements (latch waiters, election
     /// observers, waiters that listen for releases): classic channels, kept on a primary
@@ -131,6 +132,7 @@ impl Link {
         owner: Weak<dyn Owner>,
     ) -> redis::RedisResult<Arc<Self>> {
         let (sharded, primary_only) = match mode {
+            #[cfg(feature = "sentinel")]
             Mode::Classic => (false, false),
             Mode::Notices | Mode::Grants => (false, true),
             #[cfg(feature = "cluster")]
