@@ -10,7 +10,7 @@ mod common;
 
 use redlease_model::Report;
 use redlease_model::serve::scenarios::{self, Scenario};
-use redlease_model::serve::{GONE_GRANT_FREED, ServeConfig};
+use redlease_model::serve::{CUT_GRANT_FREED, GONE_GRANT_FREED, ServeConfig};
 
 /// Runs `scenario`, prints the report and its counterexamples (`cargo test --
 /// --nocapture` shows them), and fails unless it shows what it expects.
@@ -32,6 +32,18 @@ fn the_fix_gives_a_grant_to_an_abandoned_token_back_at_once() {
 }
 
 #[test]
+fn before_the_one_hand_off_a_grant_to_a_silently_cut_waiter_sits_for_its_lease() {
+    let report = verify(&scenarios::before_cut_whole_lease());
+    let text = report.discovery(CUT_GRANT_FREED).unwrap().to_string();
+    assert!(text.contains("cut silently"), "{text}");
+}
+
+#[test]
+fn the_claim_window_frees_a_grant_to_a_silently_cut_waiter() {
+    verify(&scenarios::cut_claim_window());
+}
+
+#[test]
 fn every_serve_scenario_has_a_test() {
-    assert_eq!(scenarios::all().len(), 2);
+    assert_eq!(scenarios::all().len(), 4);
 }

@@ -6,9 +6,12 @@
 //! while a place is queued ([`SERVES_ALL`]: a gone waiter's place lives until the first
 //! script that can serve it, or until the queue's linger runs out).
 //!
-//! Waiters may crash (a `PUBLISH` to them reaches no one: `serve` drops their place) or
+//! Waiters may crash (a `PUBLISH` to them reaches no one: `serve` drops their place),
 //! give up with their give-back lost while their client still listens for other waits
-//! (`serve` grants them a permit nobody takes). A running client handles a pushed grant
+//! (`serve` grants them a permit nobody takes), or be cut off silently (Redis still counts
+//! them: `serve` grants them a permit they never hear of; [`CUT_GRANT_FREED`] bounds how
+//! long it stays taken, which the claim window of the one hand-off keeps and a grant of
+//! the whole lease does not). A running client handles a pushed grant
 //! before time passes, so the bound is in ticks of model time: 0 means before time moves.
 //!
 //! ```
@@ -25,12 +28,12 @@ mod state;
 mod timeline;
 
 pub use model::{
-    Action, DROPPED, GONE_GRANT, GONE_GRANT_FREED, SERVED_BEHIND, SERVES_ALL, ServeModel,
-    WITHIN_PERMITS, unclaimed_too_long,
+    Action, CUT_GRANT, CUT_GRANT_FREED, DROPPED, GONE_GRANT, GONE_GRANT_FREED, SERVED_BEHIND,
+    SERVES_ALL, ServeModel, WITHIN_PERMITS, unclaimed_too_long,
 };
 pub use state::{
-    Client, Permit, Phase, Rule, SEEN_BEHIND, SEEN_DROP, SEEN_GONE_GRANT, SEEN_STUCK, ServeConfig,
-    State,
+    Client, Permit, Phase, Rule, SEEN_BEHIND, SEEN_CUT_GRANT, SEEN_DROP, SEEN_GONE_GRANT,
+    SEEN_STUCK, ServeConfig, State,
 };
 pub use timeline::{timeline, verdict_of};
 

@@ -4,8 +4,8 @@
 use stateright::{Model, Property};
 
 use super::state::{
-    Client, Permit, Phase, Rule, SEEN_BEHIND, SEEN_DROP, SEEN_GONE_GRANT, SEEN_STUCK, ServeConfig,
-    State,
+    Client, Permit, Phase, Rule, SEEN_BEHIND, SEEN_CUT_GRANT, SEEN_DROP, SEEN_GONE_GRANT,
+    SEEN_STUCK, ServeConfig, State,
 };
 
 /// One step of the system.
@@ -27,6 +27,9 @@ pub enum Action {
     /// The waiter gives up and its give-back is lost: its place stays, its client still
     /// listens, nobody waits for its token.
     Abandon(usize),
+    /// The waiter is cut off silently: Redis still counts its subscription, it hears and
+    /// sends nothing any more.
+    Cut(usize),
 }
 
 /// The model of a semaphore's `serve` hand-off for one [`ServeConfig`].
@@ -50,6 +53,12 @@ pub const GONE_GRANT: &str = "sometimes a permit is granted to a gone waiter";
 pub const DROPPED: &str = "sometimes a serve drops a crashed waiter's place";
 /// Example: a waiter queued behind a gone one is served.
 pub const SERVED_BEHIND: &str = "sometimes a waiter behind a gone one is served";
+/// Property (bounded liveness): a permit granted to a waiter cut off silently is free again
+/// within [`ServeConfig::cut_bound`] ticks (its claim window).
+pub const CUT_GRANT_FREED: &str =
+    "a grant to a silently cut waiter is free again within its window";
+/// Example: a permit is granted to a waiter cut off silently.
+pub const CUT_GRANT: &str = "sometimes a permit is granted to a silently cut waiter";
 
 impl ServeModel {
     /// A model of `config`.
@@ -83,6 +92,11 @@ impl ServeModel {
                 s.clients[i].phase = Phase::Done;
             }
             Action::Take(i) => {
+                // The waiter confirms its grant with an attempt: the whole lease from now.
+                let me = client_id(i);
+                if let Some(p) = s.permits.iter_mut().find(|p| p.token == me) {
+                    p.left = self.config.ttl;
+                }
                 s.clients[i] = Client {
                     phase: Phase::Holding,
                     granted: false,
@@ -106,6 +120,10 @@ impl ServeModel {
                 s.abandons -= 1;
                 s.clients[i].phase = Phase::Abandoned;
             }
+            Action::Cut(i) => {
+                s.cuts -= 1;
+                s.clients[i].phase = Phase::Cut;
+            }
         }
         s.permits.sort_unstable();
         s
@@ -128,6 +146,10 @@ impl ServeModel {
     /// queued takes a free permit only when the queue is empty, and joins it otherwise.
     fn attempt(&self, s: &mut State, i: usize) {
         let me = client_id(i);
+        if let Some(p) = s.permits.iter_mut().find(|p| p.token == me) {
+            // A grant confirmed by the waiter's attempt: the whole lease from now.
+            p.left = self.config.ttl;
+        }
         if s.permits.iter().any(|p| p.token == me) || self.serve(s, Some(me)) {
             s.clients[i] = Client {
                 phase: Phase::Holding,
@@ -139,7 +161,7 @@ impl ServeModel {
             return;
         }
         if s.queue.is_empty() && s.permits.len() < usize::from(self.config.permits) {
-            self.grant(s, me);
+            Self::grant(s, me, self.config.ttl);
             s.clients[i].phase = Phase::Holding;
         } else {
             s.queue.push(me);
@@ -154,7 +176,7 @@ impl ServeModel {
         while s.permits.len() < usize::from(self.config.permits) && !s.queue.is_empty() {
             let head = s.queue.remove(0);
             if Some(head) == caller {
-                self.grant(s, head);
+                Self::grant(s, head, self.config.ttl);
                 return true;
             }
             let h = usize::from(head);
@@ -162,9 +184,12 @@ impl ServeModel {
                 s.seen |= SEEN_DROP;
                 continue;
             }
-            self.grant(s, head);
+            // Pushed: the claim window until the waiter confirms (see `ServeConfig::window`).
+            Self::grant(s, head, self.config.window.unwrap_or(self.config.ttl));
             s.clients[h].granted = true;
-            if !s.clients[h].wanted() {
+            if s.clients[h].phase == Phase::Cut {
+                s.seen |= SEEN_CUT_GRANT;
+            } else if !s.clients[h].wanted() {
                 s.seen |= SEEN_GONE_GRANT;
             } else if s.clients[..h]
                 .iter()
@@ -179,10 +204,10 @@ impl ServeModel {
         false
     }
 
-    fn grant(&self, s: &mut State, token: u8) {
+    fn grant(s: &mut State, token: u8, left: u8) {
         s.permits.push(Permit {
             token,
-            left: self.config.ttl,
+            left,
             unclaimed: 0,
         });
     }
@@ -192,9 +217,12 @@ fn client_id(i: usize) -> u8 {
     u8::try_from(i).unwrap_or(u8::MAX)
 }
 
-/// The first permit taken longer than `bound` ticks by a token nobody waits for.
-pub fn unclaimed_too_long(s: &State, bound: u8) -> Option<Permit> {
-    s.permits.iter().copied().find(|p| p.unclaimed > bound)
+/// The first permit taken longer than `bound` ticks by a token nobody waits for, its
+/// waiter cut off silently (`cut`) or not.
+pub fn unclaimed_too_long(s: &State, bound: u8, cut: bool) -> Option<Permit> {
+    s.permits.iter().copied().find(|p| {
+        p.unclaimed > bound && (s.clients[usize::from(p.token)].phase == Phase::Cut) == cut
+    })
 }
 
 impl Model for ServeModel {
@@ -226,13 +254,15 @@ impl Model for ServeModel {
             clients,
             crashes: cfg.crashes,
             abandons: cfg.abandons,
+            cuts: cfg.cuts,
             seen: 0,
         }]
     }
 
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
-        // A running client handles a pushed grant before time passes.
-        if !s.clients.iter().any(|c| c.granted) {
+        // A running client handles a pushed grant before time passes (one cut off never
+        // does).
+        if !s.clients.iter().any(|c| c.granted && c.phase != Phase::Cut) {
             actions.push(Action::Tick);
         }
         for (i, c) in s.clients.iter().enumerate() {
@@ -247,16 +277,23 @@ impl Model for ServeModel {
                     if s.abandons > 0 {
                         actions.push(Action::Abandon(i));
                     }
+                    if s.cuts > 0 {
+                        actions.push(Action::Cut(i));
+                    }
                 }
                 Phase::Abandoned if c.granted => actions.push(Action::Handle(i)),
-                Phase::Abandoned | Phase::Crashed | Phase::Done => {}
+                Phase::Abandoned | Phase::Crashed | Phase::Cut | Phase::Done => {}
             }
         }
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
         let mut s = self.apply(last, action);
-        let cap = self.config.bound.saturating_add(1);
+        let cap = self
+            .config
+            .bound
+            .max(self.config.cut_bound)
+            .saturating_add(1);
         for p in &mut s.permits {
             p.unclaimed = p.unclaimed.min(cap);
         }
@@ -271,12 +308,16 @@ impl Model for ServeModel {
                 s.permits.len() <= n && holding.count() <= n
             }),
             Property::always(GONE_GRANT_FREED, |m: &ServeModel, s: &State| {
-                unclaimed_too_long(s, m.config.bound).is_none()
+                unclaimed_too_long(s, m.config.bound, false).is_none()
+            }),
+            Property::always(CUT_GRANT_FREED, |m: &ServeModel, s: &State| {
+                unclaimed_too_long(s, m.config.cut_bound, true).is_none()
             }),
             Property::always(SERVES_ALL, |_, s: &State| s.seen & SEEN_STUCK == 0),
             Property::sometimes(GONE_GRANT, |_, s: &State| s.seen & SEEN_GONE_GRANT != 0),
             Property::sometimes(DROPPED, |_, s: &State| s.seen & SEEN_DROP != 0),
             Property::sometimes(SERVED_BEHIND, |_, s: &State| s.seen & SEEN_BEHIND != 0),
+            Property::sometimes(CUT_GRANT, |_, s: &State| s.seen & SEEN_CUT_GRANT != 0),
         ]
     }
 }

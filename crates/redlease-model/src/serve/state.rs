@@ -31,6 +31,15 @@ pub struct ServeConfig {
     /// How many waiters may give up with their give-back lost (cut off), their client
     /// still listening on its grant channel for other waits.
     pub abandons: u8,
+    /// How many waiters may be cut off silently (packets dropped: Redis still counts their
+    /// grant subscription, so `serve` grants them, and they never hear nor ask again).
+    pub cuts: u8,
+    /// How long a pushed grant lasts until its waiter confirms it, in ticks: `None` for the
+    /// whole lease (the semaphore before the one hand-off), `Some(w)` for the claim window
+    /// of `scripts/lib/grants.lua`.
+    pub window: Option<u8>,
+    /// How many ticks a permit granted to a waiter cut off silently may stay taken.
+    pub cut_bound: u8,
     /// The rule.
     pub rule: Rule,
 }
@@ -47,6 +56,9 @@ impl ServeConfig {
             bound: 0,
             crashes: 0,
             abandons: 1,
+            cuts: 0,
+            window: None,
+            cut_bound: 1,
             rule,
         }
     }
@@ -81,6 +93,9 @@ pub enum Phase {
     Abandoned,
     /// Crashed: nothing listens on its grant channel.
     Crashed,
+    /// Cut off silently: Redis still counts its grant subscription, but it hears nothing
+    /// and sends nothing.
+    Cut,
     /// Released, or its permit ran out.
     Done,
 }
@@ -114,6 +129,8 @@ pub const SEEN_GONE_GRANT: u8 = 2;
 pub const SEEN_BEHIND: u8 = 4;
 /// A script left a permit free while a place was still queued.
 pub const SEEN_STUCK: u8 = 8;
+/// A permit was granted to a waiter cut off silently.
+pub const SEEN_CUT_GRANT: u8 = 16;
 
 /// A state of the serve model.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -128,6 +145,8 @@ pub struct State {
     pub crashes: u8,
     /// Abandons left.
     pub abandons: u8,
+    /// Silent cuts left.
+    pub cuts: u8,
     /// Things that happened on the way here.
     pub seen: u8,
 }

@@ -12,8 +12,12 @@ pub fn timeline(config: &ServeConfig, steps: &[(State, Option<Action>)]) -> Vec<
         Rule::TraceOnly => "before the fix: a grant for a token not waited for is only traced",
         Rule::GiveBack => "the fix: a grant for a token not waited for is given back",
     };
+    let grants = match config.window {
+        None => String::from("a pushed grant lasts the whole lease"),
+        Some(w) => format!("a pushed grant lasts a claim window of {w} tick(s) until confirmed"),
+    };
     let mut lines = vec![format!(
-        "{:>3}. t=0   start: {} permits, a lease of {} ticks; {} ({rule})",
+        "{:>3}. t=0   start: {} permits, a lease of {} ticks, {grants}; {} ({rule})",
         1,
         config.permits,
         config.ttl,
@@ -46,13 +50,17 @@ pub fn verdict_of(
     let Some(last) = path::last(steps, |s, a| model.apply(s, a)) else {
         return String::new();
     };
-    match unclaimed_too_long(&last, config.bound) {
-        Some(p) => format!(
-            "{}'s permit, which nobody waits for, has been taken for {} tick(s) (bound {}); \
+    let found = unclaimed_too_long(&last, config.bound, false)
+        .map(|p| (p, config.bound))
+        .or_else(|| {
+            unclaimed_too_long(&last, config.cut_bound, true).map(|p| (p, config.cut_bound))
+        });
+    match found {
+        Some((p, bound)) => format!(
+            "{}'s permit, which nobody takes, has been taken for {} tick(s) (bound {bound}); \
              it runs out only {} tick(s) later; {}",
             client_name(p.token),
             p.unclaimed,
-            config.bound,
             p.left,
             describe_state(&last)
         ),
@@ -67,6 +75,7 @@ fn empty() -> State {
         clients: Vec::new(),
         crashes: 0,
         abandons: 0,
+        cuts: 0,
         seen: 0,
     }
 }
@@ -133,6 +142,11 @@ fn describe(action: Action, before: &State, after: &State) -> String {
         Action::Abandon(i) => format!(
             "{} gives up while cut off: its give-back is lost, its place stays, its client \
              listens on for other waits",
+            name(i)
+        ),
+        Action::Cut(i) => format!(
+            "{}'s links are cut silently: Redis still counts its grant subscription, it hears \
+             and sends nothing",
             name(i)
         ),
     }
