@@ -232,6 +232,9 @@ fn semaphore_serve(only: Option<&String>) -> usize {
         if scenario.freed == scenarios::Expect::Violated {
             print_counterexample(scenario.config.name, &report, serve::GONE_GRANT_FREED);
         }
+        if scenario.cut_freed == scenarios::Expect::Violated {
+            print_counterexample(scenario.config.name, &report, serve::CUT_GRANT_FREED);
+        }
         unexpected += usize::from(!shown(&report, scenario.verify(&report)));
     }
     unexpected
