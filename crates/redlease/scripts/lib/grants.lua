@@ -85,9 +85,10 @@ local function listens(channel)
   return redis.call('PUBSUB', 'NUMSUB', channel)[2] > 0
 end
 
--- nudge_front(queue, waiters, from, ms, key, sharded): tells the waiters at places `from`
--- to FRONT - 1 of `queue` (0-based) to re-check in `ms` ms ("next <ms> <token> <key>").
-local function nudge_front(queue, waiters, from, ms, key, sharded)
+-- nudge_front(queue, waiters, from, ms, key, sharded, quiet): tells the waiters at places
+-- `from` to FRONT - 1 of `queue` (0-based) to re-check in `ms` ms ("next <ms> <token>
+-- <key>"), except those listening on the channel `quiet` (or nil).
+local function nudge_front(queue, waiters, from, ms, key, sharded, quiet)
   if from >= FRONT then
     return
   end
@@ -96,18 +97,24 @@ local function nudge_front(queue, waiters, from, ms, key, sharded)
     local entry = token ~= '~' and redis.call('HGET', waiters, token)
     if entry then
       local channel = cjson.decode(entry)[2]
-      if channel ~= '' then
+      if channel ~= '' and channel ~= quiet then
         publish(sharded, channel, 'next ' .. string.format('%d', ms) .. ' ' .. token .. ' ' .. key)
       end
     end
   end
 end
 
--- after_grant(queue, waiters, ms, direct, key, sharded): the nudges a grant of `ms` ms
+-- after_grant(queue, waiters, ms, direct, key, sharded, own): the nudges a grant of `ms` ms
 -- owes the front (see the top): every watcher when the grant is a claim window, else the
--- waiter that moved up into the front.
-local function after_grant(queue, waiters, ms, direct, key, sharded)
-  nudge_front(queue, waiters, direct and FRONT - 1 or 0, ms, key, sharded)
+-- waiter that moved up into the front. After a direct grant, a waiter of the releasing
+-- client (its grant channel `own`) is not nudged: the new holder lives in its process, and
+-- a crash of that process ends both (the nudge would only wake it for nothing).
+local function after_grant(queue, waiters, ms, direct, key, sharded, own)
+  if direct then
+    nudge_front(queue, waiters, FRONT - 1, ms, key, sharded, own)
+  else
+    nudge_front(queue, waiters, 0, ms, key, sharded, nil)
+  end
 end
 
 -- in_front(queue, token): whether `token` is among the queue's watchers (see the top).

@@ -59,7 +59,7 @@ local function hand_on(own, sharded, own_ttl, own_channel)
         redis.call('SET', KEYS[3], string.format('%d', fence) .. ' ' .. w[3], 'PX', px)
         grant, lease, direct = message, ms, whole
         -- Before the skipped places go back at the head: those clients do not listen.
-        after_grant(KEYS[4], KEYS[5], ms, whole, KEYS[1], sharded)
+        after_grant(KEYS[4], KEYS[5], ms, whole, KEYS[1], sharded, own_channel)
         break
       end
       if not now then

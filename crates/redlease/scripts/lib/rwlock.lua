@@ -137,7 +137,7 @@ local function serve(state, now, caller, ttl, details, own)
   if granted.window then
     after_grant(KEYS[4], KEYS[5], granted.window, false, KEYS[1], false)
   elseif mine or granted.whole then
-    after_grant(KEYS[4], KEYS[5], mine and ttl or granted.whole, true, KEYS[1], false)
+    after_grant(KEYS[4], KEYS[5], mine and ttl or granted.whole, true, KEYS[1], false, own)
   end
   return mine, empty, wake, granted
 end

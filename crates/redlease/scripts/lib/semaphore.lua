@@ -188,7 +188,7 @@ local function serve(permits, now, caller, ttl, details, used, n, own)
   if window then
     after_grant(KEYS[4], KEYS[5], window, false, KEYS[1], false)
   elseif mine or whole then
-    after_grant(KEYS[4], KEYS[5], mine and ttl or whole, true, KEYS[1], false)
+    after_grant(KEYS[4], KEYS[5], mine and ttl or whole, true, KEYS[1], false, own)
   end
   return mine, free, absent, blocked, granted
 end
