@@ -284,7 +284,15 @@ async fn restarted_empty_node_needs_the_delayed_restart_rule() {
         // that the overlap shows whatever the machine's speed.
         let ttl = Duration::from_secs(if delayed { 4 } else { 30 });
         let mut nodes = nodes(3);
-        let client = quorum(&nodes.urls()).await;
+        // The holder reaches C through a proxy, cut before C restarts: its request to C
+        // (down when it acquires, and finished in the background for up to the lease) must
+        // not take the lock on the restarted C before the contender asks, or the contender
+        // meets the holder's majority. The race, not the restart rule, decided the test on
+        // a loaded machine.
+        let to_c = redlease_local::Proxy::start(nodes[2].port()).unwrap();
+        let mut holder_urls = nodes.urls();
+        holder_urls[2] = to_c.url();
+        let client = quorum(&holder_urls).await;
         let lock = client
             .lock("restart")
             .ttl(ttl)
@@ -295,6 +303,7 @@ async fn restarted_empty_node_needs_the_delayed_restart_rule() {
             .await
             .unwrap();
         nodes[1].kill();
+        to_c.cut();
         if delayed {
             tokio::time::sleep(ttl).await;
         }
