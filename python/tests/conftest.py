@@ -74,6 +74,28 @@ class RedisServer:
                 reply += chunk
         return reply.decode().split("\r\n")[0]
 
+    def script_calls(self) -> int:
+        """How many script calls (EVALSHA and EVAL) the server ran, by INFO commandstats."""
+        payload = b"*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n"
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
+            s.sendall(payload)
+            reply = b""
+            while b"\r\n" not in reply:
+                reply += s.recv(4096)
+            header, _, rest = reply.partition(b"\r\n")
+            length = int(header[1:])
+            while len(rest) < length:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                rest += chunk
+        calls = 0
+        for line in rest.decode().splitlines():
+            name, _, stats = line.partition(":")
+            if name in ("cmdstat_evalsha", "cmdstat_eval"):
+                calls += int(stats.split(",")[0].removeprefix("calls="))
+        return calls
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)

@@ -5,21 +5,28 @@ import asyncio
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
 import redlease
 
 
-def test_a_latch_opens_when_every_count_is_down(client):
+def test_a_latch_opens_when_every_count_is_down(client, redis_server):
     latch = client.latch("import", ttl=5.0)
     assert latch.count() == 0
     first, second = latch.count_up(), latch.count_up()
     assert latch.count() == 2
     assert second.fencing_token > first.fencing_token
     opened = []
+    before = redis_server.script_calls()
     waiter = threading.Thread(target=lambda: opened.append(latch.wait_open(wait=30.0)))
     waiter.start()
+    # The waiter's first check reached Redis before anything is counted down (else it may
+    # see the latch open already, with nothing counted down while it waited).
+    deadline = time.monotonic() + 30
+    while redis_server.script_calls() == before:
+        assert time.monotonic() < deadline, "the waiter never checked the latch"
     first.count_down()
     assert latch.count() == 1
     assert waiter.is_alive(), f"the latch opened with a count outstanding: {opened}"
