@@ -74,8 +74,14 @@ def test_an_async_latch(redis_server):
         client = await redlease.AsyncClient.connect(redis_server.url)
         latch = client.latch("async-import")
         first, second = await latch.count_up(), await latch.count_up()
+        before = redis_server.script_calls()
         waiter = asyncio.ensure_future(latch.wait_open(wait=30.0))
-        await asyncio.sleep(0)  # the waiter's task starts its wait
+        # The waiter's first check reaches Redis before anything is counted down (as in
+        # the threaded test above), the loop running meanwhile.
+        deadline = time.monotonic() + 30
+        while redis_server.script_calls() == before:
+            assert time.monotonic() < deadline, "the waiter never checked the latch"
+            await asyncio.sleep(0.001)
         await first.count_down()
         assert await latch.count() == 1
         assert not waiter.done(), "the latch opened with a count outstanding"
