@@ -22,6 +22,7 @@ acquired, ``wait=0`` makes one attempt. Every call may raise a ``redlease.Error`
 from __future__ import annotations
 
 import asyncio
+import atexit
 import datetime
 import functools
 import inspect
@@ -36,7 +37,7 @@ from ._errors import (
     AuthError,
     ConnectionError,
     Error,
-    ForkedClient,
+    Forked,
     InvalidName,
     InvalidOption,
     Lost,
@@ -61,7 +62,7 @@ __all__ = [
     "ConnectionError",
     "Error",
     "FencedStore",
-    "ForkedClient",
+    "Forked",
     "Guard",
     "InvalidName",
     "InvalidOption",
@@ -84,10 +85,15 @@ __all__ = [
 
 Seconds = Union[float, int, datetime.timedelta]
 
-DEFAULT_TTL = 10.0
-"""The ttl of a lease when none is given, in seconds."""
-DEFAULT_WAIT = 5.0
-"""How long an acquisition waits for a busy lock when not told, in seconds."""
+DEFAULT_TTL: float = _native.DEFAULT_TTL
+"""The ttl of a lease when none is given, in seconds (the Rust library's and the CLI's)."""
+DEFAULT_WAIT: float = _native.DEFAULT_WAIT
+"""How long an acquisition waits for a busy lock when not told, in seconds (the Rust
+library's and the CLI's)."""
+
+# At the interpreter's exit, every client of this process gives back its leases and queue
+# places, and the binding's threads stop coming back into Python (see python/src/life.rs).
+atexit.register(_native.at_exit)
 
 
 def _seconds(value: Optional[Seconds], option: str, *, none_ok: bool) -> Optional[float]:
@@ -434,6 +440,12 @@ class Client(_ClientBase):
         use, so that all of them wait in one queue on the same names."""
         return cls(_native.Client.connect(url, prefix))
 
+    @classmethod
+    def from_url(cls, url: str, *, prefix: Optional[str] = None) -> "Client":
+        """A client of ``url`` that connects on its first call (no I/O now): for a client
+        made at import. ``prefix`` as for ``connect``."""
+        return cls(_native.Client.from_url(url, prefix))
+
     def shutdown(self) -> None:
         """Gives back every lease this client holds."""
         self._native.shutdown()
@@ -579,9 +591,13 @@ class _AsyncAcquisition(_Request):
         """Acquires, runs ``await work(*args, **kwargs)`` in a task of its own and
         releases; if the lease is lost meanwhile, the task is cancelled and ``Lost`` is
         raised (what ``Lock::run`` does in Rust)."""
+        return await self._run(lambda _guard: work(*args, **kwargs))
+
+    async def _run(self, start: Callable[[AsyncGuard], Any]) -> Any:
+        """``run`` of the awaitable ``start(guard)`` makes."""
         guard = await self.acquire()
         loop = asyncio.get_running_loop()
-        task = asyncio.ensure_future(work(*args, **kwargs))
+        task = asyncio.ensure_future(start(guard))
 
         def cancel() -> None:
             try:
@@ -667,6 +683,13 @@ class AsyncClient(_ClientBase):
         """Connects to the Redis at ``url``; ``prefix`` as for ``Client.connect``."""
         return cls(await _bridge(lambda cb: _native.Client.connect_with(url, cb, prefix)))
 
+    @classmethod
+    def from_url(cls, url: str, *, prefix: Optional[str] = None) -> "AsyncClient":
+        """A client of ``url`` that connects on its first call (no I/O now, no event loop
+        needed): for a client made at import, as in a FastAPI app. ``prefix`` as for
+        ``connect``."""
+        return cls(_native.Client.from_url(url, prefix))
+
 
 # the decorator
 
@@ -674,28 +697,37 @@ _FIELD_ROOT = re.compile(r"[.\[]")
 
 
 def locked(client: Union[Client, AsyncClient], key: str, *, ttl: Seconds = DEFAULT_TTL,
-           wait: Optional[Seconds] = DEFAULT_WAIT) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+           wait: Optional[Seconds] = DEFAULT_WAIT,
+           guard: Optional[str] = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Runs the function under the lock named by ``key`` formatted with the call's
     arguments (``"coupon:{user_id}"``). A sync function needs a ``Client``, an ``async``
-    one an ``AsyncClient`` (and runs as ``run`` does: cancelled if the lease is lost).
-    A placeholder that names no parameter raises ``TypeError`` when decorating."""
+    one an ``AsyncClient`` (and runs as ``run`` does: cancelled if the lease is lost); a
+    client made with ``from_url`` at import connects on the first call. ``guard`` names a
+    parameter of the function that receives the guard (its ``fencing_token`` for the
+    resource); callers leave it out. A placeholder that names no parameter, or a ``guard``
+    that is none, raises ``TypeError`` when decorating."""
     _seconds(ttl, "ttl", none_ok=False)
     _seconds(wait, "wait", none_ok=True)
     fields = [field for _, field, _, _ in string.Formatter().parse(key) if field is not None]
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(fn)
+        if guard is not None and guard not in signature.parameters:
+            raise TypeError(f"guard={guard!r}, but {fn.__qualname__} has no parameter {guard!r}")
         for field in fields:
             root = _FIELD_ROOT.split(field, 1)[0]
-            if not root or root.isdigit() or root not in signature.parameters:
+            if not root or root.isdigit() or root not in signature.parameters or root == guard:
                 raise TypeError(
                     f"lock key {key!r} names {{{field}}}, but {fn.__qualname__} has no parameter {root!r}"
                 )
 
         def name_for(args: tuple, kwargs: dict) -> str:
-            bound = signature.bind(*args, **kwargs)
+            bound = signature.bind_partial(*args, **kwargs) if guard else signature.bind(*args, **kwargs)
             bound.apply_defaults()
             return key.format(**bound.arguments)
+
+        def with_guard(held: Any, kwargs: dict) -> dict:
+            return kwargs if guard is None else {**kwargs, guard: held}
 
         if inspect.iscoroutinefunction(fn):
             if not isinstance(client, AsyncClient):
@@ -703,7 +735,8 @@ def locked(client: Union[Client, AsyncClient], key: str, *, ttl: Seconds = DEFAU
 
             @functools.wraps(fn)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                return await client.lock(name_for(args, kwargs), ttl=ttl, wait=wait).run(fn, *args, **kwargs)
+                acquisition = client.lock(name_for(args, kwargs), ttl=ttl, wait=wait)
+                return await acquisition._run(lambda held: fn(*args, **with_guard(held, kwargs)))
 
             return async_wrapper
         if not isinstance(client, Client):
@@ -711,8 +744,8 @@ def locked(client: Union[Client, AsyncClient], key: str, *, ttl: Seconds = DEFAU
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with client.lock(name_for(args, kwargs), ttl=ttl, wait=wait):
-                return fn(*args, **kwargs)
+            with client.lock(name_for(args, kwargs), ttl=ttl, wait=wait) as held:
+                return fn(*args, **with_guard(held, kwargs))
 
         return wrapper
 

@@ -68,6 +68,7 @@ class RedisError(Error):
     """Redis answered with an error."""
 
 
-class ForkedClient(Error):
-    """The client was connected in a parent process (before ``os.fork()``): connect a
-    new one in this process."""
+class Forked(Error):
+    """The guard (or election observation) was made in a parent process, before
+    ``os.fork()``: the lease is the parent's, untouched by the child. (Clients are not
+    refused: a child connects afresh on its first call.)"""

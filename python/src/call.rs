@@ -68,15 +68,16 @@ pub(crate) fn block_on<F>(py: Python<'_>, runtime: &'static Runtime, work: F) ->
 where
     F: Future<Output = Result<Outcome, Failure>> + Send,
 {
-    let done = py.detach(|| {
+    let done = crate::life::detach(py, || {
         runtime.block_on(async {
             tokio::pin!(work);
             loop {
                 tokio::select! {
                     done = &mut work => return done,
                     () = tokio::time::sleep(SIGNAL_CHECK) => {
+                        // Not once the interpreter exits: the exit hook ends the work.
                         #[allow(clippy::redundant_closure_for_method_calls)] // a closure for any lifetime
-                        Python::attach(|py| py.check_signals())?;
+                        crate::life::attach(|py| py.check_signals()).transpose()?;
                     }
                 }
             }
@@ -103,7 +104,8 @@ impl Cancel {
 }
 
 /// Runs `work` on `runtime` and calls `callback(result, None)` or `callback(None, error)`
-/// from a thread of its own when it ends (never when cancelled).
+/// from a thread of its own when it ends (never when cancelled, nor once the
+/// interpreter exits).
 pub(crate) fn spawn_with_callback<F>(
     runtime: &'static Runtime,
     callback: Py<PyAny>,
@@ -116,7 +118,7 @@ where
         let done = work.await;
         // The callback waits for the GIL: not on a worker thread of the runtime.
         let _ = tokio::task::spawn_blocking(move || {
-            Python::attach(|py| {
+            crate::life::attach(|py| {
                 let args = match done
                     .map_err(|f| f.into_pyerr(py))
                     .and_then(|o| o.into_py(py, runtime))

@@ -1,13 +1,16 @@
 //! `Client`: a connection to Redis (or a quorum, cluster, sentinels) and the
 //! acquisitions of every primitive.
 
+use std::future::Future;
+use std::sync::Arc;
+
 use pyo3::prelude::*;
 use redlease::Wait;
-use tokio::runtime::Runtime;
 
 use crate::call::{Cancel, Outcome, block_on, duration, spawn_with_callback};
 use crate::errors::Failure;
 use crate::guard::{Guard, Held};
+use crate::life::{Here, PerProcess};
 
 /// What to acquire.
 #[derive(Debug, Clone, Copy)]
@@ -170,65 +173,116 @@ impl Request {
     }
 }
 
+/// How a client connects: kept, so that a child process (after `os.fork()`) connects
+/// afresh with the same options.
+#[derive(Debug)]
+pub(crate) struct Options {
+    url: String,
+    prefix: Option<String>,
+}
+
+impl Options {
+    /// A connected library client.
+    async fn connect(&self) -> Result<redlease::Client, Failure> {
+        let builder = redlease::Client::builder(&self.url);
+        let builder = match &self.prefix {
+            Some(prefix) => builder.prefix(prefix.clone()),
+            None => builder,
+        };
+        Ok(builder.connect().await?)
+    }
+}
+
+/// This process's connection of a client, and the options to make it on first use.
+#[derive(Debug, Clone)]
+struct Connection {
+    here: Here<redlease::Client>,
+    options: Arc<Options>,
+}
+
+impl Connection {
+    /// The library client of this process, connected now if it was not yet.
+    async fn client(&self) -> Result<redlease::Client, Failure> {
+        self.here
+            .cell
+            .get_or_try_init(|| self.options.connect())
+            .await
+            .cloned()
+    }
+}
+
 /// A client of redlease: the binding's side of `redlease.Client` and
-/// `redlease.AsyncClient`.
+/// `redlease.AsyncClient`. It connects once per process: a child made by `os.fork()`
+/// connects afresh on its first call.
 #[pyclass(module = "redlease._native", frozen)]
 pub(crate) struct Client {
-    inner: redlease::Client,
-    runtime: &'static Runtime,
-    pid: u32,
+    options: Arc<Options>,
+    conn: PerProcess<redlease::Client>,
 }
 
 impl Client {
-    pub(crate) fn new(inner: redlease::Client, runtime: &'static Runtime) -> Self {
-        Self {
-            inner,
-            runtime,
-            pid: std::process::id(),
-        }
+    /// A client of `url` that connects on first use.
+    fn lazy(url: String, prefix: Option<String>) -> Result<Self, Failure> {
+        let client = Self {
+            options: Arc::new(Options { url, prefix }),
+            conn: PerProcess::new(None)?,
+        };
+        crate::life::register(&client.conn.here()?.0);
+        Ok(client)
     }
 
-    /// A connected client as an operation's outcome (made a Python `Client` under the GIL).
-    fn outcome(inner: redlease::Client) -> Outcome {
-        Outcome::Object(Box::new(move |py, runtime| {
-            pyo3::IntoPyObjectExt::into_py_any(Self::new(inner, runtime), py)
+    /// This process's connection (registered for the exit hook when made).
+    fn connection(&self) -> Result<Connection, Failure> {
+        let (here, fresh) = self.conn.here()?;
+        if fresh {
+            crate::life::register(&here);
+        }
+        Ok(Connection {
+            here,
+            options: Arc::clone(&self.options),
+        })
+    }
+
+    /// Runs `op` with this process's library client, waiting for it.
+    fn call<Op, Fut>(&self, py: Python<'_>, op: Op) -> PyResult<Py<PyAny>>
+    where
+        Op: FnOnce(redlease::Client, Connection) -> Fut + Send,
+        Fut: Future<Output = Result<Outcome, Failure>> + Send,
+    {
+        let conn = self.connection().map_err(|e| e.into_pyerr(py))?;
+        let runtime = conn.here.runtime;
+        block_on(
+            py,
+            runtime,
+            async move { op(conn.client().await?, conn).await },
+        )
+    }
+
+    /// `call` in the background: `callback(result, None)` or `callback(None, error)`.
+    fn spawn<Op, Fut>(&self, py: Python<'_>, callback: Py<PyAny>, op: Op) -> PyResult<Cancel>
+    where
+        Op: FnOnce(redlease::Client, Connection) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<Outcome, Failure>> + Send,
+    {
+        let conn = self.connection().map_err(|e| e.into_pyerr(py))?;
+        let runtime = conn.here.runtime;
+        Ok(spawn_with_callback(runtime, callback, async move {
+            op(conn.client().await?, conn).await
         }))
     }
 
-    /// The client, unless it was connected in a parent of this process (before
-    /// `os.fork()`): its connections and runtime are the parent's.
-    fn check_process(&self) -> Result<(), Failure> {
-        if self.pid == std::process::id() {
-            return Ok(());
-        }
-        Err(Failure::Binding(
-            "ForkedClient",
-            format!(
-                "this client was connected in process {} and this is process {} (made by os.fork()): its connections and runtime stay with the parent; connect a new client in this process",
-                self.pid,
-                std::process::id()
-            ),
-        ))
+    /// Connects `self` now, as an operation's outcome: the client itself.
+    async fn connected(self) -> Result<Outcome, Failure> {
+        self.connection()?.client().await?;
+        Ok(Outcome::Object(Box::new(move |py, _| {
+            pyo3::IntoPyObjectExt::into_py_any(self, py)
+        })))
     }
+}
 
-    /// Connects a client of `url` whose locks' keys start with `prefix`, when given.
-    async fn connecting(url: String, prefix: Option<String>) -> Result<Outcome, Failure> {
-        let builder = redlease::Client::builder(&url);
-        let builder = match prefix {
-            Some(prefix) => builder.prefix(prefix),
-            None => builder,
-        };
-        Ok(Client::outcome(builder.connect().await?))
-    }
-
-    fn runtime_or_err() -> Result<&'static Runtime, Failure> {
-        crate::runtime::runtime().map_err(|e| {
-            Failure::Binding(
-                "Error",
-                format!("could not start the binding's Tokio runtime: {e}"),
-            )
-        })
-    }
+/// A guard of `held` as an outcome, keeping its client's connection alive.
+fn guard(held: Held, on_lost: Option<Py<PyAny>>, conn: &Connection) -> Outcome {
+    Guard::outcome(held, on_lost, Arc::clone(&conn.here.cell))
 }
 
 #[pymethods]
@@ -239,8 +293,9 @@ impl Client {
     #[staticmethod]
     #[pyo3(signature = (url, prefix=None))]
     fn connect(py: Python<'_>, url: String, prefix: Option<String>) -> PyResult<Py<PyAny>> {
-        let runtime = Self::runtime_or_err().map_err(|e| e.into_pyerr(py))?;
-        block_on(py, runtime, Self::connecting(url, prefix))
+        let client = Self::lazy(url, prefix).map_err(|e| e.into_pyerr(py))?;
+        let runtime = crate::life::runtime().map_err(|e| e.into_pyerr(py))?;
+        block_on(py, runtime, client.connected())
     }
 
     /// `connect` in the background: `callback(client, None)` or `callback(None, error)`.
@@ -252,12 +307,16 @@ impl Client {
         callback: Py<PyAny>,
         prefix: Option<String>,
     ) -> PyResult<Cancel> {
-        let runtime = Self::runtime_or_err().map_err(|e| e.into_pyerr(py))?;
-        Ok(spawn_with_callback(
-            runtime,
-            callback,
-            Self::connecting(url, prefix),
-        ))
+        let client = Self::lazy(url, prefix).map_err(|e| e.into_pyerr(py))?;
+        let runtime = crate::life::runtime().map_err(|e| e.into_pyerr(py))?;
+        Ok(spawn_with_callback(runtime, callback, client.connected()))
+    }
+
+    /// A client of `url` that connects on its first call (no I/O now).
+    #[staticmethod]
+    #[pyo3(signature = (url, prefix=None))]
+    fn from_url(py: Python<'_>, url: String, prefix: Option<String>) -> PyResult<Self> {
+        Self::lazy(url, prefix).map_err(|e| e.into_pyerr(py))
     }
 
     /// Acquires `request`; `on_lost()` is called once, from another thread, if the
@@ -269,10 +328,9 @@ impl Client {
         request: &Request,
         on_lost: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        self.check_process().map_err(|e| e.into_pyerr(py))?;
-        let (request, client) = (request.clone(), self.inner.clone());
-        block_on(py, self.runtime, async move {
-            Ok(Guard::outcome(request.acquire(client).await?, on_lost))
+        let request = request.clone();
+        self.call(py, move |client, conn| async move {
+            Ok(guard(request.acquire(client).await?, on_lost, &conn))
         })
     }
 
@@ -285,18 +343,16 @@ impl Client {
         callback: Py<PyAny>,
         on_lost: Option<Py<PyAny>>,
     ) -> PyResult<Cancel> {
-        self.check_process().map_err(|e| e.into_pyerr(py))?;
-        let (request, client) = (request.clone(), self.inner.clone());
-        Ok(spawn_with_callback(self.runtime, callback, async move {
-            Ok(Guard::outcome(request.acquire(client).await?, on_lost))
-        }))
+        let request = request.clone();
+        self.spawn(py, callback, move |client, conn| async move {
+            Ok(guard(request.acquire(client).await?, on_lost, &conn))
+        })
     }
 
     /// Looks at the latch `request` names (`what`: `"count"` or `"wait_open"`).
     fn latch(&self, py: Python<'_>, request: &Request, what: String) -> PyResult<Py<PyAny>> {
-        self.check_process().map_err(|e| e.into_pyerr(py))?;
-        let (request, client) = (request.clone(), self.inner.clone());
-        block_on(py, self.runtime, request.look_at_latch(client, what))
+        let request = request.clone();
+        self.call(py, move |client, _| request.look_at_latch(client, what))
     }
 
     /// `latch` in the background.
@@ -307,48 +363,44 @@ impl Client {
         what: String,
         callback: Py<PyAny>,
     ) -> PyResult<Cancel> {
-        self.check_process().map_err(|e| e.into_pyerr(py))?;
-        let (request, client) = (request.clone(), self.inner.clone());
-        Ok(spawn_with_callback(
-            self.runtime,
-            callback,
-            request.look_at_latch(client, what),
-        ))
+        let request = request.clone();
+        self.spawn(py, callback, move |client, _| {
+            request.look_at_latch(client, what)
+        })
     }
 
     /// The leader of election `name` as `(note, term, remaining seconds)`, or `None`.
     fn leader(&self, py: Python<'_>, name: String) -> PyResult<Py<PyAny>> {
-        self.check_process().map_err(|e| e.into_pyerr(py))?;
-        let client = self.inner.clone();
-        block_on(py, self.runtime, async move {
+        self.call(py, move |client, _| async move {
             Ok(Outcome::Leader(client.election(name).leader().await?))
         })
     }
 
     /// `leader` in the background.
     fn leader_with(&self, py: Python<'_>, name: String, callback: Py<PyAny>) -> PyResult<Cancel> {
-        self.check_process().map_err(|e| e.into_pyerr(py))?;
-        let client = self.inner.clone();
-        Ok(spawn_with_callback(self.runtime, callback, async move {
+        self.spawn(py, callback, move |client, _| async move {
             Ok(Outcome::Leader(client.election(name).leader().await?))
-        }))
+        })
     }
 
-    /// A stream of election `name`'s leaders, the current one first.
+    /// A stream of election `name`'s leaders, the current one first (connecting on its
+    /// first `next`).
     fn observe(&self, py: Python<'_>, name: String) -> PyResult<crate::observe::LeaderChanges> {
-        self.check_process().map_err(|e| e.into_pyerr(py))?;
-        let _inside = self.runtime.enter();
-        Ok(crate::observe::LeaderChanges::new(
-            self.runtime,
-            self.inner.election(name).observe(),
-        ))
+        let conn = self.connection().map_err(|e| e.into_pyerr(py))?;
+        let runtime = conn.here.runtime;
+        Ok(crate::observe::LeaderChanges::new(runtime, move || {
+            let (conn, name) = (conn.clone(), name.clone());
+            async move { Ok(conn.client().await?.election(name).observe()) }
+        }))
     }
 
     /// Gives back every lease this client holds and waits for it.
     fn shutdown(&self, py: Python<'_>) -> PyResult<()> {
-        self.check_process().map_err(|e| e.into_pyerr(py))?;
-        let client = self.inner.clone();
-        block_on(py, self.runtime, async move {
+        let conn = self.connection().map_err(|e| e.into_pyerr(py))?;
+        let Some(client) = conn.here.cell.get().cloned() else {
+            return Ok(()); // never connected in this process: nothing is held
+        };
+        block_on(py, conn.here.runtime, async move {
             client.shutdown().await?;
             Ok(Outcome::Unit)
         })

@@ -8,7 +8,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use redlease::{Count, Leadership, LeaseHealth, MultiGuard, WriteGuard};
 use tokio::runtime::Runtime;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, OnceCell};
 
 use crate::call::{Cancel, Outcome, block_on, spawn_with_callback};
 use crate::errors::Failure;
@@ -144,7 +144,7 @@ fn watch_loss(runtime: &Runtime, held: &Held, on_lost: Py<PyAny>) {
             }
             // The callback waits for the GIL: not on a worker thread of the runtime.
             let _ = tokio::task::spawn_blocking(move || {
-                Python::attach(|py| {
+                crate::life::attach(|py| {
                     if let Err(e) = on_lost.call0(py) {
                         e.write_unraisable(py, None);
                     }
@@ -162,6 +162,11 @@ fn watch_loss(runtime: &Runtime, held: &Held, on_lost: Py<PyAny>) {
 pub(crate) struct Guard {
     runtime: &'static Runtime,
     held: Arc<Mutex<Option<Held>>>,
+    /// The process that acquired it: in a child made by `os.fork()`, the hold is the
+    /// parent's.
+    pid: u32,
+    /// The client's connection, kept for the exit hook while the guard lives.
+    client: Arc<OnceCell<redlease::Client>>,
     token: u64,
     tokens: Vec<(String, u64)>,
     name: String,
@@ -170,14 +175,23 @@ pub(crate) struct Guard {
 impl Guard {
     /// An acquisition's outcome: a Python `Guard` of `held` (watched for loss when
     /// `on_lost` is given), made under the GIL.
-    pub(crate) fn outcome(held: Held, on_lost: Option<Py<PyAny>>) -> Outcome {
+    pub(crate) fn outcome(
+        held: Held,
+        on_lost: Option<Py<PyAny>>,
+        client: Arc<OnceCell<redlease::Client>>,
+    ) -> Outcome {
         Outcome::Object(Box::new(move |py, runtime| {
-            pyo3::IntoPyObjectExt::into_py_any(Self::new(runtime, held, on_lost), py)
+            pyo3::IntoPyObjectExt::into_py_any(Self::new(runtime, held, on_lost, client), py)
         }))
     }
 
     /// A guard of `held`, watching it for loss when `on_lost` is given.
-    pub(crate) fn new(runtime: &'static Runtime, held: Held, on_lost: Option<Py<PyAny>>) -> Self {
+    fn new(
+        runtime: &'static Runtime,
+        held: Held,
+        on_lost: Option<Py<PyAny>>,
+        client: Arc<OnceCell<redlease::Client>>,
+    ) -> Self {
         let guards = held.guards();
         let tokens: Vec<(String, u64)> = guards
             .iter()
@@ -195,33 +209,44 @@ impl Guard {
         Self {
             runtime,
             held: Arc::new(Mutex::new(Some(held))),
+            pid: std::process::id(),
+            client,
             token,
             tokens,
             name,
         }
     }
 
+    /// The hold, unless this guard was acquired in a parent process.
+    fn held(&self, py: Python<'_>) -> PyResult<&Arc<Mutex<Option<Held>>>> {
+        crate::life::same_process(self.pid, "guard").map_err(|e| e.into_pyerr(py))?;
+        Ok(&self.held)
+    }
+
     /// Takes `step`, waiting for it.
     fn step(&self, py: Python<'_>, step: Step) -> PyResult<()> {
-        block_on(py, self.runtime, take_step(&self.held, &self.name, step)).map(drop)
+        let held = self.held(py)?;
+        block_on(py, self.runtime, take_step(held, &self.name, step)).map(drop)
     }
 
     /// Takes `step` in the background: `callback(None, error)` when done.
-    fn step_with(&self, step: Step, callback: Py<PyAny>) -> Cancel {
-        let (held, name) = (Arc::clone(&self.held), self.name.clone());
-        spawn_with_callback(self.runtime, callback, async move {
+    fn step_with(&self, py: Python<'_>, step: Step, callback: Py<PyAny>) -> PyResult<Cancel> {
+        let (held, name) = (Arc::clone(self.held(py)?), self.name.clone());
+        Ok(spawn_with_callback(self.runtime, callback, async move {
             take_step(&held, &name, step).await
-        })
+        }))
     }
 
-    /// Reads the hold under its lock, or fails with `Released` once it was given back.
+    /// Reads the hold under its lock, or fails with `Released` once it was given back
+    /// (`Forked` in a child process).
     fn read<T>(&self, py: Python<'_>, f: impl FnOnce(&Held) -> T + Send) -> PyResult<T>
     where
         T: Send,
     {
+        let held = self.held(py)?;
         let name = self.name.clone();
-        let done = py.detach(|| {
-            let held = self.held.blocking_lock();
+        let done = crate::life::detach(py, || {
+            let held = held.blocking_lock();
             held.as_ref().map(f).ok_or_else(|| released(&name))
         });
         done.map_err(|e| e.into_pyerr(py))
@@ -230,6 +255,13 @@ impl Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
+        if self.pid != std::process::id() {
+            // The parent's lease: dropping it here could wait for the parent's threads.
+            let held = std::mem::replace(&mut self.held, Arc::new(Mutex::new(None)));
+            let client = std::mem::replace(&mut self.client, Arc::new(OnceCell::new()));
+            std::mem::forget((held, client));
+            return;
+        }
         // Dropped inside the runtime, the library gives the lease back in the background
         // (outside one, it would only stop renewing).
         let _inside = self.runtime.enter();
@@ -292,8 +324,9 @@ impl Guard {
     /// lost meanwhile (the work done under it may have overlapped with another holder).
     /// A second call does nothing.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
+        let held = self.held(py)?;
         block_on(py, self.runtime, async {
-            let held = self.held.lock().await.take();
+            let held = held.lock().await.take();
             if let Some(held) = held {
                 held.release().await?;
             }
@@ -306,25 +339,25 @@ impl Guard {
     /// when done; the returned handle cancels it.
     fn extend_with(&self, py: Python<'_>, ttl: f64, callback: Py<PyAny>) -> PyResult<Cancel> {
         let ttl = crate::call::duration("ttl", ttl).map_err(|e| e.into_pyerr(py))?;
-        Ok(self.step_with(Step::Extend(ttl), callback))
+        self.step_with(py, Step::Extend(ttl), callback)
     }
 
     /// `proclaim()` for asyncio, as `extend_with`.
-    fn proclaim_with(&self, note: String, callback: Py<PyAny>) -> Cancel {
-        self.step_with(Step::Proclaim(note), callback)
+    fn proclaim_with(&self, py: Python<'_>, note: String, callback: Py<PyAny>) -> PyResult<Cancel> {
+        self.step_with(py, Step::Proclaim(note), callback)
     }
 
     /// `release()` for asyncio: `callback(result, error)` is called from another thread
     /// when done; the returned handle cancels it.
-    fn release_with(&self, callback: Py<PyAny>) -> Cancel {
-        let held = Arc::clone(&self.held);
-        spawn_with_callback(self.runtime, callback, async move {
+    fn release_with(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<Cancel> {
+        let held = Arc::clone(self.held(py)?);
+        Ok(spawn_with_callback(self.runtime, callback, async move {
             let taken = held.lock().await.take();
             if let Some(taken) = taken {
                 taken.release().await?;
             }
             Ok(Outcome::Unit)
-        })
+        }))
     }
 
     fn __repr__(&self) -> String {

@@ -6,6 +6,7 @@ mod call;
 mod client;
 mod errors;
 mod guard;
+mod life;
 mod observe;
 mod resource;
 mod runtime;
@@ -21,6 +22,14 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<call::Cancel>()?;
     m.add_class::<observe::LeaderChanges>()?;
     m.add_class::<resource::FencedStore>()?;
+    m.add_function(wrap_pyfunction!(life::at_exit, m)?)?;
     m.add("DEFAULT_TTL", redlease::DEFAULT_TTL.as_secs_f64())?;
+    let default_wait = match redlease::DEFAULT_WAIT {
+        redlease::Wait::For(wait) => Some(wait.as_secs_f64()),
+        redlease::Wait::No => Some(0.0),
+        _ => None,
+    };
+    m.add("DEFAULT_WAIT", default_wait)?;
+    m.add("DEFAULT_PREFIX", redlease::DEFAULT_PREFIX)?;
     Ok(())
 }

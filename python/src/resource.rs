@@ -4,18 +4,18 @@
 use pyo3::prelude::*;
 use redlease::resource::{Fenced, fenced_set};
 use redlease::{FencingToken, redis};
-use tokio::runtime::Runtime;
 
 use crate::call::{Outcome, block_on};
 use crate::errors::Failure;
+use crate::life::{Here, PerProcess};
 
 /// Values in a Redis that accept a write only with a fencing token at least as large as
-/// the largest one accepted for the key before.
+/// the largest one accepted for the key before. Connected once per process (a child made
+/// by `os.fork()` connects afresh on its first write).
 #[pyclass(module = "redlease._native", frozen)]
 pub(crate) struct FencedStore {
-    runtime: &'static Runtime,
-    conn: redis::aio::MultiplexedConnection,
-    pid: u32,
+    client: redis::Client,
+    conn: PerProcess<redis::aio::MultiplexedConnection>,
 }
 
 fn connection_error(e: &redis::RedisError) -> Failure {
@@ -25,34 +25,40 @@ fn connection_error(e: &redis::RedisError) -> Failure {
     )
 }
 
+/// This process's connection of `here`, made now if it was not yet.
+async fn connection(
+    client: &redis::Client,
+    here: &Here<redis::aio::MultiplexedConnection>,
+) -> Result<redis::aio::MultiplexedConnection, Failure> {
+    here.cell
+        .get_or_try_init(|| async {
+            client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(|e| connection_error(&e))
+        })
+        .await
+        .cloned()
+}
+
 #[pymethods]
 impl FencedStore {
     /// Connects to the Redis at `url` (any Redis: not necessarily the locks').
     #[staticmethod]
     fn connect(py: Python<'_>, url: &str) -> PyResult<Self> {
-        let runtime = crate::runtime::runtime().map_err(|e| {
-            Failure::Binding(
-                "Error",
-                format!("could not start the binding's Tokio runtime: {e}"),
-            )
-            .into_pyerr(py)
-        })?;
-        let conn = py
-            .detach(|| {
-                runtime.block_on(async {
-                    let client = redis::Client::open(url).map_err(|e| connection_error(&e))?;
-                    client
-                        .get_multiplexed_async_connection()
-                        .await
-                        .map_err(|e| connection_error(&e))
-                })
-            })
-            .map_err(|e| e.into_pyerr(py))?;
-        Ok(Self {
-            runtime,
-            conn,
-            pid: std::process::id(),
-        })
+        let made = (|| {
+            let client = redis::Client::open(url).map_err(|e| connection_error(&e))?;
+            let store = Self {
+                client,
+                conn: PerProcess::new(None)?,
+            };
+            let (here, _) = store.conn.here()?;
+            crate::life::detach(py, || {
+                here.runtime.block_on(connection(&store.client, &here))
+            })?;
+            Ok(store)
+        })();
+        made.map_err(|e: Failure| e.into_pyerr(py))
     }
 
     /// Sets `key` to `value` if `token` is at least the largest token accepted for `key`
@@ -65,15 +71,11 @@ impl FencedStore {
         value: Vec<u8>,
         token: u64,
     ) -> PyResult<Option<u64>> {
-        if self.pid != std::process::id() {
-            return Err(Failure::Binding(
-                "ForkedClient",
-                "this store was connected in a parent process (before os.fork()); connect a new one in this process".to_owned(),
-            )
-            .into_pyerr(py));
-        }
-        let mut conn = self.conn.clone();
-        let done = block_on(py, self.runtime, async move {
+        let (here, _) = self.conn.here().map_err(|e| e.into_pyerr(py))?;
+        let client = self.client.clone();
+        let runtime = here.runtime;
+        let done = block_on(py, runtime, async move {
+            let mut conn = connection(&client, &here).await?;
             Ok(Outcome::Fenced(
                 match fenced_set(&mut conn, &key, value, FencingToken::new(token)).await? {
                     Fenced::Written => None,

@@ -13,6 +13,8 @@ mod checker;
 const LAYERS: &[&[&str]] = &[
     // Leaves: the exceptions a failure becomes, the process's runtime.
     &["errors", "runtime"],
+    // The process's life: the exit gate, a connection per process.
+    &["life"],
     // Running the library's futures for Python (blocking, or with a callback).
     &["call"],
     // The Python classes over a held lease, a leader watch, a fenced store.

@@ -66,3 +66,47 @@ def test_locked_async_function(redis_server):
         return overlaps
 
     assert asyncio.run(main()) == []
+
+
+def test_locked_hands_the_guard_to_the_function(client):
+    seen = []
+
+    @redlease.locked(client, "order:{order_id}", guard="lease")
+    def charge(order_id, amount, lease):
+        seen.append((lease.name, lease.fencing_token, lease.is_held()))
+        return amount
+
+    assert charge(7, 10) == 10
+    assert charge(order_id=7, amount=11) == 11
+    (name, first, held), (_, second, _) = seen
+    assert (name, held) == ("order:7", True)
+    assert second > first > 0
+
+
+def test_locked_guard_must_name_a_parameter(client):
+    with pytest.raises(TypeError, match="no parameter 'lease'"):
+        @redlease.locked(client, "x", guard="lease")
+        def f():
+            pass
+
+
+def test_locked_with_a_client_that_connects_on_first_use(redis_server):
+    # As in a FastAPI module: the client and the decorated function are made at import,
+    # outside any event loop, before anything is connected.
+    client = redlease.AsyncClient.from_url(redis_server.url)
+
+    @redlease.locked(client, "job:{job}", guard="lease")
+    async def work(job, lease):
+        return lease.name, lease.fencing_token
+
+    first = asyncio.run(work("a"))
+    # A second event loop (a second test, a reloaded app) uses the same client.
+    second = asyncio.run(work("a"))
+    assert first[0] == second[0] == "job:a"
+    assert second[1] > first[1] > 0
+
+
+def test_a_client_from_url_reports_an_unreachable_redis_on_first_use():
+    client = redlease.Client.from_url("redis://127.0.0.1:1")  # nothing is connected now
+    with pytest.raises(redlease.ConnectionError):
+        client.lock("x", wait=0).acquire()

@@ -1,9 +1,7 @@
-"""Exclusion and rising fencing tokens across processes, and a client after os.fork()."""
+"""Exclusion and rising fencing tokens across processes (os.fork() is in test_life.py)."""
 
 import multiprocessing
 import os
-
-import pytest
 
 import redlease
 
@@ -40,33 +38,3 @@ def test_processes_exclude_each_other_and_tokens_rise(redis_server, tmp_path):
     assert len(set(every)) == 45
     for tokens, _ in outcomes:
         assert tokens == sorted(tokens)
-
-
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
-def test_after_fork_the_parents_client_refuses_and_a_new_one_works(client, redis_server):
-    with client.lock("before-fork"):
-        pass
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            try:
-                client.lock("in-child").acquire()
-                code = 2
-            except redlease.ForkedClient:
-                fresh = redlease.Client.connect(redis_server.url)
-                with fresh.lock("in-child", wait=5.0) as guard:
-                    os.write(write, str(guard.fencing_token).encode())
-                code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    _, status = os.waitpid(pid, 0)
-    token = os.read(read, 64)
-    os.close(read)
-    assert os.waitstatus_to_exitcode(status) == 0
-    assert int(token) > 0
-    # The parent's client still works.
-    with client.lock("in-child", wait=5.0) as guard:
-        assert guard.fencing_token > int(token)
