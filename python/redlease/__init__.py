@@ -27,9 +27,11 @@ import datetime
 import functools
 import inspect
 import math
+import os
 import re
 import string
 import threading
+import weakref
 from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
 
 from . import _native
@@ -76,6 +78,7 @@ __all__ = [
     "Released",
     "ReplicationError",
     "ShutDown",
+    "Stats",
     "Timeout",
     "Unsupported",
     "UpgradeError",
@@ -94,6 +97,9 @@ library's and the CLI's)."""
 # At the interpreter's exit, every client of this process gives back its leases and queue
 # places, and the binding's threads stop coming back into Python (see python/src/life.rs).
 atexit.register(_native.at_exit)
+
+__version__: str = _native.__version__
+"""The version of the binding (the Rust library's)."""
 
 
 def _seconds(value: Optional[Seconds], option: str, *, none_ok: bool) -> Optional[float]:
@@ -114,6 +120,30 @@ def _name(name: str) -> str:
     if not isinstance(name, str):
         raise TypeError(f"a lock name is a str, not {type(name).__name__}")
     return name
+
+
+def _read_pem(path: Optional[Union[str, "os.PathLike[str]"]], option: str) -> Optional[bytes]:
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise InvalidOption(f"invalid option `{option}`: cannot read {path!s}: {e.strerror}") from e
+
+
+def _options(url: Union[str, Sequence[str]], prefix: Optional[str], connect_timeout: Optional[Seconds],
+             response_timeout: Optional[Seconds], tls_ca: Any, tls_cert: Any, tls_key: Any,
+             holder_note: Optional[str]) -> Any:
+    urls = [url] if isinstance(url, str) else list(url)
+    if not all(isinstance(u, str) for u in urls):
+        raise TypeError("a Redis URL is a str (or a list of them for a quorum)")
+    return _native.Options(
+        urls, prefix, _seconds(connect_timeout, "connect_timeout", none_ok=True),
+        _seconds(response_timeout, "response_timeout", none_ok=True),
+        _read_pem(tls_ca, "tls_ca"), _read_pem(tls_cert, "tls_cert"), _read_pem(tls_key, "tls_key"),
+        holder_note,
+    )
 
 
 class Leader(NamedTuple):
@@ -146,24 +176,48 @@ class Opened(NamedTuple):
         return self.expired > 0
 
 
-class _Loss:
-    """The ``lost`` event of a guard and the hooks run when it is set."""
+class Stats(NamedTuple):
+    """A client's counters, for diagnostics (``Client.stats()``)."""
 
-    def __init__(self) -> None:
-        self.event = threading.Event()
+    waiting: int
+    """Acquisitions waiting for a busy lock right now."""
+    renewal_round_trips: int
+    """Renewal round trips sent so far (one per sweep, however many leases it renewed)."""
+    renewal_tasks_started: int
+    """How many times the renewal task was started."""
+
+
+class _Loss:
+    """The ``lost`` event of a guard (an ``asyncio.Event`` of ``loop`` for asyncio code,
+    else a ``threading.Event``) and the hooks run when it is set."""
+
+    def __init__(self, loop: Optional[asyncio.AbstractEventLoop] = None) -> None:
+        self._loop = loop
+        self.event: Any = threading.Event() if loop is None else asyncio.Event()
+        self._set = threading.Event()
         self._hooks: list = []
         self._lock = threading.Lock()
 
+    def is_set(self) -> bool:
+        return self._set.is_set()
+
     def fire(self) -> None:
         with self._lock:
-            self.event.set()
+            self._set.set()
             hooks, self._hooks = self._hooks, []
+        if self._loop is None:
+            self.event.set()
+        else:
+            try:
+                self._loop.call_soon_threadsafe(self.event.set)
+            except RuntimeError:
+                pass  # the loop is closed
         for hook in hooks:
             hook()
 
     def add_hook(self, hook: Callable[[], None]) -> None:
         with self._lock:
-            if not self.event.is_set():
+            if not self._set.is_set():
                 self._hooks.append(hook)
                 return
         hook()
@@ -192,9 +246,18 @@ class _GuardBase:
         return self._native.name
 
     @property
-    def lost(self) -> threading.Event:
-        """Set (from another thread) when the lease is lost; never set by a release."""
+    def lost(self) -> Any:
+        """Set when the lease is lost, never by a release: a ``threading.Event`` (set from
+        another thread) on a ``Guard``, an ``asyncio.Event`` (``await guard.lost.wait()``)
+        on an ``AsyncGuard``."""
         return self._loss.event
+
+    def detach(self) -> str:
+        """Ends this guard without giving the lease back and returns its handle, for
+        ``client.adopt(handle)`` in another process or thread (a secret: it holds the
+        owner token). Nobody renews the lease until it is adopted; only a lock's lease can
+        be detached."""
+        return self._native.detach()
 
     @property
     def remaining(self) -> float:
@@ -216,6 +279,11 @@ class Guard(_GuardBase):
     def extend(self, ttl: Seconds) -> None:
         """Sets the lease's ttl to ``ttl`` from now. Raises ``Lost`` if it was lost."""
         self._native.extend(_seconds(ttl, "ttl", none_ok=False))
+
+    def owned(self) -> bool:
+        """Asks Redis whether it still names this hold's owner (``is_held()`` does not
+        ask); false once the lease expired, was taken or released."""
+        return self._native.owned()
 
     def release(self) -> None:
         """Gives the hold back. Raises ``Lost`` if the lease was lost meanwhile; a second
@@ -262,16 +330,32 @@ class _Request:
     """What an acquisition asks for, checked when it is made (before any Redis call)."""
 
     def __init__(self, client: Any, kind: str, names: Sequence[str], ttl: Optional[Seconds],
-                 wait: Optional[Seconds], permits: int = 1, note: str = "", take: int = 1) -> None:
+                 wait: Optional[Seconds], permits: int = 1, note: str = "", take: int = 1,
+                 max_hold: Optional[Seconds] = None, min_replicas: Optional[tuple] = None) -> None:
         self._client = client
         if isinstance(take, bool) or not isinstance(take, int):
             raise TypeError(f"take is a number of permits (int), not {type(take).__name__}")
         if take < 1:
             raise InvalidOption(f"invalid option `take`: {take} permits; at least 1")
-        self._request = _native.Request(
-            kind, [_name(n) for n in names], _seconds(ttl, "ttl", none_ok=False),
-            _seconds(wait, "wait", none_ok=True), permits, note, take,
-        )
+        if min_replicas is not None:
+            replicas, timeout = min_replicas
+            min_replicas = (replicas, _seconds(timeout, "min_replicas", none_ok=False))
+
+        def request(wait: Optional[Seconds]) -> Any:
+            return _native.Request(
+                kind, [_name(n) for n in names], _seconds(ttl, "ttl", none_ok=False),
+                _seconds(wait, "wait", none_ok=True), permits, note, take,
+                _seconds(max_hold, "max_hold", none_ok=True), min_replicas,
+            )
+
+        self._request = request(wait)
+        self._once = request(0)
+        # Locks re-enter for their owner (a thread, an asyncio task); permits, counts and
+        # campaigns are each a hold of their own.
+        self._reentrant = kind in ("lock", "multi", "read", "write")
+
+    def _owner(self) -> Any:
+        return self._client._owner() if self._reentrant else None
 
 
 class _Acquisition(_Request):
@@ -285,7 +369,7 @@ class _Acquisition(_Request):
         """Acquires (waiting as told) and returns the guard. Raises ``Timeout`` when busy
         for the whole wait."""
         loss = _Loss()
-        native = self._client._native.acquire(self._request, loss.fire)
+        native = self._client._native.acquire(self._request, loss.fire, self._owner())
         return Guard(native, loss)
 
     def __enter__(self) -> Guard:
@@ -388,31 +472,45 @@ class _ClientBase:
 
     def __init__(self, native: Any) -> None:
         self._native = native
+        self._owners = self._new_owners()
 
-    def lock(self, name: str, ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = DEFAULT_WAIT) -> Any:
+    @staticmethod
+    def _new_owners() -> Any:
+        return threading.local()
+
+    def lock(self, name: str, ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = DEFAULT_WAIT, *,
+             max_hold: Optional[Seconds] = None, min_replicas: Optional[tuple] = None) -> Any:
         """The lock ``name``: ``with client.lock(name) as guard:`` (``async with`` on an
         ``AsyncClient``, or ``await client.lock(name).run(work)``) holds it for the block,
         its lease of ``ttl`` seconds renewed meanwhile; waits ``wait`` seconds for it
         (``None``: until acquired, ``0``: one attempt), then raises ``Timeout``. Waiters
-        are served in FIFO order."""
-        return self._acquisition(self, "lock", [name], ttl, wait)
+        are served in FIFO order. The same thread (asyncio task) re-enters a lock it holds:
+        the nested guard shares the lease and fencing token, and the lock is given back
+        when the outermost guard is. ``max_hold`` stops renewing that long after the
+        acquisition (a stuck holder cannot hold for ever); ``min_replicas=(n, timeout)``
+        waits for ``n`` replicas to acknowledge the lock (``ReplicationError`` otherwise).
+        ``semaphore`` and ``multi_lock`` take ``max_hold`` too."""
+        return self._acquisition(self, "lock", [name], ttl, wait, max_hold=max_hold,
+                                 min_replicas=min_replicas)
 
     def semaphore(self, name: str, permits: int, ttl: Seconds = DEFAULT_TTL,
-                  wait: Optional[Seconds] = DEFAULT_WAIT, *, take: int = 1) -> Any:
+                  wait: Optional[Seconds] = DEFAULT_WAIT, *, take: int = 1,
+                  max_hold: Optional[Seconds] = None) -> Any:
         """``take`` (default one) of the ``permits`` permits of semaphore ``name``, held as
         one lease with one fencing token. Waiters are served in FIFO order while they fit:
         a request for several at the head of the queue is not starved by smaller ones
         behind it. ``take`` of 0 or above ``permits`` raises ``InvalidOption``."""
-        return self._acquisition(self, "semaphore", [name], ttl, wait, permits=permits, take=take)
+        return self._acquisition(self, "semaphore", [name], ttl, wait, permits=permits, take=take,
+                                 max_hold=max_hold)
 
     def rwlock(self, name: str) -> Any:
         """The read-write lock ``name``: ``.read(...)`` or ``.write(...)``."""
         return self._rwlock(self, name)
 
     def multi_lock(self, names: Sequence[str], ttl: Seconds = DEFAULT_TTL,
-                   wait: Optional[Seconds] = DEFAULT_WAIT) -> Any:
+                   wait: Optional[Seconds] = DEFAULT_WAIT, *, max_hold: Optional[Seconds] = None) -> Any:
         """All of ``names`` at once (taken in a fixed order, so no deadlock)."""
-        return self._acquisition(self, "multi", list(names), ttl, wait)
+        return self._acquisition(self, "multi", list(names), ttl, wait, max_hold=max_hold)
 
     def election(self, name: str) -> Any:
         """The leader election ``name``."""
@@ -421,6 +519,10 @@ class _ClientBase:
     def latch(self, name: str, ttl: Seconds = DEFAULT_TTL) -> Any:
         """The count-down latch ``name``, whose counts are leases of ``ttl`` seconds."""
         return self._latch(self, name, ttl)
+
+    def stats(self) -> "Stats":
+        """The client's counters (no Redis call)."""
+        return Stats(*self._native.stats())
 
 
 class Client(_ClientBase):
@@ -432,23 +534,64 @@ class Client(_ClientBase):
     _latch = Latch
 
     @classmethod
-    def connect(cls, url: str, *, prefix: Optional[str] = None) -> "Client":
-        """Connects to the Redis at ``url`` (``redis://host:port``, ``rediss://`` for TLS,
-        ``redis+sentinel://``). Raises ``ConnectionError`` when it cannot. ``prefix``
-        (default ``"redlease:"``) starts the keys of every lock of this client: give the
-        one your Rust services (``ClientBuilder::prefix``) and ``redlease run --prefix``
-        use, so that all of them wait in one queue on the same names."""
-        return cls(_native.Client.connect(url, prefix))
+    def connect(cls, url: Union[str, Sequence[str]], *, prefix: Optional[str] = None,
+                connect_timeout: Optional[Seconds] = None, response_timeout: Optional[Seconds] = None,
+                tls_ca: Any = None, tls_cert: Any = None, tls_key: Any = None,
+                holder_note: Optional[str] = None) -> "Client":
+        """Connects, waiting for the connection; raises ``ConnectionError`` (or
+        ``AuthError``) when it cannot. A client made before ``os.fork()`` connects afresh
+        in the child on its first call.
+
+        ``url`` is ``redis://[user:password@]host:port[/db]``, ``rediss://`` for TLS,
+        ``redis+sentinel://host:port[,host:port...]/master-name`` for a primary found through
+        Sentinel, ``redis+cluster://host:port[,host:port...]`` for a Redis Cluster, or a list
+        of URLs for a quorum (Redlock) of independent primaries. ``prefix`` (default
+        ``"redlease:"``) starts the keys of every lock: give the one your Rust services
+        (``ClientBuilder::prefix``) and ``redlease run --prefix`` use, so that all of them wait
+        in one queue on the same names. ``connect_timeout`` and ``response_timeout`` bound
+        connecting and each reply (seconds); ``tls_ca`` (a PEM file of the roots to trust),
+        ``tls_cert`` and ``tls_key`` (a client certificate and its key, PEM files) configure
+        TLS; ``holder_note`` is recorded beside every lock held, for operators."""
+        return cls(_native.Client.connect(_options(url, prefix, connect_timeout, response_timeout,
+                                                   tls_ca, tls_cert, tls_key, holder_note)))
 
     @classmethod
-    def from_url(cls, url: str, *, prefix: Optional[str] = None) -> "Client":
-        """A client of ``url`` that connects on its first call (no I/O now): for a client
-        made at import. ``prefix`` as for ``connect``."""
-        return cls(_native.Client.from_url(url, prefix))
+    def from_url(cls, url: Union[str, Sequence[str]], *, prefix: Optional[str] = None,
+                 connect_timeout: Optional[Seconds] = None, response_timeout: Optional[Seconds] = None,
+                 tls_ca: Any = None, tls_cert: Any = None, tls_key: Any = None,
+                 holder_note: Optional[str] = None) -> "Client":
+        """A client that connects on its first call (no I/O now): for a client made at
+        import. The options are ``connect``'s."""
+        return cls(_native.Client.from_url(_options(url, prefix, connect_timeout, response_timeout,
+                                                    tls_ca, tls_cert, tls_key, holder_note)))
 
     def shutdown(self) -> None:
-        """Gives back every lease this client holds."""
+        """Gives back every lease this client holds and withdraws its waiting requests
+        (done by itself at the interpreter's exit)."""
         self._native.shutdown()
+
+    def _owner(self) -> Any:
+        owner = getattr(self._owners, "owner", None)
+        if owner is None:
+            owner = self._owners.owner = _native.Owner()
+        return owner
+
+    def adopt(self, handle: str) -> Guard:
+        """Takes over the lock lease a guard's ``detach()`` returned (from any process)
+        and renews it; raises ``Lost`` when it ended meanwhile."""
+        loss = _Loss()
+        return Guard(self._native.adopt(handle), loss)
+
+    def inspect(self, name: str) -> dict:
+        """What Redis holds for ``name`` (any primitive): ``held``, ``primitive``,
+        ``holders`` and ``waiters`` (with fencing tokens, time left, holder details),
+        ``fencing_counter``. Every field: ``redlease inspect``'s."""
+        return self._native.inspect(_name(name))
+
+    def force_release(self, name: str) -> dict:
+        """Deletes the holds of ``name`` whoever holds them (an operator's tool: the holder
+        keeps working until its next renewal fails) and returns what was there."""
+        return self._native.inspect(_name(name), True)
 
 
 class FencedStore:
@@ -523,6 +666,10 @@ class AsyncGuard(_GuardBase):
         secs = _seconds(ttl, "ttl", none_ok=False)
         await _bridge(lambda cb: self._native.extend_with(secs, cb))
 
+    async def owned(self) -> bool:
+        """Asks Redis whether it still names this hold's owner (as ``Guard.owned``)."""
+        return await _bridge(self._native.owned_with)
+
     async def release(self) -> None:
         """Gives the hold back. Raises ``Lost`` if the lease was lost meanwhile."""
         await _bridge(self._native.release_with)
@@ -570,8 +717,12 @@ class _AsyncAcquisition(_Request):
 
     async def acquire(self) -> AsyncGuard:
         """Acquires (waiting as told) and returns the guard; cancelling it stops waiting."""
-        loss = _Loss()
-        native = await _bridge(lambda cb: self._client._native.acquire_with(self._request, cb, loss.fire))
+        return await self._acquire(self._request)
+
+    async def _acquire(self, request: Any) -> "AsyncGuard":
+        loss = _Loss(asyncio.get_running_loop())
+        owner = self._owner()
+        native = await _bridge(lambda cb: self._client._native.acquire_with(request, cb, loss.fire, owner))
         return AsyncGuard(native, loss)
 
     async def __aenter__(self) -> AsyncGuard:
@@ -593,11 +744,23 @@ class _AsyncAcquisition(_Request):
         raised (what ``Lock::run`` does in Rust)."""
         return await self._run(lambda _guard: work(*args, **kwargs))
 
-    async def _run(self, start: Callable[[AsyncGuard], Any]) -> Any:
-        """``run`` of the awaitable ``start(guard)`` makes."""
-        guard = await self.acquire()
+    async def try_run(self, work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``run`` with one attempt instead of a wait: ``None`` when the lock is busy (the
+        work does not run), else the work's result."""
+        try:
+            guard = await self._acquire(self._once)
+        except Timeout:
+            return None
+        return await self._run(lambda _guard: work(*args, **kwargs), guard)
+
+    async def _run(self, start: Callable[[AsyncGuard], Any], guard: Optional[AsyncGuard] = None) -> Any:
+        """``run`` of the awaitable ``start(guard)`` makes (the guard acquired when not given)."""
+        if guard is None:
+            guard = await self.acquire()
         loop = asyncio.get_running_loop()
         task = asyncio.ensure_future(start(guard))
+        # The work's task acts for the same owner: it re-enters what this task holds.
+        self._client._owners[task] = self._client._owner()
 
         def cancel() -> None:
             try:
@@ -609,7 +772,7 @@ class _AsyncAcquisition(_Request):
         try:
             result = await task
         except asyncio.CancelledError:
-            if guard.lost.is_set() and task.cancelled():
+            if guard._loss.is_set() and task.cancelled():
                 await _arelease_on_exit(guard, Lost)
                 raise Lost(f"lock `{guard.name}` was lost during the work, which was cancelled") from None
             await _arelease_on_exit(guard, asyncio.CancelledError)
@@ -678,17 +841,56 @@ class AsyncClient(_ClientBase):
     _election = AsyncElection
     _latch = AsyncLatch
 
-    @classmethod
-    async def connect(cls, url: str, *, prefix: Optional[str] = None) -> "AsyncClient":
-        """Connects to the Redis at ``url``; ``prefix`` as for ``Client.connect``."""
-        return cls(await _bridge(lambda cb: _native.Client.connect_with(url, cb, prefix)))
+    @staticmethod
+    def _new_owners() -> Any:
+        return weakref.WeakKeyDictionary()
+
+    def _owner(self) -> Any:
+        task = asyncio.current_task()
+        owner = self._owners.get(task)
+        if owner is None:
+            owner = self._owners[task] = _native.Owner()
+        return owner
+
+    async def shutdown(self) -> None:
+        """Gives back every lease this client holds and withdraws its waiting requests
+        (done by itself at the interpreter's exit)."""
+        await asyncio.get_running_loop().run_in_executor(None, self._native.shutdown)
+
+    async def adopt(self, handle: str) -> AsyncGuard:
+        """Takes over the lock lease a guard's ``detach()`` returned (as ``Client.adopt``)."""
+        loss = _Loss(asyncio.get_running_loop())
+        return AsyncGuard(await _bridge(lambda cb: self._native.adopt_with(handle, cb)), loss)
+
+    async def inspect(self, name: str) -> dict:
+        """What Redis holds for ``name`` (as ``Client.inspect``)."""
+        name = _name(name)
+        return await _bridge(lambda cb: self._native.inspect_with(name, cb))
+
+    async def force_release(self, name: str) -> dict:
+        """Deletes the holds of ``name`` (as ``Client.force_release``)."""
+        name = _name(name)
+        return await _bridge(lambda cb: self._native.inspect_with(name, cb, True))
 
     @classmethod
-    def from_url(cls, url: str, *, prefix: Optional[str] = None) -> "AsyncClient":
-        """A client of ``url`` that connects on its first call (no I/O now, no event loop
-        needed): for a client made at import, as in a FastAPI app. ``prefix`` as for
-        ``connect``."""
-        return cls(_native.Client.from_url(url, prefix))
+    async def connect(cls, url: Union[str, Sequence[str]], *, prefix: Optional[str] = None,
+                      connect_timeout: Optional[Seconds] = None, response_timeout: Optional[Seconds] = None,
+                      tls_ca: Any = None, tls_cert: Any = None, tls_key: Any = None,
+                      holder_note: Optional[str] = None) -> "AsyncClient":
+        """Connects (the options are ``Client.connect``'s)."""
+        options = _options(url, prefix, connect_timeout, response_timeout, tls_ca, tls_cert, tls_key,
+                           holder_note)
+        return cls(await _bridge(lambda cb: _native.Client.connect_with(options, cb)))
+
+    @classmethod
+    def from_url(cls, url: Union[str, Sequence[str]], *, prefix: Optional[str] = None,
+                 connect_timeout: Optional[Seconds] = None, response_timeout: Optional[Seconds] = None,
+                 tls_ca: Any = None, tls_cert: Any = None, tls_key: Any = None,
+                 holder_note: Optional[str] = None) -> "AsyncClient":
+        """A client that connects on its first call (no I/O now, no event loop needed): for
+        a client made at import, as in a FastAPI app. The options are ``Client.connect``'s."""
+        return cls(_native.Client.from_url(_options(url, prefix, connect_timeout, response_timeout,
+                                                    tls_ca, tls_cert, tls_key, holder_note)))
 
 
 # the decorator

@@ -31,6 +31,10 @@ pub(crate) enum Outcome {
     Leader(Option<redlease::Leader>),
     /// Numbers, as a tuple (a latch's count, how its round ended).
     Numbers(Vec<u64>),
+    /// A yes or no (whether Redis still names this holder).
+    Bool(bool),
+    /// What Redis holds for a name, as a dict (see `inspection`).
+    Inspection(Box<redlease::Inspection>),
 }
 
 impl std::fmt::Debug for Outcome {
@@ -41,6 +45,8 @@ impl std::fmt::Debug for Outcome {
             Self::Fenced(newer) => f.debug_tuple("Fenced").field(newer).finish(),
             Self::Leader(leader) => f.debug_tuple("Leader").field(leader).finish(),
             Self::Numbers(numbers) => f.debug_tuple("Numbers").field(numbers).finish(),
+            Self::Bool(yes) => f.debug_tuple("Bool").field(yes).finish(),
+            Self::Inspection(seen) => f.debug_tuple("Inspection").field(&seen.key).finish(),
         }
     }
 }
@@ -58,8 +64,69 @@ impl Outcome {
             )
                 .into_py_any(py),
             Self::Numbers(numbers) => pyo3::types::PyTuple::new(py, numbers)?.into_py_any(py),
+            Self::Bool(yes) => yes.into_py_any(py),
+            Self::Inspection(seen) => inspection(py, &seen),
         }
     }
+}
+
+/// An inspection as a dict: `key`, `held`, `primitive` (`"lock"`, `"semaphore"`,
+/// `"rwlock"`, `"latch"` or `None` when nothing is there), `mode` (`"read"`, `"write"` or
+/// `None`), `permits`, `fencing_counter`, and `holders` / `waiters` (dicts of
+/// `token_prefix`, `fencing_token`, `remaining`, `waited`, `details`, `permits`, `mode`).
+fn inspection(py: Python<'_>, seen: &redlease::Inspection) -> PyResult<Py<PyAny>> {
+    use pyo3::types::{PyDict, PyList};
+    fn mode(access: Option<redlease::Access>) -> Option<&'static str> {
+        access.map(|a| match a {
+            redlease::Access::Read => "read",
+            _ => "write",
+        })
+    }
+    let snapshot = &seen.snapshot;
+    let dict = PyDict::new(py);
+    dict.set_item("key", &seen.key)?;
+    dict.set_item("held", seen.is_held())?;
+    dict.set_item(
+        "primitive",
+        snapshot.primitive.map(|p| match p {
+            redlease::Primitive::Lock => "lock",
+            redlease::Primitive::Semaphore => "semaphore",
+            redlease::Primitive::RwLock => "rwlock",
+            _ => "latch",
+        }),
+    )?;
+    dict.set_item("mode", mode(snapshot.access))?;
+    dict.set_item("permits", snapshot.permits)?;
+    dict.set_item(
+        "fencing_counter",
+        snapshot.fencing_counter.map(redlease::FencingToken::get),
+    )?;
+    let holders = PyList::empty(py);
+    for h in &snapshot.holders {
+        let one = PyDict::new(py);
+        one.set_item("token_prefix", &h.token_prefix)?;
+        one.set_item(
+            "fencing_token",
+            h.fencing_token.map(redlease::FencingToken::get),
+        )?;
+        one.set_item("remaining", h.remaining.map(|d| d.as_secs_f64()))?;
+        one.set_item("details", &h.details)?;
+        one.set_item("permits", h.permits)?;
+        holders.append(one)?;
+    }
+    dict.set_item("holders", holders)?;
+    let waiters = PyList::empty(py);
+    for w in &snapshot.waiters {
+        let one = PyDict::new(py);
+        one.set_item("token_prefix", &w.token_prefix)?;
+        one.set_item("waited", w.waited.map(|d| d.as_secs_f64()))?;
+        one.set_item("details", &w.details)?;
+        one.set_item("mode", mode(w.access))?;
+        one.set_item("permits", w.permits)?;
+        waiters.append(one)?;
+    }
+    dict.set_item("waiters", waiters)?;
+    dict.into_py_any(py)
 }
 
 /// Runs `work` to its end on `runtime`, with the GIL released; a signal handler that

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use pyo3::prelude::*;
 use redlease::Wait;
@@ -36,20 +37,47 @@ enum Kind {
 pub(crate) struct Request {
     kind: Kind,
     names: Vec<String>,
-    ttl: Option<std::time::Duration>,
+    ttl: Option<Duration>,
     wait: Wait,
     note: String,
+    max_hold: Option<Duration>,
+    /// A lock's replicas to wait for, and how long.
+    min_replicas: Option<(usize, Duration)>,
 }
 
-/// Sets a builder's ttl (when given) and wait.
+/// Sets a builder's ttl, hold budget (when given) and wait, and the owner that re-enters
+/// (when given).
 macro_rules! options {
-    ($builder:expr, $req:expr) => {{
-        let builder = $builder.wait($req.wait);
-        match $req.ttl {
-            Some(ttl) => builder.ttl(ttl),
-            None => builder,
+    ($builder:expr, $req:expr) => {
+        options!($builder, $req, None::<&redlease::Owner>)
+    };
+    ($builder:expr, $req:expr, $owner:expr) => {{
+        let mut builder = $builder.wait($req.wait);
+        if let Some(ttl) = $req.ttl {
+            builder = builder.ttl(ttl);
         }
+        if let Some(budget) = $req.max_hold {
+            builder = builder.max_hold(budget);
+        }
+        if let Some(owner) = $owner {
+            builder = builder.owner(owner);
+        }
+        builder
     }};
+}
+
+/// A native owner: the acquisitions made for it re-enter the locks it holds (one per
+/// thread, or per asyncio task, in the Python layer).
+#[pyclass(module = "redlease._native", frozen)]
+#[derive(Debug, Default)]
+pub(crate) struct Owner(redlease::Owner);
+
+#[pymethods]
+impl Owner {
+    #[new]
+    fn py_new() -> Self {
+        Self::default()
+    }
 }
 
 #[pymethods]
@@ -58,7 +86,7 @@ impl Request {
     /// campaign) of `names`, waiting `wait` seconds (`None`: until acquired; 0: one
     /// attempt).
     #[new]
-    #[pyo3(signature = (kind, names, ttl, wait, permits=1, note=String::new(), take=1))]
+    #[pyo3(signature = (kind, names, ttl, wait, permits=1, note=String::new(), take=1, max_hold=None, min_replicas=None))]
     #[allow(
         clippy::too_many_arguments,
         reason = "the Python constructor's arguments, one per option of an acquisition"
@@ -72,6 +100,8 @@ impl Request {
         permits: u32,
         note: String,
         take: u32,
+        max_hold: Option<f64>,
+        min_replicas: Option<(usize, f64)>,
     ) -> PyResult<Self> {
         let checked = || -> Result<Self, Failure> {
             let kind = match kind {
@@ -89,7 +119,32 @@ impl Request {
                     ));
                 }
             };
+            if names.is_empty() {
+                return Err(Failure::Binding(
+                    "InvalidName",
+                    "no names: give at least one".to_owned(),
+                ));
+            }
+            for name in &names {
+                redlease::LockKeys::new("", name)?;
+            }
             let ttl = ttl.map(|t| duration("ttl", t)).transpose()?;
+            if let Some(ttl) = ttl {
+                redlease::validate_ttl(ttl)?;
+            }
+            let max_hold = max_hold.map(|t| duration("max_hold", t)).transpose()?;
+            let min_replicas = match (min_replicas, kind) {
+                (None, _) => None,
+                (Some((replicas, timeout)), Kind::Lock) => {
+                    Some((replicas, duration("min_replicas", timeout)?))
+                }
+                (Some(_), _) => {
+                    return Err(Failure::Binding(
+                        "InvalidOption",
+                        "invalid option `min_replicas`: only a lock waits for replicas".to_owned(),
+                    ));
+                }
+            };
             let wait = match wait {
                 None => Wait::Forever,
                 Some(0.0) => Wait::No,
@@ -101,6 +156,8 @@ impl Request {
                 ttl,
                 wait,
                 note,
+                max_hold,
+                min_replicas,
             })
         };
         checked().map_err(|e| e.into_pyerr(py))
@@ -135,11 +192,22 @@ impl Request {
         self.names.first().cloned().unwrap_or_default()
     }
 
-    async fn acquire(self, client: redlease::Client) -> redlease::Result<Held> {
+    async fn acquire(
+        self,
+        client: redlease::Client,
+        owner: Option<redlease::Owner>,
+    ) -> redlease::Result<Held> {
+        let owner = owner.as_ref();
         Ok(match self.kind {
-            Kind::Lock => Held::One(options!(client.lock(self.name()), self).acquire().await?),
+            Kind::Lock => {
+                let mut lock = options!(client.lock(self.name()), self, owner);
+                if let Some((replicas, timeout)) = self.min_replicas {
+                    lock = lock.min_replicas(replicas, timeout);
+                }
+                Held::One(lock.acquire().await?)
+            }
             Kind::Semaphore { permits, take } => {
-                let semaphore = options!(client.semaphore(self.name(), permits), self);
+                let semaphore = options!(client.semaphore(self.name(), permits), self, owner);
                 Held::One(if take == 1 {
                     semaphore.acquire().await?
                 } else {
@@ -147,19 +215,19 @@ impl Request {
                 })
             }
             Kind::Read => Held::One(
-                options!(client.rwlock(self.name()), self)
+                options!(client.rwlock(self.name()), self, owner)
                     .read()
                     .acquire()
                     .await?,
             ),
             Kind::Write => Held::Write(
-                options!(client.rwlock(self.name()), self)
+                options!(client.rwlock(self.name()), self, owner)
                     .write()
                     .acquire()
                     .await?,
             ),
             Kind::Multi => Held::Multi(
-                options!(client.multi_lock(self.names.clone()), self)
+                options!(client.multi_lock(self.names.clone()), self, owner)
                     .acquire()
                     .await?,
             ),
@@ -173,22 +241,102 @@ impl Request {
     }
 }
 
+/// How a client connects (`Client.connect`'s options), made once in Python.
+#[pyclass(module = "redlease._native", frozen)]
+#[derive(Debug)]
+pub(crate) struct Options(Arc<Settings>);
+
 /// How a client connects: kept, so that a child process (after `os.fork()`) connects
 /// afresh with the same options.
 #[derive(Debug)]
-pub(crate) struct Options {
-    url: String,
+pub(crate) struct Settings {
+    /// One URL (a Redis, `redis+sentinel://`, `redis+cluster://`), or a quorum's nodes.
+    urls: Vec<String>,
     prefix: Option<String>,
+    connect_timeout: Option<Duration>,
+    response_timeout: Option<Duration>,
+    tls_ca: Option<Vec<u8>>,
+    tls_cert: Option<(Vec<u8>, Vec<u8>)>,
+    holder_note: Option<String>,
 }
 
+#[pymethods]
 impl Options {
+    /// The options of `Client.connect` (the files already read: PEM bytes).
+    #[new]
+    #[pyo3(signature = (urls, prefix=None, connect_timeout=None, response_timeout=None, tls_ca=None, tls_cert=None, tls_key=None, holder_note=None))]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the Python constructor's arguments, one per connection option"
+    )]
+    fn py_new(
+        py: Python<'_>,
+        urls: Vec<String>,
+        prefix: Option<String>,
+        connect_timeout: Option<f64>,
+        response_timeout: Option<f64>,
+        tls_ca: Option<Vec<u8>>,
+        tls_cert: Option<Vec<u8>>,
+        tls_key: Option<Vec<u8>>,
+        holder_note: Option<String>,
+    ) -> PyResult<Self> {
+        let checked = || -> Result<Self, Failure> {
+            let invalid = |reason: &str| Failure::Binding("InvalidOption", reason.to_owned());
+            if urls.is_empty() {
+                return Err(invalid("no Redis URL: give one, or a quorum's URLs"));
+            }
+            let tls_cert = match (tls_cert, tls_key) {
+                (Some(cert), Some(key)) => Some((cert, key)),
+                (None, None) => None,
+                _ => {
+                    return Err(invalid(
+                        "invalid option `tls_cert`: a client certificate needs its key (`tls_key`), and a key its certificate",
+                    ));
+                }
+            };
+            Ok(Self(Arc::new(Settings {
+                urls,
+                prefix,
+                connect_timeout: connect_timeout
+                    .map(|t| duration("connect_timeout", t))
+                    .transpose()?,
+                response_timeout: response_timeout
+                    .map(|t| duration("response_timeout", t))
+                    .transpose()?,
+                tls_ca,
+                tls_cert,
+                holder_note,
+            })))
+        };
+        checked().map_err(|e| e.into_pyerr(py))
+    }
+}
+
+impl Settings {
     /// A connected library client.
     async fn connect(&self) -> Result<redlease::Client, Failure> {
-        let builder = redlease::Client::builder(&self.url);
-        let builder = match &self.prefix {
-            Some(prefix) => builder.prefix(prefix.clone()),
-            None => builder,
+        let mut builder = match self.urls.as_slice() {
+            [url] => redlease::Client::builder(url),
+            nodes => redlease::Client::quorum_builder(nodes),
         };
+        if let Some(prefix) = &self.prefix {
+            builder = builder.prefix(prefix.clone());
+        }
+        if let Some(timeout) = self.connect_timeout {
+            builder = builder.connect_timeout(timeout);
+        }
+        if let Some(timeout) = self.response_timeout {
+            builder = builder.response_timeout(timeout);
+        }
+        if let Some(pem) = &self.tls_ca {
+            builder = builder.tls_root_certificate(pem.clone());
+        }
+        if let Some((cert, key)) = &self.tls_cert {
+            builder = builder.tls_client_certificate(cert.clone(), key.clone());
+        }
+        if let Some(note) = &self.holder_note {
+            builder = builder.holder_note(note.clone());
+        }
         Ok(builder.connect().await?)
     }
 }
@@ -197,7 +345,7 @@ impl Options {
 #[derive(Debug, Clone)]
 struct Connection {
     here: Here<redlease::Client>,
-    options: Arc<Options>,
+    options: Arc<Settings>,
 }
 
 impl Connection {
@@ -216,15 +364,15 @@ impl Connection {
 /// connects afresh on its first call.
 #[pyclass(module = "redlease._native", frozen)]
 pub(crate) struct Client {
-    options: Arc<Options>,
+    options: Arc<Settings>,
     conn: PerProcess<redlease::Client>,
 }
 
 impl Client {
-    /// A client of `url` that connects on first use.
-    fn lazy(url: String, prefix: Option<String>) -> Result<Self, Failure> {
+    /// A client that connects on first use.
+    fn lazy(options: &Options) -> Result<Self, Failure> {
         let client = Self {
-            options: Arc::new(Options { url, prefix }),
+            options: Arc::clone(&options.0),
             conn: PerProcess::new(None)?,
         };
         crate::life::register(&client.conn.here()?.0);
@@ -280,6 +428,31 @@ impl Client {
     }
 }
 
+/// Adopts the lease of `handle` on `client`.
+async fn adopting(
+    client: redlease::Client,
+    conn: Connection,
+    handle: String,
+) -> Result<Outcome, Failure> {
+    let handle: redlease::LeaseHandle = handle.parse()?;
+    let lock = client.lock(handle.name());
+    Ok(guard(Held::One(lock.adopt(handle).await?), None, &conn))
+}
+
+/// Inspects (or force-releases) `name`.
+async fn inspecting(
+    client: redlease::Client,
+    name: String,
+    force: bool,
+) -> Result<Outcome, Failure> {
+    let seen = if force {
+        client.force_release(&name).await?
+    } else {
+        client.inspect(&name).await?
+    };
+    Ok(Outcome::Inspection(Box::new(seen)))
+}
+
 /// A guard of `held` as an outcome, keeping its client's connection alive.
 fn guard(held: Held, on_lost: Option<Py<PyAny>>, conn: &Connection) -> Outcome {
     Guard::outcome(held, on_lost, Arc::clone(&conn.here.cell))
@@ -287,65 +460,57 @@ fn guard(held: Held, on_lost: Option<Py<PyAny>>, conn: &Connection) -> Outcome {
 
 #[pymethods]
 impl Client {
-    /// Connects to the Redis at `url` (`redis://host:port`, `rediss://` for TLS,
-    /// `redis+sentinel://`), waiting for the connection; `prefix` (default `redlease:`)
-    /// starts every key of its locks, as the library's and the CLI's `--prefix`.
+    /// Connects as `options` say, waiting for the connection.
     #[staticmethod]
-    #[pyo3(signature = (url, prefix=None))]
-    fn connect(py: Python<'_>, url: String, prefix: Option<String>) -> PyResult<Py<PyAny>> {
-        let client = Self::lazy(url, prefix).map_err(|e| e.into_pyerr(py))?;
+    fn connect(py: Python<'_>, options: &Options) -> PyResult<Py<PyAny>> {
+        let client = Self::lazy(options).map_err(|e| e.into_pyerr(py))?;
         let runtime = crate::life::runtime().map_err(|e| e.into_pyerr(py))?;
         block_on(py, runtime, client.connected())
     }
 
     /// `connect` in the background: `callback(client, None)` or `callback(None, error)`.
     #[staticmethod]
-    #[pyo3(signature = (url, callback, prefix=None))]
-    fn connect_with(
-        py: Python<'_>,
-        url: String,
-        callback: Py<PyAny>,
-        prefix: Option<String>,
-    ) -> PyResult<Cancel> {
-        let client = Self::lazy(url, prefix).map_err(|e| e.into_pyerr(py))?;
+    fn connect_with(py: Python<'_>, options: &Options, callback: Py<PyAny>) -> PyResult<Cancel> {
+        let client = Self::lazy(options).map_err(|e| e.into_pyerr(py))?;
         let runtime = crate::life::runtime().map_err(|e| e.into_pyerr(py))?;
         Ok(spawn_with_callback(runtime, callback, client.connected()))
     }
 
-    /// A client of `url` that connects on its first call (no I/O now).
+    /// A client that connects on its first call (no I/O now).
     #[staticmethod]
-    #[pyo3(signature = (url, prefix=None))]
-    fn from_url(py: Python<'_>, url: String, prefix: Option<String>) -> PyResult<Self> {
-        Self::lazy(url, prefix).map_err(|e| e.into_pyerr(py))
+    fn from_url(py: Python<'_>, options: &Options) -> PyResult<Self> {
+        Self::lazy(options).map_err(|e| e.into_pyerr(py))
     }
 
     /// Acquires `request`; `on_lost()` is called once, from another thread, if the
     /// lease is lost.
-    #[pyo3(signature = (request, on_lost=None))]
+    #[pyo3(signature = (request, on_lost=None, owner=None))]
     fn acquire(
         &self,
         py: Python<'_>,
         request: &Request,
         on_lost: Option<Py<PyAny>>,
+        owner: Option<&Owner>,
     ) -> PyResult<Py<PyAny>> {
-        let request = request.clone();
+        let (request, owner) = (request.clone(), owner.map(|o| o.0.clone()));
         self.call(py, move |client, conn| async move {
-            Ok(guard(request.acquire(client).await?, on_lost, &conn))
+            Ok(guard(request.acquire(client, owner).await?, on_lost, &conn))
         })
     }
 
     /// `acquire` in the background: `callback(guard, None)` or `callback(None, error)`.
-    #[pyo3(signature = (request, callback, on_lost=None))]
+    #[pyo3(signature = (request, callback, on_lost=None, owner=None))]
     fn acquire_with(
         &self,
         py: Python<'_>,
         request: &Request,
         callback: Py<PyAny>,
         on_lost: Option<Py<PyAny>>,
+        owner: Option<&Owner>,
     ) -> PyResult<Cancel> {
-        let request = request.clone();
+        let (request, owner) = (request.clone(), owner.map(|o| o.0.clone()));
         self.spawn(py, callback, move |client, conn| async move {
-            Ok(guard(request.acquire(client).await?, on_lost, &conn))
+            Ok(guard(request.acquire(client, owner).await?, on_lost, &conn))
         })
     }
 
@@ -391,6 +556,53 @@ impl Client {
         Ok(crate::observe::LeaderChanges::new(runtime, move || {
             let (conn, name) = (conn.clone(), name.clone());
             async move { Ok(conn.client().await?.election(name).observe()) }
+        }))
+    }
+
+    /// Takes over the lock lease `handle` (a guard's `detach()`) and renews it.
+    fn adopt(&self, py: Python<'_>, handle: String) -> PyResult<Py<PyAny>> {
+        self.call(py, move |client, conn| adopting(client, conn, handle))
+    }
+
+    /// `adopt` in the background.
+    fn adopt_with(&self, py: Python<'_>, handle: String, callback: Py<PyAny>) -> PyResult<Cancel> {
+        self.spawn(py, callback, move |client, conn| {
+            adopting(client, conn, handle)
+        })
+    }
+
+    /// What Redis holds for `name` (any primitive), as a dict; `force` deletes a lock's
+    /// or semaphore's holds first and reports what was there.
+    #[pyo3(signature = (name, force=false))]
+    fn inspect(&self, py: Python<'_>, name: String, force: bool) -> PyResult<Py<PyAny>> {
+        self.call(py, move |client, _| inspecting(client, name, force))
+    }
+
+    /// `inspect` in the background.
+    #[pyo3(signature = (name, callback, force=false))]
+    fn inspect_with(
+        &self,
+        py: Python<'_>,
+        name: String,
+        callback: Py<PyAny>,
+        force: bool,
+    ) -> PyResult<Cancel> {
+        self.spawn(py, callback, move |client, _| {
+            inspecting(client, name, force)
+        })
+    }
+
+    /// The client's counters as `(waiting, renewal round trips, renewal tasks started)`
+    /// (zeros before it connected in this process).
+    fn stats(&self, py: Python<'_>) -> PyResult<(usize, u64, u64)> {
+        let conn = self.connection().map_err(|e| e.into_pyerr(py))?;
+        Ok(conn.here.cell.get().map_or((0, 0, 0), |client| {
+            let stats = client.stats();
+            (
+                stats.waiting,
+                stats.renewal_round_trips,
+                stats.renewal_tasks_started,
+            )
         }))
     }
 

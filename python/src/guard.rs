@@ -111,6 +111,20 @@ async fn take_step(held: &Mutex<Option<Held>>, name: &str, step: Step) -> Result
     Ok(Outcome::Unit)
 }
 
+/// Whether Redis still names the owner of every lease of `held` (false once released).
+async fn owning(held: Arc<Mutex<Option<Held>>>) -> Result<Outcome, Failure> {
+    let held = held.lock().await;
+    let Some(held) = held.as_ref() else {
+        return Ok(Outcome::Bool(false));
+    };
+    for guard in held.guards() {
+        if !guard.owned().await? {
+            return Ok(Outcome::Bool(false));
+        }
+    }
+    Ok(Outcome::Bool(true))
+}
+
 /// The error of an operation on a guard already released.
 fn released(name: &str) -> Failure {
     Failure::Binding(
@@ -333,6 +347,42 @@ impl Guard {
             Ok(Outcome::Unit)
         })
         .map(drop)
+    }
+
+    /// Asks Redis whether it still names this hold's owner (every lease of it): false
+    /// once it expired or was taken, or after `release()`.
+    fn owned(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let held = Arc::clone(self.held(py)?);
+        block_on(py, self.runtime, owning(held))
+    }
+
+    /// `owned()` for asyncio.
+    fn owned_with(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<Cancel> {
+        let held = Arc::clone(self.held(py)?);
+        Ok(spawn_with_callback(self.runtime, callback, owning(held)))
+    }
+
+    /// Ends this guard without giving the lease back, and returns the lease's handle (a
+    /// secret: its owner token) for `Client.adopt` in another process or thread; nobody
+    /// renews the lease until it is adopted. Only a lock's lease can be detached.
+    fn detach(&self, py: Python<'_>) -> PyResult<String> {
+        let held = self.held(py)?;
+        let name = self.name.clone();
+        let done = crate::life::detach(py, || {
+            let mut held = held.blocking_lock();
+            match held.take() {
+                Some(Held::One(guard)) => Ok(guard.detach().to_string()),
+                None => Err(released(&name)),
+                Some(other) => {
+                    *held = Some(other);
+                    Err(Failure::Binding(
+                        "Unsupported",
+                        "only a lock's lease can be detached and adopted (not a write hold, a multi-lock, a leadership or a latch's count)".to_owned(),
+                    ))
+                }
+            }
+        });
+        done.map_err(|e| e.into_pyerr(py))
     }
 
     /// `extend()` for asyncio: `callback(result, error)` is called from another thread

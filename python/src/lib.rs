@@ -18,6 +18,8 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::Client>()?;
     m.add_class::<client::Request>()?;
+    m.add_class::<client::Options>()?;
+    m.add_class::<client::Owner>()?;
     m.add_class::<guard::Guard>()?;
     m.add_class::<call::Cancel>()?;
     m.add_class::<observe::LeaderChanges>()?;
@@ -31,5 +33,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     };
     m.add("DEFAULT_WAIT", default_wait)?;
     m.add("DEFAULT_PREFIX", redlease::DEFAULT_PREFIX)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

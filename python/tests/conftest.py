@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
@@ -122,3 +123,23 @@ def redis_server():
 @pytest.fixture
 def client(redis_server):
     return redlease.Client.connect(redis_server.url)
+
+
+def in_thread(fn):
+    """`fn()` run in another thread (another owner: it does not re-enter this thread's
+    locks); returns its result or raises its exception."""
+    done = {}
+
+    def run():
+        try:
+            done["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            done["error"] = e
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=60)
+    assert not thread.is_alive(), "the other thread hung"
+    if "error" in done:
+        raise done["error"]
+    return done.get("value")

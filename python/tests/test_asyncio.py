@@ -37,9 +37,12 @@ def test_async_guard_surface_and_timeout(redis_server):
             assert guard.is_held()
             await guard.extend(20.0)
             assert guard.remaining > 5
+            # Another task is another owner: it waits, then times out.
             with pytest.raises(redlease.Timeout):
-                await client.lock("surface", wait=0.2).acquire()
+                await asyncio.create_task(client.lock("surface", wait=0.2).acquire())
+            assert await guard.owned()
         assert not guard.is_held()
+        assert not await guard.owned()
 
     asyncio.run(main())
 
@@ -111,5 +114,45 @@ def test_async_election(redis_server):
         assert (leader.note, leader.term) == ("b", leadership.term)
         await leadership.resign()
         assert await election.leader() is None
+
+    asyncio.run(main())
+
+
+def test_a_task_re_enters_its_lock_and_the_work_of_run_acts_for_it(redis_server):
+    async def main():
+        client = await redlease.AsyncClient.connect(redis_server.url)
+        async with client.lock("nested") as outer:
+            async with client.lock("nested", wait=0) as inner:
+                assert inner.fencing_token == outer.fencing_token
+            # Another task is another owner.
+            with pytest.raises(redlease.Timeout):
+                await asyncio.create_task(client.lock("nested", wait=0).acquire())
+
+        async def work():
+            async with client.lock("nested", wait=0) as inside:
+                return inside.fencing_token
+
+        token = await client.lock("nested").run(work)
+        assert token > outer.fencing_token
+        assert await client.lock("nested").try_run(work) > token
+        held = await client.lock("nested").acquire()
+        busy = await asyncio.create_task(client.lock("nested").try_run(work))
+        assert busy is None
+        await held.release()
+
+    asyncio.run(main())
+
+
+def test_an_async_guards_lost_is_an_asyncio_event(redis_server):
+    async def main():
+        client = await redlease.AsyncClient.connect(redis_server.url)
+        guard = await client.lock("gone", ttl=1.0).acquire()
+        assert isinstance(guard.lost, asyncio.Event) and not guard.lost.is_set()
+        await client.force_release("gone")
+        await asyncio.wait_for(guard.lost.wait(), timeout=10)
+        assert not guard.is_held() and not await guard.owned()
+        with pytest.raises(redlease.Lost):
+            await guard.release()
+        await client.shutdown()
 
     asyncio.run(main())

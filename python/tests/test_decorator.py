@@ -6,6 +6,7 @@ import threading
 import pytest
 
 import redlease
+from conftest import in_thread
 
 
 def test_locked_sync_function_holds_the_named_lock(client):
@@ -15,7 +16,7 @@ def test_locked_sync_function_holds_the_named_lock(client):
     def redeem(user_id, amount=1):
         # The lock of this user is held; another user's is free.
         with pytest.raises(redlease.Timeout):
-            client.lock(f"coupon:{user_id}", wait=0).acquire()
+            in_thread(lambda: client.lock(f"coupon:{user_id}", wait=0).acquire())
         with client.lock("coupon:other", wait=0):
             pass
         seen.append((user_id, amount))

@@ -7,6 +7,7 @@ import time
 import pytest
 
 import redlease
+from conftest import in_thread
 
 
 def test_threads_exclude_each_other_and_tokens_rise(client):
@@ -52,10 +53,11 @@ def test_guard_surface(client):
 
 def test_busy_lock_raises_timeout_after_the_wait(client):
     with client.lock("busy", wait=0):
+        # Another thread is another owner (this one would re-enter).
         with pytest.raises(redlease.Timeout):
-            client.lock("busy", wait=0.2).acquire()
+            in_thread(lambda: client.lock("busy", wait=0.2).acquire())
         with pytest.raises(redlease.Timeout):
-            client.lock("busy", wait=0).acquire()
+            in_thread(lambda: client.lock("busy", wait=0).acquire())
 
 
 def test_release_twice_and_extend_after_release(client):
@@ -79,21 +81,23 @@ def test_semaphore_gives_at_most_its_permits(client):
 
 def test_rwlock_readers_share_and_writer_waits(client):
     rw = client.rwlock("doc")
-    with rw.read() as r1, rw.read() as r2:
+    with rw.read() as r1:
+        r2 = in_thread(lambda: rw.read(wait=0).acquire())
         assert r1.is_held() and r2.is_held()
         with pytest.raises(redlease.Timeout):
-            rw.write(wait=0).acquire()
+            in_thread(lambda: rw.write(wait=0).acquire())
+        r2.release()
     with rw.write(wait=1.0) as w:
         assert w.is_held()
         with pytest.raises(redlease.Timeout):
-            rw.read(wait=0).acquire()
+            in_thread(lambda: rw.read(wait=0).acquire())
 
 
 def test_multi_lock_holds_every_name(client):
     with client.multi_lock(["a", "b"]) as guard:
         assert sorted(name for name, _ in guard.fencing_tokens) == ["a", "b"]
         with pytest.raises(redlease.Timeout):
-            client.lock("b", wait=0).acquire()
+            in_thread(lambda: client.lock("b", wait=0).acquire())
     with client.lock("b", wait=0):
         pass
 
@@ -141,7 +145,7 @@ def test_a_signal_handler_interrupts_a_blocked_wait(client):
     def interrupt(signum, frame):
         raise Interrupted()
 
-    holder = client.lock("sig", wait=0).acquire()
+    holder = in_thread(lambda: client.lock("sig", wait=0).acquire())
     previous = signal.signal(signal.SIGALRM, interrupt)
     try:
         signal.setitimer(signal.ITIMER_REAL, 0.3)
@@ -194,3 +198,63 @@ def test_a_request_for_no_permits_or_too_many_is_refused(client):
         client.semaphore("bad-take", 3, take=0)
     with pytest.raises(redlease.InvalidOption):
         client.semaphore("bad-take", 3, take=4).acquire()
+
+
+def test_a_thread_re_enters_its_lock_and_gives_it_back_with_the_outer_guard(client, redis_server):
+    with client.lock("again") as outer:
+        with client.lock("again", wait=0) as inner:
+            assert inner.fencing_token == outer.fencing_token
+        # The nested guard's end does not give the lock back.
+        assert outer.is_held() and outer.owned()
+        with pytest.raises(redlease.Timeout):
+            in_thread(lambda: client.lock("again", wait=0).acquire())
+    assert redis_server.command("EXISTS", "redlease:again") == ":0"
+    # A semaphore's permits are not re-entered: each acquisition is a permit of its own.
+    a = client.semaphore("seats", 2).acquire()
+    b = client.semaphore("seats", 2).acquire()
+    assert b.fencing_token > a.fencing_token
+    with pytest.raises(redlease.Timeout):
+        client.semaphore("seats", 2, wait=0).acquire()
+    a.release()
+    b.release()
+
+
+def test_names_and_ttls_are_checked_when_the_acquisition_is_made(client):
+    with pytest.raises(redlease.InvalidName):
+        client.lock("")
+    with pytest.raises(redlease.InvalidName):
+        client.multi_lock([])
+    with pytest.raises(redlease.InvalidOption):
+        client.lock("x", ttl=0)
+    with pytest.raises(redlease.InvalidOption):
+        client.semaphore("x", 2, ttl=datetime.timedelta(days=31))
+    with pytest.raises(redlease.InvalidOption):
+        client.lock("x", max_hold=-1.0)
+
+
+def test_a_detached_lease_is_adopted_by_another_client(client, redis_server):
+    guard = client.lock("handed", ttl=5.0).acquire()
+    token = guard.fencing_token
+    handle = guard.detach()
+    assert not guard.is_held()
+    other = redlease.Client.connect(redis_server.url)
+    adopted = other.adopt(handle)
+    assert adopted.fencing_token == token and adopted.owned()
+    adopted.release()
+    assert redis_server.command("EXISTS", "redlease:handed") == ":0"
+    with pytest.raises(redlease.Lost):
+        other.adopt(handle)
+
+
+def test_inspect_and_force_release(client):
+    assert client.inspect("seen")["held"] is False
+    guard = client.lock("seen", ttl=5.0).acquire()
+    seen = client.inspect("seen")
+    assert seen["held"] and seen["primitive"] == "lock"
+    assert seen["holders"][0]["fencing_token"] == guard.fencing_token
+    forced = client.force_release("seen")
+    assert forced["holders"][0]["fencing_token"] == guard.fencing_token
+    assert not guard.owned()
+    assert client.inspect("seen")["held"] is False
+    assert redlease.__version__
+    assert client.stats().waiting == 0

@@ -325,7 +325,7 @@ pub use rwlock::{ReadGuard, ReadLock, RwLock, WriteGuard, WriteLock};
 pub use semaphore::{Permit, Semaphore};
 pub use snapshot::{Access, Holding, Inspection, NodeSnapshot, Snapshot, Waiting};
 pub use token::FencingToken;
-pub use ttl::{MAX_TTL, MIN_TTL};
+pub use ttl::{MAX_TTL, MIN_TTL, validate_ttl};
 pub use wait::{Retry, Wait};
 
 #[cfg(feature = "macros")]

@@ -30,8 +30,19 @@ pub(crate) fn claim(ttl: Duration) -> Duration {
         .saturating_sub(loss_margin(ttl))
 }
 
-/// Checks a lease length.
-pub(crate) fn validate_ttl(ttl: Duration) -> Result<()> {
+/// Checks a lease length: [`Error::InvalidOption`] outside [`MIN_TTL`] ..= [`MAX_TTL`]
+/// (what every acquisition checks; for bindings and tools that check options early).
+///
+/// # Errors
+/// [`Error::InvalidOption`] for a ttl out of range.
+///
+/// # Examples
+/// ```
+/// use std::time::Duration;
+/// assert!(redlease::validate_ttl(Duration::from_secs(30)).is_ok());
+/// assert!(redlease::validate_ttl(Duration::ZERO).is_err());
+/// ```
+pub fn validate_ttl(ttl: Duration) -> Result<()> {
     if ttl < MIN_TTL || ttl > MAX_TTL {
         return Err(Error::InvalidOption {
             option: "ttl",

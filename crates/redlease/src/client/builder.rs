@@ -303,7 +303,10 @@ impl Client {
 
     /// Starts building a client for `url`: `redis://`, `rediss://` (TLS), or
     /// `redis+sentinel://[user:password@]host:port[,host:port...]/master-name[/db]` for a
-    /// primary found through Sentinel (the credentials and database are the primary's).
+    /// primary found through Sentinel (the credentials and database are the primary's),
+    /// or `redis+cluster://[user:password@]host:port[,host:port...]` (`rediss+cluster://`
+    /// for TLS) for a Redis Cluster seeded by those nodes (as `Client::cluster_builder`; the `sentinel`
+    /// and `cluster` features).
     pub fn builder(url: &str) -> ClientBuilder {
         ClientBuilder::new(Endpoints::parse(url))
     }

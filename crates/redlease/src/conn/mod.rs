@@ -96,11 +96,16 @@ pub(crate) enum Endpoints {
 }
 
 impl Endpoints {
-    /// `url` as endpoints: a `redis+sentinel://` URL, or else one Redis.
+    /// `url` as endpoints: a `redis+sentinel://` or `redis+cluster://` URL, or else one
+    /// Redis.
     pub(crate) fn parse(url: &str) -> Self {
         #[cfg(feature = "sentinel")]
         if let Some(sentinel) = parse_sentinel_url(url) {
             return sentinel;
+        }
+        #[cfg(feature = "cluster")]
+        if let Some(seeds) = parse_cluster_url(url) {
+            return Self::Cluster(seeds);
         }
         Self::Single(url.to_owned())
     }
@@ -275,6 +280,28 @@ fn parse_sentinel_url(url: &str) -> Option<Endpoints> {
     })
 }
 
+/// `redis+cluster://[user:password@]host:port[,host:port...]` (or `rediss+cluster://`
+/// for TLS) -> one seed URL per node, each with the credentials.
+#[cfg(feature = "cluster")]
+fn parse_cluster_url(url: &str) -> Option<Vec<String>> {
+    let (scheme, rest) = if let Some(rest) = url.strip_prefix("redis+cluster://") {
+        ("redis", rest)
+    } else {
+        ("rediss", url.strip_prefix("rediss+cluster://")?)
+    };
+    let rest = rest.trim_end_matches('/');
+    let (creds, hosts) = match rest.rfind('@') {
+        Some(at) => (&rest[..=at], &rest[at + 1..]),
+        None => ("", rest),
+    };
+    let seeds: Vec<String> = hosts
+        .split(',')
+        .filter(|h| !h.is_empty())
+        .map(|h| format!("{scheme}://{creds}{h}"))
+        .collect();
+    (!seeds.is_empty()).then_some(seeds)
+}
+
 /// `url` with its password replaced by `***` (`redis://user:secret@host` ->
 /// `redis://user:***@host`), fit for logs and error messages. A string without `://`
 /// becomes `***` altogether.
@@ -304,6 +331,24 @@ pub fn redact_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "cluster")]
+    #[test]
+    fn cluster_urls_name_every_seed_with_its_credentials() {
+        assert_eq!(
+            parse_cluster_url("redis+cluster://app:pw@10.0.0.1:7000,10.0.0.2:7001/"),
+            Some(vec![
+                "redis://app:pw@10.0.0.1:7000".to_owned(),
+                "redis://app:pw@10.0.0.2:7001".to_owned(),
+            ])
+        );
+        assert_eq!(
+            parse_cluster_url("rediss+cluster://h:7000"),
+            Some(vec!["rediss://h:7000".to_owned()])
+        );
+        assert_eq!(parse_cluster_url("redis+cluster://"), None);
+        assert_eq!(parse_cluster_url("redis://h:7000"), None);
+    }
 
     #[test]
     fn urls_are_redacted() {
