@@ -10,7 +10,7 @@
 //! cargo run --release -p redlease-model --example explore -- --only hand-off  # the hand-off model
 //! cargo run --release -p redlease-model --example explore -- --only "lease life"  # the lease-life model
 //! cargo run --release -p redlease-model --example explore -- --only failover  # grants across a failover
-//! cargo run --release -p redlease-model --example explore -- --only serve  # the semaphore's serve
+//! cargo run --release -p redlease-model --example explore -- --only serve  # the semaphore's and rwlock's serve
 //! ```
 //! The full run takes about two minutes on one core; `--quick` (the tests' bounds, no slow
 //! scenario) a quarter of that.
@@ -22,7 +22,7 @@ use redlease_model::failover::{self, scenarios as failovers};
 use redlease_model::handoff::{self, scenarios as handoffs};
 use redlease_model::life::{self, scenarios as lives};
 use redlease_model::scenarios::{self, Scenario};
-use redlease_model::serve::{self, scenarios as serves};
+use redlease_model::serve::scenarios as serves;
 use redlease_model::{FENCED_SAFETY, MUTUAL_EXCLUSION, Named, Report, STATE_LIMIT, check_until};
 
 fn counterexample(title: &str, scenario: &Scenario, property: &'static str) {
@@ -219,8 +219,9 @@ fn grants_across_failover(only: Option<&String>) -> usize {
     unexpected
 }
 
-/// The serve model: its counterexample as a timeline, then every scenario; how many did
-/// not show what they expect.
+/// The serve model (the semaphore's and the read-write lock's hand-off): its
+/// counterexamples as timelines, then every scenario; how many did not show what they
+/// expect.
 fn semaphore_serve(only: Option<&String>) -> usize {
     let mut all = serves::all();
     if let Some(only) = only {
@@ -229,11 +230,9 @@ fn semaphore_serve(only: Option<&String>) -> usize {
     let mut unexpected = 0;
     for scenario in all {
         let report = scenario.run();
-        if scenario.freed == scenarios::Expect::Violated {
-            print_counterexample(scenario.config.name, &report, serve::GONE_GRANT_FREED);
-        }
-        if scenario.cut_freed == scenarios::Expect::Violated {
-            print_counterexample(scenario.config.name, &report, serve::CUT_GRANT_FREED);
+        for property in scenario.violated() {
+            let title = format!("{}: {property}", scenario.config.name);
+            print_counterexample(&title, &report, property);
         }
         unexpected += usize::from(!shown(&report, scenario.verify(&report)));
     }

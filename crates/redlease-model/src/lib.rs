@@ -19,9 +19,10 @@
 //! - [`life`] models one lease's life after the grant: renewals and extends (shorter or
 //!   longer) under NOSCRIPT reloads, retries, cancellation, replies out of order and a
 //!   fast Redis clock, with the property that the holder's claim never outlives its key.
-//! - [`serve`] models a semaphore's `serve` hand-off with waiters that crash or give up
-//!   unheard, for a bounded liveness property (a grant to a gone waiter is free again
-//!   within its bound).
+//! - [`serve`] models the `serve` hand-off of the semaphore (one or several permits per
+//!   request) and of the read-write lock, with waiters that crash, give up, give up
+//!   unheard or are cut off silently, and the queue's watchers and nudges, for safety and
+//!   bounded liveness (a live waiter that could be served is, within a claim window).
 //! - [`failover`] models pushed grants across a failover behind one endpoint (a waiter's
 //!   link left on the demoted primary, replication delivering a grant the release skipped).
 //!

@@ -1,52 +1,64 @@
 //! The serve transition system: which steps are possible, what each does, and the
-//! properties checked.
+//! properties checked (the scripts themselves are in `script.rs`).
 
 use stateright::{Model, Property};
 
 use super::state::{
-    Client, Permit, Phase, Rule, SEEN_BEHIND, SEEN_CUT_GRANT, SEEN_DROP, SEEN_GONE_GRANT,
-    SEEN_STUCK, ServeConfig, State,
+    Client, Permit, Phase, Rule, SEEN_BEHIND, SEEN_CUT_GRANT, SEEN_DEAD_HEAD, SEEN_DROP,
+    SEEN_GONE_GRANT, SEEN_HELD_BACK, SEEN_NUDGE, SEEN_SHARED, SEEN_STUCK, ServeConfig, State,
+    client_id,
 };
 
 /// One step of the system.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
-    /// Time advances one tick; permits run down, a permit whose score passed is free.
+    /// Time advances one tick; leases and re-check timers run down, a lease whose score
+    /// passed is free. Not taken while a running client has a grant to read or a re-check
+    /// due now.
     Tick,
-    /// The holder releases (`sem_release.lua`, which serves the queue).
+    /// The holder releases (`sem_release.lua` / `rw_release.lua`, which serve the queue).
     Release(usize),
-    /// The waiter reads the grant pushed to it: it holds.
+    /// The waiter reads the grant pushed to it and confirms it by an attempt: it holds.
     Take(usize),
     /// The client of an abandoned token handles the grant pushed for it, by the rule.
     Handle(usize),
-    /// The waiter's re-check: an attempt (`sem_acquire.lua`, which serves the queue),
-    /// sent and answered as one step.
+    /// An attempt (`sem_acquire.lua` / `rw_acquire.lua`, which serve the queue), sent and
+    /// answered as one step: a newcomer's first, or a waiter's re-check (due by its timer,
+    /// or early, as a pub/sub reconnect makes it).
     Recheck(usize),
     /// The waiter's client crashes: its grant channel has no receiver any more.
     Crash(usize),
     /// The waiter gives up and its give-back is lost: its place stays, its client still
     /// listens, nobody waits for its token.
     Abandon(usize),
+    /// The waiter gives up and its give-back runs: its place is withdrawn, the queue served.
+    GiveUp(usize),
     /// The waiter is cut off silently: Redis still counts its subscription, it hears and
     /// sends nothing any more.
     Cut(usize),
 }
 
-/// The model of a semaphore's `serve` hand-off for one [`ServeConfig`].
+/// The model of the `serve` hand-off for one [`ServeConfig`].
 #[derive(Debug, Clone)]
 pub struct ServeModel {
     /// What is explored.
     pub config: ServeConfig,
 }
 
-/// Property: never more permits taken than the semaphore has, nor more clients holding.
-pub const WITHIN_PERMITS: &str = "never more holders than permits";
+/// Property (safety): never more permits taken than the semaphore has, never a writer
+/// beside anyone, among the leases and among the clients that believe they hold.
+pub const WITHIN_PERMITS: &str = "never more holders than the grants allow";
 /// Property (bounded liveness): a permit granted to a token nobody waits for is free
 /// again within [`ServeConfig::bound`] ticks.
 pub const GONE_GRANT_FREED: &str = "a grant to a gone waiter is free again within its bound";
-/// Property: a script leaves no permit free while a place is queued (every place reaches
-/// the head and is granted or dropped by the first script that can serve it).
-pub const SERVES_ALL: &str = "no script leaves a permit free while a place is queued";
+/// Property: a script leaves the queue's head unserved only when it does not fit (every
+/// place reaches the head and is granted or dropped by the first script that can serve it).
+pub const SERVES_ALL: &str = "no script leaves a head that fits unserved";
+/// Property (bounded liveness): when a live waiter could be served (the lock or permits
+/// it asks for are free but for leases nobody waits for and places of crashed waiters),
+/// it is granted within a claim window plus [`ServeConfig::bound`] ticks
+/// ([`ServeConfig::live_bound`]).
+pub const LIVE_SERVED: &str = "a lease freed reaches a live waiter within window + bound";
 /// Example: a permit is granted to a token nobody waits for.
 pub const GONE_GRANT: &str = "sometimes a permit is granted to a gone waiter";
 /// Example: a serve drops the place of a waiter whose client crashed.
@@ -59,6 +71,14 @@ pub const CUT_GRANT_FREED: &str =
     "a grant to a silently cut waiter is free again within its window";
 /// Example: a permit is granted to a waiter cut off silently.
 pub const CUT_GRANT: &str = "sometimes a permit is granted to a silently cut waiter";
+/// Example: a serve drops a dead head that kept others out.
+pub const DEAD_HEAD_DROPPED: &str = "sometimes a dead head that keeps others out is dropped";
+/// Example: a newcomer the holders would let in queues behind an older place.
+pub const HELD_BACK: &str = "sometimes a newcomer queues behind an older place";
+/// Example: readers hold together.
+pub const SHARED: &str = "sometimes readers hold together";
+/// Example: a waiter is nudged.
+pub const NUDGED: &str = "sometimes a waiter is nudged";
 
 impl ServeModel {
     /// A model of `config`.
@@ -70,151 +90,93 @@ impl ServeModel {
     pub fn apply(&self, last: &State, action: Action) -> State {
         let mut s = last.clone();
         match action {
-            Action::Tick => {
-                for p in &mut s.permits {
-                    p.left -= 1;
-                    if !s.clients[usize::from(p.token)].wanted() {
-                        p.unclaimed = p.unclaimed.saturating_add(1);
-                    }
-                }
-                let (kept, ran_out): (Vec<Permit>, Vec<Permit>) =
-                    s.permits.iter().partition(|p| p.left > 0);
-                s.permits = kept;
-                for p in ran_out {
-                    let c = &mut s.clients[usize::from(p.token)];
-                    if c.phase == Phase::Holding {
-                        c.phase = Phase::Done;
-                    }
-                }
-            }
+            Action::Tick => Self::tick(&mut s),
             Action::Release(i) => {
                 self.release(&mut s, i);
                 s.clients[i].phase = Phase::Done;
             }
-            Action::Take(i) => {
-                // The waiter confirms its grant with an attempt: the whole lease from now.
-                let me = client_id(i);
-                if let Some(p) = s.permits.iter_mut().find(|p| p.token == me) {
-                    p.left = self.config.ttl;
-                }
-                s.clients[i] = Client {
-                    phase: Phase::Holding,
-                    granted: false,
-                };
-            }
+            Action::Take(i) | Action::Recheck(i) => self.attempt(&mut s, i),
             Action::Handle(i) => {
                 s.clients[i].granted = false;
                 if self.config.rule == Rule::GiveBack {
                     self.release(&mut s, i);
                 }
             }
-            Action::Recheck(i) => self.attempt(&mut s, i),
             Action::Crash(i) => {
                 s.crashes -= 1;
-                s.clients[i] = Client {
-                    phase: Phase::Crashed,
-                    granted: false,
-                };
+                s.clients[i] = gone(Phase::Crashed);
             }
             Action::Abandon(i) => {
                 s.abandons -= 1;
                 s.clients[i].phase = Phase::Abandoned;
+                s.clients[i].due = None;
+            }
+            Action::GiveUp(i) => {
+                s.give_ups -= 1;
+                s.clients[i] = gone(Phase::Done);
+                self.release(&mut s, i);
             }
             Action::Cut(i) => {
                 s.cuts -= 1;
                 s.clients[i].phase = Phase::Cut;
+                s.clients[i].due = None;
             }
         }
         s.permits.sort_unstable();
+        self.count_overdue(last, action, &mut s);
         s
     }
 
-    /// `sem_release.lua` with client `i`'s token: give its permit back, or withdraw its
-    /// place, then serve the queue.
-    fn release(&self, s: &mut State, i: usize) {
-        let me = client_id(i);
-        let held = s.permits.len();
-        s.permits.retain(|p| p.token != me);
-        if s.permits.len() == held {
-            s.queue.retain(|&q| q != me);
-        }
-        self.serve(s, None);
-    }
-
-    /// `sem_acquire.lua` with client `i`'s token: a permit it holds already (a grant not
-    /// read yet) is its own; else the queue is served (it may be the head); a caller not
-    /// queued takes a free permit only when the queue is empty, and joins it otherwise.
-    fn attempt(&self, s: &mut State, i: usize) {
-        let me = client_id(i);
-        if let Some(p) = s.permits.iter_mut().find(|p| p.token == me) {
-            // A grant confirmed by the waiter's attempt: the whole lease from now.
-            p.left = self.config.ttl;
-        }
-        if s.permits.iter().any(|p| p.token == me) || self.serve(s, Some(me)) {
-            s.clients[i] = Client {
-                phase: Phase::Holding,
-                granted: false,
+    /// Keeps [`State::overdue`]: a tick taken while a live waiter could be served counts,
+    /// any other tick resets it, and so does any step after which no live waiter could be
+    /// served. Counters are capped just past their bounds.
+    fn count_overdue(&self, last: &State, action: Action, s: &mut State) {
+        let cfg = &self.config;
+        if action == Action::Tick {
+            s.overdue = if self.could_serve_live(last) {
+                last.overdue.saturating_add(1)
+            } else {
+                0
             };
-            return;
+        } else if !self.could_serve_live(s) {
+            s.overdue = 0;
         }
-        if s.queue.contains(&me) {
-            return;
-        }
-        if s.queue.is_empty() && s.permits.len() < usize::from(self.config.permits) {
-            Self::grant(s, me, self.config.ttl);
-            s.clients[i].phase = Phase::Holding;
-        } else {
-            s.queue.push(me);
+        s.overdue = s.overdue.min(cfg.live_bound().saturating_add(1));
+        let cap = cfg.bound.max(cfg.cut_bound).saturating_add(1);
+        for p in &mut s.permits {
+            p.unclaimed = p.unclaimed.min(cap);
         }
     }
 
-    /// `serve` (semaphore.lua): while a permit is free, pop the queue's head; the caller
-    /// takes its permit silently; any other head is granted one and told by a `PUBLISH`,
-    /// unless that reaches no one: then its place is dropped. Whether the caller was
-    /// served.
-    fn serve(&self, s: &mut State, caller: Option<u8>) -> bool {
-        while s.permits.len() < usize::from(self.config.permits) && !s.queue.is_empty() {
-            let head = s.queue.remove(0);
-            if Some(head) == caller {
-                Self::grant(s, head, self.config.ttl);
-                return true;
-            }
-            let h = usize::from(head);
-            if !s.clients[h].listens() {
-                s.seen |= SEEN_DROP;
-                continue;
-            }
-            // Pushed: the claim window until the waiter confirms (see `ServeConfig::window`).
-            Self::grant(s, head, self.config.window.unwrap_or(self.config.ttl));
-            s.clients[h].granted = true;
-            if s.clients[h].phase == Phase::Cut {
-                s.seen |= SEEN_CUT_GRANT;
-            } else if !s.clients[h].wanted() {
-                s.seen |= SEEN_GONE_GRANT;
-            } else if s.clients[..h]
-                .iter()
-                .any(|c| !c.wanted() && c.phase != Phase::Done)
-            {
-                s.seen |= SEEN_BEHIND;
+    fn tick(s: &mut State) {
+        for p in &mut s.permits {
+            p.left -= 1;
+            if !s.clients[usize::from(p.token)].wanted() {
+                p.unclaimed = p.unclaimed.saturating_add(1);
             }
         }
-        if s.permits.len() < usize::from(self.config.permits) && !s.queue.is_empty() {
-            s.seen |= SEEN_STUCK;
+        let (kept, ran_out): (Vec<Permit>, Vec<Permit>) =
+            s.permits.iter().partition(|p| p.left > 0);
+        s.permits = kept;
+        for p in ran_out {
+            let c = &mut s.clients[usize::from(p.token)];
+            if c.phase == Phase::Holding {
+                c.phase = Phase::Done;
+            }
         }
-        false
-    }
-
-    fn grant(s: &mut State, token: u8, left: u8) {
-        s.permits.push(Permit {
-            token,
-            left,
-            unclaimed: 0,
-        });
+        for c in &mut s.clients {
+            c.due = c.due.map(|d| d.saturating_sub(1));
+        }
     }
 }
 
-fn client_id(i: usize) -> u8 {
-    u8::try_from(i).unwrap_or(u8::MAX)
+/// A client that is gone (crashed, or done waiting).
+fn gone(phase: Phase) -> Client {
+    Client {
+        phase,
+        granted: false,
+        due: None,
+    }
 }
 
 /// The first permit taken longer than `bound` ticks by a token nobody waits for, its
@@ -231,18 +193,22 @@ impl Model for ServeModel {
 
     fn init_states(&self) -> Vec<State> {
         let cfg = &self.config;
-        let holders = usize::from(cfg.permits).min(cfg.clients);
+        let holders = cfg.holders.min(cfg.clients);
+        let queued = cfg.clients.saturating_sub(cfg.arrivals).max(holders);
         let clients = (0..cfg.clients)
             .map(|i| Client {
                 phase: if i < holders {
                     Phase::Holding
-                } else {
+                } else if i < queued {
                     Phase::Waiting
+                } else {
+                    Phase::Idle
                 },
                 granted: false,
+                due: None,
             })
             .collect();
-        vec![State {
+        let mut s = State {
             permits: (0..holders)
                 .map(|i| Permit {
                     token: client_id(i),
@@ -250,19 +216,30 @@ impl Model for ServeModel {
                     unclaimed: 0,
                 })
                 .collect(),
-            queue: (holders..cfg.clients).map(client_id).collect(),
+            queue: (holders..queued).map(client_id).collect(),
             clients,
             crashes: cfg.crashes,
             abandons: cfg.abandons,
+            give_ups: cfg.give_ups,
             cuts: cfg.cuts,
+            overdue: 0,
             seen: 0,
-        }]
+        };
+        // Each waiter's timer as its latest attempt's reply set it.
+        for i in holders..queued {
+            s.clients[i].due = self.reply_timer(&s, client_id(i));
+        }
+        vec![s]
     }
 
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
-        // A running client handles a pushed grant before time passes (one cut off never
-        // does).
-        if !s.clients.iter().any(|c| c.granted && c.phase != Phase::Cut) {
+        // A running client handles a pushed grant, and re-checks when its timer is due,
+        // before time passes (one cut off never does).
+        let waits = |c: &Client| {
+            (c.granted && c.phase != Phase::Cut)
+                || (c.running_waiter() && !c.granted && c.due == Some(0))
+        };
+        if !s.clients.iter().any(waits) {
             actions.push(Action::Tick);
         }
         for (i, c) in s.clients.iter().enumerate() {
@@ -277,10 +254,14 @@ impl Model for ServeModel {
                     if s.abandons > 0 {
                         actions.push(Action::Abandon(i));
                     }
+                    if s.give_ups > 0 {
+                        actions.push(Action::GiveUp(i));
+                    }
                     if s.cuts > 0 {
                         actions.push(Action::Cut(i));
                     }
                 }
+                Phase::Idle => actions.push(Action::Recheck(i)),
                 Phase::Abandoned if c.granted => actions.push(Action::Handle(i)),
                 Phase::Abandoned | Phase::Crashed | Phase::Cut | Phase::Done => {}
             }
@@ -288,24 +269,17 @@ impl Model for ServeModel {
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
-        let mut s = self.apply(last, action);
-        let cap = self
-            .config
-            .bound
-            .max(self.config.cut_bound)
-            .saturating_add(1);
-        for p in &mut s.permits {
-            p.unclaimed = p.unclaimed.min(cap);
-        }
+        let s = self.apply(last, action);
         (s != *last).then_some(s)
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
         vec![
             Property::always(WITHIN_PERMITS, |m: &ServeModel, s: &State| {
-                let n = usize::from(m.config.permits);
-                let holding = s.clients.iter().filter(|c| c.phase == Phase::Holding);
-                s.permits.len() <= n && holding.count() <= n
+                let holding = (s.clients.iter().enumerate())
+                    .filter(|(_, c)| c.phase == Phase::Holding)
+                    .map(|(i, _)| m.config.want(i));
+                m.config.allowed(m.held(s)) && m.config.allowed(holding)
             }),
             Property::always(GONE_GRANT_FREED, |m: &ServeModel, s: &State| {
                 unclaimed_too_long(s, m.config.bound, false).is_none()
@@ -313,11 +287,20 @@ impl Model for ServeModel {
             Property::always(CUT_GRANT_FREED, |m: &ServeModel, s: &State| {
                 unclaimed_too_long(s, m.config.cut_bound, true).is_none()
             }),
+            Property::always(LIVE_SERVED, |m: &ServeModel, s: &State| {
+                s.overdue <= m.config.live_bound()
+            }),
             Property::always(SERVES_ALL, |_, s: &State| s.seen & SEEN_STUCK == 0),
             Property::sometimes(GONE_GRANT, |_, s: &State| s.seen & SEEN_GONE_GRANT != 0),
             Property::sometimes(DROPPED, |_, s: &State| s.seen & SEEN_DROP != 0),
             Property::sometimes(SERVED_BEHIND, |_, s: &State| s.seen & SEEN_BEHIND != 0),
             Property::sometimes(CUT_GRANT, |_, s: &State| s.seen & SEEN_CUT_GRANT != 0),
+            Property::sometimes(DEAD_HEAD_DROPPED, |_, s: &State| {
+                s.seen & SEEN_DEAD_HEAD != 0
+            }),
+            Property::sometimes(HELD_BACK, |_, s: &State| s.seen & SEEN_HELD_BACK != 0),
+            Property::sometimes(SHARED, |_, s: &State| s.seen & SEEN_SHARED != 0),
+            Property::sometimes(NUDGED, |_, s: &State| s.seen & SEEN_NUDGE != 0),
         ]
     }
 }
