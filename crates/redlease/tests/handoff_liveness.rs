@@ -228,8 +228,9 @@ async fn a_releaser_exiting_after_a_hand_off_to_a_cut_waiter_stalls_no_primitive
     }
 }
 
-/// The child process of [`a_killed_head_stops_keeping_the_others_out`]: it queues for
-/// what `HEAD_MODE` names and waits until it is killed.
+/// The child process of [`a_killed_head_stops_keeping_the_others_out`] and
+/// [`a_dropped_dead_watcher_leaves_no_waiter_without_a_re_check`]: it queues for what
+/// `HEAD_MODE` names (`write`, `many`, or a [`Prim`]'s name) and waits until it is killed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "child process of a_killed_head_stops_keeping_the_others_out"]
 async fn queued_head_child() {
@@ -246,13 +247,20 @@ async fn queued_head_child() {
             .acquire()
             .await
             .map(drop),
-        _ => client
+        "many" => client
             .semaphore(NAME, 2)
             .ttl(TTL)
             .wait(LONG_WAIT)
             .acquire_many(2)
             .await
             .map(drop),
+        // A primitive of `ALL`, by its name.
+        named => {
+            let prim = ALL.into_iter().find(|p| format!("{p:?}") == named).unwrap();
+            prim.acquire_for(&client, NAME, TTL, LONG_WAIT)
+                .await
+                .map(drop)
+        }
     };
     panic!("the queued head was to be killed while it waited, not get {waited:?}");
 }
@@ -342,5 +350,62 @@ async fn a_killed_head_stops_keeping_the_others_out() {
             "{mode}: a killed head kept the waiter behind it out {stall:?}"
         );
         held.release().await.unwrap();
+    }
+}
+
+/// Watchers B (its process killed: nobody listens on its channel), C and D, and E behind
+/// them; the holder crashes. When C's re-check drops B and takes the lease itself, two
+/// places left the queue's front, so D *and* E moved up: both are nudged. Then C and D
+/// crash holding the lease in turn, and E gets it within a re-check of D's lease's end.
+/// Found by the serve model (`crates/redlease-model`, "code's nudge rule"): the earlier rule
+/// nudged only the last watcher's place, so E, never a watcher before, had no re-check due
+/// and waited for its rare one (45 s). When D's re-check comes first instead, D grants C a
+/// claim window, which nudges every watcher: that order passed before too.
+async fn a_dead_watcher_dropped_by_a_re_check(prim: Prim) {
+    let server = server();
+    let keys = prim.keys(NAME);
+    let (holder, link) = behind_proxy(&server).await;
+    let held = prim
+        .acquire_for(&holder, NAME, TTL, Duration::ZERO)
+        .await
+        .unwrap();
+    let mode = format!("{prim:?}");
+    let mut dead = common::children(
+        "queued_head_child",
+        1,
+        &[(HEAD_URL, &server.url()), (HEAD_MODE, &mode)],
+    )
+    .pop()
+    .unwrap();
+    common::prim::queued_for_grants(&server, &keys, 1).await;
+    let (c, c_link) = behind_proxy(&server).await;
+    let c_turn = queue(&server, prim, &c, LONG_WAIT, 2).await;
+    let (d, d_link) = behind_proxy(&server).await;
+    let d_turn = queue(&server, prim, &d, LONG_WAIT, 3).await;
+    let e = common::client(&server).await;
+    let e_turn = queue(&server, prim, &e, LONG_WAIT, 4).await;
+    dead.start_kill().unwrap();
+    dead.wait().await.unwrap();
+    link.silence();
+    let mut crashed = vec![held];
+    for (turn, link) in [(c_turn, c_link), (d_turn, d_link)] {
+        let (got, _) = bounded("a live watcher's turn", turn).await.unwrap();
+        crashed.push(got.unwrap_or_else(|e| panic!("{prim:?}: a live watcher failed: {e}")));
+        link.silence();
+    }
+    let ends = crashed.last().map(|h| h.valid_until()).unwrap();
+    let stall = taken(prim, e_turn, ends).await;
+    println!("{prim:?}: E got the lease {stall:?} after the last crashed holder's ended");
+    assert!(
+        stall <= WINDOW + SLACK,
+        "{prim:?}: E had no re-check due and waited {stall:?} after the last lease ended"
+    );
+    std::mem::forget(crashed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_dead_watcher_leaves_no_waiter_without_a_re_check() {
+    for prim in ALL {
+        a_dead_watcher_dropped_by_a_re_check(prim).await;
     }
 }

@@ -104,14 +104,16 @@ local function nudge_front(queue, waiters, from, ms, key, sharded, quiet)
   end
 end
 
--- after_grant(queue, waiters, ms, direct, key, sharded, own): the nudges a grant of `ms` ms
--- owes the front (see the top): every watcher when the grant is a claim window, else the
--- waiter that moved up into the front. After a direct grant, a waiter of the releasing
--- client (its grant channel `own`) is not nudged: the new holder lives in its process, and
--- a crash of that process ends both (the nudge would only wake it for nothing).
-local function after_grant(queue, waiters, ms, direct, key, sharded, own)
+-- after_grant(queue, waiters, ms, direct, key, sharded, own, moved): the nudges a grant of
+-- `ms` ms owes the front (see the top): every watcher when the grant is a claim window, else
+-- the waiters that moved up into the front: `moved` places (nil: one) left the queue's head
+-- in this serve, granted or dropped, so the last `moved` watchers are new there and have no
+-- re-check due. After a direct grant, a waiter of the releasing client (its grant channel
+-- `own`) is not nudged: the new holder lives in its process, and a crash of that process
+-- ends both (the nudge would only wake it for nothing).
+local function after_grant(queue, waiters, ms, direct, key, sharded, own, moved)
   if direct then
-    nudge_front(queue, waiters, FRONT - 1, ms, key, sharded, own)
+    nudge_front(queue, waiters, math.max(FRONT - (moved or 1), 0), ms, key, sharded, own)
   else
     nudge_front(queue, waiters, 0, ms, key, sharded, nil)
   end

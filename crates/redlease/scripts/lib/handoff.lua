@@ -29,6 +29,7 @@ local MISSED_KEPT_MS = 10000
 -- listener's "~" mark: see acquire.lua).
 local function hand_on(own, sharded, own_ttl, own_channel)
   local popped = false
+  local pops = 0
   local grant, lease, direct = nil, nil, false
   local kept = {}
   local now = nil
@@ -38,11 +39,12 @@ local function hand_on(own, sharded, own_ttl, own_channel)
       break
     end
     popped = true
+    pops = pops + 1
     local entry = nil
     if head == own then
       redis.call('HDEL', KEYS[5], head)
       if own_ttl then
-        after_grant(KEYS[4], KEYS[5], own_ttl, true, KEYS[1], sharded)
+        after_grant(KEYS[4], KEYS[5], own_ttl, true, KEYS[1], sharded, nil, pops)
         break
       end
     elseif head ~= '~' then
@@ -59,7 +61,7 @@ local function hand_on(own, sharded, own_ttl, own_channel)
         redis.call('SET', KEYS[3], string.format('%d', fence) .. ' ' .. w[3], 'PX', px)
         grant, lease, direct = message, ms, whole
         -- Before the skipped places go back at the head: those clients do not listen.
-        after_grant(KEYS[4], KEYS[5], ms, whole, KEYS[1], sharded, own_channel)
+        after_grant(KEYS[4], KEYS[5], ms, whole, KEYS[1], sharded, own_channel, pops)
         break
       end
       if not now then

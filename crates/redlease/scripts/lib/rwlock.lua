@@ -61,6 +61,12 @@ local function fits(state, mode)
   return state.mode ~= 'write'
 end
 
+-- pop(granted): drops the queue's head, counted in `granted.moved` (see after_grant).
+local function pop(granted)
+  redis.call('LPOP', KEYS[4])
+  granted.moved = (granted.moved or 0) + 1
+end
+
 -- Grants the lock to the queue's head for as long as it fits: a writer when no one holds,
 -- then every reader of a run of readers (stopping at the next writer, which waits for
 -- them), one grant and one PUBLISH "<fence> <token> <K>" on the waiter's grant channel
@@ -85,12 +91,12 @@ local function serve_queue(state, now, caller, ttl, details, granted, own)
     end
     local entry = redis.call('HGET', KEYS[5], head)
     if not entry then
-      redis.call('LPOP', KEYS[4])
+      pop(granted)
     else
       local w = cjson.decode(entry)
       if w[2] == '' and head ~= caller and tonumber(w[5]) < now then
         -- A silent waiter that stopped coming back: drop it.
-        redis.call('LPOP', KEYS[4])
+        pop(granted)
         redis.call('HDEL', KEYS[5], head)
         w = nil
       elseif not fits(state, w[4]) then
@@ -99,14 +105,14 @@ local function serve_queue(state, now, caller, ttl, details, granted, own)
         end
         -- A writer's place whose waiter is gone (its client no longer listens: its process
         -- ended) stops keeping the readers behind it out: it is dropped, and they come in.
-        redis.call('LPOP', KEYS[4])
+        pop(granted)
         redis.call('HDEL', KEYS[5], head)
         w = nil
       elseif w[2] == '' and head ~= caller then
         return mine, false, true
       end
       if w then
-        redis.call('LPOP', KEYS[4])
+        pop(granted)
         redis.call('HDEL', KEYS[5], head)
         local fence = grant_fence(KEYS[2], nil, clock_us)
         if head == caller then
@@ -137,7 +143,7 @@ local function serve(state, now, caller, ttl, details, own)
   if granted.window then
     after_grant(KEYS[4], KEYS[5], granted.window, false, KEYS[1], false)
   elseif mine or granted.whole then
-    after_grant(KEYS[4], KEYS[5], mine and ttl or granted.whole, true, KEYS[1], false, own)
+    after_grant(KEYS[4], KEYS[5], mine and ttl or granted.whole, true, KEYS[1], false, own, granted.moved)
   end
   return mine, empty, wake, granted
 end

@@ -132,6 +132,8 @@ local function serve(permits, now, caller, ttl, details, used, n, own)
   local granted = {}
   -- A whole ttl granted directly to a waiter of the releasing client (nil: none).
   local whole = nil
+  -- Places that left the head in this serve (see after_grant).
+  local moved = 0
   while free > 0 do
     local head = redis.call('LPOP', KEYS[4])
     if not head then
@@ -139,6 +141,7 @@ local function serve(permits, now, caller, ttl, details, used, n, own)
       break
     end
     first = false
+    moved = moved + 1
     local entry = redis.call('HGET', KEYS[5], head)
     if entry then
       local w = cjson.decode(entry)
@@ -153,6 +156,7 @@ local function serve(permits, now, caller, ttl, details, used, n, own)
       elseif need > free then
         -- Back at the head. Popping the last entry deleted the list: it takes the waiter
         -- table's expiry again (both linger as long as the last join asked).
+        moved = moved - 1
         if redis.call('LPUSH', KEYS[4], head) == 1 then
           local linger = redis.call('PTTL', KEYS[5])
           if linger > 0 then
@@ -188,7 +192,7 @@ local function serve(permits, now, caller, ttl, details, used, n, own)
   if window then
     after_grant(KEYS[4], KEYS[5], window, false, KEYS[1], false)
   elseif mine or whole then
-    after_grant(KEYS[4], KEYS[5], mine and ttl or whole, true, KEYS[1], false, own)
+    after_grant(KEYS[4], KEYS[5], mine and ttl or whole, true, KEYS[1], false, own, moved)
   end
   return mine, free, absent, blocked, granted
 end
