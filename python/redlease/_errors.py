@@ -72,3 +72,8 @@ class Forked(Error):
     """The guard (or election observation) was made in a parent process, before
     ``os.fork()``: the lease is the parent's, untouched by the child. (Clients are not
     refused: a child connects afresh on its first call.)"""
+
+
+class RuntimeFailure(Error):
+    """The process could not do what the library needs: start the binding's runtime
+    threads, or read the operating system's random source for an owner token."""

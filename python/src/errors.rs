@@ -52,15 +52,22 @@ fn class_name(e: &redlease::Error) -> &'static str {
         E::NoQuorum { .. } => "NoQuorum",
         E::Replication { .. } => "ReplicationError",
         E::InvalidName { .. } => "InvalidName",
-        E::InvalidOption { .. } | E::InvalidHandle { .. } | E::PermitsAsked { .. } => {
-            "InvalidOption"
-        }
+        // The Rust-only default client (`#[redlease::locked]` without a client) included.
+        E::InvalidOption { .. }
+        | E::InvalidHandle { .. }
+        | E::PermitsAsked { .. }
+        | E::DefaultClientSet { .. }
+        | E::NoDefaultClient { .. } => "InvalidOption",
         E::WrongType { .. } => "WrongType",
         E::PermitsMismatch { .. } => "PermitsMismatch",
         E::Upgrade { .. } | E::NestedDowngrade { .. } => "UpgradeError",
-        E::Unsupported { .. } | E::ServerLacks { .. } => "Unsupported",
+        E::Unsupported { .. } | E::ServerLacks { .. } | E::FixedLeaseReentered { .. } => {
+            "Unsupported"
+        }
+        E::Runtime { .. } | E::Randomness { .. } => "RuntimeFailure",
         e if e.is_connection() => "ConnectionError",
         E::Redis { .. } => "RedisError",
+        // A variant added to the library later: its base class until it gets one here.
         _ => "Error",
     }
 }

@@ -196,7 +196,7 @@ pub(crate) fn same_process(pid: u32, what: &str) -> Result<(), Failure> {
 pub(crate) fn runtime() -> Result<&'static Runtime, Failure> {
     crate::runtime::runtime().map_err(|e| {
         Failure::Binding(
-            "Error",
+            "RuntimeFailure",
             format!("could not start the binding's Tokio runtime: {e}"),
         )
     })

@@ -84,7 +84,10 @@ async fn next(state: Arc<Mutex<Option<State>>>) -> Result<Outcome, Failure> {
 }
 
 fn ended() -> Failure {
-    Failure::Binding("Error", "the observation of the election ended".to_owned())
+    Failure::Binding(
+        "ShutDown",
+        "the observation of the election ended: its client is gone".to_owned(),
+    )
 }
 
 #[pymethods]

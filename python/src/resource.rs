@@ -82,7 +82,7 @@ impl FencedStore {
                     Fenced::Refused { newer } => Some(newer.get()),
                     other => {
                         return Err(Failure::Binding(
-                            "Error",
+                            "RedisError",
                             format!("unexpected outcome of a fenced write: {other:?}"),
                         ));
                     }

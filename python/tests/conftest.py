@@ -32,15 +32,19 @@ def free_port() -> int:
 class RedisServer:
     """A running redis-server of this test."""
 
-    def __init__(self) -> None:
+    def __init__(self, *extra: str, binary: str = "") -> None:
+        """`extra`: more `redis-server` arguments (`--cluster-enabled yes`); `binary`: the
+        program (`redis-sentinel` runs a sentinel: `extra` is then its config file)."""
         self.dir = tempfile.mkdtemp(prefix="redlease-py-")
         for _ in range(20):
             self.port = free_port()
-            self.proc = subprocess.Popen(
-                [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
-                 "--save", "", "--appendonly", "no", "--dir", self.dir],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )
+            if binary:
+                command = [binary, *extra, "--port", str(self.port), "--bind", "127.0.0.1"]
+            else:
+                command = [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+                           "--save", "", "--appendonly", "no", "--dir", self.dir, *extra]
+            self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         cwd=self.dir)
             if self._wait_ready():
                 return
             self.stop()
@@ -118,6 +122,25 @@ def redis_server():
         server.resume() if server.proc.poll() is None else None
         server.stop()
         shutil.rmtree(server.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def servers():
+    """Starts redis-servers on demand (`servers(*extra)`), every one stopped at the end."""
+    started = []
+
+    def start(*extra: str, binary: str = "") -> RedisServer:
+        server = RedisServer(*extra, binary=binary)
+        started.append(server)
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in started:
+            server.resume() if server.proc.poll() is None else None
+            server.stop()
+            shutil.rmtree(server.dir, ignore_errors=True)
 
 
 @pytest.fixture
