@@ -333,7 +333,8 @@ class _Request:
 
     def __init__(self, client: Any, kind: str, names: Sequence[str], ttl: Optional[Seconds],
                  wait: Optional[Seconds], permits: int = 1, note: str = "", take: int = 1,
-                 max_hold: Optional[Seconds] = None, min_replicas: Optional[tuple] = None) -> None:
+                 max_hold: Optional[Seconds] = None, min_replicas: Optional[tuple] = None,
+                 renew: bool = True) -> None:
         self._client = client
         if isinstance(take, bool) or not isinstance(take, int):
             raise TypeError(f"take is a number of permits (int), not {type(take).__name__}")
@@ -347,7 +348,7 @@ class _Request:
             return _native.Request(
                 kind, [_name(n) for n in names], _seconds(ttl, "ttl", none_ok=False),
                 _seconds(wait, "wait", none_ok=True), permits, note, take,
-                _seconds(max_hold, "max_hold", none_ok=True), min_replicas,
+                _seconds(max_hold, "max_hold", none_ok=True), min_replicas, bool(renew),
             )
 
         self._request = request(wait)
@@ -481,7 +482,8 @@ class _ClientBase:
         return threading.local()
 
     def lock(self, name: str, ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = DEFAULT_WAIT, *,
-             max_hold: Optional[Seconds] = None, min_replicas: Optional[tuple] = None) -> Any:
+             max_hold: Optional[Seconds] = None, min_replicas: Optional[tuple] = None,
+             renew: bool = True) -> Any:
         """The lock ``name``: ``with client.lock(name) as guard:`` (``async with`` on an
         ``AsyncClient``, or ``await client.lock(name).run(work)``) holds it for the block,
         its lease of ``ttl`` seconds renewed meanwhile; waits ``wait`` seconds for it
@@ -490,29 +492,32 @@ class _ClientBase:
         the nested guard shares the lease and fencing token, and the lock is given back
         when the outermost guard is. ``max_hold`` stops renewing that long after the
         acquisition (a stuck holder cannot hold for ever); ``min_replicas=(n, timeout)``
-        waits for ``n`` replicas to acknowledge the lock (``ReplicationError`` otherwise).
-        ``semaphore`` and ``multi_lock`` take ``max_hold`` too."""
+        waits for ``n`` replicas to acknowledge the lock (``ReplicationError`` otherwise);
+        ``renew=False`` holds a lease of ``ttl`` that nobody renews (it ends by itself,
+        ``release()`` may end it earlier). ``semaphore`` and ``multi_lock`` take
+        ``max_hold`` and ``renew`` too."""
         return self._acquisition(self, "lock", [name], ttl, wait, max_hold=max_hold,
-                                 min_replicas=min_replicas)
+                                 min_replicas=min_replicas, renew=renew)
 
     def semaphore(self, name: str, permits: int, ttl: Seconds = DEFAULT_TTL,
                   wait: Optional[Seconds] = DEFAULT_WAIT, *, take: int = 1,
-                  max_hold: Optional[Seconds] = None) -> Any:
+                  max_hold: Optional[Seconds] = None, renew: bool = True) -> Any:
         """``take`` (default one) of the ``permits`` permits of semaphore ``name``, held as
         one lease with one fencing token. Waiters are served in FIFO order while they fit:
         a request for several at the head of the queue is not starved by smaller ones
         behind it. ``take`` of 0 or above ``permits`` raises ``InvalidOption``."""
         return self._acquisition(self, "semaphore", [name], ttl, wait, permits=permits, take=take,
-                                 max_hold=max_hold)
+                                 max_hold=max_hold, renew=renew)
 
     def rwlock(self, name: str) -> Any:
         """The read-write lock ``name``: ``.read(...)`` or ``.write(...)``."""
         return self._rwlock(self, name)
 
     def multi_lock(self, names: Sequence[str], ttl: Seconds = DEFAULT_TTL,
-                   wait: Optional[Seconds] = DEFAULT_WAIT, *, max_hold: Optional[Seconds] = None) -> Any:
+                   wait: Optional[Seconds] = DEFAULT_WAIT, *, max_hold: Optional[Seconds] = None,
+                   renew: bool = True) -> Any:
         """All of ``names`` at once (taken in a fixed order, so no deadlock)."""
-        return self._acquisition(self, "multi", list(names), ttl, wait, max_hold=max_hold)
+        return self._acquisition(self, "multi", list(names), ttl, wait, max_hold=max_hold, renew=renew)
 
     def election(self, name: str) -> Any:
         """The leader election ``name``."""

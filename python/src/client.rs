@@ -41,6 +41,8 @@ pub(crate) struct Request {
     wait: Wait,
     note: String,
     max_hold: Option<Duration>,
+    /// `Renewal::Fixed` for a lease nobody renews (`renew=False`).
+    renewal: redlease::Renewal,
     /// A lock's replicas to wait for, and how long.
     min_replicas: Option<(usize, Duration)>,
 }
@@ -59,6 +61,7 @@ macro_rules! options {
         if let Some(budget) = $req.max_hold {
             builder = builder.max_hold(budget);
         }
+        builder = builder.renewal($req.renewal);
         if let Some(owner) = $owner {
             builder = builder.owner(owner);
         }
@@ -86,7 +89,7 @@ impl Request {
     /// campaign) of `names`, waiting `wait` seconds (`None`: until acquired; 0: one
     /// attempt).
     #[new]
-    #[pyo3(signature = (kind, names, ttl, wait, permits=1, note=String::new(), take=1, max_hold=None, min_replicas=None))]
+    #[pyo3(signature = (kind, names, ttl, wait, permits=1, note=String::new(), take=1, max_hold=None, min_replicas=None, renew=true))]
     #[allow(
         clippy::too_many_arguments,
         reason = "the Python constructor's arguments, one per option of an acquisition"
@@ -102,6 +105,7 @@ impl Request {
         take: u32,
         max_hold: Option<f64>,
         min_replicas: Option<(usize, f64)>,
+        renew: bool,
     ) -> PyResult<Self> {
         let checked = || -> Result<Self, Failure> {
             let kind = match kind {
@@ -157,6 +161,11 @@ impl Request {
                 wait,
                 note,
                 max_hold,
+                renewal: if renew {
+                    redlease::Renewal::Auto
+                } else {
+                    redlease::Renewal::Fixed
+                },
                 min_replicas,
             })
         };

@@ -259,3 +259,19 @@ def test_inspect_and_force_release(client):
     assert client.inspect("seen")["held"] is False
     assert redlease.__version__
     assert client.stats().waiting == 0
+
+
+def test_an_unrenewed_lease_ends_by_itself_and_a_budget_stops_renewal(client, redis_server):
+    fixed = client.lock("fixed", ttl=0.3, renew=False).acquire()
+    budget = client.lock("budget", ttl=0.3, max_hold=0.1).acquire()
+    deadline = time.monotonic() + 10
+    while redis_server.command("EXISTS", "redlease:fixed") == ":1" or \
+            redis_server.command("EXISTS", "redlease:budget") == ":1":
+        assert time.monotonic() < deadline, "a lease nobody renews never ended"
+        time.sleep(0.01)
+    # A renewed lease of the same ttl is still held (renewed every ttl/4).
+    with client.lock("renewed", ttl=0.3) as renewed:
+        assert renewed.owned()
+        time.sleep(0.6)  # two ttls: only renewal keeps it
+        assert renewed.owned()
+    assert not fixed.is_held() and not budget.is_held()
