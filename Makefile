@@ -154,14 +154,29 @@ msrv:
 	  echo "note: toolchain $(MSRV) cannot be installed here; rust-version not built with"; \
 	fi
 
-test: redis redis-6.2 python fmt lint features msrv
-	RUSTDOCFLAGS="-D warnings" $(CARGO) test --workspace --all-targets
-	RUSTDOCFLAGS="-D warnings" $(CARGO) test --workspace --doc
-	$(MAKE) --no-print-directory compat SERVER=$(REDIS62)
-	$(CARGO) test -p redlease --no-default-features --tests
-	$(CARGO) test -p redlease --features metrics --test metrics
-	$(MAKE) --no-print-directory python-test
-	$(MAKE) package
+# Each phase timed (scripts/timed.sh); the table of phases and seconds is printed at the
+# end, and kept in target/test-phases.txt (a failed phase ends the run and is the table's
+# last line).
+export PHASES := $(abspath target/test-phases.txt)
+TIMED := scripts/timed.sh
+test:
+	@mkdir -p target && : > $(PHASES)
+	@$(TIMED) "install Redis (when missing)" $(MAKE) --no-print-directory redis
+	@$(TIMED) "Redis 6.2.14 binary" $(MAKE) --no-print-directory redis-6.2
+	@$(TIMED) "Python venv" $(MAKE) --no-print-directory python
+	@$(TIMED) "cargo fmt --check" $(MAKE) --no-print-directory fmt
+	@$(TIMED) "clippy, workspace" $(MAKE) --no-print-directory lint
+	@$(TIMED) "clippy, feature sets" $(MAKE) --no-print-directory features
+	@$(TIMED) "rust-version build" $(MAKE) --no-print-directory msrv
+	@$(TIMED) "tests, workspace" env RUSTDOCFLAGS="-D warnings" $(CARGO) test --workspace --all-targets
+	@$(TIMED) "doc tests" env RUSTDOCFLAGS="-D warnings" $(CARGO) test --workspace --doc
+	@$(TIMED) "compat, Redis 6.2" $(MAKE) --no-print-directory compat SERVER=$(REDIS62)
+	@$(TIMED) "tests, no default features" $(CARGO) test -p redlease --no-default-features --tests
+	@$(TIMED) "tests, metrics" $(CARGO) test -p redlease --features metrics --test metrics
+	@$(TIMED) "tests, CLI bench feature" $(CARGO) test -p redlease-cli --features bench --test bench --test flags --test secrets --test run
+	@$(TIMED) "Python tests" $(MAKE) --no-print-directory python-test
+	@$(TIMED) "cargo package" $(MAKE) --no-print-directory package
+	@echo "make test: every phase passed; seconds per phase:"; cat $(PHASES)
 
 # What crates.io would get: the published crates (README "Releasing": every crate but
 # redlease-chaos, redlease-model and the Python binding), in publish order, each verified by building it from
@@ -192,9 +207,9 @@ demo: redis
 	$(CARGO) run --release -q -p redlease-cli -- demo
 
 bench: redis
-	$(CARGO) run --release -q -p redlease-cli -- bench
-	$(CARGO) run --release -q -p redlease-cli -- bench --hot-cpus 2
-	$(CARGO) run --release -q -p redlease-cli -- bench --only scaling --plot docs/scaling.svg
+	$(CARGO) run --release -q -p redlease-cli --features bench -- bench
+	$(CARGO) run --release -q -p redlease-cli --features bench -- bench --hot-cpus 2
+	$(CARGO) run --release -q -p redlease-cli --features bench -- bench --only scaling --plot docs/scaling.svg
 	$(CARGO) run --release -q -p redlease --example renewal_cost
 	$(CARGO) run --release -q -p redlease --example quorum_latency
 	$(CARGO) run --release -q -p redlease --example free_path_commands
@@ -205,7 +220,7 @@ figures: redis valgrind
 	CARGO="$(CARGO)" bash scripts/figures.sh FIGURES.md
 
 callgrind: redis valgrind
-	$(CARGO) run --release -q -p redlease-cli -- bench-callgrind --short 2000 --long 4000
+	$(CARGO) run --release -q -p redlease-cli --features bench -- bench-callgrind --short 2000 --long 4000
 	bash scripts/redis-callgrind.sh
 
 chaos: redis

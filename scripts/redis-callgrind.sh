@@ -51,7 +51,7 @@ fi
 for tool in valgrind callgrind_annotate python3; do
   command -v "$tool" >/dev/null || { echo "$tool is missing (apt-get install valgrind python3)" >&2; exit 2; }
 done
-[ -x "$bin" ] || { echo "$bin is missing: cargo build --release -p redlease-cli" >&2; exit 2; }
+[ -x "$bin" ] || { echo "$bin is missing: cargo build --release -p redlease-cli --features bench" >&2; exit 2; }
 server_path="$(command -v "$server")" || { echo "no redis-server at $server" >&2; exit 2; }
 if file -L "$server_path" | grep -q ', stripped'; then
   echo "warning: $server_path is stripped: the totals hold, the groups do not (see the" \

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
-#[cfg(feature = "local")]
+#[cfg(feature = "bench")]
 mod bench;
 mod connect;
 #[cfg(feature = "local")]
@@ -106,23 +106,23 @@ enum Command {
     #[command(name = supervise::SUBCOMMAND, hide = true)]
     Supervise(supervise::SuperviseArgs),
 
-    #[cfg(feature = "local")]
+    #[cfg(feature = "bench")]
     /// Measure lock throughput, hand-off latency and fairness against real Redis
     #[command(long_about = bench::LONG_ABOUT, after_help = exit::SEE_TABLE)]
     Bench(bench::BenchArgs),
 
-    #[cfg(feature = "local")]
+    #[cfg(feature = "bench")]
     /// Client instructions per uncontended acquire + release under callgrind (internal;
     /// `make callgrind`)
     #[command(hide = true)]
     BenchCallgrind(bench::callgrind::CallgrindArgs),
 
-    #[cfg(feature = "local")]
+    #[cfg(feature = "bench")]
     /// One loop measured by `bench-callgrind`, run under valgrind (internal)
     #[command(hide = true)]
     BenchCallgrindLoop(bench::callgrind::LoopArgs),
 
-    #[cfg(feature = "local")]
+    #[cfg(feature = "bench")]
     /// One worker process of `redlease bench --processes` and its scaling scenario (internal)
     #[command(hide = true)]
     BenchWorker(bench::WorkerArgs),
@@ -178,15 +178,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo(args) => runtime()?.block_on(demo::run(args)),
         #[cfg(feature = "local")]
         Command::DemoWorker(args) => runtime()?.block_on(demo::worker(args)),
-        #[cfg(feature = "local")]
+        #[cfg(feature = "bench")]
         Command::Bench(args) => args.runtime.build()?.block_on(bench::run(args)),
         // Blocking: it runs valgrind four times and reads its files.
-        #[cfg(feature = "local")]
+        #[cfg(feature = "bench")]
         Command::BenchCallgrind(args) => bench::callgrind::main(&args),
         // Its own current-thread runtime, so that instruction counts are repeatable.
-        #[cfg(feature = "local")]
+        #[cfg(feature = "bench")]
         Command::BenchCallgrindLoop(args) => bench::callgrind::run_loop(&args),
-        #[cfg(feature = "local")]
+        #[cfg(feature = "bench")]
         Command::BenchWorker(args) => runtime()?.block_on(bench::worker(args)),
         // Its own small runtime: it only waits for its child and a few signals.
         Command::Supervise(args) => supervise::main(args),

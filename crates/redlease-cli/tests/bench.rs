@@ -1,5 +1,5 @@
 //! Runs the real `redlease bench` binary: a short run against a private redis-server.
-#![cfg(feature = "local")]
+#![cfg(feature = "bench")]
 
 use std::process::{Command, Output};
 

@@ -28,7 +28,7 @@ fn help_never_shows_the_url_from_the_environment() {
         &["release", "--help"],
         #[cfg(feature = "local")]
         &["demo", "--help"],
-        #[cfg(feature = "local")]
+        #[cfg(feature = "bench")]
         &["bench", "--help"],
         &["run", "-h"],
         &["run", "--no-such-flag"],

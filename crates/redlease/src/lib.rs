@@ -296,6 +296,7 @@ mod semaphore;
 pub mod diagnostics {
     pub use crate::client::{ClientStats, holder_details};
     pub use crate::conn::redact_url;
+    pub use crate::renew::period as renewal_period;
     pub use crate::ttl::drift;
 }
 

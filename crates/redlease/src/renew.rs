@@ -56,7 +56,14 @@ const IN_FLIGHT: usize = 8;
 /// third of the ttl; the rest of that third (`ttl/60`) is the scheduler's own slack. The
 /// price is a renewal every quarter of the ttl rather than every third. A renewal
 /// unanswered for a whole period is given up and retried.
-pub(crate) fn period(ttl: Duration) -> Duration {
+///
+/// # Examples
+/// ```
+/// use std::time::Duration;
+/// let every = redlease::diagnostics::renewal_period(Duration::from_secs(30));
+/// assert_eq!(every, Duration::from_millis(7500));
+/// ```
+pub fn period(ttl: Duration) -> Duration {
     ttl / 4
 }
 

@@ -16,7 +16,7 @@ script across many machines (a distributed flock(1)).
 
 redlease takes the lock NAME (Redis key PREFIX+NAME) with a lease of --ttl, waiting up to
 --wait for it when it is busy, then runs CMD with its arguments. While CMD runs the lease
-is renewed every ttl/3, so CMD may run for longer than the TTL, while a crashed machine
+is renewed every ttl/4, so CMD may run for longer than the TTL, while a crashed machine
 frees the lock within one TTL. When CMD exits, however it exits, the lock is released and
 redlease exits with CMD's exit code.
 
@@ -75,8 +75,8 @@ kill -9 or the OOM killer), the lease is no longer renewed and another holder ge
 lock within one TTL: so CMD must not run on. A small supervisor process between redlease
 and CMD (`redlease __supervise` in ps; it leads CMD's process group and passes CMD's exit
 code through) then gives CMD's process group SIGTERM at once, then SIGKILL after
---kill-after. The lease still has about two thirds of --ttl left when redlease dies (it
-is renewed every ttl/3): --kill-after must be below that, less the drift allowance
+--kill-after. The lease still has about three quarters of --ttl left when redlease dies
+(it is renewed every ttl/4): --kill-after must be below that, less the drift allowance
 (ttl/100 + 2ms) and the margin below (ttl/20), so that CMD is gone before anyone else can
 take the lock; redlease refuses a longer one (exit 2). Without --kill-after it is a third
 of --ttl, at most 10s.
@@ -169,7 +169,7 @@ pub(crate) struct RunArgs {
     pub(super) write: bool,
 
     /// Lease length: how soon the lock frees itself if this machine dies (renewed every
-    /// ttl/3 while CMD runs), 10ms..30days
+    /// ttl/4 while CMD runs), 10ms..30days
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_ttl)]
     pub(super) ttl: Duration,
 
@@ -319,7 +319,7 @@ impl RunArgs {
         let below = lease_left.saturating_sub(kill_margin(self.ttl));
         if self.kill_after() >= below {
             return Err(format!(
-                "--kill-after {} outlives the lease: when redlease dies the lease of --ttl {} may have only {} left (renewed every ttl/3, less the drift allowance), and CMD must be gone {} (ttl/20) before that, or the next holder could start while CMD still runs; give a --kill-after below {} or a longer --ttl",
+                "--kill-after {} outlives the lease: when redlease dies the lease of --ttl {} may have only {} left (renewed every ttl/4, less the drift allowance), and CMD must be gone {} (ttl/20) before that, or the next holder could start while CMD still runs; give a --kill-after below {} or a longer --ttl",
                 human(self.kill_after()),
                 human(self.ttl),
                 human(lease_left),
@@ -399,10 +399,11 @@ const DEFAULT_WAIT: Duration = Duration::from_secs(10);
 const DEFAULT_KILL_AFTER: Duration = Duration::from_secs(10);
 
 /// The least lease a `run` with `ttl` can have left in Redis when it dies while renewals
-/// keep their schedule: renewed every ttl/3, so two thirds of the ttl, less the drift
-/// allowance by which the holder's clock may run slow against the server's.
+/// keep their schedule: the ttl less a renewal period (the library renews every ttl/4),
+/// less the drift allowance by which the holder's clock may run slow against the server's.
 fn lease_left_at_death(ttl: Duration) -> Duration {
-    (ttl * 2 / 3).saturating_sub(redlease::diagnostics::drift(ttl))
+    ttl.saturating_sub(redlease::diagnostics::renewal_period(ttl))
+        .saturating_sub(redlease::diagnostics::drift(ttl))
 }
 
 /// How long before the end of its lease (as `run` knows it) CMD's process group gets
