@@ -69,7 +69,7 @@ fn hold_job(server: &RedisServer, token: &str) -> TestResult {
         .cmd("HSET")
         .arg(job.waiters())
         .arg("waiter-token")
-        .arg(r#"["60000","chan","host=h3 pid=9","1"]"#)
+        .arg(r#"{"ttl":"60000","ch":"chan","who":"host=h3 pid=9","since":"1"}"#)
         .exec(&mut conn)?;
     Ok(())
 }

@@ -8,11 +8,8 @@
 --           long as its lease, whatever becomes of the counter (which may expire or be
 --           deleted during a hold of weeks)
 --   KEYS[4] FIFO queue of waiting tokens (list)
---   KEYS[5] waiter table: token -> cjson [ttl_ms, grant channel, holder details, since,
---           skipped] (since: when the place was taken, ms since 1970 by the server's TIME,
---           for operators who ask how long each waiter has waited; skipped, present only
---           while a hand-off found the waiter's client not listening: when it first did,
---           see release.lua)
+--   KEYS[5] waiter table: token -> the waiter record (lib/grants.lua: ttl, ch, who,
+--           since, and skip while a hand-off found the waiter's client not listening)
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
 --   ARGV[4] the mode: what the attempt does when the lock is busy (named as `Join` in
 --           src/scripts.rs):
@@ -94,7 +91,7 @@ end
 if queues then
   -- A waiter that comes back keeps its place (and its `since`): only a new place reads
   -- the clock, so a retry costs one call here (HGET), as HSETNX did. A place a hand-off
-  -- skipped while the waiter's client did not listen (w[5], see release.lua) is reachable
+  -- skipped while the waiter's client did not listen (w.skip, see release.lua) is reachable
   -- again: its skip is forgotten (one HSET), so that it is kept as long the next time.
   local entry = redis.call('HGET', KEYS[5], token)
   if not entry then
@@ -102,12 +99,13 @@ if queues then
     -- scripts (their hot path would pay a closure per function per call for it).
     local t = redis.call('TIME')
     local since = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-    redis.call('HSET', KEYS[5], token, cjson.encode({ARGV[2], ARGV[5], ARGV[3], since}))
+    redis.call('HSET', KEYS[5], token, cjson.encode({ttl = ARGV[2], ch = ARGV[5], who = ARGV[3], since = since}))
     redis.call('RPUSH', KEYS[4], token)
   else
     local w = cjson.decode(entry)
-    if w[5] then
-      redis.call('HSET', KEYS[5], token, cjson.encode({w[1], w[2], w[3], w[4]}))
+    if w.skip then
+      w.skip = nil
+      redis.call('HSET', KEYS[5], token, cjson.encode(w))
     end
   end
   redis.call('PEXPIRE', KEYS[4], ARGV[6])

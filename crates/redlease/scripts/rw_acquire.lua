@@ -91,21 +91,21 @@ end
 if join == 'grants' then
   local old = redis.call('HGET', KEYS[5], token)
   if not old then
-    redis.call('HSET', KEYS[5], token, cjson.encode({ARGV[2], ARGV[6], details, want, '0', ms(now)}))
+    redis.call('HSET', KEYS[5], token, cjson.encode({ttl = ARGV[2], ch = ARGV[6], who = details, mode = want, since = ms(now)}))
     redis.call('RPUSH', KEYS[4], token)
   else
     local w = cjson.decode(old)
-    if w[2] == '' then
+    if w.ch == '' then
       -- A silent place whose waiter can now be handed the lock: same place, with a channel.
-      redis.call('HSET', KEYS[5], token, cjson.encode({ARGV[2], ARGV[6], details, want, '0', w[6] or ms(now)}))
+      redis.call('HSET', KEYS[5], token, cjson.encode({ttl = ARGV[2], ch = ARGV[6], who = details, mode = want, since = w.since or ms(now)}))
     end
   end
 elseif join == 'silent' then
   -- A silent place is written again at every attempt (its `until` moves on); it keeps
   -- the `since` of when it was taken.
   local old = redis.call('HGET', KEYS[5], token)
-  local since = old and cjson.decode(old)[6] or ms(now)
-  local entry = cjson.encode({ARGV[2], '', details, want, ms(now + tonumber(ARGV[8])), since})
+  local since = old and cjson.decode(old).since or ms(now)
+  local entry = cjson.encode({ttl = ARGV[2], ch = '', who = details, mode = want, till = ms(now + tonumber(ARGV[8])), since = since})
   redis.call('HSET', KEYS[5], token, entry)
   if not old then
     redis.call('RPUSH', KEYS[4], token)

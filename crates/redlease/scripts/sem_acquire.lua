@@ -97,9 +97,9 @@ if mine then
   return mine
 end
 if join == 'grants' then
-  local place = {ARGV[2], ARGV[6], details, ms(now)}
+  local place = {ttl = ARGV[2], ch = ARGV[6], who = details, since = ms(now)}
   if weight > 1 then
-    place[5] = weight
+    place.n = weight
   end
   local entry = cjson.encode(place)
   if redis.call('HSETNX', KEYS[5], token, entry) == 1 then

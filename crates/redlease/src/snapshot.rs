@@ -297,11 +297,10 @@ pub(crate) fn leases(primitive: Primitive, reply: LeaseReply) -> (Reading, bool)
     (reading, settled)
 }
 
-/// The waiters of `queue` (in its order) with their waiter-table entries (see the
-/// scripts' headers: `[ttl, channel, details, since]`, a read-write lock's
-/// `[ttl, channel, details, mode, until, since]`). A place without an entry, a notice
-/// mark (`~`) or a read-write lock's silent place whose waiter stopped coming back is no
-/// waiter (the next script drops it).
+/// The waiters of `queue` (in its order) with their waiter records (a cjson object, the
+/// same for every primitive: see `scripts/lib/grants.lua`). A place without a record, a
+/// notice mark (`~`) or a read-write lock's silent place whose waiter stopped coming back
+/// (its `till` passed) is no waiter (the next script drops it).
 fn waiters(
     primitive: Primitive,
     queue: &[String],
@@ -312,36 +311,63 @@ fn waiters(
     queue
         .iter()
         .filter_map(|token| {
-            let entry = json_array(table.get(token)?);
-            let silent = entry.get(1).and_then(serde_json::Value::as_str) == Some("");
-            if rw
-                && silent
-                && entry
-                    .get(4)
-                    .and_then(number)
-                    .is_none_or(|until| until < now)
-            {
+            let record = WaiterRecord::parse(table.get(token)?)?;
+            if rw && record.ch.is_empty() && record.till.is_none_or(|till| till < now) {
                 return None;
             }
-            let since = entry.get(if rw { 5 } else { 3 }).and_then(number);
             let waiting = Waiting {
                 token_prefix: prefix(token),
-                waited: since.map(|since| Duration::from_millis(now.saturating_sub(since))),
-                details: entry.get(2).and_then(text),
+                waited: record
+                    .since
+                    .map(|since| Duration::from_millis(now.saturating_sub(since))),
+                details: Some(record.who).filter(|who| !who.is_empty()),
                 access: if rw {
-                    entry
-                        .get(3)
-                        .and_then(serde_json::Value::as_str)
-                        .and_then(Access::parse)
+                    record.mode.as_deref().and_then(Access::parse)
                 } else {
                     None
                 },
-                // A semaphore's waiter for n > 1 permits: `[ttl, channel, details, since, n]`.
-                permits: if rw { 1 } else { permits_of(&entry, 4) },
+                permits: record.n.filter(|&n| n >= 1).unwrap_or(1),
             };
             Some((token.clone(), waiting))
         })
         .collect()
+}
+
+/// A waiter record as the scripts write it (`scripts/lib/grants.lua`): numbers are decimal
+/// strings (or numbers), absent fields are absent.
+#[derive(Debug, Default)]
+struct WaiterRecord {
+    /// The grant channel; empty for a silent place.
+    ch: String,
+    /// Holder details.
+    who: String,
+    /// When the place was taken (ms since 1970).
+    since: Option<u64>,
+    /// A semaphore request's permits, when more than one.
+    n: Option<u32>,
+    /// A read-write lock's `read` or `write`.
+    mode: Option<String>,
+    /// A read-write lock's silent place's end (ms since 1970).
+    till: Option<u64>,
+}
+
+impl WaiterRecord {
+    /// The record of a waiter table's entry; `None` when it is no cjson object.
+    fn parse(entry: &str) -> Option<Self> {
+        let serde_json::Value::Object(fields) = serde_json::from_str(entry).ok()? else {
+            return None;
+        };
+        let text = |name: &str| fields.get(name).and_then(serde_json::Value::as_str);
+        let whole = |name: &str| fields.get(name).and_then(number);
+        Some(Self {
+            ch: text("ch").unwrap_or_default().to_owned(),
+            who: text("who").unwrap_or_default().to_owned(),
+            since: whole("since"),
+            n: whole("n").and_then(|n| u32::try_from(n).ok()),
+            mode: text("mode").map(str::to_owned),
+            till: whole("till"),
+        })
+    }
 }
 
 /// Ms since 1970 of a `TIME` reply.

@@ -36,7 +36,7 @@ async fn queued_channel(
         .await
         .unwrap();
     let entry: serde_json::Value = serde_json::from_str(&entry?).unwrap();
-    Some(entry[1].as_str().unwrap().to_owned())
+    Some(entry["ch"].as_str().unwrap().to_owned())
 }
 
 /// Whether a new reader is kept out (its one attempt finds the lock busy).

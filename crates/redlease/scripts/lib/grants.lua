@@ -5,8 +5,15 @@
 -- grants (the lock, n permits, a read or the write side) is the primitive's own library.
 --
 -- Every primitive's queue is a LIST of owner tokens and its waiter table a HASH token ->
--- cjson array whose first three elements mean the same for all: [ttl_ms, grant channel,
--- holder details, ...] (a grant channel "" marks a silent place, which no hand-off reaches).
+-- the waiter record, one cjson object for every primitive (absent fields are nil):
+--   ttl    the lease asked for, ms (a decimal string)
+--   ch     the waiter's grant channel; "" marks a silent place, which no hand-off reaches
+--   who    holder details, recorded beside the lease when granted
+--   since  when the place was taken, ms since 1970 by the server's TIME (for operators)
+--   skip   a lock's place a hand-off skipped while its client did not listen: when first
+--   n      a semaphore's request for n > 1 permits
+--   mode   a read-write lock's "read" or "write"
+--   till   a read-write lock's silent place: dropped once this (ms since 1970) passed
 --
 -- The protocol, the same for every primitive:
 -- * A grant pushed on a waiter's grant channel is never proof by itself: a demoted primary
@@ -58,13 +65,13 @@ end
 -- waiter's client does not listen (PUBLISH reached no one).
 local function offer(sharded, w, fence, token, key, own)
   local message = grant_message(fence, token, key)
-  if publish(sharded, w[2], message) == 0 then
+  if publish(sharded, w.ch, message) == 0 then
     return nil
   end
-  if own and own ~= '' and w[2] == own then
-    return tonumber(w[1]), true, message
+  if own and own ~= '' and w.ch == own then
+    return tonumber(w.ttl), true, message
   end
-  return claim_window(w[1]), false, message
+  return claim_window(w.ttl), false, message
 end
 
 -- handed(message, lease, direct): a release's report of a hand-off (its reply tells the
@@ -96,7 +103,7 @@ local function nudge_front(queue, waiters, from, ms, key, sharded, quiet)
   for _, token in ipairs(tokens) do
     local entry = token ~= '~' and redis.call('HGET', waiters, token)
     if entry then
-      local channel = cjson.decode(entry)[2]
+      local channel = cjson.decode(entry).ch
       if channel ~= '' and channel ~= quiet then
         publish(sharded, channel, 'next ' .. string.format('%d', ms) .. ' ' .. token .. ' ' .. key)
       end

@@ -12,7 +12,7 @@
 -- waiter whose client does not listen now is skipped but keeps its place at the head of
 -- the queue: its subscription may be moving (a Sentinel failover, a reconnect), and it is
 -- served by the next hand-off once it listens again, ahead of everyone who queued after
--- it. The first skip records when (w[5], ms since 1970 by the server's TIME; the waiter
+-- it. The first skip records when (w.skip, ms since 1970 by the server's TIME; the waiter
 -- clears it when it queues again, reachable), and a place still unreachable MISSED_KEPT_MS
 -- after that is dropped (its client is gone). Every grant, received or not, burns a
 -- fencing number, which keeps tokens strictly increasing (they need not be consecutive).
@@ -58,7 +58,7 @@ local function hand_on(own, sharded, own_ttl, own_channel)
         local px = string.format('%d', ms)
         redis.call('HDEL', KEYS[5], head)
         redis.call('SET', KEYS[1], head, 'PX', px)
-        redis.call('SET', KEYS[3], string.format('%d', fence) .. ' ' .. w[3], 'PX', px)
+        redis.call('SET', KEYS[3], string.format('%d', fence) .. ' ' .. w.who, 'PX', px)
         grant, lease, direct = message, ms, whole
         -- Before the skipped places go back at the head: those clients do not listen.
         after_grant(KEYS[4], KEYS[5], ms, whole, KEYS[1], sharded, own_channel, pops)
@@ -69,11 +69,11 @@ local function hand_on(own, sharded, own_ttl, own_channel)
         local t = redis.call('TIME')
         now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
       end
-      if not w[5] then
-        w[5] = string.format('%d', now)
+      if not w.skip then
+        w.skip = string.format('%d', now)
         redis.call('HSET', KEYS[5], head, cjson.encode(w))
         kept[#kept + 1] = head
-      elseif now - tonumber(w[5]) < MISSED_KEPT_MS then
+      elseif now - tonumber(w.skip) < MISSED_KEPT_MS then
         kept[#kept + 1] = head
       else
         redis.call('HDEL', KEYS[5], head)

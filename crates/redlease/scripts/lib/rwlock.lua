@@ -10,10 +10,9 @@
 --   KEYS[2] B:fence, the fencing counter (shared with a mutex or semaphore of that name)
 --   KEYS[3] B:rw:holders, holder details: HASH token -> cjson [fence, details]
 --   KEYS[4] B:rw:queue, the FIFO queue of waiting tokens (LIST)
---   KEYS[5] B:rw:waiters, the waiter table: HASH token -> cjson [ttl_ms, grant channel,
---           details, "read" | "write", until, since]: until (ms since 1970) bounds a silent
---           place (no grant channel; "0" otherwise), since is when the place was taken (ms
---           since 1970, for operators; a place keeps it when it gets a channel)
+--   KEYS[5] B:rw:waiters, the waiter table: HASH token -> the waiter record (lib/grants.lua),
+--           with its `mode`, and `till` (ms since 1970) bounding a silent place (no grant
+--           channel); a place keeps its `since` when it gets a channel
 --   KEYS[6] B:rw:owners, the holders' leases: ZSET token -> expiry (ms since 1970 by the
 --           server's TIME); many readers, or one writer
 --
@@ -77,7 +76,7 @@ end
 -- reaches the head, is granted without a message, with `ttl` and `details`.
 -- A silent entry (no grant channel: a Cluster waiter, see rw_acquire.lua) is never granted
 -- by someone else's call: it stays at the head, keeping later waiters and newcomers out,
--- until its own waiter comes back for it, or is dropped once its `until` (w[5]) passed
+-- until its own waiter comes back for it, or is dropped once its `till` passed
 -- (the waiter is gone). `granted` collects the grants to others (see serve); `own` (or
 -- nil) is the releasing client's grant channel, whose waiters are granted directly (their
 -- whole ttl). Returns the caller's fencing token (or nil), whether the queue is now empty,
@@ -94,13 +93,13 @@ local function serve_queue(state, now, caller, ttl, details, granted, own)
       pop(granted)
     else
       local w = cjson.decode(entry)
-      if w[2] == '' and head ~= caller and tonumber(w[5]) < now then
+      if w.ch == '' and head ~= caller and tonumber(w.till) < now then
         -- A silent waiter that stopped coming back: drop it.
         pop(granted)
         redis.call('HDEL', KEYS[5], head)
         w = nil
-      elseif not fits(state, w[4]) then
-        if w[4] ~= 'write' or w[2] == '' or head == caller or listens(w[2]) then
+      elseif not fits(state, w.mode) then
+        if w.mode ~= 'write' or w.ch == '' or head == caller or listens(w.ch) then
           return mine, false, false
         end
         -- A writer's place whose waiter is gone (its client no longer listens: its process
@@ -108,7 +107,7 @@ local function serve_queue(state, now, caller, ttl, details, granted, own)
         pop(granted)
         redis.call('HDEL', KEYS[5], head)
         w = nil
-      elseif w[2] == '' and head ~= caller then
+      elseif w.ch == '' and head ~= caller then
         return mine, false, true
       end
       if w then
@@ -116,12 +115,12 @@ local function serve_queue(state, now, caller, ttl, details, granted, own)
         redis.call('HDEL', KEYS[5], head)
         local fence = grant_fence(KEYS[2], nil, clock_us)
         if head == caller then
-          hold(state, head, w[4], ttl, details, fence, now)
+          hold(state, head, w.mode, ttl, details, fence, now)
           mine = fence
         else
           local lease, direct, message = offer(false, w, fence, head, KEYS[1], own)
           if lease then
-            hold(state, head, w[4], lease, w[3], fence, now)
+            hold(state, head, w.mode, lease, w.who, fence, now)
             granted[#granted + 1] = handed(message, lease, direct)
             if direct then
               granted.whole = lease

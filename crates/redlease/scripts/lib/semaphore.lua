@@ -13,9 +13,8 @@
 --           (the fence as a decimal string), or [fence, details, n] for a holder of n > 1
 --           permits; and the field EXTRA (see below) when such holders exist
 --   KEYS[4] B:sem:queue, the FIFO queue of waiting tokens (LIST)
---   KEYS[5] B:sem:waiters, the waiter table: HASH token -> cjson [ttl_ms, grant channel, details,
---           since] (since: when the place was taken, ms since 1970, for operators), with a
---           fifth element n for a waiter asking for n > 1 permits
+--   KEYS[5] B:sem:waiters, the waiter table: HASH token -> the waiter record (lib/grants.lua),
+--           with `n` for a waiter asking for n > 1 permits
 --   KEYS[6] B:sem:permits, the permit count in use (a decimal string)
 --
 -- Weights: a holder may hold n permits at once (acquire_many): still one member of K (one
@@ -43,13 +42,12 @@ end
 -- The holders hash's field summing the permits held beyond one by each holder (see the top).
 local EXTRA = '+extra'
 
--- How many permits a holders entry (or a waiter table entry, whose weight is its fifth
--- element: `at` = 5) counts for: its element `at`, else 1.
-local function weight_of(entry, at)
+-- How many permits a holders entry counts for: its third element, else 1.
+local function weight_of(entry)
   if not entry then
     return 1
   end
-  return tonumber(cjson.decode(entry)[at] or '1')
+  return tonumber(cjson.decode(entry)[3] or '1')
 end
 
 -- Adds `delta` to EXTRA (deleting the field at 0).
@@ -80,7 +78,7 @@ local function reclaim(expired, now)
     if redis.call('HGET', KEYS[3], EXTRA) then
       local extra = 0
       for _, token in ipairs(expired) do
-        extra = extra + weight_of(redis.call('HGET', KEYS[3], token), 3) - 1
+        extra = extra + weight_of(redis.call('HGET', KEYS[3], token)) - 1
       end
       add_extra(-extra)
     end
@@ -145,11 +143,11 @@ local function serve(permits, now, caller, ttl, details, used, n, own)
     local entry = redis.call('HGET', KEYS[5], head)
     if entry then
       local w = cjson.decode(entry)
-      local need = tonumber(w[5] or '1')
+      local need = tonumber(w.n or '1')
       if head == caller then
         need = n
       end
-      if need > free and head ~= caller and not listens(w[2]) then
+      if need > free and head ~= caller and not listens(w.ch) then
         -- A head whose waiter is gone (its client no longer listens: its process ended)
         -- stops counting: it is dropped, and those behind it are served.
         redis.call('HDEL', KEYS[5], head)
@@ -175,7 +173,7 @@ local function serve(permits, now, caller, ttl, details, used, n, own)
           local lease, direct, message = offer(false, w, fence, head, KEYS[1], own)
           if lease then
             redis.call('ZADD', KEYS[1], ms(now + lease), head)
-            redis.call('HSET', KEYS[3], head, holder_entry(fence, w[3], need))
+            redis.call('HSET', KEYS[3], head, holder_entry(fence, w.who, need))
             add_extra(need - 1)
             free = free - need
             granted[#granted + 1] = handed(message, lease, direct)
