@@ -1,5 +1,5 @@
 //! The binary's modules import only downwards, without cycles, as the library's do
-//! (DESIGN.md, "Workspace layout"; STYLE.md, "Every crate layered"): the same checker
+//! (ARCHITECTURE.md, "Crates and layers"): the same checker
 //! (`crates/redlease/tests/layers/checker.rs`, which says what it checks), with this
 //! crate's layer table. `main.rs` is the crate root (the checker calls it `lib.rs`); what
 //! it uses is no dependency. Items under `#[cfg(test)]` may reach anywhere.

@@ -1,5 +1,5 @@
 //! The crate's modules import only downwards, without cycles, as the library's do
-//! (DESIGN.md, "Workspace layout"): the same checker
+//! (ARCHITECTURE.md, "Crates and layers"): the same checker
 //! (`crates/redlease/tests/layers/checker.rs`, which says what it checks), with this
 //! crate's layer table. Items under `#[cfg(test)]` may reach anywhere.
 //!

@@ -1,5 +1,5 @@
-//! The library's modules import only downwards, without cycles (DESIGN.md, "Workspace
-//! layout"): a newcomer can tell from the tree where a change goes.
+//! The library's modules import only downwards, without cycles (ARCHITECTURE.md, "Crates
+//! and layers"): a newcomer can tell from the tree where a change goes.
 //!
 //! This test parses every file of `src/` with `syn`, follows the `mod` declarations from
 //! `lib.rs` (including `#[path]` and inline `mod x { .. }`), and collects every reference

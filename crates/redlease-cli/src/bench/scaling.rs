@@ -1,7 +1,7 @@
 //! The scaling scenario (`--only scaling`): 8, 64 and 256 contenders on one key spread over
 //! 4 OS processes, redlease against the busy-retry floor in alternating slices at each point
-//! (see [`super::processes`]), and the targets of `DESIGN.md` ("Performance targets",
-//! scaling) computed from the medians: reported, never asserted.
+//! (see [`super::processes`]), and the targets of `ARCHITECTURE.md` ("Performance
+//! targets", scaling) computed from the medians: reported, never asserted.
 
 use std::fmt::Write as _;
 use std::time::Duration;

@@ -21,9 +21,9 @@ pub enum Key {
 /// A step of the lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Step {
-    /// A renewal (`renew.lua`) with the lease's ttl when it was sent.
+    /// A renewal (`lock_renew.lua`) with the lease's ttl when it was sent.
     Renewal,
-    /// An extend (`extend.lua`) to a ttl the caller chose.
+    /// An extend (`lock_extend.lua`) to a ttl the caller chose.
     Extend,
 }
 
