@@ -4,7 +4,7 @@
 //! parent's memory but none of its threads, so the parent's runtime is dead there: the
 //! first call in the child builds a fresh one (the inherited one is leaked, never shut
 //! down, since shutting it down would wait for threads that do not exist), and a client
-//! connected in the parent refuses to work in the child (see `Client::check_process`).
+//! connected in the parent connects afresh in the child (see `crate::life::PerProcess`).
 
 use std::sync::Mutex;
 

@@ -294,7 +294,7 @@ pub(crate) fn page(outcomes: &[Outcome], budget: Budget, took: Duration, machine
 Measured by `make chaos` (`cargo run --release -p redlease-chaos`), which ran the whole
 matrix below in {took} on {machine}. Every row is a fresh set of real `redis-server`
 processes on free loopback ports and {workers} worker OS processes (the `redlease-chaos`
-binary itself) contending for one lock with a {ttl} lease (renewed every ttl/3). Each
+binary itself) contending for one lock with a {ttl} lease (renewed every ttl/4). Each
 worker loops acquire → BEGIN → work 1-20 ms → WRITE → END → release, and reports every
 step to a *judge* in the parent process, which stamps it with one monotonic clock and
 answers before the worker goes on (so a holder's END is stamped before it releases, hence

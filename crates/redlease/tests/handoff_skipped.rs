@@ -77,7 +77,10 @@ async fn a_waiter_not_listening_is_skipped_and_served_next_once_it_listens() {
     assert_eq!(reply.0, 0);
     assert_eq!(lrange(&mut conn, keys.mutex.queue()).await, ["a", "c"]);
     let back = entry(&mut conn, &keys, "a").await.unwrap();
-    assert!(!back.contains_key("skip") && back.contains_key("since"), "{back:?}");
+    assert!(
+        !back.contains_key("skip") && back.contains_key("since"),
+        "{back:?}"
+    );
     // The next hand-off is its, ahead of "c", which queued after it.
     mutex_hand_off(&mut conn, &keys, "b").await.unwrap();
     assert_eq!(a.grant().await.1, "a");

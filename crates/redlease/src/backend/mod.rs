@@ -7,7 +7,7 @@
 //! - `quorum`: the same calls fanned out to independent nodes (Redlock);
 //! - `deployment`: the nodes of a client, and what upper layers may ask of them;
 //! - `connect`: making a deployment from the client's endpoints;
-//! - `inspect`: reading a name's keys for operators, node by node;
+//! - `reading`: reading a name's keys for operators, node by node;
 //! - here: each operation, sent where the deployment's topology says.
 //!
 //! Every lock operation is one script call on one [`Node`](node::Node); the quorum layer
