@@ -274,13 +274,15 @@ pub(crate) fn leases(primitive: Primitive, reply: LeaseReply) -> (Reading, bool)
             Some((token, holding))
         })
         .collect();
-    let (permits, access) = match primitive {
-        Primitive::Semaphore => (extra.and_then(|n| n.parse().ok()), None),
-        _ => (None, extra.as_deref().and_then(Access::parse)),
+    let (permits, access, counted) = match primitive {
+        Primitive::Semaphore => (extra.and_then(|n| n.parse().ok()), None, false),
+        Primitive::RwLock => (None, extra.as_deref().and_then(Access::parse), false),
+        _ => (None, None, extra.is_some_and(|n| n != "0")),
     };
     // A semaphore is in use while its permit count is stored, a read-write lock while its
-    // mode is: a ZSET or hash under the prefix without them is someone else's key.
-    let ours = permits.is_some() || access.is_some();
+    // mode is, a latch while it has counts: a ZSET, hash or SET under the prefix without
+    // them is someone else's key.
+    let ours = permits.is_some() || access.is_some() || counted;
     let held = ours && !holders.is_empty();
     let reading = Reading {
         primitive: held.then_some(primitive),

@@ -176,6 +176,35 @@ async fn a_semaphore_shows_each_permit_and_its_waiters() {
 }
 
 #[tokio::test]
+async fn a_latch_shows_each_outstanding_count() {
+    let server = server();
+    let (a, ops) = (noted(&server, "party=a").await, operator(&server).await);
+    let latch = a.latch("inspect-latch").ttl(TTL);
+    let (one, two) = (
+        latch.count_up().await.unwrap(),
+        latch.count_up().await.unwrap(),
+    );
+    let state = ops.inspect("inspect-latch").await.unwrap().snapshot;
+    assert_eq!(state.primitive, Some(Primitive::Latch), "{state:?}");
+    let mut fences: Vec<_> = state.holders.iter().map(|h| h.fencing_token).collect();
+    fences.sort();
+    assert_eq!(
+        fences,
+        vec![
+            Some(one.guard().fencing_token()),
+            Some(two.guard().fencing_token())
+        ]
+    );
+    for holder in &state.holders {
+        assert!(holder.details.as_deref().unwrap().ends_with("party=a"));
+        assert!(holder.remaining.unwrap() <= TTL);
+    }
+    one.count_down().await.unwrap();
+    two.count_down().await.unwrap();
+    assert!(!ops.inspect("inspect-latch").await.unwrap().is_held());
+}
+
+#[tokio::test]
 async fn a_read_write_lock_shows_its_mode_and_what_each_waiter_wants() {
     let server = server();
     let (a, ops) = (noted(&server, "rw=a").await, operator(&server).await);

@@ -59,6 +59,7 @@ async fn read_on(node: &Node, keys: &LockKeys, remove: bool) -> RedisResult<Read
             "none" | "string" => read_lock(node, keys, remove).await,
             "zset" => read_leases(node, Primitive::Semaphore, keys, remove).await,
             "hash" => read_leases(node, Primitive::RwLock, keys, remove).await,
+            "set" => read_leases(node, Primitive::Latch, keys, remove).await,
             other => {
                 // Neither ours nor a free name: `Error::redis` makes it `WrongType`.
                 return Err(redis::make_extension_error(
@@ -97,7 +98,7 @@ async fn read_lock(node: &Node, keys: &LockKeys, remove: bool) -> RedisResult<(R
     Ok(snapshot::lock(reply))
 }
 
-/// A semaphore's or read-write lock's reading (see [`snapshot::LeaseReply`]).
+/// A semaphore's, read-write lock's or latch's reading (see [`snapshot::LeaseReply`]).
 async fn read_leases(
     node: &Node,
     primitive: Primitive,
@@ -111,14 +112,21 @@ async fn read_leases(
             e.to_string(),
         ))
     })?;
-    // A semaphore's holds are `K` itself; a read-write lock's, its owners ZSET.
-    let expiries = keys.holds().unwrap_or(&keys.key);
+    // A semaphore's holds are `K` itself; a read-write lock's, its owners ZSET; a latch's,
+    // its counts ZSET.
+    let expiries = match primitive {
+        Primitive::Semaphore => keys.key.as_str(),
+        _ => keys.extra.as_str(),
+    };
     let mut pipe = redis::pipe();
     pipe.zrange_withscores(expiries, 0, -1)
         .hgetall(&keys.holder);
-    match keys.permits() {
-        Some(permits) => pipe.get(permits),
-        None => pipe.hget(&keys.key, "mode"),
+    // What says the key is ours: a semaphore's permit count, a read-write lock's mode, a
+    // latch's outstanding counts (its SET's size).
+    match primitive {
+        Primitive::Semaphore => pipe.get(&keys.extra),
+        Primitive::RwLock => pipe.hget(&keys.key, "mode"),
+        _ => pipe.scard(&keys.key),
     };
     pipe.get(&keys.fence)
         .lrange(&keys.queue, 0, -1)
