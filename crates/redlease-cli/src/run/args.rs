@@ -170,7 +170,7 @@ pub(crate) struct RunArgs {
 
     /// Lease length: how soon the lock frees itself if this machine dies (renewed every
     /// ttl/4 while CMD runs), 10ms..30days
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_ttl)]
+    #[arg(long, value_name = "DURATION", default_value = DEFAULT_TTL_TEXT.as_str(), value_parser = parse_ttl)]
     pub(super) ttl: Duration,
 
     /// How long to wait for a busy lock (for leadership with --elect) before giving up
@@ -344,13 +344,14 @@ impl RunArgs {
         Ok(())
     }
 
-    /// How long to wait: `--no-wait`, `--wait`, else 10 s (forever for leadership).
+    /// How long to wait: `--no-wait`, `--wait`, else the library's default
+    /// (`redlease::DEFAULT_WAIT`, 10 s; forever for leadership).
     pub(super) fn wait(&self) -> Wait {
         match (self.no_wait, self.wait, self.primitive()) {
             (true, _, _) => Wait::No,
             (false, Some(wait), _) => wait.0,
             (false, None, Primitive::Leader) => Wait::Forever,
-            (false, None, _) => Wait::For(DEFAULT_WAIT),
+            (false, None, _) => redlease::DEFAULT_WAIT,
         }
     }
 
@@ -392,8 +393,9 @@ impl RunArgs {
     }
 }
 
-/// How long `run` waits for a busy lock when no `--wait` is given (not for leadership).
-const DEFAULT_WAIT: Duration = Duration::from_secs(10);
+/// `--ttl`'s default: the library's (`redlease::DEFAULT_TTL`), written as humantime.
+static DEFAULT_TTL_TEXT: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| humantime::format_duration(redlease::DEFAULT_TTL).to_string());
 
 /// The longest default `--kill-after` (a third of the ttl when that is shorter).
 const DEFAULT_KILL_AFTER: Duration = Duration::from_secs(10);
