@@ -254,6 +254,7 @@ mod keys;
 mod lua;
 mod observe;
 mod replies;
+mod rows;
 mod scripts;
 mod server;
 mod snapshot;

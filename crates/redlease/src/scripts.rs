@@ -1,6 +1,7 @@
 //! One typed call per Lua script: the one place that lays out each script's KEYS and
 //! ARGV (the scripts themselves are in `crate::lua`, their replies are parsed in
-//! `crate::replies`). A lease's [`Kind`] picks the scripts of its primitive.
+//! `crate::replies`). A lease's [`Kind`] picks its primitive's row (`crate::rows`): its
+//! scripts and key layouts.
 
 use redis::aio::ConnectionLike;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Script, ToRedisArgs, Value};
@@ -8,9 +9,8 @@ use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Script, ToR
 use crate::keys::{LockKeys, Primitive};
 pub(crate) use crate::lua::LOCK_EXTEND;
 use crate::lua::{
-    ACQUIRE, FENCED_SET, HOLDS, LATCH_CHECK, LATCH_DOWN, LATCH_UP, LEADER, LEASE_EXTEND,
-    LEASE_RENEW, LOCK_RENEW, MULTI_ACQUIRE, PROCLAIM, RAISE_FENCE, RELEASE, RW_ACQUIRE,
-    RW_DOWNGRADE, RW_RELEASE, SEM_ACQUIRE, SEM_RELEASE,
+    FENCED_SET, HOLDS, LATCH_CHECK, LEADER, LEASE_RENEW, LOCK_RENEW, MULTI_ACQUIRE, PROCLAIM,
+    RAISE_FENCE, RW_DOWNGRADE,
 };
 
 /// What a lease is a lease on: which scripts take, give back and renew it.
@@ -60,6 +60,11 @@ impl Kind {
             (Self::Write, Self::Read) => true,
             (held, asked) => held == asked,
         }
+    }
+
+    /// The row of the primitive whose lease this is: its scripts and key layouts.
+    pub(crate) fn row(self) -> &'static crate::rows::Row {
+        crate::rows::row(self.primitive())
     }
 
     /// The primitive whose lease this is (its keys).
@@ -380,15 +385,9 @@ fn as_eval(cmd: &Cmd) -> Option<(Cmd, &'static str)> {
     Some((eval, text))
 }
 
-/// `script` with the keys of `keys`' primitive, in its scripts' order.
+/// `script` with the keys of `kind`'s primitive, in its scripts' order.
 fn with_keys(script: &'static Script, keys: &LockKeys, kind: Kind) -> Call {
-    match kind {
-        Kind::Mutex | Kind::Leader => Call::new(script, &keys.script_keys()),
-        Kind::Permit { .. } | Kind::Read | Kind::Write => {
-            Call::new(script, &keys.shared_lease_keys())
-        }
-        Kind::Count => Call::new(script, &keys.latch_keys()),
-    }
+    Call::new(script, &(kind.row().script_keys)(keys))
 }
 
 /// The release channel and how to publish on it, as every latch script ends its ARGV:
@@ -414,22 +413,14 @@ pub(crate) fn latch_check(keys: &LockKeys, seen: Option<u64>, notices: Notices) 
 /// One acquisition attempt (`acquire.lua`, `sem_acquire.lua`, `rw_acquire.lua`), joining
 /// the queue when `args.queue` says so.
 pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
+    let mut invocation = with_keys(args.kind.row().acquire, keys, args.kind);
+    invocation.arg(args.token).arg(args.ttl_ms).arg(args.holder);
     if args.kind == Kind::Count {
         // A latch is never busy: no queue, nothing to join.
-        let mut invocation = with_keys(&LATCH_UP, keys, Kind::Count);
-        invocation.arg(args.token).arg(args.ttl_ms).arg(args.holder);
         latch_notices(&mut invocation, keys, args.notices);
         return invocation;
     }
-    let script = match args.kind {
-        Kind::Count => &*LATCH_UP,
-        Kind::Mutex | Kind::Leader => &*ACQUIRE,
-        Kind::Permit { .. } => &*SEM_ACQUIRE,
-        Kind::Read | Kind::Write => &*RW_ACQUIRE,
-    };
-    let lock = matches!(args.kind, Kind::Mutex | Kind::Leader);
-    let mut invocation = with_keys(script, keys, args.kind);
-    invocation.arg(args.token).arg(args.ttl_ms).arg(args.holder);
+    let lock = args.kind.is_lock();
     match args.kind {
         Kind::Mutex | Kind::Leader | Kind::Count => {}
         Kind::Permit { permits, .. } => {
@@ -520,20 +511,12 @@ pub(crate) fn release(
     notices: Notices,
     own: Option<&str>,
 ) -> Call {
+    let mut invocation = with_keys(kind.row().release.0, keys, kind);
+    invocation.arg(token);
     if kind == Kind::Count {
-        let mut invocation = with_keys(&LATCH_DOWN, keys, kind);
-        invocation.arg(token);
         latch_notices(&mut invocation, keys, notices);
         return invocation;
     }
-    let script = match kind {
-        Kind::Count => &*LATCH_DOWN,
-        Kind::Mutex | Kind::Leader => &*RELEASE,
-        Kind::Permit { .. } => &*SEM_RELEASE,
-        Kind::Read | Kind::Write => &*RW_RELEASE,
-    };
-    let mut invocation = with_keys(script, keys, kind);
-    invocation.arg(token);
     let weight = match kind {
         Kind::Permit { weight, .. } => weight,
         _ => 1,
@@ -641,12 +624,7 @@ pub(crate) fn holds(keys: &LockKeys, kind: Kind, token: &str) -> Call {
 
 /// The file name of `kind`'s release script, for messages.
 pub(crate) fn release_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Mutex | Kind::Leader => "release.lua",
-        Kind::Permit { .. } => "sem_release.lua",
-        Kind::Read | Kind::Write => "rw_release.lua",
-        Kind::Count => "latch_down.lua",
-    }
+    kind.row().release.1
 }
 
 /// `rw_downgrade.lua`: `token`'s write hold turned into a read hold.
@@ -664,30 +642,23 @@ pub(crate) fn downgrade(keys: &LockKeys, token: &str, notices: Notices) -> Call 
 
 /// The three keys `lease_extend.lua` and `lease_renew.lua` take for a lease of `kind`.
 fn lease_keys(keys: &LockKeys, kind: Kind) -> [&str; 3] {
-    match kind {
-        Kind::Read | Kind::Write | Kind::Count => [&keys.extra, &keys.holder, &keys.key],
-        Kind::Mutex | Kind::Leader | Kind::Permit { .. } => [&keys.key, &keys.holder, &keys.extra],
-    }
+    (kind.row().lease_keys)(keys)
 }
 
-/// The extend script of `kind`: the lease of `token` reset to `ttl_ms`.
+/// The extend script of `kind`: the lease of `token` reset to `ttl_ms` (`lock_extend.lua`
+/// takes the first two of the lease keys).
 pub(crate) fn extend(keys: &LockKeys, kind: Kind, token: &str, ttl_ms: u64) -> Call {
-    let mut invocation = match kind {
-        Kind::Mutex | Kind::Leader => Call::new(&LOCK_EXTEND, &[&keys.key, &keys.holder]),
-        Kind::Permit { .. } | Kind::Read | Kind::Write | Kind::Count => {
-            Call::new(&LEASE_EXTEND, &lease_keys(keys, kind))
-        }
-    };
+    let script = kind.row().extend.0;
+    let lease_keys = lease_keys(keys, kind);
+    let used = if kind.is_lock() { 2 } else { 3 };
+    let mut invocation = Call::new(script, &lease_keys[..used]);
     invocation.arg(token).arg(ttl_ms);
     invocation
 }
 
 /// The file name of `kind`'s extend script, for messages.
 pub(crate) fn extend_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Mutex | Kind::Leader => "lock_extend.lua",
-        Kind::Permit { .. } | Kind::Read | Kind::Write | Kind::Count => "lease_extend.lua",
-    }
+    kind.row().extend.1
 }
 
 /// `lock_extend.lua` as an `EVALSHA` in `pipe` (for a pipeline that follows it with `WAIT`).

@@ -1,0 +1,75 @@
+//! One row per primitive: which scripts take, give back and extend its leases, and the
+//! order its scripts take its keys in. The calls of `crate::scripts` read these rows
+//! instead of matching on the primitive, so a new primitive is its row here, its Lua
+//! (`scripts/`, with its recipe in `crate::lua`) and its API file; what differs per lease
+//! *kind* within a primitive (a semaphore's weight, a read or write hold, an election's
+//! announcements) stays in the calls' arguments.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+use crate::keys::{LockKeys, Primitive};
+use crate::lua::{
+    ACQUIRE, LATCH_DOWN, LATCH_UP, LEASE_EXTEND, LOCK_EXTEND, RELEASE, RW_ACQUIRE, RW_RELEASE,
+    SEM_ACQUIRE, SEM_RELEASE,
+};
+
+/// A primitive's scripts and key layouts.
+#[derive(Debug)]
+pub(crate) struct Row {
+    /// An attempt to take a lease (and join the queue).
+    pub(crate) acquire: &'static LazyLock<Script>,
+    /// Giving a lease back (and handing it on); its file name, for messages.
+    pub(crate) release: (&'static LazyLock<Script>, &'static str),
+    /// Setting a lease's ttl from now; its file name, for messages.
+    pub(crate) extend: (&'static LazyLock<Script>, &'static str),
+    /// The KEYS of its acquire and release scripts, in their order.
+    pub(crate) script_keys: fn(&LockKeys) -> Vec<&str>,
+    /// The three keys `lease_extend.lua` and `lease_renew.lua` take: the holds (a ZSET of
+    /// token -> expiry), the holders table, and the key whose expiry follows the latest
+    /// lease (`lock_extend.lua` takes the first two).
+    pub(crate) lease_keys: fn(&LockKeys) -> [&str; 3],
+}
+
+static LOCK: Row = Row {
+    acquire: &ACQUIRE,
+    release: (&RELEASE, "release.lua"),
+    extend: (&LOCK_EXTEND, "lock_extend.lua"),
+    script_keys: |k| k.script_keys().to_vec(),
+    lease_keys: |k| [&k.key, &k.holder, &k.extra],
+};
+
+static SEMAPHORE: Row = Row {
+    acquire: &SEM_ACQUIRE,
+    release: (&SEM_RELEASE, "sem_release.lua"),
+    extend: (&LEASE_EXTEND, "lease_extend.lua"),
+    script_keys: |k| k.shared_lease_keys().to_vec(),
+    lease_keys: |k| [&k.key, &k.holder, &k.extra],
+};
+
+static RWLOCK: Row = Row {
+    acquire: &RW_ACQUIRE,
+    release: (&RW_RELEASE, "rw_release.lua"),
+    extend: (&LEASE_EXTEND, "lease_extend.lua"),
+    script_keys: |k| k.shared_lease_keys().to_vec(),
+    lease_keys: |k| [&k.extra, &k.holder, &k.key],
+};
+
+static LATCH: Row = Row {
+    acquire: &LATCH_UP,
+    release: (&LATCH_DOWN, "latch_down.lua"),
+    extend: (&LEASE_EXTEND, "lease_extend.lua"),
+    script_keys: |k| k.latch_keys().to_vec(),
+    lease_keys: |k| [&k.extra, &k.holder, &k.key],
+};
+
+/// The row of `primitive`.
+pub(crate) fn row(primitive: Primitive) -> &'static Row {
+    match primitive {
+        Primitive::Lock => &LOCK,
+        Primitive::Semaphore => &SEMAPHORE,
+        Primitive::RwLock => &RWLOCK,
+        Primitive::Latch => &LATCH,
+    }
+}
