@@ -92,7 +92,15 @@ local function nudge_front(queue, waiters, from, ms, key, sharded, quiet)
   if from >= FRONT then
     return
   end
-  local tokens = redis.call('LRANGE', queue, from, FRONT - 1)
+  local tokens
+  if from == FRONT - 1 then
+    -- One place (the nudge after a direct grant or a withdrawal): LINDEX, whose reply
+    -- Redis hands to Lua as a string rather than a table.
+    local last = redis.call('LINDEX', queue, from)
+    tokens = last and {last} or {}
+  else
+    tokens = redis.call('LRANGE', queue, from, FRONT - 1)
+  end
   for _, token in ipairs(tokens) do
     local entry = token ~= '~' and redis.call('HGET', waiters, token)
     if entry then
