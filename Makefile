@@ -6,7 +6,8 @@
 #             idle machine) into FIGURES.md, with the commit measured; the plots into docs/
 # make callgrind  client and Redis instructions per uncontended acquire + release (redlease
 #             and the bare loop) under valgrind --tool=callgrind (scripts/redis-callgrind.sh
-#             for the server side); installs valgrind too when missing
+#             for the server side), then the same per contended section (8 tasks, one
+#             Client, against busy-retry); installs valgrind too when missing
 # make layers the module graphs of every crate (the library, the CLI, chaos, model, local,
 #             macros) bottom-up and their layering problems (cycles, upward imports); the
 #             checks run in make test (each crate's tests/layers.rs)
@@ -222,6 +223,8 @@ figures: redis valgrind
 callgrind: redis valgrind
 	$(CARGO) run --release -q -p redlease-cli --features bench -- bench-callgrind --short 2000 --long 4000
 	bash scripts/redis-callgrind.sh
+	$(CARGO) run --release -q -p redlease-cli -- bench-callgrind --contended --short 300 --long 900 --runtime multi-thread
+	SIDES="contended contended-bare" bash scripts/redis-callgrind.sh 300 900
 
 chaos: redis
 	$(CARGO) run --release -q -p redlease-chaos -- --out RELIABILITY.md

@@ -33,7 +33,11 @@
 #
 # Usage: scripts/redis-callgrind.sh [SHORT] [LONG]   (defaults 2000, 6000 pairs: under a
 #        minute in all on 2 vCPUs)
-# Environment: REDIS_SERVER (default redis-server), REDLEASE (default
+# Environment: SIDES (the two loops compared, default "redlease bare"; "contended
+#        contended-bare" for the contended scenario, where the unit is one critical
+#        section of 8 tasks on one key; the first is compared with the second),
+#        LOOP_ARGS (more arguments of the loop, e.g. "--workers 8 --runtime multi-thread"),
+#        REDIS_SERVER (default redis-server), REDLEASE (default
 #        target/release/redlease; needs a release build), TOP (functions listed, default
 #        20), OUT (directory for the callgrind files, kept; default a new temporary one)
 set -euo pipefail
@@ -42,6 +46,9 @@ cd "$(dirname "$0")/.."
 short="${1:-2000}"
 long="${2:-6000}"
 top="${TOP:-20}"
+read -r -a sides <<<"${SIDES:-redlease bare}"
+read -r -a loop_args <<<"${LOOP_ARGS:-}"
+[ "${#sides[@]}" -eq 2 ] || { echo "SIDES must name two loops" >&2; exit 2; }
 bin="${REDLEASE:-target/release/redlease}"
 server="${REDIS_SERVER:-redis-server}"
 if [ "$long" -le "$short" ]; then
@@ -92,7 +99,8 @@ run() {
     fi
     sleep 0.2
   done
-  "$bin" bench-callgrind-loop --redis "redis://127.0.0.1:$port" --side "$side" --ops "$n" >/dev/null
+  "$bin" bench-callgrind-loop --redis "redis://127.0.0.1:$port" --side "$side" --ops "$n" \
+    ${loop_args[@]+"${loop_args[@]}"} >/dev/null
   kill -TERM "$pid"
   wait "$pid" || { echo "redis-server under callgrind exited with status $?" >&2; exit 1; }
   pid=""
@@ -102,7 +110,7 @@ run() {
 }
 
 echo "running each side twice ($short and $long pairs) under callgrind; files in $out" >&2
-for side in redlease bare; do
+for side in "${sides[@]}"; do
   for n in "$short" "$long"; do
     run "$side" "$n"
   done
@@ -115,11 +123,13 @@ for f in "$out"/callgrind.*.out; do
   callgrind_annotate --auto=no --inclusive=yes --threshold=100 "$f" > "${f%.out}.incl.txt"
 done
 
-python3 - "$out" "$short" "$long" "$top" "$("$server_path" --version)" <<'PY'
+python3 - "$out" "$short" "$long" "$top" "$("$server_path" --version)" "${sides[@]}" <<'PY'
 import re, sys
 from collections import defaultdict
 
 out, short, long_, top, version = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+OURS, FLOOR = sys.argv[6], sys.argv[7]
+UNIT = 'section' if OURS.startswith('contended') else 'pair'
 span = long_ - short
 LINE = re.compile(r'^\s*([\d,]+)\s+(?:\(\s*[\d.]+%\)\s+)?(\S.*?)\s*$')
 
@@ -213,19 +223,19 @@ def boring(fn):
         ('aeProcessEvents', '__libc_start_main', '0x'))
 
 sides = {}
-for side in ('redlease', 'bare'):
+for side in (OURS, FLOOR):
     a, b = total(f'{out}/callgrind.{side}.{short}.out'), total(f'{out}/callgrind.{side}.{long_}.out')
     sides[side] = dict(a=a, b=b, pair=(b - a) / span, incl=per_pair(side, 'incl'),
                        excl=per_pair(side, 'excl'))
 
-print('Redis instructions per uncontended acquire + release (server side, callgrind Ir, all')
+print(f'Redis instructions per {"contended critical section" if UNIT == "section" else "uncontended acquire + release"} (server side, callgrind Ir, all')
 print('threads, serverCron not counted)')
 print(f'  server: {version}')
-print(f'  {"side":<9} {"Ir(" + str(short) + " pairs)":>17} {"Ir(" + str(long_) + " pairs)":>17} {"Ir per pair":>12}')
+print(f'  {"side":<14} {"Ir(" + str(short) + " " + UNIT + "s)":>20} {"Ir(" + str(long_) + " " + UNIT + "s)":>20} {"Ir per " + UNIT:>15}')
 for side, s in sides.items():
-    print(f'  {side:<9} {s["a"]:>17,} {s["b"]:>17,} {s["pair"]:>12,.0f}')
-r, b = sides['redlease']['pair'], sides['bare']['pair']
-print(f'  redlease - bare: {r - b:+,.0f} per pair ({r / b:.2f}x the instructions)')
+    print(f'  {side:<14} {s["a"]:>20,} {s["b"]:>20,} {s["pair"]:>15,.0f}')
+r, b = sides[OURS]['pair'], sides[FLOOR]['pair']
+print(f'  {OURS} - {FLOOR}: {r - b:+,.0f} per {UNIT} ({r / b:.2f}x the instructions)')
 
 # The steps of a request, inclusive (a step holds those indented under it).
 STEPS = [
@@ -247,18 +257,23 @@ STEPS = [
     ('luaF_newLclosure', '      closures made (local functions defined)'),
     ('lua_gc', '    Lua GC step (every 50th script call)'),
     ('luaReplyToRedisReply', "    the script's return value to RESP"),
+    ('publishCommand', '  PUBLISH (top level or in scripts)'),
+    ('pubsubCommand', '  PUBSUB (NUMSUB)'),
+    ('getCommand', '  GET'),
+    ('readQueryFromClient', 'read from a socket, parse, run (holds the above)'),
     ('beforeSleep', 'before sleep: replies written, fast expire cycle'),
+    ('epoll_wait', 'epoll_wait (the event loop waiting)'),
 ]
-print('\nsteps, inclusive Ir per pair (calls inside scripts: call\'2)')
-print(f'  {"step":<58} {"redlease":>10} {"bare":>10} {"diff":>10}')
+print(f'\nsteps, inclusive Ir per {UNIT} (calls inside scripts: call\'2)')
+print(f'  {"step":<58} {OURS[:10]:>10} {FLOOR[:10]:>10} {"diff":>10}')
 for fn, label in STEPS:
-    x, y = sides['redlease']['incl'].get(fn, 0.0), sides['bare']['incl'].get(fn, 0.0)
+    x, y = sides[OURS]['incl'].get(fn, 0.0), sides[FLOOR]['incl'].get(fn, 0.0)
     print(f'  {label:<58} {x:>10,.0f} {y:>10,.0f} {x - y:>+10,.0f}')
 
-print('\nexclusive (own) Ir per pair by group')
-print(f'  {"group":<58} {"redlease":>10} {"bare":>10} {"diff":>10}')
+print(f'\nexclusive (own) Ir per {UNIT} by group')
+print(f'  {"group":<58} {OURS[:10]:>10} {FLOOR[:10]:>10} {"diff":>10}')
 groups = defaultdict(lambda: [0.0, 0.0])
-for i, side in enumerate(('redlease', 'bare')):
+for i, side in enumerate((OURS, FLOOR)):
     for fn, v in sides[side]['excl'].items():
         groups[group(fn)][i] += v
 for g, (x, y) in sorted(groups.items(), key=lambda kv: -kv[1][0]):
@@ -266,12 +281,12 @@ for g, (x, y) in sorted(groups.items(), key=lambda kv: -kv[1][0]):
 print(f'  {"sum":<58} {sum(v[0] for v in groups.values()):>10,.0f} '
       f'{sum(v[1] for v in groups.values()):>10,.0f}')
 
-for side in ('redlease', 'bare'):
-    other = 'bare' if side == 'redlease' else 'redlease'
+for side in (OURS, FLOOR):
+    other = FLOOR if side == OURS else OURS
     for kind, label in (('incl', 'inclusive'), ('excl', 'exclusive (own)')):
         rows = sorted(((fn, v) for fn, v in sides[side][kind].items() if not boring(fn)),
                       key=lambda kv: -kv[1])[:top]
-        print(f'\n{side}: top {top} functions by {label} Ir per pair ({other} alongside)')
+        print(f'\n{side}: top {top} functions by {label} Ir per {UNIT} ({other} alongside)')
         for fn, v in rows:
             print(f'  {v:>10,.0f} {sides[other][kind].get(fn, 0.0):>10,.0f}  {shown(fn)}')
 PY

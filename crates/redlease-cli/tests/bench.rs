@@ -194,12 +194,28 @@ fn the_quorum_scenario_checks_every_pair_and_counts_per_node() -> TestResult {
     Ok(())
 }
 
-/// The loop `make callgrind` runs under valgrind, run natively here: both sides do their
-/// pairs and check them.
+/// The loops `make callgrind` runs under valgrind, run natively here: every side does its
+/// pairs or sections and checks them (the contended ones on both runtimes, their counter
+/// matching the sections).
 #[test]
 fn the_callgrind_loops_run_and_check_their_pairs() -> TestResult {
     let server = redlease_local::RedisServer::start()?;
     let url = server.url();
+    for runtime in ["current-thread", "multi-thread"] {
+        for side in ["contended", "contended-bare"] {
+            let loop_args = [
+                "--redis",
+                &url,
+                "--side",
+                side,
+                "--ops",
+                "80",
+                "--runtime",
+                runtime,
+            ];
+            run(&[&["bench-callgrind-loop"], &loop_args[..]].concat(), 0)?;
+        }
+    }
     for side in ["redlease", "bare"] {
         let loop_args = ["--redis", &url, "--side", side, "--ops", "50"];
         run(&[&["bench-callgrind-loop"], &loop_args[..]].concat(), 0)?;

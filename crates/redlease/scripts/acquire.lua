@@ -88,6 +88,8 @@ if current == token then
   redis.call('PEXPIRE', KEYS[3], ARGV[2])
   return {2, holder_fence(KEYS[3], KEYS[2]), 0}
 end
+-- A new place's position in the queue, counted from 1 (nil: no new place).
+local placed = nil
 if queues then
   -- A waiter that comes back keeps its place (and its `since`): only a new place reads
   -- the clock, so a retry costs one call here (HGET), as HSETNX did. A place a hand-off
@@ -100,7 +102,9 @@ if queues then
     local t = redis.call('TIME')
     local since = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
     redis.call('HSET', KEYS[5], token, cjson.encode({ttl = ARGV[2], ch = ARGV[5], who = ARGV[3], since = since}))
-    redis.call('RPUSH', KEYS[4], token)
+    -- A new place is the last: RPUSH's reply (the queue's length) tells whether it is
+    -- among the watchers, without reading the queue's front again (below).
+    placed = redis.call('RPUSH', KEYS[4], token)
   else
     local w = cjson.decode(entry)
     if w.skip then
@@ -127,7 +131,15 @@ if not seen then
   seen = holder_fence(KEYS[3], nil)
 end
 local pttl = redis.call('PTTL', KEYS[1])
-if queues and not in_front(KEYS[4], token) then
-  return {0, seen, pttl, 1}
+if queues then
+  local front
+  if placed then
+    front = placed <= FRONT
+  else
+    front = in_front(KEYS[4], token)
+  end
+  if not front then
+    return {0, seen, pttl, 1}
+  end
 end
 return {0, seen, pttl}

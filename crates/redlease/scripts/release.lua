@@ -27,8 +27,8 @@
 -- Hand-off: see lib/handoff.lua (prepended to this script, after lib/fence.lua and
 -- lib/grants.lua). The releaser's own place (left by an attempt that took the free lock
 -- without queueing) is dropped, never granted. A hand-off costs 9 calls (GET, LPOP, HGET,
--- TIME, SET, PUBLISH, HDEL, SET, SET) and its nudges (LRANGE, then HGET and PUBLISH per
--- waiter nudged), plus TIME, HSET once and LPUSH, PTTL, PEXPIRE per release that skips
+-- TIME, SET, PUBLISH, HDEL, SET, SET) and its nudges (LINDEX for one place, else LRANGE,
+-- then HGET and PUBLISH per waiter nudged), plus TIME, HSET once and LPUSH, PTTL, PEXPIRE per release that skips
 -- waiters; a release with no one queued or listening costs 3 (GET, LPOP, DEL).
 local token = ARGV[1]
 local sharded = ARGV[4] == 'S'

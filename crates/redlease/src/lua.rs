@@ -29,27 +29,29 @@ const RELEASE_LUA: &str = concat!(
     include_str!("../scripts/lib/handoff.lua"),
     include_str!("../scripts/release.lua")
 );
-/// The semaphore scripts, each with `lib/common.lua`, `lib/fence.lua`, `lib/grants.lua`
-/// and `lib/semaphore.lua` in front.
+/// The semaphore scripts, each with `lib/common.lua`, `lib/fence.lua`, `lib/grants.lua`,
+/// `lib/shared.lua` and `lib/semaphore.lua` in front.
 macro_rules! semaphore_script {
     ($file:literal) => {
         concat!(
             include_str!("../scripts/lib/common.lua"),
             include_str!("../scripts/lib/fence.lua"),
             include_str!("../scripts/lib/grants.lua"),
+            include_str!("../scripts/lib/shared.lua"),
             include_str!("../scripts/lib/semaphore.lua"),
             include_str!($file)
         )
     };
 }
 /// The read-write lock scripts, each with `lib/common.lua`, `lib/fence.lua`,
-/// `lib/grants.lua` and `lib/rwlock.lua` in front.
+/// `lib/grants.lua`, `lib/shared.lua` and `lib/rwlock.lua` in front.
 macro_rules! rwlock_script {
     ($file:literal) => {
         concat!(
             include_str!("../scripts/lib/common.lua"),
             include_str!("../scripts/lib/fence.lua"),
             include_str!("../scripts/lib/grants.lua"),
+            include_str!("../scripts/lib/shared.lua"),
             include_str!("../scripts/lib/rwlock.lua"),
             include_str!($file)
         )

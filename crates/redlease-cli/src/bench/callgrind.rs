@@ -14,6 +14,12 @@
 //!   acquire + release pairs on a current-thread tokio runtime (one thread: no work
 //!   stealing, so the count does not depend on how two threads raced), checking each.
 //!
+//! With `--contended`, the two loops are the contended scenario's instead (`redlease bench
+//! --only contended`, one Client or one connection shared by `--workers` tasks on one key,
+//! each section a `GET` + `SET` of a counter): redlease's `acquire()` / `release()` against
+//! the busy-retry floor, and the unit is one critical section. The driver also reads `INFO
+//! commandstats` around each run, so that the commands per section come with the counts.
+//!
 //! The callgrind output files stay in a temporary directory (printed) for
 //! `callgrind_annotate`; the driver prints the top 10 functions of the longer redlease run.
 
@@ -21,11 +27,15 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context as _, bail};
 use redis::aio::ConnectionManager;
 
 use super::bare::BareLock;
+use super::flavor::Flavor;
+use super::section::{LOCK_WAIT, Locker, critical_section};
 
 /// Arguments of the driver, `redlease bench-callgrind`.
 #[derive(Debug, clap::Args)]
@@ -36,6 +46,16 @@ pub(crate) struct CallgrindArgs {
     /// Pairs of the longer run of each side
     #[arg(long, value_name = "N", default_value_t = 4000)]
     long: u64,
+    /// The contended loops (`--workers` tasks on one key, one Client) instead of the
+    /// uncontended ones; N counts critical sections
+    #[arg(long)]
+    contended: bool,
+    /// Tasks of the contended loops
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    workers: usize,
+    /// The runtime of the measured loops
+    #[arg(long, value_enum, value_name = "FLAVOR", default_value_t = Flavor::CurrentThread)]
+    runtime: Flavor,
 }
 
 /// Arguments of one measured loop, `redlease bench-callgrind-loop`.
@@ -47,9 +67,15 @@ pub(crate) struct LoopArgs {
     /// Which loop to run
     #[arg(long, value_enum)]
     side: LoopSide,
-    /// Acquire + release pairs
+    /// Acquire + release pairs (critical sections of the contended loops)
     #[arg(long, value_name = "N")]
     ops: u64,
+    /// Tasks of the contended loops
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    workers: usize,
+    /// The runtime the loop runs on
+    #[arg(long, value_enum, value_name = "FLAVOR", default_value_t = Flavor::CurrentThread)]
+    runtime: Flavor,
 }
 
 /// The two loops compared.
@@ -59,6 +85,12 @@ enum LoopSide {
     Redlease,
     /// `SET key token NX PX 30000` + `EVALSHA` compare-and-delete
     Bare,
+    /// `--workers` tasks sharing one Client, each looping `lock.acquire()`, `GET` + `SET`
+    /// of a counter, `guard.release()`
+    Contended,
+    /// The same with the busy-retry floor: `SET NX PX` retried after a yield, compare-and-
+    /// delete release, one shared connection
+    ContendedBare,
 }
 
 impl LoopSide {
@@ -66,6 +98,8 @@ impl LoopSide {
         match self {
             Self::Redlease => "redlease",
             Self::Bare => "bare",
+            Self::Contended => "contended",
+            Self::ContendedBare => "contended-bare",
         }
     }
 }
@@ -91,47 +125,79 @@ pub(crate) fn main(args: &CallgrindArgs) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("finding the redlease binary")?;
 
     let mut out = String::new();
+    let (sides, unit, what) = if args.contended {
+        (
+            [LoopSide::Contended, LoopSide::ContendedBare],
+            "section",
+            format!(
+                "contended critical section ({} tasks on one key, one Client / connection)",
+                args.workers
+            ),
+        )
+    } else {
+        (
+            [LoopSide::Redlease, LoopSide::Bare],
+            "pair",
+            "uncontended acquire + release".to_owned(),
+        )
+    };
     writeln!(
         out,
-        "client instructions per uncontended acquire + release ({version}, callgrind Ir, all \
-         threads of the client; the private redis-server on port {} is not traced)",
+        "client instructions per {what} ({version}, callgrind Ir, all threads of the client, \
+         {:?} runtime; the private redis-server on port {} is not traced)",
+        args.runtime,
         server.port()
     )?;
     writeln!(
         out,
-        "  side          Ir({} pairs)    Ir({} pairs)    Ir per pair",
+        "  side              Ir({} {unit}s)    Ir({} {unit}s)    Ir per {unit}   commands per {unit}",
         args.short, args.long
     )?;
-    let mut per_pair = Vec::new();
-    for side in [LoopSide::Redlease, LoopSide::Bare] {
+    let mut per_unit = Vec::new();
+    let mut commands = Vec::new();
+    let span = args.long - args.short;
+    for side in sides {
         let mut totals = Vec::new();
+        let mut stats = Vec::new();
         for n in [args.short, args.long] {
             let file = dir.join(format!("callgrind.{}.{n}.out", side.name()));
-            totals.push(measure(&exe, &server.url(), side, n, &file)?);
+            let before = command_calls(&server.url())?;
+            totals.push(measure(&exe, &server.url(), side, n, args, &file)?);
+            let after = command_calls(&server.url())?;
+            stats.push(before.delta(&after));
         }
         let (short, long) = (totals[0], totals[1]);
         #[allow(clippy::cast_precision_loss)] // counts far below 2^52
-        let pair = (long.saturating_sub(short)) as f64 / (args.long - args.short) as f64;
-        per_pair.push(pair);
+        let unit_ir = (long.saturating_sub(short)) as f64 / span as f64;
+        per_unit.push(unit_ir);
+        let total = stats[1].total.saturating_sub(stats[0].total);
         writeln!(
             out,
-            "  {:<10} {short:>15} {long:>15} {pair:>14.0}",
-            side.name()
+            "  {:<14} {short:>17} {long:>17} {unit_ir:>14.0} {:>16.2}",
+            side.name(),
+            super::stats::ratio(total, span)
         )?;
+        commands.push((side, stats));
     }
-    if let [ours, bare] = per_pair[..] {
+    if let [ours, bare] = per_unit[..] {
         writeln!(
             out,
-            "  redlease / bare: {:.2}x the instructions per pair ({:+.0} per pair)",
+            "  {} / {}: {:.2}x the instructions per {unit} ({:+.0} per {unit})",
+            sides[0].name(),
+            sides[1].name(),
             if bare > 0.0 { ours / bare } else { 0.0 },
             ours - bare
         )?;
     }
+    for (side, stats) in &commands {
+        write_commands(&mut out, side.name(), stats, span, unit)?;
+    }
     writeln!(out, "  callgrind output files: {}", dir.display())?;
-    let longest = dir.join(format!("callgrind.redlease.{}.out", args.long));
+    let longest = dir.join(format!("callgrind.{}.{}.out", sides[0].name(), args.long));
     writeln!(
         out,
-        "\ntop 10 functions by own instructions, redlease run of {} pairs (callgrind_annotate):",
+        "\ntop 10 functions by own instructions, {} run of {} {unit}s (callgrind_annotate):",
+        sides[0].name(),
         args.long
     )?;
     out.push_str(&top_functions(&longest, 10));
@@ -143,8 +209,49 @@ pub(crate) fn main(args: &CallgrindArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// One line: the calls per unit of each command that `side`'s longer run made more than
+/// its shorter one (`stats`: the two runs' deltas).
+fn write_commands(
+    out: &mut String,
+    side: &str,
+    stats: &[super::stats::CommandDelta],
+    span: u64,
+    unit: &str,
+) -> std::fmt::Result {
+    let [short, long] = stats else {
+        return Ok(());
+    };
+    write!(out, "  {side} commands per {unit}:")?;
+    for (name, &calls) in &long.by_command {
+        let calls = calls.saturating_sub(short.by_command.get(name).copied().unwrap_or(0));
+        if calls > 0 {
+            write!(out, " {name} {:.2}", super::stats::ratio(calls, span))?;
+        }
+    }
+    writeln!(out)
+}
+
+/// `INFO commandstats` of the private server, read natively (not traced).
+fn command_calls(url: &str) -> anyhow::Result<super::stats::CommandStats> {
+    let mut conn = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .context("connecting to the private redis-server for INFO commandstats")?;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut conn)
+        .context("INFO commandstats")?;
+    Ok(super::stats::CommandStats::parse(&info))
+}
+
 /// Runs one loop under callgrind and returns its total instructions.
-fn measure(exe: &Path, url: &str, side: LoopSide, ops: u64, file: &PathBuf) -> anyhow::Result<u64> {
+fn measure(
+    exe: &Path,
+    url: &str,
+    side: LoopSide,
+    ops: u64,
+    args: &CallgrindArgs,
+    file: &PathBuf,
+) -> anyhow::Result<u64> {
     let status = Command::new("valgrind")
         .arg("--tool=callgrind")
         .arg(format!("--callgrind-out-file={}", file.display()))
@@ -159,6 +266,13 @@ fn measure(exe: &Path, url: &str, side: LoopSide, ops: u64, file: &PathBuf) -> a
         ])
         .arg("--ops")
         .arg(ops.to_string())
+        .arg("--workers")
+        .arg(args.workers.to_string())
+        .arg("--runtime")
+        .arg(match args.runtime {
+            Flavor::CurrentThread => "current-thread",
+            Flavor::MultiThread => "multi-thread",
+        })
         .stdin(Stdio::null())
         .status()
         .context("running valgrind --tool=callgrind")?;
@@ -210,9 +324,7 @@ fn top_functions(file: &Path, n: usize) -> String {
 /// One measured loop (under valgrind): `ops` acquire + release pairs. Exit code 1 when an
 /// acquire failed or a release did not release.
 pub(crate) fn run_loop(args: &LoopArgs) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = args.runtime.build()?;
     runtime.block_on(async {
         let failed = match args.side {
             LoopSide::Redlease => {
@@ -249,6 +361,7 @@ pub(crate) fn run_loop(args: &LoopArgs) -> anyhow::Result<ExitCode> {
                 }
                 failed
             }
+            LoopSide::Contended | LoopSide::ContendedBare => contended_loop(args).await?,
         };
         if failed == 0 {
             Ok(ExitCode::SUCCESS)
@@ -261,4 +374,89 @@ pub(crate) fn run_loop(args: &LoopArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(1))
         }
     })
+}
+
+/// The contended loops: `args.workers` tasks take `args.ops` critical sections between
+/// them (each task takes the next one while any is left); the number of sections that
+/// failed (an acquire or release error, or a counter off at the end).
+async fn contended_loop(args: &LoopArgs) -> anyhow::Result<u64> {
+    let redis = redis::Client::open(args.redis.as_str()).context("opening the URL")?;
+    let conn = ConnectionManager::new(redis)
+        .await
+        .context("connecting to Redis")?;
+    let id = std::process::id();
+    let client = if args.side == LoopSide::Contended {
+        Some(
+            redlease::Client::connect(&args.redis)
+                .await
+                .context("connecting to Redis")?,
+        )
+    } else {
+        None
+    };
+    let locker = match &client {
+        Some(client) => {
+            Locker::Redlease(client.lock(format!("bench-callgrind-{id}")).wait(LOCK_WAIT))
+        }
+        None => Locker::Bare(BareLock::new(format!("redlease-bench:callgrind:{id}"))),
+    };
+    let counter: Arc<str> = format!("redlease-bench:callgrind:{id}:counter").into();
+    let left = Arc::new(AtomicU64::new(args.ops));
+    let tasks: Vec<_> = (0..args.workers)
+        .map(|worker| {
+            let (locker, mut conn) = (locker.clone(), conn.clone());
+            let (counter, left) = (Arc::clone(&counter), Arc::clone(&left));
+            tokio::spawn(async move {
+                let (mut seq, mut attempts, mut failed) = (0u64, 0u64, 0u64);
+                while left
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                    .is_ok()
+                {
+                    let Ok(held) = locker
+                        .acquire(&mut conn, worker + 1, &mut seq, &mut attempts)
+                        .await?
+                    else {
+                        failed += 1;
+                        continue;
+                    };
+                    critical_section(&mut conn, &counter).await?;
+                    failed += u64::from(locker.release(held, &mut conn).await.is_err());
+                }
+                anyhow::Ok((attempts, failed))
+            })
+        })
+        .collect();
+    let (mut attempts, mut failed) = (0, 0);
+    for task in tasks {
+        let (a, f) = task.await.context("a contended task panicked")??;
+        attempts += a;
+        failed += f;
+    }
+    let mut conn = conn;
+    let count: Option<u64> = redis::cmd("GETDEL")
+        .arg(&*counter)
+        .query_async(&mut conn)
+        .await
+        .context("reading the counter")?;
+    let count = count.unwrap_or(0);
+    if count + failed != args.ops {
+        eprintln!(
+            "redlease: the counter reads {count} after {} sections",
+            args.ops
+        );
+        failed += 1;
+    }
+    if args.side == LoopSide::ContendedBare {
+        eprintln!(
+            "busy-retry: {:.2} SET NX attempts per section",
+            super::stats::ratio(attempts, args.ops)
+        );
+    }
+    if let Some(client) = client {
+        client
+            .shutdown()
+            .await
+            .context("shutting the client down")?;
+    }
+    Ok(failed)
 }

@@ -3,8 +3,8 @@
 -- hand-off), multi_acquire.lua, sem_acquire.lua, sem_release.lua, rw_acquire.lua,
 -- rw_release.lua, rw_downgrade.lua, latch_up.lua, latch_down.lua and latch_check.lua; and
 -- to raise_fence.lua, which keeps a counter as long as a grant does (FENCE_KEEP). The
--- hybrid-clock fencing rule (grant_fence) and the holder's recorded token (holder_fence for
--- a lock, entry_fence for a shared lease's holder).
+-- hybrid-clock fencing rule (grant_fence) and a lock holder's recorded token
+-- (holder_fence; a shared lease's holder's is lib/shared.lua's entry_fence).
 --
 -- A grant takes fence = max(stored + 1, the server's time in microseconds), stores it in
 -- the lock's fencing counter and keeps the counter for FENCE_KEEP seconds after the last
@@ -46,17 +46,6 @@ local function holder_fence(details, counter)
     return fence
   end
   return counter and tonumber(redis.call('GET', counter) or '0') or 0
-end
-
--- entry_fence(holders, counter, token): the fencing token a shared lease's holders entry
--- records (HASH `holders`: token -> cjson [fence, ...], the semaphore's and read-write
--- lock's), else the counter's value, else 0.
-local function entry_fence(holders, counter, token)
-  local entry = redis.call('HGET', holders, token)
-  if entry then
-    return tonumber(cjson.decode(entry)[1])
-  end
-  return tonumber(redis.call('GET', counter) or '0')
 end
 
 local function grant_fence(counter, step, clock)

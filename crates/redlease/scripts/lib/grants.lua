@@ -53,18 +53,14 @@ local function publish(sharded, channel, message)
   return redis.call(sharded and 'SPUBLISH' or 'PUBLISH', channel, message)
 end
 
--- grant_message(fence, token, key): the grant as published and as a release answers it.
-local function grant_message(fence, token, key)
-  return string.format('%d', fence) .. ' ' .. token .. ' ' .. key
-end
-
 -- offer(sharded, w, fence, token, key, own): pushes the grant of `key` with `fence` to the
 -- waiter `token` (waiter table entry `w`, decoded). Returns the lease it may set in ms
 -- (the whole ttl for a direct grant, to a waiter of the client whose grant channel is
--- `own`; else the claim window), whether it is direct, and the message; nil when the
--- waiter's client does not listen (PUBLISH reached no one).
+-- `own`; else the claim window), whether it is direct, and the message ("<fence> <token>
+-- <key>", as published and as a release answers it); nil when the waiter's client does
+-- not listen (PUBLISH reached no one).
 local function offer(sharded, w, fence, token, key, own)
-  local message = grant_message(fence, token, key)
+  local message = string.format('%d', fence) .. ' ' .. token .. ' ' .. key
   if publish(sharded, w.ch, message) == 0 then
     return nil
   end
@@ -82,16 +78,6 @@ local function handed(message, lease, direct)
   return (direct and 'lease ' or 'claim ') .. string.format('%d', lease) .. ' ' .. message
 end
 
--- listens(channel): whether a client listens on the grant channel `channel` now (PUBSUB
--- NUMSUB, on this server: where grant links are kept). A queued place whose client does not
--- is gone (its process ended, closing its connections) or moving (a reconnect): a head that
--- keeps others out (a writer waiting for the readers, a request for more permits than are
--- free) stops counting then, rather than for as long as the holders hold. A client cut off
--- silently still counts until Redis notices; its place is served, and costs a claim window.
-local function listens(channel)
-  return redis.call('PUBSUB', 'NUMSUB', channel)[2] > 0
-end
-
 -- nudge_front(queue, waiters, from, ms, key, sharded, quiet): tells the waiters at places
 -- `from` to FRONT - 1 of `queue` (0-based) to re-check in `ms` ms ("next <ms> <token>
 -- <key>"), except those listening on the channel `quiet` (or nil).
@@ -99,7 +85,15 @@ local function nudge_front(queue, waiters, from, ms, key, sharded, quiet)
   if from >= FRONT then
     return
   end
-  local tokens = redis.call('LRANGE', queue, from, FRONT - 1)
+  local tokens
+  if from == FRONT - 1 then
+    -- One place (the nudge after a direct grant or a withdrawal): LINDEX, whose reply
+    -- Redis hands to Lua as a string rather than a table.
+    local last = redis.call('LINDEX', queue, from)
+    tokens = last and {last} or {}
+  else
+    tokens = redis.call('LRANGE', queue, from, FRONT - 1)
+  end
   for _, token in ipairs(tokens) do
     local entry = token ~= '~' and redis.call('HGET', waiters, token)
     if entry then

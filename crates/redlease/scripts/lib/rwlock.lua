@@ -1,6 +1,7 @@
 -- lib/rwlock: a library, not a script: src/lua.rs prepends it (after lib/common.lua,
--- lib/fence.lua, whose grant_fence every grant uses, and lib/grants.lua, the hand-off) to rw_acquire.lua, rw_release.lua and
--- rw_downgrade.lua, and holds what they share.
+-- lib/fence.lua, whose grant_fence every grant uses, lib/grants.lua, the hand-off, and
+-- lib/shared.lua) to rw_acquire.lua, rw_release.lua and rw_downgrade.lua, and holds what
+-- they share.
 --
 -- KEYS of every read-write lock script, all of one lock and in one cluster slot (B is K
 -- when K has a {hash tag}, else "{K}", as for the mutex's side keys):

@@ -1,6 +1,6 @@
 -- lib/semaphore: a library, not a script: src/lua.rs prepends it (after lib/common.lua,
--- lib/fence.lua, whose grant_fence every grant uses, and lib/grants.lua, the hand-off) to sem_acquire.lua and
--- sem_release.lua, and holds what they share.
+-- lib/fence.lua, whose grant_fence every grant uses, lib/grants.lua, the hand-off, and
+-- lib/shared.lua) to sem_acquire.lua and sem_release.lua, and holds what they share.
 --
 -- KEYS of every semaphore script, all of one semaphore and in one cluster slot (B is the
 -- semaphore key K when K has a {hash tag}, else "{K}", as for the mutex's side keys):

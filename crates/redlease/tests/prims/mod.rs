@@ -21,6 +21,7 @@ pub const SEM_ACQUIRE: &str = concat!(
     include_str!("../../scripts/lib/common.lua"),
     include_str!("../../scripts/lib/fence.lua"),
     include_str!("../../scripts/lib/grants.lua"),
+    include_str!("../../scripts/lib/shared.lua"),
     include_str!("../../scripts/lib/semaphore.lua"),
     include_str!("../../scripts/sem_acquire.lua")
 );
@@ -28,6 +29,7 @@ pub const SEM_RELEASE: &str = concat!(
     include_str!("../../scripts/lib/common.lua"),
     include_str!("../../scripts/lib/fence.lua"),
     include_str!("../../scripts/lib/grants.lua"),
+    include_str!("../../scripts/lib/shared.lua"),
     include_str!("../../scripts/lib/semaphore.lua"),
     include_str!("../../scripts/sem_release.lua")
 );
@@ -35,6 +37,7 @@ pub const RW_ACQUIRE: &str = concat!(
     include_str!("../../scripts/lib/common.lua"),
     include_str!("../../scripts/lib/fence.lua"),
     include_str!("../../scripts/lib/grants.lua"),
+    include_str!("../../scripts/lib/shared.lua"),
     include_str!("../../scripts/lib/rwlock.lua"),
     include_str!("../../scripts/rw_acquire.lua")
 );
@@ -42,6 +45,7 @@ pub const RW_RELEASE: &str = concat!(
     include_str!("../../scripts/lib/common.lua"),
     include_str!("../../scripts/lib/fence.lua"),
     include_str!("../../scripts/lib/grants.lua"),
+    include_str!("../../scripts/lib/shared.lua"),
     include_str!("../../scripts/lib/rwlock.lua"),
     include_str!("../../scripts/rw_release.lua")
 );
@@ -49,6 +53,7 @@ pub const RW_DOWNGRADE: &str = concat!(
     include_str!("../../scripts/lib/common.lua"),
     include_str!("../../scripts/lib/fence.lua"),
     include_str!("../../scripts/lib/grants.lua"),
+    include_str!("../../scripts/lib/shared.lua"),
     include_str!("../../scripts/lib/rwlock.lua"),
     include_str!("../../scripts/rw_downgrade.lua")
 );
