@@ -16,6 +16,9 @@ fn ms(d: Option<Duration>) -> String {
 /// The verdict column: safety, then the liveness target where it is promised.
 pub(crate) fn verdict(o: &Outcome) -> String {
     let safety = safety_verdict(o);
+    if o.late > 0 {
+        return format!("{safety}; **{} round(s) past the bound**", o.late);
+    }
     if !o.live {
         return safety.to_owned();
     }
