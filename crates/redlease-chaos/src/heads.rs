@@ -47,19 +47,18 @@ pub(crate) fn bound(ttl: Duration) -> Duration {
 /// The workers queued in Redis, head first: each place's waiter details name its process
 /// (`pid=N`), which the runner knows; places of no worker of the runner's are left out.
 fn queued(runner: &Runner, server: &RedisServer, keys: &redlease::LockKeys) -> Vec<u32> {
-    let places = match tokio::task::block_in_place(|| {
-        server.query(&["LRANGE", keys.queue(), "0", "-1"])
-    }) {
-        Ok(Reply::Array(places)) => places,
-        _ => return Vec::new(),
+    let Ok(Reply::Array(places)) =
+        tokio::task::block_in_place(|| server.query(&["LRANGE", keys.queue(), "0", "-1"]))
+    else {
+        return Vec::new();
     };
     let mut workers = Vec::new();
     for place in places {
         let Reply::Bulk(token) = place else { continue };
         let token = String::from_utf8_lossy(&token).into_owned();
-        let Ok(Reply::Bulk(entry)) = tokio::task::block_in_place(|| {
-            server.query(&["HGET", keys.waiters(), token.as_str()])
-        }) else {
+        let Ok(Reply::Bulk(entry)) =
+            tokio::task::block_in_place(|| server.query(&["HGET", keys.waiters(), token.as_str()]))
+        else {
             continue;
         };
         let entry = String::from_utf8_lossy(&entry);
@@ -121,7 +120,7 @@ pub(crate) async fn quit_behind_crashed_holder<'a>(
     let Some(holder) = runner.held_by(wait).await else {
         return Ok(None);
     };
-    let queue = queue_until(runner, server, &keys, ttl / 2, |q| {
+    let queue = queue_until(runner, server, &keys, ttl, |q| {
         q.iter().filter(|&&w| w != holder).count() >= 3
     })
     .await;
@@ -167,9 +166,8 @@ pub(crate) async fn quit_behind_crashed_holder<'a>(
     let before = quit.iter().filter(|&&t| t < ends).count();
     Ok(Some(Measured {
         stall: next.map(|(_, at)| at.saturating_sub(ends)),
-        remark: (before < 2).then(|| {
-            format!("only {before} of the 2 waits ended before the lease did")
-        }),
+        remark: (before < 2)
+            .then(|| format!("only {before} of the 2 waits ended before the lease did")),
     }))
 }
 
@@ -206,12 +204,13 @@ pub(crate) async fn kill_queued_head(
         return Ok(None);
     };
     let others: Vec<u32> = runner.ids().into_iter().filter(|&w| w != holder).collect();
+    // The head to be: its next attempt (the last round's holder has left: see below).
     let Some(&head) = others.first() else {
         runner.reads_only(false);
         return Ok(None);
     };
     runner.direct(head, if rw { Next::Write } else { Next::Many });
-    let queue = queue_until(runner, server, &keys, ttl, |q| {
+    let queue = queue_until(runner, server, &keys, ttl * 2, |q| {
         q.first() == Some(&head) && q.len() >= 2
     })
     .await;
@@ -236,10 +235,20 @@ pub(crate) async fn kill_queued_head(
         .unwrap_or_default();
     let behind: Vec<u32> = others.into_iter().filter(|&w| w != head).collect();
     runner
-        .wait_for(wait, |j| acquired_after(j.history(), killed, &behind).is_some())
+        .wait_for(wait, |j| {
+            acquired_after(j.history(), killed, &behind).is_some()
+        })
         .await;
     let next = runner.with_judge(|j| acquired_after(j.history(), killed, &behind));
     runner.reads_only(false);
+    // The holder's hold ends before the next round picks its own.
+    runner
+        .wait_for(wait, |j| {
+            since(j.history(), killed)
+                .iter()
+                .any(|e| e.worker == holder && matches!(e.kind, Kind::Release | Kind::Lost))
+        })
+        .await;
     Ok(Some(Measured {
         stall: next.map(|(_, at)| at.saturating_sub(killed)),
         remark: None,
@@ -313,7 +322,12 @@ mod tests {
         };
         let ttl = ms(1000);
         assert_eq!(bound(ttl), ms(600));
-        let rounds = [round(Some(120)), round(Some(600)), round(Some(601)), round(None)];
+        let rounds = [
+            round(Some(120)),
+            round(Some(600)),
+            round(Some(601)),
+            round(None),
+        ];
         assert_eq!(late(&rounds, ttl), 2);
         let mut note = String::new();
         describe(&rounds, "the kill", ttl, &mut note);

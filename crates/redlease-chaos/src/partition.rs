@@ -45,6 +45,8 @@ pub(crate) struct Partitioned {
     /// from which event.
     heads: Vec<crate::heads::Measured>,
     heads_from: &'static str,
+    /// Rounds of such a row tried (some find no holder or waiters in time).
+    heads_tried: usize,
 }
 
 /// What the rounds of a partition row saw of their holder, for the row's note.
@@ -78,6 +80,7 @@ impl Partitioned {
             cut_waiters: Vec::new(),
             heads: Vec::new(),
             heads_from: "",
+            heads_tried: 0,
         })
     }
 
@@ -105,6 +108,7 @@ impl Partitioned {
         exit: bool,
     ) -> anyhow::Result<usize> {
         let workers = runner.len();
+        self.heads_tried += usize::from(exit);
         let Some(server) = self.first() else {
             return Ok(0);
         };
@@ -129,7 +133,8 @@ impl Partitioned {
             return Ok(0);
         };
         if exit {
-            self.heads_from = "the release to the cut waiter (the releaser's process ended right after it)";
+            self.heads_from =
+                "the release to the cut waiter (the releaser's process ended right after it)";
             self.heads.push(crate::heads::Measured {
                 stall: round.stall,
                 remark: None,
@@ -149,6 +154,7 @@ impl Partitioned {
         kill: bool,
     ) -> anyhow::Result<usize> {
         let workers = runner.len();
+        self.heads_tried += 1;
         self.heads_from = if kill {
             "the kill of the queued head"
         } else {
@@ -284,6 +290,14 @@ impl Partitioned {
     /// row's lease).
     pub(crate) fn describe(&self, ttl: Duration, note: &mut String) {
         crate::heads::describe(&self.heads, self.heads_from, ttl, note);
+        if self.heads_tried > self.heads.len() {
+            let _ = write!(
+                note,
+                "{} of {} rounds found no holder with the waiters they need in time and injected nothing. ",
+                self.heads_tried - self.heads.len(),
+                self.heads_tried
+            );
+        }
         if self.heads.is_empty() {
             crate::handoff::describe_cut_waiters(&self.cut_waiters, ttl, note);
         }

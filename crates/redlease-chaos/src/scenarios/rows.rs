@@ -394,7 +394,13 @@ fn cut_waiter_of(primitive: Primitive, name: &'static str) -> Scenario {
 /// writer and a semaphore's request for 2 permits.
 pub(super) fn issue42_rows() -> Vec<Scenario> {
     let of = |primitive, workers, name, fault, expected| {
-        let mut scenario = row(name, fault, Deployment::Single, Promise::Exclusive, expected);
+        let mut scenario = row(
+            name,
+            fault,
+            Deployment::Single,
+            Promise::Exclusive,
+            expected,
+        );
         scenario.own_links = true;
         scenario.primitive = primitive;
         scenario.workers = Some(workers);
@@ -407,42 +413,42 @@ pub(super) fn issue42_rows() -> Vec<Scenario> {
     vec![
         of(
             Primitive::Mutex,
-            4,
+            5,
             "issue 42: holder's link silenced, first 2 waiters give up",
             Fault::QuitBehindCrashedHolder,
             quit,
         ),
         of(
             sem1,
-            4,
+            5,
             "issue 42: semaphore 1: holder's link silenced, first 2 waiters give up",
             Fault::QuitBehindCrashedHolder,
             quit,
         ),
         of(
             Primitive::RwLock,
-            4,
+            5,
             "issue 42: rwlock (1 write in 3): writer's link silenced, first 2 waiters give up",
             Fault::QuitBehindCrashedHolder,
             quit,
         ),
         of(
             Primitive::Mutex,
-            3,
+            4,
             "issue 42: releaser exits right after a hand-off to a waiter cut off silently",
             Fault::CutWaiterReleaserExits,
             exits,
         ),
         of(
             sem1,
-            3,
+            4,
             "issue 42: semaphore 1: releaser exits right after a hand-off to a waiter cut off silently",
             Fault::CutWaiterReleaserExits,
             exits,
         ),
         of(
             Primitive::RwLock,
-            3,
+            4,
             "issue 42: rwlock (1 write in 3): releaser exits right after a hand-off to a waiter cut off silently",
             Fault::CutWaiterReleaserExits,
             exits,
