@@ -140,6 +140,8 @@ pub(crate) struct CutWaiter {
     pub(crate) stall: Option<Duration>,
     /// From the heal to the cut waiter's next acquisition; `None`: none within the bound.
     pub(crate) back: Option<Duration>,
+    /// The worker that released to the cut waiter.
+    pub(crate) holder: u32,
 }
 
 /// How long a hand-off lasts until its waiter confirms it, as `scripts/lib/grants.lua`
@@ -150,22 +152,36 @@ pub(crate) fn claim_window(ttl: Duration) -> Duration {
     (ttl / 10).max(floor).min(Duration::from_secs(1))
 }
 
+/// The library's keys of the workers' lease.
+pub(crate) fn keys_of(primitive: Primitive) -> anyhow::Result<redlease::LockKeys> {
+    Ok(redlease::LockKeys::of(
+        redlease::DEFAULT_PREFIX,
+        crate::worker::LOCK,
+        match primitive {
+            Primitive::Semaphore { .. } => redlease::Primitive::Semaphore,
+            Primitive::RwLock => redlease::Primitive::RwLock,
+            _ => redlease::Primitive::Lock,
+        },
+    )?)
+}
+
 /// One round of [`cut_waiter`](self): a holder stays inside while a worker queued behind
 /// it (the oldest waiter) is cut off silently through its own link (`link` gives each
 /// worker's proxy to `server`); the holder releases; the lock must go on to the next
-/// waiter. The link heals two leases after the cut. Returns what the round measured
-/// (`None` when no holder, waiter or release showed up in time).
+/// waiter. The link heals two leases after the cut. With `exit`, every holder kept inside
+/// ends its process right after its release (the caller reaps it). Returns what the round
+/// measured (`None` when no holder, waiter or release showed up in time).
 pub(crate) async fn cut_waiter<'a>(
     runner: &Runner,
     server: &RedisServer,
-    primitive: redlease_chaos::Primitive,
     link: impl Fn(u32) -> Option<&'a Proxy>,
     ttl: Duration,
+    exit: bool,
 ) -> anyhow::Result<Option<CutWaiter>> {
     let bound = ttl * 5 + Duration::from_secs(5);
     let mut found = None;
     for tries in 0..PICK_TRIES {
-        runner.hold_next_section(ttl / 2);
+        runner.hold_next_section_of(ttl / 2, None, exit);
         let Some(holder) = runner.held_by(bound).await else {
             return Ok(None);
         };
@@ -204,15 +220,7 @@ pub(crate) async fn cut_waiter<'a>(
     // A `WAIT` is sent before the attempt that queues: the cut comes once Redis' queue
     // holds as many places as the history has waiters (bounded), so that the waiter's
     // place and grant subscription reached Redis before its link went silent.
-    let keys = redlease::LockKeys::of(
-        redlease::DEFAULT_PREFIX,
-        crate::worker::LOCK,
-        match primitive {
-            redlease_chaos::Primitive::Semaphore { .. } => redlease::Primitive::Semaphore,
-            redlease_chaos::Primitive::RwLock => redlease::Primitive::RwLock,
-            _ => redlease::Primitive::Lock,
-        },
-    )?;
+    let keys = keys_of(runner.primitive())?;
     let queued = |n: usize| {
         matches!(
             tokio::task::block_in_place(|| server.query(&["LLEN", keys.queue()])),
@@ -258,7 +266,11 @@ pub(crate) async fn cut_waiter<'a>(
     };
     runner.wait_for(bound, |j| again(j).is_some()).await;
     let back = runner.with_judge(again);
-    Ok(Some(CutWaiter { stall, back }))
+    Ok(Some(CutWaiter {
+        stall,
+        back,
+        holder,
+    }))
 }
 
 /// How long the lease sat with nobody but the cut `waiter` after the holder's release at
@@ -488,6 +500,7 @@ mod tests {
         let round = |stall| CutWaiter {
             stall: Some(ms(stall)),
             back: Some(ms(300)),
+            holder: 1,
         };
         let mut kept = String::new();
         describe_cut_waiters(&[round(104), round(103)], ms(1000), &mut kept);

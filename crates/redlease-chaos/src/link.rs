@@ -24,6 +24,15 @@ pub(crate) struct Link {
     pub(crate) lock: Option<char>,
     /// The claim the next line carries (a `BEGIN`'s; see [`claim`]), taken by it.
     pub(crate) until: Option<Duration>,
+    /// The judge asked (`exit` in its answer to `BEGIN`) to end the process right after
+    /// this section's release, as a job that releases and exits does.
+    pub(crate) exit: bool,
+    /// The judge asked (`next=WHAT` in any answer) for the next attempt: `write` or `read`
+    /// (a read-write lock's side), `many` (2 permits of a semaphore).
+    pub(crate) next: Option<Next>,
+    /// The judge's last answer said `reads`: attempts not asked otherwise (`next`) take
+    /// the read side of a read-write lock.
+    pub(crate) reads: bool,
     pub(crate) line: String,
 }
 
@@ -102,14 +111,49 @@ impl Link {
             Some("rej") => Some(Verdict::Rejected),
             _ => None,
         };
+        self.reads = false;
         for word in words {
-            if word == "stop" {
+            if word == "reads" {
+                self.reads = true;
+            } else if word == "stop" {
                 self.stop = true;
+            } else if word == "exit" {
+                self.exit = true;
+            } else if let Some(next) = word.strip_prefix("next=") {
+                self.next = Next::parse(next);
             } else if let Some(ms) = word.strip_prefix("hold=") {
                 self.hold = ms.parse().ok().map(Duration::from_millis);
             }
         }
         Ok(verdict)
+    }
+}
+
+/// What the judge asked a worker's next attempt to be (`next=WHAT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// The write side of a read-write lock.
+    Write,
+    /// The read side of a read-write lock.
+    Read,
+    /// 2 permits of a semaphore at once.
+    Many,
+}
+
+impl Next {
+    /// The word of the judge's answer (`next=WORD`).
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            Next::Write => "write",
+            Next::Read => "read",
+            Next::Many => "many",
+        }
+    }
+
+    fn parse(word: &str) -> Option<Self> {
+        [Next::Write, Next::Read, Next::Many]
+            .into_iter()
+            .find(|n| n.word() == word)
     }
 }
 

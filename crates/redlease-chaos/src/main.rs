@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
 mod handoff;
+mod heads;
 mod link;
 mod partition;
 mod report;

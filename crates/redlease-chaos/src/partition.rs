@@ -41,6 +41,12 @@ pub(crate) struct Partitioned {
     tally: Tally,
     /// What the rounds of a cut-waiter row measured.
     cut_waiters: Vec<crate::handoff::CutWaiter>,
+    /// What the rounds of a row of issue 42's faults measured (see `crate::heads`), and
+    /// from which event.
+    heads: Vec<crate::heads::Measured>,
+    heads_from: &'static str,
+    /// Rounds of such a row tried (some find no holder or waiters in time).
+    heads_tried: usize,
 }
 
 /// What the rounds of a partition row saw of their holder, for the row's note.
@@ -72,6 +78,9 @@ impl Partitioned {
             links: HashMap::new(),
             tally: Tally::default(),
             cut_waiters: Vec::new(),
+            heads: Vec::new(),
+            heads_from: "",
+            heads_tried: 0,
         })
     }
 
@@ -88,11 +97,18 @@ impl Partitioned {
     /// One round of [`crate::handoff::cut_waiter`] on the first node, each worker cut
     /// through its own link to it; its measures go into the note
     /// ([`describe`](Self::describe)). Returns how many faults it injected.
+    /// With `exit` (issue 42), the holders kept inside end their processes right after
+    /// their releases: the stall is measured as the cut-waiter row's, and the row's note
+    /// and verdict judge it against [`crate::heads::bound`]; each exited worker is
+    /// replaced.
     pub(crate) async fn cut_waiter(
         &mut self,
-        runner: &Runner,
+        runner: &mut Runner,
         ttl: Duration,
+        exit: bool,
     ) -> anyhow::Result<usize> {
+        let workers = runner.len();
+        self.heads_tried += usize::from(exit);
         let Some(server) = self.first() else {
             return Ok(0);
         };
@@ -100,16 +116,84 @@ impl Partitioned {
         let round = crate::handoff::cut_waiter(
             runner,
             server,
-            runner.primitive(),
             |worker| links.get(&worker).and_then(|l| l.first()),
             ttl,
+            exit,
         )
         .await?;
+        if exit {
+            if let Some(round) = &round {
+                runner.reap(round.holder, ttl * 5).await;
+                self.links.remove(&round.holder);
+            }
+            runner.reap_exited();
+            self.replace(runner, workers)?;
+        }
         let Some(round) = round else {
             return Ok(0);
         };
+        if exit {
+            self.heads_from =
+                "the release to the cut waiter (the releaser's process ended right after it)";
+            self.heads.push(crate::heads::Measured {
+                stall: round.stall,
+                remark: None,
+            });
+        }
         self.cut_waiters.push(round);
         Ok(1)
+    }
+
+    /// One round of [`crate::heads::quit_behind_crashed_holder`] or
+    /// [`crate::heads::kill_queued_head`] (`kill`) on the first node; a killed worker is
+    /// replaced. Returns how many faults it injected.
+    pub(crate) async fn head_round(
+        &mut self,
+        runner: &mut Runner,
+        ttl: Duration,
+        kill: bool,
+    ) -> anyhow::Result<usize> {
+        let workers = runner.len();
+        self.heads_tried += 1;
+        self.heads_from = if kill {
+            "the kill of the queued head"
+        } else {
+            "the crashed holder's lease's end in Redis"
+        };
+        let Some(server) = self.first() else {
+            return Ok(0);
+        };
+        let round = if kill {
+            crate::heads::kill_queued_head(runner, server, ttl).await?
+        } else {
+            let links = &self.links;
+            crate::heads::quit_behind_crashed_holder(
+                runner,
+                server,
+                |worker| links.get(&worker).and_then(|l| l.first()),
+                ttl,
+            )
+            .await?
+        };
+        self.replace(runner, workers)?;
+        let Some(round) = round else {
+            return Ok(0);
+        };
+        self.heads.push(round);
+        Ok(1)
+    }
+
+    /// Starts workers until `runner` has `workers` again.
+    fn replace(&mut self, runner: &mut Runner, workers: usize) -> anyhow::Result<()> {
+        while runner.len() < workers {
+            self.spawn(runner)?;
+        }
+        Ok(())
+    }
+
+    /// How many rounds of a row of issue 42's faults were late (see `crate::heads::late`).
+    pub(crate) fn late(&self, ttl: Duration) -> usize {
+        crate::heads::late(&self.heads, ttl)
     }
 
     /// Starts a worker that reaches every node through a proxy of its own.
@@ -205,7 +289,18 @@ impl Partitioned {
     /// reported its loss; or, in a cut-waiter row, what its rounds measured (`ttl`: the
     /// row's lease).
     pub(crate) fn describe(&self, ttl: Duration, note: &mut String) {
-        crate::handoff::describe_cut_waiters(&self.cut_waiters, ttl, note);
+        crate::heads::describe(&self.heads, self.heads_from, ttl, note);
+        if self.heads_tried > self.heads.len() {
+            let _ = write!(
+                note,
+                "{} of {} rounds found no holder with the waiters they need in time and injected nothing. ",
+                self.heads_tried - self.heads.len(),
+                self.heads_tried
+            );
+        }
+        if self.heads.is_empty() {
+            crate::handoff::describe_cut_waiters(&self.cut_waiters, ttl, note);
+        }
         let Tally {
             cut, rounds, lost, ..
         } = self.tally;

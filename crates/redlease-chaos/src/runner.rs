@@ -10,12 +10,13 @@ use std::time::Duration;
 use anyhow::Context as _;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use redlease_chaos::{Judge, Kind, Primitive, Verdict, WorkerLine};
+use redlease_chaos::{Judge, Kind, Mode, Primitive, Verdict, WorkerLine};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::process::Child;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::link::Next;
 use crate::worker::{Deployment, ShortenHow};
 
 /// How to start a worker of this scenario.
@@ -48,6 +49,11 @@ pub(crate) struct Runner {
     next_id: u32,
     spec: WorkerSpec,
     hold: Arc<Mutex<Hold>>,
+    /// What each worker's next attempt is to be (`next=WHAT`), sent with the next answer
+    /// to it.
+    next: Arc<Mutex<HashMap<u32, Next>>>,
+    /// Every answer says `reads` (see [`reads_only`](Self::reads_only)).
+    reads: Arc<AtomicBool>,
 }
 
 /// A request to keep the next critical section open (see [`Runner::hold_next_section`]).
@@ -57,6 +63,10 @@ struct Hold {
     armed: Option<Duration>,
     /// The worker that was told to hold.
     given_to: Option<u32>,
+    /// Only a section of this mode (a read-write lock's side) takes the hold.
+    mode: Option<Mode>,
+    /// The holder ends its process right after the section's release.
+    exit: bool,
 }
 
 fn locked(judge: &Mutex<Judge>) -> MutexGuard<'_, Judge> {
@@ -67,12 +77,16 @@ fn locked_hold(hold: &Mutex<Hold>) -> MutexGuard<'_, Hold> {
     hold.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The hold armed for the next section, now given to `worker`.
-fn take_hold(hold: &Mutex<Hold>, worker: u32) -> Option<Duration> {
+/// The hold armed for the next section, now given to `worker` (whose section is of
+/// `mode`), and whether it is to exit after its release.
+fn take_hold(hold: &Mutex<Hold>, worker: u32, mode: Option<Mode>) -> Option<(Duration, bool)> {
     let mut hold = locked_hold(hold);
+    if hold.mode.is_some() && hold.mode != mode {
+        return None;
+    }
     let armed = hold.armed.take()?;
     hold.given_to = Some(worker);
-    Some(armed)
+    Some((armed, hold.exit))
 }
 
 impl Runner {
@@ -85,6 +99,8 @@ impl Runner {
             next_id: 1,
             spec,
             hold: Arc::new(Mutex::new(Hold::default())),
+            next: Arc::new(Mutex::new(HashMap::new())),
+            reads: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -134,11 +150,13 @@ impl Runner {
         let (Some(stdout), Some(mut stdin)) = (child.stdout.take(), child.stdin.take()) else {
             anyhow::bail!("a worker has no pipes");
         };
-        let (judge, changed, stop, hold) = (
+        let (judge, changed, stop, hold, next, reads) = (
             Arc::clone(&self.judge),
             self.changed.clone(),
             Arc::clone(&self.stop),
             Arc::clone(&self.hold),
+            Arc::clone(&self.next),
+            Arc::clone(&self.reads),
         );
         tokio::spawn(async move {
             let mut lines = BufReader::new(stdout).lines();
@@ -147,11 +165,24 @@ impl Runner {
                     tracing::warn!(%text, "bad worker line");
                     continue;
                 };
-                let hold_for = (line.kind == Kind::Begin)
-                    .then(|| take_hold(&hold, line.worker))
+                let mut hold_for = (line.kind == Kind::Begin)
+                    .then(|| take_hold(&hold, line.worker, line.mode))
                     .flatten()
-                    .map(|d| format!(" hold={}", d.as_millis()))
+                    .map(|(d, exit)| {
+                        format!(" hold={}{}", d.as_millis(), if exit { " exit" } else { "" })
+                    })
                     .unwrap_or_default();
+                if let Some(what) = next
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&line.worker)
+                {
+                    hold_for.push_str(" next=");
+                    hold_for.push_str(what.word());
+                }
+                if reads.load(Ordering::SeqCst) {
+                    hold_for.push_str(" reads");
+                }
                 let verdict = locked(&judge).receive(line);
                 changed.send_modify(|n| *n += 1);
                 let word = match verdict {
@@ -258,10 +289,33 @@ impl Runner {
     /// `hold`, or until it learns its lease was lost: a holder that stays a holder while a
     /// fault is injected. See [`held_by`](Self::held_by).
     pub(crate) fn hold_next_section(&self, hold: Duration) {
+        self.hold_next_section_of(hold, None, false);
+    }
+
+    /// [`hold_next_section`](Self::hold_next_section) for the next section of `mode` only
+    /// (a read-write lock's side; `None`: any), whose holder ends its process right after
+    /// its release if `exit`.
+    pub(crate) fn hold_next_section_of(&self, hold: Duration, mode: Option<Mode>, exit: bool) {
         *locked_hold(&self.hold) = Hold {
             armed: Some(hold),
             given_to: None,
+            mode,
+            exit,
         };
+    }
+
+    /// While `on`, every worker's attempts take the read side of a read-write lock unless
+    /// asked otherwise ([`direct`](Self::direct)): from the next answer to each.
+    pub(crate) fn reads_only(&self, on: bool) {
+        self.reads.store(on, Ordering::SeqCst);
+    }
+
+    /// Asks `worker`'s next attempt to be `what` (sent with the next answer to it).
+    pub(crate) fn direct(&self, worker: u32, what: Next) {
+        self.next
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(worker, what);
     }
 
     /// Waits (at most `timeout`) until a worker was told to hold its section after
@@ -303,6 +357,59 @@ impl Runner {
             let _ = child.wait().await;
         }
         Ok(())
+    }
+
+    /// Makes a waiting worker give up its wait (SIGUSR1: it drops its `acquire` future and
+    /// reports `CANCEL`).
+    pub(crate) fn give_up(&self, worker: u32) -> anyhow::Result<()> {
+        kill(self.pid(worker)?, Signal::SIGUSR1).context("signalling a worker")
+    }
+
+    /// How many worker processes run.
+    pub(crate) fn len(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// The running workers, by id.
+    pub(crate) fn ids(&self) -> Vec<u32> {
+        let mut ids: Vec<u32> = self.workers.keys().copied().collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The worker whose process is `pid`.
+    pub(crate) fn worker_of_pid(&self, pid: u32) -> Option<u32> {
+        self.workers
+            .iter()
+            .find(|(_, child)| child.id() == Some(pid))
+            .map(|(&id, _)| id)
+    }
+
+    /// Reaps the workers whose processes ended (asked to exit after a release), recording
+    /// each departure (`BYE`); returns how many.
+    pub(crate) fn reap_exited(&mut self) -> usize {
+        let ended: Vec<u32> = self
+            .workers
+            .iter_mut()
+            .filter_map(|(&id, child)| matches!(child.try_wait(), Ok(Some(_))).then_some(id))
+            .collect();
+        for &id in &ended {
+            self.workers.remove(&id);
+            self.record(Kind::Bye, id);
+        }
+        ended.len()
+    }
+
+    /// Waits (at most `timeout`) for a worker that was asked to exit after its release to
+    /// end, reaps it and records its departure (`BYE`); kills it if it did not end.
+    pub(crate) async fn reap(&mut self, worker: u32, timeout: Duration) {
+        if let Some(mut child) = self.workers.remove(&worker) {
+            if tokio::time::timeout(timeout, child.wait()).await.is_err() {
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+            }
+            self.record(Kind::Bye, worker);
+        }
     }
 
     /// SIGSTOPs (`Kind::Pause`) or SIGCONTs (`Kind::Resume`) a worker, recording it.

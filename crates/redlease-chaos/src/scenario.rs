@@ -81,6 +81,15 @@ pub(crate) enum Fault {
     /// while the lock is handed to it, healed two leases after the cut (see
     /// [`crate::handoff::cut_waiter`]).
     CutWaiter,
+    /// As [`Fault::CutWaiter`], and the holder's process ends right after its release
+    /// (issue 42).
+    CutWaiterReleaserExits,
+    /// A holder's link silenced (a crash) while the first two waiters of the queue give up
+    /// their waits (see [`crate::heads::quit_behind_crashed_holder`]).
+    QuitBehindCrashedHolder,
+    /// A queued head that keeps others out killed with SIGKILL (see
+    /// [`crate::heads::kill_queued_head`]).
+    KillQueuedHead,
     /// The lock's fencing counter deleted while a leader holds (as if it had expired
     /// mid-hold); `leader()` asked for the term right after and a ttl later.
     CounterDeletedWhileHeld,
@@ -114,6 +123,8 @@ pub(crate) struct Scenario {
     /// Redis' wall clock runs this many times as fast (`FAST_CLOCK_RATE` of an
     /// `LD_PRELOAD` shim, `crates/redlease/tests/clock/fast_clock.c`).
     pub(crate) clock_rate: Option<&'static str>,
+    /// Worker processes of this row, instead of the run's (`--workers`).
+    pub(crate) workers: Option<usize>,
 }
 
 impl Scenario {
@@ -160,6 +171,7 @@ pub(crate) const fn row(
         shorten: None,
         own_links: false,
         clock_rate: None,
+        workers: None,
     }
 }
 

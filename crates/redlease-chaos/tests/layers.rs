@@ -32,6 +32,8 @@ const BIN_LAYERS: &[&[&str]] = &[
     // Worker processes and their judge; the hand-off runs.
     &["runner"],
     &["handoff"],
+    // Faults at the head of the hand-off queue.
+    &["heads"],
     // A row of the fault matrix; the partition family; the matrix and its runs.
     &["scenario"],
     &["partition"],

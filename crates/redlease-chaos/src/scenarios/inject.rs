@@ -206,7 +206,14 @@ pub(super) async fn inject(
             };
             p.cut_holder(runner, 1, round, ttl, heal).await
         }
-        (Fault::CutWaiter, Target::Partitioned(p)) => p.cut_waiter(runner, ttl).await,
+        (Fault::CutWaiter, Target::Partitioned(p)) => p.cut_waiter(runner, ttl, false).await,
+        (Fault::CutWaiterReleaserExits, Target::Partitioned(p)) => {
+            p.cut_waiter(runner, ttl, true).await
+        }
+        (Fault::QuitBehindCrashedHolder, Target::Partitioned(p)) => {
+            p.head_round(runner, ttl, false).await
+        }
+        (Fault::KillQueuedHead, Target::Partitioned(p)) => p.head_round(runner, ttl, true).await,
         (Fault::CounterDeletedWhileHeld, Target::Single(server, _)) => {
             counter_deleted_while_held(runner, server, ttl, note).await
         }

@@ -386,6 +386,90 @@ fn cut_waiter_of(primitive: Primitive, name: &'static str) -> Scenario {
     scenario
 }
 
+/// The rows of issue 42 (one hand-off for every primitive), on one Redis whose every
+/// worker has a link of its own, each bounded by a claim window + 0.5 s from its event to
+/// the next holder (`crate::heads`): waiters giving up behind a crashed holder and a
+/// releaser exiting after a hand-off to a cut waiter, for the lock, a semaphore of 1 and a
+/// read-write lock; a queued head that keeps others out killed, for a read-write lock's
+/// writer and a semaphore's request for 2 permits.
+pub(super) fn issue42_rows() -> Vec<Scenario> {
+    let of = |primitive, workers, name, fault, expected| {
+        let mut scenario = row(
+            name,
+            fault,
+            Deployment::Single,
+            Promise::Exclusive,
+            expected,
+        );
+        scenario.own_links = true;
+        scenario.primitive = primitive;
+        scenario.workers = Some(workers);
+        scenario
+    };
+    let quit = "the 3rd waiter gets the lease within a claim window + 0.5 s of the crashed lease's end (see the note); no overlapping claims";
+    let exits = "the next waiter gets the lease within a claim window + 0.5 s of the release, with nothing of the releaser left to serve it (see the note); no overlapping claims";
+    let killed = "the first waiter behind the head gets in within a claim window + 0.5 s of the kill (see the note); no overlapping claims";
+    let sem1 = Primitive::Semaphore { permits: 1 };
+    vec![
+        of(
+            Primitive::Mutex,
+            5,
+            "issue 42: holder's link silenced, first 2 waiters give up",
+            Fault::QuitBehindCrashedHolder,
+            quit,
+        ),
+        of(
+            sem1,
+            5,
+            "issue 42: semaphore 1: holder's link silenced, first 2 waiters give up",
+            Fault::QuitBehindCrashedHolder,
+            quit,
+        ),
+        of(
+            Primitive::RwLock,
+            5,
+            "issue 42: rwlock (1 write in 3): writer's link silenced, first 2 waiters give up",
+            Fault::QuitBehindCrashedHolder,
+            quit,
+        ),
+        of(
+            Primitive::Mutex,
+            4,
+            "issue 42: releaser exits right after a hand-off to a waiter cut off silently",
+            Fault::CutWaiterReleaserExits,
+            exits,
+        ),
+        of(
+            sem1,
+            4,
+            "issue 42: semaphore 1: releaser exits right after a hand-off to a waiter cut off silently",
+            Fault::CutWaiterReleaserExits,
+            exits,
+        ),
+        of(
+            Primitive::RwLock,
+            4,
+            "issue 42: rwlock (1 write in 3): releaser exits right after a hand-off to a waiter cut off silently",
+            Fault::CutWaiterReleaserExits,
+            exits,
+        ),
+        of(
+            Primitive::RwLock,
+            4,
+            "issue 42: rwlock: queued writer SIGKILLed while a reader holds, readers behind it",
+            Fault::KillQueuedHead,
+            killed,
+        ),
+        of(
+            Primitive::Semaphore { permits: PERMITS },
+            4,
+            "issue 42: semaphore 2: queued request for 2 permits SIGKILLed while 1 is held",
+            Fault::KillQueuedHead,
+            killed,
+        ),
+    ]
+}
+
 /// Every scenario, in report order.
 #[expect(
     clippy::too_many_lines,
@@ -543,5 +627,6 @@ pub(crate) fn matrix() -> Vec<Scenario> {
     rows.push(election_row());
     rows.extend(handoff_rows());
     rows.extend(lease_life_rows());
+    rows.extend(issue42_rows());
     rows
 }
