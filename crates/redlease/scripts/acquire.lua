@@ -10,6 +10,7 @@
 --   KEYS[4] FIFO queue of waiting tokens (list)
 --   KEYS[5] waiter table: token -> the waiter record (lib/grants.lua: ttl, ch, who,
 --           since, and skip while a hand-off found the waiter's client not listening)
+-- ARGV: token ttl holder mode channel linger announce sharded fence_step
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
 --   ARGV[4] the mode: what the attempt does when the lock is busy (named as `Join` in
 --           src/scripts.rs):

@@ -3,6 +3,7 @@
 -- resource has accepted, so a holder that outlived its lease (paused, partitioned) cannot
 -- overwrite a newer holder's work. Equal tokens pass: one holder may write many times.
 --   KEYS[1] the value   KEYS[2] the highest fencing token accepted for it (absent: none)
+-- ARGV: token value
 --   ARGV[1] the writer's fencing token (below 2^53)   ARGV[2] the new value
 -- Reply {written, highest}: {1, token} written; {0, highest} refused, `highest` being the
 -- newer token that was accepted before.

@@ -1,5 +1,6 @@
 -- latch_check: what a latch's waiter (or an operator) sees now. Sent as lib/common.lua ..
 -- lib/fence.lua .. lib/latch.lua .. latch_check.lua. KEYS as in lib/latch.lua.
+-- ARGV: seen channel sharded
 --   ARGV[1] the round the waiter saw open on its previous check ("": none, a first check)
 --   ARGV[2] the release channel   ARGV[3] "S" to SPUBLISH there, else "" (see lib/latch.lua)
 -- Reply {status, round, outstanding, pttl, last_down, last_expired, ended}:

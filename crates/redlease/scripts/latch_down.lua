@@ -1,6 +1,7 @@
 -- latch_down: a count given back (counted down); the round ends, and is announced, when no
 -- count is outstanding after it. Sent as lib/common.lua .. lib/fence.lua .. lib/latch.lua
 -- .. latch_down.lua. KEYS as in lib/latch.lua.
+-- ARGV: token channel sharded
 --   ARGV[1] owner token
 --   ARGV[2] the release channel   ARGV[3] "S" to SPUBLISH there, else "" (see lib/latch.lua)
 -- Reply: 1 counted down; 0 the token had no count (its lease ran out: it is then

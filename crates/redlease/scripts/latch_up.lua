@@ -1,6 +1,7 @@
 -- latch_up: one more outstanding count of a latch, as a lease of its own. Sent as
 -- lib/common.lua .. lib/fence.lua .. lib/latch.lua .. latch_up.lua. KEYS as in
 -- lib/latch.lua.
+-- ARGV: token ttl holder channel sharded
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
 --   ARGV[4] the release channel   ARGV[5] "S" to SPUBLISH there, else "" (see lib/latch.lua)
 -- Reply, as acquire.lua's (a latch is never busy):

@@ -1,4 +1,5 @@
 -- leader: who holds a lock now (an election's leader), without changing anything.
+-- ARGV:
 --   KEYS[1] lock key   KEYS[2] fencing counter   KEYS[3] holder details
 --   KEYS[4] (optional) the election's term record over a quorum: "<term> <owner token>"
 -- Reply {token, details, counter, pttl, term}: the owner token ("" when nobody holds), the

@@ -6,6 +6,7 @@
 --   KEYS[2] the holders HASH (semaphore KEYS[3], rwlock KEYS[3])
 --   KEYS[3] the key that must live as long as any lease: a semaphore's permit count
 --           (KEYS[6]); a read-write lock's K (KEYS[1])
+-- ARGV: token ttl
 --   ARGV[1] owner token   ARGV[2] new ttl in ms
 -- Reply: 1 extended; 0 the token holds no lease (it ran out, or was never granted).
 -- The lease's score becomes now + ttl (server TIME); the three keys' expiries are only ever

@@ -5,6 +5,7 @@
 -- lease_extend.lua handles one.
 --   KEYS[3i-2] the ZSET of lease i   KEYS[3i-1] its holders HASH   KEYS[3i] its other key
 --   (semaphore: K, B:sem:holders, B:sem:permits; rwlock: B:rw:owners, B:rw:holders, K)
+-- ARGV: token ttl
 --   ARGV[2i-1] owner token of lease i   ARGV[2i] its ttl in ms
 -- Reply: an array with, for each lease in order, 1 renewed or 0 lost (no live lease).
 local now = now_ms()

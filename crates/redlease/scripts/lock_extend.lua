@@ -2,6 +2,7 @@
 -- The shared leases (ZSET members) have lease_extend.lua. Sent as lib/expiry.lua ..
 -- lock_extend.lua.
 --   KEYS[1] lock key   KEYS[2] holder details key
+-- ARGV: token ttl
 --   ARGV[1] owner token   ARGV[2] new ttl in ms
 -- The holder details live at least as long as the lock: their expiry is raised to the
 -- new ttl, never lowered (renewals keep them several leases at a time, see lock_renew.lua).

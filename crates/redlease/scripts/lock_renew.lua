@@ -2,6 +2,7 @@
 -- its key (a string: the owner token, with a PX expiry); one call per batch, one round
 -- trip per sweep. The shared leases (ZSET members) have lease_renew.lua.
 --   KEYS[2i-1] lock key of lease i   KEYS[2i] its holder details key
+-- ARGV: token ttl holder_ttl
 --   ARGV[3i-2] owner token of lease i   ARGV[3i-1] its ttl in ms   ARGV[3i] the holder
 --   details' new expiry in ms, or "" to leave it: the details are kept several leases at
 --   a time (the client sends it about one renewal in eight, see lease.rs), so that most

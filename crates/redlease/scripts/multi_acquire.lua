@@ -2,6 +2,7 @@
 -- (one Redis, or one Cluster slot). Sent after lib/fence.lua (each grant takes its fence).
 --   KEYS, three per lock i (1-based): KEYS[3i-2] lock key, KEYS[3i-1] its fencing counter,
 --         KEYS[3i] its holder details (as acquire.lua's KEYS[1..3])
+-- ARGV: token ttl holder
 --   ARGV[1] owner token (one for all the locks)   ARGV[2] ttl in ms   ARGV[3] holder details
 -- Reply:
 --   {1, fence_1, ..., fence_n}   every lock is ours now: freshly taken (a new fence), or

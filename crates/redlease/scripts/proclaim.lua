@@ -1,6 +1,7 @@
 -- proclaim: replace the note of an election's leader, only while it still leads, and
 -- announce the change to the election's observers.
 --   KEYS[1] lock key   KEYS[2] holder details: "<fence> <note>" (see acquire.lua)
+-- ARGV: token note fence channel sharded
 --   ARGV[1] owner token   ARGV[2] the new note
 --   ARGV[3] the leader's fencing token, written in front of the note only where the
 --           details key is gone or has none (otherwise the key's own is kept: a quorum

@@ -7,6 +7,7 @@
 -- raise_fence.lua (for its FENCE_KEEP: it grants nothing).
 --   KEYS[1] fencing counter   KEYS[2] lock key (a read-write lock: its ZSET of holds)
 --   KEYS[3] (optional; an election's lock) its term record
+-- ARGV: fence token zset_or_channel
 --   ARGV[1] the fencing token chosen for the new holder   ARGV[2] owner token
 --   ARGV[3] (optional) "zset" when KEYS[2] is a ZSET of holds rather than a lock key;
 --           with KEYS[3]: the election's channel

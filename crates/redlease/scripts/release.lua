@@ -1,5 +1,6 @@
 -- release: if the lock holds our token, hand it to the oldest live waiter, or else delete it
 -- (KEYS as in acquire.lua).
+-- ARGV: token channel announce sharded own
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: when the lock is freed rather than handed on,
 --           PUBLISH its key there (quorum waiters listen on it, and Cluster waiters that

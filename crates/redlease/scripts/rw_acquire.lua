@@ -4,6 +4,7 @@
 -- KEYS as in lib/rwlock.lua:
 --   KEYS[1] K (HASH {mode})   KEYS[2] fencing counter   KEYS[3] holders (HASH)
 --   KEYS[4] queue (LIST)   KEYS[5] waiter table (HASH)   KEYS[6] owners (ZSET)
+-- ARGV: token ttl holder side mode channel linger stale sharded
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
 --   ARGV[4] "read" or "write"
 --   ARGV[5] the mode: what the attempt does when the lock is not granted (as acquire.lua's):

@@ -3,6 +3,7 @@
 -- Sent as lib/common.lua .. lib/fence.lua .. lib/grants.lua .. lib/rwlock.lua ..
 -- rw_downgrade.lua (granting the queued readers).
 -- KEYS as in lib/rwlock.lua (rw_acquire.lua's six).
+-- ARGV: token channel sharded
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: PUBLISH K there once the queue is empty, so that
 --           readers waiting without a queue place (Cluster, quorum) may come in

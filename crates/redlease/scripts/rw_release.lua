@@ -3,6 +3,7 @@
 -- waiter that gives up calls this too. Sent as lib/common.lua .. lib/fence.lua ..
 -- lib/grants.lua .. lib/rwlock.lua .. rw_release.lua.
 -- KEYS as in lib/rwlock.lua (rw_acquire.lua's six).
+-- ARGV: token channel sharded unused own
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: when the release leaves the lock held by no one
 --           (nothing handed on), PUBLISH K there (Cluster and quorum waiters, which do not

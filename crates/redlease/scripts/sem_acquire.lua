@@ -4,6 +4,7 @@
 -- in lib/semaphore.lua:
 --   KEYS[1] K (ZSET of permits)   KEYS[2] fencing counter   KEYS[3] holders (HASH)
 --   KEYS[4] queue (LIST)   KEYS[5] waiter table (HASH)   KEYS[6] permit count
+-- ARGV: token ttl holder permits mode channel linger take
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
 --   ARGV[4] the permit count N (a whole number >= 1)
 --   ARGV[5] the mode: what the attempt does when no permit is free (as acquire.lua's):

@@ -4,6 +4,7 @@
 -- as lib/common.lua .. lib/fence.lua .. lib/grants.lua .. lib/semaphore.lua ..
 -- sem_release.lua (hand-offs grant).
 -- KEYS as in lib/semaphore.lua (sem_acquire.lua's six).
+-- ARGV: token channel sharded weight own
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: when the release leaves a permit free rather than
 --           handing it on, PUBLISH K there (Cluster and quorum waiters, which do not queue)

@@ -255,6 +255,7 @@ mod lua;
 mod observe;
 mod replies;
 mod rows;
+mod script_args;
 mod scripts;
 mod server;
 mod snapshot;

@@ -14,16 +14,17 @@ use crate::lua::{
     ACQUIRE, LATCH_DOWN, LATCH_UP, LEASE_EXTEND, LOCK_EXTEND, RELEASE, RW_ACQUIRE, RW_RELEASE,
     SEM_ACQUIRE, SEM_RELEASE,
 };
+use crate::script_args::{self as args, Args};
 
 /// A primitive's scripts and key layouts.
 #[derive(Debug)]
 pub(crate) struct Row {
-    /// An attempt to take a lease (and join the queue).
-    pub(crate) acquire: &'static LazyLock<Script>,
-    /// Giving a lease back (and handing it on); its file name, for messages.
-    pub(crate) release: (&'static LazyLock<Script>, &'static str),
-    /// Setting a lease's ttl from now; its file name, for messages.
-    pub(crate) extend: (&'static LazyLock<Script>, &'static str),
+    /// An attempt to take a lease (and join the queue), and its arguments.
+    pub(crate) acquire: (&'static LazyLock<Script>, Args),
+    /// Giving a lease back (and handing it on); its file name, for messages; its arguments.
+    pub(crate) release: (&'static LazyLock<Script>, &'static str, Args),
+    /// Setting a lease's ttl from now; its file name, for messages; its arguments.
+    pub(crate) extend: (&'static LazyLock<Script>, &'static str, Args),
     /// The KEYS of its acquire and release scripts, in their order.
     pub(crate) script_keys: fn(&LockKeys) -> Vec<&str>,
     /// The three keys `lease_extend.lua` and `lease_renew.lua` take: the holds (a ZSET of
@@ -33,33 +34,33 @@ pub(crate) struct Row {
 }
 
 static LOCK: Row = Row {
-    acquire: &ACQUIRE,
-    release: (&RELEASE, "release.lua"),
-    extend: (&LOCK_EXTEND, "lock_extend.lua"),
+    acquire: (&ACQUIRE, args::ACQUIRE),
+    release: (&RELEASE, "release.lua", args::RELEASE),
+    extend: (&LOCK_EXTEND, "lock_extend.lua", args::LOCK_EXTEND),
     script_keys: |k| k.script_keys().to_vec(),
     lease_keys: |k| [&k.key, &k.holder, &k.extra],
 };
 
 static SEMAPHORE: Row = Row {
-    acquire: &SEM_ACQUIRE,
-    release: (&SEM_RELEASE, "sem_release.lua"),
-    extend: (&LEASE_EXTEND, "lease_extend.lua"),
+    acquire: (&SEM_ACQUIRE, args::SEM_ACQUIRE),
+    release: (&SEM_RELEASE, "sem_release.lua", args::SEM_RELEASE),
+    extend: (&LEASE_EXTEND, "lease_extend.lua", args::LEASE_EXTEND),
     script_keys: |k| k.shared_lease_keys().to_vec(),
     lease_keys: |k| [&k.key, &k.holder, &k.extra],
 };
 
 static RWLOCK: Row = Row {
-    acquire: &RW_ACQUIRE,
-    release: (&RW_RELEASE, "rw_release.lua"),
-    extend: (&LEASE_EXTEND, "lease_extend.lua"),
+    acquire: (&RW_ACQUIRE, args::RW_ACQUIRE),
+    release: (&RW_RELEASE, "rw_release.lua", args::RW_RELEASE),
+    extend: (&LEASE_EXTEND, "lease_extend.lua", args::LEASE_EXTEND),
     script_keys: |k| k.shared_lease_keys().to_vec(),
     lease_keys: |k| [&k.extra, &k.holder, &k.key],
 };
 
 static LATCH: Row = Row {
-    acquire: &LATCH_UP,
-    release: (&LATCH_DOWN, "latch_down.lua"),
-    extend: (&LEASE_EXTEND, "lease_extend.lua"),
+    acquire: (&LATCH_UP, args::LATCH_UP),
+    release: (&LATCH_DOWN, "latch_down.lua", args::LATCH_DOWN),
+    extend: (&LEASE_EXTEND, "lease_extend.lua", args::LEASE_EXTEND),
     script_keys: |k| k.latch_keys().to_vec(),
     lease_keys: |k| [&k.extra, &k.holder, &k.key],
 };

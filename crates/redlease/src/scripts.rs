@@ -12,6 +12,7 @@ use crate::lua::{
     FENCED_SET, HOLDS, LATCH_CHECK, LEADER, LEASE_RENEW, LOCK_RENEW, MULTI_ACQUIRE, PROCLAIM,
     RAISE_FENCE, RW_DOWNGRADE,
 };
+use crate::script_args::{self as args, Args};
 
 /// What a lease is a lease on: which scripts take, give back and renew it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,10 +186,13 @@ const CALL_ARGS_BYTES: usize = 320;
 /// finds the script's text by the SHA1 in the command.
 pub(crate) struct Call {
     cmd: Cmd,
+    /// The script's arguments by name, and how many were set (see `set`).
+    args: Args,
+    set: usize,
 }
 
 impl Call {
-    fn new(script: &'static Script, keys: &[&str]) -> Self {
+    fn new(script: &'static Script, args: Args, keys: &[&str]) -> Self {
         // Sized once for the keys and a few arguments (tokens, channels, holder details):
         // growing the command argument by argument reallocated several times per call.
         let bytes = keys.iter().map(|k| k.len()).sum::<usize>() + CALL_ARGS_BYTES;
@@ -197,10 +201,20 @@ impl Call {
             .arg(script.get_hash())
             .arg(keys.len())
             .arg(keys);
-        Self { cmd }
+        Self { cmd, args, set: 0 }
     }
 
-    fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
+    /// Sets the next argument, `name` (checked against the script's declaration in debug
+    /// builds: a slot sent in the wrong place fails the tests).
+    fn set<T: ToRedisArgs>(&mut self, name: &'static str, arg: T) -> &mut Self {
+        debug_assert_eq!(
+            self.args.names.get(self.set).copied(),
+            Some(name),
+            "{}: ARGV[{}] is not `{name}`",
+            self.args.file,
+            self.set + 1
+        );
+        self.set += 1;
         self.cmd.arg(arg);
         self
     }
@@ -386,25 +400,25 @@ fn as_eval(cmd: &Cmd) -> Option<(Cmd, &'static str)> {
 }
 
 /// `script` with the keys of `kind`'s primitive, in its scripts' order.
-fn with_keys(script: &'static Script, keys: &LockKeys, kind: Kind) -> Call {
-    Call::new(script, &(kind.row().script_keys)(keys))
+fn with_keys(script: &'static Script, args: Args, keys: &LockKeys, kind: Kind) -> Call {
+    Call::new(script, args, &(kind.row().script_keys)(keys))
 }
 
 /// The release channel and how to publish on it, as every latch script ends its ARGV:
 /// a latch's waiters listen on every deployment, so its scripts always announce.
 fn latch_notices(invocation: &mut Call, keys: &LockKeys, notices: Notices) {
     invocation
-        .arg(&keys.channel)
-        .arg(notices.flag().unwrap_or(""));
+        .set("channel", &keys.channel)
+        .set("sharded", notices.flag().unwrap_or(""));
 }
 
 /// `latch_check.lua`: what a latch's waiter sees, `seen` the round it saw open on its
 /// previous check (`None`: its first check).
 pub(crate) fn latch_check(keys: &LockKeys, seen: Option<u64>, notices: Notices) -> Call {
-    let mut invocation = with_keys(&LATCH_CHECK, keys, Kind::Count);
+    let mut invocation = with_keys(&LATCH_CHECK, args::LATCH_CHECK, keys, Kind::Count);
     match seen {
-        Some(round) => invocation.arg(round),
-        None => invocation.arg(""),
+        Some(round) => invocation.set("seen", round),
+        None => invocation.set("seen", ""),
     };
     latch_notices(&mut invocation, keys, notices);
     invocation
@@ -413,8 +427,12 @@ pub(crate) fn latch_check(keys: &LockKeys, seen: Option<u64>, notices: Notices) 
 /// One acquisition attempt (`acquire.lua`, `sem_acquire.lua`, `rw_acquire.lua`), joining
 /// the queue when `args.queue` says so.
 pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
-    let mut invocation = with_keys(args.kind.row().acquire, keys, args.kind);
-    invocation.arg(args.token).arg(args.ttl_ms).arg(args.holder);
+    let (script, declared) = args.kind.row().acquire;
+    let mut invocation = with_keys(script, declared, keys, args.kind);
+    invocation
+        .set("token", args.token)
+        .set("ttl", args.ttl_ms)
+        .set("holder", args.holder);
     if args.kind == Kind::Count {
         // A latch is never busy: no queue, nothing to join.
         latch_notices(&mut invocation, keys, args.notices);
@@ -424,13 +442,13 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
     match args.kind {
         Kind::Mutex | Kind::Leader | Kind::Count => {}
         Kind::Permit { permits, .. } => {
-            invocation.arg(permits);
+            invocation.set("permits", permits);
         }
         Kind::Read => {
-            invocation.arg("read");
+            invocation.set("side", "read");
         }
         Kind::Write => {
-            invocation.arg("write");
+            invocation.set("side", "write");
         }
     }
     match args.join {
@@ -440,7 +458,10 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
             first,
         } => {
             let mode = if first { "grants-first" } else { "grants" };
-            invocation.arg(mode).arg(channel).arg(linger_ms);
+            invocation
+                .set("mode", mode)
+                .set("channel", channel)
+                .set("linger", linger_ms);
         }
         Join::Silent {
             linger_ms,
@@ -448,51 +469,54 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
             first,
         } => {
             invocation
-                .arg(if first { "silent-first" } else { "silent" })
-                .arg(&keys.channel)
-                .arg(linger_ms)
-                .arg(stale_ms);
-            // rw_acquire.lua's ARGV[9] (the other scripts do not keep silent places).
+                .set("mode", if first { "silent-first" } else { "silent" })
+                .set("channel", &keys.channel)
+                .set("linger", linger_ms)
+                .set("stale", stale_ms);
+            // rw_acquire.lua's `sharded` (the other scripts do not keep silent places).
             if let Some(flag) = args.notices.flag() {
-                invocation.arg(flag);
+                invocation.set("sharded", flag);
             }
         }
         Join::Listen { linger_ms } if lock => {
-            invocation.arg("listen").arg("").arg(linger_ms);
+            invocation
+                .set("mode", "listen")
+                .set("channel", "")
+                .set("linger", linger_ms);
         }
         Join::Leave if lock => {
-            invocation.arg("leave");
+            invocation.set("mode", "leave");
         }
         Join::No | Join::Leave | Join::Listen { .. } => {
-            invocation.arg("no");
+            invocation.set("mode", "no");
         }
     }
-    // sem_acquire.lua's ARGV[8]: the permits asked, sent only when more than one (the
+    // sem_acquire.lua's `take`: the permits asked, sent only when more than one (the
     // join arguments before it padded when the attempt does not queue).
     if let Kind::Permit { weight, .. } = args.kind
         && weight > 1
     {
         if !matches!(args.join, Join::Grants { .. }) {
-            invocation.arg("").arg("");
+            invocation.set("channel", "").set("linger", "");
         }
-        invocation.arg(weight);
+        invocation.set("take", weight);
     }
     // A Cluster's hand-offs from an attempt are SPUBLISHed (ARGV[8]).
     let sharded = args.notices.flag().is_some();
     if lock && (args.kind == Kind::Leader || args.fence_step > 1 || sharded) {
         if matches!(args.join, Join::No | Join::Leave) {
-            invocation.arg("").arg(0);
+            invocation.set("channel", "").set("linger", 0);
         }
-        // ARGV[7]: the channel a fresh grant is announced on ("": none); ARGV[8] how
-        // ("S": SPUBLISH); ARGV[9] the fencing clock's step.
+        // `announce`: the channel a fresh grant is announced on ("": none); `sharded` how
+        // ("S": SPUBLISH); `fence_step` the fencing clock's step.
         if args.kind == Kind::Leader {
-            invocation.arg(&keys.channel);
+            invocation.set("announce", &keys.channel);
         } else {
-            invocation.arg("");
+            invocation.set("announce", "");
         }
-        invocation.arg(args.notices.flag().unwrap_or(""));
+        invocation.set("sharded", args.notices.flag().unwrap_or(""));
         if args.fence_step > 1 {
-            invocation.arg(args.fence_step);
+            invocation.set("fence_step", args.fence_step);
         }
     }
     invocation
@@ -511,8 +535,9 @@ pub(crate) fn release(
     notices: Notices,
     own: Option<&str>,
 ) -> Call {
-    let mut invocation = with_keys(kind.row().release.0, keys, kind);
-    invocation.arg(token);
+    let (script, _, declared) = kind.row().release;
+    let mut invocation = with_keys(script, declared, keys, kind);
+    invocation.set("token", token);
     if kind == Kind::Count {
         latch_notices(&mut invocation, keys, notices);
         return invocation;
@@ -532,41 +557,47 @@ pub(crate) fn release(
         // header says, then the releasing client's grant channel.
         if kind.is_lock() {
             invocation
-                .arg(channel)
-                .arg(if kind == Kind::Leader { "1" } else { "0" })
-                .arg(notices.flag().unwrap_or(""));
+                .set("channel", channel)
+                .set("announce", if kind == Kind::Leader { "1" } else { "0" })
+                .set("sharded", notices.flag().unwrap_or(""));
         } else {
-            // sem_release.lua's weight (unused by rw_release.lua) in ARGV[4].
+            // sem_release.lua's weight (rw_release.lua's `unused`) in ARGV[4].
+            let fourth = if kind == Kind::Read || kind == Kind::Write {
+                "unused"
+            } else {
+                "weight"
+            };
             invocation
-                .arg(channel)
-                .arg(notices.flag().unwrap_or(""))
-                .arg(weight);
+                .set("channel", channel)
+                .set("sharded", notices.flag().unwrap_or(""))
+                .set(fourth, weight);
         }
-        invocation.arg(own);
+        invocation.set("own", own);
         return invocation;
     }
     if weight > 1 {
-        // sem_release.lua's ARGV[4]: the permits of a lease taken as several, after the
+        // sem_release.lua's `weight`: the permits of a lease taken as several, after the
         // optional channel and flag (sent empty when unused).
         invocation
-            .arg(channel)
-            .arg(notices.flag().unwrap_or(""))
-            .arg(weight);
+            .set("channel", channel)
+            .set("sharded", notices.flag().unwrap_or(""))
+            .set("weight", weight);
         return invocation;
     }
     if kind == Kind::Leader {
         // Every change of leader is announced, hand-offs included.
-        invocation.arg(&keys.channel).arg("1");
+        invocation
+            .set("channel", &keys.channel)
+            .set("announce", "1");
     } else if notices.on() {
-        invocation.arg(&keys.channel);
+        invocation.set("channel", &keys.channel);
         if kind.is_lock() && notices.flag().is_some() {
-            // release.lua's ARGV[3]: no announcement after a hand-off.
-            invocation.arg("0");
+            // release.lua's `announce`: no announcement after a hand-off.
+            invocation.set("announce", "0");
         }
     }
     if let Some(flag) = notices.flag() {
-        // release.lua's ARGV[4]; sem_release.lua's and rw_release.lua's ARGV[3].
-        invocation.arg(flag);
+        invocation.set("sharded", flag);
     }
     invocation
 }
@@ -577,14 +608,21 @@ pub(crate) fn acquire_all(keys: &[&LockKeys], token: &str, ttl_ms: u64, holder: 
         .iter()
         .flat_map(|k| [k.key.as_str(), &k.fence, &k.holder])
         .collect();
-    let mut invocation = Call::new(&MULTI_ACQUIRE, &names);
-    invocation.arg(token).arg(ttl_ms).arg(holder);
+    let mut invocation = Call::new(&MULTI_ACQUIRE, args::MULTI_ACQUIRE, &names);
+    invocation
+        .set("token", token)
+        .set("ttl", ttl_ms)
+        .set("holder", holder);
     invocation
 }
 
 /// `leader.lua`: who holds the lock at `keys` now, with the term recorded for it.
 pub(crate) fn leader(keys: &LockKeys) -> Call {
-    Call::new(&LEADER, &[&keys.key, &keys.fence, &keys.holder, &keys.term])
+    Call::new(
+        &LEADER,
+        args::LEADER,
+        &[&keys.key, &keys.fence, &keys.holder, &keys.term],
+    )
 }
 
 /// `proclaim.lua`: the note of the leader holding `token` at `keys` replaced by `note`
@@ -598,14 +636,14 @@ pub(crate) fn proclaim(
     fence: u64,
     notices: Notices,
 ) -> Call {
-    let mut invocation = Call::new(&PROCLAIM, &[&keys.key, &keys.holder]);
+    let mut invocation = Call::new(&PROCLAIM, args::PROCLAIM, &[&keys.key, &keys.holder]);
     invocation
-        .arg(token)
-        .arg(note)
-        .arg(fence)
-        .arg(&keys.channel);
+        .set("token", token)
+        .set("note", note)
+        .set("fence", fence)
+        .set("channel", &keys.channel);
     if let Some(flag) = notices.flag() {
-        invocation.arg(flag);
+        invocation.set("sharded", flag);
     }
     invocation
 }
@@ -617,8 +655,8 @@ pub(crate) fn holds(keys: &LockKeys, kind: Kind, token: &str) -> Call {
     } else {
         (lease_keys(keys, kind)[0], "zset")
     };
-    let mut invocation = Call::new(&HOLDS, &[key]);
-    invocation.arg(token).arg(layout);
+    let mut invocation = Call::new(&HOLDS, args::HOLDS, &[key]);
+    invocation.set("token", token).set("layout", layout);
     invocation
 }
 
@@ -629,12 +667,12 @@ pub(crate) fn release_name(kind: Kind) -> &'static str {
 
 /// `rw_downgrade.lua`: `token`'s write hold turned into a read hold.
 pub(crate) fn downgrade(keys: &LockKeys, token: &str, notices: Notices) -> Call {
-    let mut invocation = with_keys(&RW_DOWNGRADE, keys, Kind::Read);
-    invocation.arg(token);
+    let mut invocation = with_keys(&RW_DOWNGRADE, args::RW_DOWNGRADE, keys, Kind::Read);
+    invocation.set("token", token);
     if notices.on() {
-        invocation.arg(&keys.channel);
+        invocation.set("channel", &keys.channel);
         if let Some(flag) = notices.flag() {
-            invocation.arg(flag);
+            invocation.set("sharded", flag);
         }
     }
     invocation
@@ -648,11 +686,11 @@ fn lease_keys(keys: &LockKeys, kind: Kind) -> [&str; 3] {
 /// The extend script of `kind`: the lease of `token` reset to `ttl_ms` (`lock_extend.lua`
 /// takes the first two of the lease keys).
 pub(crate) fn extend(keys: &LockKeys, kind: Kind, token: &str, ttl_ms: u64) -> Call {
-    let script = kind.row().extend.0;
+    let (script, _, declared) = kind.row().extend;
     let lease_keys = lease_keys(keys, kind);
     let used = if kind.is_lock() { 2 } else { 3 };
-    let mut invocation = Call::new(script, &lease_keys[..used]);
-    invocation.arg(token).arg(ttl_ms);
+    let mut invocation = Call::new(script, declared, &lease_keys[..used]);
+    invocation.set("token", token).set("ttl", ttl_ms);
     invocation
 }
 
@@ -671,6 +709,10 @@ pub(crate) fn push_extend(pipe: &mut Pipeline, keys: &LockKeys, token: &str, ttl
         .arg(token)
         .arg(ttl_ms);
 }
+
+// The per-lease arguments `renew` pushes: `lock_renew.lua`'s token, ttl and holder details'
+// ttl, `lease_renew.lua`'s token and ttl (as their declarations say).
+const _: () = assert!(args::LOCK_RENEW.names.len() == 3 && args::LEASE_RENEW.names.len() == 2);
 
 /// The renewal calls for `batch`: one `EVALSHA` per [`BATCH`] leases of one script
 /// (`lock_renew.lua` for locks, `lease_renew.lua` for the others), in one pipeline; and, for
@@ -722,18 +764,30 @@ pub(crate) fn renew(batch: &[RenewItem<'_>]) -> (Pipeline, Vec<Vec<usize>>) {
 pub(crate) fn raise_fence(keys: &LockKeys, kind: Kind, fence: u64, token: &str) -> Call {
     match kind {
         Kind::Leader => {
-            let mut invocation = Call::new(&RAISE_FENCE, &[&keys.fence, &keys.key, &keys.term]);
-            invocation.arg(fence).arg(token).arg(&keys.channel);
+            let mut invocation = Call::new(
+                &RAISE_FENCE,
+                args::RAISE_FENCE,
+                &[&keys.fence, &keys.key, &keys.term],
+            );
+            invocation
+                .set("fence", fence)
+                .set("token", token)
+                .set("zset_or_channel", &keys.channel);
             invocation
         }
         Kind::Read | Kind::Write | Kind::Count => {
-            let mut invocation = Call::new(&RAISE_FENCE, &[&keys.fence, &keys.extra]);
-            invocation.arg(fence).arg(token).arg("zset");
+            let mut invocation =
+                Call::new(&RAISE_FENCE, args::RAISE_FENCE, &[&keys.fence, &keys.extra]);
+            invocation
+                .set("fence", fence)
+                .set("token", token)
+                .set("zset_or_channel", "zset");
             invocation
         }
         Kind::Mutex | Kind::Permit { .. } => {
-            let mut invocation = Call::new(&RAISE_FENCE, &[&keys.fence, &keys.key]);
-            invocation.arg(fence).arg(token);
+            let mut invocation =
+                Call::new(&RAISE_FENCE, args::RAISE_FENCE, &[&keys.fence, &keys.key]);
+            invocation.set("fence", fence).set("token", token);
             invocation
         }
     }
@@ -747,8 +801,8 @@ pub(crate) fn fenced_set(
     token: u64,
     value: impl redis::ToRedisArgs,
 ) -> Call {
-    let mut invocation = Call::new(&FENCED_SET, &[key, fence]);
-    invocation.arg(token).arg(value);
+    let mut invocation = Call::new(&FENCED_SET, args::FENCED_SET, &[key, fence]);
+    invocation.set("token", token).set("value", value);
     invocation
 }
 

@@ -32,8 +32,21 @@ use checker::Tree;
 const LAYERS: &[&[&str]] = &[
     // Leaves: vocabulary, wire formats, retry timing.
     &[
-        "error", "token", "keys", "ttl", "clock", "lua", "rows", "scripts", "server", "replies",
-        "wait", "observe", "snapshot", "handle",
+        "error",
+        "token",
+        "keys",
+        "ttl",
+        "clock",
+        "lua",
+        "script_args",
+        "rows",
+        "scripts",
+        "server",
+        "replies",
+        "wait",
+        "observe",
+        "snapshot",
+        "handle",
     ],
     // How a client reaches Redis: endpoints, connection settings, the pub/sub link.
     &["conn"],
