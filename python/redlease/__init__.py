@@ -355,7 +355,7 @@ class _Request:
         self._once = request(0)
         # Locks re-enter for their owner (a thread, an asyncio task); permits, counts and
         # campaigns are each a hold of their own.
-        self._reentrant = kind in ("lock", "multi", "read", "write")
+        self._reentrant = kind in ("lock", "multi_lock", "read", "write")
 
     def _owner(self) -> Any:
         return self._client._owner() if self._reentrant else None
@@ -418,7 +418,7 @@ class Election:
     def campaign(self, note: str = "", ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = None) -> Guard:
         """Waits to lead (by default until elected); the guard's ``term`` is the term and
         ``resign()`` ends it."""
-        return _Acquisition(self._client, "campaign", [self._name], ttl, wait, note=note).acquire()
+        return _Acquisition(self._client, "election", [self._name], ttl, wait, note=note).acquire()
 
     def leader(self) -> Optional[Leader]:
         """The current leader, or ``None``."""
@@ -436,10 +436,10 @@ class _LatchBase:
 
     def __init__(self, client: Any, name: str, ttl: Seconds) -> None:
         self._client, self._name, self._ttl = client, _name(name), ttl
-        self._counting = self._acquisition(client, "count", [name], ttl, None)
+        self._counting = self._acquisition(client, "latch", [name], ttl, None)
 
     def _look(self, wait: Optional[Seconds]) -> Any:
-        return _native.Request("count", [self._name], _seconds(self._ttl, "ttl", none_ok=False),
+        return _native.Request("latch", [self._name], _seconds(self._ttl, "ttl", none_ok=False),
                                _seconds(wait, "wait", none_ok=True))
 
 
@@ -517,7 +517,7 @@ class _ClientBase:
                    wait: Optional[Seconds] = DEFAULT_WAIT, *, max_hold: Optional[Seconds] = None,
                    renew: bool = True) -> Any:
         """All of ``names`` at once (taken in a fixed order, so no deadlock)."""
-        return self._acquisition(self, "multi", list(names), ttl, wait, max_hold=max_hold, renew=renew)
+        return self._acquisition(self, "multi_lock", list(names), ttl, wait, max_hold=max_hold, renew=renew)
 
     def election(self, name: str) -> Any:
         """The leader election ``name``."""
@@ -806,7 +806,7 @@ class AsyncElection:
     async def campaign(self, note: str = "", ttl: Seconds = DEFAULT_TTL,
                        wait: Optional[Seconds] = None) -> AsyncGuard:
         """Waits to lead; ``resign()`` on the guard ends it."""
-        return await _AsyncAcquisition(self._client, "campaign", [self._name], ttl, wait, note=note).acquire()
+        return await _AsyncAcquisition(self._client, "election", [self._name], ttl, wait, note=note).acquire()
 
     async def leader(self) -> Optional[Leader]:
         """The current leader, or ``None``."""

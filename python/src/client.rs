@@ -85,8 +85,8 @@ impl Owner {
 
 #[pymethods]
 impl Request {
-    /// An acquisition of a primitive (`kind`: lock, semaphore, read, write, multi,
-    /// campaign) of `names`, waiting `wait` seconds (`None`: until acquired; 0: one
+    /// An acquisition of a primitive (`kind`: `lock`, `semaphore`, `read`, `write`, `multi_lock`,
+    /// `election`, `latch`) of `names`, waiting `wait` seconds (`None`: until acquired; 0: one
     /// attempt).
     #[new]
     #[pyo3(signature = (kind, names, ttl, wait, permits=1, note=String::new(), take=1, max_hold=None, min_replicas=None, renew=true))]
@@ -108,14 +108,15 @@ impl Request {
         renew: bool,
     ) -> PyResult<Self> {
         let checked = || -> Result<Self, Failure> {
+            // The library's words for lease kinds (metrics, handles), and `multi_lock`.
             let kind = match kind {
                 "lock" => Kind::Lock,
                 "semaphore" => Kind::Semaphore { permits, take },
                 "read" => Kind::Read,
                 "write" => Kind::Write,
-                "multi" => Kind::Multi,
-                "campaign" => Kind::Campaign,
-                "count" => Kind::Count,
+                "multi_lock" => Kind::Multi,
+                "election" => Kind::Campaign,
+                "latch" => Kind::Count,
                 other => {
                     return Err(Failure::Binding(
                         "InvalidOption",

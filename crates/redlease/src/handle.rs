@@ -53,18 +53,27 @@ impl Held {
         }
     }
 
+    /// The lease kind's word (`Kind::word`: the same in metrics and Python).
     fn word(self) -> &'static str {
         match self {
             Self::Lock => "lock",
-            Self::Leader => "leader",
-            Self::Permit => "permit",
+            Self::Leader => "election",
+            Self::Permit => "semaphore",
             Self::Read => "read",
             Self::Write => "write",
-            Self::Count => "count",
+            Self::Count => "latch",
         }
     }
 
+    /// The kind a handle's word names; the words of handles written before the words were
+    /// one set (`leader`, `permit`, `count`) are read too.
     fn parse(word: &str) -> Option<Self> {
+        let word = match word {
+            "leader" => "election",
+            "permit" => "semaphore",
+            "count" => "latch",
+            other => other,
+        };
         [
             Self::Lock,
             Self::Leader,
@@ -294,6 +303,27 @@ mod tests {
             let text = handle.to_string();
             assert_eq!(text.parse::<LeaseHandle>()?, handle, "{text}");
         }
+        Ok(())
+    }
+
+    #[test]
+    fn handles_name_their_kind_with_the_words_of_metrics_and_read_the_earlier_words() -> Result<()>
+    {
+        let token = OwnerToken::generate()?;
+        let permit = LeaseHandle::new(
+            Kind::Permit {
+                permits: 3,
+                weight: 1,
+            },
+            ("redlease:", "pool"),
+            &token,
+            FencingToken::new(7),
+            Duration::from_millis(2500),
+        );
+        let text = permit.to_string();
+        assert!(text.contains(":semaphore:"), "{text}");
+        let earlier = text.replace(":semaphore:", ":permit:");
+        assert_eq!(earlier.parse::<LeaseHandle>()?, permit);
         Ok(())
     }
 

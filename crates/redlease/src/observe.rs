@@ -22,16 +22,9 @@ use crate::token::{FencingToken, OwnerToken};
 /// The `kind` label of a multi-lock's acquisitions and of the leases of its names.
 pub(crate) const MULTI_LOCK: &str = "multi_lock";
 
-/// The `kind` label of a lease of `kind`.
+/// The `kind` label of a lease of `kind` (its word: `Kind::word`).
 pub(crate) fn kind_label(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Mutex => "lock",
-        Kind::Leader => "election",
-        Kind::Permit { .. } => "semaphore",
-        Kind::Read => "read",
-        Kind::Write => "write",
-        Kind::Count => "latch",
-    }
+    kind.word()
 }
 
 /// The tracing span of one hold: every event of the lease (acquired, renewed, renewal

@@ -63,6 +63,20 @@ impl Kind {
         }
     }
 
+    /// The word for a lease of this kind, the same in metrics' `kind` label, tracing spans,
+    /// lease handles and the Python binding: `lock`, `election`, `semaphore`, `read`,
+    /// `write` or `latch`.
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            Self::Mutex => "lock",
+            Self::Leader => "election",
+            Self::Permit { .. } => "semaphore",
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Count => "latch",
+        }
+    }
+
     /// The row of the primitive whose lease this is: its scripts and key layouts.
     pub(crate) fn row(self) -> &'static crate::rows::Row {
         crate::rows::row(self.primitive())
