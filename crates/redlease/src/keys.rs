@@ -55,8 +55,13 @@ pub enum Primitive {
 /// excludes redlease's and the other way round. Every other key and channel (the fencing
 /// counter, holder details, queues, waiter tables, channels, a semaphore's or read-write
 /// lock's layout) is an implementation detail that may change in any release: read it
-/// through [`Client::inspect`](crate::Client::inspect), never from Redis directly. (Hidden
-/// accessors for them exist for redlease's own CLI and tests.)
+/// through [`Client::inspect`](crate::Client::inspect), never from Redis directly. The
+/// side keys' accessors ([`fence`](Self::fence), [`holder`](Self::holder),
+/// [`queue`](Self::queue), [`waiters`](Self::waiters), [`channel`](Self::channel),
+/// [`term`](Self::term), and per primitive [`permits`](Self::permits),
+/// [`holds`](Self::holds), [`counts`](Self::counts), [`rounds`](Self::rounds)) are for
+/// tools that must name them (ACL rules, clean-up, redlease's own CLI, chaos suite and
+/// tests); each names one key of one meaning.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockKeys {
     /// The lock key: the owner token with a PX expiry.
@@ -209,21 +214,29 @@ impl LockKeys {
     }
 
     /// A semaphore's permit count (a string), or `None` for another primitive.
-    #[doc(hidden)]
     pub fn permits(&self) -> Option<&str> {
         (self.primitive == Primitive::Semaphore).then_some(self.extra.as_str())
     }
 
     /// A read-write lock's holds (a ZSET owner token -> lease expiry in ms since 1970), or
     /// `None` for another primitive.
-    #[doc(hidden)]
     pub fn holds(&self) -> Option<&str> {
         (self.primitive == Primitive::RwLock).then_some(self.extra.as_str())
     }
 
+    /// A latch's counts' leases (a ZSET owner token -> lease expiry in ms since 1970), or
+    /// `None` for another primitive.
+    pub fn counts(&self) -> Option<&str> {
+        (self.primitive == Primitive::Latch).then_some(self.extra.as_str())
+    }
+
+    /// A latch's rounds (a hash), or `None` for another primitive.
+    pub fn rounds(&self) -> Option<&str> {
+        (self.primitive == Primitive::Latch).then_some(self.rounds.as_str())
+    }
+
     /// The fencing counter (an integer, kept for a week after the last grant: see
     /// `fence.lua`).
-    #[doc(hidden)]
     pub fn fence(&self) -> &str {
         &self.fence
     }
@@ -232,7 +245,6 @@ impl LockKeys {
     /// without expiry, one per election name): written by a campaign on the nodes that
     /// granted it, so that a reader can tell a granted term from a counter that the
     /// campaign has not written back yet. Unused by other primitives and deployments.
-    #[doc(hidden)]
     pub fn term(&self) -> &str {
         &self.term
     }
@@ -240,26 +252,23 @@ impl LockKeys {
     /// Holder details for operators (host, pid): a lock's string `"<fence> <details>"`
     /// (the holder's fencing token first) with the lock's expiry; a semaphore's or
     /// read-write lock's hash owner token -> `["<fence>", details]`.
-    #[doc(hidden)]
     pub fn holder(&self) -> &str {
         &self.holder
     }
 
     /// The FIFO queue of waiting owner tokens (a list).
-    #[doc(hidden)]
     pub fn queue(&self) -> &str {
         &self.queue
     }
 
-    /// The waiter table (a hash: token -> lease length, grant channel, holder details).
-    #[doc(hidden)]
+    /// The waiter table (a hash: token -> the waiter record, a JSON object: see
+    /// `scripts/lib/grants.lua`).
     pub fn waiters(&self) -> &str {
         &self.waiters
     }
 
     /// A pub/sub channel in the lock's cluster slot (for sharded pub/sub in Redis Cluster,
     /// where a channel must live in the slot of the keys a script touches).
-    #[doc(hidden)]
     pub fn channel(&self) -> &str {
         &self.channel
     }

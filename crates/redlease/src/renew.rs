@@ -50,7 +50,8 @@ const ROUND_TRIP_LEASES: usize = 1000;
 const IN_FLIGHT: usize = 8;
 
 /// How long after a renewal (or the grant, or an extend) was sent the next renewal of a
-/// lease of `ttl` falls due: a quarter of the ttl. With [`patience`], whatever moment the
+/// lease of `ttl` falls due: a quarter of the ttl. With the renewals' patience (how long
+/// one is waited for before the lease's health says `Retrying`), whatever moment the
 /// link to Redis goes silent, a renewal sent after it, or in flight then, has the lease
 /// reported [`Retrying`](crate::LeaseHealth::Retrying) within `ttl/4 + ttl/15`, under a
 /// third of the ttl; the rest of that third (`ttl/60`) is the scheduler's own slack. The
