@@ -171,6 +171,7 @@ test:
 	@$(TIMED) "rust-version build" $(MAKE) --no-print-directory msrv
 	@$(TIMED) "tests, workspace" env RUSTDOCFLAGS="-D warnings" $(CARGO) test --workspace --all-targets
 	@$(TIMED) "doc tests" env RUSTDOCFLAGS="-D warnings" $(CARGO) test --workspace --doc
+	@$(TIMED) "rustdoc, warnings denied" env RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
 	@$(TIMED) "compat, Redis 6.2" $(MAKE) --no-print-directory compat SERVER=$(REDIS62)
 	@$(TIMED) "tests, no default features" $(CARGO) test -p redlease --no-default-features --tests
 	@$(TIMED) "tests, metrics" $(CARGO) test -p redlease --features metrics --test metrics

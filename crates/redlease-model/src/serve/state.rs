@@ -93,7 +93,7 @@ pub struct ServeConfig {
     /// How many of the queue's first places watch (re-check when the holds can end); the
     /// code's `FRONT` is 3. The others re-check only when nudged or granted.
     pub front: usize,
-    /// Whether grants and withdrawals nudge the watchers ("next <ms>": re-check then).
+    /// Whether grants and withdrawals nudge the watchers (`next <ms>`: re-check then).
     pub nudges: bool,
     /// Whether a direct grant (to the caller of an attempt) nudges every waiter that moved
     /// up into the front in that serve (a variant), rather than only the one at the front's
