@@ -26,13 +26,14 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 
-/// The library's release script, put together as `lua.rs` does.
-const RELEASE_LUA: &str = concat!(
-    include_str!("../scripts/lib/fence.lua"),
-    include_str!("../scripts/lib/grants.lua"),
-    include_str!("../scripts/lib/handoff.lua"),
-    include_str!("../scripts/release.lua")
-);
+/// The library's script texts, put together by its own recipes (`src/lua.rs`, included
+/// here as a module).
+#[path = "../src/lua.rs"]
+#[allow(dead_code, reason = "the example uses the release script only")]
+mod lua;
+
+/// The library's release script.
+const RELEASE_LUA: &str = lua::RELEASE_LUA;
 
 /// The keys `release.lua` takes, as a lock's keys are laid out (one hash tag, one slot).
 const KEYS: [&str; 5] = [

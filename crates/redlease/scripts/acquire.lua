@@ -98,10 +98,7 @@ if queues then
   -- again: its skip is forgotten (one HSET), so that it is kept as long the next time.
   local entry = redis.call('HGET', KEYS[5], token)
   if not entry then
-    -- now_ms of lib/common.lua, inlined: that library is not prepended to the mutex's
-    -- scripts (their hot path would pay a closure per function per call for it).
-    local t = redis.call('TIME')
-    local since = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+    local since = string.format('%d', math.floor(server_us() / 1000))
     redis.call('HSET', KEYS[5], token, cjson.encode({ttl = ARGV[2], ch = ARGV[5], who = ARGV[3], since = since}))
     -- A new place is the last: RPUSH's reply (the queue's length) tells whether it is
     -- among the watchers, without reading the queue's front again (below).

@@ -27,8 +27,7 @@ local clock = nil
 for i = 1, n do
   if redis.call('SET', KEYS[3 * i - 2], token, 'NX', 'PX', ARGV[2]) then
     if not clock then
-      local t = redis.call('TIME')
-      clock = t[1] * 1000000 + t[2]
+      clock = server_us()
     end
     out[i + 1] = grant_fence(KEYS[3 * i - 1], nil, clock)
     redis.call('SET', KEYS[3 * i], string.format('%d', out[i + 1]) .. ' ' .. ARGV[3], 'PX', ARGV[2])

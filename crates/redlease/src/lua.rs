@@ -11,29 +11,32 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// `acquire.lua` with the hybrid-clock fencing rule of `lib/fence.lua`, the expiry helper of
+/// `acquire.lua` with the clock reader of `lib/clock.lua`, the hybrid-clock fencing rule of `lib/fence.lua`, the expiry helper of
 /// `lib/expiry.lua`, the hand-off every primitive shares (`lib/grants.lua`) and the lock's
 /// (`lib/handoff.lua`) in front.
-const ACQUIRE_LUA: &str = concat!(
+pub(crate) const ACQUIRE_LUA: &str = concat!(
+    include_str!("../scripts/lib/clock.lua"),
     include_str!("../scripts/lib/fence.lua"),
     include_str!("../scripts/lib/expiry.lua"),
     include_str!("../scripts/lib/grants.lua"),
     include_str!("../scripts/lib/handoff.lua"),
     include_str!("../scripts/acquire.lua")
 );
-/// `release.lua` (whose hand-off grants) with `lib/fence.lua`, `lib/grants.lua` and
+/// `release.lua` (whose hand-off grants) with `lib/clock.lua`, `lib/fence.lua`, `lib/grants.lua` and
 /// `lib/handoff.lua` in front.
-const RELEASE_LUA: &str = concat!(
+pub(crate) const RELEASE_LUA: &str = concat!(
+    include_str!("../scripts/lib/clock.lua"),
     include_str!("../scripts/lib/fence.lua"),
     include_str!("../scripts/lib/grants.lua"),
     include_str!("../scripts/lib/handoff.lua"),
     include_str!("../scripts/release.lua")
 );
-/// The semaphore scripts, each with `lib/common.lua`, `lib/fence.lua`, `lib/grants.lua`,
+/// The semaphore scripts, each with `lib/clock.lua`, `lib/common.lua`, `lib/fence.lua`, `lib/grants.lua`,
 /// `lib/shared.lua` and `lib/semaphore.lua` in front.
 macro_rules! semaphore_script {
     ($file:literal) => {
         concat!(
+            include_str!("../scripts/lib/clock.lua"),
             include_str!("../scripts/lib/common.lua"),
             include_str!("../scripts/lib/fence.lua"),
             include_str!("../scripts/lib/grants.lua"),
@@ -43,11 +46,12 @@ macro_rules! semaphore_script {
         )
     };
 }
-/// The read-write lock scripts, each with `lib/common.lua`, `lib/fence.lua`,
+/// The read-write lock scripts, each with `lib/clock.lua`, `lib/common.lua`, `lib/fence.lua`,
 /// `lib/grants.lua`, `lib/shared.lua` and `lib/rwlock.lua` in front.
 macro_rules! rwlock_script {
     ($file:literal) => {
         concat!(
+            include_str!("../scripts/lib/clock.lua"),
             include_str!("../scripts/lib/common.lua"),
             include_str!("../scripts/lib/fence.lua"),
             include_str!("../scripts/lib/grants.lua"),
@@ -57,11 +61,12 @@ macro_rules! rwlock_script {
         )
     };
 }
-/// The latch scripts, each with `lib/common.lua`, `lib/fence.lua` and `lib/latch.lua` in
+/// The latch scripts, each with `lib/clock.lua`, `lib/common.lua`, `lib/fence.lua` and `lib/latch.lua` in
 /// front.
 macro_rules! latch_script {
     ($file:literal) => {
         concat!(
+            include_str!("../scripts/lib/clock.lua"),
             include_str!("../scripts/lib/common.lua"),
             include_str!("../scripts/lib/fence.lua"),
             include_str!("../scripts/lib/latch.lua"),
@@ -69,48 +74,53 @@ macro_rules! latch_script {
         )
     };
 }
-const LATCH_UP_LUA: &str = latch_script!("../scripts/latch_up.lua");
-const LATCH_DOWN_LUA: &str = latch_script!("../scripts/latch_down.lua");
-const LATCH_CHECK_LUA: &str = latch_script!("../scripts/latch_check.lua");
-const SEM_ACQUIRE_LUA: &str = semaphore_script!("../scripts/sem_acquire.lua");
-const SEM_RELEASE_LUA: &str = semaphore_script!("../scripts/sem_release.lua");
-const RW_ACQUIRE_LUA: &str = rwlock_script!("../scripts/rw_acquire.lua");
-const RW_RELEASE_LUA: &str = rwlock_script!("../scripts/rw_release.lua");
-const RW_DOWNGRADE_LUA: &str = rwlock_script!("../scripts/rw_downgrade.lua");
-/// The ZSET lease scripts, each with `lib/common.lua` and `lib/expiry.lua` in front.
-const LEASE_EXTEND_LUA: &str = concat!(
+pub(crate) const LATCH_UP_LUA: &str = latch_script!("../scripts/latch_up.lua");
+pub(crate) const LATCH_DOWN_LUA: &str = latch_script!("../scripts/latch_down.lua");
+pub(crate) const LATCH_CHECK_LUA: &str = latch_script!("../scripts/latch_check.lua");
+pub(crate) const SEM_ACQUIRE_LUA: &str = semaphore_script!("../scripts/sem_acquire.lua");
+pub(crate) const SEM_RELEASE_LUA: &str = semaphore_script!("../scripts/sem_release.lua");
+pub(crate) const RW_ACQUIRE_LUA: &str = rwlock_script!("../scripts/rw_acquire.lua");
+pub(crate) const RW_RELEASE_LUA: &str = rwlock_script!("../scripts/rw_release.lua");
+pub(crate) const RW_DOWNGRADE_LUA: &str = rwlock_script!("../scripts/rw_downgrade.lua");
+/// The ZSET lease scripts, each with `lib/clock.lua`, `lib/common.lua` and `lib/expiry.lua` in front.
+pub(crate) const LEASE_EXTEND_LUA: &str = concat!(
+    include_str!("../scripts/lib/clock.lua"),
     include_str!("../scripts/lib/common.lua"),
     include_str!("../scripts/lib/expiry.lua"),
     include_str!("../scripts/lease_extend.lua")
 );
-const LEASE_RENEW_LUA: &str = concat!(
+pub(crate) const LEASE_RENEW_LUA: &str = concat!(
+    include_str!("../scripts/lib/clock.lua"),
     include_str!("../scripts/lib/common.lua"),
     include_str!("../scripts/lib/expiry.lua"),
     include_str!("../scripts/lease_renew.lua")
 );
 /// `lock_extend.lua` with `lib/expiry.lua` in front.
-const LOCK_EXTEND_LUA: &str = concat!(
+pub(crate) const LOCK_EXTEND_LUA: &str = concat!(
     include_str!("../scripts/lib/expiry.lua"),
     include_str!("../scripts/lock_extend.lua")
 );
-const LOCK_RENEW_LUA: &str = include_str!("../scripts/lock_renew.lua");
-/// `raise_fence.lua` with `lib/common.lua` and `lib/fence.lua` (for how long a fencing
+pub(crate) const LOCK_RENEW_LUA: &str = include_str!("../scripts/lock_renew.lua");
+/// `raise_fence.lua` with `lib/clock.lua`, `lib/common.lua` and `lib/fence.lua` (for how long a fencing
 /// counter is kept) in front.
-const RAISE_FENCE_LUA: &str = concat!(
+pub(crate) const RAISE_FENCE_LUA: &str = concat!(
+    include_str!("../scripts/lib/clock.lua"),
     include_str!("../scripts/lib/common.lua"),
     include_str!("../scripts/lib/fence.lua"),
     include_str!("../scripts/raise_fence.lua")
 );
-const FENCED_SET_LUA: &str = include_str!("../scripts/fenced_set.lua");
-const LEADER_LUA: &str = include_str!("../scripts/leader.lua");
-/// `holds.lua` with `lib/common.lua` in front.
-const HOLDS_LUA: &str = concat!(
+pub(crate) const FENCED_SET_LUA: &str = include_str!("../scripts/fenced_set.lua");
+pub(crate) const LEADER_LUA: &str = include_str!("../scripts/leader.lua");
+/// `holds.lua` with `lib/clock.lua` and `lib/common.lua` in front.
+pub(crate) const HOLDS_LUA: &str = concat!(
+    include_str!("../scripts/lib/clock.lua"),
     include_str!("../scripts/lib/common.lua"),
     include_str!("../scripts/holds.lua")
 );
-const PROCLAIM_LUA: &str = include_str!("../scripts/proclaim.lua");
-/// `multi_acquire.lua` with `lib/fence.lua` in front.
-const MULTI_ACQUIRE_LUA: &str = concat!(
+pub(crate) const PROCLAIM_LUA: &str = include_str!("../scripts/proclaim.lua");
+/// `multi_acquire.lua` with `lib/clock.lua` and `lib/fence.lua` in front.
+pub(crate) const MULTI_ACQUIRE_LUA: &str = concat!(
+    include_str!("../scripts/lib/clock.lua"),
     include_str!("../scripts/lib/fence.lua"),
     include_str!("../scripts/multi_acquire.lua")
 );

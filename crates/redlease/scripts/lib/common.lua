@@ -1,9 +1,9 @@
--- lib/common: a library, not a script: src/lua.rs prepends it, first, to the scripts that
--- date leases by the server's clock in ms: sem_acquire.lua, sem_release.lua,
+-- lib/common: a library, not a script: src/lua.rs prepends it (after lib/clock.lua) to the
+-- scripts that date leases by the server's clock in ms: sem_acquire.lua, sem_release.lua,
 -- rw_acquire.lua, rw_release.lua, rw_downgrade.lua, latch_up.lua, latch_down.lua,
--- latch_check.lua, lease_extend.lua, lease_renew.lua, holds.lua and raise_fence.lua. The
--- mutex's acquire.lua and lib/handoff.lua read the clock inline instead: they are the hot
--- path, and every function prepended costs a closure made and collected per call.
+-- latch_check.lua, lease_extend.lua, lease_renew.lua, holds.lua and raise_fence.lua (not
+-- to the lock's scripts: the hot path, where every function prepended costs a closure
+-- made and collected per call).
 
 -- The server's time as now_ms last read it, in µs since 1970: the fencing clock of the
 -- script's grants (grant_fence's `clock`, see lib/fence.lua), so that a grant reads TIME
@@ -13,8 +13,7 @@ local clock_us = nil
 -- The server's time in ms since 1970. Arithmetic converts TIME's strings itself, parsing
 -- each once (tonumber parses twice).
 local function now_ms()
-  local t = redis.call('TIME')
-  clock_us = t[1] * 1000000 + t[2]
+  clock_us = server_us()
   return math.floor(clock_us / 1000)
 end
 

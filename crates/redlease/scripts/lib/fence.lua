@@ -1,4 +1,4 @@
--- lib/fence: a library, not a script: src/lua.rs prepends it (after lib/common.lua, where
+-- lib/fence: a library, not a script: src/lua.rs prepends it (after lib/clock.lua and lib/common.lua, where
 -- that is prepended too) to every script that grants: acquire.lua, release.lua (its
 -- hand-off), multi_acquire.lua, sem_acquire.lua, sem_release.lua, rw_acquire.lua,
 -- rw_release.lua, rw_downgrade.lua, latch_up.lua, latch_down.lua and latch_check.lua; and
@@ -49,12 +49,7 @@ local function holder_fence(details, counter)
 end
 
 local function grant_fence(counter, step, clock)
-  local micros = clock
-  if not micros then
-    local now = redis.call('TIME')
-    -- Arithmetic converts TIME's strings itself, parsing each once (tonumber parses twice).
-    micros = now[1] * 1000000 + now[2]
-  end
+  local micros = clock or server_us()
   if step and step > 1 then
     -- A coarser clock (a quorum's nodes: see below).
     micros = micros - micros % step

@@ -65,9 +65,7 @@ local function hand_on(own, sharded, own_ttl, own_channel)
         break
       end
       if not now then
-        -- now_ms of lib/common.lua, inlined (see acquire.lua).
-        local t = redis.call('TIME')
-        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        now = math.floor(server_us() / 1000)
       end
       if not w.skip then
         w.skip = string.format('%d', now)

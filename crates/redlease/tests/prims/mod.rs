@@ -17,70 +17,21 @@ use redis::aio::MultiplexedConnection;
 use redis::{RedisResult, Script, Value};
 use redlease::{LockKeys, Primitive};
 
-pub const SEM_ACQUIRE: &str = concat!(
-    include_str!("../../scripts/lib/common.lua"),
-    include_str!("../../scripts/lib/fence.lua"),
-    include_str!("../../scripts/lib/grants.lua"),
-    include_str!("../../scripts/lib/shared.lua"),
-    include_str!("../../scripts/lib/semaphore.lua"),
-    include_str!("../../scripts/sem_acquire.lua")
-);
-pub const SEM_RELEASE: &str = concat!(
-    include_str!("../../scripts/lib/common.lua"),
-    include_str!("../../scripts/lib/fence.lua"),
-    include_str!("../../scripts/lib/grants.lua"),
-    include_str!("../../scripts/lib/shared.lua"),
-    include_str!("../../scripts/lib/semaphore.lua"),
-    include_str!("../../scripts/sem_release.lua")
-);
-pub const RW_ACQUIRE: &str = concat!(
-    include_str!("../../scripts/lib/common.lua"),
-    include_str!("../../scripts/lib/fence.lua"),
-    include_str!("../../scripts/lib/grants.lua"),
-    include_str!("../../scripts/lib/shared.lua"),
-    include_str!("../../scripts/lib/rwlock.lua"),
-    include_str!("../../scripts/rw_acquire.lua")
-);
-pub const RW_RELEASE: &str = concat!(
-    include_str!("../../scripts/lib/common.lua"),
-    include_str!("../../scripts/lib/fence.lua"),
-    include_str!("../../scripts/lib/grants.lua"),
-    include_str!("../../scripts/lib/shared.lua"),
-    include_str!("../../scripts/lib/rwlock.lua"),
-    include_str!("../../scripts/rw_release.lua")
-);
-pub const RW_DOWNGRADE: &str = concat!(
-    include_str!("../../scripts/lib/common.lua"),
-    include_str!("../../scripts/lib/fence.lua"),
-    include_str!("../../scripts/lib/grants.lua"),
-    include_str!("../../scripts/lib/shared.lua"),
-    include_str!("../../scripts/lib/rwlock.lua"),
-    include_str!("../../scripts/rw_downgrade.lua")
-);
-pub const LEASE_EXTEND: &str = concat!(
-    include_str!("../../scripts/lib/common.lua"),
-    include_str!("../../scripts/lib/expiry.lua"),
-    include_str!("../../scripts/lease_extend.lua")
-);
-pub const LEASE_RENEW: &str = concat!(
-    include_str!("../../scripts/lib/common.lua"),
-    include_str!("../../scripts/lib/expiry.lua"),
-    include_str!("../../scripts/lease_renew.lua")
-);
+/// The library's script texts, put together by its own recipes (`src/lua.rs`, included
+/// here as a module: one place says which libraries go in front of which script).
+#[path = "../../src/lua.rs"]
+mod lua;
+
+pub const SEM_ACQUIRE: &str = lua::SEM_ACQUIRE_LUA;
+pub const SEM_RELEASE: &str = lua::SEM_RELEASE_LUA;
+pub const RW_ACQUIRE: &str = lua::RW_ACQUIRE_LUA;
+pub const RW_RELEASE: &str = lua::RW_RELEASE_LUA;
+pub const RW_DOWNGRADE: &str = lua::RW_DOWNGRADE_LUA;
+pub const LEASE_EXTEND: &str = lua::LEASE_EXTEND_LUA;
+pub const LEASE_RENEW: &str = lua::LEASE_RENEW_LUA;
 /// The mutex's own scripts, for the conflict tests.
-pub const MUTEX_ACQUIRE: &str = concat!(
-    include_str!("../../scripts/lib/fence.lua"),
-    include_str!("../../scripts/lib/expiry.lua"),
-    include_str!("../../scripts/lib/grants.lua"),
-    include_str!("../../scripts/lib/handoff.lua"),
-    include_str!("../../scripts/acquire.lua")
-);
-pub const MUTEX_RELEASE: &str = concat!(
-    include_str!("../../scripts/lib/fence.lua"),
-    include_str!("../../scripts/lib/grants.lua"),
-    include_str!("../../scripts/lib/handoff.lua"),
-    include_str!("../../scripts/release.lua")
-);
+pub const MUTEX_ACQUIRE: &str = lua::ACQUIRE_LUA;
+pub const MUTEX_RELEASE: &str = lua::RELEASE_LUA;
 
 /// A pause for steps that wait on Redis' clock (a lease running out).
 const POLL: Duration = Duration::from_millis(5);
