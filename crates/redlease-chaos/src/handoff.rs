@@ -297,6 +297,28 @@ fn since(history: &[Event], from: Duration) -> &[Event] {
     &history[history.partition_point(|e| e.at < from)..]
 }
 
+/// `d` in whole milliseconds, for notes.
+pub(crate) fn millis(d: Duration) -> String {
+    format!("{:.0}", d.as_secs_f64() * 1000.0)
+}
+
+/// Writes the range of sorted `stalls` into `note`: "min-max ms in n of m rounds", or that
+/// no round of `rounds` had a next holder.
+pub(crate) fn write_stalls(note: &mut String, stalls: &[Duration], rounds: usize) {
+    if let (Some(min), Some(max)) = (stalls.first(), stalls.last()) {
+        let _ = write!(
+            note,
+            "{}-{} ms in {} of {} rounds",
+            millis(*min),
+            millis(*max),
+            stalls.len(),
+            rounds
+        );
+    } else {
+        let _ = write!(note, "no next holder in {rounds} rounds");
+    }
+}
+
 /// One sentence for the row's note: the rounds' stalls from the holder's release to the
 /// next holder (min-max, each), against the ttl and the claim window, and how soon the cut
 /// waiter acquired again after the heal.
@@ -304,7 +326,7 @@ pub(crate) fn describe_cut_waiters(rounds: &[CutWaiter], ttl: Duration, note: &m
     if rounds.is_empty() {
         return;
     }
-    let ms = |d: Duration| format!("{:.0}", d.as_secs_f64() * 1000.0);
+    let ms = millis;
     let mut stalls: Vec<Duration> = rounds.iter().filter_map(|r| r.stall).collect();
     let each: Vec<String> = rounds
         .iter()
@@ -317,18 +339,7 @@ pub(crate) fn describe_cut_waiters(rounds: &[CutWaiter], ttl: Duration, note: &m
         ms(ttl),
         ms(claim_window(ttl))
     );
-    if let (Some(min), Some(max)) = (stalls.first(), stalls.last()) {
-        let _ = write!(
-            note,
-            "{}-{} ms in {} of {} rounds",
-            ms(*min),
-            ms(*max),
-            stalls.len(),
-            rounds.len()
-        );
-    } else {
-        let _ = write!(note, "no next holder in {} rounds", rounds.len());
-    }
+    crate::handoff::write_stalls(note, &stalls, rounds.len());
     let _ = write!(note, " ({} ms)", each.join(", "));
     let long = stalls.iter().filter(|&&d| d >= ttl / 2).count();
     if long > 0 {

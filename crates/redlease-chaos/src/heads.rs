@@ -269,7 +269,7 @@ pub(crate) fn describe(rounds: &[Measured], from: &str, ttl: Duration, note: &mu
     if rounds.is_empty() {
         return;
     }
-    let ms = |d: Duration| format!("{:.0}", d.as_secs_f64() * 1000.0);
+    let ms = crate::handoff::millis;
     let mut stalls: Vec<Duration> = rounds.iter().filter_map(|r| r.stall).collect();
     stalls.sort();
     let _ = write!(
@@ -278,18 +278,7 @@ pub(crate) fn describe(rounds: &[Measured], from: &str, ttl: Duration, note: &mu
         ms(ttl),
         ms(crate::handoff::claim_window(ttl))
     );
-    if let (Some(min), Some(max)) = (stalls.first(), stalls.last()) {
-        let _ = write!(
-            note,
-            "{}-{} ms in {} of {} rounds",
-            ms(*min),
-            ms(*max),
-            stalls.len(),
-            rounds.len()
-        );
-    } else {
-        let _ = write!(note, "no next holder in {} rounds", rounds.len());
-    }
+    crate::handoff::write_stalls(note, &stalls, rounds.len());
     let each: Vec<String> = rounds
         .iter()
         .map(|r| r.stall.map_or_else(|| "none".to_owned(), ms))

@@ -25,19 +25,41 @@ pub(crate) struct Row {
     pub(crate) release: (&'static LazyLock<Script>, &'static str, Args),
     /// Setting a lease's ttl from now; its file name, for messages; its arguments.
     pub(crate) extend: (&'static LazyLock<Script>, &'static str, Args),
-    /// The KEYS of its acquire and release scripts, in their order.
-    pub(crate) script_keys: fn(&LockKeys) -> Vec<&str>,
+    /// The KEYS of its acquire and release scripts, in their order (no allocation: a
+    /// script call is the hot path).
+    pub(crate) script_keys: fn(&LockKeys) -> ScriptKeys<'_>,
     /// The three keys `lease_extend.lua` and `lease_renew.lua` take: the holds (a ZSET of
     /// token -> expiry), the holders table, and the key whose expiry follows the latest
     /// lease (`lock_extend.lua` takes the first two).
     pub(crate) lease_keys: fn(&LockKeys) -> [&str; 3],
 }
 
+/// Up to six keys, the most any primitive's acquire and release scripts take.
+#[derive(Debug)]
+pub(crate) struct ScriptKeys<'k> {
+    keys: [&'k str; 6],
+    len: usize,
+}
+
+impl<'k> ScriptKeys<'k> {
+    fn of<const N: usize>(keys: [&'k str; N]) -> Self {
+        let mut all = [""; 6];
+        let len = N.min(6);
+        all[..len].copy_from_slice(&keys[..len]);
+        Self { keys: all, len }
+    }
+
+    /// The keys, in the scripts' order.
+    pub(crate) fn as_slice(&self) -> &[&'k str] {
+        &self.keys[..self.len]
+    }
+}
+
 static LOCK: Row = Row {
     acquire: (&ACQUIRE, args::ACQUIRE),
     release: (&RELEASE, "release.lua", args::RELEASE),
     extend: (&LOCK_EXTEND, "lock_extend.lua", args::LOCK_EXTEND),
-    script_keys: |k| k.script_keys().to_vec(),
+    script_keys: |k| ScriptKeys::of(k.script_keys()),
     lease_keys: |k| [&k.key, &k.holder, &k.extra],
 };
 
@@ -45,7 +67,7 @@ static SEMAPHORE: Row = Row {
     acquire: (&SEM_ACQUIRE, args::SEM_ACQUIRE),
     release: (&SEM_RELEASE, "sem_release.lua", args::SEM_RELEASE),
     extend: (&LEASE_EXTEND, "lease_extend.lua", args::LEASE_EXTEND),
-    script_keys: |k| k.shared_lease_keys().to_vec(),
+    script_keys: |k| ScriptKeys::of(k.shared_lease_keys()),
     lease_keys: |k| [&k.key, &k.holder, &k.extra],
 };
 
@@ -53,7 +75,7 @@ static RWLOCK: Row = Row {
     acquire: (&RW_ACQUIRE, args::RW_ACQUIRE),
     release: (&RW_RELEASE, "rw_release.lua", args::RW_RELEASE),
     extend: (&LEASE_EXTEND, "lease_extend.lua", args::LEASE_EXTEND),
-    script_keys: |k| k.shared_lease_keys().to_vec(),
+    script_keys: |k| ScriptKeys::of(k.shared_lease_keys()),
     lease_keys: |k| [&k.extra, &k.holder, &k.key],
 };
 
@@ -61,7 +83,7 @@ static LATCH: Row = Row {
     acquire: (&LATCH_UP, args::LATCH_UP),
     release: (&LATCH_DOWN, "latch_down.lua", args::LATCH_DOWN),
     extend: (&LEASE_EXTEND, "lease_extend.lua", args::LEASE_EXTEND),
-    script_keys: |k| k.latch_keys().to_vec(),
+    script_keys: |k| ScriptKeys::of(k.latch_keys()),
     lease_keys: |k| [&k.extra, &k.holder, &k.key],
 };
 

@@ -415,7 +415,7 @@ fn as_eval(cmd: &Cmd) -> Option<(Cmd, &'static str)> {
 
 /// `script` with the keys of `kind`'s primitive, in its scripts' order.
 fn with_keys(script: &'static Script, args: Args, keys: &LockKeys, kind: Kind) -> Call {
-    Call::new(script, args, &(kind.row().script_keys)(keys))
+    Call::new(script, args, (kind.row().script_keys)(keys).as_slice())
 }
 
 /// The release channel and how to publish on it, as every latch script ends its ARGV:
