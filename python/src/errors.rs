@@ -44,7 +44,8 @@ fn class_name(e: &redlease::Error) -> &'static str {
     use redlease::Error as E;
     match e {
         E::Timeout { .. } => "Timeout",
-        E::Lost { .. } => "Lost",
+        // Python's adopt raised `Lost` before the library had its own error for it.
+        E::Lost { .. } | E::HandleGone { .. } => "Lost",
         E::ShutDown { .. } => "ShutDown",
         E::Released { .. } => "Released",
         E::ConnectTimeout { .. } => "ConnectionError",

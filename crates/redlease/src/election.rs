@@ -156,7 +156,10 @@ impl Election {
         spec.holder = Some(Arc::clone(&note));
         let guard = spec.acquire(Kind::Leader).await?;
         tracing::info!(term = %guard.fencing_token(), "leading");
-        Ok(Leadership { guard, note })
+        Ok(Leadership {
+            guard,
+            note: std::sync::Mutex::new(note),
+        })
     }
 
     /// Campaigns with `note` (as [`campaign`](Election::campaign)), runs `work` while
@@ -202,6 +205,79 @@ impl Election {
             }
         };
         crate::builder::settle(outcome, leadership.resign().await)
+    }
+
+    /// Leads again and again: campaigns with `note`, runs `work` while leading (as
+    /// [`run`](Election::run)), and when leadership is lost, or `work` returns `Ok`,
+    /// resigns and campaigns again, queueing behind the other candidates (Curator's
+    /// `LeaderSelector` with auto-requeue). A scheduler that must always have one leader
+    /// among its instances is this call, never returning while things go well.
+    ///
+    /// `work` may [proclaim](Leadership::proclaim) through the shared reference it is given.
+    /// A lost leadership is logged (`tracing`, warn) and is not an error here: the next
+    /// campaign starts at once. Failures that campaigning again cannot mend end the loop.
+    /// In a spawned task, give it an `async move` closure over owned state (an `Arc`):
+    /// one that borrows its surroundings is not `Send` for every call (a limit of Rust's
+    /// async closures today).
+    ///
+    /// # Errors
+    /// `work`'s own error, unchanged (after resigning). Otherwise, converted with
+    /// `From<Error>`, an error of a campaign that its waiting did not ride out (bad
+    /// options, [`Error::Auth`], [`Error::ShutDown`] after the client's shutdown, a wait
+    /// that ran out when the election has one).
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops `work` and resigns in the background.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example(client: redlease::Client) -> redlease::Result<()> {
+    /// client
+    ///     .election("scheduler")
+    ///     .keep_leading("scheduler on host-a", async |leadership| {
+    ///         leadership.proclaim("host-a: scheduling").await?;
+    ///         // ... schedule until done or deposed; then it campaigns again ...
+    ///         Ok::<_, redlease::Error>(())
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn keep_leading<E, F>(
+        &self,
+        note: impl Into<String>,
+        mut work: F,
+    ) -> std::result::Result<std::convert::Infallible, E>
+    where
+        F: AsyncFnMut(&Leadership) -> std::result::Result<(), E>,
+        E: From<Error>,
+    {
+        let note = note.into();
+        loop {
+            let leadership = self.campaign(note.as_str()).await?;
+            let term = leadership.term();
+            let outcome = {
+                let work = work(&leadership);
+                tokio::select! {
+                    biased;
+                    () = leadership.lost() => None,
+                    out = work => Some(out),
+                }
+            };
+            match outcome {
+                Some(Err(e)) => {
+                    let _ = leadership.resign().await;
+                    return Err(e);
+                }
+                Some(Ok(())) => {
+                    if let Err(e) = leadership.resign().await {
+                        tracing::warn!(%term, error = %e, "leadership ended before resigning; campaigning again");
+                    }
+                }
+                None => {
+                    tracing::warn!(%term, "leadership lost; campaigning again");
+                }
+            }
+        }
     }
 
     /// Who leads now, or `None`. Over a quorum, the leader a majority of nodes name, once
@@ -381,7 +457,9 @@ impl Observer {
 #[derive(Debug)]
 pub struct Leadership {
     guard: Guard,
-    note: Arc<str>,
+    /// Behind a lock so that [`proclaim`](Leadership::proclaim) takes `&self`: the work
+    /// inside [`Election::run`] holds a shared reference.
+    note: std::sync::Mutex<Arc<str>>,
 }
 
 impl Leadership {
@@ -393,8 +471,17 @@ impl Leadership {
 
     /// The note this leader campaigned with, or the last it
     /// [proclaimed](Leadership::proclaim).
-    pub fn note(&self) -> &str {
-        &self.note
+    pub fn note(&self) -> String {
+        self.current_note().to_string()
+    }
+
+    fn current_note(&self) -> Arc<str> {
+        Arc::clone(
+            &self
+                .note
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     /// Replaces the note that [`Election::leader`] and [`Election::observe`] report for
@@ -423,14 +510,18 @@ impl Leadership {
     /// # Examples
     /// ```no_run
     /// # async fn example(client: redlease::Client) -> redlease::Result<()> {
-    /// let mut leadership = client.election("scheduler").campaign("host-a: starting").await?;
+    /// let leadership = client.election("scheduler").campaign("host-a: starting").await?;
     /// // ... warm up ...
     /// leadership.proclaim("host-a: serving on :8080").await?;
     /// # Ok(()) }
     /// ```
     #[tracing::instrument(skip_all, fields(election = %self.guard.holding().lease.name))]
-    pub async fn proclaim(&mut self, note: impl Into<String>) -> Result<()> {
-        self.note = proclaim(&self.guard, &note.into()).await?;
+    pub async fn proclaim(&self, note: impl Into<String>) -> Result<()> {
+        let note = proclaim(&self.guard, &note.into()).await?;
+        *self
+            .note
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = note;
         Ok(())
     }
 
@@ -484,6 +575,7 @@ impl Leadership {
     /// The guard and the note (for the blocking API).
     #[cfg(feature = "blocking")]
     pub(crate) fn into_parts(self) -> (Guard, Arc<str>) {
-        (self.guard, self.note)
+        let note = self.current_note();
+        (self.guard, note)
     }
 }

@@ -113,6 +113,17 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A [`LeaseHandle`](crate::LeaseHandle) could not be adopted: its lease is gone
+    /// (released, expired before it was adopted, or another owner holds the lock). Nothing
+    /// ran under it in this process and nothing was changed in Redis.
+    #[error(
+        "lock `{name}` cannot be adopted: the handle's lease is gone (released, expired, or another owner holds the lock); nothing ran under it here: acquire the lock anew"
+    )]
+    #[non_exhaustive]
+    HandleGone {
+        /// The lock's name.
+        name: String,
+    },
     /// An option is out of range.
     #[error("invalid option `{option}`: {reason}")]
     #[non_exhaustive]

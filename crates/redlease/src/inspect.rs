@@ -51,8 +51,8 @@ impl Client {
     /// println!("{} waiting", state.waiters.len());
     /// # Ok(()) }
     /// ```
-    pub async fn inspect(&self, name: &str) -> Result<Inspection> {
-        self.inspect_keys(&self.keys_of(name)?).await
+    pub async fn inspect(&self, name: impl AsRef<str>) -> Result<Inspection> {
+        self.inspect_keys(&self.keys_of(name.as_ref())?).await
     }
 
     /// As [`Client::inspect`], for the name whose keys are `keys` (any prefix:
@@ -76,8 +76,8 @@ impl Client {
     ///
     /// # Cancel safety
     /// As [`Client::force_release_keys`].
-    pub async fn force_release(&self, name: &str) -> Result<Inspection> {
-        self.force_release_keys(&self.keys_of(name)?).await
+    pub async fn force_release(&self, name: impl AsRef<str>) -> Result<Inspection> {
+        self.force_release_keys(&self.keys_of(name.as_ref())?).await
     }
 
     /// Removes every hold on the name of `keys`, whoever holds it, and returns what it

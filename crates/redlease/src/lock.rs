@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::guard::Guard;
 use crate::handle::LeaseHandle;
 use crate::keys::{LockKeys, Primitive};
-use crate::lease::{Lease, lost};
+use crate::lease::Lease;
 use crate::renew::Renewal;
 use crate::scripts::Kind;
 use crate::ttl::ttl_millis;
@@ -234,8 +234,9 @@ impl Lock {
     /// (see [`LeaseHandle`]).
     ///
     /// # Errors
-    /// [`Error::Lost`] when the lock no longer holds the handle's owner token (the lease
-    /// expired before it was adopted, or another owner holds it): nothing was changed.
+    /// [`Error::HandleGone`] when the lock no longer holds the handle's owner token (the
+    /// lease was released, expired before it was adopted, or another owner holds it):
+    /// nothing was changed.
     /// [`Error::InvalidHandle`] when the handle is of another name or key prefix than
     /// this `Lock`; [`Error::Unsupported`] for a handle of a semaphore permit, a
     /// read-write lock's hold or an election's lock (only a lock's lease can be adopted);
@@ -288,7 +289,9 @@ impl Lock {
             .await?;
         if !held {
             tracing::debug!("the handle's lease is gone: expired, or another owner holds the lock");
-            return Err(lost(&spec.name));
+            return Err(Error::HandleGone {
+                name: spec.name.to_string(),
+            });
         }
         let lease = Lease::new(
             Arc::clone(&spec.name),

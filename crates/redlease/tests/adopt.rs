@@ -128,7 +128,7 @@ async fn a_handle_whose_lease_ran_out_is_refused() {
     until_absent(&conn, &key).await;
     let taken_over = adopter.lock("adopt:expired").adopt(handle.clone()).await;
     assert!(
-        matches!(&taken_over, Err(Error::Lost { name, .. }) if name == "adopt:expired"),
+        matches!(&taken_over, Err(Error::HandleGone { name, .. }) if name == "adopt:expired"),
         "{taken_over:?}"
     );
     // Nor is a lease another owner took in the meantime, which stays theirs.
@@ -140,11 +140,41 @@ async fn a_handle_whose_lease_ran_out_is_refused() {
         .unwrap();
     let taken_over = adopter.lock("adopt:expired").adopt(handle).await;
     assert!(
-        matches!(&taken_over, Err(Error::Lost { .. })),
+        matches!(&taken_over, Err(Error::HandleGone { .. })),
         "{taken_over:?}"
     );
     assert!(taker.owned().await.unwrap());
     taker.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_handle_is_refused_in_its_own_words() {
+    let server = server();
+    let (first, adopter) = (client(&server).await, client(&server).await);
+    let handle = first
+        .lock("adopt:released")
+        .ttl(TTL)
+        .acquire()
+        .await
+        .unwrap()
+        .detach();
+    let guard = adopter
+        .lock("adopt:released")
+        .adopt(handle.clone())
+        .await
+        .unwrap();
+    guard.release().await.unwrap();
+    // Nothing ran under the second adoption: the error says so, not that work overlapped.
+    let again = adopter.lock("adopt:released").adopt(handle).await;
+    let Err(e) = again else {
+        panic!("a released handle was adopted: {again:?}")
+    };
+    assert!(matches!(&e, Error::HandleGone { name, .. } if name == "adopt:released"));
+    let text = e.to_string();
+    assert!(
+        text.contains("cannot be adopted") && !text.contains("overlapped"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

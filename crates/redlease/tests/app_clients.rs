@@ -95,11 +95,13 @@ async fn client_wide_defaults_apply_to_every_primitive_unless_overridden() {
     // The client's wait: none, so a busy lock times out at once.
     let busy = client.lock("job").acquire().await.unwrap_err();
     assert!(matches!(busy, Error::Timeout { .. }), "{busy:?}");
-    // The client's prefix for inspection and forced release too.
-    let state = client.inspect("job").await.unwrap();
+    // The client's prefix for inspection and forced release too; names are passed as
+    // any string, as to the builders (`&str`, `String`, `&String`).
+    let name = String::from("job");
+    let state = client.inspect(&name).await.unwrap();
     assert_eq!(state.key, "app:job");
     assert_eq!(state.snapshot.holders.len(), 1);
-    let removed = client.force_release("job").await.unwrap();
+    let removed = client.force_release(name).await.unwrap();
     assert_eq!(removed.snapshot.holders.len(), 1);
     assert!(!guard.owned().await.unwrap());
     drop(guard);

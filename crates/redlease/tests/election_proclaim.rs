@@ -70,7 +70,7 @@ async fn proclaim_replaces_the_note_and_keeps_the_term_and_the_expiries() {
     let mut conn = raw(&server).await;
     let election = client.election("scheduler").ttl(LONG);
     let keys = election.keys().unwrap();
-    let mut leadership = election.campaign("host-a: starting").await.unwrap();
+    let leadership = election.campaign("host-a: starting").await.unwrap();
     let term = leadership.term();
 
     // Expiries of their own on the lock and on the note, told apart from the lease's ttl
@@ -127,7 +127,7 @@ async fn an_observer_is_told_a_proclaimed_note_in_the_same_term() {
     let election = client.election("scheduler").ttl(LONG);
     let (mut observed, forwarder) = observed_in_a_task(&election);
     assert!(matches!(observed.next().await, Some(Ok(None))));
-    let mut leadership = election.campaign("a").await.unwrap();
+    let leadership = election.campaign("a").await.unwrap();
     let first = until_note(&mut observed, "a").await;
     leadership.proclaim("a, ready").await.unwrap();
     let second = until_note(&mut observed, "a, ready").await;
@@ -150,7 +150,7 @@ async fn a_lost_leadership_proclaims_nothing() {
 
     // The lock deleted behind the leader's back (an operator, a flushed or failed-over
     // Redis): the proclaim neither takes the lock again nor writes the note.
-    let mut leadership = election.campaign("a").await.unwrap();
+    let leadership = election.campaign("a").await.unwrap();
     let details = common::get(&mut conn, keys.holder()).await.unwrap();
     let () = conn.del(keys.key()).await.unwrap();
     assert!(matches!(
@@ -175,7 +175,7 @@ async fn a_lost_leadership_proclaims_nothing() {
 
     // The lock (and its note) taken by another holder: the deposed leader's proclaim
     // leaves the new leader's note alone.
-    let mut deposed = election.campaign("b").await.unwrap();
+    let deposed = election.campaign("b").await.unwrap();
     let () = conn.set(keys.key(), "another owner").await.unwrap();
     let () = conn.set(keys.holder(), "99 c").await.unwrap();
     assert!(matches!(
@@ -204,7 +204,7 @@ async fn quorum_and_cluster_leaders_proclaim() {
     for (client, quorum_nodes) in [(quorum, Some(&nodes)), (cluster, None)] {
         let election = client.election("scheduler").ttl(LONG);
         let (mut observed, forwarder) = observed_in_a_task(&election);
-        let mut leadership = election.campaign("a").await.unwrap();
+        let leadership = election.campaign("a").await.unwrap();
         let first = until_note(&mut observed, "a").await;
         leadership.proclaim("a, ready").await.unwrap();
         let second = until_note(&mut observed, "a, ready").await;
@@ -226,4 +226,95 @@ async fn quorum_and_cluster_leaders_proclaim() {
         forwarder.abort();
         leadership.resign().await.unwrap();
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_work_inside_run_proclaims_and_observers_are_told() {
+    let server = server();
+    let client = client(&server).await;
+    let election = client.election("run-proclaims").ttl(LONG);
+    let (mut observed, forwarder) = observed_in_a_task(&election);
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    let leading = tokio::spawn({
+        let election = election.clone();
+        async move {
+            election
+                .run("host-a: starting", async |leadership| {
+                    leadership.proclaim("host-a: serving").await?;
+                    assert_eq!(leadership.note(), "host-a: serving");
+                    let _ = ready_tx.send(leadership.term());
+                    let _ = done_rx.await;
+                    Ok::<_, Error>(())
+                })
+                .await
+        }
+    });
+    let term = bounded("the work to proclaim", ready_rx).await.unwrap();
+    let told = until_note(&mut observed, "host-a: serving").await;
+    assert_eq!(told.term, term);
+    done_tx.send(()).unwrap();
+    bounded("run to end", leading).await.unwrap().unwrap();
+    forwarder.abort();
+}
+
+/// The error of the work under `keep_leading`.
+#[derive(Debug)]
+enum Ended {
+    Work,
+    Library(#[expect(dead_code, reason = "shown by Debug when a test fails")] Error),
+}
+
+impl From<Error> for Ended {
+    fn from(e: Error) -> Self {
+        Self::Library(e)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_leading_campaigns_again_after_a_loss_and_ends_with_the_works_error() {
+    let server = server();
+    let (candidate, operator) = (client(&server).await, client(&server).await);
+    // Renewed every half second: the leader finds its lease removed within one.
+    let election = candidate
+        .election("keeps-leading")
+        .ttl(Duration::from_secs(2));
+    let (terms_tx, mut terms) = tokio::sync::mpsc::unbounded_channel();
+    let leading = tokio::spawn({
+        let election = election.clone();
+        let rounds = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        async move {
+            election
+                .keep_leading("host-a", async move |leadership| {
+                    let round = rounds.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                    leadership
+                        .proclaim(format!("host-a: round {round}"))
+                        .await?;
+                    terms_tx.send(leadership.term()).unwrap();
+                    match round {
+                        // Deposed from outside: the work is dropped and it campaigns again.
+                        1 => std::future::pending().await,
+                        // The work ends by itself: it resigns and campaigns again.
+                        2 => Ok(()),
+                        _ => Err(Ended::Work),
+                    }
+                })
+                .await
+        }
+    });
+    let first = bounded("the first term", terms.recv()).await.unwrap();
+    // An operator removes the leader's lease: its next renewal finds it gone.
+    let removed = operator.force_release("keeps-leading").await.unwrap();
+    assert_eq!(removed.snapshot.holders.len(), 1);
+    let second = bounded("leading again after the loss", terms.recv())
+        .await
+        .unwrap();
+    let third = bounded("leading again after the work ended", terms.recv())
+        .await
+        .unwrap();
+    assert!(first < second && second < third, "{first} {second} {third}");
+    let ended = bounded("keep_leading to end", leading).await.unwrap();
+    assert!(matches!(&ended, Err(Ended::Work)), "{ended:?}");
+    // It resigned before returning: nobody leads.
+    assert!(election.leader().await.unwrap().is_none());
 }

@@ -44,8 +44,12 @@ async fn transfer(client: Client, resource: String, transfers: u32) {
         let from = rand::random_range(0..ACCOUNTS);
         let to = (from + rand::random_range(1..ACCOUNTS)) % ACCOUNTS;
         let amount = rand::random_range(1..=5);
+        // A lease of a few seconds: a waiter that misses its wake-up (a lost pub/sub
+        // message) looks again when the holder's lease can have run out, and with the
+        // default 30 s lease one such miss would take this test's whole time bound.
         let guard = client
             .multi_lock([format!("account:{from}"), format!("account:{to}")])
+            .ttl(Duration::from_secs(5))
             .wait(Duration::from_secs(60))
             .acquire()
             .await
@@ -113,6 +117,7 @@ async fn transfers_keep_the_total_across_tasks_and_processes() {
 #[cfg(feature = "cluster")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_transfers_across_slots_keep_the_total() {
+    common::trace_if_asked();
     let cluster = redlease_local::Cluster::start().unwrap();
     let client = bounded("connect", Client::cluster(cluster.urls()))
         .await

@@ -239,7 +239,7 @@ impl Client {
     ///
     /// # Errors
     /// As [`crate::Client::inspect`], and [`Error::Runtime`] inside an async task.
-    pub fn inspect(&self, name: &str) -> Result<crate::Inspection> {
+    pub fn inspect(&self, name: impl AsRef<str>) -> Result<crate::Inspection> {
         block_on(&self.runtime, self.inner.inspect(name))?
     }
 
@@ -257,7 +257,7 @@ impl Client {
     ///
     /// # Errors
     /// As [`crate::Client::force_release`], and [`Error::Runtime`] inside an async task.
-    pub fn force_release(&self, name: &str) -> Result<crate::Inspection> {
+    pub fn force_release(&self, name: impl AsRef<str>) -> Result<crate::Inspection> {
         block_on(&self.runtime, self.inner.force_release(name))?
     }
 

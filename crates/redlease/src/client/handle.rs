@@ -30,6 +30,12 @@ use crate::semaphore::Semaphore;
 /// Before a program ends, call [`Client::shutdown`]: it gives back every lease the
 /// client still holds and waits for releases running in the background, which a runtime
 /// that shuts down would otherwise drop (leaving locks held until their TTL).
+///
+/// # Names
+/// Every method that takes a name takes any string (`&str`, `String`, `&String`): the
+/// builders ([`lock`](Client::lock), [`semaphore`](Client::semaphore), ...) keep it
+/// (`impl Into<String>`), one-shot calls ([`inspect`](Client::inspect),
+/// [`force_release`](Client::force_release)) borrow it (`impl AsRef<str>`).
 #[derive(Clone)]
 pub struct Client {
     pub(crate) engine: Arc<Engine>,

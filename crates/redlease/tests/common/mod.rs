@@ -28,6 +28,17 @@ use redlease_local::{RedisServer, Reply};
 /// Bound on any single test step, so that a bug shows up as a failure, not a hang.
 pub const STEP: Duration = Duration::from_secs(30);
 
+/// Writes the library's logs to stderr when `REDLEASE_TEST_LOG` holds a filter (for
+/// instance `redlease=debug`): for reading what a failing test's clients did.
+pub fn trace_if_asked() {
+    if let Ok(filter) = std::env::var("REDLEASE_TEST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .try_init();
+    }
+}
+
 pub fn server() -> RedisServer {
     match RedisServer::start() {
         Ok(s) => s,
