@@ -1,8 +1,9 @@
--- acquire: one attempt to take the lock.
--- KEYS, those of one lock, all in one cluster slot:
+-- acquire: one attempt to take the lock. Sent as lib/clock.lua .. lib/fence.lua ..
+-- lib/expiry.lua .. lib/grants.lua .. lib/handoff.lua .. acquire.lua.
+-- KEYS, those of one lock, all in one cluster slot (lib/handoff.lua's lock_keys names them:
+-- key, fence, holder, queue, waiters):
 --   KEYS[1] lock key: the owner token alone, with a PX expiry (a plain SET NX PX lock)
---   KEYS[2] fencing counter: the last token granted (see lib/fence.lua, prepended to this script
---           with lib/expiry.lua, lib/grants.lua and lib/handoff.lua)
+--   KEYS[2] fencing counter: the last token granted (see lib/fence.lua)
 --   KEYS[3] holder details: "<fence> <details for operators>" (free text after the
 --           holder's fencing token), same expiry as KEYS[1]: the holder's token lives as
 --           long as its lease, whatever becomes of the counter (which may expire or be
@@ -51,6 +52,7 @@
 --                     among the queue's watchers (its first places, see lib/grants.lua):
 --                     it need not re-check when the holder's lease can end (the watchers
 --                     do, and whoever moves it up into the front nudges it)
+local lock = lock_keys(KEYS)
 local token = ARGV[1]
 local mode = ARGV[4]
 local queues = mode == 'grants' or mode == 'grants-first'
@@ -61,33 +63,33 @@ local sharded = ARGV[8] == 'S'
 -- hand-off's waiter did not confirm it in its claim window (lib/handoff.lua). Then the oldest
 -- waiter is served first (the caller only if that is its own place): an attempt never
 -- takes the lock past a waiter that queued before it.
-if redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
-  local head = redis.call('LINDEX', KEYS[4], 0)
+if redis.call('SET', lock.key, token, 'NX', 'PX', ARGV[2]) then
+  local head = redis.call('LINDEX', lock.queue, 0)
   local handed = false
   if head and head ~= '~' then
-    handed = hand_on(token, sharded, ARGV[2]) ~= nil
+    handed = hand_on(lock, token, sharded, ARGV[2]) ~= nil
   end
   if not handed then
     if mode == 'grants' or mode == 'leave' or mode == 'listen' then
-      withdraw(KEYS[4], KEYS[5], token, tonumber(ARGV[2]), KEYS[1], sharded)
+      withdraw(lock.queue, lock.waiters, token, tonumber(ARGV[2]), lock.key, sharded)
     end
-    local fence = grant_fence(KEYS[2], ARGV[9] and tonumber(ARGV[9]))
-    redis.call('SET', KEYS[3], string.format('%d', fence) .. ' ' .. ARGV[3], 'PX', ARGV[2])
+    local fence = grant_fence(lock.fence, ARGV[9] and tonumber(ARGV[9]))
+    redis.call('SET', lock.holder, string.format('%d', fence) .. ' ' .. ARGV[3], 'PX', ARGV[2])
     if ARGV[7] and ARGV[7] ~= '' then
-      redis.call(sharded and 'SPUBLISH' or 'PUBLISH', ARGV[7], KEYS[1])
+      redis.call(sharded and 'SPUBLISH' or 'PUBLISH', ARGV[7], lock.key)
     end
     return fence
   end
   -- Handed to an older waiter: the caller finds it busy (and queues, if it joins).
   if ARGV[7] and ARGV[7] ~= '' then
-    redis.call(sharded and 'SPUBLISH' or 'PUBLISH', ARGV[7], KEYS[1])
+    redis.call(sharded and 'SPUBLISH' or 'PUBLISH', ARGV[7], lock.key)
   end
 end
-local current = redis.call('GET', KEYS[1])
+local current = redis.call('GET', lock.key)
 if current == token then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('PEXPIRE', KEYS[3], ARGV[2])
-  return {2, holder_fence(KEYS[3], KEYS[2]), 0}
+  redis.call('PEXPIRE', lock.key, ARGV[2])
+  redis.call('PEXPIRE', lock.holder, ARGV[2])
+  return {2, holder_fence(lock.holder, lock.fence), 0}
 end
 -- A new place's position in the queue, counted from 1 (nil: no new place).
 local placed = nil
@@ -96,45 +98,45 @@ if queues then
   -- the clock, so a retry costs one call here (HGET), as HSETNX did. A place a hand-off
   -- skipped while the waiter's client did not listen (w.skip, see release.lua) is reachable
   -- again: its skip is forgotten (one HSET), so that it is kept as long the next time.
-  local entry = redis.call('HGET', KEYS[5], token)
+  local entry = redis.call('HGET', lock.waiters, token)
   if not entry then
     local since = string.format('%d', math.floor(server_us() / 1000))
-    redis.call('HSET', KEYS[5], token, cjson.encode({ttl = ARGV[2], ch = ARGV[5], who = ARGV[3], since = since}))
+    redis.call('HSET', lock.waiters, token, cjson.encode({ttl = ARGV[2], ch = ARGV[5], who = ARGV[3], since = since}))
     -- A new place is the last: RPUSH's reply (the queue's length) tells whether it is
     -- among the watchers, without reading the queue's front again (below).
-    placed = redis.call('RPUSH', KEYS[4], token)
+    placed = redis.call('RPUSH', lock.queue, token)
   else
     local w = cjson.decode(entry)
     if w.skip then
       w.skip = nil
-      redis.call('HSET', KEYS[5], token, cjson.encode(w))
+      redis.call('HSET', lock.waiters, token, cjson.encode(w))
     end
   end
-  redis.call('PEXPIRE', KEYS[4], ARGV[6])
-  redis.call('PEXPIRE', KEYS[5], ARGV[6])
+  redis.call('PEXPIRE', lock.queue, ARGV[6])
+  redis.call('PEXPIRE', lock.waiters, ARGV[6])
 end
 if mode == 'listen' then
-  if not redis.call('LINDEX', KEYS[4], 0) then
-    redis.call('RPUSH', KEYS[4], '~')
-    redis.call('PEXPIRE', KEYS[4], ARGV[6])
+  if not redis.call('LINDEX', lock.queue, 0) then
+    redis.call('RPUSH', lock.queue, '~')
+    redis.call('PEXPIRE', lock.queue, ARGV[6])
   else
     -- Queued waiters keep the queue as long as they asked for (see lib/expiry.lua).
-    raise_expiry(KEYS[4], ARGV[6])
+    raise_expiry(lock.queue, ARGV[6])
   end
 end
 -- The counter, or the holder's token when the counter is gone (expired or deleted during a
 -- long hold): a grant is never older than the current holder's.
-local seen = tonumber(redis.call('GET', KEYS[2]) or '')
+local seen = tonumber(redis.call('GET', lock.fence) or '')
 if not seen then
-  seen = holder_fence(KEYS[3], nil)
+  seen = holder_fence(lock.holder, nil)
 end
-local pttl = redis.call('PTTL', KEYS[1])
+local pttl = redis.call('PTTL', lock.key)
 if queues then
   local front
   if placed then
     front = placed <= FRONT
   else
-    front = in_front(KEYS[4], token)
+    front = in_front(lock.queue, token)
   end
   if not front then
     return {0, seen, pttl, 1}

@@ -1,5 +1,5 @@
 -- holds: whether a lease still holds an owner token now (reads only; what a guard's
--- `owned()` asks).
+-- `owned()` asks). Sent as lib/clock.lua .. lib/common.lua .. holds.lua.
 --   KEYS[1] a lock's key K (a string: the owner token), or the ZSET of leases (owner token
 --           -> expiry in ms since 1970, by the server's clock) of a semaphore (its K) or a
 --           read-write lock (its holds)

@@ -1,5 +1,6 @@
--- latch_check: what a latch's waiter (or an operator) sees now. Sent as lib/common.lua ..
--- lib/fence.lua .. lib/latch.lua .. latch_check.lua. KEYS as in lib/latch.lua.
+-- latch_check: what a latch's waiter (or an operator) sees now. Sent as lib/clock.lua ..
+-- lib/common.lua .. lib/fence.lua .. lib/latch.lua .. latch_check.lua. KEYS as in
+-- lib/latch.lua (latch_keys names them).
 -- ARGV: seen channel sharded
 --   ARGV[1] the round the waiter saw open on its previous check ("": none, a first check)
 --   ARGV[2] the release channel   ARGV[3] "S" to SPUBLISH there, else "" (see lib/latch.lua)
@@ -14,14 +15,15 @@
 -- Like every latch script, it first reclaims expired counts and ends a round left with
 -- none (and announces it), so a waiter's check is what notices a dead party.
 -- Error reply "WRONGTYPE ..." (nothing changed) when K is another primitive.
+local latch = latch_keys(KEYS)
 local now = now_ms()
-reclaim(now)
-local ended = close_if_done(ARGV[2], ARGV[3])
-local rounds = redis.call('HMGET', KEYS[4], 'round', 'last_down', 'last_expired')
+reclaim(latch, now)
+local ended = close_if_done(latch, ARGV[2], ARGV[3])
+local rounds = redis.call('HMGET', latch.rounds, 'round', 'last_down', 'last_expired')
 local round = tonumber(rounds[1] or '0')
-local outstanding = redis.call('ZCARD', KEYS[5])
+local outstanding = redis.call('ZCARD', latch.counts)
 local pttl = -1
-local first = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
+local first = redis.call('ZRANGE', latch.counts, 0, 0, 'WITHSCORES')
 if first[2] then
   pttl = tonumber(first[2]) - now
 end

@@ -1,7 +1,7 @@
 -- lease_extend: reset the expiry of one shared lease, a member of a ZSET scored by its
 -- expiry: a semaphore's permit, a read-write lock's hold (read or write) or a latch's
--- count. A lock's lease (its key) has lock_extend.lua. Sent as lib/common.lua ..
--- lib/expiry.lua .. lease_extend.lua.
+-- count. A lock's lease (its key) has lock_extend.lua. Sent as lib/clock.lua ..
+-- lib/common.lua .. lib/expiry.lua .. lease_extend.lua.
 --   KEYS[1] the ZSET of leases: a semaphore's K; a read-write lock's owners (KEYS[6])
 --   KEYS[2] the holders HASH (semaphore KEYS[3], rwlock KEYS[3])
 --   KEYS[3] the key that must live as long as any lease: a semaphore's permit count

@@ -1,6 +1,6 @@
 -- lease_renew: extend many shared leases (ZSET members: semaphore permits, read-write lock
 -- holds, latch counts, mixed freely in one call) at once: one call per batch, one round
--- trip per sweep. Locks' leases have lock_renew.lua. Sent as
+-- trip per sweep. Locks' leases have lock_renew.lua. Sent as lib/clock.lua ..
 -- lib/common.lua .. lib/expiry.lua .. lease_renew.lua; each lease is handled as
 -- lease_extend.lua handles one.
 --   KEYS[3i-2] the ZSET of lease i   KEYS[3i-1] its holders HASH   KEYS[3i] its other key

@@ -1,5 +1,6 @@
 -- multi_acquire: take several locks at once, all or nothing, when they live on one node
--- (one Redis, or one Cluster slot). Sent after lib/fence.lua (each grant takes its fence).
+-- (one Redis, or one Cluster slot). Sent as lib/clock.lua .. lib/fence.lua ..
+-- multi_acquire.lua (each grant takes its fence).
 --   KEYS, three per lock i (1-based): KEYS[3i-2] lock key, KEYS[3i-1] its fencing counter,
 --         KEYS[3i] its holder details (as acquire.lua's KEYS[1..3])
 -- ARGV: token ttl holder

@@ -3,8 +3,8 @@
 -- least one node with this one) counts past it. Also what keeps the counter of a lease
 -- held for days (renew.rs sends it once a day per lease): the counter's expiry is set
 -- to FENCE_KEEP again whenever it is raised or already high enough, and a counter that
--- was deleted comes back at the holder's token. Sent as lib/common.lua .. lib/fence.lua ..
--- raise_fence.lua (for its FENCE_KEEP: it grants nothing).
+-- was deleted comes back at the holder's token. Sent as lib/clock.lua .. lib/common.lua ..
+-- lib/fence.lua .. raise_fence.lua (for its FENCE_KEEP: it grants nothing).
 --   KEYS[1] fencing counter   KEYS[2] lock key (a read-write lock: its ZSET of holds)
 --   KEYS[3] (optional; an election's lock) its term record
 -- ARGV: fence token zset_or_channel

@@ -1,5 +1,6 @@
 -- release: if the lock holds our token, hand it to the oldest live waiter, or else delete it
--- (KEYS as in acquire.lua).
+-- (KEYS as in acquire.lua; lib/handoff.lua's lock_keys names them). Sent as lib/clock.lua ..
+-- lib/fence.lua .. lib/grants.lua .. lib/handoff.lua .. release.lua.
 -- ARGV: token channel announce sharded own
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: when the lock is freed rather than handed on,
@@ -31,40 +32,41 @@
 -- TIME, SET, PUBLISH, HDEL, SET, SET) and its nudges (LINDEX for one place, else LRANGE,
 -- then HGET and PUBLISH per waiter nudged), plus TIME, HSET once and LPUSH, PTTL, PEXPIRE per release that skips
 -- waiters; a release with no one queued or listening costs 3 (GET, LPOP, DEL).
+local lock = lock_keys(KEYS)
 local token = ARGV[1]
 local sharded = ARGV[4] == 'S'
 local publish = sharded and 'SPUBLISH' or 'PUBLISH'
 local own = ARGV[5]
-local current = redis.call('GET', KEYS[1])
+local current = redis.call('GET', lock.key)
 if current == token then
-  local grant, lease, direct, popped = hand_on(token, sharded, false, own)
+  local grant, lease, direct, popped = hand_on(lock, token, sharded, false, own)
   if grant then
     if ARGV[3] == '1' then
-      redis.call(publish, ARGV[2], KEYS[1])
+      redis.call(publish, ARGV[2], lock.key)
     end
     return handed(grant, lease, direct)
   end
-  redis.call('DEL', KEYS[1], KEYS[3])
+  redis.call('DEL', lock.key, lock.holder)
   if ARGV[2] and ARGV[2] ~= '' and (popped or ARGV[3] == '1') then
-    redis.call(publish, ARGV[2], KEYS[1])
+    redis.call(publish, ARGV[2], lock.key)
   end
   return 1
 end
 -- A waiter giving up: the watcher moving up into its place re-checks when the holder's
 -- lease can end.
-local left = current and redis.call('PTTL', KEYS[1])
-withdraw(KEYS[4], KEYS[5], token, left, KEYS[1], sharded)
+local left = current and redis.call('PTTL', lock.key)
+withdraw(lock.queue, lock.waiters, token, left, lock.key, sharded)
 if not current then
   -- Free with waiters queued: serve the oldest (one LPOP when nobody is queued).
-  local grant, lease, direct, popped = hand_on(token, sharded, false, own)
+  local grant, lease, direct, popped = hand_on(lock, token, sharded, false, own)
   if grant then
     if ARGV[3] == '1' then
-      redis.call(publish, ARGV[2], KEYS[1])
+      redis.call(publish, ARGV[2], lock.key)
     end
     return {0, handed(grant, lease, direct)}
   end
   if ARGV[2] and ARGV[2] ~= '' and popped then
-    redis.call(publish, ARGV[2], KEYS[1])
+    redis.call(publish, ARGV[2], lock.key)
   end
 end
 return 0

@@ -1,7 +1,7 @@
 -- rw_acquire: one attempt to take a read-write lock for reading or writing (or join its
--- FIFO queue). Sent as lib/common.lua .. lib/fence.lua .. lib/grants.lua .. lib/rwlock.lua
--- .. rw_acquire.lua.
--- KEYS as in lib/rwlock.lua:
+-- FIFO queue). Sent as lib/clock.lua .. lib/common.lua .. lib/fence.lua .. lib/grants.lua
+-- .. lib/shared.lua .. lib/rwlock.lua .. rw_acquire.lua.
+-- KEYS as in lib/rwlock.lua (rwlock_keys names them):
 --   KEYS[1] K (HASH {mode})   KEYS[2] fencing counter   KEYS[3] holders (HASH)
 --   KEYS[4] queue (LIST)   KEYS[5] waiter table (HASH)   KEYS[6] owners (ZSET)
 -- ARGV: token ttl holder side mode channel linger stale sharded
@@ -47,6 +47,7 @@
 -- holds and the queue is empty. A caller already queued is granted when it reaches the
 -- head and fits (see serve in lib/rwlock.lua), never earlier: so a queued writer stops every
 -- reader that comes after it, and readers queued together are granted together.
+local rw = rwlock_keys(KEYS)
 local token, ttl, details, want = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local join = ARGV[5]
 local first_attempt = join == 'grants-first' or join == 'silent-first'
@@ -58,68 +59,68 @@ end
 if want ~= 'read' and want ~= 'write' then
   return redis.error_reply('ERR redlease: the mode must be "read" or "write"')
 end
-local now = now_ms()
-local state = load(now)
-if state.count > 0 and redis.call('ZSCORE', KEYS[6], token) then
+local now, clock = now_ms()
+local state = load(rw, now)
+if state.count > 0 and redis.call('ZSCORE', rw.owners, token) then
   if want == 'write' and state.mode == 'read' then
-    return redis.error_reply('REDLEASE_UPGRADE ' .. KEYS[1] .. ' is held for reading by this owner; '
+    return redis.error_reply('REDLEASE_UPGRADE ' .. rw.key .. ' is held for reading by this owner; '
       .. 'a read lock cannot be upgraded to write (it would deadlock with another upgrading reader): '
       .. 'release the read lock, then acquire the write lock')
   end
-  redis.call('ZADD', KEYS[6], 'XX', ms(now + ttl), token)
-  settle()
-  return {2, entry_fence(KEYS[3], KEYS[2], token), 0}
+  redis.call('ZADD', rw.owners, 'XX', ms(now + ttl), token)
+  settle(rw)
+  return {2, entry_fence(rw.holders, rw.fence, token), 0}
 end
-local mine, empty, wake = serve(state, now, token, ttl, details)
+local mine, empty, wake = serve(rw, state, now, clock, token, ttl, details)
 if wake and join == 'silent' then
-  redis.call(ARGV[9] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[6], KEYS[1])
+  redis.call(ARGV[9] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[6], rw.key)
 end
 if not mine and empty and fits(state, want) then
   -- The queue is empty, so the caller is not in it; clear a stale table entry (an
   -- acquisition's first attempt has had no place).
   if (join == 'grants' or join == 'silent') and not first_attempt then
-    redis.call('HDEL', KEYS[5], token)
+    redis.call('HDEL', rw.waiters, token)
   end
-  mine = grant_fence(KEYS[2], nil, clock_us)
-  hold(state, token, want, ttl, details, mine, now)
-  settle(state, now + ttl)
+  mine = grant_fence(rw.fence, nil, clock)
+  hold(rw, state, token, want, ttl, details, mine, now)
+  settle(rw, state, now + ttl)
   return mine
 end
 if mine then
-  settle()
+  settle(rw)
   return mine
 end
 if join == 'grants' then
-  local old = redis.call('HGET', KEYS[5], token)
+  local old = redis.call('HGET', rw.waiters, token)
   if not old then
-    redis.call('HSET', KEYS[5], token, cjson.encode({ttl = ARGV[2], ch = ARGV[6], who = details, mode = want, since = ms(now)}))
-    redis.call('RPUSH', KEYS[4], token)
+    redis.call('HSET', rw.waiters, token, cjson.encode({ttl = ARGV[2], ch = ARGV[6], who = details, mode = want, since = ms(now)}))
+    redis.call('RPUSH', rw.queue, token)
   else
     local w = cjson.decode(old)
     if w.ch == '' then
       -- A silent place whose waiter can now be handed the lock: same place, with a channel.
-      redis.call('HSET', KEYS[5], token, cjson.encode({ttl = ARGV[2], ch = ARGV[6], who = details, mode = want, since = w.since or ms(now)}))
+      redis.call('HSET', rw.waiters, token, cjson.encode({ttl = ARGV[2], ch = ARGV[6], who = details, mode = want, since = w.since or ms(now)}))
     end
   end
 elseif join == 'silent' then
   -- A silent place is written again at every attempt (its `until` moves on); it keeps
   -- the `since` of when it was taken.
-  local old = redis.call('HGET', KEYS[5], token)
+  local old = redis.call('HGET', rw.waiters, token)
   local since = old and cjson.decode(old).since or ms(now)
   local entry = cjson.encode({ttl = ARGV[2], ch = '', who = details, mode = want, till = ms(now + tonumber(ARGV[8])), since = since})
-  redis.call('HSET', KEYS[5], token, entry)
+  redis.call('HSET', rw.waiters, token, entry)
   if not old then
-    redis.call('RPUSH', KEYS[4], token)
+    redis.call('RPUSH', rw.queue, token)
   end
 end
 if join == 'grants' or join == 'silent' then
-  redis.call('PEXPIRE', KEYS[4], ARGV[7])
-  redis.call('PEXPIRE', KEYS[5], ARGV[7])
+  redis.call('PEXPIRE', rw.queue, ARGV[7])
+  redis.call('PEXPIRE', rw.waiters, ARGV[7])
 end
-local last = settle()
-local seen = tonumber(redis.call('GET', KEYS[2]) or '0')
+local last = settle(rw)
+local seen = tonumber(redis.call('GET', rw.fence) or '0')
 if last then
-  if join == 'grants' and not in_front(KEYS[4], token) then
+  if join == 'grants' and not in_front(rw.queue, token) then
     return {0, seen, last - now, 1}
   end
   if fits(state, want) then

@@ -1,8 +1,8 @@
 -- rw_downgrade: turn our write hold of a read-write lock into a read hold, atomically (no
 -- moment where another writer could come in), then let in the readers queued at the head.
--- Sent as lib/common.lua .. lib/fence.lua .. lib/grants.lua .. lib/rwlock.lua ..
--- rw_downgrade.lua (granting the queued readers).
--- KEYS as in lib/rwlock.lua (rw_acquire.lua's six).
+-- Sent as lib/clock.lua .. lib/common.lua .. lib/fence.lua .. lib/grants.lua ..
+-- lib/shared.lua .. lib/rwlock.lua .. rw_downgrade.lua (granting the queued readers).
+-- KEYS as in lib/rwlock.lua (rw_acquire.lua's six; rwlock_keys names them).
 -- ARGV: token channel sharded
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: PUBLISH K there once the queue is empty, so that
@@ -16,19 +16,20 @@
 -- The hold keeps its fencing token, lease expiry and holder details: the holder has held
 -- without a gap since its write was granted, and the next writer (which must wait for it
 -- to leave) gets a larger token from grant_fence anyway.
+local rw = rwlock_keys(KEYS)
 local token = ARGV[1]
-local now = now_ms()
-local state = load(now)
-if not redis.call('ZSCORE', KEYS[6], token) then
+local now, clock = now_ms()
+local state = load(rw, now)
+if not redis.call('ZSCORE', rw.owners, token) then
   return 0
 end
 if state.mode == 'write' then
-  redis.call('HSET', KEYS[1], 'mode', 'read')
+  redis.call('HSET', rw.key, 'mode', 'read')
   state.mode = 'read'
 end
-local _, empty, wake = serve(state, now, nil, 0, '')
+local _, empty, wake = serve(rw, state, now, clock, nil, 0, '')
 if (empty or wake) and ARGV[2] then
-  redis.call(ARGV[3] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[2], KEYS[1])
+  redis.call(ARGV[3] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[2], rw.key)
 end
-settle()
+settle(rw)
 return 1

@@ -1,8 +1,8 @@
 -- rw_release: give back our hold (read or write) of a read-write lock and grant the lock
 -- to the queue's head as far as it fits; also withdraws our token from the queue, so a
--- waiter that gives up calls this too. Sent as lib/common.lua .. lib/fence.lua ..
--- lib/grants.lua .. lib/rwlock.lua .. rw_release.lua.
--- KEYS as in lib/rwlock.lua (rw_acquire.lua's six).
+-- waiter that gives up calls this too. Sent as lib/clock.lua .. lib/common.lua ..
+-- lib/fence.lua .. lib/grants.lua .. lib/shared.lua .. lib/rwlock.lua .. rw_release.lua.
+-- KEYS as in lib/rwlock.lua (rw_acquire.lua's six; rwlock_keys names them).
 -- ARGV: token channel sharded unused own
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: when the release leaves the lock held by no one
@@ -24,28 +24,29 @@
 -- writer at the head gets the lock; a run of readers at the head is granted together (one
 -- PUBLISH each) as soon as no writer holds. So a withdrawal, or a release of a lost hold,
 -- serves the queue as well (a writer at the head giving up lets the readers behind it in).
+local rw = rwlock_keys(KEYS)
 local token = ARGV[1]
-local now = now_ms()
-local state = load(now)
-local held = redis.call('ZREM', KEYS[6], token) == 1
+local now, clock = now_ms()
+local state = load(rw, now)
+local held = redis.call('ZREM', rw.owners, token) == 1
 if held then
-  redis.call('HDEL', KEYS[3], token)
+  redis.call('HDEL', rw.holders, token)
   state.count = state.count - 1
   if state.count == 0 then
-    redis.call('DEL', KEYS[1])
+    redis.call('DEL', rw.key)
     state.mode = nil
   end
 else
   -- A waiter giving up: the watcher moving up into its place re-checks when the holds
   -- can end.
-  local top = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
-  withdraw(KEYS[4], KEYS[5], token, top[2] and tonumber(top[2]) - now, KEYS[1], false)
+  local top = redis.call('ZRANGE', rw.owners, -1, -1, 'WITHSCORES')
+  withdraw(rw.queue, rw.waiters, token, top[2] and tonumber(top[2]) - now, rw.key, false)
 end
-local _, _, wake, granted = serve(state, now, nil, 0, '', ARGV[5])
+local _, _, wake, granted = serve(rw, state, now, clock, nil, 0, '', ARGV[5])
 if ARGV[2] and ARGV[2] ~= '' and ((held and state.count == 0) or wake) then
-  redis.call(ARGV[3] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[2], KEYS[1])
+  redis.call(ARGV[3] == 'S' and 'SPUBLISH' or 'PUBLISH', ARGV[2], rw.key)
 end
-settle(state)
+settle(rw, state)
 if #granted > 0 then
   return {held and 1 or 0, unpack(granted)}
 end

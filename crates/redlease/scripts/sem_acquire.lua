@@ -1,7 +1,7 @@
 -- sem_acquire: one attempt to take a permit of a semaphore (or join its FIFO queue).
--- Sent as lib/common.lua .. lib/fence.lua .. lib/grants.lua .. lib/semaphore.lua ..
--- sem_acquire.lua. KEYS as
--- in lib/semaphore.lua:
+-- Sent as lib/clock.lua .. lib/common.lua .. lib/fence.lua .. lib/grants.lua ..
+-- lib/shared.lua .. lib/semaphore.lua .. sem_acquire.lua. KEYS as in lib/semaphore.lua
+-- (semaphore_keys names them):
 --   KEYS[1] K (ZSET of permits)   KEYS[2] fencing counter   KEYS[3] holders (HASH)
 --   KEYS[4] queue (LIST)   KEYS[5] waiter table (HASH)   KEYS[6] permit count
 -- ARGV: token ttl holder permits mode channel linger take
@@ -43,6 +43,7 @@
 -- queued, and a queued caller only when it reaches the head. A caller asking for n permits
 -- gets them when n are free; a head whose n do not fit yet blocks everyone behind it and
 -- every newcomer (see serve).
+local sem = semaphore_keys(KEYS)
 local token, ttl, details = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local permits = tonumber(ARGV[4])
 local join = ARGV[5]
@@ -57,11 +58,11 @@ local weight = tonumber(ARGV[8] or '1')
 if not weight or weight < 1 or weight > permits or weight ~= math.floor(weight) then
   return redis.error_reply('ERR redlease: the permits asked must be a whole number from 1 to the permit count')
 end
-local now = now_ms()
-local expired = expired_permits(now)
-local stored = redis.call('GET', KEYS[6])
+local now, clock = now_ms()
+local expired = expired_permits(sem, now)
+local stored = redis.call('GET', sem.permits)
 if stored and tonumber(stored) ~= permits then
-  return redis.error_reply('REDLEASE_PERMITS ' .. stored .. ' permits are in use for ' .. KEYS[1]
+  return redis.error_reply('REDLEASE_PERMITS ' .. stored .. ' permits are in use for ' .. sem.key
     .. ', not ' .. ARGV[4] .. '; ask with the same count, or change it once nothing holds or waits for it')
 end
 -- No count stored: the semaphore was idle. settle stores it, with its expiry.
@@ -69,32 +70,32 @@ local count = nil
 if not stored then
   count = ARGV[4]
 end
-reclaim(expired, now)
-local held = redis.call('ZCARD', KEYS[1])
-if held > 0 and redis.call('ZSCORE', KEYS[1], token) then
-  redis.call('ZADD', KEYS[1], 'XX', ms(now + ttl), token)
-  settle({count = count})
-  return {2, entry_fence(KEYS[3], KEYS[2], token), 0}
+reclaim(sem, expired, now)
+local held = redis.call('ZCARD', sem.key)
+if held > 0 and redis.call('ZSCORE', sem.key, token) then
+  redis.call('ZADD', sem.key, 'XX', ms(now + ttl), token)
+  settle(sem, {count = count})
+  return {2, entry_fence(sem.holders, sem.fence, token), 0}
 end
-local mine, free, absent, blocked = serve(permits, now, token, ttl, details, in_use(held), weight)
+local mine, free, absent, blocked = serve(sem, permits, now, clock, token, ttl, details, in_use(sem, held), weight)
 if not mine and free > 0 and not blocked then
   -- The queue is empty (serve ran it dry), so the caller is not in it: a stale table
   -- entry can be left by an entry whose list place expired, so clear it (an
   -- acquisition's first attempt has had no place).
   if join == 'grants' and not first_attempt then
-    redis.call('HDEL', KEYS[5], token)
+    redis.call('HDEL', sem.waiters, token)
   end
   if free >= weight then
-    mine = grant(token, ttl, details, now, weight)
+    mine = grant(sem, token, ttl, details, weight, now, clock)
     if held == 0 and absent then
       -- The free path: this permit is the only one, and there is no queue.
-      settle({last = now + ttl, no_queue = true, count = count})
+      settle(sem, {last = now + ttl, no_queue = true, count = count})
       return mine
     end
   end
 end
 if mine then
-  settle({count = count})
+  settle(sem, {count = count})
   return mine
 end
 if join == 'grants' then
@@ -103,16 +104,16 @@ if join == 'grants' then
     place.n = weight
   end
   local entry = cjson.encode(place)
-  if redis.call('HSETNX', KEYS[5], token, entry) == 1 then
-    redis.call('RPUSH', KEYS[4], token)
+  if redis.call('HSETNX', sem.waiters, token, entry) == 1 then
+    redis.call('RPUSH', sem.queue, token)
   end
-  redis.call('PEXPIRE', KEYS[4], ARGV[7])
-  redis.call('PEXPIRE', KEYS[5], ARGV[7])
+  redis.call('PEXPIRE', sem.queue, ARGV[7])
+  redis.call('PEXPIRE', sem.waiters, ARGV[7])
 end
-settle({count = count})
-local seen = tonumber(redis.call('GET', KEYS[2]) or '0')
-local left = earliest_end(now)
-if join == 'grants' and left >= 0 and not in_front(KEYS[4], token) then
+settle(sem, {count = count})
+local seen = tonumber(redis.call('GET', sem.fence) or '0')
+local left = earliest_end(sem, now)
+if join == 'grants' and left >= 0 and not in_front(sem.queue, token) then
   return {0, seen, left, 1}
 end
 if blocked and free >= weight and left > 0 then

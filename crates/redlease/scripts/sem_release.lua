@@ -1,9 +1,9 @@
 -- sem_release: give back our permit (all n permits of a lease taken as n), handing what it
 -- frees to the oldest queued waiters whose clients still listen, in order while they fit;
 -- also withdraws our token from the queue, so a waiter that gives up calls this too. Sent
--- as lib/common.lua .. lib/fence.lua .. lib/grants.lua .. lib/semaphore.lua ..
--- sem_release.lua (hand-offs grant).
--- KEYS as in lib/semaphore.lua (sem_acquire.lua's six).
+-- as lib/clock.lua .. lib/common.lua .. lib/fence.lua .. lib/grants.lua .. lib/shared.lua
+-- .. lib/semaphore.lua .. sem_release.lua (hand-offs grant).
+-- KEYS as in lib/semaphore.lua (sem_acquire.lua's six; semaphore_keys names them).
 -- ARGV: token channel sharded weight own
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: when the release leaves a permit free rather than
@@ -26,40 +26,41 @@
 -- Any run also reclaims expired permits and hands every free permit to the queue head
 -- (one grant + PUBLISH each), so a withdrawal or a release of a lost permit serves the
 -- queue as well.
+local sem = semaphore_keys(KEYS)
 local token = ARGV[1]
-local now = now_ms()
-local expired = expired_permits(now)
-reclaim(expired, now)
+local now, clock = now_ms()
+local expired = expired_permits(sem, now)
+reclaim(sem, expired, now)
 local channel = ARGV[2] ~= '' and ARGV[2] or nil
 local weight = tonumber(ARGV[4] or '1') or 1
-local held = redis.call('ZREM', KEYS[1], token) == 1
+local held = redis.call('ZREM', sem.key, token) == 1
 if held then
   -- All the permits of the lease: one entry, of weight n.
-  redis.call('HDEL', KEYS[3], token)
+  redis.call('HDEL', sem.holders, token)
   if weight > 1 then
-    add_extra(1 - weight)
+    add_extra(sem, 1 - weight)
   end
 else
   -- A waiter giving up: the watcher moving up into its place re-checks when the earliest
   -- permit can end.
-  withdraw(KEYS[4], KEYS[5], token, earliest_end(now), KEYS[1], false)
+  withdraw(sem.queue, sem.waiters, token, earliest_end(sem, now), sem.key, false)
 end
-local stored = redis.call('GET', KEYS[6])
+local stored = redis.call('GET', sem.permits)
 local known = nil
 local granted = {}
 if stored then
-  local holding = redis.call('ZCARD', KEYS[1])
-  local _, free, absent, _, grants = serve(tonumber(stored), now, nil, 0, '', in_use(holding), 1, ARGV[5])
+  local holding = redis.call('ZCARD', sem.key)
+  local _, free, absent, _, grants = serve(sem, tonumber(stored), now, clock, nil, 0, '', in_use(sem, holding), 1, ARGV[5])
   granted = grants
   if held and free > 0 and channel then
-    redis.call(ARGV[3] == 'S' and 'SPUBLISH' or 'PUBLISH', channel, KEYS[1])
+    redis.call(ARGV[3] == 'S' and 'SPUBLISH' or 'PUBLISH', channel, sem.key)
   end
   if holding == 0 and absent then
     -- Nothing held, nothing queued: the semaphore goes idle.
     known = {last = false, no_queue = true}
   end
 end
-settle(known)
+settle(sem, known)
 if #granted > 0 then
   return {held and 1 or 0, unpack(granted)}
 end

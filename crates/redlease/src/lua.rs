@@ -300,6 +300,44 @@ mod tests {
             assert_eq!(again.get_hash(), script.get_hash(), "{name}");
         }
     }
+
+    /// Each script's header names the libraries it is sent with, in their order (`Sent as
+    /// lib/clock.lua .. lib/fence.lua .. acquire.lua`), as its recipe above puts them in
+    /// front; a script sent alone names none.
+    #[test]
+    fn every_header_names_its_libraries() {
+        for (_, name, text) in all() {
+            // Each library's text begins with its line "-- lib/<name>: a library, ...".
+            let libraries: Vec<String> = text
+                .lines()
+                .filter_map(|line| line.strip_prefix("-- lib/"))
+                .filter_map(|rest| rest.split_once(": a library, not a script"))
+                .map(|(library, _)| format!("lib/{library}.lua"))
+                .collect();
+            // The script's own header, after the libraries: its comment lines, joined.
+            let stem = name.trim_end_matches(".lua");
+            let start = text
+                .match_indices(&format!("-- {stem}:"))
+                .map(|(at, _)| at)
+                .find(|&at| at == 0 || text[..at].ends_with('\n'));
+            assert!(start.is_some(), "{name} does not begin with `-- {stem}:`");
+            let header = text[start.unwrap_or_default()..]
+                .lines()
+                .filter_map(|line| line.strip_prefix("--"))
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join(" ");
+            let named: Vec<String> = match header.split_once("Sent as ") {
+                Some((_, rest)) => rest
+                    .split(" .. ")
+                    .take_while(|part| !part.starts_with(name))
+                    .map(str::to_owned)
+                    .collect(),
+                None => Vec::new(),
+            };
+            assert_eq!(named, libraries, "{name}: its header's `Sent as` line");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -5,16 +5,13 @@
 -- to the lock's scripts: the hot path, where every function prepended costs a closure
 -- made and collected per call).
 
--- The server's time as now_ms last read it, in µs since 1970: the fencing clock of the
--- script's grants (grant_fence's `clock`, see lib/fence.lua), so that a grant reads TIME
--- no second time.
-local clock_us = nil
-
--- The server's time in ms since 1970. Arithmetic converts TIME's strings itself, parsing
--- each once (tonumber parses twice).
+-- now_ms(): the server's time (lib/clock.lua's server_us, one TIME call) in ms since 1970,
+-- and the same reading in µs: the script dates leases by the first and passes the second
+-- to its grants as their fencing clock (grant_fence's `clock`, see lib/fence.lua), so that
+-- a grant reads TIME no second time. Nothing is kept: a script holds the reading it took.
 local function now_ms()
-  clock_us = server_us()
-  return math.floor(clock_us / 1000)
+  local us = server_us()
+  return math.floor(us / 1000), us
 end
 
 -- A whole number of ms as Redis expects it (Lua would write 1.7e+12).

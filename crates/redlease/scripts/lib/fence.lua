@@ -22,8 +22,9 @@
 -- than the skew between the nodes' clocks plus one step.
 --
 -- `clock` (optional, µs since 1970) is the server's TIME as the calling script already
--- read it (the semaphore's and read-write lock's scripts read it to date leases, a
--- multi-lock once for all its grants): one TIME call fewer per grant. A reading taken
+-- read it (lib/common.lua's now_ms returns it beside the ms by which the semaphore's,
+-- read-write lock's and latch's scripts date leases; a multi-lock reads it once for all
+-- its grants), passed down by the script: one TIME call fewer per grant. A reading taken
 -- earlier in the same script serves the rule above as well as a fresh one (a later grant
 -- of the same counter in the script still gets stored + 1).
 

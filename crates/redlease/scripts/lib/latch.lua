@@ -1,20 +1,23 @@
--- lib/latch: a library, not a script: src/lua.rs prepends it (after lib/common.lua and
--- lib/fence.lua, whose grant_fence dates every count) to latch_up.lua, latch_down.lua and
--- latch_check.lua, and holds what they share.
+-- lib/latch: a library, not a script: src/lua.rs prepends it (after lib/clock.lua,
+-- lib/common.lua and lib/fence.lua, whose grant_fence dates every count) to latch_up.lua,
+-- latch_down.lua and latch_check.lua, and holds what they share. Its functions read no
+-- KEYS nor ARGV: each script names its keys once, with latch_keys(KEYS), and passes that
+-- table (`latch`), the clock it read (now_ms) and the arguments' values.
 --
--- KEYS of every latch script, all of one latch and in one cluster slot (B is the latch
--- key K when K has a {hash tag}, else "{K}", as for the other primitives' side keys):
---   KEYS[1] K, the outstanding counts: a SET of owner tokens. A SET, so that a lock (a
+-- The keys of every latch script, in KEYS' order, all of one latch and in one cluster slot
+-- (B is the latch key K when K has a {hash tag}, else "{K}", as for the other primitives'
+-- side keys):
+--   key     K, the outstanding counts: a SET of owner tokens. A SET, so that a lock (a
 --           string), a semaphore (a ZSET) or a read-write lock (a HASH) of the same name
 --           and a latch refuse each other with WRONGTYPE.
---   KEYS[2] B:fence, the fencing counter (shared with the other primitives of the name)
---   KEYS[3] B:latch:holders, holder details for operators: HASH token -> cjson [fence,
+--   fence   B:fence, the fencing counter (shared with the other primitives of the name)
+--   holders B:latch:holders, holder details for operators: HASH token -> cjson [fence,
 --           details]
---   KEYS[4] B:latch:rounds, the rounds: HASH round (how many rounds ended), open ("1"
+--   rounds  B:latch:rounds, the rounds: HASH round (how many rounds ended), open ("1"
 --           while the current round has had a count), down and expired (how the current
 --           round's counts ended so far), last_down and last_expired (how the latest
 --           ended round's did). Kept ROUNDS_KEEP after its last change.
---   KEYS[5] B:latch:counts, the counts' leases: a ZSET owner token -> lease expiry (ms
+--   counts  B:latch:counts, the counts' leases: a ZSET owner token -> lease expiry (ms
 --           since 1970 by the server's TIME); renewed and extended as a semaphore's
 --           permits are (lease_renew.lua, lease_extend.lua).
 -- K, the holders and the counts are deleted when a round ends; while one is open they are
@@ -28,43 +31,50 @@
 -- the round if nothing is outstanding, announcing it on the release channel (the
 -- latch's K as the message) for the latch's waiters.
 
+-- latch_keys(keys): a latch script's KEYS by name (see the top); each script builds it
+-- once, first.
+local function latch_keys(keys)
+  return {key = keys[1], fence = keys[2], holders = keys[3], rounds = keys[4], counts = keys[5]}
+end
+
 -- 7 days in ms, as the fencing counter is kept (lib/fence.lua).
 local ROUNDS_KEEP = FENCE_KEEP_MS
 
 -- Drops the counts whose lease ran out, recording them as expired in the current round.
 -- The first call of every latch script, made before any write: a key of another type at
 -- K fails here (WRONGTYPE) and the script changes nothing.
-local function reclaim(now)
-  redis.call('SCARD', KEYS[1])
-  local expired = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', ms(now))
+local function reclaim(latch, now)
+  redis.call('SCARD', latch.key)
+  local expired = redis.call('ZRANGEBYSCORE', latch.counts, '-inf', ms(now))
   if #expired > 0 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', ms(now))
-    each_chunk('SREM', KEYS[1], expired)
-    each_chunk('HDEL', KEYS[3], expired)
-    redis.call('HINCRBY', KEYS[4], 'expired', #expired)
+    redis.call('ZREMRANGEBYSCORE', latch.counts, '-inf', ms(now))
+    each_chunk('SREM', latch.key, expired)
+    each_chunk('HDEL', latch.holders, expired)
+    redis.call('HINCRBY', latch.rounds, 'expired', #expired)
   end
 end
 
--- Ends the open round when no count is outstanding, and announces it; whether it did.
-local function close_if_done(channel, flag)
-  if redis.call('ZCARD', KEYS[5]) > 0 or redis.call('HGET', KEYS[4], 'open') ~= '1' then
+-- Ends the open round when no count is outstanding, and announces it on `channel` (with
+-- SPUBLISH when `flag` is "S"); whether it did.
+local function close_if_done(latch, channel, flag)
+  if redis.call('ZCARD', latch.counts) > 0 or redis.call('HGET', latch.rounds, 'open') ~= '1' then
     return false
   end
-  local round = redis.call('HMGET', KEYS[4], 'down', 'expired')
-  redis.call('HSET', KEYS[4], 'open', '0', 'down', '0', 'expired', '0',
+  local round = redis.call('HMGET', latch.rounds, 'down', 'expired')
+  redis.call('HSET', latch.rounds, 'open', '0', 'down', '0', 'expired', '0',
     'last_down', round[1] or '0', 'last_expired', round[2] or '0')
-  redis.call('HINCRBY', KEYS[4], 'round', 1)
-  redis.call('PEXPIRE', KEYS[4], ROUNDS_KEEP)
-  redis.call('DEL', KEYS[1], KEYS[3], KEYS[5])
-  redis.call(flag == 'S' and 'SPUBLISH' or 'PUBLISH', channel, KEYS[1])
+  redis.call('HINCRBY', latch.rounds, 'round', 1)
+  redis.call('PEXPIRE', latch.rounds, ROUNDS_KEEP)
+  redis.call('DEL', latch.key, latch.holders, latch.counts)
+  redis.call(flag == 'S' and 'SPUBLISH' or 'PUBLISH', channel, latch.key)
   return true
 end
 
 -- K, the holders and the leases are kept ROUNDS_KEEP after the last change, not only as
 -- long as the latest lease: a dead party's count must still be there, to be recorded as
 -- expired, when the next script comes (renewal only ever raises these expiries).
-local function settle()
-  redis.call('PEXPIRE', KEYS[1], ROUNDS_KEEP)
-  redis.call('PEXPIRE', KEYS[3], ROUNDS_KEEP)
-  redis.call('PEXPIRE', KEYS[5], ROUNDS_KEEP)
+local function settle(latch)
+  redis.call('PEXPIRE', latch.key, ROUNDS_KEEP)
+  redis.call('PEXPIRE', latch.holders, ROUNDS_KEEP)
+  redis.call('PEXPIRE', latch.counts, ROUNDS_KEEP)
 end

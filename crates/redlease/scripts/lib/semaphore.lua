@@ -1,21 +1,25 @@
--- lib/semaphore: a library, not a script: src/lua.rs prepends it (after lib/common.lua,
--- lib/fence.lua, whose grant_fence every grant uses, lib/grants.lua, the hand-off, and
--- lib/shared.lua) to sem_acquire.lua and sem_release.lua, and holds what they share.
+-- lib/semaphore: a library, not a script: src/lua.rs prepends it (after lib/clock.lua,
+-- lib/common.lua, lib/fence.lua, whose grant_fence every grant uses, lib/grants.lua, the
+-- hand-off, and lib/shared.lua) to sem_acquire.lua and sem_release.lua, and holds what they
+-- share. Its functions read no KEYS nor ARGV: each script names its keys once, with
+-- semaphore_keys(KEYS), and passes that table (`sem`), the clock it read (now_ms: `now` in
+-- ms, `clock` in µs for the grants' fencing clock) and the arguments' values.
 --
--- KEYS of every semaphore script, all of one semaphore and in one cluster slot (B is the
--- semaphore key K when K has a {hash tag}, else "{K}", as for the mutex's side keys):
---   KEYS[1] K, the permits held: a ZSET owner token -> lease expiry (ms since 1970 by the
+-- The keys of every semaphore script, in KEYS' order, all of one semaphore and in one
+-- cluster slot (B is the semaphore key K when K has a {hash tag}, else "{K}", as for the
+-- mutex's side keys):
+--   key     K, the permits held: a ZSET owner token -> lease expiry (ms since 1970 by the
 --           server's TIME). A ZSET, so that a mutex (a string at K) and a semaphore of the
 --           same name refuse each other with WRONGTYPE; a read-write lock keeps a HASH at K.
---   KEYS[2] B:fence, the fencing counter (shared with a mutex or rwlock of the same name,
+--   fence   B:fence, the fencing counter (shared with a mutex or rwlock of the same name,
 --           so that tokens keep growing whichever primitive used the name last)
---   KEYS[3] B:sem:holders, holder details for operators: HASH token -> cjson [fence, details]
+--   holders B:sem:holders, holder details for operators: HASH token -> cjson [fence, details]
 --           (the fence as a decimal string), or [fence, details, n] for a holder of n > 1
 --           permits; and the field EXTRA (see below) when such holders exist
---   KEYS[4] B:sem:queue, the FIFO queue of waiting tokens (LIST)
---   KEYS[5] B:sem:waiters, the waiter table: HASH token -> the waiter record (lib/grants.lua),
+--   queue   B:sem:queue, the FIFO queue of waiting tokens (LIST)
+--   waiters B:sem:waiters, the waiter table: HASH token -> the waiter record (lib/grants.lua),
 --           with `n` for a waiter asking for n > 1 permits
---   KEYS[6] B:sem:permits, the permit count in use (a decimal string)
+--   permits B:sem:permits, the permit count in use (a decimal string)
 --
 -- Weights: a holder may hold n permits at once (acquire_many): still one member of K (one
 -- lease, one owner token, one fencing token, renewed and released as one), its n recorded
@@ -32,11 +36,17 @@
 -- the two, or is deleted as soon as nothing is held or queued: an idle semaphore leaves no
 -- key behind but its fencing counter (kept 7 days, see lib/fence.lua).
 
+-- semaphore_keys(keys): a semaphore script's KEYS by name (see the top); each script
+-- builds it once, first.
+local function semaphore_keys(keys)
+  return {key = keys[1], fence = keys[2], holders = keys[3], queue = keys[4], waiters = keys[5], permits = keys[6]}
+end
+
 -- The tokens whose permit has run out. The first call of every semaphore script that
 -- touches K, made before any write: a key of another type at K fails here (WRONGTYPE)
 -- and the script changes nothing.
-local function expired_permits(now)
-  return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ms(now))
+local function expired_permits(sem, now)
+  return redis.call('ZRANGEBYSCORE', sem.key, '-inf', ms(now))
 end
 
 -- The holders hash's field summing the permits held beyond one by each holder (see the top).
@@ -51,38 +61,38 @@ local function weight_of(entry)
 end
 
 -- Adds `delta` to EXTRA (deleting the field at 0).
-local function add_extra(delta)
+local function add_extra(sem, delta)
   if delta == 0 then
     return
   end
-  local n = tonumber(redis.call('HGET', KEYS[3], EXTRA) or '0') + delta
+  local n = tonumber(redis.call('HGET', sem.holders, EXTRA) or '0') + delta
   if n > 0 then
-    redis.call('HSET', KEYS[3], EXTRA, n)
+    redis.call('HSET', sem.holders, EXTRA, n)
   else
-    redis.call('HDEL', KEYS[3], EXTRA)
+    redis.call('HDEL', sem.holders, EXTRA)
   end
 end
 
 -- The permits in use, `held` being ZCARD of K (EXTRA is read only when someone holds).
-local function in_use(held)
+local function in_use(sem, held)
   if held == 0 then
     return 0
   end
-  return held + tonumber(redis.call('HGET', KEYS[3], EXTRA) or '0')
+  return held + tonumber(redis.call('HGET', sem.holders, EXTRA) or '0')
 end
 
 -- Gives back the permits `expired_permits` found: all n of a holder of n.
-local function reclaim(expired, now)
+local function reclaim(sem, expired, now)
   if #expired > 0 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms(now))
-    if redis.call('HGET', KEYS[3], EXTRA) then
+    redis.call('ZREMRANGEBYSCORE', sem.key, '-inf', ms(now))
+    if redis.call('HGET', sem.holders, EXTRA) then
       local extra = 0
       for _, token in ipairs(expired) do
-        extra = extra + weight_of(redis.call('HGET', KEYS[3], token)) - 1
+        extra = extra + weight_of(redis.call('HGET', sem.holders, token)) - 1
       end
-      add_extra(-extra)
+      add_extra(sem, -extra)
     end
-    each_chunk('HDEL', KEYS[3], expired)
+    each_chunk('HDEL', sem.holders, expired)
   end
 end
 
@@ -95,12 +105,13 @@ local function holder_entry(fence, details, n)
   return cjson.encode(entry)
 end
 
--- Grants `n` permits (one lease) to `token` for `ttl` ms and returns its fencing token.
-local function grant(token, ttl, details, now, n)
-  local fence = grant_fence(KEYS[2], nil, clock_us)
-  redis.call('ZADD', KEYS[1], ms(now + ttl), token)
-  redis.call('HSET', KEYS[3], token, holder_entry(fence, details, n))
-  add_extra(n - 1)
+-- Grants `n` permits (one lease) to `token` for `ttl` ms from `now` and returns its fencing
+-- token (`clock`: the fencing clock, see now_ms).
+local function grant(sem, token, ttl, details, n, now, clock)
+  local fence = grant_fence(sem.fence, nil, clock)
+  redis.call('ZADD', sem.key, ms(now + ttl), token)
+  redis.call('HSET', sem.holders, token, holder_entry(fence, details, n))
+  add_extra(sem, n - 1)
   return fence
 end
 
@@ -112,15 +123,16 @@ end
 -- only burns a fencing number. A head asking for more permits than are
 -- free stays at the head, and everyone behind it waits too (FIFO: a request for n is not
 -- starved by later, smaller ones). `caller` (or nil), when it reaches the head, is granted
--- without a message, with `ttl`, `details` and its weight `n`. `in_use` is the number of
+-- without a message, with `ttl`, `details` and its weight `n`. `permits` is the permit
+-- count N; `now` and `clock` the script's clock (see now_ms). `used` is the number of
 -- permits in use (see in_use), when the caller has it already. `own` (or nil): the
 -- releasing client's grant channel, whose waiters are granted directly (their whole ttl).
 -- Returns the caller's fencing token (or nil), the permits still free (while any are
 -- free, the queue is empty or its head is blocked), whether the queue was found absent at
 -- once, so that nothing was served and no queue key exists, whether the head is blocked,
 -- and the grants made to others as a release reports them (see handed).
-local function serve(permits, now, caller, ttl, details, used, n, own)
-  local free = permits - (used or in_use(redis.call('ZCARD', KEYS[1])))
+local function serve(sem, permits, now, clock, caller, ttl, details, used, n, own)
+  local free = permits - (used or in_use(sem, redis.call('ZCARD', sem.key)))
   local mine = nil
   local absent = false
   local blocked = false
@@ -133,14 +145,14 @@ local function serve(permits, now, caller, ttl, details, used, n, own)
   -- Places that left the head in this serve (see after_grant).
   local moved = 0
   while free > 0 do
-    local head = redis.call('LPOP', KEYS[4])
+    local head = redis.call('LPOP', sem.queue)
     if not head then
       absent = first
       break
     end
     first = false
     moved = moved + 1
-    local entry = redis.call('HGET', KEYS[5], head)
+    local entry = redis.call('HGET', sem.waiters, head)
     if entry then
       local w = cjson.decode(entry)
       local need = tonumber(w.n or '1')
@@ -150,31 +162,31 @@ local function serve(permits, now, caller, ttl, details, used, n, own)
       if need > free and head ~= caller and not listens(w.ch) then
         -- A head whose waiter is gone (its client no longer listens: its process ended)
         -- stops counting: it is dropped, and those behind it are served.
-        redis.call('HDEL', KEYS[5], head)
+        redis.call('HDEL', sem.waiters, head)
       elseif need > free then
         -- Back at the head. Popping the last entry deleted the list: it takes the waiter
         -- table's expiry again (both linger as long as the last join asked).
         moved = moved - 1
-        if redis.call('LPUSH', KEYS[4], head) == 1 then
-          local linger = redis.call('PTTL', KEYS[5])
+        if redis.call('LPUSH', sem.queue, head) == 1 then
+          local linger = redis.call('PTTL', sem.waiters)
           if linger > 0 then
-            redis.call('PEXPIRE', KEYS[4], linger)
+            redis.call('PEXPIRE', sem.queue, linger)
           end
         end
         blocked = true
         break
       else
-        redis.call('HDEL', KEYS[5], head)
+        redis.call('HDEL', sem.waiters, head)
         if head == caller then
-          mine = grant(head, ttl, details, now, need)
+          mine = grant(sem, head, ttl, details, need, now, clock)
           free = free - need
         else
-          local fence = grant_fence(KEYS[2], nil, clock_us)
-          local lease, direct, message = offer(false, w, fence, head, KEYS[1], own)
+          local fence = grant_fence(sem.fence, nil, clock)
+          local lease, direct, message = offer(false, w, fence, head, sem.key, own)
           if lease then
-            redis.call('ZADD', KEYS[1], ms(now + lease), head)
-            redis.call('HSET', KEYS[3], head, holder_entry(fence, w.who, need))
-            add_extra(need - 1)
+            redis.call('ZADD', sem.key, ms(now + lease), head)
+            redis.call('HSET', sem.holders, head, holder_entry(fence, w.who, need))
+            add_extra(sem, need - 1)
             free = free - need
             granted[#granted + 1] = handed(message, lease, direct)
             if direct then
@@ -188,17 +200,17 @@ local function serve(permits, now, caller, ttl, details, used, n, own)
     end
   end
   if window then
-    after_grant(KEYS[4], KEYS[5], window, false, KEYS[1], false)
+    after_grant(sem.queue, sem.waiters, window, false, sem.key, false)
   elseif mine or whole then
-    after_grant(KEYS[4], KEYS[5], mine and ttl or whole, true, KEYS[1], false, own, moved)
+    after_grant(sem.queue, sem.waiters, mine and ttl or whole, true, sem.key, false, own, moved)
   end
   return mine, free, absent, blocked, granted
 end
 
 -- How long until the earliest held permit runs out, in ms from `now` (-1: none held): when
 -- a watcher of the queue re-checks.
-local function earliest_end(now)
-  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local function earliest_end(sem, now)
+  local first = redis.call('ZRANGE', sem.key, 0, 0, 'WITHSCORES')
   if first[2] then
     return tonumber(first[2]) - now
   end
@@ -212,40 +224,40 @@ end
 -- `known` (optional) is what the caller already knows, to spare the reads: `last`, the
 -- latest permit's expiry (ms since 1970; false: no permit held), `no_queue` (true: no
 -- queue key exists), `count` (a permit count to store: the caller found none stored).
-local function settle(known)
+local function settle(sem, known)
   known = known or {}
   local last = known.last
   if last == nil then
-    local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+    local top = redis.call('ZRANGE', sem.key, -1, -1, 'WITHSCORES')
     last = top[2] or false
   end
   local held = last ~= false
   if held then
     last = ms(tonumber(last))
-    redis.call('PEXPIREAT', KEYS[1], last)
-    redis.call('PEXPIREAT', KEYS[3], last)
+    redis.call('PEXPIREAT', sem.key, last)
+    redis.call('PEXPIREAT', sem.holders, last)
   end
   -- -2: no queue; -1 cannot happen (the queue always gets a linger).
   local queued = -2
   if not known.no_queue then
-    queued = redis.call('PTTL', KEYS[4])
+    queued = redis.call('PTTL', sem.queue)
   end
   if known.count then
     if not held and queued <= 0 then
       return
     end
     if held then
-      redis.call('SET', KEYS[6], known.count, 'PXAT', last)
+      redis.call('SET', sem.permits, known.count, 'PXAT', last)
     else
-      redis.call('SET', KEYS[6], known.count)
+      redis.call('SET', sem.permits, known.count)
     end
   elseif held then
-    redis.call('PEXPIREAT', KEYS[6], last)
+    redis.call('PEXPIREAT', sem.permits, last)
   end
-  if queued > 0 and (not held or queued > redis.call('PTTL', KEYS[6])) then
-    redis.call('PEXPIRE', KEYS[6], queued)
+  if queued > 0 and (not held or queued > redis.call('PTTL', sem.permits)) then
+    redis.call('PEXPIRE', sem.permits, queued)
   end
   if not held and queued <= 0 then
-    redis.call('DEL', KEYS[6])
+    redis.call('DEL', sem.permits)
   end
 end
