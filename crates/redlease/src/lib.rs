@@ -281,6 +281,7 @@ mod waiters;
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
 mod client;
+mod connection;
 mod default_client;
 mod election;
 mod guard;
@@ -312,6 +313,7 @@ pub use builder::{DEFAULT_PREFIX, DEFAULT_TTL, DEFAULT_WAIT, MAX_NOTE};
 pub use client::{
     Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, Notifications,
 };
+pub use connection::{ConnectionState, ConnectionStates, PROBE};
 pub use default_client::{default_client, set_default_client};
 pub use election::{Election, Leader, LeaderChanges, Leadership};
 pub use error::{Error, NodeError, Result, is_connection_error};

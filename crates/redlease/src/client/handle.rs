@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::clock::ClockWatch;
+use crate::connection::{ConnectionState, ConnectionStates};
 use crate::election::Election;
 use crate::engine::Engine;
 use crate::error::Result;
@@ -93,6 +94,36 @@ impl Client {
     /// acquired.
     pub fn rwlock(&self, name: impl Into<String>) -> RwLock {
         RwLock::new(Arc::clone(&self.engine), name.into())
+    }
+
+    /// Whether the client's Redis answers now, as the latest request to each node found
+    /// (see [`ConnectionState`]: it says nothing about leases, which each guard reports).
+    pub fn connection_state(&self) -> ConnectionState {
+        crate::connection::now(&self.engine)
+    }
+
+    /// Every change of the client's [`ConnectionState`], starting with the current one
+    /// (one stream per client, for all its leases: Curator's connection state listener
+    /// without its `LOST`). While the stream is polled, every node is sent a `PING` each
+    /// [`PROBE`](crate::PROBE) that passes without a change, so that an idle client
+    /// notices a Redis that stopped answering within about a probe and a response
+    /// timeout. The stream ends only when dropped.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example(client: redlease::Client) {
+    /// use futures_util::StreamExt as _;
+    ///
+    /// let mut states = client.connection_states();
+    /// while let Some(state) = states.next().await {
+    ///     if !state.is_usable() {
+    ///         // Stop taking new work; held leases report their own fate.
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn connection_states(&self) -> ConnectionStates {
+        crate::connection::follow(Arc::clone(&self.engine))
     }
 
     /// What this client (and its clones) is doing and has done so far: counters for

@@ -205,6 +205,13 @@ impl Node {
         &self,
         invocation: &scripts::Call,
     ) -> RedisResult<T> {
+        self.health.call(self.invoke_unrecorded(invocation)).await
+    }
+
+    async fn invoke_unrecorded<T: FromRedisValue>(
+        &self,
+        invocation: &scripts::Call,
+    ) -> RedisResult<T> {
         let (mut conn, events) = self.current_since().await?;
         match invocation.invoke_async(&mut conn).await {
             Err(e) if self.must_follow(&e) => {
@@ -221,6 +228,10 @@ impl Node {
     /// `NOSCRIPT` as [`scripts::EvalOnNoscript`] says); follows a moved primary as
     /// [`Node::invoke`] does.
     pub(crate) async fn pipeline<T: FromRedisValue>(&self, pipe: &Pipeline) -> RedisResult<T> {
+        self.health.call(self.pipeline_unrecorded(pipe)).await
+    }
+
+    async fn pipeline_unrecorded<T: FromRedisValue>(&self, pipe: &Pipeline) -> RedisResult<T> {
         let (mut conn, events) = self.current_since().await?;
         match pipe.query_async(&mut EvalOnNoscript(&mut conn)).await {
             Err(e) if self.must_follow(&e) => {
@@ -235,8 +246,12 @@ impl Node {
 
     /// Sends one plain command.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> RedisResult<T> {
-        let mut conn = self.current().await?;
-        cmd.query_async(&mut conn).await
+        self.health
+            .call(async {
+                let mut conn = self.current().await?;
+                cmd.query_async(&mut conn).await
+            })
+            .await
     }
 
     fn must_follow(&self, e: &redis::RedisError) -> bool {
@@ -349,14 +364,33 @@ const CHOICES: usize = 8;
 /// split their votes could not be decided).
 const REST: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// Whether a quorum node is up, as far as its last answers tell.
-#[derive(Debug, Default)]
+/// Whether a node is up, as far as its last answers tell: every request through
+/// [`Node`] is recorded here.
+#[derive(Debug)]
 pub(crate) struct Health {
-    /// Until when the node is not asked (after a connection error).
+    /// Until when the node is not asked (after a connection error): read for quorum
+    /// nodes only.
     resting_until: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// Whether the node answered its latest request (`None` before any): what
+    /// [`Client::connection_states`](crate::Client::connection_states) reports.
+    answering: tokio::sync::watch::Sender<Option<bool>>,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Self {
+            resting_until: std::sync::Mutex::default(),
+            answering: tokio::sync::watch::Sender::new(None),
+        }
+    }
 }
 
 impl Health {
+    /// Follows whether the node answers (`None` until its first request).
+    pub(crate) fn answering(&self) -> tokio::sync::watch::Receiver<Option<bool>> {
+        self.answering.subscribe()
+    }
+
     fn until(&self) -> std::sync::MutexGuard<'_, Option<tokio::time::Instant>> {
         self.resting_until
             .lock()
@@ -372,12 +406,17 @@ impl Health {
     /// Records what a request to the node found: a connection error rests the node for
     /// [`REST`]; any reply (even an error reply) means it is up.
     pub(crate) fn record<T>(&self, result: &RedisResult<T>) {
-        match result {
-            Err(e) if is_connection_error(e) => {
-                *self.until() = Some(tokio::time::Instant::now() + REST);
-            }
-            _ => *self.until() = None,
+        let answered = !matches!(result, Err(e) if is_connection_error(e));
+        if answered {
+            *self.until() = None;
+        } else {
+            *self.until() = Some(tokio::time::Instant::now() + REST);
         }
+        self.answering.send_if_modified(|was| {
+            let changed = *was != Some(answered);
+            *was = Some(answered);
+            changed
+        });
     }
 
     /// Runs `call` and records what it found.
