@@ -26,9 +26,9 @@ async fn until_state(states: &mut ConnectionStates, wanted: ConnectionState) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_idle_client_notices_a_silent_server_and_its_return() {
-    let server = server();
+/// A client of `server` that gives up on a reply after 500 ms, and its states, the first
+/// (`Connected`) read.
+async fn followed(server: &redlease_local::RedisServer) -> (Client, ConnectionStates) {
     let client = Client::builder(&server.url())
         .response_timeout(Duration::from_millis(500))
         .connect()
@@ -36,6 +36,13 @@ async fn an_idle_client_notices_a_silent_server_and_its_return() {
         .unwrap();
     let mut states = client.connection_states();
     assert_eq!(states.next().await, Some(ConnectionState::Connected));
+    (client, states)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_client_notices_a_silent_server_and_its_return() {
+    let server = server();
+    let (client, mut states) = followed(&server).await;
     let guard = client
         .lock("held-through")
         .ttl(Duration::from_secs(30))
@@ -57,13 +64,7 @@ async fn an_idle_client_notices_a_silent_server_and_its_return() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_server_suspends_the_client_until_it_is_back() {
     let mut server = server();
-    let client = Client::builder(&server.url())
-        .response_timeout(Duration::from_millis(500))
-        .connect()
-        .await
-        .unwrap();
-    let mut states = client.connection_states();
-    assert_eq!(states.next().await, Some(ConnectionState::Connected));
+    let (_client, mut states) = followed(&server).await;
     server.kill();
     until_state(&mut states, ConnectionState::Suspended).await;
     server.restart().unwrap();
