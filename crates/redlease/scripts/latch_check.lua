@@ -8,7 +8,7 @@
 --   status       1: the waiter's round ended (or, on a first check, none was open: the
 --                latch is at zero); 0: counts are outstanding
 --   round        how many rounds ended
---   outstanding  the live counts now
+--   outstanding  the live counts now, and the arrivals the round still expects
 --   pttl         ms until the earliest live count's lease runs out (-1: none)
 --   last_down, last_expired  how the latest ended round's counts ended
 --   ended        1 when this very check ended that round (its last count had expired)
@@ -21,7 +21,7 @@ reclaim(latch, now)
 local ended = close_if_done(latch, ARGV[2], ARGV[3])
 local rounds = redis.call('HMGET', latch.rounds, 'round', 'last_down', 'last_expired')
 local round = tonumber(rounds[1] or '0')
-local outstanding = redis.call('ZCARD', latch.counts)
+local outstanding = redis.call('ZCARD', latch.counts) + expected(latch)
 local pttl = -1
 local first = redis.call('ZRANGE', latch.counts, 0, 0, 'WITHSCORES')
 if first[2] then

@@ -25,6 +25,10 @@ else
   redis.call('ZADD', latch.counts, ms(now + ttl), token)
   redis.call('SADD', latch.key, token)
   redis.call('HSET', latch.holders, token, cjson.encode({string.format('%d', fence), details}))
+  -- An arrival the round expected: it is here now, counted as this count.
+  if expected(latch) > 0 then
+    redis.call('HINCRBY', latch.rounds, 'expect', -1)
+  end
   reply = fence
 end
 redis.call('HSET', latch.rounds, 'open', '1')

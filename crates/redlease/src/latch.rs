@@ -51,6 +51,11 @@ const NO_QUORUM: &str = "counts kept by a majority of independent nodes do not a
 /// [`Opened::expired`] zero) unless its own look is what ended the round (its last count
 /// had just expired). The rounds' record is kept 7 days after its last change.
 ///
+/// **Preset counts and barriers.** [`expect`](Latch::expect) presets arrivals that the
+/// round waits for before anyone counted up (a coordinator waiting for N workers that
+/// have not started); each count up takes one back. [`barrier`](Latch::barrier) is a
+/// reusable barrier of N parties on the same round: it opens when the last arrives.
+///
 /// **Waking.** Waiters do not poll: they listen on the latch's release channel (every
 /// script that ends a round announces it there, by `SPUBLISH` on a Cluster with sharded
 /// pub/sub), and look again only when the earliest live count's lease could have run out
@@ -186,6 +191,113 @@ impl Latch {
     #[tracing::instrument(skip_all, fields(latch = %self.spec.name))]
     pub async fn wait_open(&self) -> Result<Opened> {
         let keys = self.plan()?;
+        self.wait_round(&keys, None).await
+    }
+
+    /// Presets `arrivals` counts that the round open now waits for (opening one if none
+    /// is), before anyone counted up: each later [`count_up`](Latch::count_up) takes one
+    /// of them back (counted as that count), and the round cannot end while any is still
+    /// expected. So a coordinator can wait for N workers that have not started yet
+    /// (Redisson's `trySetCount`); [`wait_open`](Latch::wait_open) then returns only
+    /// after N counts came up and went (or expired). Returns the arrivals now expected.
+    ///
+    /// An expected arrival is not a lease: a worker that never starts holds the round
+    /// open until the waiters' [`wait`](Latch::wait) runs out ([`Error::Timeout`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] for zero arrivals; [`Error::Redis`] when Redis could not
+    /// be asked (not retried: the arrivals may or may not have been added); otherwise
+    /// as [`count_up`](Latch::count_up).
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropped after it was sent, the arrivals may have been added.
+    #[tracing::instrument(skip_all, fields(latch = %self.spec.name, arrivals))]
+    pub async fn expect(&self, arrivals: u32) -> Result<u64> {
+        let keys = self.plan()?;
+        let (_, expected) = self.preset(&keys, arrivals, false).await?;
+        Ok(expected)
+    }
+
+    /// As [`expect`](Latch::expect), only when no round is open (no count outstanding,
+    /// no arrival expected): whether the arrivals were preset. Of several parties that
+    /// all try, one presets the round and the others join it.
+    ///
+    /// # Errors
+    /// As [`expect`](Latch::expect); retried across a reconnection (it is idempotent).
+    ///
+    /// # Cancel safety
+    /// Cancel safe in effect: a repeated call finds the round open and adds nothing.
+    pub async fn try_expect(&self, arrivals: u32) -> Result<bool> {
+        let keys = self.plan()?;
+        let (set, _) = self.preset(&keys, arrivals, true).await?;
+        Ok(set)
+    }
+
+    /// A barrier of `parties`: returns once `parties` callers (this one included) have
+    /// arrived, and says how their counts ended. The first to arrive presets the round
+    /// ([`try_expect`](Latch::try_expect)); each then counts up and down at once and
+    /// waits for the round to end, so the barrier opens when the last party arrives, for
+    /// every party at the same notice. A party that dies between its arrival and its
+    /// count down is reclaimed as expired one ttl later ([`Opened::is_broken`]); a party
+    /// that never arrives keeps the others waiting until their [`wait`](Latch::wait)
+    /// runs out. Reusable: the next arrivals after the barrier opened form the next
+    /// round. (Curator's `DistributedDoubleBarrier` enter, with leases.)
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] for zero parties; [`Error::Timeout`] when the wait ran
+    /// out before every party arrived; [`Error::Lost`] when this party's own count
+    /// expired before it counted down; otherwise as [`count_up`](Latch::count_up).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped call counts its count down in the background (it still
+    /// counts as arrived).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example(client: redlease::Client) -> redlease::Result<()> {
+    /// // On each of 4 machines: nobody starts the next phase before all 4 are ready.
+    /// let opened = client
+    ///     .latch("phase-2")
+    ///     .wait(std::time::Duration::from_secs(60))
+    ///     .barrier(4)
+    ///     .await?;
+    /// assert!(!opened.is_broken());
+    /// # Ok(()) }
+    /// ```
+    #[tracing::instrument(skip_all, fields(latch = %self.spec.name, parties))]
+    pub async fn barrier(&self, parties: u32) -> Result<Opened> {
+        let keys = self.plan()?;
+        self.preset(&keys, parties, true).await?;
+        let count = self.count_up().await?;
+        // The round this count belongs to, read while it still counts: once counted
+        // down, the round may end (and another open) before this party looks.
+        let state = self
+            .spec
+            .engine
+            .deployment()
+            .latch_check(&keys, None)
+            .await?;
+        count.count_down().await?;
+        self.wait_round(&keys, Some(state.round)).await
+    }
+
+    async fn preset(&self, keys: &LockKeys, arrivals: u32, only_idle: bool) -> Result<(bool, u64)> {
+        if arrivals == 0 {
+            return Err(Error::InvalidOption {
+                option: "arrivals",
+                reason: "a latch expects at least one arrival".into(),
+            });
+        }
+        self.spec
+            .engine
+            .deployment()
+            .latch_expect(keys, u64::from(arrivals), only_idle)
+            .await
+    }
+
+    /// Waits for the round seen open as `seen` (`None`: the round open at the first look)
+    /// to end; see [`wait_open`](Latch::wait_open).
+    async fn wait_round(&self, keys: &LockKeys, mut seen: Option<u64>) -> Result<Opened> {
         let engine = &self.spec.engine;
         let retry = self.spec.retry;
         let started = Instant::now();
@@ -195,7 +307,6 @@ impl Latch {
             Wait::Forever => None,
         };
         let mut watch: Option<Watch> = None;
-        let mut seen: Option<u64> = None;
         loop {
             let now = Instant::now();
             if watch.is_none()
@@ -212,7 +323,7 @@ impl Latch {
             if let Some(n) = notified.as_mut() {
                 n.as_mut().enable();
             }
-            let state = engine.deployment().latch_check(&keys, seen).await?;
+            let state = engine.deployment().latch_check(keys, seen).await?;
             if state.done {
                 if seen.is_none() && !state.ended_now {
                     return Ok(Opened::default());

@@ -77,6 +77,7 @@ macro_rules! latch_script {
 pub(crate) const LATCH_UP_LUA: &str = latch_script!("../scripts/latch_up.lua");
 pub(crate) const LATCH_DOWN_LUA: &str = latch_script!("../scripts/latch_down.lua");
 pub(crate) const LATCH_CHECK_LUA: &str = latch_script!("../scripts/latch_check.lua");
+pub(crate) const LATCH_EXPECT_LUA: &str = latch_script!("../scripts/latch_expect.lua");
 pub(crate) const SEM_ACQUIRE_LUA: &str = semaphore_script!("../scripts/sem_acquire.lua");
 pub(crate) const SEM_RELEASE_LUA: &str = semaphore_script!("../scripts/sem_release.lua");
 pub(crate) const RW_ACQUIRE_LUA: &str = rwlock_script!("../scripts/rw_acquire.lua");
@@ -183,16 +184,20 @@ pub(crate) static LATCH_DOWN: LazyLock<Script> = LazyLock::new(|| Script::new(LA
 /// What a latch's waiter sees now (after reclaiming expired counts).
 pub(crate) static LATCH_CHECK: LazyLock<Script> = LazyLock::new(|| Script::new(LATCH_CHECK_LUA));
 
+/// Arrivals a latch's round expects before anyone counted up.
+pub(crate) static LATCH_EXPECT: LazyLock<Script> = LazyLock::new(|| Script::new(LATCH_EXPECT_LUA));
+
 /// Replaces an election leader's note while it leads, and announces it.
 pub(crate) static PROCLAIM: LazyLock<Script> = LazyLock::new(|| Script::new(PROCLAIM_LUA));
 
 /// Every script: the loaded script, its file name, and the exact text it was made from.
-fn all() -> [(&'static Script, &'static str, &'static str); 20] {
+fn all() -> [(&'static Script, &'static str, &'static str); 21] {
     [
         (&*PROCLAIM, "proclaim.lua", PROCLAIM_LUA),
         (&*LATCH_UP, "latch_up.lua", LATCH_UP_LUA),
         (&*LATCH_DOWN, "latch_down.lua", LATCH_DOWN_LUA),
         (&*LATCH_CHECK, "latch_check.lua", LATCH_CHECK_LUA),
+        (&*LATCH_EXPECT, "latch_expect.lua", LATCH_EXPECT_LUA),
         (&*HOLDS, "holds.lua", HOLDS_LUA),
         (&*MULTI_ACQUIRE, "multi_acquire.lua", MULTI_ACQUIRE_LUA),
         (&*LEADER, "leader.lua", LEADER_LUA),

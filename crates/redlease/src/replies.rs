@@ -327,6 +327,19 @@ pub(crate) struct LatchState {
     pub(crate) ended_now: bool,
 }
 
+/// `latch_expect.lua`: `{set, expected, round}`: whether the arrivals were added, and the
+/// arrivals the open round now expects.
+pub(crate) fn latch_expect(value: &Value) -> RedisResult<(bool, u64)> {
+    let wrong = || unexpected("latch_expect.lua", "{set, expected, round}", value);
+    let [set, expected, _round] = ints::<3>(value).ok_or_else(wrong)?;
+    let expected = u64::try_from(expected).map_err(|_| wrong())?;
+    match set {
+        0 => Ok((false, expected)),
+        1 => Ok((true, expected)),
+        _ => Err(wrong()),
+    }
+}
+
 /// `latch_check.lua`: `{status, round, outstanding, pttl, last_down, last_expired,
 /// ended}`, status and ended 0 or 1, pttl -1 or more, the others 0 or more.
 pub(crate) fn latch_check(value: &Value) -> RedisResult<LatchState> {

@@ -78,6 +78,11 @@ pub(crate) const LATCH_CHECK: Args = Args {
     file: "latch_check.lua",
     names: &["seen", "channel", "sharded"],
 };
+/// `latch_expect.lua`: arrivals a latch's round expects.
+pub(crate) const LATCH_EXPECT: Args = Args {
+    file: "latch_expect.lua",
+    names: &["n", "only_idle", "channel", "sharded"],
+};
 /// `lock_extend.lua`: a lock's lease reset.
 pub(crate) const LOCK_EXTEND: Args = Args {
     file: "lock_extend.lua",
@@ -132,7 +137,7 @@ pub(crate) const FENCED_SET: Args = Args {
 
 /// Every script's declaration, for the header check.
 #[cfg(test)]
-pub(crate) const ALL: [Args; 20] = [
+pub(crate) const ALL: [Args; 21] = [
     ACQUIRE,
     RELEASE,
     SEM_ACQUIRE,
@@ -143,6 +148,7 @@ pub(crate) const ALL: [Args; 20] = [
     LATCH_UP,
     LATCH_DOWN,
     LATCH_CHECK,
+    LATCH_EXPECT,
     LOCK_EXTEND,
     LEASE_EXTEND,
     LOCK_RENEW,

@@ -9,8 +9,8 @@ use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Script, ToR
 use crate::keys::{LockKeys, Primitive};
 pub(crate) use crate::lua::LOCK_EXTEND;
 use crate::lua::{
-    FENCED_SET, HOLDS, LATCH_CHECK, LEADER, LEASE_RENEW, LOCK_RENEW, MULTI_ACQUIRE, PROCLAIM,
-    RAISE_FENCE, RW_DOWNGRADE,
+    FENCED_SET, HOLDS, LATCH_CHECK, LATCH_EXPECT, LEADER, LEASE_RENEW, LOCK_RENEW, MULTI_ACQUIRE,
+    PROCLAIM, RAISE_FENCE, RW_DOWNGRADE,
 };
 use crate::script_args::{self as args, Args};
 
@@ -434,6 +434,17 @@ pub(crate) fn latch_check(keys: &LockKeys, seen: Option<u64>, notices: Notices) 
         Some(round) => invocation.set("seen", round),
         None => invocation.set("seen", ""),
     };
+    latch_notices(&mut invocation, keys, notices);
+    invocation
+}
+
+/// `latch_expect.lua`: `n` more arrivals expected by the open round (`only_idle`: only
+/// when no round is open).
+pub(crate) fn latch_expect(keys: &LockKeys, n: u64, only_idle: bool, notices: Notices) -> Call {
+    let mut invocation = with_keys(&LATCH_EXPECT, args::LATCH_EXPECT, keys, Kind::Count);
+    invocation
+        .set("n", n)
+        .set("only_idle", if only_idle { "1" } else { "" });
     latch_notices(&mut invocation, keys, notices);
     invocation
 }

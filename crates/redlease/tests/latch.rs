@@ -193,3 +193,111 @@ async fn a_waiter_looks_again_only_at_the_count_expiry() {
     // Its first look, and one at the count's expiry.
     assert!(looks <= 2, "the waiter looked {looks} times");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preset_latch_waits_for_workers_that_have_not_started() {
+    let server = server();
+    let (coordinator, worker) = (client(&server).await, client(&server).await);
+    let latch = coordinator.latch("preset").ttl(Duration::from_secs(60));
+    assert_eq!(latch.expect(2).await.unwrap(), 2);
+    // Nobody counted up yet, and the round is open: a waiter waits.
+    assert_eq!(latch.count().await.unwrap(), 2);
+    let (counted_tx, mut counted) = tokio::sync::mpsc::unbounded_channel();
+    let waiting = tokio::spawn({
+        let latch = latch
+            .clone()
+            .wait(Duration::from_secs(60))
+            .retry(no_polling());
+        async move {
+            let opened = latch.wait_open().await;
+            (opened, counted.try_recv().is_ok())
+        }
+    });
+    // A try_expect on an open round adds nothing.
+    assert!(!latch.try_expect(5).await.unwrap());
+    assert_eq!(latch.count().await.unwrap(), 2);
+    let workers = worker.latch("preset").ttl(Duration::from_secs(60));
+    let first = workers.count_up().await.unwrap();
+    first.count_down().await.unwrap();
+    // One arrival of two came and went: the round is still open.
+    assert_eq!(latch.count().await.unwrap(), 1);
+    assert!(!waiting.is_finished());
+    let second = workers.count_up().await.unwrap();
+    counted_tx.send(()).unwrap();
+    second.count_down().await.unwrap();
+    let (opened, after_the_last) = bounded("the preset round to end", waiting).await.unwrap();
+    let opened = opened.unwrap();
+    assert!(
+        after_the_last,
+        "the waiter returned before the last arrival"
+    );
+    assert_eq!((opened.counted_down(), opened.expired()), (2, 0));
+    // Idle again: try_expect presets the next round, zero arrivals are refused.
+    assert!(latch.try_expect(1).await.unwrap());
+    assert!(matches!(
+        latch.expect(0).await,
+        Err(Error::InvalidOption { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_barrier_opens_for_every_party_when_the_last_arrives() {
+    let server = server();
+    let parties = 3;
+    let mut clients = Vec::new();
+    for _ in 0..parties {
+        clients.push(client(&server).await);
+    }
+    let arrived = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let mut waiting = Vec::new();
+    for party in clients.iter().take(2) {
+        let latch = party
+            .latch("barrier")
+            .ttl(Duration::from_secs(60))
+            .wait(Duration::from_secs(60))
+            .retry(no_polling());
+        let arrived = Arc::clone(&arrived);
+        waiting.push(tokio::spawn(async move {
+            arrived.fetch_add(1, Ordering::SeqCst);
+            let opened = latch.barrier(parties).await;
+            (opened, arrived.load(Ordering::SeqCst))
+        }));
+    }
+    common::eventually("two parties at the barrier", || {
+        let latch = clients[0].latch("barrier");
+        // One arrival of the three still expected.
+        async move { latch.count().await.unwrap() == 1 }
+    })
+    .await;
+    for w in &waiting {
+        assert!(
+            !w.is_finished(),
+            "a party passed the barrier before the last arrived"
+        );
+    }
+    arrived.fetch_add(1, Ordering::SeqCst);
+    let last = clients[2]
+        .latch("barrier")
+        .ttl(Duration::from_secs(60))
+        .barrier(parties)
+        .await
+        .unwrap();
+    assert_eq!(last.expired(), 0);
+    for w in waiting {
+        let (opened, arrivals) = bounded("the barrier to open", w).await.unwrap();
+        let opened = opened.unwrap();
+        assert_eq!(
+            arrivals, parties,
+            "a party passed before every party arrived"
+        );
+        assert_eq!((opened.counted_down(), opened.expired()), (3, 0));
+    }
+    // Reusable: the next round is preset afresh.
+    assert!(
+        clients[0]
+            .latch("barrier")
+            .try_expect(parties)
+            .await
+            .unwrap()
+    );
+}

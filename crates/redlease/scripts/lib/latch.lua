@@ -54,10 +54,20 @@ local function reclaim(latch, now)
   end
 end
 
--- Ends the open round when no count is outstanding, and announces it on `channel` (with
--- SPUBLISH when `flag` is "S"); whether it did.
+-- The arrivals the open round still expects (see latch_expect.lua): counts preset by a
+-- coordinator, each taken back by one count up.
+local function expected(latch)
+  return tonumber(redis.call('HGET', latch.rounds, 'expect') or '0')
+end
+
+-- Ends the open round when no count is outstanding and no arrival is expected, and
+-- announces it on `channel` (with SPUBLISH when `flag` is "S"); whether it did.
 local function close_if_done(latch, channel, flag)
-  if redis.call('ZCARD', latch.counts) > 0 or redis.call('HGET', latch.rounds, 'open') ~= '1' then
+  if redis.call('ZCARD', latch.counts) > 0 then
+    return false
+  end
+  local state = redis.call('HMGET', latch.rounds, 'open', 'expect')
+  if state[1] ~= '1' or tonumber(state[2] or '0') > 0 then
     return false
   end
   local round = redis.call('HMGET', latch.rounds, 'down', 'expired')

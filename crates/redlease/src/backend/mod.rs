@@ -205,6 +205,27 @@ impl Deployment {
         replies::latch_check(&value).map_err(|e| self.error("checking a latch", &keys.key, e))
     }
 
+    /// Presets `n` arrivals of a latch's round (`only_idle`: only when none is open):
+    /// whether they were added, and the arrivals now expected. Never over a quorum.
+    pub(crate) async fn latch_expect(
+        &self,
+        keys: &LockKeys,
+        n: u64,
+        only_idle: bool,
+    ) -> Result<(bool, u64)> {
+        let invocation = scripts::latch_expect(keys, n, only_idle, self.announces());
+        // Adding is not idempotent (a retry after a lost reply would expect them twice);
+        // adding only to an idle latch is.
+        let sent = if only_idle {
+            self.across_reconnects(|| self.primary().invoke(&invocation))
+                .await
+        } else {
+            self.primary().invoke(&invocation).await
+        };
+        let value: Value = sent.map_err(|e| self.error("presetting a latch", &keys.key, e))?;
+        replies::latch_expect(&value).map_err(|e| self.error("presetting a latch", &keys.key, e))
+    }
+
     /// Whether the lease of `kind` at `keys` holds `token` now, by a read. Over a quorum,
     /// whether a majority of nodes say so.
     pub(crate) async fn holds(&self, keys: &LockKeys, kind: Kind, token: &str) -> Result<bool> {

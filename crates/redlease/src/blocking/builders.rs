@@ -588,4 +588,29 @@ impl Latch {
     pub fn wait_open(&self) -> Result<crate::Opened> {
         block_on(&self.0.runtime, self.0.inner.wait_open())?
     }
+
+    /// Presets arrivals the open round waits for; see [`crate::Latch::expect`].
+    ///
+    /// # Errors
+    /// As [`crate::Latch::expect`], and [`Error::Runtime`] inside an async task.
+    pub fn expect(&self, arrivals: u32) -> Result<u64> {
+        block_on(&self.0.runtime, self.0.inner.expect(arrivals))?
+    }
+
+    /// Presets arrivals only when no round is open; see [`crate::Latch::try_expect`].
+    ///
+    /// # Errors
+    /// As [`crate::Latch::try_expect`], and [`Error::Runtime`] inside an async task.
+    pub fn try_expect(&self, arrivals: u32) -> Result<bool> {
+        block_on(&self.0.runtime, self.0.inner.try_expect(arrivals))?
+    }
+
+    /// Blocks at a barrier of `parties` until the last arrives; see
+    /// [`crate::Latch::barrier`].
+    ///
+    /// # Errors
+    /// As [`crate::Latch::barrier`], and [`Error::Runtime`] inside an async task.
+    pub fn barrier(&self, parties: u32) -> Result<crate::Opened> {
+        block_on(&self.0.runtime, self.0.inner.barrier(parties))?
+    }
 }
