@@ -551,7 +551,8 @@ class Client(_ClientBase):
 
         ``url`` is ``redis://[user:password@]host:port[/db]``, ``rediss://`` for TLS,
         ``redis+sentinel://host:port[,host:port...]/master-name`` for a primary found through
-        Sentinel, ``redis+cluster://host:port[,host:port...]`` for a Redis Cluster, or a list
+        Sentinel (``rediss+sentinel://`` over TLS, with ``tls_ca``/``tls_cert``/``tls_key``
+        for the sentinels and the primary), ``redis+cluster://host:port[,host:port...]`` for a Redis Cluster, or a list
         of URLs for a quorum (Redlock) of independent primaries. ``prefix`` (default
         ``"redlease:"``) starts the keys of every lock: give the one your Rust services
         (``ClientBuilder::prefix``) and ``redlease run --prefix`` use, so that all of them wait

@@ -15,7 +15,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one reply may take.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
-const REDIS_HELP: &str = "The Redis to use: redis://[USER:PASSWORD@]HOST:PORT[/DB], or rediss://... for TLS (the server certificate is verified against the system's roots, or --cacert). Credentials in the URL are never printed. Repeat it for a quorum (Redlock) of independent primaries: a lock is held when a majority of them grant it. [default: $REDIS_URL, else redis://127.0.0.1:6379]";
+const REDIS_HELP: &str = "The Redis to use: redis://[USER:PASSWORD@]HOST:PORT[/DB], or rediss://... for TLS (the server certificate is verified against the system's roots, or --cacert); a primary found through Sentinel: redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER-NAME[/DB] (the credentials are the primary's), or rediss+sentinel://... for TLS to the sentinels and to the primary they name (with the same --cacert, --cert and --tls-key). Credentials in the URL are never printed. Repeat it for a quorum (Redlock) of independent primaries: a lock is held when a majority of them grant it. [default: $REDIS_URL, else redis://127.0.0.1:6379]";
 
 /// The connection options every subcommand that talks to Redis shares.
 #[derive(Debug, Clone, clap::Args)]
@@ -310,13 +310,16 @@ pub(crate) async fn url_or_private_server(
 
 /// `url` with `password`, when it gives none: for its user (`redis://user@host`), or the
 /// default user. Unchanged when it has a password (`user:password@`, `:password@`), or
-/// when it is no `redis://`, `rediss://` or `redis+sentinel://` URL (the connection then
-/// says what is wrong with it).
+/// when it is no `redis://`, `rediss://`, `redis+sentinel://` or `rediss+sentinel://` URL
+/// (the connection then says what is wrong with it).
 fn with_password(url: &str, password: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
-    if !matches!(scheme, "redis" | "rediss" | "redis+sentinel") {
+    if !matches!(
+        scheme,
+        "redis" | "rediss" | "redis+sentinel" | "rediss+sentinel"
+    ) {
         return url.to_owned();
     }
     let authority = rest.split('/').next().unwrap_or_default();
@@ -357,6 +360,10 @@ mod tests {
         assert_eq!(
             with_password("redis+sentinel://s1:26379,s2:26379/main", "pw"),
             "redis+sentinel://:pw@s1:26379,s2:26379/main"
+        );
+        assert_eq!(
+            with_password("rediss+sentinel://s1:26380,s2:26380/main", "pw"),
+            "rediss+sentinel://:pw@s1:26380,s2:26380/main"
         );
         assert_eq!(with_password("not a url", "pw"), "not a url");
     }

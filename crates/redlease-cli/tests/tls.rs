@@ -1,11 +1,11 @@
 //! `rediss://` from the command line: `--cacert` for a private CA, `--cert` and `--tls-key`
-//! for a server that requires client certificates, `--insecure`, and the errors of a
-//! missing file or a half-given pair.
+//! for a server that requires client certificates, `--insecure`, the errors of a
+//! missing file or a half-given pair, and `rediss+sentinel://` with the same flags.
 
 mod common;
 
 use common::{TestResult, output, redlease, text};
-use redlease_local::{RedisServer, ServerOptions};
+use redlease_local::{RedisServer, Sentinel, ServerOptions};
 
 fn tls_server(options: ServerOptions) -> Result<RedisServer, redlease_local::Error> {
     RedisServer::start_with(options)
@@ -20,6 +20,19 @@ fn on(url: &str, args: &[&str], tls: &[&str]) -> std::process::Command {
     };
     cmd.args(head).args(["--redis", url]).args(tls).args(tail);
     cmd
+}
+
+/// Runs each of `cases` (the arguments, the exit code expected) on `url` with `tls`.
+fn exit_codes(url: &str, tls: &[&str], cases: &[(&[&str], i32)]) {
+    for (args, code) in cases {
+        let out = output(on(url, args, tls));
+        assert_eq!(
+            out.status.code(),
+            Some(*code),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
 }
 
 #[test]
@@ -38,19 +51,15 @@ fn cacert_reaches_a_server_signed_by_a_private_ca_that_the_system_roots_refuse()
     );
 
     // run (the library's client), status (its inspection) and list (plain connections).
-    for (args, code) in [
-        (&["run", "--key", "k", "--", "true"][..], 0),
-        (&["status", "k"], 1),
-        (&["list"], 0),
-    ] {
-        let out = output(on(&url, args, &["--cacert", ca]));
-        assert_eq!(
-            out.status.code(),
-            Some(code),
-            "{args:?}: {}",
-            text(&out.stderr)
-        );
-    }
+    exit_codes(
+        &url,
+        &["--cacert", ca],
+        &[
+            (&["run", "--key", "k", "--", "true"], 0),
+            (&["status", "k"], 1),
+            (&["list"], 0),
+        ],
+    );
     Ok(())
 }
 
@@ -74,20 +83,16 @@ fn cert_and_tls_key_reach_a_server_that_requires_a_client_certificate() -> TestR
     assert_eq!(refused.status.code(), Some(69), "{}", text(&refused.stderr));
 
     let mutual = ["--cacert", ca, "--cert", cert, "--tls-key", key];
-    for (args, code) in [
-        (&["run", "--key", "k", "--", "true"][..], 0),
-        (&["status", "k"], 1),
-        (&["list"], 0),
-        (&["release", "--force", "k"], 1),
-    ] {
-        let out = output(on(&url, args, &mutual));
-        assert_eq!(
-            out.status.code(),
-            Some(code),
-            "{args:?}: {}",
-            text(&out.stderr)
-        );
-    }
+    exit_codes(
+        &url,
+        &mutual,
+        &[
+            (&["run", "--key", "k", "--", "true"], 0),
+            (&["status", "k"], 1),
+            (&["list"], 0),
+            (&["release", "--force", "k"], 1),
+        ],
+    );
     Ok(())
 }
 
@@ -150,6 +155,59 @@ fn insecure_accepts_an_unknown_ca_and_an_insecure_url_asks_for_the_flag() -> Tes
             "{args:?}: {}",
             text(&out.stderr)
         );
+    }
+    Ok(())
+}
+
+#[test]
+fn rediss_sentinel_reaches_tls_sentinels_and_their_primary_with_the_tls_flags() -> TestResult {
+    let deployment = Sentinel::start_tls_client_certificates()?;
+    let url = deployment.sentinel_url();
+    assert!(url.starts_with("rediss+sentinel://"), "{url}");
+    let ca = deployment.ca_certificate().ok_or("no CA")?;
+    let (cert, key) = deployment
+        .client_certificate()
+        .ok_or("no client certificate")?;
+    let (ca, cert, key) = (
+        ca.to_str().ok_or("path")?,
+        cert.to_str().ok_or("path")?,
+        key.to_str().ok_or("path")?,
+    );
+    let mutual = ["--cacert", ca, "--cert", cert, "--tls-key", key];
+
+    // The lock is held on the primary while the command runs (its fencing token given).
+    let held = r#"test -n "$REDLEASE_FENCING_TOKEN""#;
+    exit_codes(
+        &url,
+        &mutual,
+        &[
+            (&["run", "--key", "k", "--", "sh", "-c", held], 0),
+            (&["status", "k"], 1),
+        ],
+    );
+
+    let run = ["run", "--key", "k", "--", "true"];
+    // Without a client certificate, the sentinels drop the connection: the flags are named.
+    let out = output(on(&url, &run, &["--cacert", ca]));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(69), "{stderr}");
+    assert!(stderr.contains("--cert"), "{stderr}");
+    // Without --cacert, the system's roots refuse the sentinels' certificates.
+    let out = output(on(&url, &run, &[]));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(69), "{stderr}");
+    assert!(
+        stderr.contains("certificate") && stderr.contains("--cacert"),
+        "{stderr}"
+    );
+    // A plain redis+sentinel:// URL to the TLS sentinels: unreachable, or a usage error
+    // beside the TLS flags; both name rediss+sentinel://.
+    let plain = url.replace("rediss+sentinel://", "redis+sentinel://");
+    for (flags, code) in [(&[][..], 69), (&mutual[..], 2)] {
+        let out = output(on(&plain, &run, flags));
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{flags:?}: {stderr}");
+        assert!(stderr.contains("rediss+sentinel://"), "{flags:?}: {stderr}");
     }
     Ok(())
 }

@@ -5,8 +5,10 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// How long a request may wait for the connection.
@@ -97,17 +99,43 @@ impl fmt::Debug for Reply {
     }
 }
 
-/// Sends `args` as one command to `127.0.0.1:port` over a fresh connection and reads the
-/// whole reply. An error reply is `Ok(Reply::Error(..))`; only I/O and protocol trouble is
-/// an `Err`.
+/// Where the set-up commands of [`request`] go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Control {
+    /// `127.0.0.1:PORT`, in plain text.
+    Tcp(u16),
+    /// A Unix socket: the control channel of a server whose TCP port speaks TLS only.
+    Unix(PathBuf),
+}
+
+/// Sends `args` as one command to `to` over a fresh connection and reads the whole reply.
+/// An error reply is `Ok(Reply::Error(..))`; only I/O and protocol trouble is an `Err`.
 pub(crate) fn request<A: AsRef<[u8]>>(
-    port: u16,
+    to: &Control,
     auth: Option<(&str, &str)>,
     args: &[A],
 ) -> io::Result<Reply> {
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let mut stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)?;
-    stream.set_read_timeout(Some(READ_TIMEOUT))?;
+    match to {
+        Control::Tcp(port) => {
+            let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, *port));
+            let stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)?;
+            stream.set_read_timeout(Some(READ_TIMEOUT))?;
+            exchange(stream, auth, args)
+        }
+        Control::Unix(path) => {
+            let stream = UnixStream::connect(path)?;
+            stream.set_read_timeout(Some(READ_TIMEOUT))?;
+            exchange(stream, auth, args)
+        }
+    }
+}
+
+/// Sends `args` (after an `AUTH` when `auth` is given) on `stream` and reads the reply.
+fn exchange<S: Read + Write, A: AsRef<[u8]>>(
+    mut stream: S,
+    auth: Option<(&str, &str)>,
+    args: &[A],
+) -> io::Result<Reply> {
     let mut req = Vec::new();
     if let Some((user, password)) = auth {
         encode(&mut req, &["AUTH", user, password]);

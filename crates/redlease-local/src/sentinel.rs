@@ -1,7 +1,9 @@
 //! A primary, two replicas and three sentinels watching them.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::server::make_certificates;
 use crate::{Error, RedisServer, Reply, ServerOptions, wait};
 
 /// The name the sentinels monitor the primary under.
@@ -33,7 +35,7 @@ const FAILOVER_TIMEOUT: Duration = Duration::from_secs(5);
 /// A Sentinel deployment on free loopback ports: one primary, two replicas (`REPLICAOF`),
 /// and three sentinels monitoring it as [`master_name`](Self::master_name) with a quorum
 /// of 2. Every process is stopped by PID when this value is dropped, including when a test
-/// panics.
+/// panics. [`Sentinel::start_tls`] starts one that speaks TLS only, everywhere.
 ///
 /// ```no_run
 /// # fn main() -> Result<(), redlease_local::Error> {
@@ -52,7 +54,14 @@ pub struct Sentinel {
     /// The data nodes; `servers[0]` was the first primary.
     servers: Vec<RedisServer>,
     sentinels: Vec<RedisServer>,
+    /// The CA and certificates every server of a TLS deployment shares (removed after the
+    /// servers stopped: dropped last).
+    certificates: Option<tempfile::TempDir>,
 }
+
+/// How the servers of a TLS deployment ask for client certificates:
+/// [`ServerOptions::tls`] or [`ServerOptions::tls_client_certificates`].
+type TlsMode = fn(ServerOptions) -> ServerOptions;
 
 impl Sentinel {
     /// Starts the primary, its replicas and the sentinels, and waits (up to
@@ -63,8 +72,50 @@ impl Sentinel {
     /// deployment does not settle in time ([`Error::Timeout`]); everything started so far
     /// is stopped.
     pub fn start() -> Result<Self, Error> {
+        Self::start_with(None)
+    }
+
+    /// As [`Sentinel::start`], with every server and sentinel speaking TLS only (no plain
+    /// TCP port: `--port 0`, `--tls-port`) with certificates for `127.0.0.1` signed by one
+    /// throw-away CA ([`ca_certificate`](Self::ca_certificate)); replicas replicate and
+    /// sentinels monitor over TLS (`tls-replication yes`). [`sentinel_url`](Self::sentinel_url)
+    /// is then `rediss+sentinel://...` and [`sentinel_urls`](Self::sentinel_urls) are
+    /// `rediss://` URLs. This harness reaches its servers through Unix sockets in their
+    /// directories.
+    ///
+    /// # Errors
+    /// As [`Sentinel::start`]; [`Error::Spawn`] when `openssl` cannot be run.
+    pub fn start_tls() -> Result<Self, Error> {
+        Self::start_with(Some(ServerOptions::tls))
+    }
+
+    /// As [`Sentinel::start_tls`], and every server and sentinel requires a client
+    /// certificate of the CA (`tls-auth-clients yes`; see
+    /// [`client_certificate`](Self::client_certificate)).
+    ///
+    /// # Errors
+    /// As [`Sentinel::start_tls`].
+    pub fn start_tls_client_certificates() -> Result<Self, Error> {
+        Self::start_with(Some(ServerOptions::tls_client_certificates))
+    }
+
+    fn start_with(tls: Option<TlsMode>) -> Result<Self, Error> {
+        let certificates = match tls {
+            Some(_) => {
+                let dir = tempfile::Builder::new()
+                    .prefix("redlease-sentinel-tls-")
+                    .tempdir()?;
+                make_certificates(dir.path())?;
+                Some(dir)
+            }
+            None => None,
+        };
+        let options = |options: ServerOptions| match (tls, &certificates) {
+            (Some(tls), Some(dir)) => tls(options).tls_only(dir.path()),
+            _ => options,
+        };
         let master_name = DEFAULT_MASTER_NAME.to_owned();
-        let data = ServerOptions::default().without_test_acl();
+        let data = options(ServerOptions::default().without_test_acl());
         let primary = RedisServer::start_with(data.clone())?;
         let primary_port = primary.port().to_string();
         let mut servers = vec![primary];
@@ -86,12 +137,15 @@ impl Sentinel {
             FAILOVER_TIMEOUT.as_millis(),
         );
         let sentinels = (0..SENTINELS)
-            .map(|_| RedisServer::start_with(ServerOptions::default().sentinel(config.clone())))
+            .map(|_| {
+                RedisServer::start_with(options(ServerOptions::default()).sentinel(config.clone()))
+            })
             .collect::<Result<_, _>>()?;
         let deployment = Self {
             master_name,
             servers,
             sentinels,
+            certificates,
         };
         deployment.wait_in_sync(DEFAULT_SENTINEL_TIMEOUT)?;
         Ok(deployment)
@@ -102,13 +156,14 @@ impl Sentinel {
         &self.master_name
     }
 
-    /// Each sentinel's `redis://127.0.0.1:PORT`.
+    /// Each sentinel's `redis://127.0.0.1:PORT` (`rediss://` for a TLS deployment).
     pub fn sentinel_urls(&self) -> Vec<String> {
         self.sentinels.iter().map(RedisServer::url).collect()
     }
 
     /// All sentinels and the master name in one URL:
-    /// `redis+sentinel://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3/<master-name>`.
+    /// `redis+sentinel://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3/<master-name>`
+    /// (`rediss+sentinel://...` for a TLS deployment).
     ///
     /// redis-rs parses no such URL (it takes sentinel addresses and a service name
     /// separately); this form is a redlease convention, the one Python's
@@ -121,7 +176,30 @@ impl Sentinel {
             .map(|s| format!("127.0.0.1:{}", s.port()))
             .collect::<Vec<_>>()
             .join(",");
-        format!("redis+sentinel://{hosts}/{}", self.master_name)
+        let scheme = if self.certificates.is_some() {
+            "rediss+sentinel"
+        } else {
+            "redis+sentinel"
+        };
+        format!("{scheme}://{hosts}/{}", self.master_name)
+    }
+
+    /// The PEM file of the CA that signed every server's and sentinel's certificate, for a
+    /// deployment started with [`Sentinel::start_tls`] or
+    /// [`Sentinel::start_tls_client_certificates`].
+    pub fn ca_certificate(&self) -> Option<PathBuf> {
+        self.certificates
+            .as_ref()
+            .map(|dir| dir.path().join("ca.crt"))
+    }
+
+    /// The PEM files of a client certificate signed by [`ca_certificate`](Self::ca_certificate)'s
+    /// CA and of its key (unencrypted PKCS#8), for a TLS deployment: what
+    /// [`Sentinel::start_tls_client_certificates`] asks for.
+    pub fn client_certificate(&self) -> Option<(PathBuf, PathBuf)> {
+        self.certificates
+            .as_ref()
+            .map(|dir| (dir.path().join("client.crt"), dir.path().join("client.key")))
     }
 
     /// The sentinel processes.
@@ -391,6 +469,36 @@ mod tests {
         deployment.wait_in_sync(DEFAULT_SENTINEL_TIMEOUT)?;
         let old = deployment.server_on(before)?;
         assert_eq!(old.text_field(&["INFO", "replication"], "role")?, "slave");
+        Ok(())
+    }
+
+    #[test]
+    fn a_tls_deployment_speaks_tls_only_and_fails_over() -> Result<(), Error> {
+        let mut deployment = Sentinel::start_tls()?;
+        let url = deployment.sentinel_url();
+        assert!(url.starts_with("rediss+sentinel://127.0.0.1:"), "{url}");
+        assert!(
+            deployment
+                .sentinel_urls()
+                .iter()
+                .all(|u| u.starts_with("rediss://127.0.0.1:")),
+            "{:?}",
+            deployment.sentinel_urls()
+        );
+        let ca = deployment.ca_certificate();
+        assert!(ca.is_some_and(|ca| ca.exists()));
+        // The ports the sentinels name and announce are TLS ports: a plain command there
+        // gets no reply.
+        let primary = deployment.primary()?;
+        assert_eq!(primary.ca_certificate(), deployment.ca_certificate());
+        assert!(
+            crate::resp::request(&crate::resp::Control::Tcp(primary.port()), None, &["PING"])
+                .is_err()
+        );
+        let before = primary.port();
+        let after = deployment.failover()?;
+        assert_ne!(before, after);
+        deployment.wait_in_sync(DEFAULT_SENTINEL_TIMEOUT)?;
         Ok(())
     }
 }

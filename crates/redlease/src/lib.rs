@@ -233,7 +233,7 @@
 //!
 //! # Cargo features
 //! `tls` (`rediss://`), `macros` (`#[locked]`, implies `blocking`), `cluster`
-//! ([`Client::cluster`]), `sentinel` ([`Client::sentinel`], `redis+sentinel://` URLs) and
+//! ([`Client::cluster`]), `sentinel` ([`Client::sentinel`], `redis+sentinel://` and `rediss+sentinel://` URLs) and
 //! `blocking` ([`blocking`]) are on by default; `metrics` is off. Without default features a
 //! client reaches one Redis or a quorum, with every primitive and guarantee.
 //!

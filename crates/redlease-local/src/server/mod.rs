@@ -17,7 +17,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::error::Error;
-use crate::resp::{self, Reply};
+use crate::resp::{self, Control, Reply};
 
 #[cfg(test)]
 pub(crate) use acl::test_acl_wanted;
@@ -26,7 +26,7 @@ use options::ClientCertificates;
 pub use options::ServerOptions;
 pub use ports::free_port;
 pub(crate) use ports::{forwarded_url, listen};
-use tls::make_certificates;
+pub(crate) use tls::make_certificates;
 
 /// How long [`RedisServer::start`] waits for a new server to answer `PING`.
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -76,7 +76,7 @@ impl RedisServer {
             acl: options.test_acl(),
             options,
         };
-        if server.options.tls.is_some() {
+        if server.options.tls.is_some() && server.options.tls_only.is_none() {
             make_certificates(server.dir.path())?;
         }
         // A free port can be taken by someone else between our probe and the server's bind;
@@ -85,7 +85,9 @@ impl RedisServer {
         loop {
             attempt += 1;
             server.port = free_port()?;
-            if server.options.tls.is_some() {
+            if server.options.tls_only.is_some() {
+                server.tls_port = Some(server.port);
+            } else if server.options.tls.is_some() {
                 server.tls_port = Some(free_port()?);
             }
             match server.spawn() {
@@ -113,16 +115,29 @@ impl RedisServer {
             cmd.args(["--repl-diskless-sync-delay", "0"])
                 .args(["--repl-diskless-load", "on-empty-db"]);
         }
-        cmd.arg("--port")
-            .arg(self.port.to_string())
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        if self.options.tls_only.is_some() {
+            // No plain TCP port: the harness' own commands go through the Unix socket.
+            cmd.args([
+                "--port",
+                "0",
+                "--tls-replication",
+                "yes",
+                "--unixsocketperm",
+                "700",
+            ])
+            .arg("--unixsocket")
+            .arg(self.socket_path());
+        } else {
+            cmd.arg("--port").arg(self.port.to_string());
+        }
+        cmd.args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(["--protected-mode", "yes", "--daemonize", "no"])
             .arg("--dir")
             .arg(self.dir.path())
             .arg("--logfile")
             .arg(self.log_path());
         if let Some(tls_port) = self.tls_port {
-            let dir = self.dir.path();
+            let dir = self.certificates_dir();
             cmd.arg("--tls-port")
                 .arg(tls_port.to_string())
                 .arg("--tls-cert-file")
@@ -225,7 +240,25 @@ impl RedisServer {
     /// When the server cannot be reached or sends no valid reply in time.
     pub fn query<A: AsRef<[u8]>>(&self, args: &[A]) -> std::io::Result<Reply> {
         let admin = self.acl.then_some(("admin", TEST_ADMIN_PASSWORD));
-        resp::request(self.port, admin, args)
+        let control = if self.options.tls_only.is_some() {
+            Control::Unix(self.socket_path())
+        } else {
+            Control::Tcp(self.port)
+        };
+        resp::request(&control, admin, args)
+    }
+
+    /// The Unix socket of a server that serves TLS only.
+    fn socket_path(&self) -> PathBuf {
+        self.dir.path().join("redis.sock")
+    }
+
+    /// Where the TLS certificates are: a deployment's shared directory, or the server's.
+    fn certificates_dir(&self) -> &Path {
+        self.options
+            .tls_only
+            .as_deref()
+            .unwrap_or_else(|| self.dir.path())
     }
 
     /// Like [`query`](Self::query), with an error reply turned into [`Error::Reply`].
@@ -270,15 +303,19 @@ impl RedisServer {
         }
     }
 
-    /// The loopback port.
+    /// The loopback port (the TLS port of a server of a TLS deployment, such as
+    /// [`Sentinel::start_tls`](crate::Sentinel::start_tls), which has no other).
     pub fn port(&self) -> u16 {
         self.port
     }
 
     /// `redis://127.0.0.1:PORT`; `redis://redlease:PASSWORD@127.0.0.1:PORT` under
-    /// [`TEST_ACL_ENV`].
+    /// [`TEST_ACL_ENV`]; `rediss://127.0.0.1:PORT` for a server of a TLS deployment
+    /// (which serves TLS only).
     pub fn url(&self) -> String {
-        if self.acl {
+        if self.options.tls_only.is_some() {
+            format!("rediss://127.0.0.1:{}", self.port)
+        } else if self.acl {
             format!(
                 "redis://redlease:{TEST_ACL_PASSWORD}@127.0.0.1:{}",
                 self.port
@@ -291,7 +328,9 @@ impl RedisServer {
     /// A URL with every right, for a test's own look-ups behind the library's back:
     /// [`url`](Self::url), or the `admin` user's under [`TEST_ACL_ENV`].
     pub fn admin_url(&self) -> String {
-        if self.acl {
+        if self.options.tls_only.is_some() {
+            self.url()
+        } else if self.acl {
             format!(
                 "redis://admin:{TEST_ADMIN_PASSWORD}@127.0.0.1:{}",
                 self.port
@@ -309,7 +348,8 @@ impl RedisServer {
     /// The PEM file of the CA that signed the TLS certificate, when started with
     /// [`ServerOptions::tls`].
     pub fn ca_certificate(&self) -> Option<PathBuf> {
-        self.tls_port.map(|_| self.dir.path().join("ca.crt"))
+        self.tls_port
+            .map(|_| self.certificates_dir().join("ca.crt"))
     }
 
     /// The PEM files of a client certificate signed by the CA of
@@ -318,10 +358,8 @@ impl RedisServer {
     /// [`ServerOptions::tls_client_certificates`] asks for.
     pub fn client_certificate(&self) -> Option<(PathBuf, PathBuf)> {
         self.tls_port.map(|_| {
-            (
-                self.dir.path().join("client.crt"),
-                self.dir.path().join("client.key"),
-            )
+            let dir = self.certificates_dir();
+            (dir.join("client.crt"), dir.join("client.key"))
         })
     }
 

@@ -19,6 +19,8 @@ pub struct ServerOptions {
     pub(super) cluster: bool,
     /// Serves TLS too, and whether clients must present a certificate.
     pub(super) tls: Option<ClientCertificates>,
+    /// Serves TLS only, with the certificates in this directory (a deployment's CA).
+    pub(super) tls_only: Option<std::path::PathBuf>,
     /// Runs `--sentinel` with this text as its (rewritable) configuration file.
     pub(super) sentinel_config: Option<String>,
     /// Never under [`TEST_ACL_ENV`](crate::TEST_ACL_ENV) (the data nodes of a Sentinel deployment).
@@ -92,6 +94,17 @@ impl ServerOptions {
                 .extra_args
                 .iter()
                 .any(|a| matches!(a.as_str(), "--user" | "--aclfile" | "--requirepass"))
+    }
+
+    /// Serves TLS only (`--port 0`; [`ServerOptions::tls`] unless
+    /// [`ServerOptions::tls_client_certificates`] was asked), with the certificates
+    /// `make_certificates` made in `certs` (one CA for a whole deployment), and replicates
+    /// or monitors over TLS (`--tls-replication yes`). The harness' own commands go
+    /// through a Unix socket in the server's directory.
+    pub(crate) fn tls_only(mut self, certs: impl Into<std::path::PathBuf>) -> Self {
+        self.tls.get_or_insert(ClientCertificates::Optional);
+        self.tls_only = Some(certs.into());
+        self
     }
 
     /// Runs the process as a sentinel whose configuration file starts as `config` (written

@@ -8,7 +8,7 @@ use crate::error::Error;
 
 /// A CA, a server certificate for IP 127.0.0.1 and a client certificate signed by it, made
 /// with `openssl`.
-pub(super) fn make_certificates(dir: &Path) -> Result<(), Error> {
+pub(crate) fn make_certificates(dir: &Path) -> Result<(), Error> {
     let ec = [
         "-newkey",
         "ec",

@@ -16,7 +16,7 @@ use super::cluster;
 use super::deployment::{Deployment, Topology};
 use super::node::{Conn, Node};
 #[cfg(feature = "sentinel")]
-use super::sentinel::Follower;
+use super::sentinel::{DataNodes, Follower};
 use crate::conn::{Endpoints, Settings, connecting, redact_url};
 use crate::error::{Error, NodeError, Result};
 use crate::server::Server;
@@ -322,7 +322,8 @@ async fn cluster_connection(settings: &Settings, urls: &[String]) -> Result<Clus
     client.get_async_connection().await.map_err(connecting)
 }
 
-/// The sentinels' follower of `master`; `data` carries the primary's credentials.
+/// The sentinels' follower of `master`; `data` carries the primary's credentials. The
+/// primary is reached over TLS when the sentinels are (`rediss://` URLs, all of them).
 #[cfg(feature = "sentinel")]
 fn follower(
     settings: &Settings,
@@ -330,7 +331,7 @@ fn follower(
     master: &str,
     data: Option<&str>,
 ) -> Result<Arc<Follower>> {
-    let data = match data {
+    let redis = match data {
         Some(url) => redis::IntoConnectionInfo::into_connection_info(url)
             .map_err(|e| settings.bad_url(&e))?
             .redis_settings()
@@ -341,10 +342,28 @@ fn follower(
         .iter()
         .map(|url| settings.redis_client(url))
         .collect::<Result<Vec<_>>>()?;
+    let over_tls = |s: &redis::Client| {
+        matches!(
+            s.get_connection_info().addr(),
+            redis::ConnectionAddr::TcpTls { .. }
+        )
+    };
+    let tls = match sentinels.iter().filter(|s| over_tls(s)).count() {
+        0 => None,
+        n if n == sentinels.len() => Some(settings.tls.clone()),
+        _ => {
+            return Err(Error::InvalidOption {
+                option: "url",
+                reason: format!(
+                    "the sentinels of `{master}` mix rediss:// and redis:// URLs; give all of them in one scheme (rediss:// when the sentinels and the data nodes speak TLS)"
+                ),
+            });
+        }
+    };
     Follower::new(
         sentinels,
         master.to_owned(),
-        data,
+        DataNodes { redis, tls },
         settings.connect_timeout,
         settings.response_timeout,
     )

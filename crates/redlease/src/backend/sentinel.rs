@@ -14,6 +14,11 @@
 //! timeout, until a majority names another primary. Writes taken by the old primary
 //! after the promotion would be lost with it (two primaries granting one lock, tokens
 //! falling), so none is made.
+//!
+//! Over TLS (`rediss://` sentinels), the primaries and replicas the sentinels name are
+//! reached over TLS too, with the client's TLS options (CA, client certificate,
+//! verification): as redis-rs' own Sentinel client does with its `TlsMode`, an address
+//! named becomes a `ConnectionAddr::TcpTls` with the client's certificates.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -25,6 +30,7 @@ use redis::{AsyncConnectionConfig, IntoConnectionInfo as _, PushInfo, RedisResul
 use tokio::time::Instant;
 
 use crate::conn::pubsub::{Link, Mode as LinkMode, Owner as LinkOwner};
+use crate::conn::tls::{Tls, Verify};
 
 /// The sentinel events that say the primary is changing or changed.
 const FAILOVER_STARTS: &str = "+failover-state-send-slaveof-noone";
@@ -41,6 +47,15 @@ const ASK_EVERY: Duration = Duration::from_millis(25);
 /// A host and port.
 pub(crate) type Addr = (String, u16);
 
+/// How the primary the sentinels name is reached.
+pub(crate) struct DataNodes {
+    /// Its credentials and database.
+    pub(crate) redis: redis::RedisConnectionInfo,
+    /// The client's TLS options when the primary speaks TLS (the sentinels do), `None`
+    /// for plain TCP.
+    pub(crate) tls: Option<Tls>,
+}
+
 /// Called with the new primary once connected to it, and with `None` when a failover
 /// starts moving away from the primary in use.
 type SwitchHook = Box<dyn Fn(Option<&redis::Client>) + Send + Sync>;
@@ -50,8 +65,8 @@ pub(crate) struct Follower {
     /// One client per sentinel.
     sentinels: Vec<redis::Client>,
     master: String,
-    /// The primary's credentials and database.
-    data: redis::RedisConnectionInfo,
+    /// The primary's credentials, database and TLS.
+    data: DataNodes,
     connect_timeout: Duration,
     response_timeout: Duration,
     /// One event subscription per sentinel.
@@ -75,7 +90,7 @@ impl Follower {
     pub(crate) fn new(
         sentinels: Vec<redis::Client>,
         master: String,
-        data: redis::RedisConnectionInfo,
+        data: DataNodes,
         connect_timeout: Duration,
         response_timeout: Duration,
     ) -> RedisResult<Arc<Self>> {
@@ -162,6 +177,12 @@ impl Follower {
     pub(crate) async fn elect(&self, deadline: Instant) -> RedisResult<(redis::Client, Addr)> {
         loop {
             let outcome = match self.majority(deadline).await {
+                // Certificates or credentials refused: asking again changes nothing.
+                Err(NoMajority {
+                    error,
+                    settled: true,
+                }) => return Err(error),
+                Err(NoMajority { error, .. }) => Err(error),
                 Ok(addr) => {
                     let leaving = self
                         .leaving
@@ -183,7 +204,6 @@ impl Follower {
                         _ => Ok(addr),
                     }
                 }
-                Err(e) => Err(e),
             };
             match outcome {
                 Ok(addr) => {
@@ -227,23 +247,37 @@ impl Follower {
         }
     }
 
-    /// A client for the primary at `addr`, with the primary's credentials and the socket
-    /// options the sentinels' clients carry (the client's keepalive and user timeout).
+    /// A client for the primary at `addr`, with the primary's credentials, over TLS when
+    /// the sentinels are reached so, and with the socket options the sentinels' clients
+    /// carry (the client's keepalive and user timeout).
     fn client_for(&self, addr: &Addr) -> RedisResult<redis::Client> {
         let tcp = self
             .sentinels
             .first()
             .map(|s| s.get_connection_info().tcp_settings().clone())
             .unwrap_or_default();
-        let info = redis::ConnectionAddr::Tcp(addr.0.clone(), addr.1)
+        let (host, port) = addr.clone();
+        let address = match &self.data.tls {
+            Some(tls) => redis::ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: tls.verify == Verify::Nothing,
+                tls_params: None,
+            },
+            None => redis::ConnectionAddr::Tcp(host, port),
+        };
+        let info = address
             .into_connection_info()?
-            .set_redis_settings(self.data.clone())
+            .set_redis_settings(self.data.redis.clone())
             .set_tcp_settings(tcp);
-        redis::Client::open(info)
+        match &self.data.tls {
+            Some(tls) => tls.client(info),
+            None => redis::Client::open(info),
+        }
     }
 
     /// The address a majority of all the sentinels name right now.
-    async fn majority(&self, deadline: Instant) -> RedisResult<Addr> {
+    async fn majority(&self, deadline: Instant) -> Result<Addr, NoMajority> {
         let needed = self.sentinels.len() / 2 + 1;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
@@ -276,6 +310,7 @@ impl Follower {
             .collect();
         let mut named: Vec<(Addr, usize)> = Vec::new();
         let mut answers = Vec::new();
+        let mut errors = Vec::new();
         let mut left = self.sentinels.len();
         while let Some(answer) = asks.next().await {
             left -= 1;
@@ -295,7 +330,10 @@ impl Follower {
                     }
                 }
                 Ok(None) => answers.push("unknown master".to_owned()),
-                Err(e) => answers.push(e.to_string()),
+                Err(e) => {
+                    answers.push(e.to_string());
+                    errors.push(e);
+                }
             }
             let best = named.iter().map(|(_, count)| *count).max().unwrap_or(0);
             if best + left < needed {
@@ -303,16 +341,41 @@ impl Follower {
                 break;
             }
         }
-        Err(redis::RedisError::from(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            format!(
-                "no majority of the {} sentinels names a primary for `{}` (answers: {}); \
-                 check that most sentinels are up and monitor this name",
-                self.sentinels.len(),
-                self.master,
-                answers.join("; ")
-            ),
-        )))
+        let refused = answers.len() == errors.len() && !errors.is_empty();
+        if refused && errors.iter().all(crate::error::is_auth_refusal) {
+            // Every sentinel refused the credentials: that refusal itself, for
+            // `Error::Auth`.
+            return Err(NoMajority {
+                error: errors.swap_remove(0),
+                settled: true,
+            });
+        }
+        let settled = refused && errors.iter().all(is_certificate_refusal);
+        let hint = if settled {
+            "; the sentinels' TLS certificates are not trusted: give the CA that signed them \
+             (ClientBuilder::tls_root_certificate, the CLI's --cacert)"
+        } else if !errors.is_empty() && self.data.tls.is_none() {
+            "; a sentinel that speaks TLS only drops or leaves unanswered a plain \
+             connection: if they do, use rediss+sentinel:// (or rediss:// sentinels)"
+        } else if !errors.is_empty() {
+            "; over TLS, a sentinel that requires client certificates drops a client without \
+             one: give ClientBuilder::tls_client_certificate (the CLI's --cert and --tls-key)"
+        } else {
+            ""
+        };
+        Err(NoMajority {
+            error: redis::RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "no majority of the {} sentinels names a primary for `{}` (answers: {}); \
+                     check that most sentinels are up and monitor this name{hint}",
+                    self.sentinels.len(),
+                    self.master,
+                    answers.join("; ")
+                ),
+            )),
+            settled,
+        })
     }
 
     /// A failover is moving away from `from`: stop using it if it is the primary in use.
@@ -342,6 +405,20 @@ impl Follower {
             hook(None);
         }
     }
+}
+
+/// Why no primary was found: the error, and whether asking again is of no use (every
+/// sentinel's certificate, or every sentinel's answer to the credentials, was a refusal).
+struct NoMajority {
+    error: redis::RedisError,
+    settled: bool,
+}
+
+/// Whether `e` is a server's TLS certificate refused by this client (signed by a CA it
+/// does not trust, or naming another host): the same on every try. rustls' error reaches
+/// here as the text of an I/O error.
+fn is_certificate_refusal(e: &redis::RedisError) -> bool {
+    e.to_string().contains("invalid peer certificate")
 }
 
 impl LinkOwner for Follower {
@@ -407,7 +484,10 @@ mod tests {
         let follower = Follower::new(
             vec![redis::Client::open("redis://127.0.0.1:1")?],
             "redlease".to_owned(),
-            redis::RedisConnectionInfo::default(),
+            DataNodes {
+                redis: redis::RedisConnectionInfo::default(),
+                tls: None,
+            },
             Duration::from_secs(1),
             Duration::from_secs(1),
         )?;

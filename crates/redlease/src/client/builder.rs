@@ -303,7 +303,9 @@ impl Client {
 
     /// Starts building a client for `url`: `redis://`, `rediss://` (TLS), or
     /// `redis+sentinel://[user:password@]host:port[,host:port...]/master-name[/db]` for a
-    /// primary found through Sentinel (the credentials and database are the primary's),
+    /// primary found through Sentinel (the credentials and database are the primary's;
+    /// `rediss+sentinel://` for TLS to the sentinels and to the primary, both with this
+    /// builder's TLS options, as [`Client::sentinel_builder`] with `rediss://` sentinels),
     /// or `redis+cluster://[user:password@]host:port[,host:port...]` (`rediss+cluster://`
     /// for TLS) for a Redis Cluster seeded by those nodes (as `Client::cluster_builder`; the `sentinel`
     /// and `cluster` features).
@@ -407,6 +409,13 @@ impl Client {
 
     /// Starts building a client for the primary named `master` that the sentinels at
     /// `sentinels` (`redis://host:port` each) watch; it follows failovers.
+    ///
+    /// Credentials in a sentinel's URL (`redis://user:password@host:port`) are the
+    /// sentinel's own. `rediss://` sentinels (all of them: a mix of schemes is refused)
+    /// are reached over TLS, and so are the primaries and replicas they name, with the
+    /// builder's TLS options for both ([`ClientBuilder::tls_root_certificate`],
+    /// [`ClientBuilder::tls_client_certificate`],
+    /// [`ClientBuilder::danger_accept_invalid_certificates`]).
     ///
     /// The primary is the address a majority of the listed sentinels name
     /// (`SENTINEL GET-MASTER-ADDR-BY-NAME`), so list them all: with fewer than a majority

@@ -80,8 +80,9 @@ pub(crate) enum Endpoints {
     /// One Redis, through the application's own redis-rs client (which opens the
     /// subscriptions), and its connection manager for commands when it gave one.
     Provided(Box<Provided>),
-    /// Sentinels (`redis://host:port` each) and the name of the primary they watch; the
-    /// credentials of `data` (a `redis://` URL without host meaning) are the primary's.
+    /// Sentinels (`redis://host:port` each, or `rediss://` for TLS to them and to the
+    /// primary) and the name of the primary they watch; the credentials of `data` (a URL
+    /// without host meaning) are the primary's.
     #[cfg(feature = "sentinel")]
     Sentinel {
         sentinels: Vec<String>,
@@ -96,8 +97,8 @@ pub(crate) enum Endpoints {
 }
 
 impl Endpoints {
-    /// `url` as endpoints: a `redis+sentinel://` or `redis+cluster://` URL, or else one
-    /// Redis.
+    /// `url` as endpoints: a `redis+sentinel://` or `redis+cluster://` URL (or their
+    /// `rediss+` forms), or else one Redis.
     pub(crate) fn parse(url: &str) -> Self {
         #[cfg(feature = "sentinel")]
         if let Some(sentinel) = parse_sentinel_url(url) {
@@ -204,6 +205,18 @@ impl Settings {
             .map_err(|e| self.bad_url(&e))?
             .set_tcp_settings(self.tcp());
         let info = self.tls.addressed(info)?;
+        #[cfg(feature = "tls")]
+        if self.tls.certificates().is_some()
+            && !matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. })
+        {
+            return Err(Error::InvalidOption {
+                option: "url",
+                reason: format!(
+                    "a CA or client certificate is given for TLS, but `{}` is a plain-text URL: use rediss:// (rediss+sentinel://, rediss+cluster://) where the server speaks TLS, or drop the TLS options",
+                    redact_url(url)
+                ),
+            });
+        }
         self.tls.client(info).map_err(|e| self.bad_url(&e))
     }
 
@@ -212,7 +225,7 @@ impl Settings {
         Error::InvalidOption {
             option: "url",
             reason: format!(
-                "`{}` is not a usable Redis URL ({}); expected redis://[user:password@]host:port[/db], rediss://... for TLS, or redis+sentinel://host:port[,host:port...]/master-name",
+                "`{}` is not a usable Redis URL ({}); expected redis://[user:password@]host:port[/db], rediss://... for TLS, or redis+sentinel://host:port[,host:port...]/master-name (rediss+sentinel://... for TLS)",
                 self.endpoints.labels().join(","),
                 // The error's Display may echo the URL with its password; keep the kind.
                 format_args!("{:?}", e.kind())
@@ -248,10 +261,15 @@ pub(crate) fn auth_detail(e: &redis::RedisError) -> String {
 
 /// `redis+sentinel://[user:password@]host:port[,host:port...]/master-name[/db]` ->
 /// the sentinels' URLs, the master name, and a URL carrying the primary's credentials and
-/// database.
+/// database. `rediss+sentinel://` is the same over TLS, to the sentinels and to the
+/// primary: every URL made is a `rediss://` one.
 #[cfg(feature = "sentinel")]
 fn parse_sentinel_url(url: &str) -> Option<Endpoints> {
-    let rest = url.strip_prefix("redis+sentinel://")?;
+    let (scheme, rest) = if let Some(rest) = url.strip_prefix("redis+sentinel://") {
+        ("redis", rest)
+    } else {
+        ("rediss", url.strip_prefix("rediss+sentinel://")?)
+    };
     let (creds, rest) = match rest.rfind('@') {
         Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
         None => (None, rest),
@@ -263,7 +281,7 @@ fn parse_sentinel_url(url: &str) -> Option<Endpoints> {
     let sentinels: Vec<String> = hosts
         .split(',')
         .filter(|h| !h.is_empty())
-        .map(|h| format!("redis://{h}"))
+        .map(|h| format!("{scheme}://{h}"))
         .collect();
     if sentinels.is_empty() {
         return None;
@@ -271,7 +289,7 @@ fn parse_sentinel_url(url: &str) -> Option<Endpoints> {
     let data = (creds.is_some() || db.is_some()).then(|| {
         let creds = creds.map(|c| format!("{c}@")).unwrap_or_default();
         let db = db.map(|d| format!("/{d}")).unwrap_or_default();
-        format!("redis://{creds}localhost{db}")
+        format!("{scheme}://{creds}localhost{db}")
     });
     Some(Endpoints::Sentinel {
         sentinels,
@@ -348,6 +366,44 @@ mod tests {
         );
         assert_eq!(parse_cluster_url("redis+cluster://"), None);
         assert_eq!(parse_cluster_url("redis://h:7000"), None);
+    }
+
+    #[cfg(feature = "sentinel")]
+    #[test]
+    fn sentinel_urls_name_every_sentinel_in_the_scheme_given() {
+        let parsed = |url: &str| match parse_sentinel_url(url) {
+            Some(Endpoints::Sentinel {
+                sentinels,
+                master,
+                data,
+            }) => Some((sentinels, master, data)),
+            _ => None,
+        };
+        assert_eq!(
+            parsed("redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/main"),
+            Some((
+                vec![
+                    "redis://10.0.0.1:26379".to_owned(),
+                    "redis://10.0.0.2:26379".to_owned()
+                ],
+                "main".to_owned(),
+                None
+            ))
+        );
+        assert_eq!(
+            parsed("rediss+sentinel://app:pw@10.0.0.1:26380,10.0.0.2:26380/main/2"),
+            Some((
+                vec![
+                    "rediss://10.0.0.1:26380".to_owned(),
+                    "rediss://10.0.0.2:26380".to_owned()
+                ],
+                "main".to_owned(),
+                Some("rediss://app:pw@localhost/2".to_owned())
+            ))
+        );
+        assert_eq!(parsed("rediss+sentinel://10.0.0.1:26380"), None);
+        assert_eq!(parsed("rediss+sentinel:///main"), None);
+        assert_eq!(parsed("rediss://10.0.0.1:6380"), None);
     }
 
     #[test]
