@@ -169,13 +169,12 @@ impl Latch {
     /// Cancel safe.
     pub async fn count(&self) -> Result<u64> {
         let keys = self.plan()?;
-        let state = self
-            .spec
-            .engine
-            .deployment()
-            .latch_check(&keys, None)
-            .await?;
-        Ok(state.outstanding)
+        Ok(self.look(&keys).await?.outstanding)
+    }
+
+    /// One first look at the latch (it reclaims expired counts, as every look does).
+    async fn look(&self, keys: &LockKeys) -> Result<crate::replies::LatchState> {
+        self.spec.engine.deployment().latch_check(keys, None).await
     }
 
     /// Waits, up to the latch's [`wait`](Latch::wait), until no live count of the round
@@ -271,12 +270,7 @@ impl Latch {
         let count = self.count_up().await?;
         // The round this count belongs to, read while it still counts: once counted
         // down, the round may end (and another open) before this party looks.
-        let state = self
-            .spec
-            .engine
-            .deployment()
-            .latch_check(&keys, None)
-            .await?;
+        let state = self.look(&keys).await?;
         count.count_down().await?;
         self.wait_round(&keys, Some(state.round)).await
     }
