@@ -148,10 +148,10 @@ Examples:
 /// Arguments of `redlease bench`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct BenchArgs {
-    /// Redis to measure (redis://[user:password@]host:port[/db]); by default a private
-    /// redis-server on a free loopback port, removed afterwards
-    #[arg(long, value_name = "URL")]
-    redis: Option<String>,
+    /// The Redis to measure (`--redis`, global); by default a private redis-server on a
+    /// free loopback port, removed afterwards. Set by `main`.
+    #[arg(skip)]
+    pub(crate) redis: crate::connect::RedisArgs,
 
     /// Print one JSON document on stdout instead of tables
     #[arg(long)]
@@ -271,7 +271,7 @@ impl BenchArgs {
             );
         }
         if let Some(delay) = self.link_delay {
-            if self.redis.is_some() {
+            if !self.redis.urls.is_empty() {
                 bail!(
                     "--link-delay puts a delay line in front of the private redis-server; \
                      it cannot be combined with --redis"
@@ -350,8 +350,7 @@ pub(crate) fn record_metrics() {
 pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     args.check()?;
     // `server` is dropped last, after every connection to it.
-    let (server, url, where_) =
-        crate::connect::url_or_private_server(args.redis.as_deref()).await?;
+    let (server, url, where_) = crate::connect::url_or_private_server(&args.redis).await?;
     let where_ = if server.is_some() {
         where_.trim_start_matches("a ").to_owned()
     } else {

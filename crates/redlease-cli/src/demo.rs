@@ -70,12 +70,11 @@ struct Demo {
 /// `redlease demo`.
 pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     // `server` is dropped last, after every connection to it.
-    let (server, url, where_) =
-        crate::connect::url_or_private_server(args.redis.as_deref()).await?;
+    let (server, url, where_) = crate::connect::url_or_private_server(&args.redis).await?;
     let redis = RedisArgs {
         urls: vec![url.clone()],
         prefix: String::new(),
-        tls: crate::connect::TlsArgs::default(),
+        ..args.redis.clone()
     };
     let conn = redis.raw().await?;
     let ns = format!("redlease-demo:{}:", std::process::id());

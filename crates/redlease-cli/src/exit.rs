@@ -86,6 +86,7 @@ pub(crate) fn code_of(err: &anyhow::Error) -> u8 {
         cause
             .downcast_ref::<redlease::Error>()
             .is_some_and(|e| matches!(e, redlease::Error::Auth { .. }))
+            || Said::means(cause, NO_PERMISSION)
     });
     if refused {
         return NO_PERMISSION;
@@ -97,23 +98,37 @@ pub(crate) fn code_of(err: &anyhow::Error) -> u8 {
             || cause
                 .downcast_ref::<redis::RedisError>()
                 .is_some_and(redlease::is_connection_error)
-            || cause.is::<Unreachable>()
+            || Said::means(cause, UNAVAILABLE)
     });
     if unreachable { UNAVAILABLE } else { ERROR }
 }
 
-/// Redis could not be reached, said in the CLI's own words (e.g. too few nodes of a quorum
-/// answered); exits with [`UNAVAILABLE`].
+/// An error said in the CLI's own words, with the exit code it means: [`UNAVAILABLE`]
+/// when Redis could not be reached (e.g. too few nodes of a quorum answered),
+/// [`NO_PERMISSION`] when it refused the credentials (e.g. a password from
+/// `REDISCLI_AUTH`).
 #[derive(Debug)]
-pub(crate) struct Unreachable(pub(crate) String);
+pub(crate) struct Said {
+    /// The exit code.
+    pub(crate) code: u8,
+    /// The message.
+    pub(crate) text: String,
+}
 
-impl std::fmt::Display for Unreachable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+impl Said {
+    /// Whether `cause` is one of these, meaning exit code `code`.
+    fn means(cause: &(dyn std::error::Error + 'static), code: u8) -> bool {
+        cause.downcast_ref::<Self>().is_some_and(|s| s.code == code)
     }
 }
 
-impl std::error::Error for Unreachable {}
+impl std::fmt::Display for Said {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::error::Error for Said {}
 
 /// A child's exit status as the shell reports it: its code, or 128+N for signal N.
 pub(crate) fn of_status(status: ExitStatus) -> u8 {

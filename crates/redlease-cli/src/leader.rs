@@ -58,8 +58,9 @@ pub(crate) struct LeaderArgs {
     #[arg(long)]
     watch: bool,
 
-    #[command(flatten)]
-    redis: RedisArgs,
+    /// The connection options (global: before or after the subcommand), set by `main`.
+    #[arg(skip)]
+    pub(crate) redis: RedisArgs,
 }
 
 /// The leader as `--json` prints it.

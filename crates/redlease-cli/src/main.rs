@@ -44,6 +44,10 @@ mod supervise;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+
+    /// Global: given before or after the subcommand, as redis-cli's and git's options.
+    #[command(flatten)]
+    redis: connect::RedisArgs,
 }
 
 const ABOUT: &str = "\
@@ -128,14 +132,39 @@ enum Command {
     BenchWorker(bench::WorkerArgs),
 }
 
+impl Command {
+    /// Gives the subcommand the connection options, wherever they were given.
+    fn connect_with(&mut self, redis: connect::RedisArgs) {
+        match self {
+            Self::Run(args) => args.redis = redis,
+            Self::Leader(args) => args.redis = redis,
+            Self::Status(args) => args.redis = redis,
+            Self::List(args) => args.redis = redis,
+            Self::Release(args) => args.redis = redis,
+            #[cfg(feature = "local")]
+            Self::Demo(args) => args.redis = redis,
+            #[cfg(feature = "local")]
+            Self::DemoWorker(args) => args.redis = redis,
+            #[cfg(feature = "bench")]
+            Self::Bench(args) => args.redis = redis,
+            #[cfg(feature = "bench")]
+            Self::BenchWorker(args) => args.redis = redis,
+            #[cfg(feature = "bench")]
+            Self::BenchCallgrind(_) | Self::BenchCallgrindLoop(_) => {}
+            Self::Supervise(_) => {}
+        }
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = match Cli::command()
+    let mut cli = match Cli::command()
         .try_get_matches()
         .and_then(|m| Cli::from_arg_matches(&m))
     {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),
     };
+    cli.command.connect_with(cli.redis.clone());
     if let Command::Run(args) = &cli.command
         && let Err(message) = args.check()
     {

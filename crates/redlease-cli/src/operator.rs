@@ -20,6 +20,7 @@ use crate::name::KeyArg;
 use crate::output::{echo, human, print, shown, time_left};
 use crate::signals::Signals;
 
+mod cluster;
 mod quorum;
 mod state;
 
@@ -126,8 +127,9 @@ pub(crate) struct StatusArgs {
     )]
     watch: Option<Duration>,
 
-    #[command(flatten)]
-    redis: RedisArgs,
+    /// The connection options (global: before or after the subcommand), set by `main`.
+    #[arg(skip)]
+    pub(crate) redis: RedisArgs,
 }
 
 /// A `--watch` interval: a humantime duration of at least 100ms.
@@ -150,8 +152,9 @@ pub(crate) struct ListArgs {
     #[arg(long)]
     json: bool,
 
-    #[command(flatten)]
-    redis: RedisArgs,
+    /// The connection options (global: before or after the subcommand), set by `main`.
+    #[arg(skip)]
+    pub(crate) redis: RedisArgs,
 }
 
 /// Arguments of `redlease release`.
@@ -168,8 +171,9 @@ pub(crate) struct ReleaseArgs {
     #[arg(long)]
     json: bool,
 
-    #[command(flatten)]
-    redis: RedisArgs,
+    /// The connection options (global: before or after the subcommand), set by `main`.
+    #[arg(skip)]
+    pub(crate) redis: RedisArgs,
 }
 
 fn keys_of(redis: &RedisArgs, name: &str) -> anyhow::Result<LockKeys> {
@@ -389,7 +393,18 @@ fn write_waiters(out: &mut String, state: &LockState) {
 
 /// `redlease list`.
 pub(crate) async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
-    let nodes = args.redis.nodes().await?;
+    // The library's client first, as every command connects: a refused password, an
+    // unreachable or silent server are its errors (exit codes 77 and 69, its messages),
+    // never the plain connections' words.
+    let client = operator(&args.redis).await?;
+    let nodes = match args.redis.urls().as_slice() {
+        [url] => cluster::primaries(&args.redis, url).await,
+        _ => None,
+    };
+    let nodes = match nodes {
+        Some(primaries) => primaries?,
+        None => args.redis.nodes().await?,
+    };
     // The names, from every node that answers (a quorum's nodes may differ).
     let mut names = BTreeSet::new();
     for node in &nodes {
@@ -403,7 +418,6 @@ pub(crate) async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
         };
         names.extend(lock_keys(&mut conn, &args.redis.prefix, &args.pattern).await?);
     }
-    let client = operator(&args.redis).await?;
     let mut states = Vec::new();
     for key in names {
         let Some(name) = key.strip_prefix(args.redis.prefix.as_str()) else {

@@ -6,7 +6,10 @@ mod common;
 
 use std::process::Output;
 
-use common::{TestResult, output, redlease, redlease_on, server, start_run, text, wait_for_file};
+use common::{
+    TestResult, hold_elsewhere, output, redlease, redlease_on, server, start_run, text,
+    wait_for_file,
+};
 use redlease_local::RedisServer;
 
 /// `redlease ARGS`, no Redis given.
@@ -14,16 +17,6 @@ fn cli(args: &[&str]) -> std::process::Command {
     let mut cmd = redlease();
     cmd.args(args);
     cmd
-}
-
-/// Takes `redlease:NAME` with a plain `SET NX PX`, as another library's lock would.
-fn hold_elsewhere(server: &RedisServer, name: &str) -> TestResult {
-    let key = format!("redlease:{name}");
-    assert_eq!(
-        server.command(&["SET", &key, "0123456789abcdef", "PX", "60000"])?,
-        "+OK"
-    );
-    Ok(())
 }
 
 /// `redlease run FLAGS -- CMD` against `server` (FLAGS split at spaces).

@@ -57,7 +57,7 @@ pub enum Error {
     /// given (`NOAUTH`), or the user name or password is wrong (`WRONGPASS`). Trying again
     /// does not help; the message carries the server's words, never the password.
     #[error(
-        "{endpoints} refused the credentials ({detail}); give the user and password in the URL (redis://USER:PASSWORD@host:port, or redis://:PASSWORD@host:port for the default user)"
+        "{endpoints} refused the credentials ({detail}); give the user and password in the URL ({form})"
     )]
     #[non_exhaustive]
     Auth {
@@ -65,6 +65,9 @@ pub enum Error {
         endpoints: String,
         /// What the server answered (`NOAUTH ...`, `WRONGPASS ...`).
         detail: String,
+        /// Where the user and password go, in the scheme the endpoints were given with
+        /// (`rediss://USER:PASSWORD@host:port`, `redis+sentinel://USER:PASSWORD@...`).
+        form: String,
     },
     /// Too few independent nodes granted the lock (or answered: a quorum client's `PING`
     /// when it connected, a read of the leader or an inspection).
@@ -314,6 +317,10 @@ fn holder_hint(ttl: Option<Duration>) -> String {
     }
 }
 
+/// The action of the errors met while connecting ([`Error::Redis`]).
+pub(crate) const CONNECTING: &str = "connecting";
+/// What to do about a reply that did not come within the response timeout.
+const STOPPED_ANSWERING: &str = "Redis stopped answering: no reply within the response timeout, on a connection that worked (a stopped or overloaded server, or a network that drops packets); the outcome is unknown, and a retry may succeed once Redis answers again";
 /// The action of an inspection's errors ([`Error::Redis`]).
 pub(crate) const INSPECTING: &str = "inspecting a lock";
 /// The action of a forced release's errors.
@@ -353,7 +360,13 @@ fn redis_hint(action: &str, source: &redis::RedisError) -> String {
             Some(code) if !is_connection_error(source) => {
                 format!("the server refused it ({code}); see the cause for what it said")
             }
-            _ => "check that Redis is reachable (its address, TLS and credentials)".into(),
+            _ if action == CONNECTING => {
+                "check that Redis is reachable (its address, TLS and credentials)".into()
+            }
+            // A connection that worked went silent: a stopped or overloaded server, or a
+            // network that drops packets; not a wrong address.
+            _ if source.is_timeout() => STOPPED_ANSWERING.into(),
+            _ => "the connection to Redis was closed, reset or refused; check that Redis is up and reachable from here".into(),
         }
     }
 }

@@ -27,6 +27,7 @@ async fn no_password_where_one_is_wanted_is_an_authentication_error() {
     assert!(matches!(err, Error::Auth { .. }), "{err:?}");
     assert!(text.contains("NOAUTH"), "{text}");
     assert!(text.contains(&server.port().to_string()), "{text}");
+    assert!(text.contains("redis://USER:PASSWORD@"), "{text}");
     assert!(!err.is_connection(), "{err:?}");
 }
 
@@ -49,4 +50,27 @@ async fn the_right_password_connects() {
         .await
         .unwrap();
     guard.release().await.unwrap();
+}
+
+/// The advice gives the credentials' place in the scheme of the URL given: a
+/// `rediss://` URL gets a `rediss://` form, never a plain `redis://` one.
+#[cfg(feature = "tls")]
+#[tokio::test]
+async fn the_advice_speaks_the_urls_own_scheme() {
+    let server = RedisServer::start_with(
+        ServerOptions::default()
+            .tls()
+            .arg("--requirepass")
+            .arg(PASSWORD),
+    )
+    .unwrap_or_else(|e| panic!("cannot start redis-server: {e}"));
+    let ca = std::fs::read(server.ca_certificate().unwrap()).unwrap();
+    let connect = Client::builder(&server.tls_url().unwrap())
+        .tls_root_certificate(ca)
+        .connect();
+    let err = bounded("connect", connect).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::Auth { .. }), "{err:?}");
+    assert!(text.contains("(rediss://USER:PASSWORD@host:port"), "{text}");
+    assert!(!text.contains("redis://USER"), "{text}");
 }

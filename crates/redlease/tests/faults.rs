@@ -100,6 +100,8 @@ async fn redis_down_is_a_clear_error_without_a_hang() {
     .unwrap_err();
     assert!(err.is_connection(), "{err:?}");
     assert!(err.to_string().contains("reachable"), "{err}");
+    // Nothing ever answered: a connect failure, in a connect failure's words.
+    assert!(!err.to_string().contains("stopped answering"), "{err}");
 
     let mut server = server();
     let c = client(&server).await;
@@ -129,8 +131,59 @@ async fn a_paused_server_times_out_instead_of_hanging() {
     let err = bounded("acquire while Redis is paused", c.lock("paused").acquire())
         .await
         .unwrap_err();
-    assert!(err.is_connection(), "{err:?}");
     server.resume().unwrap();
+    assert!(err.is_connection(), "{err:?}");
+    assert_stopped_answering(&err);
+}
+
+/// `err` says that a server that had answered stopped answering, not that its address,
+/// TLS or credentials may be wrong (the connection worked).
+fn assert_stopped_answering(err: &Error) {
+    let text = err.to_string();
+    assert!(text.contains("stopped answering"), "{text}");
+    assert!(text.contains("response timeout"), "{text}");
+    assert!(!text.contains("address, TLS"), "{text}");
+}
+
+/// `call` fails, within the test's bound, saying that Redis stopped answering.
+async fn stops_answering<T: std::fmt::Debug>(
+    what: &str,
+    call: impl Future<Output = redlease::Result<T>>,
+) {
+    let err = bounded(what, call).await.unwrap_err();
+    assert!(err.is_connection(), "{what}: {err:?}");
+    assert_stopped_answering(&err);
+}
+
+/// A link that worked (the client connected through it) goes silent (a blackhole: every
+/// byte dropped, nothing closed): the attempt's error says that Redis stopped answering
+/// within the response timeout, which a connect failure never says. (A short connect
+/// timeout: each call after the first waits for the replaced connection's tries, six
+/// connect timeouts.)
+#[tokio::test]
+async fn a_blackholed_link_says_redis_stopped_answering() {
+    let server = server();
+    let proxy = redlease_local::Proxy::start(server.port()).unwrap();
+    let c = Client::builder(&proxy.url())
+        .response_timeout(Duration::from_millis(200))
+        .connect_timeout(Duration::from_millis(300))
+        .connect()
+        .await
+        .unwrap();
+    proxy.silence();
+    stops_answering(
+        "try_acquire on a silent link",
+        c.lock("during").try_acquire(),
+    )
+    .await;
+    // The next calls (on replaced connections, as mute) say the same; reading a lock too.
+    stops_answering(
+        "another try on a silent link",
+        c.lock("again").try_acquire(),
+    )
+    .await;
+    stops_answering("inspect on a silent link", c.inspect("during")).await;
+    proxy.heal();
 }
 
 #[tokio::test]

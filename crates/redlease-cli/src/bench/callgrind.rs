@@ -61,9 +61,9 @@ pub(crate) struct CallgrindArgs {
 /// Arguments of one measured loop, `redlease bench-callgrind-loop`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct LoopArgs {
-    /// The Redis to use
+    /// The Redis to use (not `--redis`, which is the global connection option)
     #[arg(long, value_name = "URL")]
-    redis: String,
+    url: String,
     /// Which loop to run
     #[arg(long, value_enum)]
     side: LoopSide,
@@ -257,13 +257,7 @@ fn measure(
         .arg(format!("--callgrind-out-file={}", file.display()))
         .arg("--quiet")
         .arg(exe)
-        .args([
-            "bench-callgrind-loop",
-            "--redis",
-            url,
-            "--side",
-            side.name(),
-        ])
+        .args(["bench-callgrind-loop", "--url", url, "--side", side.name()])
         .arg("--ops")
         .arg(ops.to_string())
         .arg("--workers")
@@ -328,7 +322,7 @@ pub(crate) fn run_loop(args: &LoopArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         let failed = match args.side {
             LoopSide::Redlease => {
-                let client = redlease::Client::connect(&args.redis)
+                let client = redlease::Client::connect(&args.url)
                     .await
                     .context("connecting to Redis")?;
                 let lock = client.lock(format!("bench-callgrind-{}", std::process::id()));
@@ -346,7 +340,7 @@ pub(crate) fn run_loop(args: &LoopArgs) -> anyhow::Result<ExitCode> {
                 failed
             }
             LoopSide::Bare => {
-                let redis = redis::Client::open(args.redis.as_str()).context("opening the URL")?;
+                let redis = redis::Client::open(args.url.as_str()).context("opening the URL")?;
                 let mut conn = ConnectionManager::new(redis)
                     .await
                     .context("connecting to Redis")?;
@@ -380,14 +374,14 @@ pub(crate) fn run_loop(args: &LoopArgs) -> anyhow::Result<ExitCode> {
 /// them (each task takes the next one while any is left); the number of sections that
 /// failed (an acquire or release error, or a counter off at the end).
 async fn contended_loop(args: &LoopArgs) -> anyhow::Result<u64> {
-    let redis = redis::Client::open(args.redis.as_str()).context("opening the URL")?;
+    let redis = redis::Client::open(args.url.as_str()).context("opening the URL")?;
     let conn = ConnectionManager::new(redis)
         .await
         .context("connecting to Redis")?;
     let id = std::process::id();
     let client = if args.side == LoopSide::Contended {
         Some(
-            redlease::Client::connect(&args.redis)
+            redlease::Client::connect(&args.url)
                 .await
                 .context("connecting to Redis")?,
         )

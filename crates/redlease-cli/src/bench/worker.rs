@@ -54,8 +54,9 @@ pub(crate) struct WorkerArgs {
     #[arg(long)]
     counter: String,
 
-    #[command(flatten)]
-    redis: RedisArgs,
+    /// The connection options (global: before or after the subcommand), set by `main`.
+    #[arg(skip)]
+    pub(crate) redis: RedisArgs,
 }
 
 /// Which lock the tasks take in a slice.

@@ -10,10 +10,10 @@ pub(super) const LOCK: &str = "coupon";
 /// Arguments of `redlease demo`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct DemoArgs {
-    /// Redis to use (redis://[user:password@]host:port[/db]); by default a private
-    /// redis-server on a free loopback port, removed afterwards
-    #[arg(long, value_name = "URL")]
-    pub(super) redis: Option<String>,
+    /// The Redis to use (`--redis`, global); by default a private redis-server on a free
+    /// loopback port, removed afterwards. Set by `main`.
+    #[arg(skip)]
+    pub(crate) redis: crate::connect::RedisArgs,
 
     /// Worker processes
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]

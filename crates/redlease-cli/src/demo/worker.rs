@@ -57,8 +57,9 @@ pub(crate) struct WorkerArgs {
     #[arg(long, value_parser = humantime::parse_duration, default_value = "2s")]
     ttl: Duration,
 
-    #[command(flatten)]
-    redis: RedisArgs,
+    /// The connection options (global: before or after the subcommand), set by `main`.
+    #[arg(skip)]
+    pub(crate) redis: RedisArgs,
 }
 
 /// Runs one worker.

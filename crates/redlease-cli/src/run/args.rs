@@ -206,8 +206,9 @@ pub(crate) struct RunArgs {
     )]
     pub(super) conflict_exit_code: Option<u8>,
 
-    #[command(flatten)]
-    pub(super) redis: RedisArgs,
+    /// The connection options (global: before or after the subcommand), set by `main`.
+    #[arg(skip)]
+    pub(crate) redis: RedisArgs,
 
     /// The command to run, and its arguments (after `--` if they start with `-`)
     #[arg(

@@ -255,3 +255,13 @@ impl Drop for Leftovers {
         }
     }
 }
+
+/// Takes `redlease:NAME` with a plain `SET NX PX`, as another library's lock would.
+pub fn hold_elsewhere(server: &RedisServer, name: &str) -> TestResult {
+    let key = format!("redlease:{name}");
+    assert_eq!(
+        server.command(&["SET", &key, "0123456789abcdef", "PX", "60000"])?,
+        "+OK"
+    );
+    Ok(())
+}

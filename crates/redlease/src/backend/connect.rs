@@ -31,6 +31,7 @@ pub(crate) async fn connect(settings: &Settings) -> Result<(Deployment, Option<r
         Error::Auth { detail, .. } => Error::Auth {
             endpoints: settings.endpoints.labels().join(","),
             detail,
+            form: settings.endpoints.credentials_form(),
         },
         e => e,
     })

@@ -131,6 +131,42 @@ impl Endpoints {
             Self::Quorum(urls) => urls.iter().map(|u| redact_url(u)).collect(),
         }
     }
+
+    /// Where the user and password go for these endpoints, in the scheme they were given
+    /// with (`rediss://USER:PASSWORD@host:port`...), for [`Error::Auth`]'s advice.
+    pub(crate) fn credentials_form(&self) -> String {
+        let scheme_of = |url: &str| {
+            url.split_once("://")
+                .map_or("redis", |(scheme, _)| scheme)
+                .to_owned()
+        };
+        match self {
+            Self::Single(url) => {
+                let scheme = scheme_of(url);
+                format!(
+                    "{scheme}://USER:PASSWORD@host:port, or {scheme}://:PASSWORD@host:port for the default user"
+                )
+            }
+            Self::Provided(_) => "the redis-rs client's connection info".to_owned(),
+            #[cfg(feature = "sentinel")]
+            Self::Sentinel { .. } => {
+                "redis+sentinel://USER:PASSWORD@host:port[,host:port...]/master-name".to_owned()
+            }
+            #[cfg(feature = "cluster")]
+            Self::Cluster(seeds) => {
+                let scheme = seeds
+                    .first()
+                    .map_or_else(|| "redis".to_owned(), |s| scheme_of(s));
+                format!("{scheme}+cluster://USER:PASSWORD@host:port[,host:port...]")
+            }
+            Self::Quorum(urls) => {
+                let scheme = urls
+                    .first()
+                    .map_or_else(|| "redis".to_owned(), |u| scheme_of(u));
+                format!("{scheme}://USER:PASSWORD@host:port in each node's URL")
+            }
+        }
+    }
 }
 
 /// The application's own redis-rs client, and its connection manager when it gave one.
@@ -237,14 +273,15 @@ impl Settings {
 /// The error for a connection that could not be made.
 pub(crate) fn connecting(source: redis::RedisError) -> Error {
     if crate::error::is_auth_refusal(&source) {
-        // The endpoints are filled in by `backend::connect`, which knows them.
+        // The endpoints and the form are filled in by `backend::connect`, which knows them.
         return Error::Auth {
             endpoints: String::new(),
             detail: auth_detail(&source),
+            form: String::new(),
         };
     }
     Error::Redis {
-        action: "connecting",
+        action: crate::error::CONNECTING,
         source,
     }
 }
@@ -404,6 +441,24 @@ mod tests {
         assert_eq!(parsed("rediss+sentinel://10.0.0.1:26380"), None);
         assert_eq!(parsed("rediss+sentinel:///main"), None);
         assert_eq!(parsed("rediss://10.0.0.1:6380"), None);
+    }
+
+    #[test]
+    fn credentials_are_advised_in_the_scheme_given() {
+        let form = |url: &str| Endpoints::parse(url).credentials_form();
+        assert!(form("rediss://db:6380").starts_with("rediss://USER:PASSWORD@host:port"));
+        assert!(form("redis://db:6379").starts_with("redis://USER:PASSWORD@host:port"));
+        #[cfg(feature = "cluster")]
+        assert!(form("rediss+cluster://a:1,b:2").starts_with("rediss+cluster://USER:PASSWORD@"));
+        #[cfg(feature = "sentinel")]
+        assert!(
+            form("redis+sentinel://s:26379/main").starts_with("redis+sentinel://USER:PASSWORD@")
+        );
+        assert!(
+            Endpoints::Quorum(vec!["rediss://a:1".into()])
+                .credentials_form()
+                .starts_with("rediss://USER:PASSWORD@")
+        );
     }
 
     #[test]
