@@ -99,7 +99,7 @@ run() {
     fi
     sleep 0.2
   done
-  "$bin" bench-callgrind-loop --redis "redis://127.0.0.1:$port" --side "$side" --ops "$n" \
+  "$bin" bench-callgrind-loop --url "redis://127.0.0.1:$port" --side "$side" --ops "$n" \
     ${loop_args[@]+"${loop_args[@]}"} >/dev/null
   kill -TERM "$pid"
   wait "$pid" || { echo "redis-server under callgrind exited with status $?" >&2; exit 1; }

@@ -37,7 +37,7 @@ for round in $(seq "$rounds"); do
   for side in redlease bare; do
     redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
     before="$(cpu)"
-    "$bin" bench-callgrind-loop --redis "redis://127.0.0.1:$port" --side "$side" --ops "$pairs" >/dev/null
+    "$bin" bench-callgrind-loop --url "redis://127.0.0.1:$port" --side "$side" --ops "$pairs" >/dev/null
     after="$(cpu)"
     redis-cli -p "$port" INFO commandstats | tr -d '\r' > "$dir/stats"
     awk -F'[:,=]' -v pairs="$pairs" -v side="$side" -v round="$round" -v cpu="$(echo "($after - $before) * 1000000 / $pairs" | bc -l)" '

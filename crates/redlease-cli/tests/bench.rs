@@ -204,7 +204,7 @@ fn the_callgrind_loops_run_and_check_their_pairs() -> TestResult {
     for runtime in ["current-thread", "multi-thread"] {
         for side in ["contended", "contended-bare"] {
             let loop_args = [
-                "--redis",
+                "--url",
                 &url,
                 "--side",
                 side,
@@ -217,7 +217,7 @@ fn the_callgrind_loops_run_and_check_their_pairs() -> TestResult {
         }
     }
     for side in ["redlease", "bare"] {
-        let loop_args = ["--redis", &url, "--side", side, "--ops", "50"];
+        let loop_args = ["--url", &url, "--side", side, "--ops", "50"];
         run(&[&["bench-callgrind-loop"], &loop_args[..]].concat(), 0)?;
     }
     let out = run(&["bench-callgrind", "--short", "40", "--long", "40"], 2)?;
