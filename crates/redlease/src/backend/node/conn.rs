@@ -104,8 +104,18 @@ impl Watched {
             after: self.stale_after,
             answered: false,
         };
+        let after = self.stale_after;
         Box::pin(async move {
-            let result = request.await;
+            // Bounded here, not only by the connection's own response timeout: while the
+            // connection reconnects, a request waits for its tries, each a whole connect
+            // timeout against a silent address (six of 5 s each: 30 s per call).
+            let result = match tokio::time::timeout(after, request).await {
+                Ok(result) => result,
+                Err(_) => Err(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no reply within the response timeout",
+                ))),
+            };
             watch.answered = true;
             // A timeout: the link may be silent. READONLY: the connection is on a
             // replica, a primary demoted behind a failover endpoint whose new
