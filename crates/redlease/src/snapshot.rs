@@ -399,7 +399,11 @@ fn number(value: &serde_json::Value) -> Option<u64> {
 /// A semaphore's stored permit count: `"<n>"`, or `"<n>!<keep>"` when a resize set it
 /// (see `scripts/lib/semaphore.lua`, `stored_count`).
 fn stored_permits(stored: &str) -> Option<u32> {
-    stored.split_once('!').map_or(stored, |(n, _)| n).parse().ok()
+    stored
+        .split_once('!')
+        .map_or(stored, |(n, _)| n)
+        .parse()
+        .ok()
 }
 
 fn permits_of(entry: &[serde_json::Value], at: usize) -> u32 {

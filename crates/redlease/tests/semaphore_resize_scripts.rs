@@ -73,7 +73,11 @@ async fn a_resize_reclaims_expired_permits_first() {
         sem_resize(&mut conn, &keys, 3, KEEP, false).await.unwrap(),
         2
     );
-    assert_eq!(zcard(&mut conn, &keys.key).await, 1, "reclaimed by the resize");
+    assert_eq!(
+        zcard(&mut conn, &keys.key).await,
+        1,
+        "reclaimed by the resize"
+    );
     let crashed: bool = redis::cmd("HEXISTS")
         .arg(&keys.sem()[2])
         .arg("crashed")
@@ -109,15 +113,24 @@ async fn acquisitions_take_the_resized_count_and_the_weight_check_uses_it() {
     assert_eq!(code, "REDLEASE_ASKED", "{text}");
     assert!(text.contains("4 3"), "{text}");
     // Asking 3 at once with a count of 2 is not refused: 3 is in force (all held now).
-    assert!(matches!(ask(&mut conn, &keys, 2, 3).await.unwrap(), redis::Value::Array(_)));
+    assert!(matches!(
+        ask(&mut conn, &keys, 2, 3).await.unwrap(),
+        redis::Value::Array(_)
+    ));
     // The count outlives the semaphore going idle.
     for token in ["a", "b", "c"] {
-        assert_eq!(sem_release(&mut conn, &keys, token, false).await.unwrap(), 1);
+        assert_eq!(
+            sem_release(&mut conn, &keys, token, false).await.unwrap(),
+            1
+        );
     }
     assert!(exists(&mut conn, &keys.sem()[5]).await, "kept while idle");
     assert!(pttl(&mut conn, &keys.sem()[5]).await > LONG.try_into().unwrap());
     // 3 at once of the resized count, on the idle semaphore: a fresh grant.
-    assert!(matches!(ask(&mut conn, &keys, 2, 3).await.unwrap(), redis::Value::Int(_)));
+    assert!(matches!(
+        ask(&mut conn, &keys, 2, 3).await.unwrap(),
+        redis::Value::Int(_)
+    ));
     // And a short lease's settle does not shorten the count's keep.
     assert!(pttl(&mut conn, &keys.sem()[5]).await > LONG.try_into().unwrap());
 }
@@ -171,7 +184,11 @@ async fn a_raised_count_is_handed_to_the_queue_and_a_lowered_one_revokes_nobody(
     assert_eq!(sem_release(&mut conn, &keys, "w1", false).await.unwrap(), 1);
     let (_, token, _) = w2.grant().await;
     assert_eq!(token, "w2", "granted once none is in use");
-    assert_eq!(attempt(&mut conn, &keys, "fresh", 2).await, 0, "1 is the cap");
+    assert_eq!(
+        attempt(&mut conn, &keys, "fresh", 2).await,
+        0,
+        "1 is the cap"
+    );
 }
 
 #[tokio::test]
@@ -196,9 +213,16 @@ async fn a_queued_request_larger_than_a_lowered_count_is_dropped() {
         .arg(3);
     let _: redis::Value = invocation.invoke_async(&mut conn).await.unwrap();
     let mut small = Listener::new(&server, "grant:small").await;
-    let reply = sem_acquire(&mut conn, &keys, "small", LONG, 3, Some(("grant:small", LINGER)))
-        .await
-        .unwrap();
+    let reply = sem_acquire(
+        &mut conn,
+        &keys,
+        "small",
+        LONG,
+        3,
+        Some(("grant:small", LINGER)),
+    )
+    .await
+    .unwrap();
     assert_eq!(reply.0, 0, "behind the bigger head");
     // Lowered to 2: the head can never be served; it is dropped and "small" served.
     assert_eq!(
@@ -217,13 +241,21 @@ async fn a_resize_announces_free_permits_and_bad_counts_are_refused() {
     let keys = Keys::new("sem:resize-announce");
     assert_eq!(attempt(&mut conn, &keys, "a", 1).await, 1);
     let mut released = Listener::new(&server, &keys.channel()).await;
-    assert_eq!(sem_resize(&mut conn, &keys, 2, KEEP, true).await.unwrap(), 1);
+    assert_eq!(
+        sem_resize(&mut conn, &keys, 2, KEEP, true).await.unwrap(),
+        1
+    );
     assert_eq!(released.payload().await, keys.key);
     let (code, text) = server_error(sem_resize(&mut conn, &keys, 0, KEEP, false).await);
     assert_eq!(code, "ERR", "{text}");
     // The largest count the library sends is stored exactly.
     let max = u64::from(u32::MAX);
-    assert_eq!(sem_resize(&mut conn, &keys, max, KEEP, false).await.unwrap(), 2);
+    assert_eq!(
+        sem_resize(&mut conn, &keys, max, KEEP, false)
+            .await
+            .unwrap(),
+        2
+    );
     let count = stored(&mut conn, &keys).await.unwrap();
     assert!(count.starts_with(&format!("{max}!")), "{count}");
 }
