@@ -6,7 +6,8 @@
 --   KEYS[4] queue (LIST)   KEYS[5] waiter table (HASH)   KEYS[6] permit count
 -- ARGV: token ttl holder permits mode channel linger take
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
---   ARGV[4] the permit count N (a whole number >= 1)
+--   ARGV[4] the permit count N (a whole number >= 1); a count stored by a resize
+--           (sem_resize.lua) is taken instead when it differs
 --   ARGV[5] the mode: what the attempt does when no permit is free (as acquire.lua's):
 --     "no" (or absent) only try
 --     "grants"         join the FIFO queue, to be handed a permit on the grant channel
@@ -15,8 +16,8 @@
 --                      be queued yet)
 --   ARGV[6] ("grants", "grants-first") the caller's grant channel
 --   ARGV[7] ("grants", "grants-first") queue linger in ms
---   ARGV[8] (optional) how many of the permits to take as one lease, n from 1 to N (absent:
---           1); with ARGV[5] "no", ARGV[6] and ARGV[7] are then sent empty
+--   ARGV[8] (optional) how many of the permits to take as one lease, n from 1 to the count
+--           in force (absent: 1); with ARGV[5] "no", ARGV[6] and ARGV[7] are then sent empty
 -- Reply, as acquire.lua:
 --   fence             a permit freshly granted (an integer >= 1, its fencing token)
 --   {2, fence, 0}     this token already holds a permit (a retried attempt, or a hand-off);
@@ -32,9 +33,10 @@
 --                     permits but a head asking for more keeps it out)
 -- Error replies (nothing changed when they are sent):
 --   "REDLEASE_PERMITS <n> ..."  the semaphore is in use with n permits, not ARGV[4]; the
---                     count may change only once nothing is held or queued
---   "ERR redlease: ..."         ARGV[4] is not a whole number >= 1, or ARGV[8] not one
---                               from 1 to ARGV[4]
+--                     count may change only once nothing is held or queued, or by a resize
+--   "REDLEASE_ASKED <n> <N> ..." ARGV[8] asks n permits, more than the count in force N
+--                     (the stored one, else ARGV[4])
+--   "ERR redlease: ..."         ARGV[4] is not a whole number >= 1, or ARGV[8] not one >= 1
 --   "WRONGTYPE ..."             K is another primitive (a mutex's string, an rwlock's hash)
 --
 -- FIFO: permits freed by a release are handed to the queue head by sem_release.lua; those
@@ -55,17 +57,26 @@ if not permits or permits < 1 or permits ~= math.floor(permits) then
   return redis.error_reply('ERR redlease: the permit count must be a whole number >= 1')
 end
 local weight = tonumber(ARGV[8] or '1')
-if not weight or weight < 1 or weight > permits or weight ~= math.floor(weight) then
-  return redis.error_reply('ERR redlease: the permits asked must be a whole number from 1 to the permit count')
+if not weight or weight < 1 or weight ~= math.floor(weight) then
+  return redis.error_reply('ERR redlease: the permits asked must be a whole number >= 1')
 end
 local now, clock = now_ms()
 local expired = expired_permits(sem, now)
-local stored = redis.call('GET', sem.permits)
-if stored and tonumber(stored) ~= permits then
-  return redis.error_reply('REDLEASE_PERMITS ' .. stored .. ' permits are in use for ' .. sem.key
-    .. ', not ' .. ARGV[4] .. '; ask with the same count, or change it once nothing holds or waits for it')
+local stored, keep = stored_count(sem)
+if stored and stored ~= permits then
+  if not keep then
+    return redis.error_reply('REDLEASE_PERMITS ' .. ms(stored) .. ' permits are in use for ' .. sem.key
+      .. ', not ' .. ARGV[4] .. '; ask with the same count, resize it, or change it once nothing holds or waits for it')
+  end
+  -- A resized count is the count in force, whatever this caller was configured with.
+  permits = stored
 end
--- No count stored: the semaphore was idle. settle stores it, with its expiry.
+if weight > permits then
+  return redis.error_reply('REDLEASE_ASKED ' .. ms(weight) .. ' ' .. ms(permits) .. ' permits asked at once of '
+    .. sem.key .. ', which has ' .. ms(permits))
+end
+-- No count stored: the semaphore was idle. settle stores it, with its expiry. A resized
+-- count (keep) is kept until its keep.
 local count = nil
 if not stored then
   count = ARGV[4]
@@ -74,7 +85,7 @@ reclaim(sem, expired, now)
 local held = redis.call('ZCARD', sem.key)
 if held > 0 and redis.call('ZSCORE', sem.key, token) then
   redis.call('ZADD', sem.key, 'XX', ms(now + ttl), token)
-  settle(sem, {count = count})
+  settle(sem, {count = count, keep = keep})
   return {2, entry_fence(sem.holders, sem.fence, token), 0}
 end
 local mine, free, absent, blocked = serve(sem, permits, now, clock, token, ttl, details, in_use(sem, held), weight)
@@ -89,13 +100,13 @@ if not mine and free > 0 and not blocked then
     mine = grant(sem, token, ttl, details, weight, now, clock)
     if held == 0 and absent then
       -- The free path: this permit is the only one, and there is no queue.
-      settle(sem, {last = now + ttl, no_queue = true, count = count})
+      settle(sem, {last = now + ttl, no_queue = true, count = count, keep = keep})
       return mine
     end
   end
 end
 if mine then
-  settle(sem, {count = count})
+  settle(sem, {count = count, keep = keep})
   return mine
 end
 if join == 'grants' then
@@ -110,7 +121,7 @@ if join == 'grants' then
   redis.call('PEXPIRE', sem.queue, ARGV[7])
   redis.call('PEXPIRE', sem.waiters, ARGV[7])
 end
-settle(sem, {count = count})
+settle(sem, {count = count, keep = keep})
 local seen = tonumber(redis.call('GET', sem.fence) or '0')
 local left = earliest_end(sem, now)
 if join == 'grants' and left >= 0 and not in_front(sem.queue, token) then

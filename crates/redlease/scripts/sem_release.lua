@@ -45,19 +45,16 @@ else
   -- permit can end.
   withdraw(sem.queue, sem.waiters, token, earliest_end(sem, now), sem.key, false)
 end
-local stored = redis.call('GET', sem.permits)
-local known = nil
+local stored, keep = stored_count(sem)
+local known = {keep = keep}
 local granted = {}
 if stored then
-  local holding = redis.call('ZCARD', sem.key)
-  local _, free, absent, _, grants = serve(sem, tonumber(stored), now, clock, nil, 0, '', in_use(sem, holding), 1, ARGV[5])
-  granted = grants
-  if held and free > 0 and channel then
-    redis.call(ARGV[3] == 'S' and 'SPUBLISH' or 'PUBLISH', channel, sem.key)
-  end
-  if holding == 0 and absent then
+  -- A release (not a withdrawal) that leaves permits free announces them.
+  local idle
+  granted, idle = serve_queue(sem, stored, now, clock, ARGV[5], held and channel, ARGV[3])
+  if idle then
     -- Nothing held, nothing queued: the semaphore goes idle.
-    known = {last = false, no_queue = true}
+    known = {last = false, no_queue = true, keep = keep}
   end
 end
 settle(sem, known)

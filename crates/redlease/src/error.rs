@@ -147,9 +147,10 @@ pub enum Error {
         /// The Redis key.
         key: String,
     },
-    /// A semaphore was asked for with another permit count than the one in use.
+    /// A semaphore was asked for with another permit count than the one in use, which no
+    /// [`resize`](crate::Semaphore::resize) set.
     #[error(
-        "semaphore `{key}` is in use with {in_use} permits, not the number asked for; ask with the same count, or change it once nothing holds or waits for it"
+        "semaphore `{key}` is in use with {in_use} permits, not the number asked for; ask with the same count, resize it (Semaphore::resize), or change it once nothing holds or waits for it"
     )]
     #[non_exhaustive]
     PermitsMismatch {
@@ -159,17 +160,18 @@ pub enum Error {
         in_use: u32,
     },
     /// A semaphore was asked for a number of permits at once that it can never grant:
-    /// none, or more than its permit count.
+    /// none, or more than its permit count in force (the one stored by a
+    /// [`resize`](crate::Semaphore::resize), else the one asked with).
     #[error(
         "semaphore `{name}` was asked for {asked} permits at once, but it has {permits}; ask for 1 to {permits}"
     )]
     #[non_exhaustive]
     PermitsAsked {
-        /// The semaphore's name.
+        /// The semaphore's name (its Redis key when Redis refused the request).
         name: String,
         /// How many permits were asked for.
         asked: u32,
-        /// The semaphore's permit count.
+        /// The semaphore's permit count in force.
         permits: u32,
     },
     /// An owner holding a read lock asked for the write lock of the same read-write lock.
@@ -392,6 +394,17 @@ impl Error {
             Self::PermitsMismatch {
                 key: key.to_owned(),
                 in_use,
+            }
+        } else if source.code() == Some("REDLEASE_ASKED")
+            && let Some((asked, permits)) = source.detail().and_then(|d| {
+                let mut words = d.split_whitespace().map(str::parse::<u32>);
+                Some((words.next()?.ok()?, words.next()?.ok()?))
+            })
+        {
+            Self::PermitsAsked {
+                name: key.to_owned(),
+                asked,
+                permits,
             }
         } else {
             Self::Redis { action, source }

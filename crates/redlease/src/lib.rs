@@ -327,7 +327,7 @@ pub use multilock::{MultiGuard, MultiLock};
 pub use owner::Owner;
 pub use renew::Renewal;
 pub use rwlock::{ReadGuard, ReadLock, RwLock, WriteGuard, WriteLock};
-pub use semaphore::{Permit, Semaphore};
+pub use semaphore::{Permit, RESIZE_KEEP, Semaphore};
 pub use snapshot::{Access, Holding, Inspection, NodeSnapshot, Snapshot, Waiting};
 pub use token::FencingToken;
 pub use ttl::{MAX_TTL, MIN_TTL, validate_ttl};

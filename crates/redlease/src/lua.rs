@@ -80,6 +80,7 @@ pub(crate) const LATCH_CHECK_LUA: &str = latch_script!("../scripts/latch_check.l
 pub(crate) const LATCH_EXPECT_LUA: &str = latch_script!("../scripts/latch_expect.lua");
 pub(crate) const SEM_ACQUIRE_LUA: &str = semaphore_script!("../scripts/sem_acquire.lua");
 pub(crate) const SEM_RELEASE_LUA: &str = semaphore_script!("../scripts/sem_release.lua");
+pub(crate) const SEM_RESIZE_LUA: &str = semaphore_script!("../scripts/sem_resize.lua");
 pub(crate) const RW_ACQUIRE_LUA: &str = rwlock_script!("../scripts/rw_acquire.lua");
 pub(crate) const RW_RELEASE_LUA: &str = rwlock_script!("../scripts/rw_release.lua");
 pub(crate) const RW_DOWNGRADE_LUA: &str = rwlock_script!("../scripts/rw_downgrade.lua");
@@ -150,6 +151,9 @@ pub(crate) static SEM_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(S
 /// Gives a permit back, handing it to the oldest live waiter; also withdraws a waiter.
 pub(crate) static SEM_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(SEM_RELEASE_LUA));
 
+/// Changes a semaphore's permit count, handing newly free permits to its waiters.
+pub(crate) static SEM_RESIZE: LazyLock<Script> = LazyLock::new(|| Script::new(SEM_RESIZE_LUA));
+
 /// One attempt to take a read-write lock for reading or writing (or join its queue).
 pub(crate) static RW_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(RW_ACQUIRE_LUA));
 
@@ -191,7 +195,7 @@ pub(crate) static LATCH_EXPECT: LazyLock<Script> = LazyLock::new(|| Script::new(
 pub(crate) static PROCLAIM: LazyLock<Script> = LazyLock::new(|| Script::new(PROCLAIM_LUA));
 
 /// Every script: the loaded script, its file name, and the exact text it was made from.
-fn all() -> [(&'static Script, &'static str, &'static str); 21] {
+fn all() -> [(&'static Script, &'static str, &'static str); 22] {
     [
         (&*PROCLAIM, "proclaim.lua", PROCLAIM_LUA),
         (&*LATCH_UP, "latch_up.lua", LATCH_UP_LUA),
@@ -203,6 +207,7 @@ fn all() -> [(&'static Script, &'static str, &'static str); 21] {
         (&*LEADER, "leader.lua", LEADER_LUA),
         (&*SEM_ACQUIRE, "sem_acquire.lua", SEM_ACQUIRE_LUA),
         (&*SEM_RELEASE, "sem_release.lua", SEM_RELEASE_LUA),
+        (&*SEM_RESIZE, "sem_resize.lua", SEM_RESIZE_LUA),
         (&*RW_ACQUIRE, "rw_acquire.lua", RW_ACQUIRE_LUA),
         (&*RW_RELEASE, "rw_release.lua", RW_RELEASE_LUA),
         (&*RW_DOWNGRADE, "rw_downgrade.lua", RW_DOWNGRADE_LUA),

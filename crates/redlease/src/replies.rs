@@ -75,6 +75,17 @@ pub(crate) fn flag(script: &'static str, value: &Value) -> RedisResult<bool> {
     }
 }
 
+/// `sem_resize.lua`'s reply: the permit count in force before (`None`: none was stored).
+pub(crate) fn resized(value: &Value) -> RedisResult<Option<u32>> {
+    match value {
+        Value::Int(0) => Ok(None),
+        Value::Int(n) => u32::try_from(*n)
+            .map(Some)
+            .map_err(|_| unexpected("sem_resize.lua", "a permit count", value)),
+        _ => Err(unexpected("sem_resize.lua", "a permit count", value)),
+    }
+}
+
 /// What a release script did with a lease.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Released {

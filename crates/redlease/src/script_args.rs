@@ -46,6 +46,11 @@ pub(crate) const SEM_RELEASE: Args = Args {
     file: "sem_release.lua",
     names: &["token", "channel", "sharded", "weight", "own"],
 };
+/// `sem_resize.lua`: a semaphore's permit count changed, its queue served.
+pub(crate) const SEM_RESIZE: Args = Args {
+    file: "sem_resize.lua",
+    names: &["permits", "keep", "channel", "sharded"],
+};
 /// `rw_acquire.lua`: a read or write attempt.
 pub(crate) const RW_ACQUIRE: Args = Args {
     file: "rw_acquire.lua",
@@ -137,11 +142,12 @@ pub(crate) const FENCED_SET: Args = Args {
 
 /// Every script's declaration, for the header check.
 #[cfg(test)]
-pub(crate) const ALL: [Args; 21] = [
+pub(crate) const ALL: [Args; 22] = [
     ACQUIRE,
     RELEASE,
     SEM_ACQUIRE,
     SEM_RELEASE,
+    SEM_RESIZE,
     RW_ACQUIRE,
     RW_RELEASE,
     RW_DOWNGRADE,

@@ -10,7 +10,7 @@ use crate::keys::{LockKeys, Primitive};
 pub(crate) use crate::lua::LOCK_EXTEND;
 use crate::lua::{
     FENCED_SET, HOLDS, LATCH_CHECK, LATCH_EXPECT, LEADER, LEASE_RENEW, LOCK_RENEW, MULTI_ACQUIRE,
-    PROCLAIM, RAISE_FENCE, RW_DOWNGRADE,
+    PROCLAIM, RAISE_FENCE, RW_DOWNGRADE, SEM_RESIZE,
 };
 use crate::script_args::{self as args, Args};
 
@@ -694,6 +694,22 @@ pub(crate) fn release_name(kind: Kind) -> &'static str {
 pub(crate) fn downgrade(keys: &LockKeys, token: &str, notices: Notices) -> Call {
     let mut invocation = with_keys(&RW_DOWNGRADE, args::RW_DOWNGRADE, keys, Kind::Read);
     invocation.set("token", token);
+    if notices.on() {
+        invocation.set("channel", &keys.channel);
+        if let Some(flag) = notices.flag() {
+            invocation.set("sharded", flag);
+        }
+    }
+    invocation
+}
+
+/// `sem_resize.lua`: the semaphore at `keys` set to `permits`, kept at least `keep_ms`;
+/// with `notices` on, permits left free after its queue is served are announced on the
+/// release channel (`SPUBLISH` for [`Notices::Sharded`]).
+pub(crate) fn resize(keys: &LockKeys, permits: u32, keep_ms: u64, notices: Notices) -> Call {
+    let kind = Kind::Permit { permits, weight: 1 };
+    let mut invocation = with_keys(&SEM_RESIZE, args::SEM_RESIZE, keys, kind);
+    invocation.set("permits", permits).set("keep", keep_ms);
     if notices.on() {
         invocation.set("channel", &keys.channel);
         if let Some(flag) = notices.flag() {

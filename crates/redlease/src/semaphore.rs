@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::builder::{Spec, option_setters};
 use crate::engine::Engine;
@@ -38,8 +39,10 @@ pub type Permit = Guard;
 /// behind it even when fewer would fit, so that it is never starved by smaller ones.
 ///
 /// The permit count is stored with the semaphore while it is in use: asking for the same
-/// name with another count fails with [`Error::PermitsMismatch`]; a lock or read-write lock
-/// of the same name fails with [`Error::WrongType`], and the reverse.
+/// name with another count fails with [`Error::PermitsMismatch`], unless the stored count
+/// was set by [`resize`](Semaphore::resize), which changes it while the semaphore is held
+/// or waited for; a lock or read-write lock of the same name fails with
+/// [`Error::WrongType`], and the reverse.
 ///
 /// Not available over a quorum ([`Client::quorum`](crate::Client::quorum)): permits
 /// granted by a majority of independent nodes are not sound (3 nodes, 2 permits: holders
@@ -77,6 +80,12 @@ impl fmt::Debug for Semaphore {
 
 option_setters!(Semaphore);
 
+/// How long a count set by [`Semaphore::resize`] is kept at least, whether the semaphore
+/// is held or idle meanwhile (24 hours): long enough for a rolling deploy to bring every
+/// instance to the new count, after which an idle semaphore forgets it (a semaphore still
+/// held keeps it for as long as it is held).
+pub const RESIZE_KEEP: Duration = Duration::from_secs(24 * 60 * 60);
+
 impl Semaphore {
     pub(crate) fn new(engine: Arc<Engine>, name: String, permits: u32) -> Self {
         Self {
@@ -107,8 +116,9 @@ impl Semaphore {
         self.kind_of(1)
     }
 
-    /// The lease kind of `asked` permits taken at once.
-    fn kind_of(&self, asked: u32) -> Result<Kind> {
+    /// Whether the semaphore can be used at all: at least one permit, and a deployment
+    /// where one node counts them.
+    fn usable(&self) -> Result<()> {
         if self.permits == 0 {
             return Err(Error::InvalidOption {
                 option: "permits",
@@ -121,7 +131,14 @@ impl Semaphore {
                 reason,
             });
         }
-        if asked == 0 || asked > self.permits {
+        Ok(())
+    }
+
+    /// The lease kind of `asked` permits taken at once. More than the builder's count is
+    /// left to Redis to refuse: a count set by a [`resize`](Semaphore::resize) may be larger.
+    fn kind_of(&self, asked: u32) -> Result<Kind> {
+        self.usable()?;
+        if asked == 0 {
             return Err(Error::PermitsAsked {
                 name: self.spec.name.to_string(),
                 asked,
@@ -134,7 +151,56 @@ impl Semaphore {
         })
     }
 
+    /// Sets the semaphore's permit count to this builder's [`permits`](Semaphore::permits)
+    /// while it may be held or waited for, and returns the count in force before (`None`
+    /// when none was stored: the semaphore was idle).
+    ///
+    /// A raised count hands the new permits to the oldest queued waiters at once, as a
+    /// release does. A lowered one revokes no permit: nobody is granted one again until
+    /// the permits in use are below the new count. A queued request for more permits than
+    /// the new count is dropped from the queue, and its next attempt fails with
+    /// [`Error::PermitsAsked`].
+    ///
+    /// The count a resize stores is authoritative: acquisitions asking with another count
+    /// (instances still configured with the old one, during a rolling deploy) acquire
+    /// against it rather than failing with [`Error::PermitsMismatch`], and
+    /// [`acquire_many`](Semaphore::acquire_many) is checked against it. It is kept at least
+    /// [`RESIZE_KEEP`] after the resize, held or idle, and for as long as the semaphore is
+    /// held or waited for after that; a semaphore idle past then forgets it, and the next
+    /// acquisition stores its own count again.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] for zero permits or a bad option, [`Error::InvalidName`],
+    /// [`Error::WrongType`] when the name is another primitive's, [`Error::Unsupported`]
+    /// over a quorum, [`Error::Redis`] when Redis cannot be asked (the resize may or may
+    /// not have been made; making it again is harmless).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example(client: redlease::Client) -> redlease::Result<()> {
+    /// // Raise the cap of the backups from 3 to 5, while they run.
+    /// let before = client.semaphore("backups", 5).resize().await?;
+    /// println!("the backups' cap was {before:?}, it is 5 now");
+    /// # Ok(()) }
+    /// ```
+    #[tracing::instrument(skip_all, fields(semaphore = %self.spec.name, permits = self.permits))]
+    pub async fn resize(&self) -> Result<Option<u32>> {
+        self.usable()?;
+        let keys = self.keys()?;
+        let keep_ms = u64::try_from(RESIZE_KEEP.as_millis()).unwrap_or(u64::MAX);
+        let before = self
+            .spec
+            .engine
+            .deployment()
+            .resize(&keys, self.permits, keep_ms)
+            .await?;
+        tracing::info!(before = ?before, after = self.permits, "semaphore resized");
+        Ok(before)
+    }
+
     /// Makes one attempt: `Ok(None)` when every permit is held (or others queue for one).
+    /// The permit count in force is the one stored by a [`resize`](Semaphore::resize)
+    /// when there is one, else this builder's.
     ///
     /// # Errors
     /// [`Error::InvalidOption`] for zero permits or a bad option, [`Error::InvalidName`],
@@ -188,8 +254,9 @@ impl Semaphore {
     /// than `n` are free, or others queue for permits.
     ///
     /// # Errors
-    /// [`Error::PermitsAsked`] when `n` is 0 or more than the semaphore's
-    /// [`permits`](Semaphore::permits); otherwise as [`try_acquire`](Semaphore::try_acquire).
+    /// [`Error::PermitsAsked`] when `n` is 0 or more than the semaphore's permit count in
+    /// force (its [`permits`](Semaphore::permits), or the count a
+    /// [`resize`](Semaphore::resize) stored); otherwise as [`try_acquire`](Semaphore::try_acquire).
     ///
     /// # Cancel safety
     /// Cancel safe: permits taken by a dropped attempt are given back in the background.
@@ -207,8 +274,9 @@ impl Semaphore {
     /// and waits (up to its wait) if the owner's own permit leaves too few.
     ///
     /// # Errors
-    /// [`Error::PermitsAsked`] when `n` is 0 or more than the semaphore's
-    /// [`permits`](Semaphore::permits); otherwise as [`acquire`](Semaphore::acquire).
+    /// [`Error::PermitsAsked`] when `n` is 0 or more than the semaphore's permit count in
+    /// force (its [`permits`](Semaphore::permits), or the count a
+    /// [`resize`](Semaphore::resize) stored); otherwise as [`acquire`](Semaphore::acquire).
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future withdraws it from the queue, and gives back
@@ -233,8 +301,7 @@ impl Semaphore {
     ///
     /// # Errors
     /// As [`run`](Semaphore::run), and [`Error::PermitsAsked`] (converted with
-    /// `From<Error>`) when `n` is 0 or more than the semaphore's
-    /// [`permits`](Semaphore::permits).
+    /// `From<Error>`) when `n` is 0 or more than the semaphore's permit count in force.
     ///
     /// # Cancel safety
     /// Dropping the future drops `work` and gives the permits back in the background.

@@ -80,7 +80,8 @@ pub struct Snapshot {
     pub primitive: Option<Primitive>,
     /// A held read-write lock's mode.
     pub access: Option<Access>,
-    /// A semaphore's permit count (while it is held or waited for).
+    /// A semaphore's permit count (while it is held or waited for, and a count set by
+    /// [`Semaphore::resize`](crate::Semaphore::resize) while it is kept).
     pub permits: Option<u32>,
     /// Every holder: one for a lock, each permit or each reader otherwise.
     pub holders: Vec<Holding>,
@@ -275,7 +276,7 @@ pub(crate) fn leases(primitive: Primitive, reply: LeaseReply) -> (Reading, bool)
         })
         .collect();
     let (permits, access, counted) = match primitive {
-        Primitive::Semaphore => (extra.and_then(|n| n.parse().ok()), None, false),
+        Primitive::Semaphore => (extra.as_deref().and_then(stored_permits), None, false),
         Primitive::RwLock => (None, extra.as_deref().and_then(Access::parse), false),
         _ => (None, None, extra.is_some_and(|n| n != "0")),
     };
@@ -395,6 +396,16 @@ fn number(value: &serde_json::Value) -> Option<u64> {
 
 /// The permit count at `at` of a semaphore's table entry: 1 when absent (a single
 /// permit's entry has no count) or not a whole number >= 1.
+/// A semaphore's stored permit count: `"<n>"`, or `"<n>!<keep>"` when a resize set it
+/// (see `scripts/lib/semaphore.lua`, `stored_count`).
+fn stored_permits(stored: &str) -> Option<u32> {
+    stored
+        .split_once('!')
+        .map_or(stored, |(n, _)| n)
+        .parse()
+        .ok()
+}
+
 fn permits_of(entry: &[serde_json::Value], at: usize) -> u32 {
     entry
         .get(at)

@@ -19,7 +19,11 @@
 --   queue   B:sem:queue, the FIFO queue of waiting tokens (LIST)
 --   waiters B:sem:waiters, the waiter table: HASH token -> the waiter record (lib/grants.lua),
 --           with `n` for a waiter asking for n > 1 permits
---   permits B:sem:permits, the permit count in use (a decimal string)
+--   permits B:sem:permits, the permit count in use: "<n>" (a decimal string), stored by the
+--           acquisition that found the semaphore idle, or "<n>!<keep>" stored by a resize
+--           (sem_resize.lua): authoritative (an acquisition asking another count takes
+--           the stored one), and kept at least until <keep> (ms since 1970). Read only by
+--           stored_count.
 --
 -- Weights: a holder may hold n permits at once (acquire_many): still one member of K (one
 -- lease, one owner token, one fencing token, renewed and released as one), its n recorded
@@ -34,7 +38,8 @@
 -- before it counts, so no permit leaks. K and the holders hash expire at the latest permit's
 -- expiry, the queue keys a linger after the last join, and the permit count at the later of
 -- the two, or is deleted as soon as nothing is held or queued: an idle semaphore leaves no
--- key behind but its fencing counter (kept 7 days, see lib/fence.lua).
+-- key behind but its fencing counter (kept 7 days, see lib/fence.lua) and a resized count
+-- until its keep.
 
 -- semaphore_keys(keys): a semaphore script's KEYS by name (see the top); each script
 -- builds it once, first.
@@ -47,6 +52,21 @@ end
 -- and the script changes nothing.
 local function expired_permits(sem, now)
   return redis.call('ZRANGEBYSCORE', sem.key, '-inf', ms(now))
+end
+
+-- The permit count stored (nil: none) and, when a resize stored it, until when it is kept
+-- (ms since 1970; nil for a count stored by an acquisition). See `permits` at the top.
+local function stored_count(sem)
+  local stored = redis.call('GET', sem.permits)
+  if not stored then
+    return nil, nil
+  end
+  local n = tonumber(stored)
+  if n then
+    return n, nil
+  end
+  local count, keep = string.match(stored, '^(%d+)!(%d+)$')
+  return tonumber(count), tonumber(keep)
 end
 
 -- The holders hash's field summing the permits held beyond one by each holder (see the top).
@@ -159,9 +179,11 @@ local function serve(sem, permits, now, clock, caller, ttl, details, used, n, ow
       if head == caller then
         need = n
       end
-      if need > free and head ~= caller and not listens(w.ch) then
-        -- A head whose waiter is gone (its client no longer listens: its process ended)
-        -- stops counting: it is dropped, and those behind it are served.
+      if need > free and head ~= caller and (need > permits or not listens(w.ch)) then
+        -- A head whose waiter is gone (its client no longer listens: its process ended),
+        -- or asking for more than the whole count (lowered by a resize since it queued:
+        -- its next attempt is refused), stops counting: it is dropped, and those behind
+        -- it are served.
         redis.call('HDEL', sem.waiters, head)
       elseif need > free then
         -- Back at the head. Popping the last entry deleted the list: it takes the waiter
@@ -207,6 +229,20 @@ local function serve(sem, permits, now, clock, caller, ttl, details, used, n, ow
   return mine, free, absent, blocked, granted
 end
 
+-- Serves the queue from the permits free now, as a release does (no caller of its own;
+-- `own` as serve's), and when `channel` (or nil) is given and permits are left free,
+-- PUBLISHes K there (SPUBLISH when `sharded` is "S") for the waiters that do not queue.
+-- Returns the grants as handed reports them, and whether the semaphore is idle (nothing
+-- held, no queue key).
+local function serve_queue(sem, permits, now, clock, own, channel, sharded)
+  local holding = redis.call('ZCARD', sem.key)
+  local _, free, absent, _, granted = serve(sem, permits, now, clock, nil, 0, '', in_use(sem, holding), 1, own)
+  if channel and free > 0 then
+    redis.call(sharded == 'S' and 'SPUBLISH' or 'PUBLISH', channel, sem.key)
+  end
+  return granted, holding == 0 and absent
+end
+
 -- How long until the earliest held permit runs out, in ms from `now` (-1: none held): when
 -- a watcher of the queue re-checks.
 local function earliest_end(sem, now)
@@ -223,7 +259,10 @@ end
 -- command clock, so the count never expires before the queue.
 -- `known` (optional) is what the caller already knows, to spare the reads: `last`, the
 -- latest permit's expiry (ms since 1970; false: no permit held), `no_queue` (true: no
--- queue key exists), `count` (a permit count to store: the caller found none stored).
+-- queue key exists), `count` (a permit count to store: the caller found none stored),
+-- `keep` (the stored count was set by a resize, kept until then: see stored_count).
+-- A resized count expires at the latest of its keep, the latest permit and the queue's
+-- linger: never earlier, and it is not deleted when the semaphore goes idle before then.
 local function settle(sem, known)
   known = known or {}
   local last = known.last
@@ -241,6 +280,17 @@ local function settle(sem, known)
   local queued = -2
   if not known.no_queue then
     queued = redis.call('PTTL', sem.queue)
+  end
+  if known.keep then
+    local till = known.keep
+    if held and tonumber(last) > till then
+      till = last
+    end
+    redis.call('PEXPIREAT', sem.permits, ms(till))
+    if queued > 0 and queued > redis.call('PTTL', sem.permits) then
+      redis.call('PEXPIRE', sem.permits, queued)
+    end
+    return
   end
   if known.count then
     if not held and queued <= 0 then

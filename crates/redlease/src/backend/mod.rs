@@ -250,6 +250,23 @@ impl Deployment {
         quorum::holds(self, answers)
     }
 
+    /// Sets the permit count of the semaphore at `keys` (`sem_resize.lua`), kept at least
+    /// `keep_ms`, and serves its queue; the count in force before (`None`: none). Never
+    /// over a quorum (semaphores are refused there).
+    pub(crate) async fn resize(
+        &self,
+        keys: &LockKeys,
+        permits: u32,
+        keep_ms: u64,
+    ) -> Result<Option<u32>> {
+        let invocation = scripts::resize(keys, permits, keep_ms, self.announces());
+        let value: Value = self
+            .across_reconnects(|| self.primary().invoke(&invocation))
+            .await
+            .map_err(|e| self.error("resizing a semaphore", &keys.key, e))?;
+        replies::resized(&value).map_err(|e| self.error("resizing a semaphore", &keys.key, e))
+    }
+
     /// Turns the write hold of `token` into a read hold; whether it still held the lock.
     pub(crate) async fn downgrade(&self, keys: &LockKeys, token: &str) -> Result<bool> {
         if self.topology == Topology::Quorum {

@@ -302,6 +302,16 @@ impl Semaphore {
         self.0.inner.permits()
     }
 
+    /// Sets the semaphore's permit count to this builder's while it may be held or waited
+    /// for, and returns the count in force before (`None`: none was stored); see
+    /// [`crate::Semaphore::resize`].
+    ///
+    /// # Errors
+    /// As [`crate::Semaphore::resize`], and [`Error::Runtime`] inside an async task.
+    pub fn resize(&self) -> Result<Option<u32>> {
+        block_on(&self.0.runtime, self.0.inner.resize())?
+    }
+
     /// Takes `n` permits at once as one [`Permit`], waiting up to the builder's wait; see
     /// [`crate::Semaphore::acquire_many`].
     ///

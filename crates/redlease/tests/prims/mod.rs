@@ -24,6 +24,7 @@ mod lua;
 
 pub const SEM_ACQUIRE: &str = lua::SEM_ACQUIRE_LUA;
 pub const SEM_RELEASE: &str = lua::SEM_RELEASE_LUA;
+pub const SEM_RESIZE: &str = lua::SEM_RESIZE_LUA;
 pub const RW_ACQUIRE: &str = lua::RW_ACQUIRE_LUA;
 pub const RW_RELEASE: &str = lua::RW_RELEASE_LUA;
 pub const RW_DOWNGRADE: &str = lua::RW_DOWNGRADE_LUA;
@@ -167,6 +168,24 @@ pub async fn sem_release(
         invocation.arg(keys.channel());
     }
     Ok(held_flag(invocation.invoke_async(conn).await?))
+}
+
+/// `sem_resize.lua`: the count set to `permits`, kept `keep_ms`, permits left free
+/// announced on the release channel when `announce`; the count before (0: none).
+pub async fn sem_resize(
+    conn: &mut MultiplexedConnection,
+    keys: &Keys,
+    permits: u64,
+    keep_ms: u64,
+    announce: bool,
+) -> RedisResult<i64> {
+    let script = Script::new(SEM_RESIZE);
+    let mut invocation = script.key(&keys.sem()[..]);
+    invocation.arg(permits).arg(keep_ms);
+    if announce {
+        invocation.arg(keys.channel());
+    }
+    invocation.invoke_async(conn).await
 }
 
 pub async fn rw_acquire(
