@@ -22,7 +22,9 @@ redlease exits with CMD's exit code.
 
 Instead of the lock, --permits N holds one of N permits of the semaphore NAME: at most N
 commands run at once (say, 3 concurrent backups), the others wait in line (FIFO) for a
-permit. --read and --write take the read-write lock NAME: any number of --read runs share
+permit. --take M (with --permits N, 1 <= M <= N) holds M of them at once, as one lease and
+one fencing token: a heavy job that counts for M; a run asking for M waits at the head of
+the line until M permits are free, and the runs behind it wait too. --read and --write take the read-write lock NAME: any number of --read runs share
 it, a --write run holds it alone, and a waiting --write run stops later --read runs until
 it has had its turn. Everything else (waiting, renewal, environment, signals, loss,
 supervisor, exit codes) is the same for all three. A name is one kind at a time: a lock, a
@@ -112,6 +114,9 @@ Examples:
   # at most 3 backups at once across the fleet; the 4th waits for a permit
   redlease run --key backups --permits 3 --wait forever -- ./backup.sh
 
+  # a full backup counts for 2 of the 3 slots
+  redlease run --key backups --permits 3 --take 2 --wait forever -- ./backup.sh --full
+
   # readers of a cache run side by side; its rebuild runs alone
   redlease run --key cache --read -- ./copy-cache.sh
   redlease run --key cache --write --wait 10m -- ./rebuild-cache.sh
@@ -157,6 +162,12 @@ pub(crate) struct RunArgs {
     /// at once across all machines. Every run of NAME must give the same N (1 or more)
     #[arg(long, value_name = "N", value_parser = parse_permits, conflicts_with_all = ["read", "write"])]
     pub(super) permits: Option<u32>,
+
+    /// With --permits: hold M of the semaphore's permits at once instead of one (a heavy
+    /// job counts for M), as one lease and one fencing token; 1..N. A request for M waits
+    /// in the queue until M permits are free, and later ones wait behind it
+    #[arg(long, value_name = "M", value_parser = parse_take, requires = "permits")]
+    pub(super) take: Option<u32>,
 
     /// Take read-write lock NAME for reading: runs with --read share it with each other,
     /// never with a run with --write
@@ -243,6 +254,16 @@ fn parse_permits(text: &str) -> Result<u32, String> {
     }
 }
 
+fn parse_take(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(0) => Err("--take 0 would hold no permit; give 1 or more (at most --permits)".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!(
+            "{e}; give a whole number of permits to take, 1 or more"
+        )),
+    }
+}
+
 fn parse_ttl(text: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
     if d < redlease::MIN_TTL || d > redlease::MAX_TTL {
@@ -258,8 +279,8 @@ pub(super) enum Primitive {
     Lock,
     /// Several locks, all or nothing (`--key` given with several names).
     Multi,
-    /// One of N permits of a semaphore (`--permits N`).
-    Semaphore(u32),
+    /// `take` of N permits of a semaphore at once (`--permits N`, `--take M`; 1 without).
+    Semaphore { permits: u32, take: u32 },
     /// A read-write lock for reading (`--read`).
     Read,
     /// A read-write lock for writing (`--write`).
@@ -274,7 +295,10 @@ impl RunArgs {
             return Primitive::Leader;
         }
         match (self.permits, self.read, self.write) {
-            (Some(n), _, _) => Primitive::Semaphore(n),
+            (Some(permits), _, _) => Primitive::Semaphore {
+                permits,
+                take: self.take.unwrap_or(1),
+            },
             (None, true, _) => Primitive::Read,
             (None, false, true) => Primitive::Write,
             (None, false, false) if self.names().len() > 1 => Primitive::Multi,
@@ -328,6 +352,13 @@ impl RunArgs {
                 human(below),
             ));
         }
+        if let (Some(permits), Some(take)) = (self.permits, self.take)
+            && take > permits
+        {
+            return Err(format!(
+                "--take {take} asks for more permits than the semaphore has (--permits {permits}); such a run could never start: give --take {permits} or less"
+            ));
+        }
         let names = self.names().len();
         if names > 1 {
             let with = match (self.permits, self.read, self.write) {
@@ -377,8 +408,15 @@ impl RunArgs {
         let (noun, detail) = match self.primitive() {
             Primitive::Lock => ("lock", None),
             Primitive::Multi => ("lock", Some(format!("one of {}", self.what()))),
-            Primitive::Semaphore(1) => ("semaphore", Some("1 permit".to_owned())),
-            Primitive::Semaphore(n) => ("semaphore", Some(format!("{n} permits"))),
+            Primitive::Semaphore { permits, take } => {
+                let of = if permits == 1 { "permit" } else { "permits" };
+                let taking = if take > 1 {
+                    format!(", taking {take}")
+                } else {
+                    String::new()
+                };
+                ("semaphore", Some(format!("{permits} {of}{taking}")))
+            }
             Primitive::Read => ("read-write lock", Some("read".to_owned())),
             Primitive::Write => ("read-write lock", Some("write".to_owned())),
             Primitive::Leader => ("election", None),

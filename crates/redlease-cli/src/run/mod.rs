@@ -117,8 +117,8 @@ async fn acquire(
             .acquire()
             .await
             .map(Hold::Multi),
-        Primitive::Semaphore(n) => options!(client.semaphore(key, n))
-            .acquire()
+        Primitive::Semaphore { permits, take } => options!(client.semaphore(key, permits))
+            .acquire_many(take)
             .await
             .map(Hold::Guard),
         Primitive::Read => options!(client.rwlock(key).read())
