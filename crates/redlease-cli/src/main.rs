@@ -24,6 +24,7 @@ mod demo;
 mod environment;
 mod exit;
 mod heartbeat;
+mod latch;
 mod leader;
 mod name;
 mod operator;
@@ -80,6 +81,11 @@ enum Command {
     /// Show who leads an election (its note, term and time left); --watch follows changes
     #[command(long_about = leader::LONG_ABOUT, after_help = exit::SEE_TABLE)]
     Leader(leader::LeaderArgs),
+
+    /// Count-down latches and barriers: hold a count while a command runs, wait for the
+    /// latch to open, preset arrivals
+    #[command(long_about = latch::LONG_ABOUT, after_help = exit::SEE_TABLE)]
+    Latch(latch::LatchArgs),
 
     /// Show who holds a lock, semaphore or read-write lock, its time left and its fencing
     /// counter
@@ -138,6 +144,7 @@ impl Command {
         match self {
             Self::Run(args) => args.redis = redis,
             Self::Leader(args) => args.redis = redis,
+            Self::Latch(args) => args.command.connect_with(redis),
             Self::Status(args) => args.redis = redis,
             Self::List(args) => args.redis = redis,
             Self::Release(args) => args.redis = redis,
@@ -165,6 +172,13 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(&e),
     };
     cli.command.connect_with(cli.redis.clone());
+    // `latch count` is `run` holding a latch's count: its checks, exit codes and all.
+    if let Command::Latch(latch::LatchArgs {
+        command: latch::LatchCommand::Count(args),
+    }) = cli.command
+    {
+        cli.command = Command::Run(args.into_run());
+    }
     if let Command::Run(args) = &cli.command
         && let Err(message) = args.check()
     {
@@ -200,6 +214,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => runtime()?.block_on(run::run(args)),
         Command::Leader(args) => runtime()?.block_on(leader::leader(args)),
+        Command::Latch(args) => runtime()?.block_on(latch::latch(args.command)),
         Command::Status(args) => runtime()?.block_on(operator::status(args)),
         Command::List(args) => runtime()?.block_on(operator::list(args)),
         Command::Release(args) => runtime()?.block_on(operator::release(args)),

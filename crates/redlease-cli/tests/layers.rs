@@ -28,6 +28,8 @@ const LAYERS: &[&[&str]] = &[
     &["operator", "supervise"],
     // The commands that hold or follow a lock.
     &["run", "leader"],
+    // The commands built on run: a latch's count is run holding a count.
+    &["latch"],
     // The demo and the benchmarks.
     &["demo", "bench"],
 ];

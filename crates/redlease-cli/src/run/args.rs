@@ -221,6 +221,10 @@ pub(crate) struct RunArgs {
     #[arg(skip)]
     pub(crate) redis: RedisArgs,
 
+    /// Hold one count of the latch `--key` instead of a lock (`redlease latch count`).
+    #[arg(skip)]
+    pub(super) latch: bool,
+
     /// The command to run, and its arguments (after `--` if they start with `-`)
     #[arg(
         value_name = "CMD",
@@ -235,7 +239,14 @@ pub(crate) struct RunArgs {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WaitArg(Wait);
 
-fn parse_wait(text: &str) -> Result<WaitArg, String> {
+impl WaitArg {
+    /// The wait it gives.
+    pub(crate) fn wait(self) -> Wait {
+        self.0
+    }
+}
+
+pub(crate) fn parse_wait(text: &str) -> Result<WaitArg, String> {
     if matches!(text, "forever" | "inf" | "infinity") {
         return Ok(WaitArg(Wait::Forever));
     }
@@ -264,7 +275,7 @@ fn parse_take(text: &str) -> Result<u32, String> {
     }
 }
 
-fn parse_ttl(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_ttl(text: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
     if d < redlease::MIN_TTL || d > redlease::MAX_TTL {
         return Err("out of range; use 10ms to 30days".into());
@@ -287,12 +298,45 @@ pub(super) enum Primitive {
     Write,
     /// Leadership of an election (`--elect`).
     Leader,
+    /// One count of a latch (`redlease latch count`).
+    Count,
 }
 
 impl RunArgs {
+    /// `redlease latch count`: CMD run holding one count of latch `name`, with `run`'s
+    /// supervision, signals and exit codes.
+    pub(crate) fn latch_count(
+        name: String,
+        ttl: Duration,
+        kill_after: Option<Duration>,
+        conflict_exit_code: Option<u8>,
+        command: Vec<OsString>,
+    ) -> Self {
+        Self {
+            key: vec![name],
+            elect: None,
+            permits: None,
+            take: None,
+            read: false,
+            write: false,
+            ttl,
+            wait: None,
+            no_wait: false,
+            kill_after,
+            quiet: false,
+            conflict_exit_code,
+            redis: RedisArgs::default(),
+            latch: true,
+            command,
+        }
+    }
+
     pub(super) fn primitive(&self) -> Primitive {
         if self.elect.is_some() {
             return Primitive::Leader;
+        }
+        if self.latch {
+            return Primitive::Count;
         }
         match (self.permits, self.read, self.write) {
             (Some(permits), _, _) => Primitive::Semaphore {
@@ -420,6 +464,7 @@ impl RunArgs {
             Primitive::Read => ("read-write lock", Some("read".to_owned())),
             Primitive::Write => ("read-write lock", Some("write".to_owned())),
             Primitive::Leader => ("election", None),
+            Primitive::Count => ("latch", Some("one count".to_owned())),
         };
         let key = key.map(|k| format!("key {}", echo(k)));
         let inner: Vec<String> = key.into_iter().chain(detail).collect();
@@ -433,7 +478,7 @@ impl RunArgs {
 }
 
 /// `--ttl`'s default: the library's (`redlease::DEFAULT_TTL`), written as humantime.
-static DEFAULT_TTL_TEXT: std::sync::LazyLock<String> =
+pub(crate) static DEFAULT_TTL_TEXT: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| humantime::format_duration(redlease::DEFAULT_TTL).to_string());
 
 /// The longest default `--kill-after` (a third of the ttl when that is shorter).

@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use futures_util::StreamExt as _;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use redlease::{Guard, Leadership, LeaseHealth, MultiGuard, Wait, WriteGuard};
+use redlease::{Count, Guard, Leadership, LeaseHealth, MultiGuard, Wait, WriteGuard};
 use tokio::process::Child;
 
 use crate::environment;
@@ -21,7 +21,7 @@ use crate::supervise::{self, program_name};
 
 mod args;
 
-pub(crate) use args::{LONG_ABOUT, RunArgs};
+pub(crate) use args::{DEFAULT_TTL_TEXT, LONG_ABOUT, RunArgs, WaitArg, parse_ttl, parse_wait};
 use args::{Primitive, kill_margin};
 
 /// A hold of any primitive: every one is one or more [`Guard`]s underneath (a
@@ -33,6 +33,7 @@ enum Hold {
     Write(WriteGuard),
     Multi(MultiGuard),
     Leader(Leadership),
+    Count(Count),
 }
 
 impl Hold {
@@ -43,6 +44,7 @@ impl Hold {
             Self::Write(guard) => std::slice::from_ref(&**guard),
             Self::Multi(guard) => guard.guards(),
             Self::Leader(leadership) => std::slice::from_ref(leadership.guard()),
+            Self::Count(count) => std::slice::from_ref(count.guard()),
         }
     }
 
@@ -62,6 +64,7 @@ impl Hold {
             Self::Guard(guard) => guard.lost().await,
             Self::Write(guard) => guard.lost().await,
             Self::Leader(leadership) => leadership.lost().await,
+            Self::Count(count) => count.lost().await,
             Self::Multi(guard) => {
                 let lost = guard.guards().iter().map(|g| Box::pin(g.lost()));
                 let ((), i, _) = futures_util::future::select_all(lost).await;
@@ -91,6 +94,7 @@ impl Hold {
             Self::Write(guard) => guard.release().await,
             Self::Multi(guard) => guard.release().await,
             Self::Leader(leadership) => leadership.resign().await,
+            Self::Count(count) => count.count_down().await,
         }
     }
 }
@@ -133,6 +137,10 @@ async fn acquire(
             .campaign(leader_note(program))
             .await
             .map(Hold::Leader),
+        Primitive::Count => options!(client.latch(key))
+            .count_up()
+            .await
+            .map(Hold::Count),
     }
 }
 
