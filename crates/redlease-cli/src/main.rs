@@ -29,6 +29,7 @@ mod leader;
 mod name;
 mod operator;
 mod output;
+mod proclaim;
 mod run;
 mod signals;
 mod supervise;
@@ -81,6 +82,11 @@ enum Command {
     /// Show who leads an election (its note, term and time left); --watch follows changes
     #[command(long_about = leader::LONG_ABOUT, after_help = exit::SEE_TABLE)]
     Leader(leader::LeaderArgs),
+
+    /// Change the note of the leader running this command (from the command of run
+    /// --elect)
+    #[command(long_about = proclaim::LONG_ABOUT, after_help = exit::SEE_TABLE)]
+    Proclaim(proclaim::ProclaimArgs),
 
     /// Count-down latches and barriers: hold a count while a command runs, wait for the
     /// latch to open, preset arrivals
@@ -158,7 +164,7 @@ impl Command {
             Self::BenchWorker(args) => args.redis = redis,
             #[cfg(feature = "bench")]
             Self::BenchCallgrind(_) | Self::BenchCallgrindLoop(_) => {}
-            Self::Supervise(_) => {}
+            Self::Supervise(_) | Self::Proclaim(_) => {}
         }
     }
 }
@@ -214,6 +220,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => runtime()?.block_on(run::run(args)),
         Command::Leader(args) => runtime()?.block_on(leader::leader(args)),
+        Command::Proclaim(args) => runtime()?.block_on(proclaim::proclaim(args)),
         Command::Latch(args) => runtime()?.block_on(latch::latch(args.command)),
         Command::Status(args) => runtime()?.block_on(operator::status(args)),
         Command::List(args) => runtime()?.block_on(operator::list(args)),

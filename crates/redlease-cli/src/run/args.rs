@@ -61,6 +61,9 @@ CMD's environment gets:
                            name is written %XX as in a URL (\"x y\" is x%20y, \"p=q\" is
                            p%3Dq), so they always split back; other names stand as given
   REDLEASE_TERM            with --elect: the leader's term (its fencing token)
+  REDLEASE_PROCLAIM        with --elect: where CMD's `redlease proclaim NOTE` asks this run
+                           to change the leader's note (a socket in a directory only this
+                           user can enter; no secret: this run proclaims, while it leads)
 
 SIGINT, SIGTERM and SIGHUP sent to redlease are passed on to CMD's process group. CMD runs
 in a process group of its own (shared only with its supervisor, below), so that it and

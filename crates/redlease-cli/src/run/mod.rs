@@ -16,6 +16,7 @@ use crate::exit;
 use crate::heartbeat::Heartbeat;
 use crate::operator;
 use crate::output::human;
+use crate::proclaim;
 use crate::signals::Signals;
 use crate::supervise::{self, program_name};
 
@@ -225,11 +226,19 @@ async fn run_with(
         .map(Pid::from_raw);
 
     let mut health = RenewalWarnings::new(&hold);
+    // `redlease proclaim` from the command of a leader: served while it runs.
+    let proclaims = Proclaims::new(&hold, &heartbeat);
+    let mut serving = futures_util::stream::FuturesUnordered::new();
     let status = loop {
         tokio::select! {
             biased;
             status = child.wait() => break status.context("waiting for the command")?,
+            Some((stream, leadership)) = proclaims.accept() => {
+                serving.push(proclaim::serve(stream, leadership));
+            }
+            Some(()) = serving.next(), if !serving.is_empty() => {}
             name = hold.lost() => {
+                drop(serving);
                 eprintln!(
                     "redlease: {} was lost while `{program}` ran (its lease expired or the key was removed; another holder may be running); terminating `{program}` and its process group: SIGTERM now, SIGKILL in {}",
                     lost_what(args, Some(name)),
@@ -250,6 +259,7 @@ async fn run_with(
             }
         }
     };
+    drop(serving);
     if heartbeat.ended() {
         eprintln!(
             "redlease: {} was not renewed in time while `{program}` ran (redlease was stopped, or Redis did not answer), so its supervisor terminated `{program}` and its process group before the lease could end; another holder may be running now",
@@ -259,23 +269,65 @@ async fn run_with(
         give_back(hold, &what).await;
         return Ok(exit::code(args.conflict(exit::LOST)));
     }
+    Ok(released(args, hold, program, status).await)
+}
+
+/// Releases `hold` once the command ended with `status`: the command's exit code, or
+/// [`exit::LOST`] when the hold was found lost.
+async fn released(args: &RunArgs, hold: Hold, program: &str, status: ExitStatus) -> ExitCode {
     let code = exit::of_status(status);
     let lost = lost_what(args, hold.lost_name());
     match hold.release().await {
-        Ok(()) => Ok(exit::code(code)),
+        Ok(()) => exit::code(code),
         Err(redlease::Error::Lost { .. }) => {
             eprintln!(
                 "redlease: {lost} was found lost when `{program}` ended ({}); its work may have overlapped with another holder's",
                 describe(status)
             );
-            Ok(exit::code(args.conflict(exit::LOST)))
+            exit::code(args.conflict(exit::LOST))
         }
         Err(e) => {
             eprintln!(
-                "redlease: warning: could not release {what} ({e:#}); it frees itself within {}",
+                "redlease: warning: could not release {} ({e:#}); it frees itself within {}",
+                args.what(),
                 human(args.ttl)
             );
-            Ok(exit::code(code))
+            exit::code(code)
+        }
+    }
+}
+
+/// The socket of `redlease proclaim` while a leader's command runs (nothing for another
+/// hold, or when it cannot listen: the command's `redlease proclaim` then says so).
+struct Proclaims<'a> {
+    listener: Option<(proclaim::Listener, &'a Leadership)>,
+}
+
+impl<'a> Proclaims<'a> {
+    fn new(hold: &'a Hold, heartbeat: &Heartbeat) -> Self {
+        let Hold::Leader(leadership) = hold else {
+            return Self { listener: None };
+        };
+        let listener = proclaim::Listener::bind(heartbeat.dir())
+            .inspect_err(|e| tracing::warn!(error = %e, "cannot listen for redlease proclaim"))
+            .ok();
+        Self {
+            listener: listener.map(|l| (l, leadership)),
+        }
+    }
+
+    /// The next connection, with the leadership to proclaim with; never without a
+    /// listener. Cancel safe.
+    async fn accept(&self) -> Option<(tokio::net::UnixStream, &'a Leadership)> {
+        let Some((listener, leadership)) = &self.listener else {
+            return std::future::pending().await;
+        };
+        match listener.accept().await {
+            Ok(stream) => Some((stream, *leadership)),
+            Err(e) => {
+                tracing::debug!(error = %e, "accepting a redlease proclaim");
+                None
+            }
         }
     }
 }
@@ -386,10 +438,14 @@ fn spawn(args: &RunArgs, hold: &Hold, heartbeat: &Heartbeat) -> std::io::Result<
         .env("REDLEASE_FENCING_TOKENS", fencing_tokens(args, hold))
         .process_group(0);
     if args.primitive() == Primitive::Leader {
-        command.env("REDLEASE_TERM", &token);
+        command
+            .env("REDLEASE_TERM", &token)
+            .env(proclaim::ENV, proclaim::path(heartbeat.dir()));
     } else {
         // Not inherited from a `run --elect` around this one.
-        command.env_remove("REDLEASE_TERM");
+        command
+            .env_remove("REDLEASE_TERM")
+            .env_remove(proclaim::ENV);
     }
     command.spawn()
 }
