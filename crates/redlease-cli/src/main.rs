@@ -59,7 +59,8 @@ A lock NAME is the Redis key redlease:NAME holding its holder's random token, wi
 (TTL) that its holder renews and that frees a crashed holder's lock by itself. Every
 acquisition gets a fencing token larger than all earlier ones. Beside the lock (a mutex):
 semaphores (run --permits N), read-write locks (run --read / --write), several locks at
-once (run --key A --key B) and leader elections (run --elect NAME, leader --elect NAME).
+once (run --key A --key B), leader elections (run --elect NAME, leader --elect NAME,
+proclaim NOTE) and count-down latches (latch count / wait / expect / barrier).
 Every command names a lock with --key NAME and an election with --elect NAME.
 
 Examples:
@@ -67,6 +68,8 @@ Examples:
   redlease run --key account:7 --key account:3 -- ./transfer.sh 7 3 100
   redlease run --elect scheduler -- ./scheduler
   redlease leader --elect scheduler --watch
+  redlease latch count --key import -- ./import-part.sh 3
+  redlease latch wait --key import --wait 1h
   redlease status --key nightly-report
   redlease list
   redlease release --force --key nightly-report
