@@ -61,6 +61,17 @@ Exit codes of run:
   -E N    --conflict-exit-code N replaces 69, 75 and 79 (unreachable, busy, lost) with N,
           so that they cannot be taken for CMD's own exit codes (flock -E)
 
+Exit codes of latch (latch count: those of run):
+  0       wait, barrier: the latch opened, every count counted down
+  1       expect --if-idle: a round was already open, nothing preset; status: no live
+          count (with --json: 0)
+  75      wait, barrier: the latch was still closed when --wait ran out
+  79      wait, barrier: the latch opened broken (a count expired: its party died or lost
+          Redis for its whole ttl); barrier: this party's own count expired
+
+Exit codes of proclaim:
+  0       proclaimed; 79 leadership was lost; 2 not run by the command of run --elect
+
 Environment:
   REDIS_URL   the Redis to use when no --redis is given (default redis://127.0.0.1:6379)
   REDISCLI_AUTH  the password, when the URL has none (as redis-cli): kept out of the

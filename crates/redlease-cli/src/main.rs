@@ -24,10 +24,12 @@ mod demo;
 mod environment;
 mod exit;
 mod heartbeat;
+mod latch;
 mod leader;
 mod name;
 mod operator;
 mod output;
+mod proclaim;
 mod run;
 mod signals;
 mod supervise;
@@ -57,7 +59,8 @@ A lock NAME is the Redis key redlease:NAME holding its holder's random token, wi
 (TTL) that its holder renews and that frees a crashed holder's lock by itself. Every
 acquisition gets a fencing token larger than all earlier ones. Beside the lock (a mutex):
 semaphores (run --permits N), read-write locks (run --read / --write), several locks at
-once (run --key A --key B) and leader elections (run --elect NAME, leader --elect NAME).
+once (run --key A --key B), leader elections (run --elect NAME, leader --elect NAME,
+proclaim NOTE) and count-down latches (latch count / wait / expect / barrier).
 Every command names a lock with --key NAME and an election with --elect NAME.
 
 Examples:
@@ -65,6 +68,8 @@ Examples:
   redlease run --key account:7 --key account:3 -- ./transfer.sh 7 3 100
   redlease run --elect scheduler -- ./scheduler
   redlease leader --elect scheduler --watch
+  redlease latch count --key import -- ./import-part.sh 3
+  redlease latch wait --key import --wait 1h
   redlease status --key nightly-report
   redlease list
   redlease release --force --key nightly-report
@@ -80,6 +85,16 @@ enum Command {
     /// Show who leads an election (its note, term and time left); --watch follows changes
     #[command(long_about = leader::LONG_ABOUT, after_help = exit::SEE_TABLE)]
     Leader(leader::LeaderArgs),
+
+    /// Change the note of the leader running this command (from the command of run
+    /// --elect)
+    #[command(long_about = proclaim::LONG_ABOUT, after_help = exit::SEE_TABLE)]
+    Proclaim(proclaim::ProclaimArgs),
+
+    /// Count-down latches and barriers: hold a count while a command runs, wait for the
+    /// latch to open, preset arrivals
+    #[command(long_about = latch::LONG_ABOUT, after_help = exit::SEE_TABLE)]
+    Latch(latch::LatchArgs),
 
     /// Show who holds a lock, semaphore or read-write lock, its time left and its fencing
     /// counter
@@ -138,6 +153,7 @@ impl Command {
         match self {
             Self::Run(args) => args.redis = redis,
             Self::Leader(args) => args.redis = redis,
+            Self::Latch(args) => args.command.connect_with(redis),
             Self::Status(args) => args.redis = redis,
             Self::List(args) => args.redis = redis,
             Self::Release(args) => args.redis = redis,
@@ -151,7 +167,7 @@ impl Command {
             Self::BenchWorker(args) => args.redis = redis,
             #[cfg(feature = "bench")]
             Self::BenchCallgrind(_) | Self::BenchCallgrindLoop(_) => {}
-            Self::Supervise(_) => {}
+            Self::Supervise(_) | Self::Proclaim(_) => {}
         }
     }
 }
@@ -165,6 +181,13 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(&e),
     };
     cli.command.connect_with(cli.redis.clone());
+    // `latch count` is `run` holding a latch's count: its checks, exit codes and all.
+    if let Command::Latch(latch::LatchArgs {
+        command: latch::LatchCommand::Count(args),
+    }) = cli.command
+    {
+        cli.command = Command::Run(args.into_run());
+    }
     if let Command::Run(args) = &cli.command
         && let Err(message) = args.check()
     {
@@ -200,6 +223,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => runtime()?.block_on(run::run(args)),
         Command::Leader(args) => runtime()?.block_on(leader::leader(args)),
+        Command::Proclaim(args) => runtime()?.block_on(proclaim::proclaim(args)),
+        Command::Latch(args) => runtime()?.block_on(latch::latch(args.command)),
         Command::Status(args) => runtime()?.block_on(operator::status(args)),
         Command::List(args) => runtime()?.block_on(operator::list(args)),
         Command::Release(args) => runtime()?.block_on(operator::release(args)),

@@ -22,6 +22,7 @@ use crate::signals::Signals;
 
 mod cluster;
 mod quorum;
+mod sentinel;
 mod state;
 
 use state::Kind;
@@ -78,6 +79,9 @@ holder details (a semaphore: one line per permit held; a read-write lock: one pe
 an election: its leader's lock); with several --redis URLs, one line per node that holds
 it, with a NODE column. --json prints an array of what status --json prints for one. PATTERN is a Redis glob (*, ?, [abc]) over lock names; the default lists
 them all. With --prefix '' every string key matching PATTERN is taken for a lock.
+A Cluster URL (redis+cluster://) scans every primary; a Sentinel URL (redis+sentinel://,
+rediss+sentinel://) scans the primary a sentinel names (SENTINEL
+GET-MASTER-ADDR-BY-NAME; the sentinels are asked in turn).
 
 Examples:
   redlease list
@@ -398,7 +402,10 @@ pub(crate) async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
     // never the plain connections' words.
     let client = operator(&args.redis).await?;
     let nodes = match args.redis.urls().as_slice() {
-        [url] => cluster::primaries(&args.redis, url).await,
+        [url] => match cluster::primaries(&args.redis, url).await {
+            Some(primaries) => Some(primaries),
+            None => sentinel::primary(&args.redis, url).await,
+        },
         _ => None,
     };
     let nodes = match nodes {

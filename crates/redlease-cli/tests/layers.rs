@@ -25,9 +25,11 @@ const LAYERS: &[&[&str]] = &[
     // Where Redis is.
     &["connect"],
     // What operators read of a lock; the supervisor between run and its command.
-    &["operator", "supervise"],
+    &["operator", "supervise", "proclaim"],
     // The commands that hold or follow a lock.
     &["run", "leader"],
+    // The commands built on run: a latch's count is run holding a count.
+    &["latch"],
     // The demo and the benchmarks.
     &["demo", "bench"],
 ];

@@ -91,6 +91,64 @@ fn two_permits_let_two_of_three_runs_in_and_the_third_after() -> TestResult {
 }
 
 #[test]
+fn take_holds_several_permits_at_once() -> TestResult {
+    let server = server();
+    let dir = tempfile::tempdir()?;
+    let hold = "touch DIR/started; while [ ! -e DIR/stop ]; do sleep 0.05; done";
+    let mut heavy = start_run(
+        &server,
+        dir.path(),
+        &["--key", "slots", "--permits", "3", "--take", "2"],
+        hold,
+    );
+    common::wait_for_file(&dir.path().join("started"));
+    let json = status_until(&server, "slots", |j| holders(j) == 1);
+    assert_eq!(json["holders"][0]["permits"], 2, "{json}");
+    // One permit is left: another heavy run finds too few, a light one gets in.
+    let busy = output(redlease_on(
+        &server,
+        &[
+            "run",
+            "-k",
+            "slots",
+            "--permits",
+            "3",
+            "--take",
+            "2",
+            "--no-wait",
+            "--",
+            "true",
+        ],
+    ));
+    assert_eq!(busy.status.code(), Some(75), "{}", text(&busy.stderr));
+    assert!(
+        text(&busy.stderr)
+            .contains("semaphore `slots` (key redlease:slots, 3 permits, taking 2) is busy"),
+        "{}",
+        text(&busy.stderr)
+    );
+    let light = output(redlease_on(
+        &server,
+        &[
+            "run",
+            "-k",
+            "slots",
+            "--permits",
+            "3",
+            "--no-wait",
+            "--",
+            "true",
+        ],
+    ));
+    assert_eq!(light.status.code(), Some(0), "{}", text(&light.stderr));
+    std::fs::write(dir.path().join("stop"), "")?;
+    let status = heavy.wait();
+    assert!(status.success(), "{status}: {}", heavy.stderr());
+    assert_eq!(server.command(&["EXISTS", "redlease:slots"])?, ":0");
+    Ok(())
+}
+
+#[test]
 fn readers_share_a_read_write_lock_and_a_writer_excludes_them() -> TestResult {
     let server = server();
     let dir = tempfile::tempdir()?;
@@ -389,6 +447,15 @@ fn bad_combinations_of_flags_are_usage_errors() {
         (&["--permits", "2", "--read"], "cannot be used with"),
         (&["--permits", "2", "--write"], "cannot be used with"),
         (&["--read", "--write"], "cannot be used with"),
+        (
+            &["--permits", "3", "--take", "0"],
+            "--take 0 would hold no permit",
+        ),
+        (
+            &["--permits", "3", "--take", "4"],
+            "--take 4 asks for more permits than the semaphore has (--permits 3)",
+        ),
+        (&["--take", "2"], "--permits"),
     ] {
         let out = output({
             let mut cmd = redlease();
@@ -409,7 +476,13 @@ fn bad_combinations_of_flags_are_usage_errors() {
         cmd
     });
     let help = text(&out.stdout);
-    for needle in ["--permits <N>", "--read", "--write", "--permits 3"] {
+    for needle in [
+        "--permits <N>",
+        "--take <M>",
+        "--read",
+        "--write",
+        "--permits 3",
+    ] {
         assert!(help.contains(needle), "run --help lacks {needle:?}");
     }
 }

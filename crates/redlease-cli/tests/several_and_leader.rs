@@ -530,3 +530,38 @@ fn names_with_spaces_and_equals_signs_parse_back_from_the_environment() -> TestR
     }
     Ok(())
 }
+
+#[test]
+fn the_command_of_a_leader_proclaims_a_new_note_through_its_run() -> TestResult {
+    let server = server();
+    let dir = tempfile::tempdir()?;
+    let bin = env!("CARGO_BIN_EXE_redlease");
+    let body = format!(
+        "{bin} proclaim 'serving on :8080' > DIR/said 2>&1; echo $? > DIR/code; \
+         while [ ! -e DIR/stop ]; do sleep 0.05; done"
+    );
+    let mut job = start_run(&server, dir.path(), &["--elect", "sched"], &body);
+    common::wait_for_file(&dir.path().join("code"));
+    let code = std::fs::read_to_string(dir.path().join("code"))?;
+    let said = std::fs::read_to_string(dir.path().join("said"))?;
+    assert_eq!(code.trim(), "0", "{said}");
+    let (exit, leader) = leader_json(&server, "sched");
+    assert_eq!(exit, Some(0));
+    assert_eq!(leader["note"], "serving on :8080", "{leader}");
+    std::fs::write(dir.path().join("stop"), "")?;
+    let status = job.wait();
+    assert!(status.success(), "{status}: {}", job.stderr());
+    // Not from the command of a leader: a usage error naming the variable.
+    let out = output({
+        let mut cmd = redlease();
+        cmd.args(["proclaim", "x"]).env_remove("REDLEASE_PROCLAIM");
+        cmd
+    });
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("REDLEASE_PROCLAIM"),
+        "{}",
+        text(&out.stderr)
+    );
+    Ok(())
+}

@@ -159,6 +159,33 @@ fn insecure_accepts_an_unknown_ca_and_an_insecure_url_asks_for_the_flag() -> Tes
     Ok(())
 }
 
+/// What `redlease list` prints on `url` with `flags` while a `run` on the same holds the
+/// lock `listed`: run as that `run`'s command.
+fn listed_while_held(url: &str, flags: &[&str]) -> String {
+    let bin = env!("CARGO_BIN_EXE_redlease");
+    let mut list = vec!["run", "--key", "listed", "--", bin, "list", "--redis", url];
+    list.extend_from_slice(flags);
+    let out = output(on(url, &list, flags));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+#[test]
+fn list_scans_the_primary_that_plain_sentinels_name() -> TestResult {
+    let deployment = Sentinel::start()?;
+    let url = deployment.sentinel_url();
+    let listed = listed_while_held(&url, &[]);
+    assert!(
+        listed.contains("listed") && listed.contains("lock"),
+        "{listed}"
+    );
+    // Held by nobody once the run ended.
+    let out = output(on(&url, &["list"], &[]));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "no locks held");
+    Ok(())
+}
+
 #[test]
 fn rediss_sentinel_reaches_tls_sentinels_and_their_primary_with_the_tls_flags() -> TestResult {
     let deployment = Sentinel::start_tls_client_certificates()?;
@@ -185,6 +212,10 @@ fn rediss_sentinel_reaches_tls_sentinels_and_their_primary_with_the_tls_flags() 
             (&["status", "k"], 1),
         ],
     );
+
+    // list scans the primary the TLS sentinels name, with the same flags.
+    let listed = listed_while_held(&url, &mutual);
+    assert!(listed.contains("listed"), "{listed}");
 
     let run = ["run", "--key", "k", "--", "true"];
     // Without a client certificate, the sentinels drop the connection: the flags are named.

@@ -22,7 +22,9 @@ redlease exits with CMD's exit code.
 
 Instead of the lock, --permits N holds one of N permits of the semaphore NAME: at most N
 commands run at once (say, 3 concurrent backups), the others wait in line (FIFO) for a
-permit. --read and --write take the read-write lock NAME: any number of --read runs share
+permit. --take M (with --permits N, 1 <= M <= N) holds M of them at once, as one lease and
+one fencing token: a heavy job that counts for M; a run asking for M waits at the head of
+the line until M permits are free, and the runs behind it wait too. --read and --write take the read-write lock NAME: any number of --read runs share
 it, a --write run holds it alone, and a waiting --write run stops later --read runs until
 it has had its turn. Everything else (waiting, renewal, environment, signals, loss,
 supervisor, exit codes) is the same for all three. A name is one kind at a time: a lock, a
@@ -59,6 +61,9 @@ CMD's environment gets:
                            name is written %XX as in a URL (\"x y\" is x%20y, \"p=q\" is
                            p%3Dq), so they always split back; other names stand as given
   REDLEASE_TERM            with --elect: the leader's term (its fencing token)
+  REDLEASE_PROCLAIM        with --elect: where CMD's `redlease proclaim NOTE` asks this run
+                           to change the leader's note (a socket in a directory only this
+                           user can enter; no secret: this run proclaims, while it leads)
 
 SIGINT, SIGTERM and SIGHUP sent to redlease are passed on to CMD's process group. CMD runs
 in a process group of its own (shared only with its supervisor, below), so that it and
@@ -112,6 +117,9 @@ Examples:
   # at most 3 backups at once across the fleet; the 4th waits for a permit
   redlease run --key backups --permits 3 --wait forever -- ./backup.sh
 
+  # a full backup counts for 2 of the 3 slots
+  redlease run --key backups --permits 3 --take 2 --wait forever -- ./backup.sh --full
+
   # readers of a cache run side by side; its rebuild runs alone
   redlease run --key cache --read -- ./copy-cache.sh
   redlease run --key cache --write --wait 10m -- ./rebuild-cache.sh
@@ -157,6 +165,12 @@ pub(crate) struct RunArgs {
     /// at once across all machines. Every run of NAME must give the same N (1 or more)
     #[arg(long, value_name = "N", value_parser = parse_permits, conflicts_with_all = ["read", "write"])]
     pub(super) permits: Option<u32>,
+
+    /// With --permits: hold M of the semaphore's permits at once instead of one (a heavy
+    /// job counts for M), as one lease and one fencing token; 1..N. A request for M waits
+    /// in the queue until M permits are free, and later ones wait behind it
+    #[arg(long, value_name = "M", value_parser = parse_take, requires = "permits")]
+    pub(super) take: Option<u32>,
 
     /// Take read-write lock NAME for reading: runs with --read share it with each other,
     /// never with a run with --write
@@ -210,6 +224,10 @@ pub(crate) struct RunArgs {
     #[arg(skip)]
     pub(crate) redis: RedisArgs,
 
+    /// Hold one count of the latch `--key` instead of a lock (`redlease latch count`).
+    #[arg(skip)]
+    pub(super) latch: bool,
+
     /// The command to run, and its arguments (after `--` if they start with `-`)
     #[arg(
         value_name = "CMD",
@@ -224,7 +242,14 @@ pub(crate) struct RunArgs {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WaitArg(Wait);
 
-fn parse_wait(text: &str) -> Result<WaitArg, String> {
+impl WaitArg {
+    /// The wait it gives.
+    pub(crate) fn wait(self) -> Wait {
+        self.0
+    }
+}
+
+pub(crate) fn parse_wait(text: &str) -> Result<WaitArg, String> {
     if matches!(text, "forever" | "inf" | "infinity") {
         return Ok(WaitArg(Wait::Forever));
     }
@@ -243,7 +268,17 @@ fn parse_permits(text: &str) -> Result<u32, String> {
     }
 }
 
-fn parse_ttl(text: &str) -> Result<Duration, String> {
+fn parse_take(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(0) => Err("--take 0 would hold no permit; give 1 or more (at most --permits)".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!(
+            "{e}; give a whole number of permits to take, 1 or more"
+        )),
+    }
+}
+
+pub(crate) fn parse_ttl(text: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
     if d < redlease::MIN_TTL || d > redlease::MAX_TTL {
         return Err("out of range; use 10ms to 30days".into());
@@ -258,23 +293,59 @@ pub(super) enum Primitive {
     Lock,
     /// Several locks, all or nothing (`--key` given with several names).
     Multi,
-    /// One of N permits of a semaphore (`--permits N`).
-    Semaphore(u32),
+    /// `take` of N permits of a semaphore at once (`--permits N`, `--take M`; 1 without).
+    Semaphore { permits: u32, take: u32 },
     /// A read-write lock for reading (`--read`).
     Read,
     /// A read-write lock for writing (`--write`).
     Write,
     /// Leadership of an election (`--elect`).
     Leader,
+    /// One count of a latch (`redlease latch count`).
+    Count,
 }
 
 impl RunArgs {
+    /// `redlease latch count`: CMD run holding one count of latch `name`, with `run`'s
+    /// supervision, signals and exit codes.
+    pub(crate) fn latch_count(
+        name: String,
+        ttl: Duration,
+        kill_after: Option<Duration>,
+        conflict_exit_code: Option<u8>,
+        command: Vec<OsString>,
+    ) -> Self {
+        Self {
+            key: vec![name],
+            elect: None,
+            permits: None,
+            take: None,
+            read: false,
+            write: false,
+            ttl,
+            wait: None,
+            no_wait: false,
+            kill_after,
+            quiet: false,
+            conflict_exit_code,
+            redis: RedisArgs::default(),
+            latch: true,
+            command,
+        }
+    }
+
     pub(super) fn primitive(&self) -> Primitive {
         if self.elect.is_some() {
             return Primitive::Leader;
         }
+        if self.latch {
+            return Primitive::Count;
+        }
         match (self.permits, self.read, self.write) {
-            (Some(n), _, _) => Primitive::Semaphore(n),
+            (Some(permits), _, _) => Primitive::Semaphore {
+                permits,
+                take: self.take.unwrap_or(1),
+            },
             (None, true, _) => Primitive::Read,
             (None, false, true) => Primitive::Write,
             (None, false, false) if self.names().len() > 1 => Primitive::Multi,
@@ -328,6 +399,13 @@ impl RunArgs {
                 human(below),
             ));
         }
+        if let (Some(permits), Some(take)) = (self.permits, self.take)
+            && take > permits
+        {
+            return Err(format!(
+                "--take {take} asks for more permits than the semaphore has (--permits {permits}); such a run could never start: give --take {permits} or less"
+            ));
+        }
         let names = self.names().len();
         if names > 1 {
             let with = match (self.permits, self.read, self.write) {
@@ -377,11 +455,19 @@ impl RunArgs {
         let (noun, detail) = match self.primitive() {
             Primitive::Lock => ("lock", None),
             Primitive::Multi => ("lock", Some(format!("one of {}", self.what()))),
-            Primitive::Semaphore(1) => ("semaphore", Some("1 permit".to_owned())),
-            Primitive::Semaphore(n) => ("semaphore", Some(format!("{n} permits"))),
+            Primitive::Semaphore { permits, take } => {
+                let of = if permits == 1 { "permit" } else { "permits" };
+                let taking = if take > 1 {
+                    format!(", taking {take}")
+                } else {
+                    String::new()
+                };
+                ("semaphore", Some(format!("{permits} {of}{taking}")))
+            }
             Primitive::Read => ("read-write lock", Some("read".to_owned())),
             Primitive::Write => ("read-write lock", Some("write".to_owned())),
             Primitive::Leader => ("election", None),
+            Primitive::Count => ("latch", Some("one count".to_owned())),
         };
         let key = key.map(|k| format!("key {}", echo(k)));
         let inner: Vec<String> = key.into_iter().chain(detail).collect();
@@ -395,7 +481,7 @@ impl RunArgs {
 }
 
 /// `--ttl`'s default: the library's (`redlease::DEFAULT_TTL`), written as humantime.
-static DEFAULT_TTL_TEXT: std::sync::LazyLock<String> =
+pub(crate) static DEFAULT_TTL_TEXT: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| humantime::format_duration(redlease::DEFAULT_TTL).to_string());
 
 /// The longest default `--kill-after` (a third of the ttl when that is shorter).

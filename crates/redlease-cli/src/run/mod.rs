@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use futures_util::StreamExt as _;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use redlease::{Guard, Leadership, LeaseHealth, MultiGuard, Wait, WriteGuard};
+use redlease::{Count, Guard, Leadership, LeaseHealth, MultiGuard, Wait, WriteGuard};
 use tokio::process::Child;
 
 use crate::environment;
@@ -16,12 +16,13 @@ use crate::exit;
 use crate::heartbeat::Heartbeat;
 use crate::operator;
 use crate::output::human;
+use crate::proclaim;
 use crate::signals::Signals;
 use crate::supervise::{self, program_name};
 
 mod args;
 
-pub(crate) use args::{LONG_ABOUT, RunArgs};
+pub(crate) use args::{DEFAULT_TTL_TEXT, LONG_ABOUT, RunArgs, WaitArg, parse_ttl, parse_wait};
 use args::{Primitive, kill_margin};
 
 /// A hold of any primitive: every one is one or more [`Guard`]s underneath (a
@@ -33,6 +34,7 @@ enum Hold {
     Write(WriteGuard),
     Multi(MultiGuard),
     Leader(Leadership),
+    Count(Count),
 }
 
 impl Hold {
@@ -43,6 +45,7 @@ impl Hold {
             Self::Write(guard) => std::slice::from_ref(&**guard),
             Self::Multi(guard) => guard.guards(),
             Self::Leader(leadership) => std::slice::from_ref(leadership.guard()),
+            Self::Count(count) => std::slice::from_ref(count.guard()),
         }
     }
 
@@ -62,6 +65,7 @@ impl Hold {
             Self::Guard(guard) => guard.lost().await,
             Self::Write(guard) => guard.lost().await,
             Self::Leader(leadership) => leadership.lost().await,
+            Self::Count(count) => count.lost().await,
             Self::Multi(guard) => {
                 let lost = guard.guards().iter().map(|g| Box::pin(g.lost()));
                 let ((), i, _) = futures_util::future::select_all(lost).await;
@@ -91,6 +95,7 @@ impl Hold {
             Self::Write(guard) => guard.release().await,
             Self::Multi(guard) => guard.release().await,
             Self::Leader(leadership) => leadership.resign().await,
+            Self::Count(count) => count.count_down().await,
         }
     }
 }
@@ -117,8 +122,8 @@ async fn acquire(
             .acquire()
             .await
             .map(Hold::Multi),
-        Primitive::Semaphore(n) => options!(client.semaphore(key, n))
-            .acquire()
+        Primitive::Semaphore { permits, take } => options!(client.semaphore(key, permits))
+            .acquire_many(take)
             .await
             .map(Hold::Guard),
         Primitive::Read => options!(client.rwlock(key).read())
@@ -133,6 +138,10 @@ async fn acquire(
             .campaign(leader_note(program))
             .await
             .map(Hold::Leader),
+        Primitive::Count => options!(client.latch(key))
+            .count_up()
+            .await
+            .map(Hold::Count),
     }
 }
 
@@ -217,11 +226,19 @@ async fn run_with(
         .map(Pid::from_raw);
 
     let mut health = RenewalWarnings::new(&hold);
+    // `redlease proclaim` from the command of a leader: served while it runs.
+    let proclaims = Proclaims::new(&hold, &heartbeat);
+    let mut serving = futures_util::stream::FuturesUnordered::new();
     let status = loop {
         tokio::select! {
             biased;
             status = child.wait() => break status.context("waiting for the command")?,
+            Some((stream, leadership)) = proclaims.accept() => {
+                serving.push(proclaim::serve(stream, leadership));
+            }
+            Some(()) = serving.next(), if !serving.is_empty() => {}
             name = hold.lost() => {
+                drop(serving);
                 eprintln!(
                     "redlease: {} was lost while `{program}` ran (its lease expired or the key was removed; another holder may be running); terminating `{program}` and its process group: SIGTERM now, SIGKILL in {}",
                     lost_what(args, Some(name)),
@@ -242,6 +259,7 @@ async fn run_with(
             }
         }
     };
+    drop(serving);
     if heartbeat.ended() {
         eprintln!(
             "redlease: {} was not renewed in time while `{program}` ran (redlease was stopped, or Redis did not answer), so its supervisor terminated `{program}` and its process group before the lease could end; another holder may be running now",
@@ -251,23 +269,65 @@ async fn run_with(
         give_back(hold, &what).await;
         return Ok(exit::code(args.conflict(exit::LOST)));
     }
+    Ok(released(args, hold, program, status).await)
+}
+
+/// Releases `hold` once the command ended with `status`: the command's exit code, or
+/// [`exit::LOST`] when the hold was found lost.
+async fn released(args: &RunArgs, hold: Hold, program: &str, status: ExitStatus) -> ExitCode {
     let code = exit::of_status(status);
     let lost = lost_what(args, hold.lost_name());
     match hold.release().await {
-        Ok(()) => Ok(exit::code(code)),
+        Ok(()) => exit::code(code),
         Err(redlease::Error::Lost { .. }) => {
             eprintln!(
                 "redlease: {lost} was found lost when `{program}` ended ({}); its work may have overlapped with another holder's",
                 describe(status)
             );
-            Ok(exit::code(args.conflict(exit::LOST)))
+            exit::code(args.conflict(exit::LOST))
         }
         Err(e) => {
             eprintln!(
-                "redlease: warning: could not release {what} ({e:#}); it frees itself within {}",
+                "redlease: warning: could not release {} ({e:#}); it frees itself within {}",
+                args.what(),
                 human(args.ttl)
             );
-            Ok(exit::code(code))
+            exit::code(code)
+        }
+    }
+}
+
+/// The socket of `redlease proclaim` while a leader's command runs (nothing for another
+/// hold, or when it cannot listen: the command's `redlease proclaim` then says so).
+struct Proclaims<'a> {
+    listener: Option<(proclaim::Listener, &'a Leadership)>,
+}
+
+impl<'a> Proclaims<'a> {
+    fn new(hold: &'a Hold, heartbeat: &Heartbeat) -> Self {
+        let Hold::Leader(leadership) = hold else {
+            return Self { listener: None };
+        };
+        let listener = proclaim::Listener::bind(heartbeat.dir())
+            .inspect_err(|e| tracing::warn!(error = %e, "cannot listen for redlease proclaim"))
+            .ok();
+        Self {
+            listener: listener.map(|l| (l, leadership)),
+        }
+    }
+
+    /// The next connection, with the leadership to proclaim with; never without a
+    /// listener. Cancel safe.
+    async fn accept(&self) -> Option<(tokio::net::UnixStream, &'a Leadership)> {
+        let Some((listener, leadership)) = &self.listener else {
+            return std::future::pending().await;
+        };
+        match listener.accept().await {
+            Ok(stream) => Some((stream, *leadership)),
+            Err(e) => {
+                tracing::debug!(error = %e, "accepting a redlease proclaim");
+                None
+            }
         }
     }
 }
@@ -378,10 +438,14 @@ fn spawn(args: &RunArgs, hold: &Hold, heartbeat: &Heartbeat) -> std::io::Result<
         .env("REDLEASE_FENCING_TOKENS", fencing_tokens(args, hold))
         .process_group(0);
     if args.primitive() == Primitive::Leader {
-        command.env("REDLEASE_TERM", &token);
+        command
+            .env("REDLEASE_TERM", &token)
+            .env(proclaim::ENV, proclaim::path(heartbeat.dir()));
     } else {
         // Not inherited from a `run --elect` around this one.
-        command.env_remove("REDLEASE_TERM");
+        command
+            .env_remove("REDLEASE_TERM")
+            .env_remove(proclaim::ENV);
     }
     command.spawn()
 }
