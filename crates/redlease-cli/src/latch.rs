@@ -37,7 +37,7 @@ Exit codes of wait and barrier: 0 opened with every count counted down; 79 opene
 (a count expired); 75 the latch was still closed when --wait ran out; 128+N interrupted
 by signal N. latch count: CMD's own exit code, as run (79 when its count's lease was
 lost). expect --if-idle: 1 when a round was already open (nothing preset). status: 1 when
-no count is live.
+nothing is outstanding (no live count, no arrival expected).
 
 Examples:
   # on each worker
@@ -70,7 +70,7 @@ pub(crate) enum LatchCommand {
     /// A barrier of N parties: returns when the last one arrives
     #[command(after_help = exit::SEE_TABLE)]
     Barrier(BarrierArgs),
-    /// How many counts of the latch are live now
+    /// How many counts of the latch are outstanding now (live, or expected)
     #[command(after_help = exit::SEE_TABLE)]
     Status(StatusArgs),
 }
@@ -359,21 +359,20 @@ async fn expect(args: &ExpectArgs) -> anyhow::Result<ExitCode> {
 async fn status(args: &StatusArgs) -> anyhow::Result<ExitCode> {
     let (client, latch, key) = open(&args.redis, &args.key).await?;
     let what = format!("latch `{}` (key {})", echo(&args.key), echo(&key));
-    let live = latch
+    let outstanding = latch
         .count()
         .await
         .with_context(|| format!("reading {what}"))?;
     let text = if args.json {
         serde_json::to_string_pretty(
-            &serde_json::json!({"name": args.key, "key": key, "live_counts": live}),
+            &serde_json::json!({"name": args.key, "key": key, "outstanding": outstanding}),
         )?
     } else {
-        format!(
-            "{what}: {live} live count{}",
-            if live == 1 { "" } else { "s" }
-        )
+        format!("{what}: {outstanding} outstanding (live counts and arrivals still expected)")
     };
     print(&text)?;
     let _ = client.shutdown().await;
-    Ok(exit::code(exit::negative_unless(live > 0 || args.json)))
+    Ok(exit::code(exit::negative_unless(
+        outstanding > 0 || args.json,
+    )))
 }

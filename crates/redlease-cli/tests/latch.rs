@@ -44,7 +44,7 @@ fn counts_hold_the_latch_closed_until_their_commands_end() -> TestResult {
             &server,
             &["latch", "status", "--key", "import", "--json"],
         ));
-        (json(&out)["live_counts"] == 2).then_some(())
+        (json(&out)["outstanding"] == 2).then_some(())
     });
     let out = output(redlease_on(
         &server,
@@ -52,7 +52,7 @@ fn counts_hold_the_latch_closed_until_their_commands_end() -> TestResult {
     ));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
-        text(&out.stdout).contains("2 live counts"),
+        text(&out.stdout).contains("2 outstanding"),
         "{}",
         text(&out.stdout)
     );
@@ -143,6 +143,12 @@ fn expect_presets_arrivals_and_a_barrier_opens_for_every_party() -> TestResult {
         "a round is open: {}",
         text(&out.stdout)
     );
+    // The preset arrivals are outstanding.
+    let out = output(redlease_on(
+        &server,
+        &["latch", "status", "--key", "batch", "--json"],
+    ));
+    assert_eq!(json(&out)["outstanding"], 2, "{}", text(&out.stdout));
     // Nobody counted up yet: the round waits for its arrivals.
     let out = output(redlease_on(
         &server,

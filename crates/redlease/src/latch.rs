@@ -158,7 +158,8 @@ impl Latch {
         }
     }
 
-    /// The live outstanding counts now, for operators. Like every look at the latch it
+    /// The outstanding counts now, for operators: the live counts, and the arrivals the
+    /// round still [expects](Latch::expect). Like every look at the latch it
     /// reclaims the counts whose lease ran out first (and ends the round when none is
     /// left).
     ///
