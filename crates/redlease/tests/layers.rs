@@ -76,6 +76,7 @@ const LAYERS: &[&[&str]] = &[
         "__private",
         "diagnostics",
         "latch",
+        "connection",
     ],
 ];
 
