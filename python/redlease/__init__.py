@@ -482,7 +482,12 @@ class Election:
         while True:
             leadership = campaign.acquire()
             try:
-                work(leadership)
+                done = work(leadership)
+                if inspect.isawaitable(done):
+                    # Never awaited, it would campaign again at once, for ever.
+                    getattr(done, "close", lambda: None)()
+                    raise TypeError("the work of Election.keep_leading is not async: lead with a "
+                                    "redlease.AsyncClient's election")
             except Lost as e:
                 deposed = not leadership.is_held()
                 _release_on_exit(leadership.release, type(e))
@@ -970,9 +975,14 @@ class AsyncElection:
         it raises the work's exception (after resigning) or a campaign's; cancelling it
         cancels the work and resigns."""
         campaign = _AsyncAcquisition(self._client, "election", [self._name], ttl, wait, note=note)
+
+        async def lead(leadership: AsyncGuard) -> Any:
+            # A work that returns no awaitable raises TypeError here, in the task.
+            return await work(leadership)
+
         while True:
             leadership = await campaign.acquire()
-            task = _work_task(self._client, leadership, work)
+            task = _work_task(self._client, leadership, lead)
             try:
                 await task
             except asyncio.CancelledError:

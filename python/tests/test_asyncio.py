@@ -241,3 +241,14 @@ def test_an_async_semaphore_resize_and_an_adopt_of_a_gone_lease(redis_server):
             await client.adopt(handle)
 
     asyncio.run(main())
+
+
+def test_async_keep_leading_refuses_a_work_that_returns_no_awaitable(redis_server):
+    async def main():
+        client = await redlease.AsyncClient.connect(redis_server.url)
+        election = client.election("mixed")
+        with pytest.raises(TypeError):
+            await election.keep_leading("host-a", lambda leadership: None)
+        assert await election.leader() is None
+
+    asyncio.run(main())

@@ -354,3 +354,14 @@ def test_a_semaphore_is_resized_while_held(client):
     with client.lock("a-lock"):
         with pytest.raises(redlease.WrongType):
             client.resize_semaphore("a-lock", 2)
+
+
+def test_keep_leading_refuses_an_async_work(client):
+    election = client.election("mixed")
+
+    async def work(leadership):
+        pass
+
+    with pytest.raises(TypeError, match="AsyncClient"):
+        election.keep_leading("host-a", work)
+    assert election.leader() is None
