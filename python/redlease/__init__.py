@@ -26,13 +26,14 @@ import atexit
 import datetime
 import functools
 import inspect
+import logging
 import math
 import os
 import re
 import string
 import threading
 import weakref
-from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, NamedTuple, NoReturn, Optional, Sequence, Union
 
 from . import _native
 from ._errors import (
@@ -63,6 +64,7 @@ __all__ = [
     "AuthError",
     "Client",
     "ConnectionError",
+    "ConnectionState",
     "Error",
     "FencedStore",
     "Forked",
@@ -103,6 +105,8 @@ atexit.register(_native.at_exit)
 __version__: str = _native.__version__
 """The version of the binding (the Rust library's)."""
 
+_log = logging.getLogger("redlease")
+
 
 def _seconds(value: Optional[Seconds], option: str, *, none_ok: bool) -> Optional[float]:
     if value is None:
@@ -122,6 +126,15 @@ def _name(name: str) -> str:
     if not isinstance(name, str):
         raise TypeError(f"a lock name is a str, not {type(name).__name__}")
     return name
+
+
+def _count(value: int, option: str) -> int:
+    """A count of permits, arrivals or parties (the library refuses 0)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{option} is a count (int), not {type(value).__name__}")
+    if not 0 <= value < 2**32:
+        raise InvalidOption(f"invalid option `{option}`: {value} is not a count from 1 to {2**32 - 1}")
+    return value
 
 
 def _read_pem(path: Optional[Union[str, "os.PathLike[str]"]], option: str) -> Optional[bytes]:
@@ -187,6 +200,28 @@ class Stats(NamedTuple):
     """Renewal round trips sent so far (one per sweep, however many leases it renewed)."""
     renewal_tasks_started: int
     """How many times the renewal task was started."""
+
+
+class ConnectionState(NamedTuple):
+    """Whether a client's Redis answers now, judged by the latest request to each node
+    (``Client.connection_state()``). It says nothing about leases: a lease is lost only
+    when its own renewal finds it gone or it runs out, and each guard says so itself
+    (``guard.lost``); while suspended, held leases stay valid until their time runs out
+    and their renewals keep trying."""
+
+    state: str
+    """``"connected"`` (every node answered its latest request), ``"degraded"`` (over a
+    quorum: some nodes did not, but a majority did) or ``"suspended"`` (Redis does not
+    answer; over a quorum: a majority of the nodes do not)."""
+    down: Optional[int] = None
+    """When degraded: the nodes whose latest request went unanswered (else ``None``)."""
+    nodes: Optional[int] = None
+    """When degraded: the quorum's nodes (else ``None``)."""
+
+    @property
+    def is_usable(self) -> bool:
+        """Whether requests can succeed now (connected, or degraded with a majority up)."""
+        return self.state != "suspended"
 
 
 class _Loss:
@@ -430,6 +465,48 @@ class Election:
         while True:
             yield _leader(changes.next())
 
+    def keep_leading(self, note: str, work: Callable[[Guard], Any], *, ttl: Seconds = DEFAULT_TTL,
+                     wait: Optional[Seconds] = None) -> NoReturn:
+        """Leads again and again (Rust's ``Election::keep_leading``): campaigns with ``note``,
+        calls ``work(leadership)`` while leading, and when ``work`` returns resigns and
+        campaigns again, queueing behind the other candidates. ``work`` runs in this thread
+        and cannot be stopped from outside: it watches ``leadership.lost`` (a
+        ``threading.Event``) and returns when it is set; the leadership it was given (its
+        ``term`` for fencing, ``proclaim(note)``) is valid until then. A lost leadership is
+        logged (``logging``, warning) and is no error here: a ``Lost`` that ``work`` raises
+        once its leadership is gone (a ``proclaim`` that found it gone) counts as the loss,
+        and the next campaign starts at once. Never returns: it raises the exception of
+        ``work`` (after resigning), or a campaign's (``Timeout`` when ``wait`` runs out, a
+        ``ConnectionError`` that outlasts it...)."""
+        campaign = _Acquisition(self._client, "election", [self._name], ttl, wait, note=note)
+        while True:
+            leadership = campaign.acquire()
+            try:
+                done = work(leadership)
+                if inspect.isawaitable(done):
+                    # Never awaited, it would campaign again at once, for ever.
+                    getattr(done, "close", lambda: None)()
+                    raise TypeError("the work of Election.keep_leading is not async: lead with a "
+                                    "redlease.AsyncClient's election")
+            except Lost as e:
+                deposed = not leadership.is_held()
+                _release_on_exit(leadership.release, type(e))
+                if not deposed:
+                    raise
+                _deposed(self._name, leadership)
+                continue
+            except BaseException as e:
+                _release_on_exit(leadership.release, type(e))
+                raise
+            try:
+                leadership.release()
+            except Lost:
+                _deposed(self._name, leadership)
+
+
+def _deposed(name: str, leadership: Any) -> None:
+    _log.warning("leadership of election `%s` lost in term %d; campaigning again", name, leadership.term)
+
 
 class _LatchBase:
     _acquisition: Any
@@ -441,6 +518,10 @@ class _LatchBase:
     def _look(self, wait: Optional[Seconds]) -> Any:
         return _native.Request("latch", [self._name], _seconds(self._ttl, "ttl", none_ok=False),
                                _seconds(wait, "wait", none_ok=True))
+
+    def _step(self, what: str, n: int, option: str, wait: Optional[Seconds] = 0) -> tuple:
+        """The native call's arguments for step ``what`` of ``n`` arrivals or parties."""
+        return (self._look(wait), what, _count(n, option))
 
 
 class Latch(_LatchBase):
@@ -464,6 +545,32 @@ class Latch(_LatchBase):
         """Waits up to ``wait`` seconds (``None``: for ever) until no live count of the
         round open now remains; raises ``Timeout`` when the wait runs out first."""
         return Opened(*self._client._native.latch(self._look(wait), "wait_open"))
+
+    def expect(self, arrivals: int) -> int:
+        """Presets ``arrivals`` counts that the round open now waits for (opening one if
+        none is), before anyone counted up: each later ``count_up`` takes one of them back,
+        and the round cannot end while any is still expected, so a coordinator can wait
+        for workers that have not started yet. Returns the arrivals now expected. An
+        expected arrival is no lease: one that never comes holds the round open until the
+        waiters' ``wait`` runs out. Not retried when Redis cannot be asked (the arrivals
+        may or may not have been added)."""
+        return self._client._native.latch(*self._step("expect", arrivals, "arrivals"))[0]
+
+    def try_expect(self, arrivals: int) -> bool:
+        """As ``expect``, only when no round is open (no count outstanding, no arrival
+        expected): whether the arrivals were preset. Of several parties that all try, one
+        presets the round and the others join it."""
+        return self._client._native.latch(*self._step("try_expect", arrivals, "arrivals"))
+
+    def barrier(self, parties: int, wait: Optional[Seconds] = DEFAULT_WAIT) -> Opened:
+        """A barrier of ``parties``: returns once ``parties`` callers (this one included)
+        have arrived, waiting up to ``wait`` seconds (``None``: for ever; ``Timeout`` when
+        it runs out first), and says how their counts ended. The first to arrive presets
+        the round (``try_expect``); each counts up and down at once and waits for the round
+        to end. A party that dies between its arrival and its count down is reported as
+        expired one ttl later (``Opened.is_broken``). Reusable: the arrivals after it opened
+        form the next round."""
+        return Opened(*self._client._native.latch(*self._step("barrier", parties, "parties", wait)))
 
 
 class _ClientBase:
@@ -531,6 +638,10 @@ class _ClientBase:
         """The client's counters (no Redis call)."""
         return Stats(*self._native.stats())
 
+    def _resize(self, name: str, permits: int) -> tuple:
+        """The native call's arguments of ``resize_semaphore``."""
+        return (_name(name), _count(permits, "permits"))
+
 
 class Client(_ClientBase):
     """A client of redlease for threads. Connect with ``Client.connect(url)``."""
@@ -586,9 +697,36 @@ class Client(_ClientBase):
 
     def adopt(self, handle: str) -> Guard:
         """Takes over the lock lease a guard's ``detach()`` returned (from any process)
-        and renews it; raises ``Lost`` when it ended meanwhile."""
+        and renews it; raises ``Lost`` when the lease is gone (released, expired before it
+        was adopted, or another owner holds the lock: nothing ran under it here)."""
         loss = _Loss()
         return Guard(self._native.adopt(handle), loss)
+
+    def resize_semaphore(self, name: str, permits: int) -> Optional[int]:
+        """Sets semaphore ``name``'s permit count to ``permits`` while it may be held or
+        waited for (Rust's ``Semaphore::resize``) and returns the count in force before
+        (``None`` when none was stored: the semaphore was idle). A raised count hands the
+        new permits to the oldest waiters at once; a lowered one revokes nobody, and grants
+        nothing until the permits in use are below it. The count stored is authoritative
+        for a day at least (``redlease::RESIZE_KEEP``) and while the semaphore is in use:
+        acquisitions asking another count acquire against it instead of raising
+        ``PermitsMismatch``. ``Unsupported`` over a quorum."""
+        return self._native.resize_semaphore(*self._resize(name, permits))
+
+    def connection_state(self) -> ConnectionState:
+        """Whether the client's Redis answers now, as the latest request to each node found
+        (no Redis call; a client that did not connect in this process yet connects first).
+        ``ConnectionState`` says nothing about leases: each guard reports its own."""
+        return ConnectionState(*self._native.connection_state())
+
+    def connection_states(self):
+        """Yields the client's connection state now, then each change; blocks between.
+        While it waits, every node is sent a ``PING`` each second without a change, so an
+        idle client notices a Redis that stopped answering within about a second and the
+        response timeout."""
+        states = self._native.connection_states()
+        while True:
+            yield ConnectionState(*states.next())
 
     def inspect(self, name: str) -> dict:
         """What Redis holds for ``name`` (any primitive): ``held``, ``primitive``,
@@ -716,6 +854,24 @@ async def _arelease_on_exit(guard: AsyncGuard, exc_type: Any) -> None:
         pass
 
 
+def _work_task(client: Any, guard: AsyncGuard, start: Callable[[AsyncGuard], Any]) -> "asyncio.Task[Any]":
+    """The awaitable ``start(guard)`` makes, in a task of its own that acts for the current
+    task's owner (it re-enters what this task holds) and is cancelled when the lease of
+    ``guard`` is lost."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(start(guard))
+    client._owners[task] = client._owner()
+
+    def cancel() -> None:
+        try:
+            loop.call_soon_threadsafe(task.cancel)
+        except RuntimeError:
+            pass
+
+    guard._loss.add_hook(cancel)
+    return task
+
+
 class _AsyncAcquisition(_Request):
     """An acquisition for asyncio: ``await acquire()``, ``async with`` it, or ``run``."""
 
@@ -765,18 +921,7 @@ class _AsyncAcquisition(_Request):
         """``run`` of the awaitable ``start(guard)`` makes (the guard acquired when not given)."""
         if guard is None:
             guard = await self.acquire()
-        loop = asyncio.get_running_loop()
-        task = asyncio.ensure_future(start(guard))
-        # The work's task acts for the same owner: it re-enters what this task holds.
-        self._client._owners[task] = self._client._owner()
-
-        def cancel() -> None:
-            try:
-                loop.call_soon_threadsafe(task.cancel)
-            except RuntimeError:
-                pass
-
-        guard._loss.add_hook(cancel)
+        task = _work_task(self._client, guard, start)
         try:
             result = await task
         except asyncio.CancelledError:
@@ -820,6 +965,48 @@ class AsyncElection:
         while True:
             yield _leader(await _bridge(changes.next_with))
 
+    async def keep_leading(self, note: str, work: Callable[[AsyncGuard], Any], *,
+                           ttl: Seconds = DEFAULT_TTL, wait: Optional[Seconds] = None) -> NoReturn:
+        """Leads again and again (as ``Election.keep_leading``): campaigns with ``note``, runs
+        ``await work(leadership)`` in a task of its own while leading (as ``run``: the task
+        is cancelled the moment leadership is lost), and when leadership is lost or the work
+        returns, resigns and campaigns again. The work may ``await leadership.proclaim(note)``;
+        a ``Lost`` it raises once its leadership is gone counts as the loss. Never returns:
+        it raises the work's exception (after resigning) or a campaign's; cancelling it
+        cancels the work and resigns."""
+        campaign = _AsyncAcquisition(self._client, "election", [self._name], ttl, wait, note=note)
+
+        async def lead(leadership: AsyncGuard) -> Any:
+            # A work that returns no awaitable raises TypeError here, in the task.
+            return await work(leadership)
+
+        while True:
+            leadership = await campaign.acquire()
+            task = _work_task(self._client, leadership, lead)
+            try:
+                await task
+            except asyncio.CancelledError:
+                deposed = leadership._loss.is_set() and task.cancelled()
+                await _arelease_on_exit(leadership, asyncio.CancelledError)
+                if not deposed:
+                    raise
+                _deposed(self._name, leadership)
+                continue
+            except Lost as e:
+                deposed = not leadership.is_held()
+                await _arelease_on_exit(leadership, type(e))
+                if not deposed:
+                    raise
+                _deposed(self._name, leadership)
+                continue
+            except BaseException as e:
+                await _arelease_on_exit(leadership, type(e))
+                raise
+            try:
+                await leadership.release()
+            except Lost:
+                _deposed(self._name, leadership)
+
 
 class AsyncLatch(_LatchBase):
     """A count-down latch for asyncio (see ``Latch``)."""
@@ -839,6 +1026,21 @@ class AsyncLatch(_LatchBase):
         """Waits until no live count of the round open now remains (as ``Latch.wait_open``)."""
         request = self._look(wait)
         return Opened(*await _bridge(lambda cb: self._client._native.latch_with(request, "wait_open", cb)))
+
+    async def _latch(self, request: Any, what: str, n: int) -> Any:
+        return await _bridge(lambda cb: self._client._native.latch_with(request, what, cb, n))
+
+    async def expect(self, arrivals: int) -> int:
+        """Presets ``arrivals`` counts the round open now waits for (as ``Latch.expect``)."""
+        return (await self._latch(*self._step("expect", arrivals, "arrivals")))[0]
+
+    async def try_expect(self, arrivals: int) -> bool:
+        """``expect`` only when no round is open: whether it preset (as ``Latch.try_expect``)."""
+        return await self._latch(*self._step("try_expect", arrivals, "arrivals"))
+
+    async def barrier(self, parties: int, wait: Optional[Seconds] = DEFAULT_WAIT) -> Opened:
+        """Returns once ``parties`` callers have arrived (as ``Latch.barrier``)."""
+        return Opened(*await self._latch(*self._step("barrier", parties, "parties", wait)))
 
 
 class AsyncClient(_ClientBase):
@@ -879,6 +1081,24 @@ class AsyncClient(_ClientBase):
         """Deletes the holds of ``name`` (as ``Client.force_release``)."""
         name = _name(name)
         return await _bridge(lambda cb: self._native.inspect_with(name, cb, True))
+
+    async def resize_semaphore(self, name: str, permits: int) -> Optional[int]:
+        """Sets semaphore ``name``'s permit count to ``permits`` and returns the count in
+        force before, or ``None`` (as ``Client.resize_semaphore``)."""
+        name, permits = self._resize(name, permits)
+        return await _bridge(lambda cb: self._native.resize_semaphore_with(name, permits, cb))
+
+    async def connection_state(self) -> ConnectionState:
+        """Whether the client's Redis answers now (as ``Client.connection_state``; awaited,
+        since a client made with ``from_url`` may connect first)."""
+        return ConnectionState(*await _bridge(self._native.connection_state_with))
+
+    async def connection_states(self):
+        """Yields the client's connection state now, then each change (as
+        ``Client.connection_states``)."""
+        states = self._native.connection_states()
+        while True:
+            yield ConnectionState(*await _bridge(states.next_with))
 
     @classmethod
     async def connect(cls, url: Union[str, Sequence[str]], *, prefix: Optional[str] = None,

@@ -25,8 +25,9 @@ pub(crate) enum Outcome {
     Unit,
     /// An object of the binding's classes (the modules above this one say how to make it).
     Object(MakeObject),
-    /// A fenced write's outcome: `None` when written, else the newer token.
-    Fenced(Option<u64>),
+    /// A number or `None`: a fenced write's outcome (`None` when written, else the newer
+    /// token), a semaphore's permit count before a resize (`None`: none was stored).
+    MaybeNumber(Option<u64>),
     /// An election's leader as `(note, term, remaining seconds)`, or `None`.
     Leader(Option<redlease::Leader>),
     /// Numbers, as a tuple (a latch's count, how its round ended).
@@ -35,6 +36,8 @@ pub(crate) enum Outcome {
     Bool(bool),
     /// What Redis holds for a name, as a dict (see `inspection`).
     Inspection(Box<redlease::Inspection>),
+    /// A client's connection state as `(state, down, nodes)` (see `connection_state`).
+    Connection(redlease::ConnectionState),
 }
 
 impl std::fmt::Debug for Outcome {
@@ -42,11 +45,12 @@ impl std::fmt::Debug for Outcome {
         match self {
             Self::Unit => f.write_str("Unit"),
             Self::Object(_) => f.write_str("Object"),
-            Self::Fenced(newer) => f.debug_tuple("Fenced").field(newer).finish(),
+            Self::MaybeNumber(number) => f.debug_tuple("MaybeNumber").field(number).finish(),
             Self::Leader(leader) => f.debug_tuple("Leader").field(leader).finish(),
             Self::Numbers(numbers) => f.debug_tuple("Numbers").field(numbers).finish(),
             Self::Bool(yes) => f.debug_tuple("Bool").field(yes).finish(),
             Self::Inspection(seen) => f.debug_tuple("Inspection").field(&seen.key).finish(),
+            Self::Connection(state) => f.debug_tuple("Connection").field(state).finish(),
         }
     }
 }
@@ -56,7 +60,7 @@ impl Outcome {
         match self {
             Self::Unit | Self::Leader(None) => Ok(py.None()),
             Self::Object(make) => make(py, runtime),
-            Self::Fenced(newer) => newer.into_py_any(py),
+            Self::MaybeNumber(number) => number.into_py_any(py),
             Self::Leader(Some(leader)) => (
                 leader.note,
                 leader.term.get(),
@@ -66,7 +70,24 @@ impl Outcome {
             Self::Numbers(numbers) => pyo3::types::PyTuple::new(py, numbers)?.into_py_any(py),
             Self::Bool(yes) => yes.into_py_any(py),
             Self::Inspection(seen) => inspection(py, &seen),
+            Self::Connection(state) => connection_state(state).into_py_any(py),
         }
+    }
+}
+
+/// A connection state as `(state, down, nodes)`: `("connected", None, None)`,
+/// `("degraded", down, nodes)` or `("suspended", None, None)`.
+fn connection_state(
+    state: redlease::ConnectionState,
+) -> (&'static str, Option<usize>, Option<usize>) {
+    match state {
+        redlease::ConnectionState::Connected => ("connected", None, None),
+        redlease::ConnectionState::Degraded { down, nodes } => {
+            ("degraded", Some(down), Some(nodes))
+        }
+        // `Suspended`, and a state added to the library later while it is not usable.
+        state if !state.is_usable() => ("suspended", None, None),
+        _ => ("connected", None, None),
     }
 }
 

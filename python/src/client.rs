@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::{Stream, StreamExt};
 use pyo3::prelude::*;
 use redlease::Wait;
 
@@ -12,6 +13,7 @@ use crate::call::{Cancel, Outcome, block_on, duration, spawn_with_callback};
 use crate::errors::Failure;
 use crate::guard::{Guard, Held};
 use crate::life::{Here, PerProcess};
+use crate::observe::Changes;
 
 /// What to acquire.
 #[derive(Debug, Clone, Copy)]
@@ -175,27 +177,34 @@ impl Request {
 }
 
 impl Request {
-    /// A look at the latch this request names: `"count"` (its live counts, as a
-    /// 1-tuple) or `"wait_open"` (waits for its round to end: `(counted down, expired)`).
-    async fn look_at_latch(
+    /// A look at (or a step of) the latch this request names, as a tuple of numbers or a
+    /// bool: `"count"` (its live counts), `"wait_open"` (waits for its round to end:
+    /// `(counted down, expired)`), `"expect"` (presets `n` arrivals: the arrivals now
+    /// expected), `"try_expect"` (presets `n` arrivals when no round is open: whether it
+    /// did), `"barrier"` (a barrier of `n` parties: `(counted down, expired)`).
+    async fn at_latch(
         self,
         client: redlease::Client,
         what: String,
+        n: u32,
     ) -> Result<Outcome, Failure> {
         let latch = options!(client.latch(self.name()), self);
-        Ok(Outcome::Numbers(match what.as_str() {
-            "count" => vec![latch.count().await?],
-            "wait_open" => {
-                let opened = latch.wait_open().await?;
-                vec![opened.counted_down(), opened.expired()]
-            }
+        let opened = |opened: redlease::Opened| {
+            Outcome::Numbers(vec![opened.counted_down(), opened.expired()])
+        };
+        Ok(match what.as_str() {
+            "count" => Outcome::Numbers(vec![latch.count().await?]),
+            "wait_open" => opened(latch.wait_open().await?),
+            "expect" => Outcome::Numbers(vec![latch.expect(n).await?]),
+            "try_expect" => Outcome::Bool(latch.try_expect(n).await?),
+            "barrier" => opened(latch.barrier(n).await?),
             other => {
                 return Err(Failure::Binding(
                     "InvalidOption",
                     format!("unknown look at a latch `{other}`"),
                 ));
             }
-        }))
+        })
     }
 
     fn name(&self) -> String {
@@ -429,6 +438,26 @@ impl Client {
         }))
     }
 
+    /// A stream `follow` makes of this process's library client, started on the first
+    /// `next` (connecting then); `what` names it in errors.
+    fn changes<S>(
+        &self,
+        py: Python<'_>,
+        what: &'static str,
+        follow: impl Fn(redlease::Client) -> S + Send + Sync + 'static,
+    ) -> PyResult<Changes>
+    where
+        S: Stream<Item = Result<Outcome, Failure>> + Send + 'static,
+    {
+        let conn = self.connection().map_err(|e| e.into_pyerr(py))?;
+        let runtime = conn.here.runtime;
+        let follow = Arc::new(follow);
+        Ok(Changes::new(runtime, what, move || {
+            let (conn, follow) = (conn.clone(), Arc::clone(&follow));
+            async move { Ok(follow(conn.client().await?)) }
+        }))
+    }
+
     /// Connects `self` now, as an operation's outcome: the client itself.
     async fn connected(self) -> Result<Outcome, Failure> {
         self.connection()?.client().await?;
@@ -447,6 +476,25 @@ async fn adopting(
     let handle: redlease::LeaseHandle = handle.parse()?;
     let lock = client.lock(handle.name());
     Ok(guard(Held::One(lock.adopt(handle).await?), None, &conn))
+}
+
+/// Resizes semaphore `name` to `permits`: the count in force before, or `None`.
+async fn resizing(
+    client: redlease::Client,
+    name: String,
+    permits: u32,
+) -> Result<Outcome, Failure> {
+    let before = client.semaphore(name, permits).resize().await?;
+    Ok(Outcome::MaybeNumber(before.map(u64::from)))
+}
+
+/// The connection state of `client`.
+#[allow(
+    clippy::unused_async,
+    reason = "an operation of `Client::call`, which awaits the connection first"
+)]
+async fn connected_state(client: redlease::Client, _: Connection) -> Result<Outcome, Failure> {
+    Ok(Outcome::Connection(client.connection_state()))
 }
 
 /// Inspects (or force-releases) `name`.
@@ -524,23 +572,75 @@ impl Client {
         })
     }
 
-    /// Looks at the latch `request` names (`what`: `"count"` or `"wait_open"`).
-    fn latch(&self, py: Python<'_>, request: &Request, what: String) -> PyResult<Py<PyAny>> {
+    /// Looks at the latch `request` names, or takes a step of it (`what`: `"count"`,
+    /// `"wait_open"`, `"expect"`, `"try_expect"`, `"barrier"`; `n` arrivals or parties).
+    #[pyo3(signature = (request, what, n=0))]
+    fn latch(
+        &self,
+        py: Python<'_>,
+        request: &Request,
+        what: String,
+        n: u32,
+    ) -> PyResult<Py<PyAny>> {
         let request = request.clone();
-        self.call(py, move |client, _| request.look_at_latch(client, what))
+        self.call(py, move |client, _| request.at_latch(client, what, n))
     }
 
     /// `latch` in the background.
+    #[pyo3(signature = (request, what, callback, n=0))]
     fn latch_with(
         &self,
         py: Python<'_>,
         request: &Request,
         what: String,
         callback: Py<PyAny>,
+        n: u32,
     ) -> PyResult<Cancel> {
         let request = request.clone();
         self.spawn(py, callback, move |client, _| {
-            request.look_at_latch(client, what)
+            request.at_latch(client, what, n)
+        })
+    }
+
+    /// Sets semaphore `name`'s permit count to `permits` (held or not) and returns the
+    /// count in force before, or `None` when none was stored.
+    fn resize_semaphore(&self, py: Python<'_>, name: String, permits: u32) -> PyResult<Py<PyAny>> {
+        self.call(py, move |client, _| resizing(client, name, permits))
+    }
+
+    /// `resize_semaphore` in the background.
+    fn resize_semaphore_with(
+        &self,
+        py: Python<'_>,
+        name: String,
+        permits: u32,
+        callback: Py<PyAny>,
+    ) -> PyResult<Cancel> {
+        self.spawn(py, callback, move |client, _| {
+            resizing(client, name, permits)
+        })
+    }
+
+    /// The client's connection state as `(state, down, nodes)` (`"connected"`,
+    /// `"degraded"` with the nodes down and the quorum's nodes, or `"suspended"`); no Redis
+    /// call, but a client that did not connect in this process yet connects first.
+    fn connection_state(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.call(py, connected_state)
+    }
+
+    /// `connection_state` in the background.
+    fn connection_state_with(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<Cancel> {
+        self.spawn(py, callback, connected_state)
+    }
+
+    /// A stream of the client's connection states, the current one first (connecting on
+    /// its first `next`); while it is waited on, every node is sent a `PING` each second
+    /// without a change.
+    fn connection_states(&self, py: Python<'_>) -> PyResult<Changes> {
+        self.changes(py, "connection state stream", |client| {
+            client
+                .connection_states()
+                .map(|state| Ok(Outcome::Connection(state)))
         })
     }
 
@@ -560,13 +660,13 @@ impl Client {
 
     /// A stream of election `name`'s leaders, the current one first (connecting on its
     /// first `next`).
-    fn observe(&self, py: Python<'_>, name: String) -> PyResult<crate::observe::LeaderChanges> {
-        let conn = self.connection().map_err(|e| e.into_pyerr(py))?;
-        let runtime = conn.here.runtime;
-        Ok(crate::observe::LeaderChanges::new(runtime, move || {
-            let (conn, name) = (conn.clone(), name.clone());
-            async move { Ok(conn.client().await?.election(name).observe()) }
-        }))
+    fn observe(&self, py: Python<'_>, name: String) -> PyResult<Changes> {
+        self.changes(py, "election observation", move |client| {
+            client
+                .election(name.clone())
+                .observe()
+                .map(|leader| leader.map(Outcome::Leader).map_err(Failure::from))
+        })
     }
 
     /// Takes over the lock lease `handle` (a guard's `detach()`) and renews it.

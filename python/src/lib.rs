@@ -22,7 +22,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::Owner>()?;
     m.add_class::<guard::Guard>()?;
     m.add_class::<call::Cancel>()?;
-    m.add_class::<observe::LeaderChanges>()?;
+    m.add_class::<observe::Changes>()?;
     m.add_class::<resource::FencedStore>()?;
     m.add_function(wrap_pyfunction!(life::at_exit, m)?)?;
     m.add("DEFAULT_TTL", redlease::DEFAULT_TTL.as_secs_f64())?;

@@ -1,10 +1,11 @@
-//! `LeaderChanges`: an election's leaders as they change.
+//! `Changes`: a stream of the library's for Python, one item per `next`: an election's
+//! leaders as they change, a client's connection states.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use futures_util::StreamExt;
+use futures_util::{Stream, StreamExt};
 use pyo3::prelude::*;
 use tokio::runtime::Runtime;
 use tokio::sync::Mutex;
@@ -12,53 +13,62 @@ use tokio::sync::Mutex;
 use crate::call::{Cancel, Outcome, block_on, spawn_with_callback};
 use crate::errors::Failure;
 
-/// How the observation starts: on the first `next` (the client may connect then), and
-/// again on the next one if that start failed.
-type Start = Box<
-    dyn Fn() -> Pin<Box<dyn Future<Output = Result<redlease::LeaderChanges, Failure>> + Send>>
-        + Send
-        + Sync,
->;
+/// The items of a stream, as outcomes.
+type Items = Pin<Box<dyn Stream<Item = Result<Outcome, Failure>> + Send>>;
 
-/// The observation: not started yet, or its stream.
+/// How the stream starts: on the first `next` (the client may connect then), and again on
+/// the next one if that start failed.
+type Start =
+    Box<dyn Fn() -> Pin<Box<dyn Future<Output = Result<Items, Failure>> + Send>> + Send + Sync>;
+
+/// The stream: not started yet, or started.
 enum State {
     Start(Start),
-    Observing(redlease::LeaderChanges),
+    Following(Items),
 }
 
-/// An election's leaders, the current one first, then each change.
+/// A stream of changes (an election's leaders, the current one first; a client's
+/// connection states, the current one first).
 #[pyclass(module = "redlease._native", frozen)]
-pub(crate) struct LeaderChanges {
+pub(crate) struct Changes {
     runtime: &'static Runtime,
     pid: u32,
+    /// What is followed, for errors: `election observation`, `connection state stream`.
+    what: &'static str,
     state: Arc<Mutex<Option<State>>>,
 }
 
-impl LeaderChanges {
-    pub(crate) fn new<Fut>(
+impl Changes {
+    /// The stream `start` makes (on the first `next`); `what` names it in errors.
+    pub(crate) fn new<Fut, S>(
         runtime: &'static Runtime,
+        what: &'static str,
         start: impl Fn() -> Fut + Send + Sync + 'static,
     ) -> Self
     where
-        Fut: Future<Output = Result<redlease::LeaderChanges, Failure>> + Send + 'static,
+        Fut: Future<Output = Result<S, Failure>> + Send + 'static,
+        S: Stream<Item = Result<Outcome, Failure>> + Send + 'static,
     {
-        let start: Start = Box::new(move || Box::pin(start()));
+        let start: Start = Box::new(move || {
+            let started = start();
+            Box::pin(async move { Ok(Box::pin(started.await?) as Items) })
+        });
         Self {
             runtime,
             pid: std::process::id(),
+            what,
             state: Arc::new(Mutex::new(Some(State::Start(start)))),
         }
     }
 
-    /// The state, unless this observation was started in a parent process.
+    /// The state, unless this stream was started in a parent process.
     fn state(&self, py: Python<'_>) -> PyResult<Arc<Mutex<Option<State>>>> {
-        crate::life::same_process(self.pid, "election observation")
-            .map_err(|e| e.into_pyerr(py))?;
+        crate::life::same_process(self.pid, self.what).map_err(|e| e.into_pyerr(py))?;
         Ok(Arc::clone(&self.state))
     }
 }
 
-impl Drop for LeaderChanges {
+impl Drop for Changes {
     fn drop(&mut self) {
         if self.pid != std::process::id() {
             // The parent's stream: dropping it could wait for the parent's threads.
@@ -68,34 +78,32 @@ impl Drop for LeaderChanges {
     }
 }
 
-async fn next(state: Arc<Mutex<Option<State>>>) -> Result<Outcome, Failure> {
+async fn next(state: Arc<Mutex<Option<State>>>, what: &'static str) -> Result<Outcome, Failure> {
     let mut state = state.lock().await;
     if let Some(State::Start(start)) = state.as_ref() {
-        let changes = start().await?;
-        *state = Some(State::Observing(changes));
+        let items = start().await?;
+        *state = Some(State::Following(items));
     }
-    let Some(State::Observing(changes)) = state.as_mut() else {
-        return Err(ended());
+    let Some(State::Following(items)) = state.as_mut() else {
+        return Err(ended(what));
     };
-    match changes.next().await {
-        Some(leader) => Ok(Outcome::Leader(leader?)),
-        None => Err(ended()),
+    match items.next().await {
+        Some(item) => item,
+        None => Err(ended(what)),
     }
 }
 
-fn ended() -> Failure {
-    Failure::Binding(
-        "ShutDown",
-        "the observation of the election ended: its client is gone".to_owned(),
-    )
+fn ended(what: &str) -> Failure {
+    Failure::Binding("ShutDown", format!("the {what} ended: its client is gone"))
 }
 
 #[pymethods]
-impl LeaderChanges {
-    /// The next leader as `(note, term, remaining seconds)`, or `None` while nobody
-    /// leads; waits for a change.
+impl Changes {
+    /// The next item (an election's leader as `(note, term, remaining seconds)` or
+    /// `None` while nobody leads; a connection state as `(state, down, nodes)`); waits
+    /// for a change.
     fn next(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        block_on(py, self.runtime, next(self.state(py)?))
+        block_on(py, self.runtime, next(self.state(py)?, self.what))
     }
 
     /// `next` in the background.
@@ -103,7 +111,7 @@ impl LeaderChanges {
         Ok(spawn_with_callback(
             self.runtime,
             callback,
-            next(self.state(py)?),
+            next(self.state(py)?, self.what),
         ))
     }
 }

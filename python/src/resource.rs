@@ -76,7 +76,7 @@ impl FencedStore {
         let runtime = here.runtime;
         let done = block_on(py, runtime, async move {
             let mut conn = connection(&client, &here).await?;
-            Ok(Outcome::Fenced(
+            Ok(Outcome::MaybeNumber(
                 match fenced_set(&mut conn, &key, value, FencingToken::new(token)).await? {
                     Fenced::Written => None,
                     Fenced::Refused { newer } => Some(newer.get()),

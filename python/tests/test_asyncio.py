@@ -156,3 +156,99 @@ def test_an_async_guards_lost_is_an_asyncio_event(redis_server):
         await client.shutdown()
 
     asyncio.run(main())
+
+
+class Stop(Exception):
+    pass
+
+
+def test_async_keep_leading_cancels_the_work_on_loss_and_campaigns_again(redis_server):
+    async def main():
+        client = await redlease.AsyncClient.connect(redis_server.url)
+        election = client.election("scheduler")
+        terms, cancelled = [], []
+
+        async def work(leadership):
+            terms.append(leadership.term)
+            if len(terms) == 1:
+                await leadership.proclaim("scheduling")
+                assert (await election.leader()).note == "scheduling"
+            elif len(terms) == 2:
+                # Deposed: the work is cancelled where it waits.
+                assert redis_server.command("DEL", "redlease:scheduler") == ":1"
+                try:
+                    await asyncio.sleep(60)
+                except asyncio.CancelledError:
+                    cancelled.append(leadership.term)
+                    raise
+            elif len(terms) == 3:
+                # A proclaim that finds the leadership gone: its Lost is the loss.
+                assert redis_server.command("DEL", "redlease:scheduler") == ":1"
+                await leadership.proclaim("too late")
+            else:
+                raise Stop("done")
+
+        with pytest.raises(Stop):
+            await asyncio.wait_for(election.keep_leading("host-a", work, ttl=2.0), 60)
+        assert await election.leader() is None
+        return terms, cancelled
+
+    terms, cancelled = asyncio.run(main())
+    assert terms == sorted(set(terms)) and len(terms) == 4
+    assert cancelled == [terms[1]]
+
+
+def test_cancelling_keep_leading_cancels_the_work_and_resigns(redis_server):
+    async def main():
+        client = await redlease.AsyncClient.connect(redis_server.url)
+        election = client.election("cancelled")
+        leading = asyncio.Event()
+
+        async def work(leadership):
+            leading.set()
+            await asyncio.sleep(60)
+
+        task = asyncio.ensure_future(election.keep_leading("host-a", work))
+        await asyncio.wait_for(leading.wait(), 30)
+        assert (await election.leader()).note == "host-a"
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await election.leader() is None
+
+    asyncio.run(main())
+
+
+def test_an_async_semaphore_resize_and_an_adopt_of_a_gone_lease(redis_server):
+    async def main():
+        client = await redlease.AsyncClient.connect(redis_server.url)
+        assert await client.resize_semaphore("pool", 1) is None
+        held = await client.semaphore("pool", 1).acquire()
+        waiter = asyncio.ensure_future(client.semaphore("pool", 1, wait=30.0).acquire())
+        await asyncio.sleep(0.2)
+        assert not waiter.done()
+        assert await client.resize_semaphore("pool", 2) == 1
+        second = await asyncio.wait_for(waiter, 30)
+        await second.release()
+        await held.release()
+        with pytest.raises(redlease.InvalidOption):
+            await client.resize_semaphore("pool", 0)
+
+        guard = await client.lock("handed", ttl=5.0).acquire()
+        handle = guard.detach()
+        assert redis_server.command("DEL", "redlease:handed") == ":1"
+        with pytest.raises(redlease.Lost, match="cannot be adopted: the handle's lease is gone"):
+            await client.adopt(handle)
+
+    asyncio.run(main())
+
+
+def test_async_keep_leading_refuses_a_work_that_returns_no_awaitable(redis_server):
+    async def main():
+        client = await redlease.AsyncClient.connect(redis_server.url)
+        election = client.election("mixed")
+        with pytest.raises(TypeError):
+            await election.keep_leading("host-a", lambda leadership: None)
+        assert await election.leader() is None
+
+    asyncio.run(main())

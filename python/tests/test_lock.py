@@ -243,7 +243,7 @@ def test_a_detached_lease_is_adopted_by_another_client(client, redis_server):
     assert adopted.fencing_token == token and adopted.owned()
     adopted.release()
     assert redis_server.command("EXISTS", "redlease:handed") == ":0"
-    with pytest.raises(redlease.Lost):
+    with pytest.raises(redlease.Lost, match="cannot be adopted: the handle's lease is gone"):
         other.adopt(handle)
 
 
@@ -275,3 +275,93 @@ def test_an_unrenewed_lease_ends_by_itself_and_a_budget_stops_renewal(client, re
         time.sleep(0.6)  # two ttls: only renewal keeps it
         assert renewed.owned()
     assert not fixed.is_held() and not budget.is_held()
+
+
+class Stop(Exception):
+    pass
+
+
+def test_keep_leading_campaigns_again_until_the_work_raises(client, redis_server, caplog):
+    election = client.election("scheduler")
+    terms, notes = [], []
+
+    def work(leadership):
+        terms.append(leadership.term)
+        round = len(terms)
+        if round == 1:
+            # Proclaiming from inside the work; returning campaigns again.
+            leadership.proclaim("scheduling")
+            notes.append(election.leader().note)
+        elif round == 2:
+            # Deposed (the key deleted): the work sees `lost` and returns.
+            assert redis_server.command("DEL", "redlease:scheduler") == ":1"
+            assert leadership.lost.wait(30.0), "the loss was never noticed"
+        elif round == 3:
+            # Deposed again: a proclaim that finds it gone raises Lost, which is the loss.
+            assert redis_server.command("DEL", "redlease:scheduler") == ":1"
+            leadership.proclaim("too late")
+        else:
+            notes.append(election.leader().note)
+            raise Stop("done")
+
+    with pytest.raises(Stop):
+        election.keep_leading("host-a", work, ttl=2.0)
+    assert notes == ["scheduling", "host-a"]
+    assert terms == sorted(set(terms)) and len(terms) == 4
+    # It resigned before raising the work's exception.
+    assert election.leader() is None
+    lost = [r.getMessage() for r in caplog.records if r.name == "redlease"]
+    assert lost == [f"leadership of election `scheduler` lost in term {term}; campaigning again"
+                    for term in terms[1:3]]
+
+
+def test_keep_leading_ends_with_a_lost_that_is_not_its_own(client):
+    election = client.election("picky")
+
+    def work(leadership):
+        raise redlease.Lost("another lease's")
+
+    with pytest.raises(redlease.Lost, match="another lease's"):
+        election.keep_leading("host-a", work)
+    assert election.leader() is None
+
+
+def test_a_semaphore_is_resized_while_held(client):
+    assert client.resize_semaphore("pool", 2) is None
+    first = client.semaphore("pool", 2).acquire()
+    client.semaphore("pool", 2).acquire().release()
+    second = client.semaphore("pool", 2).acquire()
+    waiter = threading.Thread(target=lambda: client.semaphore("pool", 2, wait=30.0).acquire().release())
+    waiter.start()
+    assert client.resize_semaphore("pool", 3) == 2  # the new permit goes to the waiter
+    waiter.join(timeout=30)
+    assert not waiter.is_alive()
+    # A caller still configured with the old count acquires against the stored one.
+    with client.semaphore("pool", 2, wait=0):
+        assert client.inspect("pool")["permits"] == 3
+    assert client.resize_semaphore("pool", 1) == 3  # lowered: nobody is revoked
+    assert first.is_held() and second.owned()
+    with pytest.raises(redlease.Timeout):
+        client.semaphore("pool", 3, wait=0).acquire()
+    first.release()
+    second.release()
+    with pytest.raises(redlease.InvalidOption):
+        client.resize_semaphore("pool", 0)
+    with pytest.raises(redlease.InvalidOption):
+        client.resize_semaphore("pool", -1)
+    with pytest.raises(TypeError):
+        client.resize_semaphore("pool", 2.5)
+    with client.lock("a-lock"):
+        with pytest.raises(redlease.WrongType):
+            client.resize_semaphore("a-lock", 2)
+
+
+def test_keep_leading_refuses_an_async_work(client):
+    election = client.election("mixed")
+
+    async def work(leadership):
+        pass
+
+    with pytest.raises(TypeError, match="AsyncClient"):
+        election.keep_leading("host-a", work)
+    assert election.leader() is None
