@@ -215,13 +215,15 @@ impl Election {
     ///
     /// `work` may [proclaim](Leadership::proclaim) through the shared reference it is given.
     /// A lost leadership is logged (`tracing`, warn) and is not an error here: the next
-    /// campaign starts at once. Failures that campaigning again cannot mend end the loop.
+    /// campaign starts at once; so is an error of the work once leadership is found lost
+    /// (a [`proclaim`](Leadership::proclaim) that found the lease gone: the work was
+    /// deposed, not broken). Failures that campaigning again cannot mend end the loop.
     /// In a spawned task, give it an `async move` closure over owned state (an `Arc`):
     /// one that borrows its surroundings is not `Send` for every call (a limit of Rust's
     /// async closures today).
     ///
     /// # Errors
-    /// `work`'s own error, unchanged (after resigning). Otherwise, converted with
+    /// `work`'s own error, unchanged (after resigning), when it fails while still leading. Otherwise, converted with
     /// `From<Error>`, an error of a campaign that its waiting did not ride out (bad
     /// options, [`Error::Auth`], [`Error::ShutDown`] after the client's shutdown, a wait
     /// that ran out when the election has one).
@@ -264,6 +266,11 @@ impl Election {
                 }
             };
             match outcome {
+                // Failed because it was deposed (a proclaim or a fenced write that found
+                // the lease gone): a loss like any other.
+                Some(Err(_)) if !leadership.is_leading() => {
+                    tracing::warn!(%term, "the work failed after leadership was lost; campaigning again");
+                }
                 Some(Err(e)) => {
                     let _ = leadership.resign().await;
                     return Err(e);

@@ -294,8 +294,13 @@ async fn keep_leading_campaigns_again_after_a_loss_and_ends_with_the_works_error
                     match round {
                         // Deposed from outside: the work is dropped and it campaigns again.
                         1 => std::future::pending().await,
+                        // Deposed while proclaiming: the work's `Lost` is a loss too.
+                        2 => loop {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                            leadership.proclaim("host-a: still here").await?;
+                        },
                         // The work ends by itself: it resigns and campaigns again.
-                        2 => Ok(()),
+                        3 => Ok(()),
                         _ => Err(Ended::Work),
                     }
                 })
@@ -309,10 +314,21 @@ async fn keep_leading_campaigns_again_after_a_loss_and_ends_with_the_works_error
     let second = bounded("leading again after the loss", terms.recv())
         .await
         .unwrap();
-    let third = bounded("leading again after the work ended", terms.recv())
+    let removed = operator.force_release("keeps-leading").await.unwrap();
+    assert_eq!(removed.snapshot.holders.len(), 1);
+    let third = bounded(
+        "leading again after the proclaim found it lost",
+        terms.recv(),
+    )
+    .await
+    .unwrap();
+    let fourth = bounded("leading again after the work ended", terms.recv())
         .await
         .unwrap();
-    assert!(first < second && second < third, "{first} {second} {third}");
+    assert!(
+        first < second && second < third && third < fourth,
+        "{first} {second} {third} {fourth}"
+    );
     let ended = bounded("keep_leading to end", leading).await.unwrap();
     assert!(matches!(&ended, Err(Ended::Work)), "{ended:?}");
     // It resigned before returning: nobody leads.
