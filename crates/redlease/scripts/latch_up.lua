@@ -24,7 +24,7 @@ if redis.call('ZSCORE', latch.counts, token) then
   local entry = redis.call('HGET', latch.holders, token)
   reply = {2, entry and tonumber(cjson.decode(entry)[1]) or 0, 0}
 else
-  local fence = grant_fence(latch.fence, nil, clock)
+  local fence = grant_fence(latch.fence, nil, clock, latch.fence_keep)
   redis.call('ZADD', latch.counts, ms(now + ttl), token)
   redis.call('SADD', latch.key, token)
   redis.call('HSET', latch.holders, token, cjson.encode({string.format('%d', fence), details}))

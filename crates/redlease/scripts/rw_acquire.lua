@@ -84,7 +84,7 @@ if not mine and empty and fits(state, want) then
   if (join == 'grants' or join == 'silent') and not first_attempt then
     redis.call('HDEL', rw.waiters, token)
   end
-  mine = grant_fence(rw.fence, nil, clock)
+  mine = grant_fence(rw.fence, nil, clock, rw.fence_keep)
   hold(rw, state, token, want, ttl, details, mine, now)
   settle(rw, state, now + ttl)
   return mine
