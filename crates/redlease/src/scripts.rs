@@ -239,7 +239,7 @@ impl Call {
     /// Sets a granting script's `fence_keep` (its last argument: how long a grant keeps
     /// the fencing counter past the clock, in ms), the slots before it sent empty; nothing
     /// for `None` (the scripts' default, `FENCE_KEEP_MS` in `lib/fence.lua`: the common
-    /// case costs no argument) or for a script that grants nothing (latch_down.lua, a
+    /// case costs no argument) or for a script that grants nothing (`latch_down.lua`, a
     /// latch's release).
     fn fence_keep(&mut self, keep: Option<&str>) -> &mut Self {
         let Some(keep) = keep else {
@@ -957,10 +957,10 @@ mod tests {
         let plain = words(&acquire(&keys, &args(None)).cmd);
         assert_eq!(plain.last().map(Vec::as_slice), Some(&b"no"[..]));
         let kept = words(&acquire(&keys, &args(Some("2000"))).cmd);
-        let argv = &kept[3 + 5..];
-        assert_eq!(argv.len(), args::ACQUIRE.names.len());
-        assert_eq!(argv.last().map(Vec::as_slice), Some(&b"2000"[..]));
-        assert!(argv[4..9].iter().all(Vec::is_empty), "{argv:?}");
+        let sent = &kept[3 + 5..];
+        assert_eq!(sent.len(), args::ACQUIRE.names.len());
+        assert_eq!(sent.last().map(Vec::as_slice), Some(&b"2000"[..]));
+        assert!(sent[4..9].iter().all(Vec::is_empty), "{sent:?}");
         let latch = LockKeys::of("p:", "n", Primitive::Latch).unwrap_or_else(|e| panic!("{e}"));
         let down = words(&release(&latch, Kind::Count, "t", Notices::Off, None, Some("2000")).cmd);
         assert!(
