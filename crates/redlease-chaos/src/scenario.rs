@@ -54,7 +54,8 @@ pub(crate) enum Fault {
     /// `CLIENT KILL TYPE pubsub` every 50-100 ms for 2 s.
     KillPubsub,
     /// The lock's fencing counter deleted every 20-50 ms for 2 s, as if it had expired
-    /// between two holders (it expires a week after the last grant).
+    /// between two holders (it expires the client's fence keep, an hour by default, after
+    /// the server's clock passed it).
     CounterExpired,
     /// `CLIENT KILL TYPE normal` every 50-100 ms for 2 s.
     KillNormal,

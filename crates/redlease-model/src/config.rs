@@ -238,10 +238,10 @@ pub struct Config {
     /// How many node clocks may step back in one run, each once, at any moment (0: clocks
     /// never step back).
     pub clocks_stepping_back: u8,
-    /// Fencing counters that may expire in one run (`fence.lua` keeps a counter 7 days
-    /// after the last grant). A counter expires only on a node holding no lock key and,
-    /// under [`Fencing::HybridClock`], only once the node's clock is past it: a stronger
-    /// fault than 7 days without a grant.
+    /// Fencing counters that may expire in one run (`fence.lua` keeps a counter its keep,
+    /// an hour by default, past the later of its value and the clock). Under a rule with
+    /// a clock a counter expires once the node's clock is past it, held or not: a
+    /// stronger fault than the keep; a plain counter only on a node holding no lock key.
     pub counter_expiries: u8,
 }
 

@@ -412,18 +412,20 @@ impl QuorumModel {
         }
     }
 
-    /// Whether a node's counter may expire now: the node holds no lock key (the counter
-    /// outlives every key by days) and, under a rule with a clock, its clock is past the
-    /// counter (`fence.lua` keeps a counter days after the grant that set it from the
-    /// clock, and grants fewer than one a µs).
+    /// Whether a node's counter may expire now. Under a rule with a clock: once the
+    /// node's clock is past the counter (`fence.lua` keeps a counter its keep past the
+    /// later of its value and the clock, so it goes only once the clock has passed it),
+    /// whether or not the node holds a lock key (a hold may outlive the keep). A plain
+    /// counter has no clock to follow: only on a node holding no lock key (an expiry
+    /// between two holders).
     pub(crate) fn may_expire(&self, n: &Node) -> bool {
         let counted = match self.config.fencing {
-            Fencing::Counter => n.counter > 0,
+            Fencing::Counter => n.lock.is_none() && n.counter > 0,
             Fencing::HybridClock { .. } | Fencing::CounterThenClock { .. } => {
                 n.counter != ABSENT && n.counter < n.clock
             }
         };
-        n.up && n.lock.is_none() && counted
+        n.up && counted
     }
 
     /// The lowest value any node's clock can read from now on, relative to global time:

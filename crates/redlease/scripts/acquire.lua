@@ -11,7 +11,7 @@
 --   KEYS[4] FIFO queue of waiting tokens (list)
 --   KEYS[5] waiter table: token -> the waiter record (lib/grants.lua: ttl, ch, who,
 --           since, and skip while a hand-off found the waiter's client not listening)
--- ARGV: token ttl holder mode channel linger announce sharded fence_step
+-- ARGV: token ttl holder mode channel linger announce sharded fence_step fence_keep
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
 --   ARGV[4] the mode: what the attempt does when the lock is busy (named as `Join` in
 --           src/scripts.rs):
@@ -38,6 +38,9 @@
 --   ARGV[8] (optional) "S": SPUBLISH rather than PUBLISH there and for a hand-off (Redis
 --           Cluster, where the channels live in the lock's slot and stay in its shard)
 --   ARGV[9] (optional) the fencing clock's step in µs (see lib/fence.lua; a quorum's nodes)
+--   ARGV[10] (optional) how long the fencing counter is kept past the clock, in ms (the client's
+--           fence_keep; absent or "": lib/fence.lua's default); the slots before it are
+--           then sent, empty when unused
 -- Reply:
 --   fence             freshly acquired (an integer >= 1: the new fencing token alone, the
 --                     common reply, which Redis turns into RESP far cheaper than a table)
@@ -52,7 +55,7 @@
 --                     among the queue's watchers (its first places, see lib/grants.lua):
 --                     it need not re-check when the holder's lease can end (the watchers
 --                     do, and whoever moves it up into the front nudges it)
-local lock = lock_keys(KEYS)
+local lock = lock_keys(KEYS, ARGV[10])
 local token = ARGV[1]
 local mode = ARGV[4]
 local queues = mode == 'grants' or mode == 'grants-first'
@@ -73,7 +76,7 @@ if redis.call('SET', lock.key, token, 'NX', 'PX', ARGV[2]) then
     if mode == 'grants' or mode == 'leave' or mode == 'listen' then
       withdraw(lock.queue, lock.waiters, token, tonumber(ARGV[2]), lock.key, sharded)
     end
-    local fence = grant_fence(lock.fence, ARGV[9] and tonumber(ARGV[9]))
+    local fence = grant_fence(lock.fence, ARGV[9] and tonumber(ARGV[9]), nil, lock.fence_keep)
     redis.call('SET', lock.holder, string.format('%d', fence) .. ' ' .. ARGV[3], 'PX', ARGV[2])
     if ARGV[7] and ARGV[7] ~= '' then
       redis.call(sharded and 'SPUBLISH' or 'PUBLISH', ARGV[7], lock.key)

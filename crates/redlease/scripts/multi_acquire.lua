@@ -3,8 +3,11 @@
 -- multi_acquire.lua (each grant takes its fence).
 --   KEYS, three per lock i (1-based): KEYS[3i-2] lock key, KEYS[3i-1] its fencing counter,
 --         KEYS[3i] its holder details (as acquire.lua's KEYS[1..3])
--- ARGV: token ttl holder
+-- ARGV: token ttl holder fence_keep
 --   ARGV[1] owner token (one for all the locks)   ARGV[2] ttl in ms   ARGV[3] holder details
+--   ARGV[4] (optional) how long the fencing counter is kept past the clock, in ms (the client's
+--           fence_keep; absent or "": lib/fence.lua's default); the slots before it are
+--           then sent, empty when unused
 -- Reply:
 --   {1, fence_1, ..., fence_n}   every lock is ours now: freshly taken (a new fence), or
 --                                already held with this token (a retried attempt: the
@@ -30,7 +33,7 @@ for i = 1, n do
     if not clock then
       clock = server_us()
     end
-    out[i + 1] = grant_fence(KEYS[3 * i - 1], nil, clock)
+    out[i + 1] = grant_fence(KEYS[3 * i - 1], nil, clock, ARGV[4])
     redis.call('SET', KEYS[3 * i], string.format('%d', out[i + 1]) .. ' ' .. ARGV[3], 'PX', ARGV[2])
   else
     out[i + 1] = holder_fence(KEYS[3 * i], KEYS[3 * i - 1])

@@ -1,7 +1,7 @@
 -- release: if the lock holds our token, hand it to the oldest live waiter, or else delete it
 -- (KEYS as in acquire.lua; lib/handoff.lua's lock_keys names them). Sent as lib/clock.lua ..
 -- lib/fence.lua .. lib/grants.lua .. lib/handoff.lua .. release.lua.
--- ARGV: token channel announce sharded own
+-- ARGV: token channel announce sharded own fence_keep
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: when the lock is freed rather than handed on,
 --           PUBLISH its key there (quorum waiters listen on it, and Cluster waiters that
@@ -15,6 +15,9 @@
 --           the primary it runs on, where the waiters' clients subscribe)
 --   ARGV[5] (optional) the releasing client's grant channel: a waiter listening there is
 --           granted the lock directly, for its whole ttl (see lib/grants.lua)
+--   ARGV[6] (optional) how long the fencing counter is kept past the clock, in ms (the client's
+--           fence_keep; absent or "": lib/fence.lua's default); the slots before it are
+--           then sent, empty when unused
 -- Also withdraws the token from the waiter queue, so a waiter that gives up calls this too
 -- (and, when its place was among the watchers, nudges the waiter that moves up).
 -- Reply: 1 released; "<claim|lease> <ms> <grant message>" (see handed in
@@ -32,7 +35,7 @@
 -- TIME, SET, PUBLISH, HDEL, SET, SET) and its nudges (LINDEX for one place, else LRANGE,
 -- then HGET and PUBLISH per waiter nudged), plus TIME, HSET once and LPUSH, PTTL, PEXPIRE per release that skips
 -- waiters; a release with no one queued or listening costs 3 (GET, LPOP, DEL).
-local lock = lock_keys(KEYS)
+local lock = lock_keys(KEYS, ARGV[6])
 local token = ARGV[1]
 local sharded = ARGV[4] == 'S'
 local publish = sharded and 'SPUBLISH' or 'PUBLISH'

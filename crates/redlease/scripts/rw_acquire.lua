@@ -4,7 +4,7 @@
 -- KEYS as in lib/rwlock.lua (rwlock_keys names them):
 --   KEYS[1] K (HASH {mode})   KEYS[2] fencing counter   KEYS[3] holders (HASH)
 --   KEYS[4] queue (LIST)   KEYS[5] waiter table (HASH)   KEYS[6] owners (ZSET)
--- ARGV: token ttl holder side mode channel linger stale sharded
+-- ARGV: token ttl holder side mode channel linger stale sharded fence_keep
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
 --   ARGV[4] "read" or "write"
 --   ARGV[5] the mode: what the attempt does when the lock is not granted (as acquire.lua's):
@@ -21,6 +21,9 @@
 --                      waiter coming back, in ms (each attempt renews it), ARGV[9]
 --                      (optional) "S" to SPUBLISH there rather than PUBLISH (Redis Cluster)
 --     "silent-first"   as "silent", on an acquisition's first attempt
+--   ARGV[10] (optional) how long the fencing counter is kept past the clock, in ms (the client's
+--           fence_keep; absent or "": lib/fence.lua's default); the slots before it are
+--           then sent, empty when unused
 -- Reply, as acquire.lua:
 --   fence             granted now, with this fresh fencing token (an integer >= 1)
 --   {2, fence, 0}     this token already holds the lock (a retried attempt, or a hand-off);
@@ -47,7 +50,7 @@
 -- holds and the queue is empty. A caller already queued is granted when it reaches the
 -- head and fits (see serve in lib/rwlock.lua), never earlier: so a queued writer stops every
 -- reader that comes after it, and readers queued together are granted together.
-local rw = rwlock_keys(KEYS)
+local rw = rwlock_keys(KEYS, ARGV[10])
 local token, ttl, details, want = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local join = ARGV[5]
 local first_attempt = join == 'grants-first' or join == 'silent-first'
@@ -81,7 +84,7 @@ if not mine and empty and fits(state, want) then
   if (join == 'grants' or join == 'silent') and not first_attempt then
     redis.call('HDEL', rw.waiters, token)
   end
-  mine = grant_fence(rw.fence, nil, clock)
+  mine = grant_fence(rw.fence, nil, clock, rw.fence_keep)
   hold(rw, state, token, want, ttl, details, mine, now)
   settle(rw, state, now + ttl)
   return mine

@@ -3,7 +3,7 @@
 -- waiter that gives up calls this too. Sent as lib/clock.lua .. lib/common.lua ..
 -- lib/fence.lua .. lib/grants.lua .. lib/shared.lua .. lib/rwlock.lua .. rw_release.lua.
 -- KEYS as in lib/rwlock.lua (rw_acquire.lua's six; rwlock_keys names them).
--- ARGV: token channel sharded unused own
+-- ARGV: token channel sharded unused own fence_keep
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: when the release leaves the lock held by no one
 --           (nothing handed on), PUBLISH K there (Cluster and quorum waiters, which do not
@@ -15,6 +15,9 @@
 --   ARGV[5] (optional) the releasing client's grant channel: a waiter listening there is
 --           granted the lock directly, for its whole ttl (see lib/grants.lua); ARGV[2] and
 --           ARGV[3] are then sent, empty when unused
+--   ARGV[6] (optional) how long the fencing counter is kept past the clock, in ms (the client's
+--           fence_keep; absent or "": lib/fence.lua's default); the slots before it are
+--           then sent, empty when unused
 -- Reply: 1 released; 0 the token held nothing (its lease ran out, or it never had one);
 -- {1 or 0, grant, ...} the same when the run handed the lock on: each grant as handed in
 -- lib/grants.lua reports it, as sem_release.lua does.
@@ -24,7 +27,7 @@
 -- writer at the head gets the lock; a run of readers at the head is granted together (one
 -- PUBLISH each) as soon as no writer holds. So a withdrawal, or a release of a lost hold,
 -- serves the queue as well (a writer at the head giving up lets the readers behind it in).
-local rw = rwlock_keys(KEYS)
+local rw = rwlock_keys(KEYS, ARGV[6])
 local token = ARGV[1]
 local now, clock = now_ms()
 local state = load(rw, now)

@@ -4,7 +4,7 @@
 -- (semaphore_keys names them):
 --   KEYS[1] K (ZSET of permits)   KEYS[2] fencing counter   KEYS[3] holders (HASH)
 --   KEYS[4] queue (LIST)   KEYS[5] waiter table (HASH)   KEYS[6] permit count
--- ARGV: token ttl holder permits mode channel linger take
+-- ARGV: token ttl holder permits mode channel linger take fence_keep
 --   ARGV[1] owner token   ARGV[2] ttl in ms   ARGV[3] holder details
 --   ARGV[4] the permit count N (a whole number >= 1); a count stored by a resize
 --           (sem_resize.lua) is taken instead when it differs
@@ -18,6 +18,9 @@
 --   ARGV[7] ("grants", "grants-first") queue linger in ms
 --   ARGV[8] (optional) how many of the permits to take as one lease, n from 1 to the count
 --           in force (absent: 1); with ARGV[5] "no", ARGV[6] and ARGV[7] are then sent empty
+--   ARGV[9] (optional) how long the fencing counter is kept past the clock, in ms (the client's
+--           fence_keep; absent or "": lib/fence.lua's default); the slots before it are
+--           then sent, empty when unused
 -- Reply, as acquire.lua:
 --   fence             a permit freshly granted (an integer >= 1, its fencing token)
 --   {2, fence, 0}     this token already holds a permit (a retried attempt, or a hand-off);
@@ -45,7 +48,7 @@
 -- queued, and a queued caller only when it reaches the head. A caller asking for n permits
 -- gets them when n are free; a head whose n do not fit yet blocks everyone behind it and
 -- every newcomer (see serve).
-local sem = semaphore_keys(KEYS)
+local sem = semaphore_keys(KEYS, ARGV[9])
 local token, ttl, details = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local permits = tonumber(ARGV[4])
 local join = ARGV[5]
@@ -56,7 +59,7 @@ end
 if not permits or permits < 1 or permits ~= math.floor(permits) then
   return redis.error_reply('ERR redlease: the permit count must be a whole number >= 1')
 end
-local weight = tonumber(ARGV[8] or '1')
+local weight = tonumber(ARGV[8] ~= '' and ARGV[8] or '1')
 if not weight or weight < 1 or weight ~= math.floor(weight) then
   return redis.error_reply('ERR redlease: the permits asked must be a whole number >= 1')
 end

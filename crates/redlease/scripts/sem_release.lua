@@ -4,7 +4,7 @@
 -- as lib/clock.lua .. lib/common.lua .. lib/fence.lua .. lib/grants.lua .. lib/shared.lua
 -- .. lib/semaphore.lua .. sem_release.lua (hand-offs grant).
 -- KEYS as in lib/semaphore.lua (sem_acquire.lua's six; semaphore_keys names them).
--- ARGV: token channel sharded weight own
+-- ARGV: token channel sharded weight own fence_keep
 --   ARGV[1] owner token
 --   ARGV[2] (optional) a release channel: when the release leaves a permit free rather than
 --           handing it on, PUBLISH K there (Cluster and quorum waiters, which do not queue)
@@ -17,6 +17,9 @@
 --   ARGV[5] (optional) the releasing client's grant channel: a waiter listening there is
 --           granted its permits directly, for its whole ttl (see lib/grants.lua); ARGV[2]
 --           to ARGV[4] are then sent, empty (or 1) when unused
+--   ARGV[6] (optional) how long the fencing counter is kept past the clock, in ms (the client's
+--           fence_keep; absent or "": lib/fence.lua's default); the slots before it are
+--           then sent, empty when unused
 -- Reply: 1 released; 0 the token held no permit (its lease ran out, or it never had one);
 -- {1 or 0, grant, ...} the same when the run handed permits on: each grant as handed in
 -- lib/grants.lua reports it ("<claim|lease> <ms> <fence> <token> <K>"), so that the
@@ -26,7 +29,7 @@
 -- Any run also reclaims expired permits and hands every free permit to the queue head
 -- (one grant + PUBLISH each), so a withdrawal or a release of a lost permit serves the
 -- queue as well.
-local sem = semaphore_keys(KEYS)
+local sem = semaphore_keys(KEYS, ARGV[6])
 local token = ARGV[1]
 local now, clock = now_ms()
 local expired = expired_permits(sem, now)

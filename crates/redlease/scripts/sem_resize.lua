@@ -2,13 +2,16 @@
 -- as lib/clock.lua .. lib/common.lua .. lib/fence.lua .. lib/grants.lua .. lib/shared.lua
 -- .. lib/semaphore.lua .. sem_resize.lua.
 -- KEYS as in lib/semaphore.lua (sem_acquire.lua's six; semaphore_keys names them).
--- ARGV: permits keep channel sharded
+-- ARGV: permits keep channel sharded fence_keep
 --   ARGV[1] the new permit count N (a whole number >= 1)
 --   ARGV[2] how long the count is kept at least, in ms from now, held or idle (see
 --           stored_count and settle in lib/semaphore.lua)
 --   ARGV[3] (optional) a release channel: when permits are left free after the queue is
 --           served, PUBLISH K there (Cluster waiters, which do not queue)
 --   ARGV[4] (optional) "S": SPUBLISH rather than PUBLISH (Redis Cluster)
+--   ARGV[5] (optional) how long the fencing counter is kept past the clock, in ms (the client's
+--           fence_keep; absent or "": lib/fence.lua's default); the slots before it are
+--           then sent, empty when unused
 -- Reply: the count in force before (0: none was stored).
 -- Error replies (nothing changed when they are sent):
 --   "ERR redlease: ..."  ARGV[1] is not a whole number >= 1
@@ -21,7 +24,7 @@
 -- same grants and notifications), so a raised count hands its new permits to the queue's
 -- oldest waiters at once. A lowered count revokes nobody: serve grants only while the
 -- permits in use are below N (their difference, when negative, grants nothing).
-local sem = semaphore_keys(KEYS)
+local sem = semaphore_keys(KEYS, ARGV[5])
 local permits = tonumber(ARGV[1])
 if not permits or permits < 1 or permits ~= math.floor(permits) then
   return redis.error_reply('ERR redlease: the permit count must be a whole number >= 1')

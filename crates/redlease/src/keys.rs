@@ -235,8 +235,9 @@ impl LockKeys {
         (self.primitive == Primitive::Latch).then_some(self.rounds.as_str())
     }
 
-    /// The fencing counter (an integer, kept for a week after the last grant: see
-    /// `fence.lua`).
+    /// The fencing counter (an integer, kept the client's
+    /// [`fence_keep`](crate::ClientBuilder::fence_keep) past the later of its value and
+    /// the server's clock: see `fence.lua`).
     pub fn fence(&self) -> &str {
         &self.fence
     }

@@ -19,10 +19,6 @@ use crate::scripts::Kind;
 use crate::token::{FencingToken, OwnerToken};
 use crate::ttl::{claim, ttl_millis};
 
-/// How long a grant keeps the lock's fencing counter (`FENCE_KEEP` in `scripts/lib/fence.lua`).
-const FENCE_KEEP: Duration = Duration::from_secs(7 * 24 * 3600);
-/// How long before the counter's expiry a renewal keeps it again.
-const FENCE_KEEP_AHEAD: Duration = Duration::from_secs(24 * 3600);
 /// How many ttls a renewal that keeps a lock's holder details sets them for.
 const DETAILS_LEASES: u32 = 4;
 
@@ -113,9 +109,6 @@ pub(crate) struct Lease {
     steps: Arc<tokio::sync::Mutex<()>>,
     /// How its renewal stands, for the holder ([`LeaseHealth`]).
     health: watch::Sender<LeaseHealth>,
-    /// Until when the fencing counter is certainly kept (a grant keeps it a week):
-    /// renewals keep it again a day before (see [`Lease::fence_keep_due`]).
-    fence_kept_until: std::sync::Mutex<Instant>,
     /// Until when a lock's holder details key certainly lives (see
     /// [`Lease::details_due`]).
     details_until: std::sync::Mutex<Instant>,
@@ -149,7 +142,6 @@ impl Lease {
             ttl_ms: AtomicU64::new(ttl_millis(ttl)),
             state: watch::Sender::new(State::Held(valid_until)),
             steps: Arc::new(tokio::sync::Mutex::new(())),
-            fence_kept_until: std::sync::Mutex::new(lease_start + FENCE_KEEP),
             details_until: std::sync::Mutex::new(lease_start + ttl),
             health: watch::Sender::new(LeaseHealth::Renewed { valid_until }),
             meter: Hold::start(labels),
@@ -186,22 +178,6 @@ impl Lease {
     /// Cancel safe: nothing was sent while waiting.
     pub(crate) async fn step(&self) -> tokio::sync::OwnedMutexGuard<()> {
         Arc::clone(&self.steps).lock_owned().await
-    }
-
-    /// Whether the fencing counter needs keeping at `now` (less than a day of its week
-    /// left): from six days into a hold, once a day (the caller sends `raise_fence.lua`,
-    /// which keeps it another week).
-    pub(crate) fn fence_keep_due(&self, now: Instant) -> bool {
-        let mut until = self
-            .fence_kept_until
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if now + FENCE_KEEP_AHEAD < *until {
-            return false;
-        }
-        // Due again in a day: a keep that failed is retried then, long before the week ends.
-        *until = now + 2 * FENCE_KEEP_AHEAD;
-        true
     }
 
     /// Whether a renewal of this lock sent at `sent` for `ttl` must keep its holder
@@ -285,16 +261,6 @@ impl Lease {
             self.hold_ended(HoldEnd::Released);
         }
         detached
-    }
-
-    /// Makes the fencing counter's keep due at the next renewal: for a lease taken over
-    /// from another process ([`Lock::adopt`](crate::Lock::adopt)), whose grant may be days
-    /// old.
-    pub(crate) fn keep_fence_soon(&self) {
-        *self
-            .fence_kept_until
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
     }
 
     /// Moves to `Released` for a release about to be sent; returns where it stood. The

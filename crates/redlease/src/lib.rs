@@ -311,7 +311,8 @@ pub mod __private;
 pub use backend::quorum;
 pub use builder::{DEFAULT_PREFIX, DEFAULT_TTL, DEFAULT_WAIT, MAX_NOTE};
 pub use client::{
-    Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, Notifications,
+    Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FENCE_KEEP, DEFAULT_RESPONSE_TIMEOUT,
+    Notifications,
 };
 pub use connection::{ConnectionState, ConnectionStates, PROBE};
 pub use default_client::{default_client, set_default_client};

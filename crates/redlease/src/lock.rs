@@ -302,8 +302,6 @@ impl Lock {
             sent,
             spec.labels(Kind::Mutex),
         );
-        // The grant may be days old: keep the fencing counter at the first renewal.
-        lease.keep_fence_soon();
         tracing::debug!(parent: &lease.span, "adopted");
         let renew = (spec.renewal == Renewal::Auto).then_some((sent, spec.max_hold));
         Ok(Guard::new(Holding::new(&spec.engine, lease, renew)))

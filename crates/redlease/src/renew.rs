@@ -390,9 +390,6 @@ impl Renewer {
                 if let Some(span) = due.details {
                     due.lease.details_kept(sent, span);
                 }
-                if due.lease.fence_keep_due(sent) {
-                    self.keep_fence(&due.lease);
-                }
                 if let Some(entry) = book.entries.get_mut(&due.id) {
                     entry.due = sent + period(due.ttl);
                     entry.retrying = false;
@@ -442,22 +439,6 @@ impl Renewer {
             }
         }
         retry_later(&mut self.book(), &failed);
-    }
-
-    /// Keeps the fencing counter of `lease`, held for days, in the background.
-    fn keep_fence(&self, lease: &Arc<Lease>) {
-        let deployment = Arc::clone(&self.deployment);
-        let lease = Arc::clone(lease);
-        tokio::spawn(async move {
-            deployment
-                .keep_fence(
-                    &lease.keys,
-                    lease.kind(),
-                    lease.fence.get(),
-                    lease.token.secret(),
-                )
-                .await;
-        });
     }
 
     /// Renews `batch` in round trips of at most [`ROUND_TRIP_LEASES`] leases per node, one

@@ -3,7 +3,10 @@
 //! catches a slot sent in the wrong place), and a test checks each script's header line
 //! `-- ARGV: name name ...` against them. The encoding of a call: trailing arguments a call
 //! does not need are left out (each script reads a missing one as its default); one that a
-//! later argument needs is sent empty ("" or 0, as the script's header says).
+//! later argument needs is sent empty ("" or 0, as the script's header says). Every
+//! granting script takes `fence_keep` last (the client's
+//! [`fence_keep`](crate::ClientBuilder::fence_keep), sent only when it is not the
+//! default), before which every slot is sent, "" when unused.
 
 /// One script's arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,51 +30,76 @@ pub(crate) const ACQUIRE: Args = Args {
         "announce",
         "sharded",
         "fence_step",
+        "fence_keep",
     ],
 };
 /// `release.lua`: a lock's release and hand-off.
 pub(crate) const RELEASE: Args = Args {
     file: "release.lua",
-    names: &["token", "channel", "announce", "sharded", "own"],
+    names: &[
+        "token",
+        "channel",
+        "announce",
+        "sharded",
+        "own",
+        "fence_keep",
+    ],
 };
 /// `sem_acquire.lua`: a semaphore's attempt.
 pub(crate) const SEM_ACQUIRE: Args = Args {
     file: "sem_acquire.lua",
     names: &[
-        "token", "ttl", "holder", "permits", "mode", "channel", "linger", "take",
+        "token",
+        "ttl",
+        "holder",
+        "permits",
+        "mode",
+        "channel",
+        "linger",
+        "take",
+        "fence_keep",
     ],
 };
 /// `sem_release.lua`: a permit's release and hand-off.
 pub(crate) const SEM_RELEASE: Args = Args {
     file: "sem_release.lua",
-    names: &["token", "channel", "sharded", "weight", "own"],
+    names: &["token", "channel", "sharded", "weight", "own", "fence_keep"],
 };
 /// `sem_resize.lua`: a semaphore's permit count changed, its queue served.
 pub(crate) const SEM_RESIZE: Args = Args {
     file: "sem_resize.lua",
-    names: &["permits", "keep", "channel", "sharded"],
+    names: &["permits", "keep", "channel", "sharded", "fence_keep"],
 };
 /// `rw_acquire.lua`: a read or write attempt.
 pub(crate) const RW_ACQUIRE: Args = Args {
     file: "rw_acquire.lua",
     names: &[
-        "token", "ttl", "holder", "side", "mode", "channel", "linger", "stale", "sharded",
+        "token",
+        "ttl",
+        "holder",
+        "side",
+        "mode",
+        "channel",
+        "linger",
+        "stale",
+        "sharded",
+        "fence_keep",
     ],
 };
 /// `rw_release.lua`: a read or write hold's release and hand-off.
 pub(crate) const RW_RELEASE: Args = Args {
     file: "rw_release.lua",
-    names: &["token", "channel", "sharded", "unused", "own"],
+    names: &["token", "channel", "sharded", "unused", "own", "fence_keep"],
 };
 /// `rw_downgrade.lua`: a write hold turned into a read hold.
 pub(crate) const RW_DOWNGRADE: Args = Args {
     file: "rw_downgrade.lua",
-    names: &["token", "channel", "sharded"],
+    names: &["token", "channel", "sharded", "fence_keep"],
 };
 /// `latch_up.lua`: a latch's count up.
 pub(crate) const LATCH_UP: Args = Args {
     file: "latch_up.lua",
-    names: &["token", "ttl", "holder", "channel", "sharded"],
+    names: &["token", "ttl", "holder", "channel", "sharded", "fence_keep"],
 };
 /// `latch_down.lua`: a latch's count down.
 pub(crate) const LATCH_DOWN: Args = Args {
@@ -111,7 +139,7 @@ pub(crate) const LEASE_RENEW: Args = Args {
 /// `multi_acquire.lua`: every lock of a multi-lock on one node.
 pub(crate) const MULTI_ACQUIRE: Args = Args {
     file: "multi_acquire.lua",
-    names: &["token", "ttl", "holder"],
+    names: &["token", "ttl", "holder", "fence_keep"],
 };
 /// `holds.lua`: whether a lease holds a token.
 pub(crate) const HOLDS: Args = Args {
@@ -132,7 +160,7 @@ pub(crate) const PROCLAIM: Args = Args {
 /// a lease kept in a ZSET, or an election's channel (with the term record's key).
 pub(crate) const RAISE_FENCE: Args = Args {
     file: "raise_fence.lua",
-    names: &["fence", "token", "zset_or_channel"],
+    names: &["fence", "token", "zset_or_channel", "fence_keep"],
 };
 /// `fenced_set.lua`: the protected resource's fenced write.
 pub(crate) const FENCED_SET: Args = Args {

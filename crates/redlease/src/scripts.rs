@@ -133,6 +133,9 @@ pub(crate) struct AcquireArgs<'a> {
     /// How the deployment's scripts publish (an election's announcement, a silent place's
     /// wake-up).
     pub(crate) notices: Notices,
+    /// How long a grant keeps the fencing counter past the clock, in ms as sent
+    /// (`Deployment::fence_keep`): `None` for the scripts' default.
+    pub(crate) fence_keep: Option<&'a str>,
 }
 
 /// The fencing clock's step on a quorum's nodes: 10 ms, so that the nodes asked by one
@@ -231,6 +234,27 @@ impl Call {
         self.set += 1;
         self.cmd.arg(arg);
         self
+    }
+
+    /// Sets a granting script's `fence_keep` (its last argument: how long a grant keeps
+    /// the fencing counter past the clock, in ms), the slots before it sent empty; nothing
+    /// for `None` (the scripts' default, `FENCE_KEEP_MS` in `lib/fence.lua`: the common
+    /// case costs no argument) or for a script that grants nothing (`latch_down.lua`, a
+    /// latch's release).
+    fn fence_keep(&mut self, keep: Option<&str>) -> &mut Self {
+        let Some(keep) = keep else {
+            return self;
+        };
+        if !self.args.names.contains(&"fence_keep") {
+            return self;
+        }
+        while let Some(&name) = self.args.names.get(self.set) {
+            if name == "fence_keep" {
+                break;
+            }
+            self.set(name, "");
+        }
+        self.set("fence_keep", keep)
     }
 
     /// Sends the call on `conn`; on `NOSCRIPT` (a server that restarted, failed over, had
@@ -461,6 +485,7 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
     if args.kind == Kind::Count {
         // A latch is never busy: no queue, nothing to join.
         latch_notices(&mut invocation, keys, args.notices);
+        invocation.fence_keep(args.fence_keep);
         return invocation;
     }
     let lock = args.kind.is_lock();
@@ -544,6 +569,7 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
             invocation.set("fence_step", args.fence_step);
         }
     }
+    invocation.fence_keep(args.fence_keep);
     invocation
 }
 
@@ -552,8 +578,23 @@ pub(crate) fn acquire(keys: &LockKeys, args: &AcquireArgs<'_>) -> Call {
 /// with [`Notices::Sharded`] every message of the script (grants included) is an
 /// `SPUBLISH`. `own`, the releasing client's grant channel for the lease: a lease handed to
 /// a waiter listening there is granted for its whole ttl (every release script's ARGV[5]);
-/// the reply reports every hand-off the run made.
+/// the reply reports every hand-off the run made. `fence_keep` as [`AcquireArgs`]'s (a
+/// release's hand-off grants).
 pub(crate) fn release(
+    keys: &LockKeys,
+    kind: Kind,
+    token: &str,
+    notices: Notices,
+    own: Option<&str>,
+    fence_keep: Option<&str>,
+) -> Call {
+    let mut invocation = release_args(keys, kind, token, notices, own);
+    invocation.fence_keep(fence_keep);
+    invocation
+}
+
+/// [`release`]'s arguments up to `own`.
+fn release_args(
     keys: &LockKeys,
     kind: Kind,
     token: &str,
@@ -627,8 +668,15 @@ pub(crate) fn release(
     invocation
 }
 
-/// `multi_acquire.lua`: every lock of `keys` (on one node) for `token`, all or nothing.
-pub(crate) fn acquire_all(keys: &[&LockKeys], token: &str, ttl_ms: u64, holder: &str) -> Call {
+/// `multi_acquire.lua`: every lock of `keys` (on one node) for `token`, all or nothing;
+/// `fence_keep` as [`AcquireArgs`]'s.
+pub(crate) fn acquire_all(
+    keys: &[&LockKeys],
+    token: &str,
+    ttl_ms: u64,
+    holder: &str,
+    fence_keep: Option<&str>,
+) -> Call {
     let names: Vec<&str> = keys
         .iter()
         .flat_map(|k| [k.key.as_str(), &k.fence, &k.holder])
@@ -637,7 +685,8 @@ pub(crate) fn acquire_all(keys: &[&LockKeys], token: &str, ttl_ms: u64, holder: 
     invocation
         .set("token", token)
         .set("ttl", ttl_ms)
-        .set("holder", holder);
+        .set("holder", holder)
+        .fence_keep(fence_keep);
     invocation
 }
 
@@ -690,8 +739,14 @@ pub(crate) fn release_name(kind: Kind) -> &'static str {
     kind.row().release.1
 }
 
-/// `rw_downgrade.lua`: `token`'s write hold turned into a read hold.
-pub(crate) fn downgrade(keys: &LockKeys, token: &str, notices: Notices) -> Call {
+/// `rw_downgrade.lua`: `token`'s write hold turned into a read hold (readers let in are
+/// granted: `fence_keep` as [`AcquireArgs`]'s).
+pub(crate) fn downgrade(
+    keys: &LockKeys,
+    token: &str,
+    notices: Notices,
+    fence_keep: Option<&str>,
+) -> Call {
     let mut invocation = with_keys(&RW_DOWNGRADE, args::RW_DOWNGRADE, keys, Kind::Read);
     invocation.set("token", token);
     if notices.on() {
@@ -700,13 +755,21 @@ pub(crate) fn downgrade(keys: &LockKeys, token: &str, notices: Notices) -> Call 
             invocation.set("sharded", flag);
         }
     }
+    invocation.fence_keep(fence_keep);
     invocation
 }
 
 /// `sem_resize.lua`: the semaphore at `keys` set to `permits`, kept at least `keep_ms`;
 /// with `notices` on, permits left free after its queue is served are announced on the
-/// release channel (`SPUBLISH` for [`Notices::Sharded`]).
-pub(crate) fn resize(keys: &LockKeys, permits: u32, keep_ms: u64, notices: Notices) -> Call {
+/// release channel (`SPUBLISH` for [`Notices::Sharded`]); `fence_keep` as
+/// [`AcquireArgs`]'s (its queue's waiters are granted).
+pub(crate) fn resize(
+    keys: &LockKeys,
+    permits: u32,
+    keep_ms: u64,
+    notices: Notices,
+    fence_keep: Option<&str>,
+) -> Call {
     let kind = Kind::Permit { permits, weight: 1 };
     let mut invocation = with_keys(&SEM_RESIZE, args::SEM_RESIZE, keys, kind);
     invocation.set("permits", permits).set("keep", keep_ms);
@@ -716,6 +779,7 @@ pub(crate) fn resize(keys: &LockKeys, permits: u32, keep_ms: u64, notices: Notic
             invocation.set("sharded", flag);
         }
     }
+    invocation.fence_keep(fence_keep);
     invocation
 }
 
@@ -801,8 +865,22 @@ pub(crate) fn renew(batch: &[RenewItem<'_>]) -> (Pipeline, Vec<Vec<usize>>) {
 
 /// `raise_fence.lua`: a quorum node's counter raised to `fence` while the lease of `kind`
 /// holds `token`; for an election, its term record set to `fence` and `token` too, and
-/// announced on its channel.
-pub(crate) fn raise_fence(keys: &LockKeys, kind: Kind, fence: u64, token: &str) -> Call {
+/// announced on its channel. The counter raised is kept `fence_keep` past the clock (as
+/// [`AcquireArgs`]'s).
+pub(crate) fn raise_fence(
+    keys: &LockKeys,
+    kind: Kind,
+    fence: u64,
+    token: &str,
+    fence_keep: Option<&str>,
+) -> Call {
+    let mut invocation = raise_fence_args(keys, kind, fence, token);
+    invocation.fence_keep(fence_keep);
+    invocation
+}
+
+/// [`raise_fence`]'s arguments up to `zset_or_channel`.
+fn raise_fence_args(keys: &LockKeys, kind: Kind, fence: u64, token: &str) -> Call {
     match kind {
         Kind::Leader => {
             let mut invocation = Call::new(
@@ -848,6 +926,7 @@ pub(crate) fn fenced_set(
 }
 
 #[cfg(test)]
+#[allow(clippy::panic, reason = "tests fail loudly")]
 mod tests {
     use super::*;
 
@@ -858,6 +937,46 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    /// A client's fence keep is the last argument of a granting script, the slots before it
+    /// sent empty; the default sends nothing, and a script that grants nothing takes none.
+    #[test]
+    fn the_fence_keep_goes_last_and_only_when_set() {
+        let keys = LockKeys::new("p:", "n").unwrap_or_else(|e| panic!("{e}"));
+        let args = |fence_keep| AcquireArgs {
+            kind: Kind::Mutex,
+            token: "t",
+            ttl_ms: 1000,
+            holder: "h",
+            join: Join::No,
+            fence_step: 1,
+            notices: Notices::Off,
+            fence_keep,
+        };
+        let plain = words(&acquire(&keys, &args(None)).cmd);
+        assert_eq!(plain.last().map(Vec::as_slice), Some(&b"no"[..]));
+        let kept = words(&acquire(&keys, &args(Some("2000"))).cmd);
+        let sent = &kept[3 + 5..];
+        assert_eq!(sent.len(), args::ACQUIRE.names.len());
+        assert_eq!(sent.last().map(Vec::as_slice), Some(&b"2000"[..]));
+        assert!(sent[4..9].iter().all(Vec::is_empty), "{sent:?}");
+        let latch = LockKeys::of("p:", "n", Primitive::Latch).unwrap_or_else(|e| panic!("{e}"));
+        let down = words(&release(&latch, Kind::Count, "t", Notices::Off, None, Some("2000")).cmd);
+        assert!(
+            !down.contains(&b"2000".to_vec()),
+            "latch_down.lua grants nothing"
+        );
+    }
+
+    /// The scripts' default keep is the client's default: a client with it sends none.
+    #[test]
+    fn the_scripts_default_fence_keep_is_the_clients() {
+        let line = format!(
+            "local FENCE_KEEP_MS = '{}'",
+            crate::DEFAULT_FENCE_KEEP.as_millis()
+        );
+        assert!(crate::lua::ACQUIRE_LUA.contains(&line), "{line}");
     }
 
     #[test]

@@ -78,8 +78,10 @@ impl fmt::Display for OwnerToken {
 /// - after an asynchronous failover, as long as the new primary's clock does not trail
 ///   the old one's by more than the failover took (NTP-synchronised hosts: milliseconds
 ///   against seconds);
-/// - after the counter key expired (7 days after the lock's last grant, so that counters
-///   of names no longer used do not pile up), as long as the clock did not go back 7 days.
+/// - after the counter key expired (the client's
+///   [`fence_keep`](crate::ClientBuilder::fence_keep), an hour by default, after the
+///   server's clock passed it, so that counters of names no longer used do not pile up),
+///   as long as the clock does not step back by more than that keep.
 ///
 /// Counters written by earlier versions (small integers) keep working: the first new
 /// token jumps ahead to the clock.

@@ -1,5 +1,5 @@
-//! A hold that outlives its fencing counter (which a grant keeps for a week, and an
-//! operator may delete): the holder's token is recorded with the lease itself, so
+//! A hold that outlives its fencing counter (which a grant keeps an hour past the clock by
+//! default, and an operator may delete): the holder's token is recorded with the lease itself, so
 //! `leader()`, `observe()`, `inspect` and the next grant stay right.
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
 
@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{bounded, client, raw, server};
 use futures_util::StreamExt as _;
 
-/// The counter deleted while a leader leads (as its 7-day expiry would after a week):
+/// The counter deleted while a leader leads (as its expiry would after the keep):
 /// before, `leader()` and `observe()` reported term 0 and `inspect` no token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_keeps_its_term_when_the_counter_is_gone() {
@@ -87,87 +87,33 @@ async fn a_lock_is_handed_over_after_its_counter_is_gone() {
     bounded("release", next.release()).await.unwrap();
 }
 
-/// What renewals send once a day for a hold of six days or more (`raise_fence.lua`): the
-/// counter comes back at the holder's token if it was deleted, and its expiry is set to a
-/// week again when it is already higher. Before, a counter at or above the token kept its
-/// old expiry.
+/// A hold far longer than the keep (a 1 s keep here): nothing keeps its counter, which
+/// expires while the lock is held; the next holder's token is still larger (the clock is
+/// past the holder's), and `inspect` reports the holder's token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn keeping_the_counter_restores_it_and_its_week() {
+async fn a_hold_outlives_its_counter_and_the_next_token_is_larger() {
     let server = server();
-    let client = client(&server).await;
-    let lock = client.lock("kept");
+    let client = redlease::Client::builder(&server.url())
+        .fence_keep(Duration::from_secs(1))
+        .connect()
+        .await
+        .unwrap();
+    let lock = client.lock("kept").ttl(Duration::from_secs(2));
     let guard = bounded("acquire", lock.acquire()).await.unwrap();
     let keys = lock.keys().unwrap();
-    let mut conn = raw(&server).await;
-    let token: String = redis::cmd("GET")
-        .arg(keys.key())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let keeper = conn.clone();
-    let keep = || {
-        let mut conn = keeper.clone();
-        let (fence, key, token) = (
-            keys.fence().to_owned(),
-            keys.key().to_owned(),
-            token.clone(),
-        );
-        let fencing = guard.fencing_token().get();
-        async move {
-            let kept: i64 = redis::cmd("EVAL")
-                .arg(concat!(
-                    include_str!("../scripts/lib/common.lua"),
-                    include_str!("../scripts/lib/fence.lua"),
-                    include_str!("../scripts/raise_fence.lua")
-                ))
-                .arg(2)
-                .arg(&fence)
-                .arg(&key)
-                .arg(fencing)
-                .arg(&token)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            assert_eq!(kept, 1);
-        }
-    };
-    let week_ms = 7 * 24 * 3600 * 1000;
-    // Deleted: restored at the holder's token, for a week.
-    let () = redis::cmd("DEL")
-        .arg(keys.fence())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    keep().await;
-    let value: u64 = redis::cmd("GET")
-        .arg(keys.fence())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(value, guard.fencing_token().get());
-    // Higher than the token (another grant of the name), with a short expiry left: the
-    // value stays, the week comes back.
-    let higher = guard.fencing_token().get() + 10;
-    let () = redis::cmd("SET")
-        .arg(keys.fence())
-        .arg(higher)
-        .arg("PX")
-        .arg(5_000)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    keep().await;
-    let value: u64 = redis::cmd("GET")
-        .arg(keys.fence())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(value, higher);
-    let left: i64 = redis::cmd("PTTL")
-        .arg(keys.fence())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert!(left > week_ms - 60_000, "the counter keeps {left} ms");
+    let conn = raw(&server).await;
+    common::until_absent(&conn, keys.fence()).await;
+    // Renewed across the counter's expiry.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(guard.is_held());
+    let inspected = bounded("inspect", client.inspect("kept")).await.unwrap();
+    assert_eq!(
+        inspected.snapshot.holders[0].fencing_token,
+        Some(guard.fencing_token())
+    );
+    let first = guard.fencing_token();
     bounded("release", guard.release()).await.unwrap();
+    let next = bounded("acquire again", lock.acquire()).await.unwrap();
+    assert!(next.fencing_token() > first);
+    bounded("release", next.release()).await.unwrap();
 }

@@ -20,7 +20,7 @@ use redlease::{Error, LockKeys};
 async fn a_name_spelling_a_used_names_fencing_counter_is_free() {
     let server = server();
     let client = client(&server).await;
-    // Using `{t}y` leaves its fencing counter behind for a week.
+    // Using `{t}y` leaves its fencing counter behind for an hour.
     client
         .lock("{t}y")
         .acquire()

@@ -100,7 +100,7 @@ pub fn fixed_counter_only() -> Scenario {
 }
 
 /// The fix with a plain counter; a counter expires between two holders (a node holding
-/// no key loses it, as `fence.lua`'s 7-day expiry would): it starts again at 1, and a
+/// no key loses it, as `fence.lua`'s expiry would): it starts again at 1, and a
 /// later holder can be handed a token already used.
 pub fn fixed_counter_expires() -> Scenario {
     let config = with("fix: counter expires", |c| {

@@ -20,9 +20,11 @@ local MISSED_KEPT_MS = 10000
 
 -- lock_keys(keys): a lock script's KEYS by name, in acquire.lua's order: key (the lock
 -- key), fence (the fencing counter), holder (the holder details), queue (the FIFO queue of
--- waiting tokens) and waiters (the waiter table). Each script builds it once, first.
-local function lock_keys(keys)
-  return {key = keys[1], fence = keys[2], holder = keys[3], queue = keys[4], waiters = keys[5]}
+-- waiting tokens) and waiters (the waiter table); and fence_keep, how long the counter is
+-- kept past the clock (the script's `fence_keep` argument, see lib/fence.lua). Each script
+-- builds it once, first.
+local function lock_keys(keys, fence_keep)
+  return {key = keys[1], fence = keys[2], holder = keys[3], queue = keys[4], waiters = keys[5], fence_keep = fence_keep}
 end
 
 -- hand_on(lock, own, sharded, own_ttl, own_channel): hands the lock whose keys are `lock`
@@ -59,7 +61,7 @@ local function hand_on(lock, own, sharded, own_ttl, own_channel)
     end
     if entry then
       local w = cjson.decode(entry)
-      local fence = grant_fence(lock.fence)
+      local fence = grant_fence(lock.fence, nil, nil, lock.fence_keep)
       local ms, whole, message = offer(sharded, w, fence, head, lock.key, own_channel)
       if ms then
         local px = string.format('%d', ms)

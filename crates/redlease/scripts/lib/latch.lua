@@ -31,14 +31,17 @@
 -- the round if nothing is outstanding, announcing it on the release channel (the
 -- latch's K as the message) for the latch's waiters.
 
--- latch_keys(keys): a latch script's KEYS by name (see the top); each script builds it
--- once, first.
-local function latch_keys(keys)
-  return {key = keys[1], fence = keys[2], holders = keys[3], rounds = keys[4], counts = keys[5]}
+-- latch_keys(keys, fence_keep): a latch script's KEYS by name (see the top), and
+-- fence_keep (latch_up.lua's `fence_keep` argument, see lib/fence.lua; nil in the scripts
+-- that grant nothing); each script builds it once, first.
+local function latch_keys(keys, fence_keep)
+  return {key = keys[1], fence = keys[2], holders = keys[3], rounds = keys[4], counts = keys[5], fence_keep = fence_keep}
 end
 
--- 7 days in ms, as the fencing counter is kept (lib/fence.lua).
-local ROUNDS_KEEP = FENCE_KEEP_MS
+-- 7 days in ms: the rounds record's own keep (a waiter away for days still learns that its
+-- round ended), not the fencing counter's (FENCE_KEEP_MS in lib/fence.lua, which follows
+-- the clock and the client's fence_keep).
+local ROUNDS_KEEP = '604800000'
 
 -- Drops the counts whose lease ran out, recording them as expired in the current round.
 -- The first call of every latch script, made before any write: a key of another type at

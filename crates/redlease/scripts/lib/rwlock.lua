@@ -22,12 +22,13 @@
 -- Every script drops the holds whose lease ran out before it looks (a crashed reader or
 -- writer costs at most its ttl). K, the holders hash and the owners expire at the latest
 -- lease's expiry, the queue keys a linger after the last join: an idle lock leaves no key
--- behind but its fencing counter (kept 7 days, see lib/fence.lua).
+-- behind but its fencing counter (kept an hour by default, see lib/fence.lua).
 
--- rwlock_keys(keys): a read-write lock script's KEYS by name (see the top); each script
+-- rwlock_keys(keys, fence_keep): a read-write lock script's KEYS by name (see the top),
+-- and fence_keep (the script's `fence_keep` argument, see lib/fence.lua); each script
 -- builds it once, first.
-local function rwlock_keys(keys)
-  return {key = keys[1], fence = keys[2], holders = keys[3], queue = keys[4], waiters = keys[5], owners = keys[6]}
+local function rwlock_keys(keys, fence_keep)
+  return {key = keys[1], fence = keys[2], holders = keys[3], queue = keys[4], waiters = keys[5], owners = keys[6], fence_keep = fence_keep}
 end
 
 -- The lock's state after dropping expired holds: {mode = "read" | "write" | nil, count =
@@ -123,7 +124,7 @@ local function serve_queue(rw, state, now, clock, caller, ttl, details, granted,
       if w then
         pop(rw, granted)
         redis.call('HDEL', rw.waiters, head)
-        local fence = grant_fence(rw.fence, nil, clock)
+        local fence = grant_fence(rw.fence, nil, clock, rw.fence_keep)
         if head == caller then
           hold(rw, state, head, w.mode, ttl, details, fence, now)
           mine = fence

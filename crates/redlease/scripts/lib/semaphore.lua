@@ -38,13 +38,14 @@
 -- before it counts, so no permit leaks. K and the holders hash expire at the latest permit's
 -- expiry, the queue keys a linger after the last join, and the permit count at the later of
 -- the two, or is deleted as soon as nothing is held or queued: an idle semaphore leaves no
--- key behind but its fencing counter (kept 7 days, see lib/fence.lua) and a resized count
+-- key behind but its fencing counter (kept an hour by default, see lib/fence.lua) and a resized count
 -- until its keep.
 
--- semaphore_keys(keys): a semaphore script's KEYS by name (see the top); each script
--- builds it once, first.
-local function semaphore_keys(keys)
-  return {key = keys[1], fence = keys[2], holders = keys[3], queue = keys[4], waiters = keys[5], permits = keys[6]}
+-- semaphore_keys(keys, fence_keep): a semaphore script's KEYS by name (see the top), and
+-- fence_keep (the script's `fence_keep` argument, see lib/fence.lua); each script builds
+-- it once, first.
+local function semaphore_keys(keys, fence_keep)
+  return {key = keys[1], fence = keys[2], holders = keys[3], queue = keys[4], waiters = keys[5], permits = keys[6], fence_keep = fence_keep}
 end
 
 -- The tokens whose permit has run out. The first call of every semaphore script that
@@ -128,7 +129,7 @@ end
 -- Grants `n` permits (one lease) to `token` for `ttl` ms from `now` and returns its fencing
 -- token (`clock`: the fencing clock, see now_ms).
 local function grant(sem, token, ttl, details, n, now, clock)
-  local fence = grant_fence(sem.fence, nil, clock)
+  local fence = grant_fence(sem.fence, nil, clock, sem.fence_keep)
   redis.call('ZADD', sem.key, ms(now + ttl), token)
   redis.call('HSET', sem.holders, token, holder_entry(fence, details, n))
   add_extra(sem, n - 1)
@@ -203,7 +204,7 @@ local function serve(sem, permits, now, clock, caller, ttl, details, used, n, ow
           mine = grant(sem, head, ttl, details, need, now, clock)
           free = free - need
         else
-          local fence = grant_fence(sem.fence, nil, clock)
+          local fence = grant_fence(sem.fence, nil, clock, sem.fence_keep)
           local lease, direct, message = offer(false, w, fence, head, sem.key, own)
           if lease then
             redis.call('ZADD', sem.key, ms(now + lease), head)

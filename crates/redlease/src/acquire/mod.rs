@@ -506,6 +506,7 @@ impl Request<'_> {
             join,
             fence_step: 1,
             notices: self.engine.deployment().announces(),
+            fence_keep: self.engine.deployment().fence_keep(),
         };
         let sent = Instant::now();
         Ok(match self.engine.deployment().acquire(keys, &args).await? {

@@ -46,6 +46,10 @@ pub(crate) struct Deployment {
     /// about once).
     #[cfg(feature = "cluster")]
     pub(crate) clamped: std::sync::atomic::AtomicBool,
+    /// How long a grant keeps a name's fencing counter past the server's clock, in ms as the
+    /// granting scripts take it (`fence_keep`): `None` for the scripts' own default
+    /// ([`DEFAULT_FENCE_KEEP`](crate::DEFAULT_FENCE_KEEP)), which costs no argument.
+    pub(crate) fence_keep: Option<String>,
     /// Work that outlives the call that started it (give-backs of dropped guards and
     /// abandoned attempts, a quorum's requests to the nodes that had not answered when a
     /// majority had), for `Client::shutdown` to wait for.
@@ -63,6 +67,7 @@ impl Deployment {
             nodes,
             response_timeout,
             server: None,
+            fence_keep: None,
             #[cfg(feature = "cluster")]
             clamped: std::sync::atomic::AtomicBool::new(false),
             background: tokio_util::task::TaskTracker::new(),
@@ -107,6 +112,12 @@ impl Deployment {
     /// ([`Error::ServerLacks`]).
     pub(crate) fn error(&self, action: &'static str, key: &str, e: redis::RedisError) -> Error {
         Error::redis(action, key, e).on_server(self.server.as_ref())
+    }
+
+    /// How long a grant keeps a fencing counter past the clock, as the scripts take it
+    /// (see the field).
+    pub(crate) fn fence_keep(&self) -> Option<&str> {
+        self.fence_keep.as_deref()
     }
 
     /// The sentinels' follower, for a Sentinel-managed primary.

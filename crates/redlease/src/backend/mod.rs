@@ -109,9 +109,18 @@ impl Deployment {
             return Ok(Released::was(held));
         }
         let announce = self.announces();
-        self.across_reconnects(|| release_on(self.primary(), keys, kind, token, announce, own))
-            .await
-            .map_err(|e| self.error("releasing a lock", &keys.key, e))
+        self.across_reconnects(|| {
+            release_on(
+                self.primary(),
+                keys,
+                kind,
+                token,
+                (announce, self.fence_keep()),
+                own,
+            )
+        })
+        .await
+        .map_err(|e| self.error("releasing a lock", &keys.key, e))
     }
 
     /// Runs the extend script of `kind`; whether the lease held our token.
@@ -158,7 +167,7 @@ impl Deployment {
         ttl_ms: u64,
         holder: &str,
     ) -> Result<replies::AllReply> {
-        let invocation = scripts::acquire_all(keys, token, ttl_ms, holder);
+        let invocation = scripts::acquire_all(keys, token, ttl_ms, holder, self.fence_keep());
         let key = keys.first().map_or("", |k| k.key.as_str());
         let value: Value = Box::pin(self.primary().invoke(&invocation))
             .await
@@ -259,7 +268,8 @@ impl Deployment {
         permits: u32,
         keep_ms: u64,
     ) -> Result<Option<u32>> {
-        let invocation = scripts::resize(keys, permits, keep_ms, self.announces());
+        let invocation =
+            scripts::resize(keys, permits, keep_ms, self.announces(), self.fence_keep());
         let value: Value = self
             .across_reconnects(|| self.primary().invoke(&invocation))
             .await
@@ -273,32 +283,11 @@ impl Deployment {
             return Box::pin(quorum::downgrade(self, keys, token)).await;
         }
         let announce = self.announces();
-        self.across_reconnects(|| downgrade_on(self.primary(), keys, token, announce))
-            .await
-            .map_err(|e| self.error("downgrading a write lock", &keys.key, e))
-    }
-
-    /// Keeps the fencing counter of a lease held for days (`raise_fence.lua`): its expiry
-    /// set to a week again, and raised to `fence` if it fell below it (deleted). On every
-    /// node of a quorum, best effort: a node that does not answer is left as it is.
-    pub(crate) async fn keep_fence(&self, keys: &LockKeys, kind: Kind, fence: u64, token: &str) {
-        // A leader's term record is not touched: the plain lock's call keeps the counter.
-        let kind = if kind == Kind::Leader {
-            Kind::Mutex
-        } else {
-            kind
-        };
-        let call = scripts::raise_fence(keys, kind, fence, token);
-        let nodes: Vec<&node::Node> = if self.topology == Topology::Quorum {
-            self.nodes.iter().collect()
-        } else {
-            vec![self.primary()]
-        };
-        for node in nodes {
-            if let Err(e) = node.invoke::<u64>(&call).await {
-                tracing::debug!(error = %e, "keeping a fencing counter failed; the next day tries again");
-            }
-        }
+        self.across_reconnects(|| {
+            downgrade_on(self.primary(), keys, token, (announce, self.fence_keep()))
+        })
+        .await
+        .map_err(|e| self.error("downgrading a write lock", &keys.key, e))
     }
 
     /// Renews `batch`, telling `credit` each lease's outcome as soon as it is known (the

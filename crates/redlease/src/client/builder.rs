@@ -21,6 +21,18 @@ use super::handle::Client;
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one command may wait for its reply before it fails, by default.
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a grant keeps a name's fencing counter past the server's clock, by default
+/// (see [`ClientBuilder::fence_keep`]): one hour. Clock steps seen in practice (an NTP or
+/// chrony step, a leap second, a VM migrated or resumed) are milliseconds to minutes, so
+/// an hour tolerates a hundredfold of them, and a name locked once leaves its counter for
+/// an hour rather than the week of earlier versions. `FENCE_KEEP_MS` in
+/// `scripts/lib/fence.lua` is the same value: a client with this keep sends none.
+pub const DEFAULT_FENCE_KEEP: Duration = Duration::from_secs(3600);
+/// The shortest [`ClientBuilder::fence_keep`]: a second, a hundred times the coarser
+/// fencing clock of a quorum's nodes (10 ms steps).
+const MIN_FENCE_KEEP: Duration = Duration::from_secs(1);
+/// The longest [`ClientBuilder::fence_keep`]: a year.
+const MAX_FENCE_KEEP: Duration = Duration::from_secs(366 * 24 * 3600);
 
 /// Whether waiters learn of releases over pub/sub (the default) or only by polling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -53,6 +65,8 @@ pub struct ClientBuilder {
     holder_note: Option<String>,
     /// What every primitive of the client starts from.
     defaults: Defaults,
+    /// How long a grant keeps a name's fencing counter past the server's clock.
+    fence_keep: Duration,
     /// The application's own cluster connection, for commands.
     #[cfg(feature = "cluster")]
     cluster_connection: Option<redis::cluster_async::ClusterConnection>,
@@ -68,6 +82,7 @@ impl fmt::Debug for ClientBuilder {
             .field("tls", &self.tls)
             .field("holder_note", &self.holder_note)
             .field("defaults", &self.defaults)
+            .field("fence_keep", &self.fence_keep)
             .finish_non_exhaustive()
     }
 }
@@ -87,6 +102,7 @@ impl ClientBuilder {
                 wait: DEFAULT_WAIT,
                 renewal: Renewal::Auto,
             },
+            fence_keep: DEFAULT_FENCE_KEEP,
             #[cfg(feature = "cluster")]
             cluster_connection: None,
         }
@@ -163,6 +179,66 @@ impl ClientBuilder {
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
+    }
+
+    /// How long a grant keeps a name's fencing counter (`{prefix:name}\0fence`) past the
+    /// server's clock (default [`DEFAULT_FENCE_KEEP`], one hour): **the fencing tokens of a
+    /// name stay increasing as long as the server's clock never steps back by more than
+    /// this** (an NTP step, a failover to a node whose clock is behind).
+    ///
+    /// A grant hands out `max(counter + 1, server time in µs)` and keeps the counter
+    /// `keep + max(0, counter - now)`: until the clock has passed it, plus `keep`. Once it
+    /// expired, the clock alone is past every token handed out before, unless it steps
+    /// back by more than `keep`; then a grant may hand out a token at or below an earlier
+    /// one, and a fenced resource ([`crate::resource`]) refuses its writes until the clock
+    /// catches up. A longer keep tolerates larger steps and costs a key (about 72 bytes)
+    /// per name locked in that time; a hold longer than the keep needs nothing (its token
+    /// is recorded with its lease). The counter's loss by other means (a restart without
+    /// persistence, an asynchronous failover that lost it) is tolerated as before, as long
+    /// as the clock did not step back by more than the time since the last grant.
+    ///
+    /// Every client granting a name should use the same keep: a grant sets the counter's
+    /// expiry by its own client's. Whole milliseconds, rounded up; a client with the
+    /// default sends the scripts no argument for it.
+    ///
+    /// Checked when the client connects: less than a second or more than a year fails
+    /// [`connect`](Self::connect) with [`Error::InvalidOption`](crate::Error::InvalidOption).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example() -> redlease::Result<()> {
+    /// use std::time::Duration;
+    ///
+    /// // Tolerate the server's clock stepping back by up to a day.
+    /// let client = redlease::Client::builder("redis://127.0.0.1:6379")
+    ///     .fence_keep(Duration::from_secs(24 * 3600))
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn fence_keep(mut self, keep: Duration) -> Self {
+        self.fence_keep = keep;
+        self
+    }
+
+    /// The fence keep as the granting scripts take it: `None` for the default (the
+    /// scripts' own), else whole ms as text.
+    fn fence_keep_arg(&self) -> Result<Option<String>> {
+        if self.fence_keep < MIN_FENCE_KEEP || self.fence_keep > MAX_FENCE_KEEP {
+            return Err(crate::Error::InvalidOption {
+                option: "fence_keep",
+                reason: format!(
+                    "must be between {MIN_FENCE_KEEP:?} and {} days (the server's clock may step back by up to it), not {:?}",
+                    MAX_FENCE_KEEP.as_secs() / 86_400,
+                    self.fence_keep
+                ),
+            });
+        }
+        if self.fence_keep == DEFAULT_FENCE_KEEP {
+            return Ok(None);
+        }
+        let ms = self.fence_keep.as_nanos().div_ceil(1_000_000);
+        Ok(Some(ms.to_string()))
     }
 
     /// How waiters learn of releases (default [`Notifications::PubSub`]).

@@ -10,6 +10,7 @@ mod builder;
 mod handle;
 
 pub use builder::{
-    ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, Notifications,
+    ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FENCE_KEEP, DEFAULT_RESPONSE_TIMEOUT,
+    Notifications,
 };
 pub use handle::{Client, ClientStats, holder_details};

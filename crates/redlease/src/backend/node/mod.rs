@@ -472,10 +472,10 @@ pub(crate) async fn release_on(
     keys: &LockKeys,
     kind: Kind,
     token: &str,
-    notices: Notices,
+    (notices, fence_keep): (Notices, Option<&str>),
     own: Option<&str>,
 ) -> RedisResult<Released> {
-    let invocation = scripts::release(keys, kind, token, notices, own);
+    let invocation = scripts::release(keys, kind, token, notices, own, fence_keep);
     replies::released(
         scripts::release_name(kind),
         &node.invoke(&invocation).await?,
@@ -487,9 +487,9 @@ pub(crate) async fn downgrade_on(
     node: &Node,
     keys: &LockKeys,
     token: &str,
-    notices: Notices,
+    (notices, fence_keep): (Notices, Option<&str>),
 ) -> RedisResult<bool> {
-    let invocation = scripts::downgrade(keys, token, notices);
+    let invocation = scripts::downgrade(keys, token, notices, fence_keep);
     replies::flag("rw_downgrade.lua", &node.invoke(&invocation).await?)
 }
 

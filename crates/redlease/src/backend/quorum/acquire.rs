@@ -409,7 +409,13 @@ async fn raise_fence(
             .map(|&i| &deployment.nodes[i])
             .map(|node| async move {
                 node.health
-                    .call(node.invoke::<u64>(&scripts::raise_fence(keys, kind, fence, token)))
+                    .call(node.invoke::<u64>(&scripts::raise_fence(
+                        keys,
+                        kind,
+                        fence,
+                        token,
+                        deployment.fence_keep(),
+                    )))
                     .await
             }),
         timeout,

@@ -47,6 +47,8 @@ pub(super) struct OwnedAttempt {
     pub(super) ttl_ms: u64,
     pub(super) holder: String,
     pub(super) notices: Notices,
+    /// The client's `fence_keep` as the scripts take it (`Deployment::fence_keep`).
+    pub(super) fence_keep: Option<String>,
     /// How long a busy node keeps the mark of a waiter listening for release notices
     /// (`Join::Listen`), or `None` when this attempt does not listen.
     pub(super) listen_ms: Option<u64>,
@@ -62,6 +64,7 @@ impl OwnedAttempt {
             ttl_ms: args.ttl_ms,
             holder: args.holder.to_owned(),
             notices: deployment.announces(),
+            fence_keep: deployment.fence_keep.clone(),
             listen_ms: match args.join {
                 Join::Listen { linger_ms } => Some(linger_ms),
                 Join::No | Join::Leave | Join::Grants { .. } | Join::Silent { .. } => None,
@@ -81,6 +84,7 @@ impl OwnedAttempt {
                 .map_or(Join::No, |linger_ms| Join::Listen { linger_ms }),
             fence_step: scripts::QUORUM_FENCE_STEP,
             notices: self.notices,
+            fence_keep: self.fence_keep.as_deref(),
         };
         let invocation = scripts::acquire(&self.keys, &args);
         replies::acquire(&invocation.invoke_async(&mut conn).await?)
@@ -88,7 +92,14 @@ impl OwnedAttempt {
 
     /// The release script over one node's connection.
     pub(super) async fn release(&self, mut conn: Conn) -> RedisResult<bool> {
-        let invocation = scripts::release(&self.keys, self.kind, &self.token, self.notices, None);
+        let invocation = scripts::release(
+            &self.keys,
+            self.kind,
+            &self.token,
+            self.notices,
+            None,
+            self.fence_keep.as_deref(),
+        );
         // A quorum queues nobody, so nothing is handed on.
         replies::released(
             scripts::release_name(self.kind),
@@ -153,6 +164,7 @@ pub(super) fn give_back(
         ttl_ms: 0,
         holder: String::new(),
         notices: deployment.announces(),
+        fence_keep: deployment.fence_keep.clone(),
         listen_ms: None,
     });
     let mut releases: FuturesUnordered<_> = indexes

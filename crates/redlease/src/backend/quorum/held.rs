@@ -120,10 +120,14 @@ pub(crate) async fn downgrade(
 ) -> Result<bool> {
     let announce = deployment.announces();
     let replies = fan_out(
-        deployment
-            .nodes
-            .iter()
-            .map(|node| node.health.call(downgrade_on(node, keys, token, announce))),
+        deployment.nodes.iter().map(|node| {
+            node.health.call(downgrade_on(
+                node,
+                keys,
+                token,
+                (announce, deployment.fence_keep()),
+            ))
+        }),
         deployment.response_timeout,
     )
     .await;

@@ -20,7 +20,8 @@ impl ClientBuilder {
     /// the others keep connecting in the background as they are used.
     ///
     /// # Errors
-    /// [`Error::InvalidOption`] for a malformed URL or zero timeout, for TLS PEM that holds
+    /// [`Error::InvalidOption`] for a malformed URL or zero timeout, a
+    /// [`fence_keep`](Self::fence_keep) out of its bounds, for TLS PEM that holds
     /// no certificate or key (or a key that is not the certificate's), or for a
     /// `rediss://...#insecure` URL without
     /// [`danger_accept_invalid_certificates`](Self::danger_accept_invalid_certificates); [`Error::Redis`] when
@@ -45,6 +46,7 @@ impl ClientBuilder {
         validate_ttl(self.defaults.ttl)?;
         self.defaults.wait.validate()?;
         self.tls.validate()?;
+        let fence_keep = self.fence_keep_arg()?;
         let settings = Settings {
             endpoints: self.endpoints.clone(),
             connect_timeout: self.connect_timeout,
@@ -53,7 +55,8 @@ impl ClientBuilder {
             #[cfg(feature = "cluster")]
             cluster_connection: self.cluster_connection.clone(),
         };
-        let (deployment, pubsub) = Box::pin(backend::connect(&settings)).await?;
+        let (mut deployment, pubsub) = Box::pin(backend::connect(&settings)).await?;
+        deployment.fence_keep = fence_keep;
         let notifications = self.notifications == Notifications::PubSub;
         let wakeups = match &self.endpoints {
             // On the slot's primary over sharded pub/sub; on any node over classic pub/sub
