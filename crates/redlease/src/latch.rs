@@ -241,7 +241,8 @@ impl Latch {
     /// count down is reclaimed as expired one ttl later ([`Opened::is_broken`]); a party
     /// that never arrives keeps the others waiting until their [`wait`](Latch::wait)
     /// runs out. Reusable: the next arrivals after the barrier opened form the next
-    /// round. (Curator's `DistributedDoubleBarrier` enter, with leases.)
+    /// round, so a double barrier (enter, work, leave: Curator's
+    /// `DistributedDoubleBarrier`, with leases) is two calls on the same latch.
     ///
     /// # Errors
     /// [`Error::InvalidOption`] for zero parties; [`Error::Timeout`] when the wait ran

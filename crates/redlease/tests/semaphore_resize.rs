@@ -189,6 +189,7 @@ async fn bad_counts_and_a_quorum_are_refused() {
     }
 }
 
+#[cfg(feature = "blocking")]
 #[test]
 fn the_blocking_api_resizes() {
     let server = server();

@@ -407,6 +407,11 @@ impl Health {
     /// [`REST`]; any reply (even an error reply) means it is up.
     pub(crate) fn record<T>(&self, result: &RedisResult<T>) {
         let answered = !matches!(result, Err(e) if is_connection_error(e));
+        if answered && *self.answering.borrow() == Some(true) {
+            // Up, as before: nothing to change (a rest is set only with a failure, which
+            // records the node as not answering), and no lock written on the hot path.
+            return;
+        }
         if answered {
             *self.until() = None;
         } else {
