@@ -450,6 +450,17 @@ fn latch_notices(invocation: &mut Call, keys: &LockKeys, notices: Notices) {
         .set("sharded", notices.flag().unwrap_or(""));
 }
 
+/// The release channel and how to publish on it (`channel`, `sharded`), for a script
+/// that announces only where releases are announced at all (`notices` on).
+fn announce_when_on(invocation: &mut Call, keys: &LockKeys, notices: Notices) {
+    if notices.on() {
+        invocation.set("channel", &keys.channel);
+        if let Some(flag) = notices.flag() {
+            invocation.set("sharded", flag);
+        }
+    }
+}
+
 /// `latch_check.lua`: what a latch's waiter sees, `seen` the round it saw open on its
 /// previous check (`None`: its first check).
 pub(crate) fn latch_check(keys: &LockKeys, seen: Option<u64>, notices: Notices) -> Call {
@@ -749,12 +760,7 @@ pub(crate) fn downgrade(
 ) -> Call {
     let mut invocation = with_keys(&RW_DOWNGRADE, args::RW_DOWNGRADE, keys, Kind::Read);
     invocation.set("token", token);
-    if notices.on() {
-        invocation.set("channel", &keys.channel);
-        if let Some(flag) = notices.flag() {
-            invocation.set("sharded", flag);
-        }
-    }
+    announce_when_on(&mut invocation, keys, notices);
     invocation.fence_keep(fence_keep);
     invocation
 }
@@ -773,12 +779,7 @@ pub(crate) fn resize(
     let kind = Kind::Permit { permits, weight: 1 };
     let mut invocation = with_keys(&SEM_RESIZE, args::SEM_RESIZE, keys, kind);
     invocation.set("permits", permits).set("keep", keep_ms);
-    if notices.on() {
-        invocation.set("channel", &keys.channel);
-        if let Some(flag) = notices.flag() {
-            invocation.set("sharded", flag);
-        }
-    }
+    announce_when_on(&mut invocation, keys, notices);
     invocation.fence_keep(fence_keep);
     invocation
 }

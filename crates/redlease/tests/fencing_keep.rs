@@ -12,6 +12,7 @@
 )]
 
 mod common;
+mod prims;
 
 use std::time::Duration;
 
@@ -135,12 +136,7 @@ async fn a_counter_ahead_of_the_clock_is_kept_until_the_clock_passes_it() {
         .unwrap();
     let further = now_micros() + 90_000_000;
     let raised: i64 = redis::cmd("EVAL")
-        .arg(concat!(
-            include_str!("../scripts/lib/clock.lua"),
-            include_str!("../scripts/lib/common.lua"),
-            include_str!("../scripts/lib/fence.lua"),
-            include_str!("../scripts/raise_fence.lua")
-        ))
+        .arg(prims::RAISE_FENCE)
         .arg(2)
         .arg(keys.fence())
         .arg(keys.key())
@@ -159,12 +155,7 @@ async fn a_counter_ahead_of_the_clock_is_kept_until_the_clock_passes_it() {
     );
     // A counter already at or above the token is left as it is (value and expiry).
     let again: i64 = redis::cmd("EVAL")
-        .arg(concat!(
-            include_str!("../scripts/lib/clock.lua"),
-            include_str!("../scripts/lib/common.lua"),
-            include_str!("../scripts/lib/fence.lua"),
-            include_str!("../scripts/raise_fence.lua")
-        ))
+        .arg(prims::RAISE_FENCE)
         .arg(2)
         .arg(keys.fence())
         .arg(keys.key())

@@ -30,6 +30,7 @@ pub const RW_RELEASE: &str = lua::RW_RELEASE_LUA;
 pub const RW_DOWNGRADE: &str = lua::RW_DOWNGRADE_LUA;
 pub const LEASE_EXTEND: &str = lua::LEASE_EXTEND_LUA;
 pub const LEASE_RENEW: &str = lua::LEASE_RENEW_LUA;
+pub const RAISE_FENCE: &str = lua::RAISE_FENCE_LUA;
 /// The mutex's own scripts, for the conflict tests.
 pub const MUTEX_ACQUIRE: &str = lua::ACQUIRE_LUA;
 pub const MUTEX_RELEASE: &str = lua::RELEASE_LUA;
