@@ -142,7 +142,7 @@ features:
 	done
 	$(CARGO) clippy -p redlease --all-features --all-targets -- -D warnings
 	$(CARGO) clippy -p redlease-cli --no-default-features --all-targets -- -D warnings
-	$(CARGO) clippy -p redlease-cli --features metrics --all-targets -- -D warnings
+	$(CARGO) clippy -p redlease-cli --features metrics,peers --all-targets -- -D warnings
 
 # The declared rust-version (Cargo.toml) is checked by building with that toolchain; where
 # rustup cannot install it, the check is skipped with a note (clippy's incompatible_msrv
@@ -209,9 +209,9 @@ demo: redis
 	$(CARGO) run --release -q -p redlease-cli -- demo
 
 bench: redis
-	$(CARGO) run --release -q -p redlease-cli --features bench -- bench
-	$(CARGO) run --release -q -p redlease-cli --features bench -- bench --hot-cpus 2
-	$(CARGO) run --release -q -p redlease-cli --features bench -- bench --only scaling --plot docs/scaling.svg
+	$(CARGO) run --release -q -p redlease-cli --features peers -- bench
+	$(CARGO) run --release -q -p redlease-cli --features peers -- bench --hot-cpus 2
+	$(CARGO) run --release -q -p redlease-cli --features peers -- bench --only scaling --plot docs/scaling.svg
 	$(CARGO) run --release -q -p redlease --example renewal_cost
 	$(CARGO) run --release -q -p redlease --example quorum_latency
 	$(CARGO) run --release -q -p redlease --example free_path_commands

@@ -28,7 +28,7 @@ if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
 fi
 
 echo "building the release binaries"
-"$cargo" build --release -q -p redlease-cli --features bench || exit 2
+"$cargo" build --release -q -p redlease-cli --features peers || exit 2
 "$cargo" build --release -q -p redlease --example renewal_cost --example quorum_latency \
   --example free_path_commands || exit 2
 
@@ -102,7 +102,7 @@ run "Client instructions (callgrind)" "$bin" bench-callgrind --short 2000 --long
 # Last: the metrics build replaces target/release/redlease, rebuilt without it after.
 run "Client instructions with metrics recorded (callgrind)" \
   "$cargo" run --release -q -p redlease-cli --features metrics -- bench-callgrind --short 2000 --long 4000
-"$cargo" build --release -q -p redlease-cli --features bench || exit 2
+"$cargo" build --release -q -p redlease-cli --features peers || exit 2
 
 mv "$tmp" "$out"
 trap - EXIT

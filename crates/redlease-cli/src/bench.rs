@@ -19,6 +19,8 @@ mod hot;
 mod link;
 mod looped;
 mod pairs;
+#[cfg(feature = "peers")]
+mod peers;
 mod plot;
 mod processes;
 mod queued;
@@ -405,7 +407,7 @@ async fn measure(env: &Env, args: &BenchArgs, server: String) -> anyhow::Result<
     let mut comparisons = Vec::new();
     let uncontended = if args.runs(Group::Uncontended) {
         let (sides, compared) = uncontended::run(env, args.duration, args.pairs).await?;
-        comparisons.push(compared);
+        comparisons.extend(compared);
         sides
     } else {
         Vec::new()
@@ -421,7 +423,7 @@ async fn measure(env: &Env, args: &BenchArgs, server: String) -> anyhow::Result<
     };
     let quorum = if args.runs(Group::Quorum) {
         let (sides, compared) = quorum::run(env, args.duration, args.pairs).await?;
-        comparisons.push(compared);
+        comparisons.extend(compared);
         sides
     } else {
         Vec::new()

@@ -3,7 +3,7 @@
 //! holder details), the leases it holds ([`Holding`]), and giving leases back, also from
 //! operations that were dropped half-way ([`GiveBack`]) and at shutdown.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;

@@ -18,7 +18,7 @@
 //! last guard of that lease is released or dropped. A nested
 //! [`Lock::run`](crate::Lock::run) refuses to re-enter a lease that is not renewed.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};

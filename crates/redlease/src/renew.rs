@@ -27,7 +27,7 @@
 //! left for [`IDLE_LINGER`] and starts again with the next one: a client that takes and
 //! releases locks one after another keeps one task rather than spawning one per lease.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;

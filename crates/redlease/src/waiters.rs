@@ -3,7 +3,7 @@
 //! places: a waiter's place outlives its process by the queue's linger (minutes), and a
 //! hand-off skips a dead place only when it comes to it.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 

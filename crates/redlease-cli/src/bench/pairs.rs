@@ -178,10 +178,15 @@ impl Comparison {
             .iter()
             .map(|p| format!("{:.3}{}", p.ratio, if p.redlease_first { "" } else { "*" }))
             .collect();
+        // A comparison with a peer library is named after it ("... vs rslock").
+        let other = self
+            .name
+            .rsplit_once(" vs ")
+            .map_or("floor", |(_, peer)| peer);
         writeln!(
             out,
-            "  {}: redlease / floor {} median {:.3}x ({:.3}..{:.3}) over {} ABBA pairs of {} \
-             slices\n    per pair: {} (* = floor first)\n    {}: median {:.0} ({:.0}..{:.0}); \
+            "  {}: redlease / {other} {} median {:.3}x ({:.3}..{:.3}) over {} ABBA pairs of {} \
+             slices\n    per pair: {} (* = {other} first)\n    {}: median {:.0} ({:.0}..{:.0}); \
              {}: median {:.0} ({:.0}..{:.0})",
             self.name,
             self.unit,

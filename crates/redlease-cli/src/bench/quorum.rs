@@ -139,12 +139,13 @@ async fn connect(urls: &[String]) -> anyhow::Result<Vec<ConnectionManager>> {
 }
 
 /// Starts 5 private redis-servers and runs the redlease quorum client against the bare
-/// parallel Redlock loop in `pairs` interleaved slice pairs, `duration` in all per side.
+/// parallel Redlock loop in `pairs` interleaved slice pairs, `duration` in all per side;
+/// with the `peers` feature, against rslock's quorum too, in pairs of their own.
 pub(super) async fn run(
     env: &Env,
     duration: Duration,
     pairs: u32,
-) -> anyhow::Result<(Vec<Quorum>, Comparison)> {
+) -> anyhow::Result<(Vec<Quorum>, Vec<Comparison>)> {
     env.progress(&format!("quorum: starting {NODES} private redis-servers"));
     // Dropped last, after every connection to them.
     let nodes = tokio::task::spawn_blocking(|| redlease_local::Nodes::start(NODES))
@@ -166,7 +167,7 @@ pub(super) async fn run(
     let lock = client.lock(env.name("quorum"));
     let mut ours = Runner::new(
         "redlease quorum acquire + release",
-        Subject::Redlease(lock),
+        Subject::Redlease(lock.clone()),
         admins.clone(),
     );
     let mut floor = Runner::new(
@@ -176,13 +177,40 @@ pub(super) async fn run(
             key: env.key("bare-quorum"),
             seq: 0,
         }),
-        admins,
+        admins.clone(),
     );
     let comparison =
         looped::compare(env, "quorum of 5", duration, pairs, &mut ours, &mut floor).await?;
-    let results = vec![ours.finish().into(), floor.finish().into()];
+    let mut results = vec![ours.finish().into(), floor.finish().into()];
+    let mut comparisons = vec![comparison];
+    #[cfg(feature = "peers")]
+    {
+        let mut ours = Runner::new(
+            "redlease quorum (pairs with rslock)",
+            Subject::Redlease(lock),
+            admins.clone(),
+        );
+        let mut peer = Runner::new(
+            "rslock quorum lock + unlock",
+            Subject::Bare(super::peers::Rslock::new(&urls, env.key("rslock-quorum"))),
+            admins,
+        );
+        comparisons.push(
+            looped::compare(
+                env,
+                "quorum of 5 vs rslock",
+                duration,
+                pairs,
+                &mut ours,
+                &mut peer,
+            )
+            .await?,
+        );
+        results.push(ours.finish().into());
+        results.push(peer.finish().into());
+    }
     drop(client);
     drop(lines);
     drop(nodes);
-    Ok((results, comparison))
+    Ok((results, comparisons))
 }

@@ -211,7 +211,7 @@ impl Report {
                 change(ours.latency.p99, bare.latency.p99),
             )?;
         }
-        self.render_comparisons(out, |c| c.name == "uncontended")
+        self.render_comparisons(out, |c| c.name.starts_with("uncontended"))
     }
 
     /// The comparisons `which` selects.

@@ -47,12 +47,13 @@ impl Bare for BareLoop {
 }
 
 /// Runs scenarios 1 (redlease) and 2 (bare floor) in `pairs` interleaved slice pairs,
-/// `duration` in all for each side.
+/// `duration` in all for each side; with the `peers` feature, redlease against rslock too,
+/// in pairs of their own.
 pub(super) async fn run(
     env: &Env,
     duration: Duration,
     pairs: u32,
-) -> anyhow::Result<(Vec<Uncontended>, Comparison)> {
+) -> anyhow::Result<(Vec<Uncontended>, Vec<Comparison>)> {
     let client = env.client().await?;
     let lock = client.lock(env.name("uncontended"));
     env.clean_up_lock(&lock)?;
@@ -61,7 +62,7 @@ pub(super) async fn run(
     let servers = vec![env.admin.clone()];
     let mut ours = Runner::new(
         "redlease acquire + release",
-        Subject::Redlease(lock),
+        Subject::Redlease(lock.clone()),
         servers.clone(),
     );
     let mut floor = Runner::new(
@@ -71,9 +72,42 @@ pub(super) async fn run(
             lock: bare,
             seq: 0,
         }),
-        servers,
+        servers.clone(),
     );
     let comparison =
         looped::compare(env, "uncontended", duration, pairs, &mut ours, &mut floor).await?;
-    Ok((vec![ours.finish(), floor.finish()], comparison))
+    let mut sides = vec![ours.finish(), floor.finish()];
+    let mut comparisons = vec![comparison];
+    #[cfg(feature = "peers")]
+    {
+        let key = env.key("rslock-uncontended");
+        env.clean_up(&key);
+        let mut ours = Runner::new(
+            "redlease (pairs with rslock)",
+            Subject::Redlease(lock),
+            servers.clone(),
+        );
+        let mut peer = Runner::new(
+            "rslock lock + unlock",
+            Subject::Bare(super::peers::Rslock::new(
+                std::slice::from_ref(&env.url),
+                key,
+            )),
+            servers,
+        );
+        comparisons.push(
+            looped::compare(
+                env,
+                "uncontended vs rslock",
+                duration,
+                pairs,
+                &mut ours,
+                &mut peer,
+            )
+            .await?,
+        );
+        sides.push(ours.finish());
+        sides.push(peer.finish());
+    }
+    Ok((sides, comparisons))
 }

@@ -31,8 +31,8 @@
 //! given back at once (the release for that token, by [`Notifier::on_abandoned`]'s hook),
 //! rather than left with nobody for a ttl.
 
+use hashbrown::HashMap;
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 

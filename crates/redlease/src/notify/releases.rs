@@ -28,7 +28,7 @@
 //! out (it may have crashed without releasing) and when a subscription connection drops
 //! or comes back, so a lost message costs time, never correctness.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
