@@ -53,6 +53,11 @@ pub(crate) struct CallgrindArgs {
     /// Tasks of the contended loops
     #[arg(long, value_name = "N", default_value_t = 8)]
     workers: usize,
+    /// The quorum loops instead of the single server's: redlease's quorum client against
+    /// the bare parallel Redlock, over 5 private redis-servers; commands are summed over
+    /// the nodes
+    #[arg(long, conflicts_with = "contended")]
+    quorum: bool,
     /// The runtime of the measured loops
     #[arg(long, value_enum, value_name = "FLAVOR", default_value_t = Flavor::CurrentThread)]
     runtime: Flavor,
@@ -61,7 +66,8 @@ pub(crate) struct CallgrindArgs {
 /// Arguments of one measured loop, `redlease bench-callgrind-loop`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct LoopArgs {
-    /// The Redis to use (not `--redis`, which is the global connection option)
+    /// The Redis to use (not `--redis`, which is the global connection option); several,
+    /// comma-separated, for a quorum
     #[arg(long, value_name = "URL")]
     url: String,
     /// Which loop to run
@@ -119,34 +125,30 @@ pub(crate) fn main(args: &CallgrindArgs) -> anyhow::Result<ExitCode> {
         .output()
         .context("running valgrind; install it (make callgrind does: apt-get install valgrind)")?;
     let version = String::from_utf8_lossy(&version.stdout).trim().to_owned();
-    let server = redlease_local::RedisServer::start().context("starting a private redis-server")?;
+    let (nodes, single) = start_servers(args.quorum)?;
+    let servers: Vec<&redlease_local::RedisServer> = nodes
+        .iter()
+        .flat_map(redlease_local::Nodes::servers)
+        .chain(single.iter())
+        .collect();
+    let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
+    let url = urls.join(",");
     let dir = std::env::temp_dir().join(format!("redlease-callgrind-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let exe = std::env::current_exe().context("finding the redlease binary")?;
 
     let mut out = String::new();
-    let (sides, unit, what) = if args.contended {
-        (
-            [LoopSide::Contended, LoopSide::ContendedBare],
-            "section",
-            format!(
-                "contended critical section ({} tasks on one key, one Client / connection)",
-                args.workers
-            ),
-        )
-    } else {
-        (
-            [LoopSide::Redlease, LoopSide::Bare],
-            "pair",
-            "uncontended acquire + release".to_owned(),
-        )
-    };
+    let (sides, unit, what) = loops(args, urls.len());
     writeln!(
         out,
         "client instructions per {what} ({version}, callgrind Ir, all threads of the client, \
-         {:?} runtime; the private redis-server on port {} is not traced)",
+         {:?} runtime; the private redis-servers on ports {} are not traced)",
         args.runtime,
-        server.port()
+        servers
+            .iter()
+            .map(|s| s.port().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
     )?;
     writeln!(
         out,
@@ -161,9 +163,9 @@ pub(crate) fn main(args: &CallgrindArgs) -> anyhow::Result<ExitCode> {
         let mut stats = Vec::new();
         for n in [args.short, args.long] {
             let file = dir.join(format!("callgrind.{}.{n}.out", side.name()));
-            let before = command_calls(&server.url())?;
-            totals.push(measure(&exe, &server.url(), side, n, args, &file)?);
-            let after = command_calls(&server.url())?;
+            let before = command_calls(&urls)?;
+            totals.push(measure(&exe, &url, side, n, args, &file)?);
+            let after = command_calls(&urls)?;
             stats.push(before.delta(&after));
         }
         let (short, long) = (totals[0], totals[1]);
@@ -205,8 +207,53 @@ pub(crate) fn main(args: &CallgrindArgs) -> anyhow::Result<ExitCode> {
         .lock()
         .write_all(out.as_bytes())
         .context("writing the report")?;
-    drop(server);
+    drop(servers);
+    drop((nodes, single));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The private servers: 5 nodes for `quorum`, else one.
+fn start_servers(
+    quorum: bool,
+) -> anyhow::Result<(
+    Option<redlease_local::Nodes>,
+    Option<redlease_local::RedisServer>,
+)> {
+    Ok(if quorum {
+        let nodes = redlease_local::Nodes::start(super::quorum::NODES)
+            .context("starting the quorum's private redis-servers")?;
+        (Some(nodes), None)
+    } else {
+        let server =
+            redlease_local::RedisServer::start().context("starting a private redis-server")?;
+        (None, Some(server))
+    })
+}
+
+/// The two loops measured, what a unit of them is, and their description.
+fn loops(args: &CallgrindArgs, nodes: usize) -> ([LoopSide; 2], &'static str, String) {
+    if args.contended {
+        (
+            [LoopSide::Contended, LoopSide::ContendedBare],
+            "section",
+            format!(
+                "contended critical section ({} tasks on one key, one Client / connection)",
+                args.workers
+            ),
+        )
+    } else if args.quorum {
+        (
+            [LoopSide::Redlease, LoopSide::Bare],
+            "pair",
+            format!("uncontended acquire + release on a quorum of {nodes} (commands: all nodes')"),
+        )
+    } else {
+        (
+            [LoopSide::Redlease, LoopSide::Bare],
+            "pair",
+            "uncontended acquire + release".to_owned(),
+        )
+    }
 }
 
 /// One line: the calls per unit of each command that `side`'s longer run made more than
@@ -231,16 +278,20 @@ fn write_commands(
     writeln!(out)
 }
 
-/// `INFO commandstats` of the private server, read natively (not traced).
-fn command_calls(url: &str) -> anyhow::Result<super::stats::CommandStats> {
-    let mut conn = redis::Client::open(url)
-        .and_then(|c| c.get_connection())
-        .context("connecting to the private redis-server for INFO commandstats")?;
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut conn)
-        .context("INFO commandstats")?;
-    Ok(super::stats::CommandStats::parse(&info))
+/// `INFO commandstats` of the private servers, summed, read natively (not traced).
+fn command_calls(urls: &[String]) -> anyhow::Result<super::stats::CommandStats> {
+    let mut sum = super::stats::CommandStats::default();
+    for url in urls {
+        let mut conn = redis::Client::open(url.as_str())
+            .and_then(|c| c.get_connection())
+            .context("connecting to a private redis-server for INFO commandstats")?;
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut conn)
+            .context("INFO commandstats")?;
+        sum.add(super::stats::CommandStats::parse(&info));
+    }
+    Ok(sum)
 }
 
 /// Runs one loop under callgrind and returns its total instructions.
@@ -320,11 +371,15 @@ fn top_functions(file: &Path, n: usize) -> String {
 pub(crate) fn run_loop(args: &LoopArgs) -> anyhow::Result<ExitCode> {
     let runtime = args.runtime.build()?;
     runtime.block_on(async {
+        let urls: Vec<&str> = args.url.split(',').collect();
         let failed = match args.side {
             LoopSide::Redlease => {
-                let client = redlease::Client::connect(&args.url)
-                    .await
-                    .context("connecting to Redis")?;
+                let client = if urls.len() > 1 {
+                    redlease::Client::quorum(&urls).await
+                } else {
+                    redlease::Client::connect(&args.url).await
+                }
+                .context("connecting to Redis")?;
                 let lock = client.lock(format!("bench-callgrind-{}", std::process::id()));
                 let mut failed = 0u64;
                 for _ in 0..args.ops {
@@ -338,6 +393,18 @@ pub(crate) fn run_loop(args: &LoopArgs) -> anyhow::Result<ExitCode> {
                     .await
                     .context("shutting the client down")?;
                 failed
+            }
+            LoopSide::Bare if urls.len() > 1 => {
+                let urls: Vec<String> = urls.iter().map(|u| (*u).to_owned()).collect();
+                let mut redlock = super::quorum::BareRedlock::new(
+                    super::quorum::connect(&urls).await?,
+                    format!("redlease-bench:callgrind:{}", std::process::id()),
+                );
+                let mut checks = super::stats::LoopChecks::default();
+                for _ in 0..args.ops {
+                    super::looped::Bare::pair(&mut redlock, &mut checks).await;
+                }
+                checks.acquires_failed + checks.releases_failed
             }
             LoopSide::Bare => {
                 let redis = redis::Client::open(args.url.as_str()).context("opening the URL")?;

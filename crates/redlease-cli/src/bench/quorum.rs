@@ -65,13 +65,18 @@ impl From<LoopResult> for Quorum {
 }
 
 /// The bare Redlock: one connection per node.
-struct BareRedlock {
+pub(super) struct BareRedlock {
     conns: Vec<ConnectionManager>,
     key: String,
     seq: u64,
 }
 
 impl BareRedlock {
+    /// The bare Redlock of `key` over `conns`, one per node.
+    pub(super) fn new(conns: Vec<ConnectionManager>, key: String) -> Self {
+        Self { conns, key, seq: 0 }
+    }
+
     /// `SET NX PX` on every node at once: the nodes that granted it.
     async fn acquire(&mut self, token: &str) -> Vec<bool> {
         let key = &self.key;
@@ -125,7 +130,7 @@ impl Bare for BareRedlock {
 }
 
 /// A connection to every node at `urls`.
-async fn connect(urls: &[String]) -> anyhow::Result<Vec<ConnectionManager>> {
+pub(super) async fn connect(urls: &[String]) -> anyhow::Result<Vec<ConnectionManager>> {
     let mut conns = Vec::with_capacity(urls.len());
     for url in urls {
         let client = redis::Client::open(url.as_str()).context("opening a node's URL")?;
@@ -172,11 +177,7 @@ pub(super) async fn run(
     );
     let mut floor = Runner::new(
         "bare parallel Redlock",
-        Subject::Bare(BareRedlock {
-            conns,
-            key: env.key("bare-quorum"),
-            seq: 0,
-        }),
+        Subject::Bare(BareRedlock::new(conns, env.key("bare-quorum"))),
         admins.clone(),
     );
     let comparison =

@@ -89,6 +89,13 @@ impl CommandStats {
         )
     }
 
+    /// Adds another server's counts (a quorum's nodes, summed).
+    pub(super) fn add(&mut self, other: Self) {
+        for (name, calls) in other.0 {
+            *self.0.entry(name).or_default() += calls;
+        }
+    }
+
     /// What Redis executed between `self` (earlier) and `later`.
     pub(super) fn delta(&self, later: &Self) -> CommandDelta {
         let mut delta = CommandDelta::default();

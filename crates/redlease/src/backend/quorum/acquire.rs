@@ -265,9 +265,9 @@ async fn ask(
     };
     let shared = Arc::new(OwnedAttempt::of(deployment, keys, args));
     let timeout = deployment.response_timeout;
-    // How long a request may take once nobody listens to it any more: a slow node that
-    // still has to load the script (`NOSCRIPT`, then `EVAL` with the text) gets the
-    // whole lease to take the lock too, so that it is not left on a bare majority.
+    // How long the catch-up of a node whose request was called off may take (`finish`):
+    // up to the lease, each of its requests within the response timeout as well (the
+    // node's connection bounds every request).
     let background = timeout.max(Duration::from_millis(args.ttl_ms));
     let states: Arc<Vec<AtomicU8>> = Arc::new((0..nodes).map(|_| AtomicU8::new(WAITING)).collect());
     let mut pending: FuturesUnordered<NodeAttempt> = deployment
@@ -288,13 +288,11 @@ async fn ask(
                 {
                     return (i, None, turn);
                 }
-                let reply = health
-                    .call(async {
-                        tokio::time::timeout(background, attempt.acquire(conn.clone()))
-                            .await
-                            .unwrap_or_else(|_| Err(late()))
-                    })
-                    .await;
+                // Bounded by the node's connection: each request (an `EVALSHA`, and an
+                // `EVAL` after a `NOSCRIPT`) within the response timeout, or the connection
+                // is taken for silent and replaced. No timer of its own: five per attempt
+                // were a tenth of a quorum pair's client instructions.
+                let reply = health.call(attempt.acquire(conn.clone())).await;
                 (i, Some(reply), turn)
             });
             future
@@ -309,14 +307,23 @@ async fn ask(
         .iter()
         .map(|n| n.health.resting())
         .collect();
+    // One timer for the whole attempt, not one per reply awaited.
+    let deadline = tokio::time::sleep_until(deadline);
+    tokio::pin!(deadline);
     loop {
         let waited_for = pending.len() - asked.resting.iter().filter(|r| **r).count();
         if asked.decided(needed, waited_for) {
             break;
         }
-        let next = tokio::time::timeout_at(deadline, pending.next()).await;
-        let Ok(Some((i, reply, _turn))) = next else {
-            asked.timed_out = next.is_err();
+        let next = tokio::select! {
+            biased;
+            next = pending.next() => next,
+            () = &mut deadline => {
+                asked.timed_out = true;
+                break;
+            }
+        };
+        let Some((i, reply, _turn)) = next else {
             break;
         };
         if let Some(r) = asked.resting.get_mut(i) {

@@ -14,7 +14,7 @@ use crate::backend::deployment::Deployment;
 use crate::backend::node::Conn;
 use crate::keys::LockKeys;
 use crate::replies::{self, Reply};
-use crate::scripts::{self, AcquireArgs, Join, Kind, Notices};
+use crate::scripts::{self, AcquireArgs, Join, Kind};
 
 use super::turns::{Turn, TurnKey};
 
@@ -25,7 +25,7 @@ pub(super) async fn give_back_on(
     node: usize,
     timeout: Duration,
 ) {
-    let released = tokio::time::timeout(timeout, shared.release(conn)).await;
+    let released = tokio::time::timeout(timeout, shared.release.on(conn)).await;
     if !matches!(released, Ok(Ok(_))) {
         tracing::debug!(node, "a late quorum node did not confirm a give-back");
     }
@@ -39,71 +39,68 @@ pub(super) fn may_have_run(e: &redis::RedisError) -> bool {
     crate::error::is_connection_error(e) && !e.is_connection_refusal()
 }
 
-/// An attempt's arguments, owned.
+/// An attempt's calls, owned, for the requests it leaves to the background: built once,
+/// the same on every node (building them per node was a twentieth of a quorum pair's
+/// client instructions).
 pub(super) struct OwnedAttempt {
-    pub(super) keys: LockKeys,
-    pub(super) kind: Kind,
-    pub(super) token: String,
-    pub(super) ttl_ms: u64,
-    pub(super) holder: String,
-    pub(super) notices: Notices,
-    /// The client's `fence_keep` as the scripts take it (`Deployment::fence_keep`).
-    pub(super) fence_keep: Option<String>,
-    /// How long a busy node keeps the mark of a waiter listening for release notices
-    /// (`Join::Listen`), or `None` when this attempt does not listen.
-    pub(super) listen_ms: Option<u64>,
+    /// The acquire script (without queueing).
+    call: scripts::Call,
+    release: Release,
 }
 
 impl OwnedAttempt {
-    /// `args` owned, for the requests an attempt leaves to the background.
     pub(super) fn of(deployment: &Deployment, keys: &LockKeys, args: &AcquireArgs<'_>) -> Self {
-        Self {
-            keys: keys.clone(),
-            kind: args.kind,
-            token: args.token.to_owned(),
-            ttl_ms: args.ttl_ms,
-            holder: args.holder.to_owned(),
-            notices: deployment.announces(),
-            fence_keep: deployment.fence_keep.clone(),
-            listen_ms: match args.join {
-                Join::Listen { linger_ms } => Some(linger_ms),
-                Join::No | Join::Leave | Join::Grants { .. } | Join::Silent { .. } => None,
+        let join = match args.join {
+            Join::Listen { linger_ms } => Join::Listen { linger_ms },
+            Join::No | Join::Leave | Join::Grants { .. } | Join::Silent { .. } => Join::No,
+        };
+        let call = scripts::acquire(
+            keys,
+            &AcquireArgs {
+                join,
+                fence_step: scripts::QUORUM_FENCE_STEP,
+                notices: deployment.announces(),
+                fence_keep: deployment.fence_keep.as_deref(),
+                ..*args
             },
+        );
+        Self {
+            call,
+            release: Release::new(deployment, keys, args.kind, args.token),
         }
     }
 
-    /// The acquire script (without queueing) over one node's connection.
+    /// The acquire script over one node's connection.
     pub(super) async fn acquire(&self, mut conn: Conn) -> RedisResult<Reply> {
-        let args = AcquireArgs {
-            kind: self.kind,
-            token: &self.token,
-            ttl_ms: self.ttl_ms,
-            holder: &self.holder,
-            join: self
-                .listen_ms
-                .map_or(Join::No, |linger_ms| Join::Listen { linger_ms }),
-            fence_step: scripts::QUORUM_FENCE_STEP,
-            notices: self.notices,
-            fence_keep: self.fence_keep.as_deref(),
-        };
-        let invocation = scripts::acquire(&self.keys, &args);
-        replies::acquire(&invocation.invoke_async(&mut conn).await?)
+        replies::acquire(&self.call.invoke_async(&mut conn).await?)
+    }
+}
+
+/// The release script of one token, the same call on every node.
+pub(super) struct Release {
+    call: scripts::Call,
+    kind: Kind,
+}
+
+impl Release {
+    fn new(deployment: &Deployment, keys: &LockKeys, kind: Kind, token: &str) -> Self {
+        let call = scripts::release(
+            keys,
+            kind,
+            token,
+            deployment.announces(),
+            None,
+            deployment.fence_keep.as_deref(),
+        );
+        Self { call, kind }
     }
 
     /// The release script over one node's connection.
-    pub(super) async fn release(&self, mut conn: Conn) -> RedisResult<bool> {
-        let invocation = scripts::release(
-            &self.keys,
-            self.kind,
-            &self.token,
-            self.notices,
-            None,
-            self.fence_keep.as_deref(),
-        );
+    async fn on(&self, mut conn: Conn) -> RedisResult<bool> {
         // A quorum queues nobody, so nothing is handed on.
         replies::released(
             scripts::release_name(self.kind),
-            &invocation.invoke_async(&mut conn).await?,
+            &self.call.invoke_async(&mut conn).await?,
         )
         .map(|released| released.was_held())
     }
@@ -157,16 +154,7 @@ pub(super) fn give_back(
 ) -> mpsc::UnboundedReceiver<(usize, RedisResult<bool>)> {
     let (tx, rx) = mpsc::unbounded_channel();
     let timeout = deployment.response_timeout;
-    let shared = Arc::new(OwnedAttempt {
-        keys: keys.clone(),
-        kind,
-        token: token.to_owned(),
-        ttl_ms: 0,
-        holder: String::new(),
-        notices: deployment.announces(),
-        fence_keep: deployment.fence_keep.clone(),
-        listen_ms: None,
-    });
+    let shared = Arc::new(Release::new(deployment, keys, kind, token));
     let mut releases: FuturesUnordered<_> = indexes
         .iter()
         .filter_map(|&i| Some((i, deployment.nodes.get(i)?)))
@@ -176,7 +164,7 @@ pub(super) fn give_back(
             let shared = Arc::clone(&shared);
             async move {
                 turn.wait().await;
-                let result = tokio::time::timeout(timeout, shared.release(conn))
+                let result = tokio::time::timeout(timeout, shared.on(conn))
                     .await
                     .unwrap_or_else(|_| Err(late()));
                 drop(turn);
