@@ -149,7 +149,7 @@ def _read_pem(path: Optional[Union[str, "os.PathLike[str]"]], option: str) -> Op
 
 def _options(url: Union[str, Sequence[str]], prefix: Optional[str], connect_timeout: Optional[Seconds],
              response_timeout: Optional[Seconds], tls_ca: Any, tls_cert: Any, tls_key: Any,
-             holder_note: Optional[str]) -> Any:
+             holder_note: Optional[str], fence_keep: Optional[Seconds]) -> Any:
     urls = [url] if isinstance(url, str) else list(url)
     if not all(isinstance(u, str) for u in urls):
         raise TypeError("a Redis URL is a str (or a list of them for a quorum)")
@@ -157,7 +157,7 @@ def _options(url: Union[str, Sequence[str]], prefix: Optional[str], connect_time
         urls, prefix, _seconds(connect_timeout, "connect_timeout", none_ok=True),
         _seconds(response_timeout, "response_timeout", none_ok=True),
         _read_pem(tls_ca, "tls_ca"), _read_pem(tls_cert, "tls_cert"), _read_pem(tls_key, "tls_key"),
-        holder_note,
+        holder_note, _seconds(fence_keep, "fence_keep", none_ok=True),
     )
 
 
@@ -655,7 +655,7 @@ class Client(_ClientBase):
     def connect(cls, url: Union[str, Sequence[str]], *, prefix: Optional[str] = None,
                 connect_timeout: Optional[Seconds] = None, response_timeout: Optional[Seconds] = None,
                 tls_ca: Any = None, tls_cert: Any = None, tls_key: Any = None,
-                holder_note: Optional[str] = None) -> "Client":
+                holder_note: Optional[str] = None, fence_keep: Optional[Seconds] = None) -> "Client":
         """Connects, waiting for the connection; raises ``ConnectionError`` (or
         ``AuthError``) when it cannot. A client made before ``os.fork()`` connects afresh
         in the child on its first call.
@@ -670,19 +670,22 @@ class Client(_ClientBase):
         in one queue on the same names. ``connect_timeout`` and ``response_timeout`` bound
         connecting and each reply (seconds); ``tls_ca`` (a PEM file of the roots to trust),
         ``tls_cert`` and ``tls_key`` (a client certificate and its key, PEM files) configure
-        TLS; ``holder_note`` is recorded beside every lock held, for operators."""
+        TLS; ``holder_note`` is recorded beside every lock held, for operators;
+        ``fence_keep`` (seconds, 1 to a year; default an hour) is how long a name's fencing
+        counter is kept past the server's clock after a grant, the largest step back of the
+        server's clock its tokens survive (give every client of a name the same)."""
         return cls(_native.Client.connect(_options(url, prefix, connect_timeout, response_timeout,
-                                                   tls_ca, tls_cert, tls_key, holder_note)))
+                                                   tls_ca, tls_cert, tls_key, holder_note, fence_keep)))
 
     @classmethod
     def from_url(cls, url: Union[str, Sequence[str]], *, prefix: Optional[str] = None,
                  connect_timeout: Optional[Seconds] = None, response_timeout: Optional[Seconds] = None,
                  tls_ca: Any = None, tls_cert: Any = None, tls_key: Any = None,
-                 holder_note: Optional[str] = None) -> "Client":
+                 holder_note: Optional[str] = None, fence_keep: Optional[Seconds] = None) -> "Client":
         """A client that connects on its first call (no I/O now): for a client made at
         import. The options are ``connect``'s."""
         return cls(_native.Client.from_url(_options(url, prefix, connect_timeout, response_timeout,
-                                                    tls_ca, tls_cert, tls_key, holder_note)))
+                                                    tls_ca, tls_cert, tls_key, holder_note, fence_keep)))
 
     def shutdown(self) -> None:
         """Gives back every lease this client holds and withdraws its waiting requests
@@ -1104,21 +1107,21 @@ class AsyncClient(_ClientBase):
     async def connect(cls, url: Union[str, Sequence[str]], *, prefix: Optional[str] = None,
                       connect_timeout: Optional[Seconds] = None, response_timeout: Optional[Seconds] = None,
                       tls_ca: Any = None, tls_cert: Any = None, tls_key: Any = None,
-                      holder_note: Optional[str] = None) -> "AsyncClient":
+                      holder_note: Optional[str] = None, fence_keep: Optional[Seconds] = None) -> "AsyncClient":
         """Connects (the options are ``Client.connect``'s)."""
         options = _options(url, prefix, connect_timeout, response_timeout, tls_ca, tls_cert, tls_key,
-                           holder_note)
+                           holder_note, fence_keep)
         return cls(await _bridge(lambda cb: _native.Client.connect_with(options, cb)))
 
     @classmethod
     def from_url(cls, url: Union[str, Sequence[str]], *, prefix: Optional[str] = None,
                  connect_timeout: Optional[Seconds] = None, response_timeout: Optional[Seconds] = None,
                  tls_ca: Any = None, tls_cert: Any = None, tls_key: Any = None,
-                 holder_note: Optional[str] = None) -> "AsyncClient":
+                 holder_note: Optional[str] = None, fence_keep: Optional[Seconds] = None) -> "AsyncClient":
         """A client that connects on its first call (no I/O now, no event loop needed): for
         a client made at import, as in a FastAPI app. The options are ``Client.connect``'s."""
         return cls(_native.Client.from_url(_options(url, prefix, connect_timeout, response_timeout,
-                                                    tls_ca, tls_cert, tls_key, holder_note)))
+                                                    tls_ca, tls_cert, tls_key, holder_note, fence_keep)))
 
 
 # the decorator

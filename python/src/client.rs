@@ -277,13 +277,14 @@ pub(crate) struct Settings {
     tls_ca: Option<Vec<u8>>,
     tls_cert: Option<(Vec<u8>, Vec<u8>)>,
     holder_note: Option<String>,
+    fence_keep: Option<Duration>,
 }
 
 #[pymethods]
 impl Options {
     /// The options of `Client.connect` (the files already read: PEM bytes).
     #[new]
-    #[pyo3(signature = (urls, prefix=None, connect_timeout=None, response_timeout=None, tls_ca=None, tls_cert=None, tls_key=None, holder_note=None))]
+    #[pyo3(signature = (urls, prefix=None, connect_timeout=None, response_timeout=None, tls_ca=None, tls_cert=None, tls_key=None, holder_note=None, fence_keep=None))]
     #[allow(
         clippy::too_many_arguments,
         reason = "the Python constructor's arguments, one per connection option"
@@ -298,6 +299,7 @@ impl Options {
         tls_cert: Option<Vec<u8>>,
         tls_key: Option<Vec<u8>>,
         holder_note: Option<String>,
+        fence_keep: Option<f64>,
     ) -> PyResult<Self> {
         let checked = || -> Result<Self, Failure> {
             let invalid = |reason: &str| Failure::Binding("InvalidOption", reason.to_owned());
@@ -325,6 +327,9 @@ impl Options {
                 tls_ca,
                 tls_cert,
                 holder_note,
+                fence_keep: fence_keep
+                    .map(|t| duration("fence_keep", t))
+                    .transpose()?,
             })))
         };
         checked().map_err(|e| e.into_pyerr(py))
@@ -355,6 +360,9 @@ impl Settings {
         }
         if let Some(note) = &self.holder_note {
             builder = builder.holder_note(note.clone());
+        }
+        if let Some(keep) = self.fence_keep {
+            builder = builder.fence_keep(keep);
         }
         Ok(builder.connect().await?)
     }
