@@ -327,9 +327,7 @@ impl Options {
                 tls_ca,
                 tls_cert,
                 holder_note,
-                fence_keep: fence_keep
-                    .map(|t| duration("fence_keep", t))
-                    .transpose()?,
+                fence_keep: fence_keep.map(|t| duration("fence_keep", t)).transpose()?,
             })))
         };
         checked().map_err(|e| e.into_pyerr(py))
