@@ -139,16 +139,19 @@ pub(crate) fn main(args: &CallgrindArgs) -> anyhow::Result<ExitCode> {
 
     let mut out = String::new();
     let (sides, unit, what) = loops(args, urls.len());
+    let ports: Vec<String> = servers.iter().map(|s| s.port().to_string()).collect();
+    let untraced = match ports.as_slice() {
+        [port] => format!("the private redis-server on port {port} is not traced"),
+        ports => format!(
+            "the private redis-servers on ports {} are not traced",
+            ports.join(", ")
+        ),
+    };
     writeln!(
         out,
         "client instructions per {what} ({version}, callgrind Ir, all threads of the client, \
-         {:?} runtime; the private redis-servers on ports {} are not traced)",
+         {:?} runtime; {untraced})",
         args.runtime,
-        servers
-            .iter()
-            .map(|s| s.port().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
     )?;
     writeln!(
         out,
