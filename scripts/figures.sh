@@ -4,8 +4,8 @@
 # shared holds, held leases and queued waiters at scale, the quorum and renewal examples,
 # Redis commands per uncontended operation of each primitive, Redis' time and
 # instructions and the client's instructions per uncontended pair, the latter with and
-# without metrics), one after another against private redis-servers, the plots redrawn
-# in docs/. The whole output goes to FIGURES.md (or $1), headed by the commit measured,
+# without metrics and on a quorum; rslock beside redlease where the bench measures it),
+# one after another against private redis-servers, the plots redrawn in docs/. The whole output goes to FIGURES.md (or $1), headed by the commit measured,
 # the machine and the load average around each command. Run it on an otherwise idle
 # machine: every host of this project has 2 vCPUs shared by client and servers. Takes
 # about 20 minutes. REDIS_SERVER=path (a redis-server built with debug info) gives the
@@ -99,6 +99,7 @@ run "Redis commands per uncontended operation" "$examples/free_path_commands"
 run "Redis' own time per uncontended pair" bash scripts/redis-cpu.sh 20000 3
 run "Redis instructions per uncontended pair (callgrind)" bash scripts/redis-callgrind.sh
 run "Client instructions (callgrind)" "$bin" bench-callgrind --short 2000 --long 4000
+run "Client instructions on a quorum of 5 (callgrind)" "$bin" bench-callgrind --quorum --short 1000 --long 2000
 # Last: the metrics build replaces target/release/redlease, rebuilt without it after.
 run "Client instructions with metrics recorded (callgrind)" \
   "$cargo" run --release -q -p redlease-cli --features metrics -- bench-callgrind --short 2000 --long 4000
