@@ -182,10 +182,11 @@ pub(super) async fn run(
     );
     let comparison =
         looped::compare(env, "quorum of 5", duration, pairs, &mut ours, &mut floor).await?;
-    let mut results = vec![ours.finish().into(), floor.finish().into()];
-    let mut comparisons = vec![comparison];
+    let results: Vec<Quorum> = vec![ours.finish().into(), floor.finish().into()];
+    let comparisons = vec![comparison];
     #[cfg(feature = "peers")]
-    {
+    let (results, comparisons) = {
+        let (mut results, mut comparisons) = (results, comparisons);
         let mut ours = Runner::new(
             "redlease quorum (pairs with rslock)",
             Subject::Redlease(lock),
@@ -209,7 +210,8 @@ pub(super) async fn run(
         );
         results.push(ours.finish().into());
         results.push(peer.finish().into());
-    }
+        (results, comparisons)
+    };
     drop(client);
     drop(lines);
     drop(nodes);

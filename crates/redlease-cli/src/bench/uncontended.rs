@@ -76,10 +76,11 @@ pub(super) async fn run(
     );
     let comparison =
         looped::compare(env, "uncontended", duration, pairs, &mut ours, &mut floor).await?;
-    let mut sides = vec![ours.finish(), floor.finish()];
-    let mut comparisons = vec![comparison];
+    let sides = vec![ours.finish(), floor.finish()];
+    let comparisons = vec![comparison];
     #[cfg(feature = "peers")]
-    {
+    let (sides, comparisons) = {
+        let (mut sides, mut comparisons) = (sides, comparisons);
         let key = env.key("rslock-uncontended");
         env.clean_up(&key);
         let mut ours = Runner::new(
@@ -108,6 +109,7 @@ pub(super) async fn run(
         );
         sides.push(ours.finish());
         sides.push(peer.finish());
-    }
+        (sides, comparisons)
+    };
     Ok((sides, comparisons))
 }
