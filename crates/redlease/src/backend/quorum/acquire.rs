@@ -290,8 +290,9 @@ async fn ask(
                 }
                 // Bounded by the node's connection: each request (an `EVALSHA`, and an
                 // `EVAL` after a `NOSCRIPT`) within the response timeout, or the connection
-                // is taken for silent and replaced. No timer of its own: five per attempt
-                // were a tenth of a quorum pair's client instructions.
+                // is taken for silent and replaced. No timer of its own: five per attempt,
+                // with one per reply awaited, were 7% of a quorum pair's client
+                // instructions.
                 let reply = health.call(attempt.acquire(conn.clone())).await;
                 (i, Some(reply), turn)
             });

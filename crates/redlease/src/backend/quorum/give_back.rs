@@ -40,8 +40,8 @@ pub(super) fn may_have_run(e: &redis::RedisError) -> bool {
 }
 
 /// An attempt's calls, owned, for the requests it leaves to the background: built once,
-/// the same on every node (building them per node was a twentieth of a quorum pair's
-/// client instructions).
+/// the same on every node (building them per node was 8% of a quorum pair's client
+/// instructions).
 pub(super) struct OwnedAttempt {
     /// The acquire script (without queueing).
     call: scripts::Call,
