@@ -8,7 +8,12 @@
 -- lib/common.lua .. lib/fence.lua .. raise_fence.lua (for its FENCE_KEEP_MS: it grants
 -- nothing).
 --   KEYS[1] fencing counter   KEYS[2] lock key (a read-write lock: its ZSET of holds)
---   KEYS[3] (optional; an election's lock) its term record
+--   KEYS[3] (optional; a lock or an election's lock) its holder details ("<fence>
+--           <details>", acquire.lua): a recorded token below ARGV[1] becomes ARGV[1], so
+--           that every node holding the lock records the token its holder uses (a fan-out
+--           that straddled a fencing step granted the lower one on some nodes; inspection
+--           reports what a majority records)
+--   KEYS[4] (optional; an election's lock) its term record
 -- ARGV: fence token zset_or_channel fence_keep
 --   ARGV[1] the fencing token chosen for the new holder   ARGV[2] owner token
 --   ARGV[3] (optional) "zset" when KEYS[2] is a ZSET of holds rather than a lock key;
@@ -16,7 +21,7 @@
 --   ARGV[4] (optional) how long the fencing counter is kept past the clock, in ms (the
 --           client's fence_keep; absent or "": lib/fence.lua's default); ARGV[3] is then
 --           sent, empty when unused
--- With KEYS[3], the term record becomes "<ARGV[1]> <ARGV[2]>" and KEYS[2] is published on
+-- With KEYS[4], the term record becomes "<ARGV[1]> <ARGV[2]>" and KEYS[2] is published on
 -- ARGV[3]: readers of the election report a leader only once a majority of the nodes
 -- holding it recorded its term (see backend/quorum, `leader`), so its observers must look
 -- again then. The record has no expiry: a leader may lead for longer than any expiry
@@ -51,7 +56,17 @@ if current < fence then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', string.format('%d', px))
 end
 if KEYS[3] then
-  redis.call('SET', KEYS[3], ARGV[1] .. ' ' .. ARGV[2])
+  local recorded = redis.call('GET', KEYS[3])
+  local was, details = nil, nil
+  if recorded then
+    was, details = string.match(recorded, '^(%d+) (.*)$')
+  end
+  if was and tonumber(was) < fence then
+    redis.call('SET', KEYS[3], ARGV[1] .. ' ' .. details, 'KEEPTTL')
+  end
+end
+if KEYS[4] then
+  redis.call('SET', KEYS[4], ARGV[1] .. ' ' .. ARGV[2])
   redis.call('PUBLISH', ARGV[3], KEYS[2])
 end
 return 1

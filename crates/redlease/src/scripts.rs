@@ -887,7 +887,7 @@ fn raise_fence_args(keys: &LockKeys, kind: Kind, fence: u64, token: &str) -> Cal
             let mut invocation = Call::new(
                 &RAISE_FENCE,
                 args::RAISE_FENCE,
-                &[&keys.fence, &keys.key, &keys.term],
+                &[&keys.fence, &keys.key, &keys.holder, &keys.term],
             );
             invocation
                 .set("fence", fence)
@@ -904,7 +904,16 @@ fn raise_fence_args(keys: &LockKeys, kind: Kind, fence: u64, token: &str) -> Cal
                 .set("zset_or_channel", "zset");
             invocation
         }
-        Kind::Mutex | Kind::Permit { .. } => {
+        Kind::Mutex => {
+            let mut invocation = Call::new(
+                &RAISE_FENCE,
+                args::RAISE_FENCE,
+                &[&keys.fence, &keys.key, &keys.holder],
+            );
+            invocation.set("fence", fence).set("token", token);
+            invocation
+        }
+        Kind::Permit { .. } => {
             let mut invocation =
                 Call::new(&RAISE_FENCE, args::RAISE_FENCE, &[&keys.fence, &keys.key]);
             invocation.set("fence", fence).set("token", token);

@@ -523,3 +523,38 @@ async fn uncontended_acquires_need_no_fence_write_back() {
         );
     }
 }
+
+/// A token that only some of the granting nodes reached (a counter ahead on one node, as a
+/// fan-out that straddles a fencing step leaves one) is written back to the others with
+/// their holder details: every node holding the lock records the token its holder uses,
+/// and inspection, which reports what a majority records, shows that token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_written_back_token_is_recorded_with_the_holder() {
+    let mut nodes = nodes(3);
+    let client = quorum(&nodes.urls()).await;
+    let lock = client.lock("ahead");
+    let keys = lock.keys().unwrap();
+    let mut first = raw(&nodes[0]).await;
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut first).await.unwrap();
+    let ahead = secs * 1_000_000 + micros + 60_000_000;
+    let _: () = first.set(keys.fence(), ahead).await.unwrap();
+    // The majority must include the node whose counter is ahead.
+    nodes.servers_mut()[2].kill();
+    let guard = bounded("acquire", lock.acquire()).await.unwrap();
+    let token = guard.fencing_token().get();
+    assert_eq!(token, ahead + 1, "the node ahead decides the token");
+    let mut second = raw(&nodes[1]).await;
+    for (node, conn) in [("0", &mut first), ("1", &mut second)] {
+        let details: String = conn.get(keys.holder()).await.unwrap();
+        assert!(
+            details.starts_with(&format!("{token} ")),
+            "node {node} records `{details}`, not the token {token}"
+        );
+    }
+    let seen = client.inspect("ahead").await.unwrap();
+    assert_eq!(
+        seen.snapshot.holders[0].fencing_token,
+        Some(guard.fencing_token())
+    );
+    bounded("release", guard.release()).await.unwrap();
+}

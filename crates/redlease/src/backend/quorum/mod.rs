@@ -25,8 +25,10 @@
 //! node's time in µs)` (the hybrid clock of `scripts/lib/fence.lua`). The holder's token
 //! is the **largest** counter among the granting majority, and before `acquire` returns
 //! at least a majority of nodes hold a counter at or above it: granting nodes whose
-//! counter is lower get it written back (`raise_fence.lua`: raise, never lower), a second
-//! round trip that the steady state skips: a quorum client asks its nodes for a fencing
+//! counter is lower get it written back (`raise_fence.lua`: raise, never lower; a lock's
+//! holder details there record the token too, so that inspection, which reports what a
+//! majority records, shows the token the holder uses), a second round trip that the
+//! steady state skips: a quorum client asks its nodes for a fencing
 //! clock of 10 ms steps (`scripts::QUORUM_FENCE_STEP`), so the nodes of one attempt, which
 //! answer within the same step, grant the same token. The write-back goes only
 //! to nodes that granted this attempt and counts only where the lock key still holds our
