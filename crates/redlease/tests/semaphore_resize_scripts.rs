@@ -8,8 +8,8 @@ mod common;
 mod prims;
 
 use prims::{
-    Keys, Listener, exists, lrange, pttl, sem_acquire, sem_release, sem_resize, server_error,
-    until_expired, zcard,
+    Keys, Listener, exists, lrange, pttl, sem_acquire, sem_attempt as attempt, sem_release,
+    sem_resize, server_error, until_expired, zcard,
 };
 use redis::Script;
 
@@ -17,18 +17,6 @@ const LONG: u64 = 60_000;
 const LINGER: u64 = 60_000;
 /// The keep sent with each resize: a day, as the library's `RESIZE_KEEP`.
 const KEEP: u64 = 24 * 3_600_000;
-
-async fn attempt(
-    conn: &mut redis::aio::MultiplexedConnection,
-    keys: &Keys,
-    token: &str,
-    permits: u64,
-) -> i64 {
-    sem_acquire(conn, keys, token, LONG, permits, None)
-        .await
-        .unwrap()
-        .0
-}
 
 /// `token` "e" asking `take` permits at once of `asked`, without queueing.
 async fn ask(
@@ -92,7 +80,7 @@ async fn acquisitions_take_the_resized_count_and_the_weight_check_uses_it() {
     let server = common::server();
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("sem:resize-acquire");
-    assert_eq!(attempt(&mut conn, &keys, "a", 2).await, 1);
+    assert_eq!(attempt(&mut conn, &keys, "a", 2).await.0, 1);
     assert_eq!(
         sem_resize(&mut conn, &keys, 3, KEEP, false).await.unwrap(),
         2
@@ -105,9 +93,9 @@ async fn acquisitions_take_the_resized_count_and_the_weight_check_uses_it() {
         "kept a day: {left}"
     );
     // Asking with the old count (2) acquires against the stored one (3).
-    assert_eq!(attempt(&mut conn, &keys, "b", 2).await, 1);
-    assert_eq!(attempt(&mut conn, &keys, "c", 2).await, 1);
-    assert_eq!(attempt(&mut conn, &keys, "d", 2).await, 0, "3 is the cap");
+    assert_eq!(attempt(&mut conn, &keys, "b", 2).await.0, 1);
+    assert_eq!(attempt(&mut conn, &keys, "c", 2).await.0, 1);
+    assert_eq!(attempt(&mut conn, &keys, "d", 2).await.0, 0, "3 is the cap");
     // An acquisition's weight is checked against the count in force.
     let (code, text) = server_error(ask(&mut conn, &keys, 2, 4).await);
     assert_eq!(code, "REDLEASE_ASKED", "{text}");
@@ -140,7 +128,7 @@ async fn an_unresized_count_still_refuses_another() {
     let server = common::server();
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("sem:resize-mismatch");
-    assert_eq!(attempt(&mut conn, &keys, "a", 2).await, 1);
+    assert_eq!(attempt(&mut conn, &keys, "a", 2).await.0, 1);
     let (code, text) = server_error(sem_acquire(&mut conn, &keys, "b", LONG, 3, None).await);
     assert_eq!(code, "REDLEASE_PERMITS", "{text}");
     assert_eq!(stored(&mut conn, &keys).await.as_deref(), Some("2"));
@@ -151,7 +139,7 @@ async fn a_raised_count_is_handed_to_the_queue_and_a_lowered_one_revokes_nobody(
     let server = common::server();
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("sem:resize-serve");
-    assert_eq!(attempt(&mut conn, &keys, "a", 1).await, 1);
+    assert_eq!(attempt(&mut conn, &keys, "a", 1).await.0, 1);
     let mut w1 = Listener::new(&server, "grant:1").await;
     let mut w2 = Listener::new(&server, "grant:2").await;
     for (token, channel) in [("w1", "grant:1"), ("w2", "grant:2")] {
@@ -185,7 +173,7 @@ async fn a_raised_count_is_handed_to_the_queue_and_a_lowered_one_revokes_nobody(
     let (_, token, _) = w2.grant().await;
     assert_eq!(token, "w2", "granted once none is in use");
     assert_eq!(
-        attempt(&mut conn, &keys, "fresh", 2).await,
+        attempt(&mut conn, &keys, "fresh", 2).await.0,
         0,
         "1 is the cap"
     );
@@ -196,7 +184,7 @@ async fn a_queued_request_larger_than_a_lowered_count_is_dropped() {
     let server = common::server();
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("sem:resize-drop");
-    assert_eq!(attempt(&mut conn, &keys, "a", 3).await, 1);
+    assert_eq!(attempt(&mut conn, &keys, "a", 3).await.0, 1);
     // "big" asks for 3 at once and queues (1 of 3 held); "small" queues behind it. Both
     // listen, so neither place is dropped as dead.
     let _big = Listener::new(&server, "grant:big").await;
@@ -239,7 +227,7 @@ async fn a_resize_announces_free_permits_and_bad_counts_are_refused() {
     let server = common::server();
     let mut conn = common::raw(&server).await;
     let keys = Keys::new("sem:resize-announce");
-    assert_eq!(attempt(&mut conn, &keys, "a", 1).await, 1);
+    assert_eq!(attempt(&mut conn, &keys, "a", 1).await.0, 1);
     let mut released = Listener::new(&server, &keys.channel()).await;
     assert_eq!(
         sem_resize(&mut conn, &keys, 2, KEEP, true).await.unwrap(),

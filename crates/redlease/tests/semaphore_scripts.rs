@@ -13,24 +13,12 @@ mod common;
 mod prims;
 
 use prims::{
-    Keys, Listener, exists, extend, lrange, now_ms, pttl, renew, score, sem_acquire, sem_release,
-    server_error, until_expired, zcard,
+    Keys, Listener, exists, extend, lrange, now_ms, pttl, renew, score, sem_acquire,
+    sem_attempt as attempt, sem_release, server_error, until_expired, zcard,
 };
 
 const LONG: u64 = 60_000;
 const LINGER: u64 = 60_000;
-
-/// An attempt of `token` at one of `permits` permits for [`LONG`], taking no queue place.
-async fn attempt(
-    conn: &mut redis::aio::MultiplexedConnection,
-    keys: &Keys,
-    token: &str,
-    permits: u64,
-) -> prims::Reply {
-    sem_acquire(conn, keys, token, LONG, permits, None)
-        .await
-        .unwrap()
-}
 
 #[tokio::test]
 async fn at_most_n_holders_and_n_reached() {

@@ -7,7 +7,11 @@
 
 use std::time::Duration;
 
-use super::looped::Bare;
+use redis::aio::ConnectionManager;
+
+use super::env::Env;
+use super::looped::{self, Bare, LoopResult, Runner, Subject};
+use super::pairs::Comparison;
 use super::stats::LoopChecks;
 
 /// The lease rslock's loops ask for, as long as the bare floor's.
@@ -36,4 +40,31 @@ impl Bare for Rslock {
             Err(e) => checks.acquire_failed(format!("rslock `{}`: {e}", self.resource)),
         }
     }
+}
+
+/// The names of one comparison with rslock: the comparison's, redlease's side's and
+/// rslock's.
+pub(super) struct Names {
+    pub(super) comparison: &'static str,
+    pub(super) redlease: &'static str,
+    pub(super) rslock: &'static str,
+}
+
+/// `lock` against rslock's lock of `key` on the servers at `urls`, in `pairs` interleaved
+/// slice pairs of their own, `duration` in all per side; commands counted on `servers`.
+/// Both sides' results (redlease's first) and the comparison.
+pub(super) async fn compare(
+    env: &Env,
+    names: Names,
+    (duration, pairs): (Duration, u32),
+    lock: redlease::Lock,
+    (urls, key): (&[String], String),
+    servers: Vec<ConnectionManager>,
+) -> anyhow::Result<([LoopResult; 2], Comparison)> {
+    env.clean_up(&key);
+    let mut ours = Runner::new(names.redlease, Subject::Redlease(lock), servers.clone());
+    let mut peer = Runner::new(names.rslock, Subject::Bare(Rslock::new(urls, key)), servers);
+    let comparison =
+        looped::compare(env, names.comparison, duration, pairs, &mut ours, &mut peer).await?;
+    Ok(([ours.finish(), peer.finish()], comparison))
 }

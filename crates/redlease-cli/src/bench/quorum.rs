@@ -187,29 +187,16 @@ pub(super) async fn run(
     #[cfg(feature = "peers")]
     let (results, comparisons) = {
         let (mut results, mut comparisons) = (results, comparisons);
-        let mut ours = Runner::new(
-            "redlease quorum (pairs with rslock)",
-            Subject::Redlease(lock),
-            admins.clone(),
-        );
-        let mut peer = Runner::new(
-            "rslock quorum lock + unlock",
-            Subject::Bare(super::peers::Rslock::new(&urls, env.key("rslock-quorum"))),
-            admins,
-        );
-        comparisons.push(
-            looped::compare(
-                env,
-                "quorum of 5 vs rslock",
-                duration,
-                pairs,
-                &mut ours,
-                &mut peer,
-            )
-            .await?,
-        );
-        results.push(ours.finish().into());
-        results.push(peer.finish().into());
+        let names = super::peers::Names {
+            comparison: "quorum of 5 vs rslock",
+            redlease: "redlease quorum (pairs with rslock)",
+            rslock: "rslock quorum lock + unlock",
+        };
+        let on = (urls.as_slice(), env.key("rslock-quorum"));
+        let (sides, compared) =
+            super::peers::compare(env, names, (duration, pairs), lock, on, admins).await?;
+        results.extend(sides.map(Quorum::from));
+        comparisons.push(compared);
         (results, comparisons)
     };
     drop(client);

@@ -81,34 +81,19 @@ pub(super) async fn run(
     #[cfg(feature = "peers")]
     let (sides, comparisons) = {
         let (mut sides, mut comparisons) = (sides, comparisons);
-        let key = env.key("rslock-uncontended");
-        env.clean_up(&key);
-        let mut ours = Runner::new(
-            "redlease (pairs with rslock)",
-            Subject::Redlease(lock),
-            servers.clone(),
+        let names = super::peers::Names {
+            comparison: "uncontended vs rslock",
+            redlease: "redlease (pairs with rslock)",
+            rslock: "rslock lock + unlock",
+        };
+        let on = (
+            std::slice::from_ref(&env.url),
+            env.key("rslock-uncontended"),
         );
-        let mut peer = Runner::new(
-            "rslock lock + unlock",
-            Subject::Bare(super::peers::Rslock::new(
-                std::slice::from_ref(&env.url),
-                key,
-            )),
-            servers,
-        );
-        comparisons.push(
-            looped::compare(
-                env,
-                "uncontended vs rslock",
-                duration,
-                pairs,
-                &mut ours,
-                &mut peer,
-            )
-            .await?,
-        );
-        sides.push(ours.finish());
-        sides.push(peer.finish());
+        let (results, compared) =
+            super::peers::compare(env, names, (duration, pairs), lock, on, servers).await?;
+        sides.extend(results);
+        comparisons.push(compared);
         (sides, comparisons)
     };
     Ok((sides, comparisons))

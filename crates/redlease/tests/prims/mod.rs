@@ -156,6 +156,18 @@ pub async fn sem_acquire(
     acquired(&invocation, conn).await
 }
 
+/// An attempt of `token` at one of `permits` permits for a minute, taking no queue place.
+pub async fn sem_attempt(
+    conn: &mut MultiplexedConnection,
+    keys: &Keys,
+    token: &str,
+    permits: u64,
+) -> Reply {
+    sem_acquire(conn, keys, token, 60_000, permits, None)
+        .await
+        .unwrap()
+}
+
 pub async fn sem_release(
     conn: &mut MultiplexedConnection,
     keys: &Keys,
